@@ -1,0 +1,90 @@
+// The op interface shared by every device: attributes, the arguments a kernel receives,
+// and OpDef, which describes one op (arity, shape inference, cost, what backward needs).
+//
+// Conventions every kernel follows:
+//  - Float tensors are fp32 in compute; token ids are int32.
+//  - Forward writes `out` (and fills `saved`, op-private buffers sized by OpDef::saved).
+//  - Backward ACCUMULATES into each defined `grad_in[i]` (+=); an undefined grad_in[i]
+//    (no data) means that gradient is not wanted. The executor zeroes gradients, so a
+//    tensor consumed by several nodes (residuals, tied weights) sums its gradients, and
+//    parameter gradients accumulate across micro-batches for free.
+//  - Kernels allocate nothing per call beyond small stack or thread-local scratch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/core/tensor.h"
+
+namespace ds::kernels {
+
+// Node attributes (int, float or string), a copy of NodeDef.attrs without protobuf.
+class Attrs {
+ public:
+  void SetInt(const std::string& k, int64_t v) { ints_[k] = v; }
+  void SetFloat(const std::string& k, double v) { floats_[k] = v; }
+  void SetString(const std::string& k, std::string v) { strings_[k] = std::move(v); }
+  bool Has(const std::string& k) const {
+    return ints_.count(k) || floats_.count(k) || strings_.count(k);
+  }
+  int64_t Int(const std::string& k, int64_t dflt) const;
+  double Float(const std::string& k, double dflt) const;  // ints convert
+  std::string String(const std::string& k, const std::string& dflt) const;
+  // All attribute names, for validation against OpDef::attr_names.
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::string, int64_t> ints_;
+  std::map<std::string, double> floats_;
+  std::map<std::string, std::string> strings_;
+};
+
+// What a kernel sees for one call. Owned by the caller; views only.
+struct OpArgs {
+  const Attrs* attrs = nullptr;
+  std::vector<Tensor> in;        // inputs, in NodeDef order
+  std::vector<Tensor> out;       // outputs (forward writes them; backward reads them)
+  std::vector<Tensor> saved;     // op-private buffers from OpDef::saved (forward fills)
+  std::vector<Tensor> grad_out;  // backward: dL/d out
+  std::vector<Tensor> grad_in;   // backward: dL/d in, accumulated (+=); undefined = skip
+  uint64_t seed = 0;             // per call (node, step, micro-batch): dropout's stream
+  bool training = true;          // false: dropout is the identity
+};
+
+using KernelFn = std::function<Status(const OpArgs&)>;
+
+// Describes one op independent of device.
+struct OpDef {
+  std::string name;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  int num_outputs = 1;
+  std::vector<std::string> attr_names;  // accepted attributes; others are errors
+  // Output specs from input specs; errors name the problem (the caller adds the node).
+  std::function<Status(const Attrs&, const std::vector<TensorSpec>& in,
+                       std::vector<TensorSpec>* out)>
+      infer;
+  // Op-private fp32 buffers forward fills for backward (e.g. layernorm mean/rstd).
+  std::function<std::vector<TensorSpec>(const Attrs&, const std::vector<TensorSpec>& in)>
+      saved;
+  // Forward FLOPs (multiply-add = 2) and backward FLOPs.
+  std::function<double(const Attrs&, const std::vector<TensorSpec>& in)> forward_flops;
+  std::function<double(const Attrs&, const std::vector<TensorSpec>& in)> backward_flops;
+  // Which inputs / outputs backward reads (bit i = index i): with `saved`, this is the
+  // op's saved-activation footprint.
+  uint32_t backward_reads_inputs = 0;
+  uint32_t backward_reads_outputs = 0;
+  // Inputs that never take a gradient (token ids, targets).
+  uint32_t non_differentiable_inputs = 0;
+};
+
+// Bytes backward keeps alive for one call: the read inputs/outputs plus `saved`.
+int64_t SavedActivationBytes(const OpDef& def, const Attrs& attrs,
+                             const std::vector<TensorSpec>& in,
+                             const std::vector<TensorSpec>& out);
+
+}  // namespace ds::kernels

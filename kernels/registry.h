@@ -1,0 +1,36 @@
+// The kernel registry: op name -> OpDef, and (op, device, dtype) -> forward/backward.
+// CPU fp32 is the reference every other backend is checked against. Registration
+// happens in static initializers of each kernels/<device>/ library (alwayslink);
+// lookups are thread-safe after main() starts.
+//
+//   const OpDef* def = FindOp("layernorm");
+//   const Kernel* k = FindKernel("layernorm", Device::kCpu, DType::kF32);
+//   DS_RETURN_IF_ERROR(k->forward(args));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/op.h"
+
+namespace ds::kernels {
+
+enum class Device : uint8_t { kCpu = 0, kCuda = 1 };
+const char* DeviceName(Device d);
+
+struct Kernel {
+  KernelFn forward;
+  KernelFn backward;
+};
+
+// Registers an op; returns true (so it can initialize a static). Aborts on a duplicate.
+bool RegisterOp(OpDef def);
+bool RegisterKernel(const std::string& op, Device device, DType dtype, Kernel kernel);
+
+// nullptr when unknown.
+const OpDef* FindOp(const std::string& name);
+const Kernel* FindKernel(const std::string& op, Device device, DType dtype);
+// Sorted op names, for error messages ("known ops: ...") and the conformance test.
+std::vector<std::string> RegisteredOps();
+
+}  // namespace ds::kernels

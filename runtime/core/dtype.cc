@@ -1,0 +1,74 @@
+#include "runtime/core/dtype.h"
+
+#include <immintrin.h>
+
+namespace ds {
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU16: return 2;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU16: return "u16";
+  }
+  return "?";
+}
+
+bool ParseDType(const std::string& n, DType* out) {
+  if (n == "f32" || n == "float32" || n == "fp32" || n == "F32") *out = DType::kF32;
+  else if (n == "bf16" || n == "bfloat16" || n == "BF16") *out = DType::kBF16;
+  else if (n == "f16" || n == "float16" || n == "fp16" || n == "F16") *out = DType::kF16;
+  else if (n == "i32" || n == "int32" || n == "I32") *out = DType::kI32;
+  else if (n == "i64" || n == "int64" || n == "I64") *out = DType::kI64;
+  else if (n == "u16" || n == "uint16" || n == "U16") *out = DType::kU16;
+  else return false;
+  return true;
+}
+
+uint16_t FloatToF16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+float F16ToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+}
+
+void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
+}
+
+void ConvertF32ToF16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(src + i);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) dst[i] = FloatToF16(src[i]);
+}
+
+void ConvertF16ToF32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(v));
+  }
+  for (; i < n; ++i) dst[i] = F16ToFloat(src[i]);
+}
+
+}  // namespace ds
