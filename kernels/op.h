@@ -36,6 +36,9 @@ class Attrs {
   std::string String(const std::string& k, const std::string& dflt) const;
   // All attribute names, for validation against OpDef::attr_names.
   std::vector<std::string> Names() const;
+  const std::map<std::string, int64_t>& ints() const { return ints_; }
+  const std::map<std::string, double>& floats() const { return floats_; }
+  const std::map<std::string, std::string>& strings() const { return strings_; }
 
  private:
   std::map<std::string, int64_t> ints_;

@@ -1,0 +1,80 @@
+// Graph: the in-memory model description every worker trains (loaded from proto/graph.proto
+// by graph_io.h, checked by validate.h, built by model_builder.h). Plain structs, no
+// protobuf, so that widely included headers stay light. Immutable after validation;
+// safe to share between threads for reading.
+//
+//   DS_ASSIGN_OR_RETURN(Graph g, LoadGraph("configs/models/gpt2-tiny.pbtxt"));
+//   DS_RETURN_IF_ERROR(ValidateGraph(g, "gpt2-tiny.pbtxt"));
+//   Shape s = BindShape(g.tensors[0].shape, {{"batch", 4}, {"seq", 256}});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/op.h"
+#include "runtime/base/status.h"
+#include "runtime/core/tensor.h"
+
+namespace ds {
+
+enum class TensorRole : uint8_t { kParam, kInput, kTarget, kActivation };
+const char* TensorRoleName(TensorRole r);
+
+// A dimension: fixed size, or a symbol ("batch", "seq") bound per run.
+struct Dim {
+  int64_t size = 0;
+  std::string symbol;  // non-empty: symbolic
+  static Dim Fixed(int64_t n) { return {n, ""}; }
+  static Dim Sym(std::string s) { return {0, std::move(s)}; }
+};
+using SymShape = std::vector<Dim>;
+using DimBindings = std::map<std::string, int64_t>;
+
+struct InitSpec {
+  enum Kind : uint8_t { kZeros, kOnes, kNormal, kUniform, kConstant };
+  Kind kind = kZeros;
+  float mean = 0, std = 0, low = 0, high = 0, value = 0;
+};
+
+enum class ShardKind : uint8_t { kNone, kReplicated, kColumn, kRow, kVocab };
+
+struct TensorInfo {
+  std::string name;
+  SymShape shape;
+  DType dtype = DType::kF32;
+  TensorRole role = TensorRole::kActivation;
+  InitSpec init;
+  ShardKind sharding = ShardKind::kNone;
+};
+
+struct NodeInfo {
+  std::string name;
+  std::string op;
+  std::vector<int> inputs;   // tensor indices
+  std::vector<int> outputs;  // tensor indices
+  kernels::Attrs attrs;
+  int block = 0;  // -1 before the first block, num_blocks after the last
+};
+
+struct Graph {
+  std::string name;
+  std::string family;
+  std::vector<TensorInfo> tensors;
+  std::vector<NodeInfo> nodes;  // topological order (validated)
+  int loss = -1;                // tensor index of the scalar loss
+  int num_blocks = 0;
+  std::map<std::string, int64_t> config;  // generator settings (n_layer, n_embd, ...)
+
+  // -1 when absent.
+  int FindTensor(const std::string& name) const;
+  std::vector<int> Params() const;  // tensor indices with role kParam, in declaration order
+  int64_t NumParameters() const;    // elements over all params (shapes must be fixed)
+};
+
+// Concrete shape of `shape` under `bindings`; an unbound symbol is an error.
+StatusOr<Shape> BindShape(const SymShape& shape, const DimBindings& bindings);
+std::string SymShapeToString(const SymShape& shape);  // "[batch, seq, 256]"
+
+}  // namespace ds

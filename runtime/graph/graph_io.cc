@@ -1,0 +1,238 @@
+#include "runtime/graph/graph_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "proto/graph.pb.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+StatusOr<DType> FromProtoDType(proto::DataType t, const std::string& where) {
+  switch (t) {
+    case proto::DT_F32: return DType::kF32;
+    case proto::DT_BF16: return DType::kBF16;
+    case proto::DT_F16: return DType::kF16;
+    case proto::DT_I32: return DType::kI32;
+    case proto::DT_I64: return DType::kI64;
+    case proto::DT_U16: return DType::kU16;
+    default: return InvalidArgumentError(where + ": missing or invalid dtype");
+  }
+}
+
+proto::DataType ToProtoDType(DType t) {
+  switch (t) {
+    case DType::kF32: return proto::DT_F32;
+    case DType::kBF16: return proto::DT_BF16;
+    case DType::kF16: return proto::DT_F16;
+    case DType::kI32: return proto::DT_I32;
+    case DType::kI64: return proto::DT_I64;
+    case DType::kU16: return proto::DT_U16;
+  }
+  return proto::DT_INVALID;
+}
+
+// Collects text-format parse errors with line and column.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty())
+      first_ = "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
+  Graph g;
+  g.name = p.name();
+  g.family = p.family();
+  g.num_blocks = p.num_blocks();
+  for (const auto& [k, v] : p.config()) g.config[k] = v;
+  for (const proto::TensorDef& t : p.tensors()) {
+    TensorInfo info;
+    info.name = t.name();
+    std::string where = source + ": tensor \"" + t.name() + "\"";
+    if (info.name.empty()) return InvalidArgumentError(source + ": a tensor has no name");
+    for (const proto::Dim& d : t.shape()) {
+      if (d.kind_case() == proto::Dim::kSymbol) info.shape.push_back(Dim::Sym(d.symbol()));
+      else if (d.size() > 0) info.shape.push_back(Dim::Fixed(d.size()));
+      else return InvalidArgumentError(where + ": dimension " + std::to_string(d.size()) +
+                                       " must be positive or a symbol");
+    }
+    DS_ASSIGN_OR_RETURN(info.dtype, FromProtoDType(t.dtype(), where));
+    switch (t.role()) {
+      case proto::PARAM: info.role = TensorRole::kParam; break;
+      case proto::INPUT: info.role = TensorRole::kInput; break;
+      case proto::TARGET: info.role = TensorRole::kTarget; break;
+      case proto::ACTIVATION: info.role = TensorRole::kActivation; break;
+      default: return InvalidArgumentError(where + ": missing role (param/input/target/activation)");
+    }
+    const proto::Initializer& in = t.init();
+    info.init.kind = static_cast<InitSpec::Kind>(in.kind());
+    info.init.mean = in.mean();
+    info.init.std = in.std();
+    info.init.low = in.low();
+    info.init.high = in.high();
+    info.init.value = in.value();
+    info.sharding = static_cast<ShardKind>(t.sharding().kind());
+    g.tensors.push_back(std::move(info));
+  }
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    if (!index.emplace(g.tensors[i].name, static_cast<int>(i)).second)
+      return InvalidArgumentError(source + ": tensor \"" + g.tensors[i].name + "\" declared twice");
+  }
+  for (const proto::NodeDef& n : p.nodes()) {
+    NodeInfo node;
+    node.name = n.name();
+    node.op = n.op();
+    node.block = n.block();
+    std::string where = source + ": node \"" + n.name() + "\" (" + n.op() + ")";
+    for (const std::string& in : n.inputs()) {
+      auto it = index.find(in);
+      if (it == index.end())
+        return InvalidArgumentError(where + ": input \"" + in + "\" is not a declared tensor");
+      node.inputs.push_back(it->second);
+    }
+    for (const std::string& out : n.outputs()) {
+      auto it = index.find(out);
+      if (it == index.end())
+        return InvalidArgumentError(where + ": output \"" + out + "\" is not a declared tensor");
+      node.outputs.push_back(it->second);
+    }
+    for (const auto& [k, v] : n.attrs()) {
+      switch (v.value_case()) {
+        case proto::AttrValue::kI: node.attrs.SetInt(k, v.i()); break;
+        case proto::AttrValue::kF: node.attrs.SetFloat(k, v.f()); break;
+        case proto::AttrValue::kS: node.attrs.SetString(k, v.s()); break;
+        default: return InvalidArgumentError(where + ": attribute \"" + k + "\" has no value");
+      }
+    }
+    g.nodes.push_back(std::move(node));
+  }
+  if (!p.loss().empty()) {
+    auto it = index.find(p.loss());
+    if (it == index.end())
+      return InvalidArgumentError(source + ": loss \"" + p.loss() + "\" is not a declared tensor");
+    g.loss = it->second;
+  }
+  return g;
+}
+
+void ToProto(const Graph& g, proto::GraphDef* p) {
+  p->set_name(g.name);
+  p->set_family(g.family);
+  p->set_num_blocks(g.num_blocks);
+  for (const auto& [k, v] : g.config) (*p->mutable_config())[k] = v;
+  for (const TensorInfo& t : g.tensors) {
+    proto::TensorDef* d = p->add_tensors();
+    d->set_name(t.name);
+    for (const Dim& dim : t.shape) {
+      if (dim.symbol.empty()) d->add_shape()->set_size(dim.size);
+      else d->add_shape()->set_symbol(dim.symbol);
+    }
+    d->set_dtype(ToProtoDType(t.dtype));
+    switch (t.role) {
+      case TensorRole::kParam: d->set_role(proto::PARAM); break;
+      case TensorRole::kInput: d->set_role(proto::INPUT); break;
+      case TensorRole::kTarget: d->set_role(proto::TARGET); break;
+      case TensorRole::kActivation: d->set_role(proto::ACTIVATION); break;
+    }
+    if (t.role == TensorRole::kParam) {
+      proto::Initializer* in = d->mutable_init();
+      in->set_kind(static_cast<proto::Initializer::Kind>(t.init.kind));
+      in->set_mean(t.init.mean);
+      in->set_std(t.init.std);
+      in->set_low(t.init.low);
+      in->set_high(t.init.high);
+      in->set_value(t.init.value);
+      if (t.sharding != ShardKind::kNone)
+        d->mutable_sharding()->set_kind(static_cast<proto::ShardingHint::Kind>(t.sharding));
+    }
+  }
+  for (const NodeInfo& n : g.nodes) {
+    proto::NodeDef* d = p->add_nodes();
+    d->set_name(n.name);
+    d->set_op(n.op);
+    d->set_block(n.block);
+    for (int i : n.inputs) d->add_inputs(g.tensors[i].name);
+    for (int o : n.outputs) d->add_outputs(g.tensors[o].name);
+    auto& attrs = *d->mutable_attrs();
+    for (const auto& [k, v] : n.attrs.ints()) attrs[k].set_i(v);
+    for (const auto& [k, v] : n.attrs.floats()) attrs[k].set_f(static_cast<float>(v));
+    for (const auto& [k, v] : n.attrs.strings()) attrs[k].set_s(v);
+  }
+  if (g.loss >= 0) p->set_loss(g.tensors[g.loss].name);
+}
+
+}  // namespace
+
+StatusOr<Graph> ParseGraphText(const std::string& text, const std::string& source) {
+  proto::GraphDef p;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &p))
+    return InvalidArgumentError(source + ": not a valid text graph: " + errors.first());
+  return FromProto(p, source);
+}
+
+StatusOr<Graph> LoadGraph(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot open graph file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string data = ss.str();
+  if (EndsWith(path, ".pbtxt") || EndsWith(path, ".txtpb")) return ParseGraphText(data, path);
+  proto::GraphDef p;
+  if (!p.ParseFromString(data))
+    return InvalidArgumentError(path + ": not a valid binary graph (expected a GraphDef; "
+                                "text graphs need the .pbtxt extension)");
+  return FromProto(p, path);
+}
+
+Status SaveGraph(const Graph& graph, const std::string& path) {
+  proto::GraphDef p;
+  ToProto(graph, &p);
+  std::string data;
+  if (EndsWith(path, ".pbtxt") || EndsWith(path, ".txtpb")) {
+    google::protobuf::TextFormat::Printer printer;
+    if (!printer.PrintToString(p, &data)) return InternalError(path + ": text serialization failed");
+  } else if (!p.SerializeToString(&data)) {
+    return InternalError(path + ": serialization failed");
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return ErrnoToStatus(errno, "open(" + tmp + ")");
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return ErrnoToStatus(errno, "write(" + tmp + ")");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    return ErrnoToStatus(err, "rename(" + tmp + ", " + path + ")");
+  }
+  return OkStatus();
+}
+
+}  // namespace ds

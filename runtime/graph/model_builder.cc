@@ -1,0 +1,244 @@
+#include "runtime/graph/model_builder.h"
+
+#include <cmath>
+#include <map>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds {
+namespace {
+
+// Appends tensors and nodes to a Graph with short calls.
+class Builder {
+ public:
+  explicit Builder(Graph* g) : g_(g) {}
+
+  int Param(const std::string& name, Shape shape, InitSpec init, ShardKind shard) {
+    TensorInfo t;
+    t.name = name;
+    for (int64_t d : shape) t.shape.push_back(Dim::Fixed(d));
+    t.role = TensorRole::kParam;
+    t.init = init;
+    t.sharding = shard;
+    return Add(std::move(t));
+  }
+  int Data(const std::string& name, TensorRole role) {
+    TensorInfo t;
+    t.name = name;
+    t.shape = {Dim::Sym("batch"), Dim::Sym("seq")};
+    t.dtype = DType::kI32;
+    t.role = role;
+    return Add(std::move(t));
+  }
+  // Adds node `op` producing a new activation `out` of shape [batch, seq, width]
+  // (width 0: a scalar [1]).
+  int Node(const std::string& op, const std::string& out, std::vector<int> inputs,
+           int64_t width, int block, kernels::Attrs attrs = {}) {
+    TensorInfo t;
+    t.name = out;
+    if (width > 0) t.shape = {Dim::Sym("batch"), Dim::Sym("seq"), Dim::Fixed(width)};
+    else t.shape = {Dim::Fixed(1)};
+    t.role = TensorRole::kActivation;
+    int o = Add(std::move(t));
+    NodeInfo n;
+    n.name = out;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {o};
+    n.attrs = std::move(attrs);
+    n.block = block;
+    g_->nodes.push_back(std::move(n));
+    return o;
+  }
+
+ private:
+  int Add(TensorInfo t) {
+    g_->tensors.push_back(std::move(t));
+    return static_cast<int>(g_->tensors.size()) - 1;
+  }
+  Graph* g_;
+};
+
+InitSpec Normal(float std) { return {InitSpec::kNormal, 0.0f, std, 0, 0, 0}; }
+InitSpec Zeros() { return {InitSpec::kZeros, 0, 0, 0, 0, 0}; }
+InitSpec Ones() { return {InitSpec::kOnes, 0, 0, 0, 0, 0}; }
+
+kernels::Attrs Eps(float eps) {
+  kernels::Attrs a;
+  a.SetFloat("eps", eps);
+  return a;
+}
+
+int MaybeDropout(Builder& b, int x, const std::string& name, int64_t width, int block, float p) {
+  if (p <= 0) return x;
+  kernels::Attrs a;
+  a.SetFloat("p", p);
+  return b.Node("dropout", name, {x}, width, block, a);
+}
+
+void BuildGpt2(const ModelSpec& s, Graph* g) {
+  Builder b(g);
+  const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
+  const int64_t F = s.ffn_hidden > 0 ? s.ffn_hidden : 4 * C;
+  const float eps = s.norm_eps > 0 ? s.norm_eps : 1e-5f;
+  const float proj_std = s.init_std / std::sqrt(2.0f * L);  // GPT-2's residual scaling
+  int ids = b.Data("ids", TensorRole::kInput);
+  int targets = b.Data("targets", TensorRole::kTarget);
+  int wte = b.Param("wte", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  int wpe = b.Param("wpe", {s.max_seq_len, C}, Normal(0.01f), ShardKind::kReplicated);
+  int x = b.Node("embedding", "tok_emb", {ids, wte}, C, -1);
+  x = b.Node("position_embedding", "emb", {x, wpe}, C, -1);
+  x = MaybeDropout(b, x, "emb_drop", C, -1, s.dropout);
+  kernels::Attrs heads;
+  heads.SetInt("n_head", s.n_head);
+  heads.SetInt("n_kv_head", s.n_head);
+  for (int i = 0; i < L; ++i) {
+    std::string p = "h." + std::to_string(i) + ".";
+    int ln1w = b.Param(p + "ln_1.weight", {C}, Ones(), ShardKind::kReplicated);
+    int ln1b = b.Param(p + "ln_1.bias", {C}, Zeros(), ShardKind::kReplicated);
+    int qkvw = b.Param(p + "attn.qkv.weight", {3 * C, C}, Normal(s.init_std), ShardKind::kColumn);
+    int qkvb = b.Param(p + "attn.qkv.bias", {3 * C}, Zeros(), ShardKind::kColumn);
+    int projw = b.Param(p + "attn.proj.weight", {C, C}, Normal(proj_std), ShardKind::kRow);
+    int projb = b.Param(p + "attn.proj.bias", {C}, Zeros(), ShardKind::kReplicated);
+    int ln2w = b.Param(p + "ln_2.weight", {C}, Ones(), ShardKind::kReplicated);
+    int ln2b = b.Param(p + "ln_2.bias", {C}, Zeros(), ShardKind::kReplicated);
+    int fcw = b.Param(p + "mlp.fc.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+    int fcb = b.Param(p + "mlp.fc.bias", {F}, Zeros(), ShardKind::kColumn);
+    int mpw = b.Param(p + "mlp.proj.weight", {C, F}, Normal(proj_std), ShardKind::kRow);
+    int mpb = b.Param(p + "mlp.proj.bias", {C}, Zeros(), ShardKind::kReplicated);
+    int h = b.Node("layernorm", p + "ln_1", {x, ln1w, ln1b}, C, i, Eps(eps));
+    h = b.Node("linear", p + "attn.qkv", {h, qkvw, qkvb}, 3 * C, i);
+    h = b.Node("attention", p + "attn.att", {h}, C, i, heads);
+    h = b.Node("linear", p + "attn.proj", {h, projw, projb}, C, i);
+    h = MaybeDropout(b, h, p + "attn.drop", C, i, s.dropout);
+    x = b.Node("add", p + "res_1", {x, h}, C, i);
+    h = b.Node("layernorm", p + "ln_2", {x, ln2w, ln2b}, C, i, Eps(eps));
+    h = b.Node("linear", p + "mlp.fc", {h, fcw, fcb}, F, i);
+    h = b.Node("gelu", p + "mlp.gelu", {h}, F, i);
+    h = b.Node("linear", p + "mlp.proj", {h, mpw, mpb}, C, i);
+    h = MaybeDropout(b, h, p + "mlp.drop", C, i, s.dropout);
+    x = b.Node("add", p + "res_2", {x, h}, C, i);
+  }
+  int lnfw = b.Param("ln_f.weight", {C}, Ones(), ShardKind::kReplicated);
+  int lnfb = b.Param("ln_f.bias", {C}, Zeros(), ShardKind::kReplicated);
+  x = b.Node("layernorm", "ln_f", {x, lnfw, lnfb}, C, L, Eps(eps));
+  int head = wte;
+  if (s.tie_embeddings == 0) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  int logits = b.Node("linear", "logits", {x, head}, V, L);
+  g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
+}
+
+void BuildLlama(const ModelSpec& s, Graph* g) {
+  Builder b(g);
+  const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
+  const int64_t H = s.n_head, KV = s.n_kv_head > 0 ? s.n_kv_head : s.n_head, D = C / H;
+  int64_t F = s.ffn_hidden;
+  if (F <= 0) F = (8 * C / 3 + 63) / 64 * 64;
+  const float eps = s.norm_eps > 0 ? s.norm_eps : 1e-5f;
+  int ids = b.Data("ids", TensorRole::kInput);
+  int targets = b.Data("targets", TensorRole::kTarget);
+  int emb = b.Param("embed_tokens", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  int x = b.Node("embedding", "tok_emb", {ids, emb}, C, -1);
+  kernels::Attrs heads;
+  heads.SetInt("n_head", H);
+  heads.SetInt("n_kv_head", KV);
+  kernels::Attrs rope = heads;
+  rope.SetFloat("theta", s.rope_theta);
+  const int64_t qkv_rows = (H + 2 * KV) * D;
+  for (int i = 0; i < L; ++i) {
+    std::string p = "layers." + std::to_string(i) + ".";
+    int n1w = b.Param(p + "input_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
+    int qkvw = b.Param(p + "attn.qkv.weight", {qkv_rows, C}, Normal(s.init_std), ShardKind::kColumn);
+    int ow = b.Param(p + "attn.o_proj.weight", {C, H * D}, Normal(s.init_std), ShardKind::kRow);
+    int n2w = b.Param(p + "post_attention_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
+    int gw = b.Param(p + "mlp.gate_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+    int uw = b.Param(p + "mlp.up_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+    int dw = b.Param(p + "mlp.down_proj.weight", {C, F}, Normal(s.init_std), ShardKind::kRow);
+    int h = b.Node("rmsnorm", p + "input_layernorm", {x, n1w}, C, i, Eps(eps));
+    h = b.Node("linear", p + "attn.qkv", {h, qkvw}, qkv_rows, i);
+    h = b.Node("rope", p + "attn.rope", {h}, qkv_rows, i, rope);
+    h = b.Node("attention", p + "attn.att", {h}, H * D, i, heads);
+    h = b.Node("linear", p + "attn.o_proj", {h, ow}, C, i);
+    x = b.Node("add", p + "res_1", {x, h}, C, i);
+    h = b.Node("rmsnorm", p + "post_attention_layernorm", {x, n2w}, C, i, Eps(eps));
+    int gate = b.Node("linear", p + "mlp.gate", {h, gw}, F, i);
+    int up = b.Node("linear", p + "mlp.up", {h, uw}, F, i);
+    gate = b.Node("silu", p + "mlp.silu", {gate}, F, i);
+    h = b.Node("mul", p + "mlp.swiglu", {gate, up}, F, i);
+    h = b.Node("linear", p + "mlp.down", {h, dw}, C, i);
+    x = b.Node("add", p + "res_2", {x, h}, C, i);
+  }
+  int nw = b.Param("norm.weight", {C}, Ones(), ShardKind::kReplicated);
+  x = b.Node("rmsnorm", "norm", {x, nw}, C, L, Eps(eps));
+  int head = emb;
+  if (s.tie_embeddings != 1) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  int logits = b.Node("linear", "logits", {x, head}, V, L);
+  g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
+}
+
+}  // namespace
+
+Status CheckModelSpec(const ModelSpec& s) {
+  auto bad = [&](const std::string& m) { return InvalidArgumentError("model: " + m); };
+  if (s.family != "gpt2" && s.family != "llama")
+    return bad("unknown family \"" + s.family + "\" (gpt2 or llama)");
+  if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.vocab_size <= 0 || s.max_seq_len <= 0)
+    return bad("n_layer, n_embd, n_head, vocab_size and max_seq_len must be positive");
+  if (s.n_embd % s.n_head) return bad("n_embd " + std::to_string(s.n_embd) +
+                                      " is not divisible by n_head " + std::to_string(s.n_head));
+  int kv = s.n_kv_head > 0 ? s.n_kv_head : s.n_head;
+  if (s.n_head % kv) return bad("n_head " + std::to_string(s.n_head) +
+                                " is not divisible by n_kv_head " + std::to_string(kv));
+  if (s.family == "gpt2" && kv != s.n_head) return bad("gpt2 uses multi-head attention (n_kv_head = n_head)");
+  if (s.family == "llama" && (s.n_embd / s.n_head) % 2) return bad("RoPE needs an even head size");
+  if (s.dropout < 0 || s.dropout >= 1) return bad("dropout must be in [0, 1)");
+  if (s.ffn_hidden < 0) return bad("ffn_hidden must be positive (or 0 for the default)");
+  return OkStatus();
+}
+
+StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
+  DS_RETURN_IF_ERROR(CheckModelSpec(s));
+  Graph g;
+  g.family = s.family;
+  g.num_blocks = s.n_layer;
+  g.name = s.family + "-L" + std::to_string(s.n_layer) + "-C" + std::to_string(s.n_embd);
+  g.config = {{"n_layer", s.n_layer},       {"n_embd", s.n_embd},
+              {"n_head", s.n_head},         {"n_kv_head", s.n_kv_head > 0 ? s.n_kv_head : s.n_head},
+              {"vocab_size", s.vocab_size}, {"max_seq_len", s.max_seq_len}};
+  if (s.family == "gpt2") BuildGpt2(s, &g);
+  else BuildLlama(s, &g);
+  return g;
+}
+
+std::vector<std::string> ModelPresetNames() {
+  return {"gpt2-tiny", "gpt2-small-test", "gpt2-124m", "gpt2-350m",
+          "llama-tiny", "llama-small", "llama-1b"};
+}
+
+StatusOr<ModelSpec> ModelPreset(const std::string& name) {
+  ModelSpec s;
+  if (name == "gpt2-tiny") {
+    s = {"gpt2", 2, 64, 4, 0, 64, 64};
+  } else if (name == "gpt2-small-test") {  // the benchmark shape of the engine issue
+    s = {"gpt2", 4, 256, 4, 0, 8192, 256};
+  } else if (name == "gpt2-124m") {
+    s = {"gpt2", 12, 768, 12, 0, 50257, 1024};
+  } else if (name == "gpt2-350m") {
+    s = {"gpt2", 24, 1024, 16, 0, 50257, 1024};
+  } else if (name == "llama-tiny") {
+    s = {"llama", 2, 64, 4, 2, 64, 64};
+  } else if (name == "llama-small") {
+    s = {"llama", 4, 256, 8, 4, 8192, 256};
+  } else if (name == "llama-1b") {  // Llama 3.2 1B shape
+    s = {"llama", 16, 2048, 32, 8, 128256, 2048};
+    s.ffn_hidden = 8192;
+    s.rope_theta = 500000.0f;
+  } else {
+    std::string known;
+    for (const std::string& n : ModelPresetNames()) known += (known.empty() ? "" : ", ") + n;
+    return InvalidArgumentError("unknown model preset \"" + name + "\" (known: " + known + ")");
+  }
+  return s;
+}
+
+}  // namespace ds

@@ -1,0 +1,42 @@
+// Graph generators for the GPT-2 family (learned positions, LayerNorm, GELU, biases, tied
+// embeddings) and the Llama family (RMSNorm, RoPE, SwiGLU, no biases, untied head,
+// grouped-query attention). Parameter names are the contract shared with checkpoints
+// and the Hugging Face name mapping (runtime/ckpt/hf_names.h).
+//
+//   ModelSpec spec = ModelPreset("gpt2-124m").value();
+//   DS_ASSIGN_OR_RETURN(Graph g, BuildModelGraph(spec));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/graph/graph.h"
+
+namespace ds {
+
+struct ModelSpec {
+  std::string family = "gpt2";  // "gpt2" or "llama"
+  int n_layer = 4;
+  int n_embd = 256;
+  int n_head = 4;
+  int n_kv_head = 0;     // 0: n_head (multi-head attention)
+  int vocab_size = 8192;
+  int max_seq_len = 256;
+  int ffn_hidden = 0;    // 0: 4*C for gpt2, SwiGLU's 8C/3 rounded up to 64 for llama
+  float dropout = 0.0f;  // gpt2 only: after embeddings, attention and MLP projections
+  float rope_theta = 10000.0f;
+  float norm_eps = 0.0f;     // 0: 1e-5
+  float init_std = 0.02f;
+  int tie_embeddings = -1;   // -1: family default (gpt2 tied, llama untied)
+};
+
+// The named presets ds-model offers: gpt2-tiny, gpt2-small-test, gpt2-124m, gpt2-350m,
+// llama-tiny, llama-small, llama-1b.
+StatusOr<ModelSpec> ModelPreset(const std::string& name);
+std::vector<std::string> ModelPresetNames();
+
+// Checks the spec (positive sizes, heads divide C, kv heads divide heads, ...).
+Status CheckModelSpec(const ModelSpec& spec);
+StatusOr<Graph> BuildModelGraph(const ModelSpec& spec);
+
+}  // namespace ds
