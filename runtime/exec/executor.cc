@@ -1,0 +1,297 @@
+#include "runtime/exec/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/graph/validate.h"
+
+namespace ds {
+
+struct Executor::NodeExec {
+  const NodeInfo* node = nullptr;
+  const kernels::OpDef* def = nullptr;
+  const kernels::Kernel* kernel = nullptr;
+  kernels::OpArgs args;          // forward and backward share one argument set
+  std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
+  // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view).
+  struct ParamUse {
+    const ParamSlot* slot;
+    Tensor scratch;
+    Tensor grad_scratch;
+  };
+  std::vector<ParamUse> params;
+};
+
+namespace {
+
+constexpr size_t kAlignBytes = 64;
+
+size_t AlignUp(size_t n) { return (n + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ull * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Executor::Executor(const Graph& graph, ParamStore* params, const ExecutorOptions& options)
+    : graph_(&graph), params_(params), opt_(options) {
+  const char* p = std::getenv("DS_PROFILE_OPS");
+  profiling_ = p && p[0] == '1';
+}
+
+Executor::~Executor() = default;
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, ParamStore* params,
+                                                     const ExecutorOptions& options) {
+  if (options.batch <= 0 || options.seq <= 0)
+    return InvalidArgumentError("executor: batch and seq must be positive");
+  std::unique_ptr<Executor> ex(new Executor(graph, params, options));
+  DS_RETURN_IF_ERROR(ex->Build());
+  return ex;
+}
+
+Status Executor::Build() {
+  const Graph& g = *graph_;
+  DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(g, {{"batch", opt_.batch}, {"seq", opt_.seq}},
+                                               g.name.empty() ? "graph" : g.name));
+  const int nt = static_cast<int>(g.tensors.size());
+  views_.assign(nt, Tensor());
+  grad_views_.assign(nt, Tensor());
+
+  // Data inputs (ids, targets): one int32 arena.
+  int ids = -1, targets = -1;
+  for (int t = 0; t < nt; ++t) {
+    if (g.tensors[t].role == TensorRole::kInput) ids = t;
+    if (g.tensors[t].role == TensorRole::kTarget) targets = t;
+  }
+  if (ids < 0 || targets < 0) return InvalidArgumentError("executor: graph needs an input and a target");
+  const int64_t tokens = opt_.batch * opt_.seq;
+  data_arena_ = Buffer::Allocate(2 * tokens * sizeof(int32_t));
+  int32_t* data = static_cast<int32_t*>(data_arena_.data());
+  inputs_ = {data, data + tokens};
+  views_[ids] = Tensor(inputs_[0], specs_[ids].shape, DType::kI32);
+  views_[targets] = Tensor(inputs_[1], specs_[targets].shape, DType::kI32);
+
+  // Node kernels and the forward arena (activations + saved buffers): all live for the step.
+  std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());
+  size_t act_size = 0;
+  for (int t = 0; t < nt; ++t)
+    if (g.tensors[t].role == TensorRole::kActivation) act_size += AlignUp(specs_[t].nbytes());
+  size_t max_node_params = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeInfo& n = g.nodes[i];
+    auto ne = std::make_unique<NodeExec>();
+    ne->node = &n;
+    ne->def = kernels::FindOp(n.op);
+    ne->kernel = kernels::FindKernel(n.op, kernels::Device::kCpu, DType::kF32);
+    if (!ne->def || !ne->kernel)
+      return UnimplementedError("executor: no cpu/f32 kernel for op \"" + n.op + "\" (node " + n.name + ")");
+    std::vector<TensorSpec> in;
+    for (int t : n.inputs) in.push_back(specs_[t]);
+    if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
+    for (const TensorSpec& s : saved_specs[i]) act_size += AlignUp(s.nbytes());
+    fwd_flops_ += ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
+    bwd_flops_ += ne->def->backward_flops ? ne->def->backward_flops(n.attrs, in) : 0;
+    size_t node_params = 0;
+    for (int t : n.inputs)
+      if (g.tensors[t].role == TensorRole::kParam) node_params += AlignUp(specs_[t].numel() * 4);
+    max_node_params = std::max(max_node_params, node_params);
+    nodes_.push_back(std::move(ne));
+  }
+  act_arena_ = Buffer::Allocate(act_size);
+  act_bytes_ = static_cast<int64_t>(act_size);
+  char* cursor = static_cast<char*>(act_arena_.data());
+  for (int t = 0; t < nt; ++t) {
+    if (g.tensors[t].role != TensorRole::kActivation) continue;
+    views_[t] = Tensor(cursor, specs_[t].shape, specs_[t].dtype);
+    cursor += AlignUp(specs_[t].nbytes());
+  }
+  if (params_->mixed()) {
+    scratch_ = Buffer::Allocate(max_node_params);
+    if (opt_.training) grad_scratch_ = Buffer::Allocate(max_node_params);
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    NodeExec& ne = *nodes_[i];
+    kernels::OpArgs& a = ne.args;
+    a.attrs = &ne.node->attrs;
+    a.training = opt_.training;
+    char* sc = static_cast<char*>(scratch_.data());
+    char* gsc = static_cast<char*>(grad_scratch_.data());
+    for (int t : ne.node->inputs) {
+      if (g.tensors[t].role == TensorRole::kParam) {
+        const ParamSlot* slot = params_->ForTensor(t);
+        if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
+        if (params_->mixed()) {
+          NodeExec::ParamUse use{slot, Tensor(sc, slot->shape, DType::kF32),
+                                 gsc ? Tensor(gsc, slot->shape, DType::kF32) : Tensor()};
+          sc += AlignUp(slot->numel * 4);
+          if (gsc) gsc += AlignUp(slot->numel * 4);
+          a.in.push_back(use.scratch);
+          ne.params.push_back(use);
+        } else {
+          a.in.push_back(params_->MasterView(*slot));
+        }
+      } else {
+        a.in.push_back(views_[t]);
+      }
+    }
+    for (int t : ne.node->outputs) a.out.push_back(views_[t]);
+    for (const TensorSpec& s : saved_specs[i]) {
+      a.saved.push_back(Tensor(cursor, s.shape, s.dtype));
+      cursor += AlignUp(s.nbytes());
+    }
+  }
+  if (opt_.training) DS_RETURN_IF_ERROR(PlanActivationGrads());
+  return OkStatus();
+}
+
+// Note [Activation gradient liveness]
+// In backward (nodes in reverse), the gradient of activation t is first written by the
+// backward of its last consumer and last read by the backward of its producer. Buffers
+// are placed first-fit in one arena over those intervals, so the peak is the largest set
+// of gradients live at once rather than their sum. A buffer is zeroed just before the
+// backward step that opens its interval (kernels accumulate).
+Status Executor::PlanActivationGrads() {
+  const Graph& g = *graph_;
+  const int n = static_cast<int>(g.nodes.size());
+  const int nt = static_cast<int>(g.tensors.size());
+  std::vector<int> start(nt, -1), end(nt, -1);  // in backward step indices (0 = last node)
+  for (int i = n - 1; i >= 0; --i) {
+    int step = n - 1 - i;
+    const NodeInfo& node = g.nodes[i];
+    for (int t : node.outputs) end[t] = step;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      int t = node.inputs[k];
+      if (g.tensors[t].role != TensorRole::kActivation) continue;
+      if (nodes_[i]->def->non_differentiable_inputs & (1u << k)) continue;
+      if (start[t] < 0) start[t] = step;
+    }
+  }
+  start[g.loss] = 0;
+  struct Block { size_t offset, size; int end; };
+  std::vector<Block> live;
+  std::vector<size_t> offset(nt, 0);
+  size_t arena = 0;
+  std::vector<int> order;
+  for (int t = 0; t < nt; ++t)
+    if (start[t] >= 0 && end[t] >= 0) order.push_back(t);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return start[a] < start[b]; });
+  for (int t : order) {
+    live.erase(std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.end < start[t]; }),
+               live.end());
+    std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
+    size_t need = AlignUp(specs_[t].nbytes()), at = 0;
+    for (const Block& b : live) {
+      if (b.offset >= at + need) break;
+      at = std::max(at, b.offset + b.size);
+    }
+    offset[t] = at;
+    live.push_back({at, need, end[t]});
+    arena = std::max(arena, at + need);
+  }
+  grad_arena_ = Buffer::Allocate(arena);
+  grad_bytes_ = static_cast<int64_t>(arena);
+  for (int t : order) {
+    grad_views_[t] = Tensor(static_cast<char*>(grad_arena_.data()) + offset[t], specs_[t].shape, DType::kF32);
+    int node = n - 1 - start[t];
+    if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
+  }
+  for (int i = 0; i < n; ++i) {
+    NodeExec& ne = *nodes_[i];
+    kernels::OpArgs& a = ne.args;
+    for (int t : ne.node->outputs) a.grad_out.push_back(grad_views_[t]);
+    size_t p = 0;
+    for (size_t k = 0; k < ne.node->inputs.size(); ++k) {
+      int t = ne.node->inputs[k];
+      if (ne.def->non_differentiable_inputs & (1u << k)) {
+        a.grad_in.push_back(Tensor());
+      } else if (g.tensors[t].role == TensorRole::kParam) {
+        if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
+        else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
+      } else if (g.tensors[t].role == TensorRole::kActivation) {
+        a.grad_in.push_back(grad_views_[t]);
+      } else {
+        a.grad_in.push_back(Tensor());
+      }
+    }
+  }
+  return OkStatus();
+}
+
+void Executor::WidenParams(const NodeExec& n) const {
+  for (const NodeExec::ParamUse& u : n.params) {
+    const uint16_t* src = static_cast<const uint16_t*>(params_->ModelView(*u.slot).data());
+    if (params_->model_dtype() == DType::kBF16) ConvertBf16ToF32(src, u.scratch.f32(), u.slot->numel);
+    else ConvertF16ToF32(src, u.scratch.f32(), u.slot->numel);
+  }
+}
+
+void Executor::NarrowGrads(const NodeExec& n) const {
+  const bool bf16 = params_->model_dtype() == DType::kBF16;
+  for (const NodeExec::ParamUse& u : n.params) {
+    uint16_t* g = static_cast<uint16_t*>(params_->GradView(*u.slot).data());
+    const float* s = u.grad_scratch.f32();
+    const int64_t count = u.slot->numel;
+#pragma omp parallel for schedule(static) if (count > (1 << 16))
+    for (int64_t i = 0; i < count; ++i) {
+      if (bf16) g[i] = FloatToBf16(Bf16ToFloat(g[i]) + s[i]);
+      else g[i] = FloatToF16(F16ToFloat(g[i]) + s[i]);
+    }
+  }
+}
+
+Status Executor::Forward(uint64_t seed) {
+  using Clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    NodeExec& ne = *nodes_[i];
+    auto t0 = profiling_ ? Clock::now() : Clock::time_point();
+    if (!ne.params.empty()) WidenParams(ne);
+    ne.args.seed = Mix(seed, i);
+    Status s = ne.kernel->forward(ne.args);
+    if (!s.ok()) return s.WithPrefix("forward of node \"" + ne.node->name + "\"");
+    if (profiling_) {
+      NodeProfile& p = profile_[ne.node->op];
+      p.forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      ++p.calls;
+    }
+  }
+  return OkStatus();
+}
+
+Status Executor::Backward(float loss_grad, uint64_t seed) {
+  if (!opt_.training) return FailedPreconditionError("executor: Backward on an inference executor");
+  using Clock = std::chrono::steady_clock;
+  grad_views_[graph_->loss].f32()[0] = loss_grad;
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    NodeExec& ne = *nodes_[i];
+    auto t0 = profiling_ ? Clock::now() : Clock::time_point();
+    for (const Tensor& t : ne.zero_before_backward) t.Zero();
+    if (!ne.params.empty()) {
+      WidenParams(ne);
+      for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
+    }
+    ne.args.seed = Mix(seed, i);
+    Status s = ne.kernel->backward(ne.args);
+    if (!s.ok()) return s.WithPrefix("backward of node \"" + ne.node->name + "\"");
+    if (!ne.params.empty()) NarrowGrads(ne);
+    if (profiling_)
+      profile_[ne.node->op].backward_ms +=
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  return OkStatus();
+}
+
+Tensor Executor::Activation(const std::string& name) const {
+  int t = graph_->FindTensor(name);
+  if (t < 0 || graph_->tensors[t].role != TensorRole::kActivation) return Tensor();
+  return views_[t];
+}
+
+}  // namespace ds

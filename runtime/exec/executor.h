@@ -1,0 +1,93 @@
+// Executor: runs one rank's forward and backward over a validated graph for a fixed
+// (batch, seq), with every buffer allocated once at creation: activations, op-private
+// saved buffers, and activation gradients (assigned by liveness over the backward order,
+// so they reuse memory). Nothing is allocated in the step loop.
+//
+// Precision: kernels compute in fp32. With a 16-bit ParamStore, each node's parameters
+// are widened into a scratch buffer before the node runs and its fp32 parameter gradients
+// are narrowed and added into the 16-bit gradients after its backward.
+//
+// Not thread-safe: one thread drives an Executor (kernels parallelize internally).
+//
+//   DS_ASSIGN_OR_RETURN(auto ex, Executor::Create(graph, &params, {4, 256, true}));
+//   std::copy(tokens, tokens + 4 * 256, ex->ids());
+//   DS_RETURN_IF_ERROR(ex->Forward(seed));
+//   DS_RETURN_IF_ERROR(ex->Backward(1.0f, seed));   // grads accumulate into params
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "runtime/exec/param_store.h"
+#include "runtime/graph/graph.h"
+
+namespace ds {
+
+struct ExecutorOptions {
+  int64_t batch = 1;
+  int64_t seq = 1;
+  bool training = true;  // false: no gradients, no backward, dropout off
+};
+
+struct NodeProfile {
+  double forward_ms = 0, backward_ms = 0;
+  int64_t calls = 0;
+};
+
+class Executor {
+ public:
+  static StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, ParamStore* params,
+                                                    const ExecutorOptions& options);
+  ~Executor();
+
+  int32_t* ids() const { return inputs_[0]; }
+  int32_t* targets() const { return inputs_[1]; }
+  int64_t batch() const { return opt_.batch; }
+  int64_t seq() const { return opt_.seq; }
+
+  // Runs every node; `seed` feeds dropout (derive it from step and micro-batch).
+  Status Forward(uint64_t seed);
+  float loss() const { return views_[graph_->loss].f32()[0]; }
+  // Backpropagates dL/dloss = `loss_grad` (e.g. loss_scale / accumulation_steps) and
+  // accumulates parameter gradients into the ParamStore. Needs the preceding Forward.
+  Status Backward(float loss_grad, uint64_t seed);
+
+  // The forward value of a named activation (e.g. "logits"); undefined Tensor if absent.
+  Tensor Activation(const std::string& name) const;
+
+  double forward_flops() const { return fwd_flops_; }
+  double backward_flops() const { return bwd_flops_; }
+  // Bytes allocated for activations+saved, and for activation gradients.
+  int64_t activation_bytes() const { return act_bytes_; }
+  int64_t activation_grad_bytes() const { return grad_bytes_; }
+  // Per-op-type time, collected when DS_PROFILE_OPS=1 is set.
+  const std::map<std::string, NodeProfile>& profile() const { return profile_; }
+
+ private:
+  struct NodeExec;
+  Executor(const Graph& graph, ParamStore* params, const ExecutorOptions& options);
+  Status Build();
+  Status PlanActivationGrads();
+  void WidenParams(const NodeExec& n) const;
+  void NarrowGrads(const NodeExec& n) const;
+
+  const Graph* graph_;
+  ParamStore* params_;
+  ExecutorOptions opt_;
+  std::vector<TensorSpec> specs_;
+  std::vector<Tensor> views_;        // forward value of every tensor
+  std::vector<Tensor> grad_views_;   // activation gradients (aliasing by liveness)
+  std::vector<int32_t*> inputs_;     // ids, targets
+  std::vector<std::unique_ptr<NodeExec>> nodes_;
+  Buffer act_arena_, grad_arena_, scratch_, grad_scratch_, data_arena_;
+  double fwd_flops_ = 0, bwd_flops_ = 0;
+  int64_t act_bytes_ = 0, grad_bytes_ = 0;
+  bool profiling_ = false;
+  std::map<std::string, NodeProfile> profile_;
+};
+
+}  // namespace ds

@@ -1,0 +1,20 @@
+// Global gradient norm over a ParamStore, for clipping and overflow detection, in one
+// pass (fp64 accumulation). The norm is of the unscaled gradient: each element is
+// multiplied by `inv_loss_scale` first.
+#pragma once
+
+#include "runtime/exec/param_store.h"
+
+namespace ds {
+
+struct GradNorm {
+  double norm = 0;      // L2 norm; inf or nan when some gradient is not finite
+  bool finite = true;
+};
+
+GradNorm ComputeGradNorm(const ParamStore& params, float inv_loss_scale);
+
+// DeepSpeed's clip coefficient: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0.
+float ClipCoefficient(double norm, float max_norm);
+
+}  // namespace ds

@@ -1,0 +1,184 @@
+#include <cmath>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/optim/grad_norm.h"
+#include "runtime/optim/loss_scaler.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
+
+namespace ds {
+namespace {
+
+// A graph holding only w [2,3] (decayed) and b [2] (not decayed).
+Graph TwoParams() {
+  Graph g;
+  TensorInfo w{"w", {Dim::Fixed(2), Dim::Fixed(3)}, DType::kF32, TensorRole::kParam, {}, {}};
+  TensorInfo b{"b", {Dim::Fixed(2)}, DType::kF32, TensorRole::kParam, {}, {}};
+  g.tensors = {w, b};
+  return g;
+}
+
+// Runs 3 steps with the gradients of the reference script (step k: grads x (k+1)).
+std::vector<float> RunThreeSteps(OptimizerOptions o, DType model_dtype = DType::kF32) {
+  Graph g = TwoParams();
+  ParamStore ps(g, model_dtype);
+  const float w0[] = {0.5f, -1.0f, 2.0f, 0.25f, 0.0f, -0.75f}, b0[] = {0.1f, -0.2f};
+  const float gw[] = {0.3f, -0.1f, 0.2f, 1.0f, -2.0f, 0.5f}, gb[] = {0.05f, -0.4f};
+  const ParamSlot& sw = *ps.Find("w");
+  const ParamSlot& sb = *ps.Find("b");
+  std::copy(w0, w0 + 6, ps.MasterView(sw).f32());
+  std::copy(b0, b0 + 2, ps.MasterView(sb).f32());
+  ps.SyncModelFromMaster();
+  Optimizer opt(o, &ps);
+  for (int k = 0; k < 3; ++k) {
+    ps.ZeroGrads();
+    for (int i = 0; i < 6; ++i) ps.GradView(sw).f32()[i] = gw[i] * (k + 1);
+    for (int i = 0; i < 2; ++i) ps.GradView(sb).f32()[i] = gb[i] * (k + 1);
+    opt.Step(o.lr, 1.0f);
+  }
+  std::vector<float> out(ps.MasterView(sw).f32(), ps.MasterView(sw).f32() + 6);
+  out.insert(out.end(), ps.MasterView(sb).f32(), ps.MasterView(sb).f32() + 2);
+  return out;
+}
+
+void CheckClose(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(2e-6).margin(1e-7));
+}
+
+// Reference values printed by torch 1.13 (torch.optim.AdamW / Adam / SGD) for the same
+// parameters, gradients and hyper-parameters, with weight_decay 0.1 on w and 0 on b.
+TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
+  OptimizerOptions adamw;
+  adamw.lr = 0.01f;
+  adamw.beta1 = 0.9f;
+  adamw.beta2 = 0.95f;
+  adamw.weight_decay = 0.1f;
+  CheckClose(RunThreeSteps(adamw), {0.4695061147212982, -0.9680077433586121, 1.9650107622146606,
+                                    0.22025537490844727, 0.028995389118790627, -0.7767475843429565,
+                                    0.07097505033016205, -0.17097504436969757});
+  OptimizerOptions adam = adamw;
+  adam.type = OptimizerOptions::Type::kAdam;
+  CheckClose(RunThreeSteps(adam), {0.47080567479133606, -0.97036212682724, 1.9703651666641235,
+                                   0.22094623744487762, 0.029025515541434288, -0.7788353562355042,
+                                   0.07097505033016205, -0.17097504436969757});
+  OptimizerOptions sgd;
+  sgd.type = OptimizerOptions::Type::kSgd;
+  sgd.lr = 0.1f;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 0.1f;
+  CheckClose(RunThreeSteps(sgd), {0.1886264830827713, -0.8498579859733582, 1.6997159719467163,
+                                  -0.7091152667999268, 1.8904199600219727, -1.1808892488479614,
+                                  0.05244999751448631, 0.18039999902248383});
+  CHECK(*ParseOptimizerType("Adam", true) == OptimizerOptions::Type::kAdamW);
+  CHECK(*ParseOptimizerType("adam", false) == OptimizerOptions::Type::kAdam);
+  CHECK_FALSE(ParseOptimizerType("Lamb", true).ok());
+}
+
+TEST_CASE("Optimizer: bf16 model copy is the rounded master", "[optim]") {
+  Graph g = TwoParams();
+  ParamStore ps(g, DType::kBF16);
+  ps.Initialize(g, 7);
+  const ParamSlot& sw = *ps.Find("w");
+  for (int i = 0; i < 6; ++i)
+    ps.GradView(sw).u16()[i] = FloatToBf16(0.5f * (i + 1));
+  OptimizerOptions o;
+  o.lr = 0.1f;
+  Optimizer opt(o, &ps);
+  opt.Step(o.lr, 1.0f);
+  for (int i = 0; i < 6; ++i)
+    CHECK(ps.ModelView(sw).u16()[i] == FloatToBf16(ps.MasterView(sw).f32()[i]));
+}
+
+TEST_CASE("GradNorm: norm, unscaling, overflow and clipping", "[optim]") {
+  Graph g = TwoParams();
+  ParamStore ps(g, DType::kF16);
+  const ParamSlot& sw = *ps.Find("w");
+  ps.GradView(sw).u16()[0] = FloatToF16(3.0f * 128);
+  ps.GradView(sw).u16()[4] = FloatToF16(4.0f * 128);
+  GradNorm n = ComputeGradNorm(ps, 1.0f / 128);
+  CHECK(n.finite);
+  CHECK(n.norm == Approx(5.0));
+  CHECK(ClipCoefficient(n.norm, 1.0f) == Approx(0.2).epsilon(1e-5));
+  CHECK(ClipCoefficient(n.norm, 0.0f) == 1.0f);
+  CHECK(ClipCoefficient(n.norm, 10.0f) == 1.0f);
+  ps.GradView(*ps.Find("b")).u16()[1] = FloatToF16(1e6f);  // overflows to inf in fp16
+  CHECK_FALSE(ComputeGradNorm(ps, 1.0f).finite);
+}
+
+// Values from DeepSpeed's formulas (lr_schedules.py), worked by hand.
+TEST_CASE("LrSchedule: DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR", "[optim]") {
+  LrScheduleOptions o;
+  o.type = "WarmupLR";
+  o.warmup_min_lr = 0.0;
+  o.warmup_max_lr = 0.01;
+  o.warmup_num_steps = 100;
+  auto s = LrSchedule::Create(o);
+  REQUIRE(s.ok());
+  CHECK(s->LrAt(0) == 0.0);
+  CHECK(s->LrAt(9) == Approx(0.01 * std::log(10.0) / std::log(100.0)));
+  CHECK(s->LrAt(500) == Approx(0.01));
+  o.warmup_type = "linear";
+  o.type = "WarmupDecayLR";
+  o.total_num_steps = 300;
+  s = LrSchedule::Create(o);
+  REQUIRE(s.ok());
+  CHECK(s->LrAt(50) == Approx(0.005));
+  CHECK(s->LrAt(200) == Approx(0.01 * 100.0 / 200.0));
+  CHECK(s->LrAt(400) == 0.0);
+  o.type = "WarmupCosineLR";
+  o.base_lr = 0.02;
+  o.warmup_min_ratio = 0.1;
+  o.cos_min_ratio = 0.01;
+  s = LrSchedule::Create(o);
+  REQUIRE(s.ok());
+  CHECK(s->LrAt(50) == Approx(0.02 * (0.1 + 0.5 * 0.9)));
+  CHECK(s->LrAt(99 + 100) == Approx(0.02 * (0.01 + 0.99 * 0.5)));  // halfway through decay
+  CHECK(s->LrAt(299) == Approx(0.02 * 0.01));
+  o.total_num_steps = 0;
+  CHECK_FALSE(LrSchedule::Create(o).ok());
+  o.type = "OneCycle";
+  CHECK_FALSE(LrSchedule::Create(o).ok());
+}
+
+TEST_CASE("LossScaler: DeepSpeed's dynamic scaling with hysteresis", "[optim]") {
+  LossScalerOptions o;
+  o.enabled = true;
+  o.initial_scale_power = 4;
+  o.loss_scale_window = 3;
+  o.hysteresis = 2;
+  o.min_loss_scale = 4;
+  LossScaler s(o);
+  CHECK(s.scale() == 16);
+  REQUIRE(s.Update(true).ok());   // first overflow: hysteresis absorbs it
+  CHECK(s.scale() == 16);
+  REQUIRE(s.Update(true).ok());   // second: halve
+  CHECK(s.scale() == 8);
+  REQUIRE(s.Update(false).ok());
+  REQUIRE(s.Update(false).ok());
+  CHECK(s.scale() == 8);
+  REQUIRE(s.Update(false).ok());  // 3 clean steps since the overflow: double
+  CHECK(s.scale() == 16);
+  CHECK(s.skipped_steps() == 2);
+  LossScaler copy(o);
+  REQUIRE(copy.LoadState(s.SaveState()).ok());
+  CHECK(copy.scale() == 16);
+  CHECK(copy.skipped_steps() == 2);
+  // Static scale never changes; disabled scaler is 1.
+  o.loss_scale = 128;
+  LossScaler fixed(o);
+  REQUIRE(fixed.Update(true).ok());
+  CHECK(fixed.scale() == 128);
+  CHECK(LossScaler(LossScalerOptions{}).scale() == 1);
+  // Overflow at the minimum ends the run.
+  o.loss_scale = 0;
+  o.initial_scale_power = 2;
+  o.hysteresis = 1;
+  LossScaler low(o);
+  CHECK(low.Update(true).code() == StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace ds

@@ -1,0 +1,115 @@
+#include "runtime/optim/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace ds {
+namespace {
+
+// Reads element i of a gradient stored as f32, bf16 or f16.
+inline float LoadGrad(const void* g, DType t, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
+    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(g)[i]);
+    default: return static_cast<const float*>(g)[i];
+  }
+}
+
+inline void StoreModel(void* m, DType t, int64_t i, float v) {
+  if (t == DType::kBF16) static_cast<uint16_t*>(m)[i] = FloatToBf16(v);
+  else if (t == DType::kF16) static_cast<uint16_t*>(m)[i] = FloatToF16(v);
+}
+
+}  // namespace
+
+StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, bool adam_w_mode) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (n == "adamw") return OptimizerOptions::Type::kAdamW;
+  if (n == "adam") return adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
+  if (n == "sgd") return OptimizerOptions::Type::kSgd;
+  return InvalidArgumentError("unsupported optimizer type \"" + name + "\" (Adam, AdamW, SGD)");
+}
+
+Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
+    : opt_(options), params_(params) {
+  const size_t bytes = params->total_elements() * sizeof(float);
+  if (opt_.type == OptimizerOptions::Type::kSgd) {
+    if (opt_.momentum != 0) m_ = Buffer::Allocate(bytes);
+  } else {
+    m_ = Buffer::Allocate(bytes);
+    v_ = Buffer::Allocate(bytes);
+  }
+}
+
+std::vector<Optimizer::StateBuffer> Optimizer::state() {
+  if (opt_.type == OptimizerOptions::Type::kSgd) {
+    if (!m_.data()) return {};
+    return {{"momentum_buffer", m_.f32()}};
+  }
+  return {{"exp_avg", m_.f32()}, {"exp_avg_sq", v_.f32()}};
+}
+
+void Optimizer::Step(float lr, float grad_scale) {
+  ++step_;
+  const float bc1 = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
+  const float bc2 = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
+  for (const ParamSlot& s : params_->slots()) {
+    if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(s, lr, grad_scale);
+    else StepAdam(s, lr, grad_scale, bc1, bc2);
+  }
+}
+
+// torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead.
+void Optimizer::StepAdam(const ParamSlot& s, float lr, float grad_scale, float bc1, float bc2) {
+  const int64_t n = s.numel;
+  float* p = params_->master() + s.offset;
+  float* m = m_.f32() + s.offset;
+  float* v = v_.f32() + s.offset;
+  const DType gt = params_->model_dtype();
+  const void* g = params_->GradView(s).data();
+  void* model = params_->mixed() ? params_->ModelView(s).data() : nullptr;
+  const float wd = s.decay ? opt_.weight_decay : 0.0f;
+  const bool decoupled = opt_.type == OptimizerOptions::Type::kAdamW;
+  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps;
+  const float step_size = lr / bc1, inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
+  const float l2 = decoupled ? 0.0f : wd;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float grad = LoadGrad(g, gt, i) * grad_scale + l2 * p[i];
+    float mi = b1 * m[i] + (1.0f - b1) * grad;
+    float vi = b2 * v[i] + (1.0f - b2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+    p[i] = pi;
+    if (model) StoreModel(model, gt, i, pi);
+  }
+}
+
+// torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
+void Optimizer::StepSgd(const ParamSlot& s, float lr, float grad_scale) {
+  const int64_t n = s.numel;
+  float* p = params_->master() + s.offset;
+  float* buf = m_.data() ? m_.f32() + s.offset : nullptr;
+  const DType gt = params_->model_dtype();
+  const void* g = params_->GradView(s).data();
+  void* model = params_->mixed() ? params_->ModelView(s).data() : nullptr;
+  const float wd = s.decay ? opt_.weight_decay : 0.0f, mu = opt_.momentum;
+  const bool first = step_ == 1;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float grad = LoadGrad(g, gt, i) * grad_scale + wd * p[i];
+    if (buf) {
+      buf[i] = first ? grad : mu * buf[i] + grad;
+      grad = buf[i];
+    }
+    p[i] -= lr * grad;
+    if (model) StoreModel(model, gt, i, p[i]);
+  }
+}
+
+}  // namespace ds
