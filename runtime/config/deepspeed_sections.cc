@@ -1,0 +1,287 @@
+// The DeepSpeed blocks: optimizer, scheduler, fp16 / bf16, zero_optimization.
+// Keys, defaults and meaning follow shared/reference/deepspeed.md sections 2.2-2.6.
+
+#include <cctype>
+#include <string>
+
+#include "runtime/config/job_config_internal.h"
+
+namespace ds::config::internal {
+namespace {
+
+// DeepSpeed optimizers we know of but do not implement (lower case).
+constexpr const char* kOtherDeepSpeedOptimizers[] = {"lamb",       "onebitadam", "zerooneadam",
+                                                     "onebitlamb", "adagrad",    "muadam",
+                                                     "muadamw",    "musgd",      "lion"};
+
+void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
+  if (p.GetPair("betas", &o->beta1, &o->beta2)) {
+    const bool ok = o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1;
+    p.Require(ok, "betas", "both betas must be in [0, 1)");
+  }
+  p.Get("eps", &o->eps);
+  p.Require(o->eps >= 0, "eps", "must be >= 0");
+  p.Get("adam_w_mode", &o->adam_w_mode);
+  p.Get("torch_adam", &o->torch_adam);
+  // Accepted at the value our Adam implements; anything else would silently train differently.
+  bool bias_correction = true;
+  p.Get("bias_correction", &bias_correction);
+  p.Require(bias_correction, "bias_correction", "only true is supported");
+  bool amsgrad = false;
+  p.Get("amsgrad", &amsgrad);
+  p.Require(!amsgrad, "amsgrad", "only false is supported");
+}
+
+void ParseSgdParams(MapReader& p, OptimizerConfig* o) {
+  p.Get("momentum", &o->momentum);
+  p.Require(o->momentum >= 0 && o->momentum < 1, "momentum", "must be in [0, 1)");
+  p.Get("nesterov", &o->nesterov);
+}
+
+void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfig* o) {
+  MapReader r = zero.Block(key);
+  std::string device;
+  if (r.Get("device", &device)) {
+    const std::string d = Lower(device);
+    if (d == "none") {
+      o->device = OffloadDevice::kNone;
+    } else if (d == "cpu") {
+      o->device = OffloadDevice::kCpu;
+    } else if (d == "nvme") {
+      o->device = OffloadDevice::kNvme;
+    } else {
+      r.Fail("device", "must be none, cpu or nvme, got \"" + device + "\"");
+    }
+  }
+  r.Get("nvme_path", &o->nvme_path);
+  r.Require(o->device != OffloadDevice::kNvme || !o->nvme_path.empty(), "device",
+            "nvme needs nvme_path");
+  r.Get("buffer_count", &o->buffer_count);
+  r.Require(o->buffer_count >= 1, "buffer_count", "must be >= 1");
+  r.Get("pin_memory", &o->pin_memory);
+  if (optimizer) {
+    r.Get("pipeline_read", &o->pipeline_read);
+    r.Get("pipeline_write", &o->pipeline_write);
+    r.Get("fast_init", &o->fast_init);
+    r.Get("ratio", &o->ratio);
+    r.Require(o->ratio > 0 && o->ratio <= 1, "ratio", "must be in (0, 1]");
+    r.Unsupported("pipeline");
+  } else {
+    r.Get("buffer_size", &o->buffer_size);
+    r.Require(o->buffer_size > 0, "buffer_size", "must be > 0");
+    r.Get("max_in_cpu", &o->max_in_cpu);
+    r.Require(o->max_in_cpu > 0, "max_in_cpu", "must be > 0");
+  }
+  r.Finish();
+}
+
+// zero_optimization keys DeepSpeed knows that change nothing we implement yet.
+constexpr const char* kUnsupportedZeroKeys[] = {"load_from_fp32_weights",
+                                                "elastic_checkpoint",
+                                                "ignore_unused_parameters",
+                                                "legacy_stage1",
+                                                "gather_16bit_weights_on_model_save",
+                                                "stage3_gather_16bit_weights_on_model_save",
+                                                "stage3_gather_fp16_weights_on_model_save",
+                                                "use_multi_rank_bucket_allreduce",
+                                                "model_persistence_threshold",
+                                                "stage3_model_persistence_threshold",
+                                                "module_granularity_threshold",
+                                                "stage3_module_granularity_threshold",
+                                                "use_all_reduce_for_fetch_params",
+                                                "stage3_use_all_reduce_for_fetch_params",
+                                                "zero_hpz_partition_size",
+                                                "zero_quantized_weights",
+                                                "zero_quantized_nontrainable_weights",
+                                                "zero_quantized_gradients",
+                                                "zeropp_loco_param",
+                                                "mics_shard_size",
+                                                "mics_hierarchical_params_gather",
+                                                "memory_efficient_linear",
+                                                "pipeline_loading_checkpoint",
+                                                "override_module_apply",
+                                                "log_trace_cache_warnings",
+                                                "cpu_offload",
+                                                "cpu_offload_param",
+                                                "cpu_offload_use_pin_memory",
+                                                "grad_hooks"};
+
+}  // namespace
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void ParseOptimizer(MapReader& root, OptimizerConfig* o) {
+  MapReader r = root.Block("optimizer");
+  o->specified = r.present();
+  std::string type;
+  if (!r.Get("type", &type) && r.present()) r.Fail("type", "is required (Adam, AdamW or SGD)");
+  const std::string t = Lower(type);
+  if (t == "adam") {
+    o->type = OptimizerType::kAdam;
+  } else if (t == "adamw") {
+    o->type = OptimizerType::kAdamW;
+  } else if (t == "sgd") {
+    o->type = OptimizerType::kSGD;
+  } else if (!t.empty()) {
+    bool known = false;
+    for (const char* name : kOtherDeepSpeedOptimizers) known = known || t == name;
+    r.Fail("type", (known ? "DeepSpeed optimizer \"" + type + "\" is not supported yet"
+                          : "unknown optimizer \"" + type + "\"") +
+                       " (supported: Adam, AdamW, SGD)");
+  }
+  MapReader p = r.Block("params");
+  p.Get("lr", &o->lr);
+  p.Require(o->lr >= 0, "lr", "must be >= 0");
+  p.Get("weight_decay", &o->weight_decay);
+  p.Require(o->weight_decay >= 0, "weight_decay", "must be >= 0");
+  if (o->type == OptimizerType::kSGD) {
+    ParseSgdParams(p, o);
+  } else {
+    ParseAdamParams(p, o);
+  }
+  // DeepSpeed: AdamW always decouples weight decay, whatever adam_w_mode says.
+  if (o->type == OptimizerType::kAdamW) o->adam_w_mode = true;
+  p.Known("max_grad_norm");
+  if (p.Has("max_grad_norm")) {
+    p.Fail("max_grad_norm", "is not an optimizer parameter; use the top-level gradient_clipping");
+  }
+  p.Finish();
+  r.Finish();
+}
+
+void ParseScheduler(MapReader& root, SchedulerConfig* s) {
+  MapReader r = root.Block("scheduler");
+  std::string type;
+  if (!r.Get("type", &type) && r.present()) {
+    r.Fail("type", "is required (WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  }
+  const std::string t = Lower(type);
+  if (t == "warmuplr") {
+    s->type = SchedulerType::kWarmupLR;
+  } else if (t == "warmupdecaylr") {
+    s->type = SchedulerType::kWarmupDecayLR;
+  } else if (t == "warmupcosinelr") {
+    s->type = SchedulerType::kWarmupCosineLR;
+  } else if (!t.empty()) {
+    const bool known = t == "lrrangetest" || t == "onecycle";
+    r.Fail("type", (known ? "DeepSpeed scheduler \"" + type + "\" is not supported yet"
+                          : "unknown scheduler \"" + type + "\"") +
+                       " (supported: WarmupLR, WarmupDecayLR, WarmupCosineLR)");
+  }
+  MapReader p = r.Block("params");
+  if (s->type == SchedulerType::kWarmupCosineLR) {
+    p.Get("warmup_min_ratio", &s->warmup_min_ratio);
+    p.Require(s->warmup_min_ratio >= 0 && s->warmup_min_ratio <= 1, "warmup_min_ratio",
+              "must be in [0, 1]");
+    p.Get("cos_min_ratio", &s->cos_min_ratio);
+    p.Require(s->cos_min_ratio >= 0 && s->cos_min_ratio <= 1, "cos_min_ratio", "must be in [0, 1]");
+  } else {
+    p.Get("warmup_min_lr", &s->warmup_min_lr);
+    p.Require(s->warmup_min_lr >= 0, "warmup_min_lr", "must be >= 0");
+    p.Get("warmup_max_lr", &s->warmup_max_lr);
+    p.Require(s->warmup_max_lr >= 0, "warmup_max_lr", "must be >= 0");
+  }
+  p.Get("warmup_num_steps", &s->warmup_num_steps);
+  p.Require(s->warmup_num_steps >= 0, "warmup_num_steps", "must be >= 0");
+  std::string warmup_type;
+  if (p.Get("warmup_type", &warmup_type)) {
+    if (warmup_type == "log") {
+      s->warmup_type = WarmupType::kLog;
+    } else if (warmup_type == "linear") {
+      s->warmup_type = WarmupType::kLinear;
+    } else {
+      p.Fail("warmup_type", "must be \"log\" or \"linear\", got \"" + warmup_type + "\"");
+    }
+  }
+  p.Get("last_batch_iteration", &s->last_batch_iteration);
+  if (s->type == SchedulerType::kWarmupDecayLR || s->type == SchedulerType::kWarmupCosineLR) {
+    if (!p.Get("total_num_steps", &s->total_num_steps)) {
+      p.Fail("total_num_steps", std::string("is required by ") + SchedulerTypeName(s->type));
+    }
+    p.Require(s->total_num_steps >= 1, "total_num_steps", "must be >= 1");
+  }
+  p.Finish();
+  r.Finish();
+}
+
+void ParsePrecision(MapReader& root, Fp16Config* f, Bf16Config* b) {
+  MapReader fp = root.Block("fp16");
+  fp.Get("enabled", &f->enabled);
+  fp.Get("auto_cast", &f->auto_cast);
+  fp.Get("loss_scale", &f->loss_scale);
+  fp.Require(f->loss_scale >= 0, "loss_scale", "must be >= 0 (0 = dynamic)");
+  fp.Get("initial_scale_power", &f->initial_scale_power);
+  fp.Require(f->initial_scale_power >= 0 && f->initial_scale_power < 64, "initial_scale_power",
+             "must be in [0, 63]");
+  fp.Get("loss_scale_window", &f->loss_scale_window);
+  fp.Require(f->loss_scale_window >= 1, "loss_scale_window", "must be >= 1");
+  fp.Get("hysteresis", &f->hysteresis);
+  fp.Require(f->hysteresis >= 1, "hysteresis", "must be >= 1");
+  fp.Get("consecutive_hysteresis", &f->consecutive_hysteresis);
+  fp.Get("min_loss_scale", &f->min_loss_scale);
+  fp.Require(f->min_loss_scale > 0, "min_loss_scale", "must be > 0");
+  fp.Finish();
+
+  // bfloat16 is DeepSpeed's legacy name for the same block.
+  const char* bf16_key = root.Has("bfloat16") ? "bfloat16" : "bf16";
+  root.Known("bfloat16");
+  if (root.Has("bf16") && root.Has("bfloat16")) {
+    root.Fail("bfloat16", "is an alias of \"bf16\"; give only one");
+  }
+  MapReader bf = root.Block(bf16_key);
+  bf.Get("enabled", &b->enabled);
+  bf.Get("immediate_grad_update", &b->immediate_grad_update);
+  bf.Finish();
+  if (f->enabled && b->enabled) {
+    root.Fail(bf16_key, "fp16 and bf16 cannot both be enabled");
+  }
+}
+
+void ParseZero(MapReader& root, ZeroConfig* z) {
+  MapReader r = root.Block("zero_optimization");
+  r.Get("stage", &z->stage);
+  r.Require(z->stage >= 0 && z->stage <= 3, "stage", "must be 0, 1, 2 or 3");
+  r.Get("contiguous_gradients", &z->contiguous_gradients);
+  r.Get("reduce_scatter", &z->reduce_scatter);
+  r.Get("reduce_bucket_size", &z->reduce_bucket_size);
+  r.Require(z->reduce_bucket_size > 0, "reduce_bucket_size", "must be > 0");
+  r.Get("allgather_partitions", &z->allgather_partitions);
+  r.Get("allgather_bucket_size", &z->allgather_bucket_size);
+  r.Require(z->allgather_bucket_size > 0, "allgather_bucket_size", "must be > 0");
+  // DeepSpeed: overlap_comm unset means true for stage 3, false otherwise.
+  if (!r.Get("overlap_comm", &z->overlap_comm)) z->overlap_comm = z->stage == 3;
+  r.Get("round_robin_gradients", &z->round_robin_gradients);
+  r.Get("sub_group_size", &z->sub_group_size);
+  r.Require(z->sub_group_size > 0, "sub_group_size", "must be > 0");
+  // stage3_* names and their newer short aliases.
+  auto limit = [&r](const char* key, const char* alias, int64_t* out) {
+    r.GetAlias({key, alias}, out);
+    r.Require(*out >= 0, r.Has(alias) ? alias : key, "must be >= 0");
+  };
+  limit("stage3_prefetch_bucket_size", "prefetch_bucket_size", &z->prefetch_bucket_size);
+  limit("stage3_max_live_parameters", "max_live_parameters", &z->max_live_parameters);
+  limit("stage3_max_reuse_distance", "max_reuse_distance", &z->max_reuse_distance);
+  limit("stage3_param_persistence_threshold", "param_persistence_threshold",
+        &z->param_persistence_threshold);
+  ParseOffload(r, "offload_optimizer", /*optimizer=*/true, &z->offload_optimizer);
+  ParseOffload(r, "offload_param", /*optimizer=*/false, &z->offload_param);
+  const OffloadConfig& oo = z->offload_optimizer;
+  if (oo.device != OffloadDevice::kNone) {
+    r.Require(z->stage >= 1, "offload_optimizer", "optimizer offload needs stage 1, 2 or 3");
+    r.Require(oo.device != OffloadDevice::kNvme || z->stage == 3, "offload_optimizer",
+              "NVMe optimizer offload needs stage 3");
+    r.Require(oo.ratio == 1.0 || z->stage == 3, "offload_optimizer",
+              "a partial offload ratio needs stage 3");
+  }
+  if (z->offload_param.device != OffloadDevice::kNone && z->stage != 3) {
+    // DeepSpeed ignores it below stage 3; so do we, but say so.
+    r.Warn("\"" + r.KeyPath("offload_param") + "\" has no effect below stage 3; ignored");
+  }
+  for (const char* key : kUnsupportedZeroKeys) r.Unsupported(key);
+  r.Finish();
+}
+
+}  // namespace ds::config::internal

@@ -1,0 +1,208 @@
+#include "runtime/config/job_config.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "runtime/base/logging.h"
+#include "runtime/config/config_reader.h"
+#include "runtime/config/job_config_internal.h"
+
+namespace ds {
+namespace {
+
+using config::internal::MapReader;
+using config::internal::ParseContext;
+
+// Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
+constexpr const char* kUnsupportedTopLevel[] = {"activation_checkpointing",
+                                                "flops_profiler",
+                                                "tensorboard",
+                                                "wandb",
+                                                "csv_monitor",
+                                                "comet",
+                                                "comms_logger",
+                                                "amp",
+                                                "sparse_attention",
+                                                "elasticity",
+                                                "compression_training",
+                                                "aio",
+                                                "data_efficiency",
+                                                "curriculum_learning",
+                                                "autotuning",
+                                                "pipeline",
+                                                "hybrid_engine",
+                                                "memory_breakdown",
+                                                "dump_state",
+                                                "zero_allow_untested_optimizer",
+                                                "zero_force_ds_cpu_optimizer",
+                                                "fp16_master_weights_and_grads",
+                                                "sparse_gradients",
+                                                "disable_allgather",
+                                                "data_types",
+                                                "seq_parallel_comm_data_type",
+                                                "sequence_parallel_size",
+                                                "dataloader_drop_last",
+                                                "use_data_before_expert_parallelism",
+                                                "graph_harvesting",
+                                                "eigenvalue",
+                                                "progressive_layer_drop",
+                                                "weight_quantization",
+                                                "quantize_training",
+                                                "nebula",
+                                                "timers",
+                                                "tensor_parallel"};
+
+void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
+  r.Get("train_batch_size", &c->train_batch_size);
+  r.Require(c->train_batch_size >= 1 || !r.Has("train_batch_size"), "train_batch_size",
+            "must be >= 1");
+  r.Get("train_micro_batch_size_per_gpu", &c->train_micro_batch_size_per_gpu);
+  r.Require(c->train_micro_batch_size_per_gpu >= 1 || !r.Has("train_micro_batch_size_per_gpu"),
+            "train_micro_batch_size_per_gpu", "must be >= 1");
+  r.Get("gradient_accumulation_steps", &c->gradient_accumulation_steps);
+  r.Require(c->gradient_accumulation_steps >= 1 || !r.Has("gradient_accumulation_steps"),
+            "gradient_accumulation_steps", "must be >= 1");
+  r.Get("steps_per_print", &c->steps_per_print);
+  r.Require(c->steps_per_print >= 1, "steps_per_print", "must be >= 1");
+  r.Get("gradient_clipping", &c->gradient_clipping);
+  r.Require(c->gradient_clipping >= 0, "gradient_clipping", "must be >= 0 (0 disables)");
+  r.Get("wall_clock_breakdown", &c->wall_clock_breakdown);
+  r.Get("prescale_gradients", &c->prescale_gradients);
+  r.Get("gradient_predivide_factor", &c->gradient_predivide_factor);
+  r.Require(c->gradient_predivide_factor > 0, "gradient_predivide_factor", "must be > 0");
+  std::string comm;
+  if (r.Get("communication_data_type", &comm)) {
+    const std::string t = config::internal::Lower(comm);
+    if (t == "fp32" || t == "fp16" || t == "bf16") {
+      c->communication_data_type = t;
+    } else if (t == "bfp16") {  // DeepSpeed's spelling
+      c->communication_data_type = "bf16";
+    } else {
+      r.Fail("communication_data_type", "must be fp32, fp16 or bf16, got \"" + comm + "\"");
+    }
+  }
+  r.Get("seed", &c->seed);
+}
+
+// Checks that span sections; run after every section is read.
+void CrossCheck(MapReader& r, JobConfig* c) {
+  const bool generated = c->model.family != ModelFamily::kNone;
+  if (generated && c->data.seq_len > c->model.max_seq_len) {
+    r.Fail("data", "data.seq_len " + std::to_string(c->data.seq_len) +
+                       " exceeds model.max_seq_len " + std::to_string(c->model.max_seq_len));
+  }
+  if (c->monitor.eval_interval > 0 && c->data.validation.empty()) {
+    r.Fail("monitor", "monitor.eval_interval needs data.validation");
+  }
+}
+
+void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
+  namespace in = config::internal;
+  MapReader r(doc, "", ctx);
+  ParseTopLevelScalars(r, c);
+  in::ParseOptimizer(r, &c->optimizer);
+  in::ParseScheduler(r, &c->scheduler);
+  in::ParsePrecision(r, &c->fp16, &c->bf16);
+  in::ParseZero(r, &c->zero);
+  in::ParseModel(r, &c->model);
+  in::ParseData(r, c->seed, &c->data);
+  in::ParseCheckpoint(r, &c->checkpoint);
+  in::ParseMonitor(r, &c->monitor);
+  in::ParseTraining(r, &c->train_iters);
+  in::ParseDevice(r, &c->device);
+  in::ParseParallel(r, &c->parallel);
+  for (const char* key : kUnsupportedTopLevel) r.Unsupported(key);
+  r.Finish();
+  CrossCheck(r, c);
+}
+
+}  // namespace
+
+StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& source_name) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                std::to_string(e.mark.column + 1) + ": " + e.msg);
+  } catch (const std::exception& e) {
+    return InvalidArgumentError(source_name + ": " + e.what());
+  }
+  if (doc.IsNull()) return InvalidArgumentError(source_name + ": the config is empty");
+  if (!doc.IsMap()) {
+    return InvalidArgumentError(source_name + ": expected a map of keys at the top level");
+  }
+  JobConfig config;
+  config.source = source_name;
+  ParseContext ctx;
+  ctx.source = source_name;
+  try {
+    ParseRoot(doc, &ctx, &config);
+  } catch (const std::exception& e) {  // yaml-cpp accessors may still throw on odd documents
+    ctx.Fail(e.what());
+  }
+  if (!ctx.error.ok()) return ctx.error;
+  config.warnings = std::move(ctx.warnings);
+  for (const std::string& w : config.warnings) DS_LOG_WARN("config", "{}", w);
+  return config;
+}
+
+StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return ErrnoToStatus(errno, "open(" + path + ")");
+  std::string text;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return ErrnoToStatus(err, "read(" + path + ")");
+  return ParseJobConfig(text, path);
+}
+
+const char* OptimizerTypeName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kAdam:
+      return "Adam";
+    case OptimizerType::kAdamW:
+      return "AdamW";
+    case OptimizerType::kSGD:
+      return "SGD";
+  }
+  return "?";
+}
+
+const char* SchedulerTypeName(SchedulerType type) {
+  switch (type) {
+    case SchedulerType::kNone:
+      return "none";
+    case SchedulerType::kWarmupLR:
+      return "WarmupLR";
+    case SchedulerType::kWarmupDecayLR:
+      return "WarmupDecayLR";
+    case SchedulerType::kWarmupCosineLR:
+      return "WarmupCosineLR";
+  }
+  return "?";
+}
+
+const char* TokenFormatName(TokenFormat format) {
+  switch (format) {
+    case TokenFormat::kAuto:
+      return "auto";
+    case TokenFormat::kDs:
+      return "ds";
+    case TokenFormat::kUint16:
+      return "uint16";
+    case TokenFormat::kLlmc:
+      return "llmc";
+  }
+  return "?";
+}
+
+}  // namespace ds

@@ -1,0 +1,225 @@
+// JobConfig: everything one training job is told by its config file.
+//
+// One YAML or JSON file (JSON is parsed as YAML). DeepSpeed's keys mean what they mean in
+// DeepSpeed (shared/reference/deepspeed.md section 2), so an existing ds_config.json loads as
+// is; our own sections (model, data, checkpoint, monitor, training, device, parallel) sit
+// beside them. Unknown keys, wrong types and out-of-range values are errors that name the
+// file and the full key path; DeepSpeed keys we do not support yet are accepted with one
+// warning each (logged on "config" and kept in JobConfig::warnings).
+//
+//   DS_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig("job.yaml"));
+//   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config, dp_world_size));
+//   int gas = config.gradient_accumulation_steps;
+//
+// A JobConfig is a plain value: copyable, no references to the file or to yaml-cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+
+namespace ds {
+
+// ---- DeepSpeed blocks ----
+
+enum class OptimizerType { kAdam, kAdamW, kSGD };
+
+struct OptimizerConfig {
+  bool specified = false;  // the file had an `optimizer` block
+  OptimizerType type = OptimizerType::kAdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9;    // params.betas[0]
+  double beta2 = 0.999;  // params.betas[1]
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  // Decoupled (AdamW) weight decay. DeepSpeed's quirk: type Adam defaults to true; type AdamW
+  // is always true whatever the file says.
+  bool adam_w_mode = true;
+  bool torch_adam = false;  // stored; we have one Adam implementation
+  double momentum = 0.0;    // SGD only
+  bool nesterov = false;    // SGD only
+};
+
+enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
+enum class WarmupType { kLog, kLinear };
+
+// LR schedule stepped once per optimizer step (deepspeed.md 2.3).
+struct SchedulerConfig {
+  SchedulerType type = SchedulerType::kNone;
+  double warmup_min_lr = 0.0;   // WarmupLR, WarmupDecayLR
+  double warmup_max_lr = 1e-3;  // WarmupLR, WarmupDecayLR
+  int64_t warmup_num_steps = 1000;
+  WarmupType warmup_type = WarmupType::kLog;
+  int64_t total_num_steps = 0;    // required by WarmupDecayLR and WarmupCosineLR
+  double warmup_min_ratio = 0.0;  // WarmupCosineLR: start lr = ratio x optimizer lr
+  double cos_min_ratio = 1e-4;    // WarmupCosineLR: final lr = ratio x optimizer lr
+  int64_t last_batch_iteration = -1;
+};
+
+// fp16 with loss scaling. loss_scale 0 = dynamic, starting at 2^initial_scale_power.
+// Note: DeepSpeed uses 2^32 / hysteresis 1 when the block names none of the dynamic keys; we
+// use the documented defaults (2^16, 2) in every case.
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  double loss_scale = 0.0;
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;  // clean steps before the scale doubles
+  int hysteresis = 2;            // overflows tolerated before the scale halves
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+};
+
+struct Bf16Config {
+  bool enabled = false;
+  bool immediate_grad_update = false;
+};
+
+enum class OffloadDevice { kNone, kCpu, kNvme };
+
+// offload_param and offload_optimizer (deepspeed.md 2.6); each block reads only its own keys.
+struct OffloadConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  int buffer_count = 4;             // offload_param default 5
+  int64_t buffer_size = 100000000;  // elements; offload_param only
+  int64_t max_in_cpu = 1000000000;  // elements; offload_param only
+  bool pin_memory = false;
+  bool pipeline_read = false;   // offload_optimizer only
+  bool pipeline_write = false;  // offload_optimizer only
+  bool fast_init = false;       // offload_optimizer only
+  double ratio = 1.0;           // offload_optimizer only: fraction offloaded (< 1 needs stage 3)
+};
+
+// zero_optimization (deepspeed.md 2.5). Sizes are in elements, as in DeepSpeed.
+struct ZeroConfig {
+  int stage = 0;  // 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;
+  bool allgather_partitions = true;
+  int64_t allgather_bucket_size = 500000000;
+  bool overlap_comm = false;  // unset in the file: true for stage 3, false otherwise
+  bool round_robin_gradients = false;
+  int64_t sub_group_size = 1000000000;
+  int64_t prefetch_bucket_size = 50000000;       // alias stage3_prefetch_bucket_size
+  int64_t max_live_parameters = 1000000000;      // alias stage3_max_live_parameters
+  int64_t max_reuse_distance = 1000000000;       // alias stage3_max_reuse_distance
+  int64_t param_persistence_threshold = 100000;  // alias stage3_param_persistence_threshold
+  OffloadConfig offload_optimizer;
+  OffloadConfig offload_param{OffloadDevice::kNone, "", 5};
+};
+
+// ---- our sections ----
+
+enum class ModelFamily { kNone, kGpt2, kLlama };
+
+// Either a graph file or the settings of the built-in generator.
+struct ModelConfig {
+  std::string graph;  // path to a .pb / .pbtxt graph; empty = use the generator settings
+  ModelFamily family = ModelFamily::kNone;  // kNone when `graph` is given or no model section
+  int n_layer = 12;
+  int n_embd = 768;
+  int n_head = 12;
+  int n_kv_head = 0;  // 0 = n_head (no grouped-query attention)
+  int vocab_size = 50257;
+  int max_seq_len = 1024;
+  int ffn_hidden = 0;  // 0 = the family's default (gpt2: 4 x n_embd)
+  double dropout = 0.0;
+  double rope_theta = 10000.0;  // llama only
+  bool tie_embeddings = true;
+};
+
+enum class TokenFormat { kAuto, kDs, kUint16, kLlmc };  // auto = by header magic
+
+struct DataConfig {
+  std::string train;       // token file
+  std::string validation;  // token file; empty = no evaluation
+  TokenFormat format = TokenFormat::kAuto;
+  int seq_len = 0;  // 0 = model.max_seq_len
+  bool shuffle = true;
+  uint64_t seed = 1234;  // unset in the file: the job's seed
+};
+
+struct CheckpointConfig {
+  std::string dir;            // empty = no checkpoints
+  int64_t save_interval = 0;  // optimizer steps between saves; 0 = only at the end
+  int keep_last = 0;          // 0 = keep all
+  std::string load;           // "" = start fresh, "latest" = newest in dir, else a checkpoint path
+};
+
+struct MonitorConfig {
+  std::string csv;            // metrics CSV path; empty = none
+  int64_t log_interval = 1;   // optimizer steps between log lines
+  int64_t eval_interval = 0;  // optimizer steps between evaluations; 0 = never
+  int64_t eval_iters = 20;    // validation micro-batches per evaluation
+};
+
+enum class DeviceType { kCpu, kCuda };
+
+struct DeviceConfig {
+  DeviceType type = DeviceType::kCpu;
+  int threads = 0;  // compute threads per rank; 0 = the cores the launcher gave the rank
+};
+
+struct ParallelConfig {
+  int tensor = 1;    // stored only
+  int pipeline = 1;  // stored only
+};
+
+struct JobConfig {
+  std::string source;  // file name used in messages
+
+  // Batch-size triad; 0 = not given. ResolveBatchSizes fills in the missing ones.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+
+  int64_t steps_per_print = 10;
+  double gradient_clipping = 0.0;  // global-norm clip; 0 disables
+  bool wall_clock_breakdown = false;
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::string communication_data_type;  // "", "fp32", "fp16", "bf16"; "" = follow precision
+  uint64_t seed = 1234;
+
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  Fp16Config fp16;
+  Bf16Config bf16;
+  ZeroConfig zero;
+
+  ModelConfig model;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  MonitorConfig monitor;
+  int64_t train_iters = 0;  // training.train_iters: total optimizer steps; 0 = not given
+  DeviceConfig device;
+  ParallelConfig parallel;
+
+  // One line per accepted-but-unsupported key ("job.yaml: \"wandb\" is ...").
+  std::vector<std::string> warnings;
+};
+
+// Reads and validates `path` (YAML or JSON). NotFound if it cannot be read; InvalidArgument for
+// syntax errors, unknown keys, wrong types and out-of-range values, each message starting
+// with the path. Logs one warning per unsupported DeepSpeed key.
+StatusOr<JobConfig> LoadJobConfig(const std::string& path);
+
+// Same, from text; `source_name` stands for the file in messages.
+StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& source_name);
+
+// DeepSpeed's batch triad: train_batch_size = micro x gas x dp_world_size. Any two given
+// derive the third; train only -> gas 1; micro only -> gas 1. InvalidArgument when the numbers
+// disagree, do not divide, or only gas (or nothing) is given; the message states the rule with
+// the numbers. On success all three fields are positive.
+Status ResolveBatchSizes(JobConfig* config, int dp_world_size);
+
+// Names used in files and logs ("AdamW", "WarmupCosineLR", "cpu", ...).
+const char* OptimizerTypeName(OptimizerType type);
+const char* SchedulerTypeName(SchedulerType type);
+const char* TokenFormatName(TokenFormat format);
+
+}  // namespace ds

@@ -1,0 +1,137 @@
+// Every kind of config error names the file, the full key path and what is wrong.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/config/job_config.h"
+#include "runtime/config/key_suggest.h"
+
+namespace ds {
+namespace {
+
+// The error message of parsing `text` as job.yaml; "" when it parses.
+std::string ErrorOf(const std::string& text) {
+  StatusOr<JobConfig> c = ParseJobConfig(text, "job.yaml");
+  if (c.ok()) return "";
+  CHECK(c.status().code() == StatusCode::kInvalidArgument);
+  return c.status().message();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  const bool found = haystack.find(needle) != std::string::npos;
+  if (!found) UNSCOPED_INFO("\"" << haystack << "\" lacks \"" << needle << "\"");
+  return found;
+}
+
+TEST_CASE("Config errors: unknown keys suggest the closest known key", "[config]") {
+  CHECK(ErrorOf("zero_optimization:\n  stagee: 2\n") ==
+        "job.yaml: unknown key \"zero_optimization.stagee\" (did you mean \"stage\"?)");
+  CHECK(ErrorOf("train_batch_sze: 8\n") ==
+        "job.yaml: unknown key \"train_batch_sze\" (did you mean \"train_batch_size\"?)");
+  CHECK(ErrorOf("optimizer: {type: Adam, params: {lrr: 0.1}}") ==
+        "job.yaml: unknown key \"optimizer.params.lrr\" (did you mean \"lr\"?)");
+  CHECK(ErrorOf("model: {family: gpt2, n_layers: 2}") ==
+        "job.yaml: unknown key \"model.n_layers\" (did you mean \"n_layer\"?)");
+  // SGD has no betas: the key is unknown for that type.
+  CHECK(Contains(ErrorOf("optimizer: {type: SGD, params: {betas: [0.9, 0.99]}}"),
+                 "unknown key \"optimizer.params.betas\""));
+  // Nothing close: no suggestion.
+  CHECK(ErrorOf("device: {xyz: 1}") == "job.yaml: unknown key \"device.xyz\"");
+}
+
+TEST_CASE("Config errors: wrong types name file and key", "[config]") {
+  CHECK(ErrorOf("optimizer:\n  type: Adam\n  params:\n    lr: abc\n") ==
+        "job.yaml: key \"optimizer.params.lr\" (line 4): expected a number, got \"abc\"");
+  CHECK(Contains(ErrorOf("{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": \"0.1\"}}}"),
+                 "key \"optimizer.params.lr\" (line 1): expected a number, got string \"0.1\""));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: two}"),
+                 "key \"zero_optimization.stage\" (line 1): expected an integer"));
+  CHECK(Contains(ErrorOf("train_batch_size: 8.5"), "key \"train_batch_size\""));
+  CHECK(Contains(ErrorOf("fp16: {enabled: 3}"), "key \"fp16.enabled\" (line 1): expected true"));
+  CHECK(Contains(ErrorOf("optimizer: {type: Adam, params: {betas: [0.9]}}"),
+                 "key \"optimizer.params.betas\" (line 1): expected a list of two numbers"));
+  CHECK(Contains(ErrorOf("zero_optimization: 2"),
+                 "key \"zero_optimization\" (line 1): expected a map"));
+  CHECK(Contains(ErrorOf("{\"train_micro_batch_size_per_gpu\": \"auto\"}"), "HuggingFace Trainer"));
+}
+
+TEST_CASE("Config errors: out-of-range values", "[config]") {
+  CHECK(ErrorOf("optimizer: {type: Adam, params: {lr: -0.1}}") ==
+        "job.yaml: key \"optimizer.params.lr\" (line 1): must be >= 0, got -0.1");
+  CHECK(Contains(ErrorOf("optimizer: {type: Adam, params: {betas: [0.9, 1.0]}}"),
+                 "key \"optimizer.params.betas\" (line 1): both betas must be in [0, 1)"));
+  CHECK(Contains(ErrorOf("optimizer: {type: Adam, params: {betas: [-0.1, 0.9]}}"),
+                 "optimizer.params.betas"));
+  CHECK(Contains(ErrorOf("fp16: {enabled: true}\nbf16: {enabled: true}\n"),
+                 "job.yaml: key \"bf16\" (line 2): fp16 and bf16 cannot both be enabled"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 4}"),
+                 "key \"zero_optimization.stage\" (line 1): must be 0, 1, 2 or 3, got 4"));
+  CHECK(Contains(ErrorOf("train_batch_size: 0"), "key \"train_batch_size\""));
+  CHECK(Contains(ErrorOf("gradient_clipping: -1"), "key \"gradient_clipping\""));
+  CHECK(Contains(ErrorOf("fp16: {hysteresis: 0}"), "key \"fp16.hysteresis\""));
+  CHECK(Contains(ErrorOf("model: {family: gpt2, n_embd: 100, n_head: 3}"), "model.n_head"));
+  CHECK(Contains(ErrorOf("model: {family: gpt2, dropout: 1.5}"), "model.dropout"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 1, offload_optimizer: {device: nvme}}"),
+                 "nvme needs nvme_path"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 2, offload_optimizer: "
+                         "{device: nvme, nvme_path: /nvme}}"),
+                 "NVMe optimizer offload needs stage 3"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 0, offload_optimizer: {device: cpu}}"),
+                 "needs stage 1, 2 or 3"));
+  CHECK(Contains(ErrorOf("scheduler: {type: WarmupLR, params: {warmup_type: cubic}}"),
+                 "key \"scheduler.params.warmup_type\""));
+  CHECK(Contains(ErrorOf("communication_data_type: int8"), "communication_data_type"));
+  CHECK(Contains(ErrorOf("data: {format: parquet}"), "key \"data.format\""));
+  CHECK(Contains(ErrorOf("device: {type: tpu}"), "key \"device.type\""));
+  CHECK(Contains(ErrorOf("checkpoint: {load: latest}"), "\"latest\" needs checkpoint.dir"));
+}
+
+TEST_CASE("Config errors: required and conflicting keys", "[config]") {
+  CHECK(Contains(ErrorOf("optimizer: {params: {lr: 0.1}}"), "key \"optimizer.type\": is required"));
+  CHECK(Contains(ErrorOf("optimizer: {type: Lamb}"),
+                 "DeepSpeed optimizer \"Lamb\" is not supported yet"));
+  CHECK(Contains(ErrorOf("optimizer: {type: Adamax}"), "unknown optimizer \"Adamax\""));
+  CHECK(Contains(ErrorOf("optimizer: {type: Adam, params: {max_grad_norm: 1.0}}"),
+                 "use the top-level gradient_clipping"));
+  CHECK(Contains(ErrorOf("scheduler: {type: OneCycle}"),
+                 "DeepSpeed scheduler \"OneCycle\" is not supported yet"));
+  CHECK(Contains(ErrorOf("scheduler: {type: WarmupCosineLR, params: {warmup_num_steps: 5}}"),
+                 "key \"scheduler.params.total_num_steps\": is required by WarmupCosineLR"));
+  CHECK(Contains(ErrorOf("model: {graph: g.pbtxt, n_layer: 2}"),
+                 "key \"model.n_layer\" (line 1): cannot be combined with model.graph"));
+  CHECK(Contains(ErrorOf("model: {n_layer: 2}"), "key \"model.family\": is required"));
+  CHECK(
+      Contains(ErrorOf("bf16: {enabled: true}\nbfloat16: {enabled: true}\n"), "alias of \"bf16\""));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage3_max_live_parameters: 1, "
+                         "max_live_parameters: 2}"),
+                 "give only one"));
+  CHECK(Contains(ErrorOf("model: {family: gpt2, max_seq_len: 64}\ndata: {seq_len: 128}\n"),
+                 "data.seq_len 128 exceeds model.max_seq_len 64"));
+  CHECK(Contains(ErrorOf("monitor: {eval_interval: 10}"), "needs data.validation"));
+}
+
+TEST_CASE("Config errors: syntax, empty files and duplicate keys", "[config]") {
+  CHECK(Contains(ErrorOf("a: [1, 2\n"), "job.yaml:"));
+  CHECK(Contains(ErrorOf("{\"train_batch_size\": 8,,}"), "(line 1) is not a plain name"));
+  CHECK(Contains(ErrorOf("{\"train_batch_size\": 8\n\"seed\": 1}"), "job.yaml:2:"));
+  CHECK(ErrorOf("") == "job.yaml: the config is empty");
+  CHECK(ErrorOf("# nothing\n") == "job.yaml: the config is empty");
+  CHECK(Contains(ErrorOf("- a\n- b\n"), "expected a map of keys at the top level"));
+  CHECK(ErrorOf("seed: 1\nseed: 2\n") == "job.yaml: duplicate key \"seed\" (line 2)");
+}
+
+TEST_CASE("Config errors: edit distance and suggestions", "[config]") {
+  using config::ClosestKey;
+  using config::EditDistance;
+  CHECK(EditDistance("stage", "stage") == 0);
+  CHECK(EditDistance("stagee", "stage") == 1);
+  CHECK(EditDistance("kitten", "sitting") == 3);
+  CHECK(EditDistance("", "abc") == 3);
+  CHECK(EditDistance("FP16", "fp16") == 0);
+  CHECK(ClosestKey("lrr", {"lr", "betas", "eps"}) == "lr");
+  CHECK(ClosestKey("zzz", {"lr", "eps"}).empty());
+  CHECK(ClosestKey("x", {}).empty());
+}
+
+}  // namespace
+}  // namespace ds

@@ -1,0 +1,30 @@
+// Package-private: the section parsers behind ParseJobConfig. Each reads its block from the
+// root reader, validates it, and Finish()es the block (errors are sticky in the context).
+#pragma once
+
+#include <string>
+
+#include "runtime/config/config_reader.h"
+#include "runtime/config/job_config.h"
+
+namespace ds::config::internal {
+
+// DeepSpeed blocks (deepspeed_sections.cc).
+void ParseOptimizer(MapReader& root, OptimizerConfig* out);
+void ParseScheduler(MapReader& root, SchedulerConfig* out);
+void ParsePrecision(MapReader& root, Fp16Config* fp16, Bf16Config* bf16);
+void ParseZero(MapReader& root, ZeroConfig* out);
+
+// Our blocks (our_sections.cc).
+void ParseModel(MapReader& root, ModelConfig* out);
+void ParseData(MapReader& root, uint64_t job_seed, DataConfig* out);
+void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
+void ParseMonitor(MapReader& root, MonitorConfig* out);
+void ParseTraining(MapReader& root, int64_t* train_iters);
+void ParseDevice(MapReader& root, DeviceConfig* out);
+void ParseParallel(MapReader& root, ParallelConfig* out);
+
+// ASCII lower case, for case-insensitive names.
+std::string Lower(std::string s);
+
+}  // namespace ds::config::internal

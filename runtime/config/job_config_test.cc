@@ -1,0 +1,313 @@
+#include "runtime/config/job_config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+namespace ds {
+namespace {
+
+// The same job, once in YAML and once in JSON.
+constexpr const char* kYaml = R"(
+train_micro_batch_size_per_gpu: 4
+gradient_accumulation_steps: 2
+steps_per_print: 5
+gradient_clipping: 1.0
+seed: 42
+optimizer:
+  type: adamw
+  params: {lr: 6.0e-4, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}
+scheduler:
+  type: WarmupCosineLR
+  params: {total_num_steps: 5000, warmup_num_steps: 100, warmup_type: linear}
+bf16: {enabled: true}
+zero_optimization:
+  stage: 1
+  reduce_bucket_size: 5e8
+model:
+  family: gpt2
+  n_layer: 4
+  n_embd: 128
+  n_head: 4
+  vocab_size: 50304
+  max_seq_len: 256
+data:
+  train: data/train.tok
+  validation: data/val.tok
+  format: auto
+  seq_len: 128
+checkpoint: {dir: ckpt, save_interval: 500, keep_last: 3, load: latest}
+monitor: {csv: metrics.csv, log_interval: 10, eval_interval: 250, eval_iters: 50}
+training: {train_iters: 5000}
+device: {type: cpu, threads: 2}
+parallel: {tensor: 1, pipeline: 1}
+)";
+
+constexpr const char* kJson = R"({
+  "train_micro_batch_size_per_gpu": 4,
+  "gradient_accumulation_steps": 2,
+  "steps_per_print": 5,
+  "gradient_clipping": 1.0,
+  "seed": 42,
+  "optimizer": {"type": "adamw",
+                "params": {"lr": 6e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}},
+  "scheduler": {"type": "WarmupCosineLR",
+                "params": {"total_num_steps": 5000, "warmup_num_steps": 100,
+                           "warmup_type": "linear"}},
+  "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 1, "reduce_bucket_size": 5e8},
+  "model": {"family": "gpt2", "n_layer": 4, "n_embd": 128, "n_head": 4, "vocab_size": 50304,
+            "max_seq_len": 256},
+  "data": {"train": "data/train.tok", "validation": "data/val.tok", "format": "auto",
+           "seq_len": 128},
+  "checkpoint": {"dir": "ckpt", "save_interval": 500, "keep_last": 3, "load": "latest"},
+  "monitor": {"csv": "metrics.csv", "log_interval": 10, "eval_interval": 250, "eval_iters": 50},
+  "training": {"train_iters": 5000},
+  "device": {"type": "cpu", "threads": 2},
+  "parallel": {"tensor": 1, "pipeline": 1}
+})";
+
+void CheckJob(const JobConfig& c) {
+  CHECK(c.train_batch_size == 0);
+  CHECK(c.train_micro_batch_size_per_gpu == 4);
+  CHECK(c.gradient_accumulation_steps == 2);
+  CHECK(c.steps_per_print == 5);
+  CHECK(c.gradient_clipping == 1.0);
+  CHECK(c.seed == 42);
+  CHECK(c.optimizer.specified);
+  CHECK(c.optimizer.type == OptimizerType::kAdamW);
+  CHECK(c.optimizer.lr == Approx(6e-4));
+  CHECK(c.optimizer.beta2 == Approx(0.95));
+  CHECK(c.optimizer.weight_decay == Approx(0.1));
+  CHECK(c.optimizer.adam_w_mode);
+  CHECK(c.scheduler.type == SchedulerType::kWarmupCosineLR);
+  CHECK(c.scheduler.total_num_steps == 5000);
+  CHECK(c.scheduler.warmup_num_steps == 100);
+  CHECK(c.scheduler.warmup_type == WarmupType::kLinear);
+  CHECK(c.scheduler.cos_min_ratio == Approx(1e-4));
+  CHECK(c.bf16.enabled);
+  CHECK_FALSE(c.fp16.enabled);
+  CHECK(c.zero.stage == 1);
+  CHECK(c.zero.reduce_bucket_size == 500000000);
+  CHECK_FALSE(c.zero.overlap_comm);
+  CHECK(c.model.family == ModelFamily::kGpt2);
+  CHECK(c.model.n_layer == 4);
+  CHECK(c.model.n_embd == 128);
+  CHECK(c.model.vocab_size == 50304);
+  CHECK(c.model.tie_embeddings);
+  CHECK(c.data.train == "data/train.tok");
+  CHECK(c.data.format == TokenFormat::kAuto);
+  CHECK(c.data.seq_len == 128);
+  CHECK(c.data.shuffle);
+  CHECK(c.data.seed == 42);  // follows the job seed
+  CHECK(c.checkpoint.dir == "ckpt");
+  CHECK(c.checkpoint.keep_last == 3);
+  CHECK(c.checkpoint.load == "latest");
+  CHECK(c.monitor.csv == "metrics.csv");
+  CHECK(c.monitor.eval_interval == 250);
+  CHECK(c.train_iters == 5000);
+  CHECK(c.device.type == DeviceType::kCpu);
+  CHECK(c.device.threads == 2);
+  CHECK(c.warnings.empty());
+}
+
+TEST_CASE("JobConfig: YAML and JSON give the same job", "[config]") {
+  StatusOr<JobConfig> yaml = ParseJobConfig(kYaml, "job.yaml");
+  REQUIRE(yaml.ok());
+  CheckJob(*yaml);
+  StatusOr<JobConfig> json = ParseJobConfig(kJson, "job.json");
+  REQUIRE(json.ok());
+  CheckJob(*json);
+  CHECK(json->source == "job.json");
+}
+
+TEST_CASE("JobConfig: defaults follow DeepSpeed", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig("train_batch_size: 8\n", "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->seed == 1234);
+  CHECK(c->gradient_clipping == 0.0);
+  CHECK(c->gradient_predivide_factor == 1.0);
+  CHECK_FALSE(c->optimizer.specified);
+  CHECK(c->scheduler.type == SchedulerType::kNone);
+  CHECK(c->fp16.initial_scale_power == 16);
+  CHECK(c->fp16.loss_scale_window == 1000);
+  CHECK(c->fp16.hysteresis == 2);
+  CHECK(c->fp16.min_loss_scale == 1.0);
+  CHECK(c->zero.stage == 0);
+  CHECK(c->zero.contiguous_gradients);
+  CHECK(c->zero.allgather_bucket_size == 500000000);
+  CHECK(c->zero.offload_param.buffer_count == 5);
+  CHECK(c->zero.offload_optimizer.buffer_count == 4);
+  CHECK(c->model.family == ModelFamily::kNone);
+  CHECK(c->data.shuffle);
+  CHECK(c->data.seed == 1234);
+  CHECK(c->device.threads == 0);
+  CHECK(c->communication_data_type.empty());
+}
+
+TEST_CASE("JobConfig: optimizer and scheduler variants", "[config]") {
+  SECTION("Adam keeps DeepSpeed's adam_w_mode default, AdamW forces it") {
+    auto adam = ParseJobConfig("optimizer: {type: ADAM, params: {adam_w_mode: false}}", "j");
+    REQUIRE(adam.ok());
+    CHECK(adam->optimizer.type == OptimizerType::kAdam);
+    CHECK_FALSE(adam->optimizer.adam_w_mode);
+    auto adamw = ParseJobConfig("optimizer: {type: AdamW, params: {adam_w_mode: false}}", "j");
+    REQUIRE(adamw.ok());
+    CHECK(adamw->optimizer.adam_w_mode);
+  }
+  SECTION("SGD") {
+    auto sgd = ParseJobConfig("optimizer: {type: sgd, params: {lr: 0.1, momentum: 0.9}}", "j");
+    REQUIRE(sgd.ok());
+    CHECK(sgd->optimizer.type == OptimizerType::kSGD);
+    CHECK(sgd->optimizer.momentum == Approx(0.9));
+  }
+  SECTION("WarmupDecayLR with log warmup") {
+    auto s = ParseJobConfig(
+        "scheduler: {type: WarmupDecayLR, params: {warmup_min_lr: 0, warmup_max_lr: 0.001, "
+        "warmup_num_steps: 10, total_num_steps: 100}}",
+        "j");
+    REQUIRE(s.ok());
+    CHECK(s->scheduler.type == SchedulerType::kWarmupDecayLR);
+    CHECK(s->scheduler.warmup_type == WarmupType::kLog);
+    CHECK(s->scheduler.total_num_steps == 100);
+  }
+  SECTION("bfloat16 alias, overlap_comm default for stage 3, short stage-3 aliases") {
+    auto c = ParseJobConfig(
+        "bfloat16: {enabled: true}\n"
+        "zero_optimization: {stage: 3, prefetch_bucket_size: 1000, "
+        "stage3_max_live_parameters: 2000}\n",
+        "j");
+    REQUIRE(c.ok());
+    CHECK(c->bf16.enabled);
+    CHECK(c->zero.overlap_comm);
+    CHECK(c->zero.prefetch_bucket_size == 1000);
+    CHECK(c->zero.max_live_parameters == 2000);
+  }
+  SECTION("null values mean the default") {
+    auto c = ParseJobConfig("{\"communication_data_type\": null, \"scheduler\": null}", "j");
+    REQUIRE(c.ok());
+    CHECK(c->communication_data_type.empty());
+    CHECK(c->scheduler.type == SchedulerType::kNone);
+  }
+  SECTION("model from a graph file") {
+    auto c = ParseJobConfig("model: {graph: configs/models/gpt2_tiny.pbtxt}", "j");
+    REQUIRE(c.ok());
+    CHECK(c->model.graph == "configs/models/gpt2_tiny.pbtxt");
+    CHECK(c->model.family == ModelFamily::kNone);
+  }
+  SECTION("llama does not tie embeddings by default") {
+    auto c = ParseJobConfig("model: {family: llama, n_head: 12, n_kv_head: 4}", "j");
+    REQUIRE(c.ok());
+    CHECK(c->model.family == ModelFamily::kLlama);
+    CHECK_FALSE(c->model.tie_embeddings);
+  }
+}
+
+// A typical HuggingFace-era ds_config.json (numbers filled in), pure DeepSpeed keys.
+constexpr const char* kRealDsConfig = R"({
+  "fp16": {
+    "enabled": true,
+    "loss_scale": 0,
+    "loss_scale_window": 1000,
+    "initial_scale_power": 16,
+    "hysteresis": 2,
+    "min_loss_scale": 1
+  },
+  "optimizer": {
+    "type": "AdamW",
+    "params": {"lr": 3e-5, "betas": [0.8, 0.999], "eps": 1e-8, "weight_decay": 3e-7}
+  },
+  "scheduler": {
+    "type": "WarmupDecayLR",
+    "params": {"warmup_min_lr": 0, "warmup_max_lr": 3e-5, "warmup_num_steps": 500,
+               "total_num_steps": 10000}
+  },
+  "zero_optimization": {
+    "stage": 3,
+    "offload_optimizer": {"device": "cpu", "pin_memory": true},
+    "offload_param": {"device": "cpu", "pin_memory": true},
+    "overlap_comm": true,
+    "contiguous_gradients": true,
+    "sub_group_size": 1e9,
+    "reduce_bucket_size": 16777216,
+    "stage3_prefetch_bucket_size": 15099494,
+    "stage3_param_persistence_threshold": 40960,
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    "stage3_gather_16bit_weights_on_model_save": true
+  },
+  "gradient_accumulation_steps": 4,
+  "gradient_clipping": 1.0,
+  "steps_per_print": 2000,
+  "train_batch_size": 64,
+  "train_micro_batch_size_per_gpu": 8,
+  "wall_clock_breakdown": false
+})";
+
+TEST_CASE("JobConfig: a real-world ds_config.json parses as is", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(kRealDsConfig, "ds_config.json");
+  REQUIRE(c.ok());
+  CHECK(c->fp16.enabled);
+  CHECK(c->fp16.loss_scale == 0.0);
+  CHECK(c->optimizer.beta1 == Approx(0.8));
+  CHECK(c->optimizer.weight_decay == Approx(3e-7));
+  CHECK(c->scheduler.type == SchedulerType::kWarmupDecayLR);
+  CHECK(c->scheduler.warmup_max_lr == Approx(3e-5));
+  CHECK(c->zero.stage == 3);
+  CHECK(c->zero.offload_optimizer.device == OffloadDevice::kCpu);
+  CHECK(c->zero.offload_optimizer.pin_memory);
+  CHECK(c->zero.offload_param.device == OffloadDevice::kCpu);
+  CHECK(c->zero.sub_group_size == 1000000000);
+  CHECK(c->zero.prefetch_bucket_size == 15099494);
+  CHECK(c->zero.param_persistence_threshold == 40960);
+  CHECK(c->zero.max_live_parameters == 1000000000);
+  REQUIRE(c->warnings.size() == 1);
+  CHECK(c->warnings[0].find("zero_optimization.stage3_gather_16bit_weights_on_model_save") !=
+        std::string::npos);
+  CHECK(ResolveBatchSizes(&*c, 2).ok());  // 64 = 8 x 4 x 2
+}
+
+TEST_CASE("JobConfig: unsupported DeepSpeed keys warn exactly once each", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"(
+train_batch_size: 8
+activation_checkpointing: {partition_activations: true, cpu_checkpointing: true}
+wandb: {enabled: true, project: x}
+flops_profiler: {enabled: false}
+checkpoint: {dir: ckpt, tag_validation: Warn}
+)",
+                                         "job.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(c->warnings.size() == 4);
+  CHECK(c->warnings[0] ==
+        "job.yaml: \"checkpoint.tag_validation\" is a DeepSpeed setting ds-runtime does not "
+        "support yet; ignored");
+  std::string all;
+  for (const std::string& w : c->warnings) all += w + "\n";
+  CHECK(all.find("\"activation_checkpointing\"") != std::string::npos);
+  CHECK(all.find("\"wandb\"") != std::string::npos);
+  CHECK(all.find("\"flops_profiler\"") != std::string::npos);
+  CHECK(all.find("partition_activations") == std::string::npos);  // one per block, not per key
+}
+
+TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(kRealDsConfig, f);
+  std::fclose(f);
+  StatusOr<JobConfig> c = LoadJobConfig(path);
+  REQUIRE(c.ok());
+  CHECK(c->source == path);
+  CHECK(c->zero.stage == 3);
+
+  StatusOr<JobConfig> missing = LoadJobConfig(path + ".missing");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("job_config_test.json.missing") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds

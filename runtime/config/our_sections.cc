@@ -1,0 +1,158 @@
+// Our own blocks: model, data, checkpoint, monitor, training, device, parallel.
+
+#include <string>
+
+#include "runtime/config/job_config_internal.h"
+
+namespace ds::config::internal {
+namespace {
+
+// Generator settings; with `model.graph` none of them may be given.
+constexpr const char* kGeneratorKeys[] = {"family",    "n_layer",    "n_embd",        "n_head",
+                                          "n_kv_head", "vocab_size", "max_seq_len",   "ffn_hidden",
+                                          "dropout",   "rope_theta", "tie_embeddings"};
+
+void ReadGenerator(MapReader& r, ModelConfig* m) {
+  std::string family;
+  if (!r.Get("family", &family)) {
+    r.Fail("family", "is required unless model.graph is given (gpt2 or llama)");
+  } else if (Lower(family) == "gpt2") {
+    m->family = ModelFamily::kGpt2;
+  } else if (Lower(family) == "llama") {
+    m->family = ModelFamily::kLlama;
+    m->tie_embeddings = false;  // Llama's default; the file may still say otherwise
+  } else {
+    r.Fail("family", "must be gpt2 or llama, got \"" + family + "\"");
+  }
+  r.Get("n_layer", &m->n_layer);
+  r.Require(m->n_layer >= 1, "n_layer", "must be >= 1");
+  r.Get("n_embd", &m->n_embd);
+  r.Require(m->n_embd >= 1, "n_embd", "must be >= 1");
+  r.Get("n_head", &m->n_head);
+  r.Require(m->n_head >= 1 && m->n_embd % m->n_head == 0, "n_head",
+            "must be >= 1 and divide n_embd " + std::to_string(m->n_embd));
+  r.Get("n_kv_head", &m->n_kv_head);
+  r.Require(m->n_kv_head >= 0 && (m->n_kv_head == 0 || m->n_head % m->n_kv_head == 0), "n_kv_head",
+            "must divide n_head " + std::to_string(m->n_head) + " (0 = n_head)");
+  r.Require(m->family != ModelFamily::kGpt2 || m->n_kv_head == 0 || m->n_kv_head == m->n_head,
+            "n_kv_head", "gpt2 has no grouped-query attention (use llama)");
+  r.Get("vocab_size", &m->vocab_size);
+  r.Require(m->vocab_size >= 1, "vocab_size", "must be >= 1");
+  r.Get("max_seq_len", &m->max_seq_len);
+  r.Require(m->max_seq_len >= 1, "max_seq_len", "must be >= 1");
+  r.Get("ffn_hidden", &m->ffn_hidden);
+  r.Require(m->ffn_hidden >= 0, "ffn_hidden", "must be >= 0 (0 = family default)");
+  r.Get("dropout", &m->dropout);
+  r.Require(m->dropout >= 0 && m->dropout < 1, "dropout", "must be in [0, 1)");
+  r.Get("rope_theta", &m->rope_theta);
+  r.Require(m->rope_theta > 0, "rope_theta", "must be > 0");
+  r.Get("tie_embeddings", &m->tie_embeddings);
+}
+
+}  // namespace
+
+void ParseModel(MapReader& root, ModelConfig* m) {
+  MapReader r = root.Block("model");
+  if (r.Get("graph", &m->graph) && !m->graph.empty()) {
+    for (const char* key : kGeneratorKeys) {
+      r.Known(key);
+      if (r.Has(key)) r.Fail(key, "cannot be combined with model.graph (the graph defines it)");
+    }
+  } else if (r.present()) {
+    ReadGenerator(r, m);
+  } else {
+    for (const char* key : kGeneratorKeys) r.Known(key);
+  }
+  r.Finish();
+}
+
+void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
+  MapReader r = root.Block("data");
+  r.Get("train", &d->train);
+  r.Get("validation", &d->validation);
+  std::string format;
+  if (r.Get("format", &format)) {
+    const std::string f = Lower(format);
+    if (f == "auto") {
+      d->format = TokenFormat::kAuto;
+    } else if (f == "ds") {
+      d->format = TokenFormat::kDs;
+    } else if (f == "uint16") {
+      d->format = TokenFormat::kUint16;
+    } else if (f == "llmc") {
+      d->format = TokenFormat::kLlmc;
+    } else {
+      r.Fail("format", "must be auto, ds, uint16 or llmc, got \"" + format + "\"");
+    }
+  }
+  r.Get("seq_len", &d->seq_len);
+  r.Require(d->seq_len >= 0, "seq_len", "must be >= 0 (0 = model.max_seq_len)");
+  r.Get("shuffle", &d->shuffle);
+  d->seed = job_seed;
+  r.Get("seed", &d->seed);
+  r.Finish();
+}
+
+void ParseCheckpoint(MapReader& root, CheckpointConfig* c) {
+  MapReader r = root.Block("checkpoint");
+  r.Get("dir", &c->dir);
+  r.Get("save_interval", &c->save_interval);
+  r.Require(c->save_interval >= 0, "save_interval", "must be >= 0 (0 = only at the end)");
+  r.Get("keep_last", &c->keep_last);
+  r.Require(c->keep_last >= 0, "keep_last", "must be >= 0 (0 = keep all)");
+  r.Get("load", &c->load);
+  r.Require(c->load != "latest" || !c->dir.empty(), "load", "\"latest\" needs checkpoint.dir");
+  // DeepSpeed's own checkpoint keys share this block.
+  for (const char* key :
+       {"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"}) {
+    r.Unsupported(key);
+  }
+  r.Finish();
+}
+
+void ParseMonitor(MapReader& root, MonitorConfig* m) {
+  MapReader r = root.Block("monitor");
+  r.Get("csv", &m->csv);
+  r.Get("log_interval", &m->log_interval);
+  r.Require(m->log_interval >= 1, "log_interval", "must be >= 1");
+  r.Get("eval_interval", &m->eval_interval);
+  r.Require(m->eval_interval >= 0, "eval_interval", "must be >= 0 (0 = never)");
+  r.Get("eval_iters", &m->eval_iters);
+  r.Require(m->eval_iters >= 1, "eval_iters", "must be >= 1");
+  r.Finish();
+}
+
+void ParseTraining(MapReader& root, int64_t* train_iters) {
+  MapReader r = root.Block("training");
+  r.Get("train_iters", train_iters);
+  r.Require(*train_iters >= 0, "train_iters", "must be >= 0");
+  r.Finish();
+}
+
+void ParseDevice(MapReader& root, DeviceConfig* d) {
+  MapReader r = root.Block("device");
+  std::string type;
+  if (r.Get("type", &type)) {
+    if (Lower(type) == "cpu") {
+      d->type = DeviceType::kCpu;
+    } else if (Lower(type) == "cuda") {
+      d->type = DeviceType::kCuda;
+    } else {
+      r.Fail("type", "must be cpu or cuda, got \"" + type + "\"");
+    }
+  }
+  r.Get("threads", &d->threads);
+  r.Require(d->threads >= 0, "threads", "must be >= 0 (0 = the cores given)");
+  r.Finish();
+}
+
+void ParseParallel(MapReader& root, ParallelConfig* p) {
+  MapReader r = root.Block("parallel");
+  r.Get("tensor", &p->tensor);
+  r.Require(p->tensor >= 1, "tensor", "must be >= 1");
+  r.Get("pipeline", &p->pipeline);
+  r.Require(p->pipeline >= 1, "pipeline", "must be >= 1");
+  r.Finish();
+}
+
+}  // namespace ds::config::internal

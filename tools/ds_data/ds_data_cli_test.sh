@@ -1,0 +1,31 @@
+#!/bin/bash
+# Runs the ds-data binary end to end: help text, addition, tokenize, info, bad flags.
+set -euo pipefail
+BIN="$1"
+OUT="${TEST_TMPDIR:-/tmp}/ds_data_cli"
+rm -rf "$OUT" && mkdir -p "$OUT"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$BIN" addition --help | grep -q "end of example" || fail "addition --help lacks the vocabulary"
+
+"$BIN" addition --digits 2 --train_examples 500 --val_examples 50 --seed 3 --output_dir "$OUT/add"
+for f in train.tok val.tok val_problems.txt task.json; do
+  [[ -s "$OUT/add/$f" ]] || fail "missing $f"
+done
+[[ $(wc -l < "$OUT/add/val_problems.txt") -eq 50 ]] || fail "val_problems.txt lines"
+# 500 examples x 10 tokens x 2 bytes + 32-byte header
+[[ $(stat -c %s "$OUT/add/train.tok") -eq 10032 ]] || fail "train.tok size"
+"$BIN" info --input "$OUT/add/train.tok" | grep -q "5000 tokens, vocab 14" || fail "info"
+
+printf 'hello world\n%.0s' {1..50} > "$OUT/text.txt"
+"$BIN" tokenize --input "$OUT/text.txt" --output "$OUT/t.tok" --val_fraction 0.1 \
+  --val_output "$OUT/v.tok"
+"$BIN" info --input "$OUT/v.tok" | grep -q "60 tokens, vocab 256" || fail "tokenize split"
+
+if "$BIN" addition --digits 2 2>/dev/null; then fail "missing --output_dir accepted"; fi
+if "$BIN" tokenize --input "$OUT/nope" --output "$OUT/x.tok" 2>/dev/null; then
+  fail "missing input accepted"
+fi
+if "$BIN" 2>/dev/null; then fail "no subcommand accepted"; fi
+echo "ds-data CLI: ok"

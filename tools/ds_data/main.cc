@@ -1,0 +1,81 @@
+// ds-data: prepares token files for ds-runtime (README.md in this directory).
+//
+//   ds-data tokenize --input text.txt --output train.tok --val_fraction 0.1 --val_output val.tok
+//   ds-data addition --digits 3 --train_examples 50000 --val_examples 2000 --output_dir DIR
+//   ds-data info --input train.tok
+
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/base/logging.h"
+#include "tools/ds_data/commands.h"
+
+namespace {
+
+constexpr const char* kAdditionHelp =
+    "Synthetic D-digit addition for a tiny GPT.\n"
+    "Vocabulary (14 tokens): 0-9 = digits, 10 = '+', 11 = '=', 12 = end of example ('$'),\n"
+    "13 = padding ('_'). Each example has 3D+4 tokens: both operands zero-padded to D\n"
+    "digits, then '=', then the D+1 digit sum REVERSED (least significant digit first),\n"
+    "then the end marker. D=3: 123+456 -> \"123+456=9750$\"; '=' is always token 2D+1.\n"
+    "Writes DIR/train.tok and DIR/val.tok (examples back to back, DSTOKENS uint16, vocab\n"
+    "14), DIR/val_problems.txt (\"a b sum\" per line) and DIR/task.json. Train and\n"
+    "validation problems are distinct (no (a, b) pair in both); the seed fixes them.";
+
+int Fail(const ds::Status& s) {
+  DS_LOG_ERROR("tools", "{}", s.ToString());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ds-data: prepare token files for ds-runtime"};
+  app.require_subcommand(1);
+
+  ds::tools::TokenizeOptions tokenize;
+  CLI::App* tok = app.add_subcommand(
+      "tokenize", "Byte-level tokenizer: token = byte value (vocab 256), DSTOKENS uint16.");
+  tok->add_option("--input", tokenize.input, "text (or any) file")->required();
+  tok->add_option("--output", tokenize.output, "train token file")->required();
+  tok->add_option("--val_fraction", tokenize.val_fraction,
+                  "fraction of the tokens, taken from the end, for validation")
+      ->default_val(0.0);
+  tok->add_option("--val_output", tokenize.val_output, "validation token file");
+
+  ds::tools::AdditionOptions addition;
+  CLI::App* add = app.add_subcommand(
+      "addition", "Synthetic multi-digit addition task for a tiny GPT (addition --help).");
+  add->footer(kAdditionHelp);
+  add->add_option("--digits", addition.digits, "digits per operand, 1-9")->default_val(3);
+  add->add_option("--train_examples", addition.train_examples, "training problems")
+      ->default_val(50000);
+  add->add_option("--val_examples", addition.val_examples, "validation problems")
+      ->default_val(2000);
+  add->add_option("--seed", addition.seed, "fixes the problems")->default_val(1);
+  add->add_option("--output_dir", addition.output_dir, "created if missing")->required();
+
+  std::string info_path;
+  CLI::App* info = app.add_subcommand("info", "Describe a token file (format, count, vocab).");
+  info->add_option("--input", info_path, "token file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (tok->parsed()) {
+    ds::Status s = ds::tools::RunTokenize(tokenize);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (add->parsed()) {
+    ds::Status s = ds::tools::RunAddition(addition);
+    return s.ok() ? 0 : Fail(s);
+  }
+  ds::StatusOr<std::string> line = ds::tools::DescribeTokenFile(info_path);
+  if (!line.ok()) return Fail(line.status());
+  std::printf("%s\n", line->c_str());
+  return 0;
+}
