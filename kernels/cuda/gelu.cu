@@ -1,0 +1,67 @@
+// GELU, tanh approximation (as GPT-2 and llm.c), fp32.
+//
+//   u     = s * (x + c * x^3),        s = sqrt(2 / pi), c = 0.044715
+//   y     = 0.5 * x * (1 + tanh(u))
+//   dy/dx = 0.5 * (1 + tanh(u)) + 0.5 * x * (1 - tanh(u)^2) * s * (1 + 3 * c * x^2)
+//
+// Layout: flat arrays of n elements; any shape works. Each thread handles elements
+// i, i + stride, ... (grid-stride loop), so the grid is capped and n may exceed 2^31.
+// Memory bound: one read and one write per element forward, three reads and one write
+// backward; tanhf is cheap next to that. Backward accumulates (dx +=), see kernels/op.h.
+#include "kernels/cuda/gelu_launch.h"
+
+namespace ds::kernels {
+namespace {
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;  // enough to fill any current GPU several times
+
+__global__ void GeluForwardKernel(const float* __restrict__ x, float* y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float v = x[i];
+    const float u = kGeluScale * (v + kGeluCubic * v * v * v);
+    y[i] = 0.5f * v * (1.0f + tanhf(u));
+  }
+}
+
+__global__ void GeluBackwardKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                   float* __restrict__ dx, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float v = x[i];
+    const float u = kGeluScale * (v + kGeluCubic * v * v * v);
+    const float t = tanhf(u);
+    const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+    const float grad = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+    dx[i] += dy[i] * grad;
+  }
+}
+
+int Blocks(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace
+
+cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  GeluForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGeluBackward(const float* x, const float* dy, float* dx, int64_t n,
+                               cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  GeluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

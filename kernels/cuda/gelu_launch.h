@@ -1,0 +1,23 @@
+// Host launchers for the GELU kernels (gelu.cu). Plain CUDA, no ds headers, so both
+// nvcc and the registry glue (g++) include it. Launchers are asynchronous on `stream`
+// and return the launch error (cudaGetLastError) without synchronizing; pointers are
+// device memory of `n` fp32 elements. n == 0 launches nothing and returns cudaSuccess.
+//
+//   DS_CUDA_RETURN_IF_ERROR(LaunchGeluForward(x, y, n, stream));
+//   DS_CUDA_RETURN_IF_ERROR(LaunchGeluBackward(x, dy, dx, n, stream));  // dx += ...
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds::kernels {
+
+// y = gelu(x), tanh approximation (GPT-2). x and y may alias.
+cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n, cudaStream_t stream);
+
+// dx += dy * gelu'(x): ACCUMULATES into dx (see kernels/op.h). dx must not alias x or dy.
+cudaError_t LaunchGeluBackward(const float* x, const float* dy, float* dx, int64_t n,
+                               cudaStream_t stream);
+
+}  // namespace ds::kernels
