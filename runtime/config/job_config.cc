@@ -191,18 +191,4 @@ const char* SchedulerTypeName(SchedulerType type) {
   return "?";
 }
 
-const char* TokenFormatName(TokenFormat format) {
-  switch (format) {
-    case TokenFormat::kAuto:
-      return "auto";
-    case TokenFormat::kDs:
-      return "ds";
-    case TokenFormat::kUint16:
-      return "uint16";
-    case TokenFormat::kLlmc:
-      return "llmc";
-  }
-  return "?";
-}
-
 }  // namespace ds

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/data/token_format.h"
 
 namespace ds {
 
@@ -132,7 +133,8 @@ struct ModelConfig {
   bool tie_embeddings = true;
 };
 
-enum class TokenFormat { kAuto, kDs, kUint16, kLlmc };  // auto = by header magic
+// data.format: auto (by header magic), ds, uint16, llmc; the readers' own enum.
+using TokenFormat = TokenFileFormat;
 
 struct DataConfig {
   std::string train;       // token file
@@ -217,9 +219,8 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& s
 // the numbers. On success all three fields are positive.
 Status ResolveBatchSizes(JobConfig* config, int dp_world_size);
 
-// Names used in files and logs ("AdamW", "WarmupCosineLR", "cpu", ...).
+// Names used in files and logs ("AdamW", "WarmupCosineLR"; TokenFileFormatName for formats).
 const char* OptimizerTypeName(OptimizerType type);
 const char* SchedulerTypeName(SchedulerType type);
-const char* TokenFormatName(TokenFormat format);
 
 }  // namespace ds

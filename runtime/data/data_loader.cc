@@ -17,8 +17,8 @@ std::string Str(int64_t v) { return std::to_string(v); }
 
 Status CheckOptions(const DataLoaderOptions& o) {
   const std::string p = o.path + ": ";
-  if (o.batch_size < 1) return InvalidArgumentError(p + "batch size must be >= 1");
-  if (o.seq_len < 1) return InvalidArgumentError(p + "seq_len must be >= 1");
+  if (o.batch < 1) return InvalidArgumentError(p + "batch size must be >= 1");
+  if (o.seq < 1) return InvalidArgumentError(p + "seq_len must be >= 1");
   if (o.dp_size < 1 || o.dp_rank < 0 || o.dp_rank >= o.dp_size) {
     return InvalidArgumentError(p + "dp_rank " + Str(o.dp_rank) + " is not in [0, dp_size " +
                                 Str(o.dp_size) + ")");
@@ -29,19 +29,18 @@ Status CheckOptions(const DataLoaderOptions& o) {
 Status CheckSize(const DataLoaderOptions& o, const TokenFile& file) {
   const int64_t n = file.size();
   const std::string p = o.path + ": ";
-  if (n < o.seq_len + 1) {
-    return InvalidArgumentError(p + Str(n) +
-                                " tokens, fewer than seq_len + 1 = " + Str(o.seq_len + 1));
+  if (n < o.seq + 1) {
+    return InvalidArgumentError(p + Str(n) + " tokens, fewer than seq_len + 1 = " + Str(o.seq + 1));
   }
   if (!o.shuffle) {
-    const int64_t step = o.dp_size * o.batch_size * o.seq_len + 1;
+    const int64_t step = o.dp_size * o.batch * o.seq + 1;
     if (n < step) {
       return InvalidArgumentError(
           p + Str(n) + " tokens, fewer than the " + Str(step) +
           " one sequential step reads (dp_size x batch x seq_len + 1); use shuffle, a smaller "
           "batch or more data");
     }
-  } else if ((n - 1) / o.seq_len > int64_t{UINT32_MAX}) {
+  } else if ((n - 1) / o.seq > int64_t{UINT32_MAX}) {
     return InvalidArgumentError(p + "too many windows to shuffle; use a longer seq_len");
   }
   return OkStatus();
@@ -74,7 +73,7 @@ StatusOr<DataLoaderState> DataLoaderState::FromJson(const std::string& json) {
   return s;
 }
 
-StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const DataLoaderOptions& options) {
+StatusOr<std::unique_ptr<DataLoader>> DataLoader::Open(const DataLoaderOptions& options) {
   DS_RETURN_IF_ERROR(CheckOptions(options));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<TokenFile> file,
                       TokenFile::Open(options.path, options.format));
@@ -85,12 +84,12 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const DataLoaderOptions
 DataLoader::DataLoader(const DataLoaderOptions& options, std::unique_ptr<TokenFile> file)
     : options_(options),
       file_(std::move(file)),
-      num_windows_(options.shuffle ? (file_->size() - 1) / options.seq_len : 0) {}
+      num_windows_(options.shuffle ? (file_->size() - 1) / options.seq : 0) {}
 
 int64_t DataLoader::steps_per_epoch() const {
-  const int64_t rows = options_.dp_size * options_.batch_size;
+  const int64_t rows = options_.dp_size * options_.batch;
   if (options_.shuffle) return num_windows_ / rows;
-  return (file_->size() - 1) / (rows * options_.seq_len);
+  return (file_->size() - 1) / (rows * options_.seq);
 }
 
 Status DataLoader::SetState(const DataLoaderState& state) {
@@ -104,16 +103,17 @@ Status DataLoader::SetState(const DataLoaderState& state) {
   return OkStatus();
 }
 
-void DataLoader::Next(int32_t* inputs, int32_t* targets) {
+Status DataLoader::Next(int32_t* inputs, int32_t* targets) {
   if (options_.shuffle) {
     NextShuffled(inputs, targets);
   } else {
     NextSequential(inputs, targets);
   }
+  return OkStatus();
 }
 
 void DataLoader::NextSequential(int32_t* inputs, int32_t* targets) {
-  const int64_t bt = options_.batch_size * options_.seq_len;
+  const int64_t bt = options_.batch * options_.seq;
   const int64_t stride = options_.dp_size * bt;  // one step of all ranks
   // llm.c: wrap before reading when this step's B*T+1 tokens per rank would run off the end.
   if (state_.position + stride + 1 > file_->size()) {
@@ -127,8 +127,8 @@ void DataLoader::NextSequential(int32_t* inputs, int32_t* targets) {
 }
 
 void DataLoader::NextShuffled(int32_t* inputs, int32_t* targets) {
-  const int64_t b = options_.batch_size;
-  const int64_t t = options_.seq_len;
+  const int64_t b = options_.batch;
+  const int64_t t = options_.seq;
   const int64_t w = num_windows_;
   const int64_t first = state_.position + options_.dp_rank * b;  // this rank's first row
   for (int64_t row = 0; row < b; ++row) {

@@ -1,9 +1,9 @@
 // DataLoader: micro-batches of (inputs, targets) for one data-parallel rank from a token file.
 //
 //   DataLoaderOptions o;
-//   o.path = "train.tok"; o.batch_size = 4; o.seq_len = 64;
-//   DS_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, DataLoader::Create(o));
-//   loader->Next(inputs, targets);              // B*T int32 each
+//   o.path = "train.tok"; o.batch = 4; o.seq = 64;
+//   DS_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader, DataLoader::Open(o));
+//   DS_RETURN_IF_ERROR(loader->Next(inputs, targets));              // B*T int32 each
 //   std::string saved = loader->state().ToJson();   // into the checkpoint
 //
 // Two orders (README.md "Batch order"):
@@ -34,8 +34,8 @@ namespace ds {
 struct DataLoaderOptions {
   std::string path;  // token file
   TokenFileFormat format = TokenFileFormat::kAuto;
-  int64_t batch_size = 1;  // B: rows per micro-batch
-  int64_t seq_len = 0;     // T: tokens per row
+  int64_t batch = 1;  // B: rows per micro-batch
+  int64_t seq = 0;    // T: tokens per row
   bool shuffle = true;
   uint64_t seed = 1234;
   int dp_rank = 0;  // this rank, in [0, dp_size)
@@ -61,11 +61,11 @@ class DataLoader {
  public:
   // Opens the file and checks it can serve batches: B, T >= 1, 0 <= dp_rank < dp_size, at least
   // T+1 tokens (shuffle) or dp_size*B*T+1 tokens (sequential). Errors name the file.
-  static StatusOr<std::unique_ptr<DataLoader>> Create(const DataLoaderOptions& options);
+  static StatusOr<std::unique_ptr<DataLoader>> Open(const DataLoaderOptions& options);
 
-  // Fills inputs[B*T] and targets[B*T] (row-major [B, T]) and advances. Never fails: every
-  // check happens in Create.
-  void Next(int32_t* inputs, int32_t* targets);
+  // Fills inputs[B*T] and targets[B*T] (row-major [B, T]) and advances. Returns OK today:
+  // every check happens in Open (the Status leaves room for a prefetching reader).
+  Status Next(int32_t* inputs, int32_t* targets);
 
   DataLoaderState state() const { return state_; }
   // InvalidArgument when the position lies outside the file (e.g. a state from another file).

@@ -26,14 +26,14 @@ std::string IotaFile(const std::string& name, int64_t n) {
 DataLoaderOptions Options(const std::string& path, int64_t b, int64_t t, bool shuffle) {
   DataLoaderOptions o;
   o.path = path;
-  o.batch_size = b;
-  o.seq_len = t;
+  o.batch = b;
+  o.seq = t;
   o.shuffle = shuffle;
   return o;
 }
 
 std::unique_ptr<DataLoader> MakeLoader(const DataLoaderOptions& o) {
-  StatusOr<std::unique_ptr<DataLoader>> loader = DataLoader::Create(o);
+  StatusOr<std::unique_ptr<DataLoader>> loader = DataLoader::Open(o);
   REQUIRE(loader.ok());
   return std::move(loader).value();
 }
@@ -44,9 +44,9 @@ struct Batch {
 };
 
 Batch NextBatch(DataLoader* loader) {
-  const size_t n = static_cast<size_t>(loader->options().batch_size * loader->options().seq_len);
+  const size_t n = static_cast<size_t>(loader->options().batch * loader->options().seq);
   Batch b{std::vector<int32_t>(n), std::vector<int32_t>(n)};
-  loader->Next(b.inputs.data(), b.targets.data());
+  REQUIRE(loader->Next(b.inputs.data(), b.targets.data()).ok());
   return b;
 }
 
@@ -211,18 +211,18 @@ TEST_CASE("DataLoader: state JSON and range errors", "[data]") {
 TEST_CASE("DataLoader: files too small and bad options are errors", "[data]") {
   const std::string path = IotaFile("small.tok", 9);
   SECTION("fewer than seq_len + 1 tokens") {
-    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Create(Options(path, 1, 8, true));
+    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Open(Options(path, 1, 8, true));
     CHECK(l.ok());
-    l = DataLoader::Create(Options(path, 1, 9, true));
+    l = DataLoader::Open(Options(path, 1, 9, true));
     REQUIRE_FALSE(l.ok());
     CHECK(l.status().message() == path + ": 9 tokens, fewer than seq_len + 1 = 10");
   }
   SECTION("sequential order needs dp_size x B x T + 1 tokens") {
-    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Create(Options(path, 2, 4, false));
+    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Open(Options(path, 2, 4, false));
     REQUIRE(l.ok());
     DataLoaderOptions o = Options(path, 2, 4, false);
     o.dp_size = 2;
-    l = DataLoader::Create(o);
+    l = DataLoader::Open(o);
     REQUIRE_FALSE(l.ok());
     CHECK(l.status().message().find("fewer than the 17 one sequential step reads") !=
           std::string::npos);
@@ -231,20 +231,20 @@ TEST_CASE("DataLoader: files too small and bad options are errors", "[data]") {
     DataLoaderOptions o = Options(path, 1, 4, true);
     o.dp_rank = 2;
     o.dp_size = 2;
-    CHECK(DataLoader::Create(o).status().code() == StatusCode::kInvalidArgument);
-    CHECK(DataLoader::Create(Options(path, 0, 4, true)).status().code() ==
+    CHECK(DataLoader::Open(o).status().code() == StatusCode::kInvalidArgument);
+    CHECK(DataLoader::Open(Options(path, 0, 4, true)).status().code() ==
           StatusCode::kInvalidArgument);
-    CHECK(DataLoader::Create(Options(path, 1, 0, true)).status().code() ==
+    CHECK(DataLoader::Open(Options(path, 1, 0, true)).status().code() ==
           StatusCode::kInvalidArgument);
   }
   SECTION("missing and corrupted files") {
-    CHECK(DataLoader::Create(Options(TempPath("missing.tok"), 1, 4, true)).status().code() ==
+    CHECK(DataLoader::Open(Options(TempPath("missing.tok"), 1, 4, true)).status().code() ==
           StatusCode::kNotFound);
     std::vector<uint8_t> bytes = testing::ReadBytes(path);
     bytes.resize(bytes.size() - 2);  // tokens cut short
     const std::string cut = TempPath("cut.tok");
     REQUIRE(testing::WriteBytes(cut, bytes));
-    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Create(Options(cut, 1, 4, true));
+    StatusOr<std::unique_ptr<DataLoader>> l = DataLoader::Open(Options(cut, 1, 4, true));
     CHECK(l.status().code() == StatusCode::kDataLoss);
   }
 }

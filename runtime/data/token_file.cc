@@ -60,20 +60,6 @@ Status WriteAll(int fd, const uint8_t* data, size_t bytes, const std::string& pa
 
 }  // namespace
 
-const char* TokenFileFormatName(TokenFileFormat format) {
-  switch (format) {
-    case TokenFileFormat::kAuto:
-      return "auto";
-    case TokenFileFormat::kDs:
-      return "ds";
-    case TokenFileFormat::kUint16:
-      return "uint16";
-    case TokenFileFormat::kLlmc:
-      return "llmc";
-  }
-  return "?";
-}
-
 StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& path,
                                                      TokenFileFormat format) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -14,12 +14,9 @@
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/data/token_format.h"
 
 namespace ds {
-
-// How to read a file. kAuto looks at the first bytes: "DSTOKENS" -> kDs, the int32 20240520
-// -> kLlmc, anything else -> kUint16 (headerless).
-enum class TokenFileFormat { kAuto, kDs, kUint16, kLlmc };
 
 // Bytes per stored token; the numbers are the ones in the DSTOKENS header.
 enum class TokenDType : uint32_t { kUint16 = 2, kUint32 = 4 };
@@ -30,8 +27,6 @@ inline constexpr int64_t kTokenFileHeaderBytes = 32;
 // llm.c (dev/data/data_common.py): 256 int32 header, magic, version 1 = uint16 tokens, count.
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int64_t kLlmcHeaderBytes = 256 * 4;
-
-const char* TokenFileFormatName(TokenFileFormat format);  // "auto", "ds", "uint16", "llmc"
 
 class TokenFile {
  public:
