@@ -1,0 +1,85 @@
+// ds-ckpt: inspect, verify and convert ds-runtime checkpoints (README.md in this directory).
+//
+//   ds-ckpt import --family gpt2 --input hf.safetensors --output weights.safetensors
+//   ds-ckpt export --family llama --n_head 4 --n_kv_head 2 --input CKPT --output hf.safetensors
+//   ds-ckpt inspect CKPT
+//   ds-ckpt verify CKPT
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "runtime/base/logging.h"
+#include "tools/ds_ckpt/commands.h"
+
+namespace {
+
+int Fail(const ds::Status& s) {
+  DS_LOG_ERROR("tools", "{}", s.ToString());
+  return 1;
+}
+
+void AddConvertFlags(CLI::App* cmd, ds::tools::ConvertOptions* o, const char* input_help) {
+  cmd->add_option("--family", o->family, "model family")
+      ->required()
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+  cmd->add_option("--input", o->input, input_help)->required();
+  cmd->add_option("--output", o->output, "safetensors file to write")->required();
+  cmd->add_option("--dtype", o->dtype, "float dtype of the output: f32, bf16, f16")
+      ->default_val("f32");
+  cmd->add_option("--n_head", o->n_head, "llama: attention heads (0 = infer from shapes)")
+      ->default_val(0);
+  cmd->add_option("--n_kv_head", o->n_kv_head, "llama: key/value heads (0 = infer)")
+      ->default_val(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ds-ckpt: inspect, verify and convert ds-runtime checkpoints"};
+  app.require_subcommand(1);
+
+  ds::tools::ConvertOptions import_opts;
+  CLI::App* imp = app.add_subcommand("import", "Hugging Face safetensors -> our names/layouts");
+  AddConvertFlags(imp, &import_opts,
+                  "HF .safetensors, *.safetensors.index.json, or a directory with either");
+
+  ds::tools::ConvertOptions export_opts;
+  CLI::App* exp = app.add_subcommand("export", "our weights -> Hugging Face safetensors");
+  AddConvertFlags(exp, &export_opts, "our .safetensors, or a checkpoint root / step directory");
+
+  std::string inspect_path;
+  CLI::App* ins = app.add_subcommand("inspect", "Verify and describe a checkpoint");
+  ins->add_option("checkpoint", inspect_path, "checkpoint root, step dir or .safetensors")
+      ->required();
+
+  std::string verify_path;
+  CLI::App* ver = app.add_subcommand("verify", "Verify every checksum; non-zero exit on error");
+  ver->add_option("checkpoint", verify_path, "checkpoint root or step dir")->required();
+
+  // See Note [consolidate] in commands.cc: reserved for ZeRO-sharded checkpoints.
+  ds::tools::ConsolidateOptions consolidate_opts;
+  CLI::App* con = app.add_subcommand("consolidate", "Merge ZeRO shards (not implemented yet)");
+  con->add_option("--input", consolidate_opts.input, "sharded checkpoint")->required();
+  con->add_option("--output", consolidate_opts.output, "safetensors file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (imp->parsed()) {
+    ds::Status s = ds::tools::RunImport(import_opts);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (exp->parsed()) {
+    ds::Status s = ds::tools::RunExport(export_opts);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (con->parsed()) return Fail(ds::tools::RunConsolidate(consolidate_opts));
+  ds::StatusOr<std::string> text = ins->parsed() ? ds::tools::InspectCheckpoint(inspect_path)
+                                                 : ds::tools::VerifyCheckpoint(verify_path);
+  if (!text.ok()) return Fail(text.status());
+  std::printf("%s%s", text->c_str(), text->back() == '\n' ? "" : "\n");
+  return 0;
+}
