@@ -1,0 +1,257 @@
+// attention: causal self-attention on packed qkv [B, T, (H + 2 Hkv) D] (q heads, then k
+// heads, then v heads) -> out [B, T, H D]; attrs n_head, n_kv_head (grouped-query: q head h
+// reads kv head h / (H / Hkv)). scale = 1 / sqrt(D).
+//
+// Blocked like FlashAttention, but with BLAS: for one (b, h) and a block of up to kBlock
+// query rows [i0, i0 + rows), the only keys that matter are [0, i0 + rows), so the block's
+// scores S = scale Q K^T fit a [kBlock, T] per-thread scratch; no [B, H, T, T] tensor is
+// ever formed. Q, K, V and the gradients are strided views into the packed tensors
+// (leading dimension = qkv row), so nothing is copied.
+//   forward:  S = scale Q K^T (sgemm), causal mask, row softmax (P unnormalized, m, l),
+//             O = P V (sgemm) then O /= l;  saved lse = m + log l  [B, H, T].
+//   backward: recompute P = exp(S - lse); dP = dO V^T; D_i = rowsum(dO * O);
+//             dS = P (dP - D); dQ += scale dS K; dK += scale dS^T Q; dV += P^T dO.
+// Threads: forward runs (b, h, query block) tasks, largest first. Backward runs
+// (b, kv head, part) tasks: a task owns dK/dV of its kv head, so the q heads of a group and
+// all their query blocks run in one task; when B Hkv is too small to feed the threads, the
+// query blocks are dealt round-robin to `parts` tasks that sum dK/dV into private buffers,
+// added in part order afterwards. sgemm runs single-threaded inside (BlasSingleThreadScope).
+// Backward reads qkv, out and lse.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/registry.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+// Query rows per block: 32 was measurably slower (shallower GEMMs), 128 and 256 no faster
+// at T=1024 and slower at T=256 (more of the diagonal block is masked work).
+constexpr int64_t kBlock = 64;
+
+struct Geometry {
+  HeadLayout l;
+  int64_t row = 0;     // floats per token in qkv
+  int64_t out_ld = 0;  // floats per token in out (H D)
+  int64_t blocks = 0;  // query blocks per sequence
+  float scale = 1.f;
+};
+
+Status MakeGeometry(const OpArgs& args, Geometry* g) {
+  static const Attrs kEmpty;
+  DS_RETURN_IF_ERROR(
+      InferHeadLayout("attention", args.attrs ? *args.attrs : kEmpty, args.in[0].spec(), &g->l));
+  g->row = g->l.row();
+  g->out_ld = g->l.n_head * g->l.head_dim;
+  g->blocks = (g->l.seq + kBlock - 1) / kBlock;
+  g->scale = 1.f / std::sqrt(static_cast<float>(g->l.head_dim));
+  return OkStatus();
+}
+
+// Forward of query block qb of (b, h): writes out rows and lse.
+void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, int64_t b, int64_t h,
+                  int64_t qb) {
+  const HeadLayout& l = g.l;
+  const int64_t d = l.head_dim, i0 = qb * kBlock;
+  const int64_t rows = std::min(kBlock, l.seq - i0), keys = i0 + rows;
+  const int64_t kv = h / (l.n_head / l.n_kv_head);
+  const float* base = qkv + b * l.seq * g.row;
+  float* s = ThreadScratch(0, kBlock * l.seq);  // [rows, keys], ld = keys
+  Sgemm(false, true, rows, keys, d, g.scale, base + i0 * g.row + l.q_offset(h), g.row,
+        base + l.k_offset(kv), g.row, 0.f, s, keys);
+  float inv_sum[kBlock];
+  float* lse_row = lse + (b * l.n_head + h) * l.seq + i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * keys;
+    const int64_t n = i0 + r + 1;  // causal: keys [0, n)
+    const float m = MaxArray(sr, n);
+    const float sum = ExpShiftSum(sr, sr, n, m);
+    std::fill(sr + n, sr + keys, 0.f);
+    inv_sum[r] = 1.f / sum;
+    lse_row[r] = m + std::log(sum);
+  }
+  float* o = out + (b * l.seq + i0) * g.out_ld + h * d;
+  Sgemm(false, false, rows, d, keys, 1.f, s, keys, base + l.v_offset(kv), g.row, 0.f, o, g.out_ld);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < d; ++j) o[r * g.out_ld + j] *= inv_sum[r];
+}
+
+Status Forward(const OpArgs& args) {
+  Geometry g;
+  DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
+  const float* qkv = args.in[0].f32();
+  float* out = args.out[0].f32();
+  float* lse = args.saved[0].f32();
+  const int64_t heads = g.l.batch * g.l.n_head, tasks = heads * g.blocks;
+  BlasSingleThreadScope single_thread_blas;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t qb = g.blocks - 1 - t / heads;  // the longest key ranges first
+    const int64_t bh = t % heads;
+    ForwardBlock(g, qkv, out, lse, bh / g.l.n_head, bh % g.l.n_head, qb);
+  }
+  return OkStatus();
+}
+
+// Pointers for one backward task; dk/dv may point into a private buffer (ld kv_ld).
+struct BackwardTask {
+  const float* qkv;   // sequence b of qkv
+  const float* out;   // sequence b of out
+  const float* dout;  // sequence b of dout
+  const float* lse;   // lse rows of sequence b, head 0
+  float* dqkv;        // sequence b of dqkv
+  float* dk;          // dK of kv head g, row 0
+  float* dv;
+  int64_t kv_ld;
+};
+
+// Backward of query block qb of head h (in kv group kv) into task's gradients.
+void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t h, int64_t kv, int64_t qb) {
+  const HeadLayout& l = g.l;
+  const int64_t d = l.head_dim, i0 = qb * kBlock;
+  const int64_t rows = std::min(kBlock, l.seq - i0), keys = i0 + rows;
+  const float* q = t.qkv + i0 * g.row + l.q_offset(h);
+  const float* k = t.qkv + l.k_offset(kv);
+  const float* v = t.qkv + l.v_offset(kv);
+  const float* o = t.out + i0 * g.out_ld + h * d;
+  const float* dout = t.dout + i0 * g.out_ld + h * d;
+  const float* lse = t.lse + h * l.seq + i0;
+  float* p = ThreadScratch(0, kBlock * l.seq);   // P   [rows, keys]
+  float* ds = ThreadScratch(1, kBlock * l.seq);  // dS  [rows, keys]
+  Sgemm(false, true, rows, keys, d, g.scale, q, g.row, k, g.row, 0.f, p, keys);
+  Sgemm(false, true, rows, keys, d, 1.f, dout, g.out_ld, v, g.row, 0.f, ds, keys);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = i0 + r + 1;
+    float* pr = p + r * keys;
+    float* dsr = ds + r * keys;
+    ExpShiftSum(pr, pr, n, lse[r]);
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < d; ++j) dot += dout[r * g.out_ld + j] * o[r * g.out_ld + j];
+    for (int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dot);
+    std::fill(pr + n, pr + keys, 0.f);
+    std::fill(dsr + n, dsr + keys, 0.f);
+  }
+  float* dq = t.dqkv + i0 * g.row + l.q_offset(h);
+  Sgemm(false, false, rows, d, keys, g.scale, ds, keys, k, g.row, 1.f, dq, g.row);
+  Sgemm(true, false, keys, d, rows, g.scale, ds, keys, q, g.row, 1.f, t.dk, t.kv_ld);
+  Sgemm(true, false, keys, d, rows, 1.f, p, keys, dout, g.out_ld, 1.f, t.dv, t.kv_ld);
+}
+
+// Tasks per kv head: 1 when the B Hkv heads give every thread >= 4 tasks; otherwise the
+// query blocks are split across up to `blocks` tasks with private dK/dV.
+int64_t BackwardParts(const Geometry& g, int64_t groups) {
+  const int threads = PlannedThreads(groups * g.blocks, 1);
+  if (threads == 1) return 1;
+  return std::min<int64_t>(g.blocks, std::max<int64_t>(1, (4 * threads - 1) / groups + 1));
+}
+
+// dK/dV in dqkv += the private per-part sums [groups, parts, T, 2D], in part order.
+void AddPrivateKV(const Geometry& g, const float* priv, int64_t parts, float* dqkv) {
+  const HeadLayout& l = g.l;
+  const int64_t d = l.head_dim, priv_ld = 2 * d, groups = l.batch * l.n_kv_head;
+#pragma omp parallel for schedule(static)
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    const int64_t b = gi / l.n_kv_head, kv = gi % l.n_kv_head;
+    for (int64_t part = 0; part < parts; ++part) {
+      const float* src = priv + (gi * parts + part) * l.seq * priv_ld;
+      for (int64_t i = 0; i < l.seq; ++i) {
+        float* dk = dqkv + (b * l.seq + i) * g.row + l.k_offset(kv);
+        float* dv = dqkv + (b * l.seq + i) * g.row + l.v_offset(kv);
+        for (int64_t j = 0; j < d; ++j) {
+          dk[j] += src[i * priv_ld + j];
+          dv[j] += src[i * priv_ld + d + j];
+        }
+      }
+    }
+  }
+}
+
+Status Backward(const OpArgs& args) {
+  if (!args.grad_in[0].defined()) return OkStatus();
+  Geometry g;
+  DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
+  const HeadLayout& l = g.l;
+  const int64_t d = l.head_dim, group = l.n_head / l.n_kv_head;
+  const int64_t groups = l.batch * l.n_kv_head;
+  const int64_t parts = BackwardParts(g, groups);
+  // Private dK/dV when parts > 1: [groups, parts, T, 2D] (dK then dV in each row).
+  const int64_t priv_ld = 2 * d, priv_task = l.seq * priv_ld;
+  float* priv = nullptr;
+  if (parts > 1) {
+    priv = ThreadScratch(2, groups * parts * priv_task);
+    std::fill(priv, priv + groups * parts * priv_task, 0.f);
+  }
+  float* dqkv = args.grad_in[0].f32();
+  const int64_t seq_stride = l.seq * g.row, out_stride = l.seq * g.out_ld;
+  BlasSingleThreadScope single_thread_blas;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < groups * parts; ++task) {
+    const int64_t gi = task / parts, part = task % parts;
+    const int64_t b = gi / l.n_kv_head, kv = gi % l.n_kv_head;
+    BackwardTask t;
+    t.qkv = args.in[0].f32() + b * seq_stride;
+    t.out = args.out[0].f32() + b * out_stride;
+    t.dout = args.grad_out[0].f32() + b * out_stride;
+    t.lse = args.saved[0].f32() + b * l.n_head * l.seq;
+    t.dqkv = dqkv + b * seq_stride;
+    if (parts > 1) {
+      t.dk = priv + task * priv_task;
+      t.dv = t.dk + d;
+      t.kv_ld = priv_ld;
+    } else {
+      t.dk = t.dqkv + l.k_offset(kv);
+      t.dv = t.dqkv + l.v_offset(kv);
+      t.kv_ld = g.row;
+    }
+    for (int64_t qb = g.blocks - 1 - part; qb >= 0; qb -= parts)
+      for (int64_t h = kv * group; h < (kv + 1) * group; ++h) BackwardBlock(g, t, h, kv, qb);
+  }
+  if (parts > 1) AddPrivateKV(g, priv, parts, dqkv);
+  return OkStatus();
+}
+
+Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+  DS_RETURN_IF_ERROR(CheckArity("attention", in, 1, 1));
+  HeadLayout l;
+  DS_RETURN_IF_ERROR(InferHeadLayout("attention", attrs, in[0], &l));
+  *out = {TensorSpec{{l.batch, l.seq, l.n_head * l.head_dim}, in[0].dtype}};
+  return OkStatus();
+}
+
+// Causal: each of QK^T and PV is 2 T^2 D / 2 per (b, h), so 4 B H T^2 D / 2 in all
+// (softmax not counted).
+double ForwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
+  HeadLayout l;
+  if (!InferHeadLayout("attention", attrs, in[0], &l).ok()) return 0.0;
+  return 4.0 * l.batch * l.n_head * static_cast<double>(l.seq) * l.seq * l.head_dim / 2;
+}
+
+// Five GEMMs of the same size (S recomputed, dP, dQ, dK, dV): 2.5x forward.
+double BackwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
+  return 2.5 * ForwardFlops(attrs, in);
+}
+
+OpDef Def() {
+  OpDef def;
+  def.name = "attention";
+  def.attr_names = {"n_head", "n_kv_head"};
+  def.infer = Infer;
+  def.saved = [](const Attrs& attrs, const std::vector<TensorSpec>& in) {
+    HeadLayout l;
+    if (!InferHeadLayout("attention", attrs, in[0], &l).ok()) return std::vector<TensorSpec>{};
+    return std::vector<TensorSpec>{{{l.batch, l.n_head, l.seq}, DType::kF32}};
+  };
+  def.forward_flops = ForwardFlops;
+  def.backward_flops = BackwardFlops;
+  def.backward_reads_inputs = 1u << 0;
+  def.backward_reads_outputs = 1u << 0;
+  return def;
+}
+
+const bool kRegistered = RegisterOp(Def()) && RegisterKernel("attention", Device::kCpu, DType::kF32,
+                                                             {Forward, Backward});
+
+}  // namespace
+}  // namespace ds::kernels::cpu

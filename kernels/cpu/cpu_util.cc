@@ -1,0 +1,258 @@
+#include "kernels/cpu/cpu_util.h"
+
+#include <cblas.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace ds::kernels::cpu {
+
+float* ThreadScratch(int slot, size_t floats) {
+  constexpr int kSlots = 4;
+  thread_local std::vector<float> buffers[kSlots];
+  std::vector<float>& buf = buffers[slot % kSlots];
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // C = beta * C; BLAS would reject lda = 0.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+BlasSingleThreadScope::BlasSingleThreadScope() : saved_threads_(openblas_get_num_threads()) {
+  if (saved_threads_ != 1) openblas_set_num_threads(1);
+}
+
+BlasSingleThreadScope::~BlasSingleThreadScope() {
+  if (saved_threads_ != 1) openblas_set_num_threads(saved_threads_);
+}
+
+// ---------------------------------------------------------------------------------------
+// exp: Cephes expf. exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n ln2 with ln2
+// split in two so r is exact; exp(r) on [-ln2/2, ln2/2] by a degree-7 polynomial.
+
+namespace {
+
+constexpr float kExpHi = 88.3762626647949f;
+constexpr float kExpLo = -87.3365447505531f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500E-4f, kP1 = 1.3981999507E-3f, kP2 = 8.3334519073E-3f;
+constexpr float kP3 = 4.1665795894E-2f, kP4 = 1.6666665459E-1f, kP5 = 5.0000001201E-1f;
+
+#if defined(__AVX2__) && defined(__FMA__)
+inline __m256 Exp8(__m256 x) {
+  // min/max return their second operand when either is NaN: x second keeps NaN.
+  x = _mm256_min_ps(_mm256_set1_ps(kExpHi), x);
+  x = _mm256_max_ps(_mm256_set1_ps(kExpLo), x);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kP0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  __m256i n = _mm256_cvtps_epi32(fx);
+  // n in [-126, 128]: build 2^n in two halves so n = 128 does not overflow the exponent.
+  __m256i half = _mm256_srai_epi32(n, 1);
+  __m256 s1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+  __m256 s2 = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(n, half), _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+#else
+float ExpScalar(float x) {
+  if (std::isnan(x)) return x;
+  x = std::min(kExpHi, std::max(kExpLo, x));
+  float fx = std::nearbyint(x * kLog2e);
+  float r = std::fma(-fx, kLn2Hi, x);
+  r = std::fma(-fx, kLn2Lo, r);
+  float p = kP0;
+  p = std::fma(p, r, kP1);
+  p = std::fma(p, r, kP2);
+  p = std::fma(p, r, kP3);
+  p = std::fma(p, r, kP4);
+  p = std::fma(p, r, kP5);
+  p = std::fma(p, r * r, r + 1.f);
+  return std::ldexp(p, static_cast<int>(fx));
+}
+#endif
+
+}  // namespace
+
+void ExpArray(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Exp8(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // Tail through the same polynomial, so every element rounds alike.
+    alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tmp, x + i, (n - i) * sizeof(float));
+    _mm256_store_ps(tmp, Exp8(_mm256_load_ps(tmp)));
+    std::memcpy(y + i, tmp, (n - i) * sizeof(float));
+  }
+#else
+  for (; i < n; ++i) y[i] = ExpScalar(x[i]);
+#endif
+}
+
+float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
+  int64_t i = 0;
+  float sum = 0.f;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 vs = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+    _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  for (float v : lanes) sum += v;
+  if (i < n) {
+    alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; ++j) tmp[j - i] = x[j] - shift;
+    _mm256_store_ps(tmp, Exp8(_mm256_load_ps(tmp)));
+    for (int64_t j = i; j < n; ++j) {
+      y[j] = tmp[j - i];
+      sum += tmp[j - i];
+    }
+  }
+#else
+  for (; i < n; ++i) {
+    y[i] = ExpScalar(x[i] - shift);
+    sum += y[i];
+  }
+#endif
+  return sum;
+}
+
+float MaxArray(const float* x, int64_t n) {
+  int64_t i = 0;
+  float m = -std::numeric_limits<float>::infinity();
+#if defined(__AVX2__)
+  if (n >= 8) {
+    __m256 vm = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vm);
+    for (float v : lanes) m = std::max(m, v);
+  }
+#endif
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------
+// Shape checks.
+
+int64_t LeadingRows(const Shape& shape) {
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  return rows;
+}
+
+Status CheckArity(const char* op, const std::vector<TensorSpec>& in, size_t min_inputs,
+                  size_t max_inputs) {
+  if (in.size() < min_inputs || in.size() > max_inputs) {
+    std::string want = min_inputs == max_inputs ? std::to_string(min_inputs)
+                                                : StrCat(min_inputs, " to ", max_inputs);
+    return InvalidArgumentError(StrCat(op, ": expects ", want, " inputs, got ", in.size()));
+  }
+  return OkStatus();
+}
+
+Status CheckRank(const char* op, const char* name, const TensorSpec& t, int rank) {
+  if (static_cast<int>(t.shape.size()) != rank)
+    return InvalidArgumentError(
+        StrCat(op, ": ", name, " must have rank ", rank, ", got ", ShapeToString(t.shape)));
+  return OkStatus();
+}
+
+Status CheckMinRank(const char* op, const char* name, const TensorSpec& t, int rank) {
+  if (static_cast<int>(t.shape.size()) < rank)
+    return InvalidArgumentError(
+        StrCat(op, ": ", name, " must have rank >= ", rank, ", got ", ShapeToString(t.shape)));
+  return OkStatus();
+}
+
+Status CheckFloat(const char* op, const char* name, const TensorSpec& t) {
+  if (!IsFloat(t.dtype))
+    return InvalidArgumentError(
+        StrCat(op, ": ", name, " must be a float tensor, got ", DTypeName(t.dtype)));
+  return OkStatus();
+}
+
+Status CheckInt32(const char* op, const char* name, const TensorSpec& t) {
+  if (t.dtype != DType::kI32)
+    return InvalidArgumentError(StrCat(op, ": ", name, " must be i32, got ", DTypeName(t.dtype)));
+  return OkStatus();
+}
+
+Status CheckSameShape(const char* op, const char* name, const TensorSpec& t, const char* ref_name,
+                      const TensorSpec& ref) {
+  if (t.shape != ref.shape)
+    return InvalidArgumentError(StrCat(op, ": ", name, " has shape ", ShapeToString(t.shape),
+                                       " but ", ref_name, " has ", ShapeToString(ref.shape)));
+  return OkStatus();
+}
+
+Status InferElementwise(const char* op, const std::vector<TensorSpec>& in,
+                        std::vector<TensorSpec>* out) {
+  if (in.empty()) return InvalidArgumentError(StrCat(op, ": expects inputs, got none"));
+  static const char* kNames[] = {"a", "b", "c", "d"};
+  const bool unary = in.size() == 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char* name = unary ? "x" : kNames[i % 4];
+    DS_RETURN_IF_ERROR(CheckFloat(op, name, in[i]));
+    if (i > 0) DS_RETURN_IF_ERROR(CheckSameShape(op, name, in[i], kNames[0], in[0]));
+  }
+  *out = {in[0]};
+  return OkStatus();
+}
+
+Status InferHeadLayout(const char* op, const Attrs& attrs, const TensorSpec& qkv,
+                       HeadLayout* layout) {
+  DS_RETURN_IF_ERROR(CheckRank(op, "qkv", qkv, 3));
+  DS_RETURN_IF_ERROR(CheckFloat(op, "qkv", qkv));
+  const int64_t h = attrs.Int("n_head", 0);
+  const int64_t hkv = attrs.Int("n_kv_head", h);
+  if (h <= 0) return InvalidArgumentError(StrCat(op, ": attr n_head must be > 0, got ", h));
+  if (hkv <= 0 || h % hkv != 0)
+    return InvalidArgumentError(
+        StrCat(op, ": n_head (", h, ") must be a positive multiple of n_kv_head (", hkv, ")"));
+  const int64_t c = qkv.shape[2];
+  const int64_t heads = h + 2 * hkv;
+  if (c % heads != 0 || c == 0)
+    return InvalidArgumentError(StrCat(op, ": qkv has ", c, " features, not a multiple of (",
+                                       "n_head + 2 * n_kv_head) = ", heads));
+  layout->batch = qkv.shape[0];
+  layout->seq = qkv.shape[1];
+  layout->n_head = h;
+  layout->n_kv_head = hkv;
+  layout->head_dim = c / heads;
+  return OkStatus();
+}
+
+}  // namespace ds::kernels::cpu

@@ -1,0 +1,158 @@
+// Helpers shared by the CPU fp32 kernels (kernels/cpu/*.cc only; not a public API):
+// OpenMP parallel-for, row-major sgemm, a vectorized exp, shape-check messages and the
+// counter-based hash dropout uses.
+//
+// Threading: kernels run their loops on the OpenMP pool (sized by the runtime with
+// omp_set_num_threads) and their large GEMMs on OpenBLAS's own pool. Code that calls sgemm
+// from inside an OpenMP region holds a BlasSingleThreadScope, so the two pools never
+// oversubscribe the cores (OpenBLAS's pthread build would otherwise serialize the calls on
+// its level-3 lock).
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/op.h"
+#include "runtime/base/status.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::kernels::cpu {
+
+// ---------------------------------------------------------------------------------------
+// Parallel loops.
+
+// How many threads a loop over n items should use so each gets at least `grain` items
+// (1 inside an existing parallel region).
+inline int PlannedThreads(int64_t n, int64_t grain) {
+  if (n <= 0 || omp_in_parallel()) return 1;
+  const int64_t by_size = n / std::max<int64_t>(grain, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), by_size)));
+}
+
+// Splits [0, n) into `chunks` contiguous ranges, run as fn(chunk, begin, end) on up to
+// `chunks` OpenMP threads. Chunk boundaries depend only on (n, chunks), so per-chunk
+// partial sums reduce in a fixed order.
+template <typename Fn>
+void ParallelChunks(int64_t n, int chunks, const Fn& fn) {
+  if (n <= 0) return;
+  if (chunks <= 1) {
+    fn(0, int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel for num_threads(chunks) schedule(static, 1)
+  for (int c = 0; c < chunks; ++c) {
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    if (begin < end) fn(c, begin, end);
+  }
+}
+
+// Calls fn(begin, end) over contiguous chunks of [0, n), one per OpenMP thread, or once
+// on the calling thread when n < 2 * grain (small tensors are not worth a fork).
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t grain, const Fn& fn) {
+  ParallelChunks(n, PlannedThreads(n, grain),
+                 [&](int, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+// Grain sizes in elements: below these a loop stays on one thread.
+constexpr int64_t kElementwiseGrain = 1 << 15;
+// Elementwise kernels that call ExpArray work through stack chunks of this many floats.
+constexpr int64_t kChunk = 256;
+
+// A per-thread float scratch buffer that grows and never shrinks (no per-call allocation
+// once warm). `slot` (0-3) separates buffers a kernel needs at the same time.
+float* ThreadScratch(int slot, size_t floats);
+
+// ---------------------------------------------------------------------------------------
+// GEMM: C = alpha * op(A) op(B) + beta * C, all row-major with explicit leading
+// dimensions (row strides), so strided views into packed tensors need no copy.
+// op(A) is [m, k], op(B) is [k, n], C is [m, n]. Nothing happens when m or n is 0;
+// k == 0 leaves beta * C.
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// While alive, OpenBLAS runs each call on the calling thread; restores the previous
+// thread count on destruction. For sgemm calls issued from inside OpenMP regions.
+// OpenBLAS's thread count is process-wide: create the scope outside the parallel region,
+// and note that a GEMM another thread issues meanwhile also runs single-threaded.
+class BlasSingleThreadScope {
+ public:
+  BlasSingleThreadScope();
+  ~BlasSingleThreadScope();
+  BlasSingleThreadScope(const BlasSingleThreadScope&) = delete;
+  BlasSingleThreadScope& operator=(const BlasSingleThreadScope&) = delete;
+
+ private:
+  int saved_threads_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Math.
+
+// y[i] = exp(x[i]) for n elements (x == y allowed). AVX2 polynomial (Cephes), within
+// 2 ulp over the fp32 range; inputs below -87.3 give ~1e-38, NaN stays NaN.
+void ExpArray(const float* x, float* y, int64_t n);
+
+// y[i] = exp(x[i] - shift) for n elements (x == y allowed); returns the sum of the y[i]
+// (fp32, lane-wise partial sums). The softmax inner loop.
+float ExpShiftSum(const float* x, float* y, int64_t n, float shift);
+
+// max over x[0, n) (n >= 1).
+float MaxArray(const float* x, int64_t n);
+
+// ---------------------------------------------------------------------------------------
+// Dropout's counter-based random stream: a pure function of (seed, index).
+inline uint64_t SplitMix64(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// ---------------------------------------------------------------------------------------
+// Shape inference helpers. Messages read "<op>: <what>", e.g.
+// "linear: x has 256 features but W expects 128".
+
+template <typename... Args>
+std::string StrCat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// Product of all but the last dimension (rank >= 1), i.e. the number of rows.
+int64_t LeadingRows(const Shape& shape);
+
+Status CheckArity(const char* op, const std::vector<TensorSpec>& in, size_t min_inputs,
+                  size_t max_inputs);
+Status CheckRank(const char* op, const char* name, const TensorSpec& t, int rank);
+Status CheckMinRank(const char* op, const char* name, const TensorSpec& t, int rank);
+Status CheckFloat(const char* op, const char* name, const TensorSpec& t);
+Status CheckInt32(const char* op, const char* name, const TensorSpec& t);
+// Same shape as `ref` (elementwise binaries, gradients).
+Status CheckSameShape(const char* op, const char* name, const TensorSpec& t, const char* ref_name,
+                      const TensorSpec& ref);
+
+// Elementwise ops: every input float with in[0]'s shape; one output like in[0].
+Status InferElementwise(const char* op, const std::vector<TensorSpec>& in,
+                        std::vector<TensorSpec>* out);
+
+// Head layout of a packed qkv tensor [B, T, (H + 2 * Hkv) * D] (rope, attention).
+struct HeadLayout {
+  int64_t batch = 0, seq = 0;
+  int64_t n_head = 0, n_kv_head = 0, head_dim = 0;
+  int64_t row() const { return (n_head + 2 * n_kv_head) * head_dim; }  // floats per token
+  int64_t q_offset(int64_t h) const { return h * head_dim; }
+  int64_t k_offset(int64_t g) const { return (n_head + g) * head_dim; }
+  int64_t v_offset(int64_t g) const { return (n_head + n_kv_head + g) * head_dim; }
+};
+// Validates attrs n_head (required), n_kv_head (default n_head) against qkv's shape.
+Status InferHeadLayout(const char* op, const Attrs& attrs, const TensorSpec& qkv,
+                       HeadLayout* layout);
+
+}  // namespace ds::kernels::cpu

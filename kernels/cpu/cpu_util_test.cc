@@ -1,0 +1,74 @@
+// cpu_util: the vectorized exp against std::exp, NaN and range handling; ParallelChunks
+// covering every index once.
+#include "kernels/cpu/cpu_util.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace ds::kernels::cpu {
+namespace {
+
+TEST_CASE("cpu_util: ExpArray is within a few ulp of std::exp", "[kernels][cpu_util]") {
+  std::vector<float> x;
+  for (float v = -87.f; v <= 88.f; v += 0.0137f) x.push_back(v);
+  x.push_back(0.f);
+  std::vector<float> y(x.size());
+  ExpArray(x.data(), y.data(), static_cast<int64_t>(x.size()));  // includes a ragged tail
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::fabs(y[i] - want) / want);
+  }
+  CHECK(worst < 4 * std::numeric_limits<float>::epsilon());
+  CHECK(y.back() == 1.f);
+}
+
+TEST_CASE("cpu_util: ExpArray edge cases", "[kernels][cpu_util]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {nan, -inf, -1000.f, 89.f, 1.f, nan, -100.f, 0.f, nan};
+  std::vector<float> y(x.size());
+  ExpArray(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  CHECK(std::isnan(y[0]));
+  CHECK(y[1] < 1e-37f);
+  CHECK(y[2] < 1e-37f);
+  CHECK(y[3] > 1e38f);
+  CHECK(y[4] == Approx(std::exp(1.0)).epsilon(1e-6));
+  CHECK(std::isnan(y[5]));
+  CHECK(std::isnan(y[8]));  // the tail path
+}
+
+TEST_CASE("cpu_util: ExpShiftSum and MaxArray", "[kernels][cpu_util]") {
+  std::vector<float> x(37), y(37);
+  double want = 0;
+  for (int i = 0; i < 37; ++i) {
+    x[i] = 0.25f * i - 3.f;
+    want += std::exp(x[i] - 2.0);
+  }
+  CHECK(ExpShiftSum(x.data(), y.data(), 37, 2.f) == Approx(want).epsilon(1e-6));
+  CHECK(y[36] == Approx(std::exp(x[36] - 2.0)).epsilon(1e-6));
+  CHECK(MaxArray(x.data(), 37) == x[36]);
+  CHECK(MaxArray(x.data(), 3) == x[2]);
+}
+
+TEST_CASE("cpu_util: ParallelChunks covers each index once", "[kernels][cpu_util]") {
+  for (int chunks : {1, 2, 3, 7}) {
+    std::vector<int> hits(1000, 0);
+    ParallelChunks(1000, chunks, [&](int, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) ++hits[i];
+    });
+    for (int h : hits) REQUIRE(h == 1);
+  }
+  int calls = 0;
+  ParallelFor(10, 1000, [&](int64_t begin, int64_t end) {
+    ++calls;
+    CHECK(begin == 0);
+    CHECK(end == 10);
+  });
+  CHECK(calls == 1);
+}
+
+}  // namespace
+}  // namespace ds::kernels::cpu

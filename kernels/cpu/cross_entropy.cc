@@ -1,0 +1,130 @@
+// cross_entropy: logits [..., V] as N rows, targets int32 [...] (the leading dims);
+// attr ignore_index (default -100). Output loss [1] = mean over non-ignored rows of
+//   lse_r - logits[r, target_r],  lse_r = log sum_j exp(logits[r, j]),
+// or 0 when every row is ignored. saved: lse [N] (0 for ignored rows).
+// Backward: dlogits[r, :] += dloss (softmax_r - onehot(target_r)) / count for
+// non-ignored rows, nothing for ignored ones. Backward reads logits and targets.
+// A target outside [0, V) that is not ignore_index is an InvalidArgument (forward).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/registry.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+int64_t IgnoreIndex(const OpArgs& args) {
+  return args.attrs ? args.attrs->Int("ignore_index", -100) : -100;
+}
+
+int64_t CountTargets(const int32_t* targets, int64_t n, int64_t ignore) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < n; ++r) count += targets[r] != ignore;
+  return count;
+}
+
+// log sum_j exp(x[j]) over v entries, stable (max subtracted).
+float LogSumExp(const float* x, int64_t v) {
+  const float m = MaxArray(x, v);
+  double total = 0.0;
+  float z[kChunk];
+  for (int64_t c = 0; c < v; c += kChunk)
+    total += ExpShiftSum(x + c, z, std::min(kChunk, v - c), m);
+  return m + static_cast<float>(std::log(total));
+}
+
+Status Forward(const OpArgs& args) {
+  const Tensor& logits = args.in[0];
+  const int32_t* targets = args.in[1].i32();
+  const int64_t v = logits.dim(-1), n = LeadingRows(logits.shape());
+  const int64_t ignore = IgnoreIndex(args);
+  for (int64_t r = 0; r < n; ++r) {
+    if (targets[r] != ignore && (targets[r] < 0 || targets[r] >= v))
+      return InvalidArgumentError(StrCat("cross_entropy: target ", targets[r], " at position ", r,
+                                         " is out of range for V=", v, " (ignore_index is ", ignore,
+                                         ")"));
+  }
+  const float* x = logits.f32();
+  float* lse = args.saved[0].f32();
+  ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      lse[r] = targets[r] == ignore ? 0.f : LogSumExp(x + r * v, v);
+  });
+  double total = 0.0;  // serial: a fixed summation order
+  for (int64_t r = 0; r < n; ++r)
+    if (targets[r] != ignore) total += static_cast<double>(lse[r]) - x[r * v + targets[r]];
+  const int64_t count = CountTargets(targets, n, ignore);
+  args.out[0].f32()[0] = count ? static_cast<float>(total / count) : 0.f;
+  return OkStatus();
+}
+
+Status Backward(const OpArgs& args) {
+  if (!args.grad_in[0].defined()) return OkStatus();
+  const Tensor& logits = args.in[0];
+  const int32_t* targets = args.in[1].i32();
+  const int64_t v = logits.dim(-1), n = LeadingRows(logits.shape());
+  const int64_t ignore = IgnoreIndex(args);
+  const int64_t count = CountTargets(targets, n, ignore);
+  if (count == 0) return OkStatus();
+  const float scale = args.grad_out[0].f32()[0] / static_cast<float>(count);
+  const float* x = logits.f32();
+  const float* lse = args.saved[0].f32();
+  float* dx = args.grad_in[0].f32();
+  ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
+    float z[kChunk];
+    for (int64_t r = begin; r < end; ++r) {
+      if (targets[r] == ignore) continue;
+      const float* xr = x + r * v;
+      float* dr = dx + r * v;
+      for (int64_t c = 0; c < v; c += kChunk) {
+        const int64_t w = std::min(kChunk, v - c);
+        ExpShiftSum(xr + c, z, w, lse[r]);
+        for (int64_t j = 0; j < w; ++j) dr[c + j] += scale * z[j];
+      }
+      dr[targets[r]] -= scale;
+    }
+  });
+  return OkStatus();
+}
+
+Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+  DS_RETURN_IF_ERROR(CheckArity("cross_entropy", in, 2, 2));
+  DS_RETURN_IF_ERROR(CheckMinRank("cross_entropy", "logits", in[0], 1));
+  DS_RETURN_IF_ERROR(CheckFloat("cross_entropy", "logits", in[0]));
+  DS_RETURN_IF_ERROR(CheckInt32("cross_entropy", "targets", in[1]));
+  const Shape lead(in[0].shape.begin(), in[0].shape.end() - 1);
+  if (in[1].shape != lead)
+    return InvalidArgumentError(StrCat("cross_entropy: targets have shape ",
+                                       ShapeToString(in[1].shape), " but logits ",
+                                       ShapeToString(in[0].shape), " need ", ShapeToString(lead)));
+  *out = {TensorSpec{{1}, DType::kF32}};
+  return OkStatus();
+}
+
+OpDef Def() {
+  OpDef def;
+  def.name = "cross_entropy";
+  def.min_inputs = def.max_inputs = 2;
+  def.attr_names = {"ignore_index"};
+  def.infer = Infer;
+  def.saved = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return std::vector<TensorSpec>{{{LeadingRows(in[0].shape)}, DType::kF32}};
+  };
+  // max, subtract, exp, sum per logit; backward: subtract, exp, scale-add.
+  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 4.0 * in[0].numel();
+  };
+  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 4.0 * in[0].numel();
+  };
+  def.backward_reads_inputs = (1u << 0) | (1u << 1);
+  def.non_differentiable_inputs = 1u << 1;
+  return def;
+}
+
+const bool kRegistered = RegisterOp(Def()) && RegisterKernel("cross_entropy", Device::kCpu,
+                                                             DType::kF32, {Forward, Backward});
+
+}  // namespace
+}  // namespace ds::kernels::cpu

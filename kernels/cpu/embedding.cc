@@ -1,0 +1,87 @@
+// embedding: out[..., :] = weight[ids[...], :]; ids int32 [B, T], weight [V, C] -> [B, T, C].
+// Backward scatter-adds dout rows into dweight (ids take no gradient). Threads split the
+// channels, not the tokens, so repeated ids never race and the sum order is fixed.
+// Backward reads ids only.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/registry.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+Status Forward(const OpArgs& args) {
+  const int32_t* ids = args.in[0].i32();
+  const Tensor& weight = args.in[1];
+  const int64_t n = args.in[0].numel();
+  const int64_t vocab = weight.dim(0);
+  const int64_t c = weight.dim(1);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return InvalidArgumentError(StrCat("embedding: token id ", ids[i], " at position ", i,
+                                         " is out of range for vocabulary size V=", vocab));
+  }
+  const float* w = weight.f32();
+  float* out = args.out[0].f32();
+  ParallelFor(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i)
+                  std::memcpy(out + i * c, w + ids[i] * c, c * sizeof(float));
+              });
+  return OkStatus();
+}
+
+Status Backward(const OpArgs& args) {
+  if (!args.grad_in[1].defined()) return OkStatus();
+  const int32_t* ids = args.in[0].i32();
+  const int64_t n = args.in[0].numel();
+  const int64_t c = args.in[1].dim(1);
+  const float* dout = args.grad_out[0].f32();
+  float* dw = args.grad_in[1].f32();
+  // Parallel over channel slices of at least 16 floats (one cache line).
+  const int64_t slices = (c + 15) / 16;
+  ParallelFor(slices, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n * 16, 1)),
+              [&](int64_t begin, int64_t end) {
+                const int64_t c0 = begin * 16, c1 = std::min(c, end * 16);
+                for (int64_t i = 0; i < n; ++i) {
+                  float* dst = dw + ids[i] * c;
+                  const float* src = dout + i * c;
+                  for (int64_t j = c0; j < c1; ++j) dst[j] += src[j];
+                }
+              });
+  return OkStatus();
+}
+
+Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+  DS_RETURN_IF_ERROR(CheckArity("embedding", in, 2, 2));
+  DS_RETURN_IF_ERROR(CheckInt32("embedding", "ids", in[0]));
+  DS_RETURN_IF_ERROR(CheckRank("embedding", "weight", in[1], 2));
+  DS_RETURN_IF_ERROR(CheckFloat("embedding", "weight", in[1]));
+  Shape shape = in[0].shape;
+  shape.push_back(in[1].shape[1]);
+  *out = {TensorSpec{shape, in[1].dtype}};
+  return OkStatus();
+}
+
+OpDef Def() {
+  OpDef def;
+  def.name = "embedding";
+  def.min_inputs = def.max_inputs = 2;
+  def.infer = Infer;
+  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 0.0;  // a gather
+  };
+  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return static_cast<double>(in[0].numel()) * in[1].shape[1];
+  };
+  def.backward_reads_inputs = 1u << 0;
+  def.non_differentiable_inputs = 1u << 0;
+  return def;
+}
+
+const bool kRegistered = RegisterOp(Def()) && RegisterKernel("embedding", Device::kCpu, DType::kF32,
+                                                             {Forward, Backward});
+
+}  // namespace
+}  // namespace ds::kernels::cpu
