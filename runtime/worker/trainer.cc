@@ -1,0 +1,242 @@
+#include "runtime/worker/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/data/data_loader.h"
+#include "runtime/optim/grad_norm.h"
+#include "runtime/optim/loss_scaler.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/optimizer.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace ds {
+namespace {
+
+uint64_t StepSeed(uint64_t seed, int64_t step, int64_t micro) {
+  return seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 1000003ull +
+         static_cast<uint64_t>(micro);
+}
+
+OptimizerOptions ToOptimizerOptions(const OptimizerConfig& c) {
+  OptimizerOptions o;
+  switch (c.type) {
+    case OptimizerType::kAdamW: o.type = OptimizerOptions::Type::kAdamW; break;
+    case OptimizerType::kAdam:
+      o.type = c.adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
+      break;
+    case OptimizerType::kSGD: o.type = OptimizerOptions::Type::kSgd; break;
+  }
+  o.lr = static_cast<float>(c.lr);
+  o.beta1 = static_cast<float>(c.beta1);
+  o.beta2 = static_cast<float>(c.beta2);
+  o.eps = static_cast<float>(c.eps);
+  o.weight_decay = static_cast<float>(c.weight_decay);
+  o.momentum = static_cast<float>(c.momentum);
+  return o;
+}
+
+LrScheduleOptions ToScheduleOptions(const JobConfig& c) {
+  LrScheduleOptions o;
+  const SchedulerConfig& s = c.scheduler;
+  switch (s.type) {
+    case SchedulerType::kNone: o.type = ""; break;
+    case SchedulerType::kWarmupLR: o.type = "WarmupLR"; break;
+    case SchedulerType::kWarmupDecayLR: o.type = "WarmupDecayLR"; break;
+    case SchedulerType::kWarmupCosineLR: o.type = "WarmupCosineLR"; break;
+  }
+  o.base_lr = c.optimizer.lr;
+  o.warmup_min_lr = s.warmup_min_lr;
+  o.warmup_max_lr = s.warmup_max_lr;
+  o.warmup_num_steps = s.warmup_num_steps;
+  o.warmup_type = s.warmup_type == WarmupType::kLog ? "log" : "linear";
+  o.total_num_steps = s.total_num_steps;
+  o.warmup_min_ratio = s.warmup_min_ratio;
+  o.cos_min_ratio = s.cos_min_ratio;
+  return o;
+}
+
+LossScalerOptions ToScalerOptions(const Fp16Config& f) {
+  LossScalerOptions o;
+  o.enabled = f.enabled;
+  o.loss_scale = f.loss_scale;
+  o.initial_scale_power = f.initial_scale_power;
+  o.loss_scale_window = f.loss_scale_window;
+  o.hysteresis = f.hysteresis;
+  o.consecutive_hysteresis = f.consecutive_hysteresis;
+  o.min_loss_scale = f.min_loss_scale;
+  return o;
+}
+
+}  // namespace
+
+int64_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+Trainer::Trainer(const JobConfig& config, Graph graph) : config_(config), graph_(std::move(graph)) {}
+Trainer::~Trainer() = default;
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph) {
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph)));
+  DS_RETURN_IF_ERROR(t->Build());
+  return t;
+}
+
+int64_t Trainer::tokens_per_step() const {
+  return config_.train_micro_batch_size_per_gpu * config_.gradient_accumulation_steps * seq_;
+}
+
+Status Trainer::Build() {
+  const std::string& src = config_.source;
+  DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, 1));
+  if (config_.device.type != DeviceType::kCpu)
+    return UnimplementedError(src + ": device.type cuda is not available in this build of the trainer yet");
+  int threads = config_.device.threads;
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+  int64_t max_seq = graph_.config.count("max_seq_len") ? graph_.config.at("max_seq_len") : 0;
+  seq_ = config_.data.seq_len > 0 ? config_.data.seq_len : max_seq;
+  if (seq_ <= 0) return InvalidArgumentError(src + ": data.seq_len is not set and the graph has no max_seq_len");
+  if (max_seq > 0 && seq_ > max_seq)
+    return InvalidArgumentError(src + ": data.seq_len " + std::to_string(seq_) +
+                                " exceeds the model's max_seq_len " + std::to_string(max_seq));
+  total_steps_ = config_.train_iters;
+  if (total_steps_ <= 0 && config_.scheduler.total_num_steps > 0) total_steps_ = config_.scheduler.total_num_steps;
+  if (total_steps_ <= 0) return InvalidArgumentError(src + ": training.train_iters is not set");
+
+  DType model_dtype = DType::kF32;
+  if (config_.bf16.enabled) model_dtype = DType::kBF16;
+  if (config_.fp16.enabled) model_dtype = DType::kF16;
+  params_ = std::make_unique<ParamStore>(graph_, model_dtype);
+  const int64_t micro = config_.train_micro_batch_size_per_gpu;
+  DS_ASSIGN_OR_RETURN(executor_, Executor::Create(graph_, params_.get(), {micro, seq_, true}));
+  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
+  if (!schedule.ok()) return schedule.status().WithPrefix(src);
+  schedule_ = std::make_unique<LrSchedule>(*schedule);
+  scaler_ = std::make_unique<LossScaler>(ToScalerOptions(config_.fp16));
+
+  if (config_.data.train.empty()) return InvalidArgumentError(src + ": data.train is not set");
+  DataLoaderOptions d;
+  d.path = config_.data.train;
+  d.format = config_.data.format;
+  d.batch = micro;
+  d.seq = seq_;
+  d.shuffle = config_.data.shuffle;
+  d.seed = config_.data.seed;
+  DS_ASSIGN_OR_RETURN(train_data_, DataLoader::Open(d));
+  DS_LOG_INFO("worker",
+              "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
+              "seq {}, {} steps, {} threads",
+              graph_.name, params_->num_parameters() / 1e6, graph_.nodes.size(),
+              DTypeName(model_dtype), config_.train_batch_size, micro,
+              config_.gradient_accumulation_steps, seq_, total_steps_, omp_get_max_threads());
+  DS_LOG_INFO("worker", "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
+              params_->total_elements() * (4.0 + 4.0 * 2 + 2.0 * DTypeSize(model_dtype)) / (1 << 20),
+              executor_->activation_bytes() / double(1 << 20),
+              executor_->activation_grad_bytes() / double(1 << 20));
+  return OkStatus();
+}
+
+Status Trainer::Initialize() {
+  const std::string& load = config_.checkpoint.load;
+  if (!load.empty()) {
+    std::string path = load == "latest" ? config_.checkpoint.dir : load;
+    if (load == "latest" && !HasLatestCheckpoint(path)) {
+      DS_LOG_INFO("worker", "no checkpoint under {} yet: starting from step 0", path);
+    } else {
+      return LoadCheckpoint(path);
+    }
+  }
+  params_->Initialize(graph_, config_.seed);
+  return OkStatus();
+}
+
+StatusOr<StepMetrics> Trainer::TrainStep() {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  const int64_t gas = config_.gradient_accumulation_steps;
+  const float loss_grad = static_cast<float>(scaler_->scale() / gas);
+  double loss_sum = 0;
+  for (int64_t m = 0; m < gas; ++m) {
+    DS_RETURN_IF_ERROR(train_data_->Next(executor_->ids(), executor_->targets()));
+    uint64_t seed = StepSeed(config_.seed, step_, m);
+    DS_RETURN_IF_ERROR(executor_->Forward(seed));
+    loss_sum += executor_->loss();
+    DS_RETURN_IF_ERROR(executor_->Backward(loss_grad, seed));
+  }
+  StepMetrics r;
+  r.loss = loss_sum / gas;
+  r.loss_scale = scaler_->scale();
+  GradNorm norm = ComputeGradNorm(*params_, static_cast<float>(1.0 / scaler_->scale()));
+  r.grad_norm = norm.norm;
+  r.lr = schedule_->LrAt(step_);
+  r.skipped = !norm.finite && config_.fp16.enabled;
+  if (!norm.finite && !config_.fp16.enabled)
+    return DataLossError("step " + std::to_string(step_ + 1) + ": gradient norm is not finite (" +
+                         std::to_string(norm.norm) + ") without fp16 loss scaling; loss " +
+                         std::to_string(r.loss));
+  if (!r.skipped) {
+    float clip = ClipCoefficient(norm.norm, static_cast<float>(config_.gradient_clipping));
+    optimizer_->Step(static_cast<float>(r.lr), static_cast<float>(clip / scaler_->scale()));
+  } else {
+    DS_LOG_WARN("worker", "step {}: fp16 gradient overflow at loss scale {}: step skipped",
+                step_ + 1, scaler_->scale());
+  }
+  DS_RETURN_IF_ERROR(scaler_->Update(r.skipped));
+  params_->ZeroGrads();
+  ++step_;
+  r.step = step_;
+  r.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  r.tokens_per_s = tokens_per_step() / (r.step_ms / 1e3);
+  r.tflops = (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
+  r.peak_rss_bytes = PeakRssBytes();
+  return r;
+}
+
+StatusOr<double> Trainer::Evaluate(int64_t iters) {
+  if (config_.data.validation.empty()) return FailedPreconditionError(config_.source + ": data.validation is not set");
+  const int64_t micro = config_.train_micro_batch_size_per_gpu;
+  if (!eval_executor_) {
+    DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), {micro, seq_, false}));
+  }
+  if (!val_data_) {
+    DataLoaderOptions d;
+    d.path = config_.data.validation;
+    d.format = config_.data.format;
+    d.batch = micro;
+    d.seq = seq_;
+    d.shuffle = false;
+    DS_ASSIGN_OR_RETURN(val_data_, DataLoader::Open(d));
+  }
+  val_data_->Reset();
+  double sum = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    DS_RETURN_IF_ERROR(val_data_->Next(eval_executor_->ids(), eval_executor_->targets()));
+    DS_RETURN_IF_ERROR(eval_executor_->Forward(0));
+    sum += eval_executor_->loss();
+  }
+  return sum / std::max<int64_t>(1, iters);
+}
+
+StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch, int64_t seq) {
+  return Executor::Create(graph_, params_.get(), {batch, seq, false});
+}
+
+}  // namespace ds

@@ -1,0 +1,100 @@
+// Trainer: one rank's training engine. It owns the parameters, the executor, the
+// optimizer, the LR schedule, the loss scaler and the data loaders, and runs optimizer
+// steps of `gradient_accumulation_steps` micro-batches each:
+//
+//   for each micro-batch: load batch -> forward -> backward (dL/dloss = scale / gas)
+//   global grad norm (overflow check) -> skip, or clip + optimizer step -> zero grads
+//
+// This loop is the single-rank instruction stream; the step planner of the ZeRO issue
+// generalizes it to many ranks. Not thread-safe.
+//
+//   DS_ASSIGN_OR_RETURN(auto trainer, Trainer::Create(config, std::move(graph)));
+//   DS_RETURN_IF_ERROR(trainer->Initialize());
+//   while (trainer->step() < total) DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/config/job_config.h"
+#include "runtime/exec/executor.h"
+#include "runtime/exec/param_store.h"
+#include "runtime/graph/graph.h"
+
+namespace ds {
+
+class DataLoader;
+class Optimizer;
+class LrSchedule;
+class LossScaler;
+
+struct StepMetrics {
+  int64_t step = 0;          // optimizer steps done after this one
+  double loss = 0;           // mean over the micro-batches
+  double lr = 0;
+  double grad_norm = 0;      // before clipping, unscaled
+  double loss_scale = 1;
+  bool skipped = false;      // fp16 overflow: no update
+  double step_ms = 0;
+  double tokens_per_s = 0;
+  double tflops = 0;         // achieved model TFLOP/s (forward + backward)
+  int64_t peak_rss_bytes = 0;
+};
+
+class Trainer {
+ public:
+  // `graph` must be validated. Resolves batch sizes (one data-parallel rank).
+  static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph);
+  ~Trainer();
+
+  // Initializes weights from the initializers (seeded), or loads the checkpoint that
+  // config.checkpoint.load names ("latest" = newest under checkpoint.dir; none yet is fine).
+  Status Initialize();
+  StatusOr<StepMetrics> TrainStep();
+  // Mean validation loss over `iters` micro-batches from the start of the validation file.
+  StatusOr<double> Evaluate(int64_t iters);
+  // Writes a checkpoint of the current step under config.checkpoint.dir.
+  Status SaveCheckpoint();
+  // Loads a checkpoint directory (or a root with a `latest` pointer).
+  Status LoadCheckpoint(const std::string& path);
+
+  // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
+  Status ExportWeights(const std::string& path) const;
+  // An executor without gradients over the same parameters, for evaluation and generation.
+  StatusOr<std::unique_ptr<Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+
+  int64_t step() const { return step_; }
+  int64_t total_steps() const { return total_steps_; }
+  int64_t tokens_per_step() const;
+  const JobConfig& config() const { return config_; }
+  const Graph& graph() const { return graph_; }
+  ParamStore& params() { return *params_; }
+  Executor& executor() { return *executor_; }
+
+ private:
+  Trainer(const JobConfig& config, Graph graph);
+  Status Build();
+
+  JobConfig config_;
+  Graph graph_;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Executor> eval_executor_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<DataLoader> train_data_;
+  std::unique_ptr<DataLoader> val_data_;
+  int64_t step_ = 0;
+  int64_t total_steps_ = 0;
+  int64_t seq_ = 0;
+};
+
+// True when `root` holds a `latest` checkpoint pointer.
+bool HasLatestCheckpoint(const std::string& root);
+
+// Peak resident set size of this process (VmHWM), in bytes; 0 if unknown.
+int64_t PeakRssBytes();
+
+}  // namespace ds

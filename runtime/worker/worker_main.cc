@@ -1,0 +1,122 @@
+// ds-worker: trains one rank. Standalone it is the whole single-process trainer:
+//
+//   ds-worker --config configs/examples/addition.yaml
+//   ds-worker --config job.yaml --eval            # validation loss (+ task accuracy)
+//
+// Prints a progress line, writes per-step metrics as CSV (monitor.csv), evaluates every
+// monitor.eval_interval steps and checkpoints every checkpoint.save_interval steps.
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include <CLI/CLI.hpp>
+
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/worker/model_loader.h"
+#include "runtime/worker/progress.h"
+#include "runtime/worker/task_eval.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds {
+namespace {
+
+struct Flags {
+  std::string config;
+  int64_t steps = 0;
+  int threads = 0;
+  bool eval = false;
+  std::string csv;
+  std::string export_init;
+  std::string log_level;
+};
+
+Status Run(const Flags& f) {
+  DS_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(f.config));
+  if (f.steps > 0) config.train_iters = f.steps;
+  if (f.threads > 0) config.device.threads = f.threads;
+  if (!f.csv.empty()) config.monitor.csv = f.csv;
+  if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
+  if (f.eval && config.train_iters <= 0) config.train_iters = 1;
+  DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(config, std::move(graph)));
+  DS_RETURN_IF_ERROR(trainer->Initialize());
+  const JobConfig& c = trainer->config();
+  if (!f.export_init.empty()) {
+    DS_RETURN_IF_ERROR(trainer->ExportWeights(f.export_init));
+    std::printf("ds-worker: wrote weights of step %lld to %s\n",
+                static_cast<long long>(trainer->step()), f.export_init.c_str());
+    return OkStatus();
+  }
+  if (f.eval) {
+    if (!c.data.validation.empty()) {
+      DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
+      std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()), val);
+    }
+    return EvaluateTask(*trainer).status();
+  }
+
+  MetricsCsv csv;
+  if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
+  Progress progress(trainer->total_steps(), c.monitor.log_interval);
+  if (trainer->step() > 0)
+    progress.Note("resumed from step " + std::to_string(trainer->step()));
+  while (trainer->step() < trainer->total_steps()) {
+    DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
+    progress.Report(m);
+    double val = std::numeric_limits<double>::quiet_NaN();
+    bool last = trainer->step() == trainer->total_steps();
+    if (!c.data.validation.empty() && c.monitor.eval_interval > 0 &&
+        (trainer->step() % c.monitor.eval_interval == 0 || last)) {
+      DS_ASSIGN_OR_RETURN(val, trainer->Evaluate(c.monitor.eval_iters));
+      char line[128];
+      std::snprintf(line, sizeof(line), "step %lld: validation loss %.4f",
+                    static_cast<long long>(m.step), val);
+      progress.Note(line);
+    }
+    csv.Write(m, val);
+    if (!c.checkpoint.dir.empty() &&
+        ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) || last)) {
+      DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
+    }
+  }
+  progress.Finish();
+  if (!trainer->executor().profile().empty()) {
+    std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
+    for (const auto& [op, p] : trainer->executor().profile())
+      std::printf("%-20s %8lld %12.1f %12.1f\n", op.c_str(), static_cast<long long>(p.calls),
+                  p.forward_ms, p.backward_ms);
+  }
+  std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
+              PeakRssBytes() / double(1 << 20));
+  return OkStatus();
+}
+
+}  // namespace
+}  // namespace ds
+
+int main(int argc, char** argv) {
+  CLI::App app{"ds-worker: train one rank (standalone, or started by ds-agent)"};
+  ds::Flags f;
+  app.add_option("--config,-c", f.config, "job config (YAML or JSON)")->required();
+  app.add_option("--steps", f.steps, "override training.train_iters");
+  app.add_option("--threads", f.threads, "compute threads (default: device.threads or all cores)");
+  app.add_flag("--eval", f.eval, "load the latest checkpoint and evaluate instead of training");
+  app.add_option("--csv", f.csv, "override monitor.csv");
+  app.add_option("--export-init", f.export_init,
+                 "write the initial (or loaded) weights as safetensors and exit");
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!f.log_level.empty()) ds::SetLogLevel(f.log_level);
+  ds::Status s = ds::Run(f);
+  if (!s.ok()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ds-worker: error: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds every target (2 jobs, shared disk cache) and copies the binaries into bin/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BINARIES=(
+  //tools/ds_model:ds-model
+  //tools/ds_data:ds-data
+  //tools/ds_ckpt:ds-ckpt
+  //runtime/worker:ds-worker
+)
+
+bazel build //... "$@"
+mkdir -p bin
+for target in "${BINARIES[@]}"; do
+  name=${target##*:}
+  path=bazel-bin/${target#//}
+  path=${path/://}
+  install -m 0755 "$path" "bin/$name"
+done
+echo "build: binaries in bin/: $(cd bin && ls | tr '\n' ' ')"

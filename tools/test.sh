@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs every test. The last line is
+#   tests: N passed, M failed[, K skipped]
+# counted from Bazel's per-target results. Targets tagged "gpu" run only where a CUDA
+# device answers; elsewhere they exit 77 and are counted as skipped, never as passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tools/setup.sh
+if ! tools/build.sh; then
+  echo "tests: 0 passed, 1 failed (build failed)"
+  exit 1
+fi
+
+log=$(mktemp)
+bazel test --test_tag_filters=-gpu --test_summary=short //... 2>&1 | tee "$log"
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log")
+skipped=0
+
+# GPU-tagged tests: run each binary; 77 = no device (skipped).
+for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null); do
+  bin=bazel-bin/${target#//}
+  bin=${bin/://}
+  set +e
+  timeout 600 "$bin" > "$log.gpu" 2>&1
+  rc=$?
+  set -e +o errexit
+  if [[ $rc -eq 0 ]]; then
+    passed=$((passed + 1)); echo "$target PASSED (gpu)"
+  elif [[ $rc -eq 77 ]]; then
+    skipped=$((skipped + 1)); echo "$target SKIPPED: $(grep -m1 SKIPPED "$log.gpu")"
+  else
+    failed=$((failed + 1)); echo "$target FAILED (gpu, exit $rc)"; tail -20 "$log.gpu"
+  fi
+done
+rm -f "$log" "$log.gpu"
+
+if [[ $skipped -gt 0 ]]; then
+  echo "tests: $passed passed, $failed failed, $skipped skipped"
+else
+  echo "tests: $passed passed, $failed failed"
+fi
+[[ $failed -eq 0 ]]
