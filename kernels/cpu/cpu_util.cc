@@ -34,7 +34,31 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-BlasSingleThreadScope::BlasSingleThreadScope() : saved_threads_(openblas_get_num_threads()) {
+void ParallelSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc) {
+  constexpr int64_t kPanel = 16;                  // panel edges are multiples of this
+  constexpr double kMinFlopsPerThread = 1 << 21;  // below ~2 MFLOP a fork costs more
+  const bool split_rows = m >= n;
+  const int64_t panels = ((split_rows ? m : n) + kPanel - 1) / kPanel;
+  const int threads = std::min<int64_t>(
+      PlannedThreads(panels, 1),
+      std::max<int64_t>(1, static_cast<int64_t>(2.0 * m * n * k / kMinFlopsPerThread)));
+  BlasSingleThreadScope single_thread_blas;
+  ParallelChunks(panels, threads, [&](int, int64_t begin, int64_t end) {
+    const int64_t lo = begin * kPanel, hi = std::min(end * kPanel, split_rows ? m : n);
+    if (split_rows) {  // rows [lo, hi) of op(A) and C
+      Sgemm(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb,
+            beta, c + lo * ldc, ldc);
+    } else {  // columns [lo, hi) of op(B) and C
+      Sgemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb,
+            beta, c + lo, ldc);
+    }
+  });
+}
+
+BlasSingleThreadScope::BlasSingleThreadScope()
+    : saved_threads_(omp_in_parallel() ? 1 : openblas_get_num_threads()) {
   if (saved_threads_ != 1) openblas_set_num_threads(1);
 }
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 namespace ds::kernels::cpu {
@@ -51,6 +52,32 @@ TEST_CASE("cpu_util: ExpShiftSum and MaxArray", "[kernels][cpu_util]") {
   CHECK(y[36] == Approx(std::exp(x[36] - 2.0)).epsilon(1e-6));
   CHECK(MaxArray(x.data(), 37) == x[36]);
   CHECK(MaxArray(x.data(), 3) == x[2]);
+}
+
+TEST_CASE("cpu_util: ParallelSgemm matches Sgemm on row and column splits", "[kernels][cpu_util]") {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(3);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  struct Dims {
+    int64_t m, n, k;
+  };
+  for (Dims d : {Dims{517, 100, 128}, Dims{48, 1001, 128}}) {  // row split, column split
+    for (int trans = 0; trans < 4; ++trans) {
+      const bool ta = trans & 1, tb = trans & 2;
+      INFO("m " << d.m << " n " << d.n << " trans_a " << ta << " trans_b " << tb);
+      std::vector<float> a(d.m * d.k), b(d.k * d.n), c1(d.m * d.n), c2;
+      for (float& v : a) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      for (float& v : c1) v = dist(rng);
+      c2 = c1;
+      const int64_t lda = ta ? d.m : d.k, ldb = tb ? d.k : d.n;
+      Sgemm(ta, tb, d.m, d.n, d.k, 0.5f, a.data(), lda, b.data(), ldb, 1.f, c1.data(), d.n);
+      ParallelSgemm(ta, tb, d.m, d.n, d.k, 0.5f, a.data(), lda, b.data(), ldb, 1.f, c2.data(), d.n);
+      for (size_t i = 0; i < c1.size(); ++i) REQUIRE(c2[i] == Approx(c1[i]).margin(1e-5));
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST_CASE("cpu_util: ParallelChunks covers each index once", "[kernels][cpu_util]") {

@@ -4,7 +4,7 @@
 //   backward  dx [N, in]  += dy [N, out] . W          (beta = 1 accumulates)
 //             dW [out, in] += dy^T . x
 //             db [out]    += column sums of dy
-// The GEMMs run on OpenBLAS's own thread pool. Backward reads x and W.
+// The GEMMs run on the OpenMP pool (ParallelSgemm). Backward reads x and W.
 #include <algorithm>
 #include <cstring>
 
@@ -28,7 +28,8 @@ Status Forward(const OpArgs& args) {
                     std::memcpy(y + i * out, b, out * sizeof(float));
                 });
   }
-  Sgemm(false, true, n, out, in, 1.f, x.f32(), in, w.f32(), in, has_bias ? 1.f : 0.f, y, out);
+  ParallelSgemm(false, true, n, out, in, 1.f, x.f32(), in, w.f32(), in, has_bias ? 1.f : 0.f, y,
+                out);
   return OkStatus();
 }
 
@@ -57,9 +58,11 @@ Status Backward(const OpArgs& args) {
   const int64_t n = LeadingRows(x.shape()), in = w.dim(1), out = w.dim(0);
   const float* dy = args.grad_out[0].f32();
   if (args.grad_in[0].defined())
-    Sgemm(false, false, n, in, out, 1.f, dy, out, w.f32(), in, 1.f, args.grad_in[0].f32(), in);
+    ParallelSgemm(false, false, n, in, out, 1.f, dy, out, w.f32(), in, 1.f, args.grad_in[0].f32(),
+                  in);
   if (args.grad_in[1].defined())
-    Sgemm(true, false, out, in, n, 1.f, dy, out, x.f32(), in, 1.f, args.grad_in[1].f32(), in);
+    ParallelSgemm(true, false, out, in, n, 1.f, dy, out, x.f32(), in, 1.f, args.grad_in[1].f32(),
+                  in);
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
     BiasGrad(dy, n, out, args.grad_in[2].f32());
   return OkStatus();
