@@ -13,6 +13,7 @@
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/worker/blas_setup.h"
 #include "runtime/worker/model_loader.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/task_eval.h"
@@ -38,6 +39,7 @@ Status Run(const Flags& f) {
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
+  DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(config, std::move(graph)));
   DS_RETURN_IF_ERROR(trainer->Initialize());
@@ -96,6 +98,7 @@ Status Run(const Flags& f) {
 }  // namespace ds
 
 int main(int argc, char** argv) {
+  ds::EnsureBlasKernels(argc, argv);
   CLI::App app{"ds-worker: train one rank (standalone, or started by ds-agent)"};
   ds::Flags f;
   app.add_option("--config,-c", f.config, "job config (YAML or JSON)")->required();
