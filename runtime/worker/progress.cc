@@ -1,5 +1,6 @@
 #include "runtime/worker/progress.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -57,6 +58,9 @@ MetricsCsv::~MetricsCsv() {
 }
 
 Status MetricsCsv::Open(const std::string& path, bool append) {
+  // Create missing parent directories, as `mkdir -p` would.
+  for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
+    mkdir(path.substr(0, i).c_str(), 0755);
   bool exists = access(path.c_str(), F_OK) == 0;
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_) return ErrnoToStatus(errno, "open(" + path + ")");

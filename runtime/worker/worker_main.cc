@@ -51,6 +51,9 @@ Status Run(const Flags& f) {
     return OkStatus();
   }
   if (f.eval) {
+    if (trainer->step() == 0)
+      return NotFoundError(f.config + ": no checkpoint to evaluate (checkpoint.load \"" +
+                           config.checkpoint.load + "\" under \"" + config.checkpoint.dir + "\")");
     if (!c.data.validation.empty()) {
       DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
       std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()), val);
