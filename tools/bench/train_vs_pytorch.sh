@@ -7,10 +7,10 @@
 #   tools/bench/train_vs_pytorch.sh --shape gpt2-small   # L=12 C=768 H=12 V=50257 T=256 B=4
 #   STEPS=12 THREADS=2 tools/bench/train_vs_pytorch.sh
 #
-# PyTorch runs twice: with glibc's default allocator, and with the allocator told to keep
-# freed memory (no page-fault storm: MALLOC_MMAP_THRESHOLD_/TRIM_THRESHOLD_/TOP_PAD_); the
-# better of the two is the reference. OPENBLAS_CORETYPE is whatever the environment sets,
-# the same for both sides, and is printed.
+# PyTorch runs with glibc's default allocator, with glibc told to keep freed memory
+# (MALLOC_MMAP_THRESHOLD_/TRIM_THRESHOLD_/TOP_PAD_), and with jemalloc and tcmalloc where
+# installed; the fastest is the reference. Both sides run the same OPENBLAS_CORETYPE
+# (printed). Times are medians after the warm-up steps.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,6 +27,18 @@ case "$SHAPE" in
   *) echo "unknown shape $SHAPE" >&2; exit 2 ;;
 esac
 STEPS=${STEPS:-$DEFAULT_STEPS}
+# Both sides must run the same OpenBLAS kernels. When the environment does not choose,
+# choose the best this CPU runs (OpenBLAS's own detection can fall back to generic SSE3
+# kernels inside VMs, which would slow both sides 3-5x).
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  if [[ $flags == *avx512f* && $flags == *avx512bw* && $flags == *avx512dq* && $flags == *avx512vl* ]]; then
+    export OPENBLAS_CORETYPE=SkylakeX
+  elif [[ $flags == *avx2* && $flags == *fma* ]]; then
+    export OPENBLAS_CORETYPE=Haswell
+  fi
+  echo "== OPENBLAS_CORETYPE was unset; using ${OPENBLAS_CORETYPE:-OpenBLAS detection} for both sides"
+fi
 THREADS=${THREADS:-2}
 WARMUP=2
 PY=${PYTHON:-/usr/bin/python3}
@@ -71,28 +83,44 @@ run_torch() {
     --n_layer "$L" --n_head "$H" --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" | tail -1
 }
-echo "== pytorch, default glibc allocator"
-pt_default=$(run_torch)
-echo "$pt_default" | cut -c1-120
-echo "== pytorch, allocator keeping freed memory (MALLOC_MMAP_THRESHOLD_/TRIM_THRESHOLD_/TOP_PAD_)"
-pt_tuned=$(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824 run_torch)
-echo "$pt_tuned" | cut -c1-120
+# PyTorch with each allocator setting available; the fastest is the reference.
+declare -a PT_NAMES PT_LINES
+try_torch() {  # try_torch NAME ENV...
+  local name=$1; shift
+  echo "== pytorch, $name"
+  local line
+  line=$(env "$@" bash -c "$(declare -f run_torch); $(declare -p WORK PY L H B T STEPS WARMUP THREADS); run_torch")
+  echo "$line" | cut -c1-100
+  PT_NAMES+=("$name"); PT_LINES+=("$line")
+}
+try_torch "glibc malloc (default)"
+try_torch "glibc keeping freed memory" MALLOC_MMAP_THRESHOLD_=17179869184 \
+  MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824
+for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
+  [[ -e $lib ]] && try_torch "LD_PRELOAD=$(basename "$lib")" LD_PRELOAD="$lib"
+done
+runs_file=$WORK/runs.txt
+: > "$runs_file"
+for i in "${!PT_NAMES[@]}"; do printf '%s\t%s\n' "${PT_NAMES[$i]}" "${PT_LINES[$i]}" >> "$runs_file"; done
 
-"$PY" - "$ds_ms" "$ds_rss" "$ds_losses" "$pt_default" "$pt_tuned" <<'PYEOF'
+"$PY" - "$ds_ms" "$ds_rss" "$ds_losses" "$runs_file" <<'PYEOF'
 import sys
 ds_ms, ds_rss, ds_losses = float(sys.argv[1]), float(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
 def parse(line):
     kv = dict(p.split("=", 1) for p in line.split()[1:])
     return float(kv["ms_per_step"]), float(kv["peak_rss_mib"]), [float(x) for x in kv["losses"].split(",")]
-runs = {"default allocator": parse(sys.argv[4]), "kept-memory allocator": parse(sys.argv[5])}
+runs = {}
+for row in open(sys.argv[4]):
+    name, line = row.rstrip("\n").split("\t", 1)
+    runs[name] = parse(line)
 best_name = min(runs, key=lambda k: runs[k][0])
 pt_ms, pt_rss, pt_losses = runs[best_name]
 diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, pt_losses))
 print()
-print(f"{'':24s} {'ms/step':>10s} {'peak RSS MiB':>14s}")
-print(f"{'ds-runtime':24s} {ds_ms:10.1f} {ds_rss:14.1f}")
+print(f"{'':44s} {'ms/step':>10s} {'peak RSS MiB':>14s}")
+print(f"{'ds-runtime':44s} {ds_ms:10.1f} {ds_rss:14.1f}")
 for name, (ms, rss, _) in runs.items():
-    print(f"{'pytorch, ' + name:24s} {ms:10.1f} {rss:14.1f}")
+    print(f"{'pytorch, ' + name:44s} {ms:10.1f} {rss:14.1f}")
 print(f"ratio ds/pytorch-best ({best_name}): time {ds_ms / pt_ms:.2f}x (target <= 0.80), "
       f"RSS {ds_rss / pt_rss:.2f}x (target <= 1.00)")
 print(f"loss curves: max relative difference over {len(ds_losses)} steps {diff:.2e} "
