@@ -148,7 +148,10 @@ Status Trainer::Build() {
               DTypeName(model_dtype), config_.train_batch_size, micro,
               config_.gradient_accumulation_steps, seq_, total_steps_, omp_get_max_threads());
   DS_LOG_INFO("worker", "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
-              params_->total_elements() * (4.0 + 4.0 * 2 + 2.0 * DTypeSize(model_dtype)) / (1 << 20),
+              params_->total_elements() *
+                  (4.0 /* master */ + 8.0 /* Adam m, v */ + DTypeSize(model_dtype) /* grads */ +
+                   (model_dtype == DType::kF32 ? 0.0 : DTypeSize(model_dtype)) /* 16-bit copy */) /
+                  (1 << 20),
               executor_->activation_bytes() / double(1 << 20),
               executor_->activation_grad_bytes() / double(1 << 20));
   return OkStatus();
