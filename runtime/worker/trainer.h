@@ -58,6 +58,9 @@ class Trainer {
   Status SaveCheckpoint();
   // Loads a checkpoint directory (or a root with a `latest` pointer).
   Status LoadCheckpoint(const std::string& path);
+  // Loads weights only (fresh optimizer, step 0) from a safetensors file with the graph's
+  // parameter names, e.g. one written by `ds-ckpt import` from Hugging Face.
+  Status LoadWeights(const std::string& safetensors_path);
 
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
   Status ExportWeights(const std::string& path) const;

@@ -82,6 +82,21 @@ Status Trainer::SaveCheckpoint() {
   return OkStatus();
 }
 
+Status Trainer::LoadWeights(const std::string& path) {
+  DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
+  for (const ParamSlot& s : params_->slots()) {
+    auto t = file.Get(s.name);
+    if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
+    DS_RETURN_IF_ERROR(CopyInto(*t, params_->MasterView(s), path + ": tensor \"" + s.name + "\""));
+  }
+  if (file.tensors().size() != params_->slots().size())
+    DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored", path,
+                file.tensors().size(), params_->slots().size());
+  params_->SyncModelFromMaster();
+  DS_LOG_INFO("worker", "initialized weights from {}", path);
+  return OkStatus();
+}
+
 bool HasLatestCheckpoint(const std::string& root) {
   return access((root + "/" + ckpt::kLatestFile).c_str(), R_OK) == 0;
 }

@@ -155,6 +155,24 @@ TEST_CASE("Trainer: fp16 overflow skips the step and lowers the scale", "[worker
   CHECK(m.back().loss < m[skipped].loss);  // training continues once the scale fits
 }
 
+TEST_CASE("Trainer: Llama (RMSNorm, RoPE, SwiGLU, GQA) trains; weights load from safetensors", "[worker]") {
+  std::string dir = TmpDir("llama");
+  MakeData(dir);
+  std::string yaml = Config(dir, "");
+  yaml.replace(yaml.find("model: {family: gpt2"), 20, "model: {family: llama, n_kv_head: 2");
+  yaml.replace(yaml.find(", dropout: 0.1"), 14, "");
+  auto t = MakeTrainer(yaml);
+  CHECK(t->graph().FindTensor("lm_head.weight") >= 0);
+  std::vector<double> losses = Train(*t, 20);
+  CHECK(losses.back() < losses.front() - 0.3);
+  REQUIRE(t->ExportWeights(dir + "/w.safetensors").ok());
+  auto fresh = MakeTrainer(yaml);
+  REQUIRE(fresh->LoadWeights(dir + "/w.safetensors").ok());
+  std::vector<float> a = Weights(*t), b = Weights(*fresh);
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+  CHECK_FALSE(fresh->LoadWeights(dir + "/missing.safetensors").ok());
+}
+
 TEST_CASE("Trainer: bad checkpoints are rejected naming the file", "[worker]") {
   std::string dir = TmpDir("badckpt");
   MakeData(dir);

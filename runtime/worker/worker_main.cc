@@ -29,6 +29,7 @@ struct Flags {
   bool eval = false;
   std::string csv;
   std::string export_init;
+  std::string init_weights;
   std::string log_level;
 };
 
@@ -43,6 +44,12 @@ Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(config, std::move(graph)));
   DS_RETURN_IF_ERROR(trainer->Initialize());
+  if (!f.init_weights.empty()) {
+    if (trainer->step() > 0)
+      return InvalidArgumentError("--init-weights with a resumed checkpoint (step " +
+                                  std::to_string(trainer->step()) + "): pick one");
+    DS_RETURN_IF_ERROR(trainer->LoadWeights(f.init_weights));
+  }
   const JobConfig& c = trainer->config();
   if (!f.export_init.empty()) {
     DS_RETURN_IF_ERROR(trainer->ExportWeights(f.export_init));
@@ -111,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--csv", f.csv, "override monitor.csv");
   app.add_option("--export-init", f.export_init,
                  "write the initial (or loaded) weights as safetensors and exit");
+  app.add_option("--init-weights", f.init_weights,
+                 "start from these weights (safetensors with our names, e.g. from ds-ckpt import)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
   try {
     app.parse(argc, argv);
