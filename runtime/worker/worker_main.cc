@@ -16,6 +16,7 @@
 #include "runtime/worker/blas_setup.h"
 #include "runtime/worker/model_loader.h"
 #include "runtime/worker/progress.h"
+#include "runtime/worker/rank_env.h"
 #include "runtime/worker/task_eval.h"
 #include "runtime/worker/trainer.h"
 
@@ -34,7 +35,16 @@ struct Flags {
 };
 
 Status Run(const Flags& f) {
+  DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
+  if (env.launched) SetLogRank(env.rank);
   DS_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(f.config));
+  // Until data parallelism lands every rank trains the same replica; rank 0 alone writes
+  // checkpoints and metrics so ranks never race on the same files.
+  if (env.rank != 0) {
+    config.checkpoint.save_interval = 0;
+    config.monitor.csv.clear();
+  }
+  if (env.resume && !config.checkpoint.dir.empty()) config.checkpoint.load = "latest";
   if (f.steps > 0) config.train_iters = f.steps;
   if (f.threads > 0) config.device.threads = f.threads;
   if (!f.csv.empty()) config.monitor.csv = f.csv;
@@ -87,7 +97,7 @@ Status Run(const Flags& f) {
       progress.Note(line);
     }
     csv.Write(m, val);
-    if (!c.checkpoint.dir.empty() &&
+    if (env.rank == 0 && !c.checkpoint.dir.empty() &&
         ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) || last)) {
       DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
     }

@@ -1,0 +1,49 @@
+#include "runtime/worker/rank_env.h"
+
+#include <cstdlib>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds {
+namespace {
+
+StatusOr<int> IntVar(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > (1 << 30))
+    return InvalidArgumentError(std::string("environment variable ") + name + "=\"" + v +
+                                "\" is not a non-negative integer");
+  return static_cast<int>(x);
+}
+
+std::string StrVar(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+StatusOr<RankEnv> ReadRankEnv() {
+  RankEnv e;
+  e.launched = std::getenv("RANK") != nullptr;
+  DS_ASSIGN_OR_RETURN(e.rank, IntVar("RANK", 0));
+  DS_ASSIGN_OR_RETURN(e.local_rank, IntVar("LOCAL_RANK", 0));
+  DS_ASSIGN_OR_RETURN(e.world_size, IntVar("WORLD_SIZE", 1));
+  DS_ASSIGN_OR_RETURN(e.local_size, IntVar("LOCAL_SIZE", 1));
+  DS_ASSIGN_OR_RETURN(e.node_rank, IntVar("NODE_RANK", 0));
+  DS_ASSIGN_OR_RETURN(e.round, IntVar("DS_ROUND", 0));
+  e.resume = StrVar("DS_RESUME") == "1";
+  e.coordinator = StrVar("DS_COORDINATOR");
+  e.token_file = StrVar("DS_JOB_TOKEN_FILE");
+  if (e.world_size < 1 || e.rank >= e.world_size)
+    return InvalidArgumentError("RANK=" + std::to_string(e.rank) + " is outside WORLD_SIZE=" +
+                                std::to_string(e.world_size));
+  if (e.local_size < 1 || e.local_rank >= e.local_size)
+    return InvalidArgumentError("LOCAL_RANK=" + std::to_string(e.local_rank) +
+                                " is outside LOCAL_SIZE=" + std::to_string(e.local_size));
+  return e;
+}
+
+}  // namespace ds

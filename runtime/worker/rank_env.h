@@ -1,0 +1,28 @@
+// The rank environment ds-agent gives each worker (as torchrun does): RANK, LOCAL_RANK,
+// WORLD_SIZE, LOCAL_SIZE, NODE_RANK, plus DS_COORDINATOR, DS_JOB_TOKEN_FILE, DS_ROUND and
+// DS_RESUME. Standalone (no RANK), the worker is rank 0 of 1.
+#pragma once
+
+#include <string>
+
+#include "runtime/base/status.h"
+
+namespace ds {
+
+struct RankEnv {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_size = 1;
+  int node_rank = 0;
+  int round = 0;
+  bool launched = false;     // started by ds-agent
+  bool resume = false;       // DS_RESUME=1: resume from the latest checkpoint
+  std::string coordinator;   // host:port, "" standalone
+  std::string token_file;    // file holding the job token
+};
+
+// Reads the variables; malformed or inconsistent values are errors naming the variable.
+StatusOr<RankEnv> ReadRankEnv();
+
+}  // namespace ds
