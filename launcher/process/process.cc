@@ -233,15 +233,18 @@ StatusOr<Child> Spawn(const SpawnOptions& options) {
   DS_RETURN_IF_ERROR(BuildPlan(options, &plan));
   int out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
   int null_fd = -1;
+  int in[2] = {-1, -1};
   auto close_all = [&] {
-    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &null_fd}) {
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &null_fd, &in[0], &in[1]}) {
       CloseFd(fd);
     }
   };
   Status status = MakePipe(out);
   if (status.ok()) status = MakePipe(err);
   if (status.ok()) status = MakePipe(report);
-  if (status.ok()) {
+  if (status.ok() && options.stdin_pipe) {
+    status = MakePipe(in);
+  } else if (status.ok()) {
     null_fd = AboveStdio(open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (null_fd < 0) status = ErrnoToStatus(errno, "open(/dev/null)");
   }
@@ -249,7 +252,7 @@ StatusOr<Child> Spawn(const SpawnOptions& options) {
     close_all();
     return status;
   }
-  plan.stdin_fd = null_fd;
+  plan.stdin_fd = options.stdin_pipe ? in[0] : null_fd;
   plan.stdout_fd = out[1];
   plan.stderr_fd = err[1];
   plan.report_fd = report[1];
@@ -262,7 +265,7 @@ StatusOr<Child> Spawn(const SpawnOptions& options) {
   }
   if (pid == 0) RunChild(plan);
 
-  for (int* fd : {&out[1], &err[1], &report[1], &null_fd}) CloseFd(fd);
+  for (int* fd : {&out[1], &err[1], &report[1], &null_fd, &in[0]}) CloseFd(fd);
   status = AwaitExec(options, pid, report[0]);
   CloseFd(&report[0]);
   if (!status.ok()) {
@@ -277,11 +280,13 @@ StatusOr<Child> Spawn(const SpawnOptions& options) {
   child.sid = options.new_session ? pid : -1;
   child.stdout_fd = out[0];
   child.stderr_fd = err[0];
+  child.stdin_fd = in[1];
   DS_LOG_DEBUG("agent", "spawned {} as pid {}", options.argv[0], pid);
   return child;
 }
 
 void CloseChildFds(Child* child) {
+  CloseFd(&child->stdin_fd);
   CloseFd(&child->stdout_fd);
   CloseFd(&child->stderr_fd);
 }

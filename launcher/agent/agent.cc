@@ -1,0 +1,295 @@
+#include "launcher/agent/agent.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "launcher/coordinator/coordinator_client.h"
+#include "launcher/process/process.h"
+#include "launcher/process/supervisor.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+
+extern char** environ;
+
+namespace ds::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal.store(sig); }
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The CPUs this process may run on, split into `parts` contiguous shares.
+std::vector<std::vector<int>> SplitCpus(int parts) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  std::vector<std::vector<int>> out(parts);
+  if (cpus.empty()) return out;
+  if (static_cast<int>(cpus.size()) < parts) {  // more ranks than cores: share round-robin
+    for (int p = 0; p < parts; ++p) out[p] = {cpus[p % cpus.size()]};
+    return out;
+  }
+  const size_t per = cpus.size() / parts;
+  for (int p = 0; p < parts; ++p)
+    out[p].assign(cpus.begin() + p * per, cpus.begin() + (p + 1) * per);
+  return out;
+}
+
+// One agent run. Fields fixed at construction, then the round's state (main thread), then
+// what the supervisor callbacks share with the main thread (under mu_).
+class Agent {
+ public:
+  Agent(const AgentOptions& o, std::unique_ptr<CoordinatorClient> client)
+      : opt_(o),
+        client_(std::move(client)),
+        sup_([this](int id, bool err, std::string_view line) { OnLog(id, err, line); },
+             [this](int id, ExitInfo info) { OnExit(id, std::move(info)); }) {}
+
+  int Run();
+
+ private:
+  Status StartWorkers(const JoinResult& join);
+  void OnLog(int id, bool is_stderr, std::string_view line);
+  void OnExit(int id, ExitInfo info);
+  void FlushLogs();
+  HeartbeatRequest MakeHeartbeat() const;
+  // Stops the workers (SIGTERM, grace, SIGKILL, session sweep) and flushes their logs.
+  void StopWorkers(const char* why);
+  bool LauncherGone() const { return stdin_eof_.load(); }
+
+  const AgentOptions opt_;
+  std::unique_ptr<CoordinatorClient> client_;
+  Supervisor sup_;
+  JoinResult join_;
+  std::atomic<bool> stdin_eof_{false};
+  int grace_ms_ = 10000;
+
+  mutable std::mutex mu_;
+  std::vector<LogLine> pending_logs_;            // guarded by mu_
+  std::vector<WorkerReport> workers_;            // guarded by mu_
+};
+
+void Agent::OnLog(int id, bool is_stderr, std::string_view line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id < 0 || id >= static_cast<int>(workers_.size())) return;
+  pending_logs_.push_back({workers_[id].rank, is_stderr, std::string(line), NowMs()});
+}
+
+void Agent::OnExit(int id, ExitInfo info) {
+  ExitReport r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id < 0 || id >= static_cast<int>(workers_.size())) return;
+    WorkerReport& w = workers_[id];
+    w.phase = (!info.signaled && info.code_or_signal == 0) ? WorkerPhase::kSucceeded : WorkerPhase::kFailed;
+    r = {opt_.node_name, join_.round, w.rank, w.pid, info.signaled, info.code_or_signal, info.last_lines};
+  }
+  FlushLogs();  // the worker's last lines reach the coordinator before its exit
+  DS_LOG_INFO("agent", "rank {} (pid {}) exited: {}", r.rank, r.pid, info.ToString());
+  Status s = client_->ReportExit(r);
+  if (!s.ok()) DS_LOG_WARN("agent", "ReportExit: {}", s.ToString());
+}
+
+void Agent::FlushLogs() {
+  std::vector<LogLine> lines;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines.swap(pending_logs_);
+  }
+  if (lines.empty()) return;
+  Status s = client_->SendLogs(opt_.node_name, lines);
+  if (!s.ok()) DS_LOG_WARN("agent", "SendLogs: {}", s.ToString());
+}
+
+HeartbeatRequest Agent::MakeHeartbeat() const {
+  HeartbeatRequest h;
+  h.node_name = opt_.node_name;
+  h.round = join_.round;
+  std::lock_guard<std::mutex> lock(mu_);
+  h.workers = workers_;
+  return h;
+}
+
+Status Agent::StartWorkers(const JoinResult& join) {
+  const int local = static_cast<int>(join.global_ranks.size());
+  std::vector<std::vector<int>> cpus = SplitCpus(local);
+  std::vector<std::pair<std::string, std::string>> base;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = kv.substr(0, eq);
+    if (k == "RANK" || k == "LOCAL_RANK" || k == "WORLD_SIZE" || k == "LOCAL_SIZE" ||
+        k == "NODE_RANK" || k.rfind("DS_", 0) == 0 || k == "OMP_NUM_THREADS")
+      continue;
+    base.emplace_back(k, kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : join.job.env) base.emplace_back(k, v);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers_.assign(local, WorkerReport());
+  }
+  for (int i = 0; i < local; ++i) {
+    SpawnOptions so;
+    so.argv = join.job.worker_argv;
+    so.env = base;
+    auto add = [&](const std::string& k, const std::string& v) { so.env.emplace_back(k, v); };
+    add("RANK", std::to_string(join.global_ranks[i]));
+    add("LOCAL_RANK", std::to_string(i));
+    add("WORLD_SIZE", std::to_string(join.world_size));
+    add("LOCAL_SIZE", std::to_string(local));
+    add("NODE_RANK", std::to_string(join.node_rank));
+    add("DS_COORDINATOR", opt_.coordinator);
+    add("DS_JOB_TOKEN_FILE", opt_.token_file);
+    add("DS_ROUND", std::to_string(join.round));
+    add("DS_RESUME", join.job.resume ? "1" : "0");
+    add("DS_NODE_NAME", opt_.node_name);
+    add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus[i].size())));
+    so.cpus = cpus[i];
+    DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      workers_[i] = {join.global_ranks[i], i, child.pid, WorkerPhase::kRunning};
+    }
+    DS_RETURN_IF_ERROR(sup_.Add(i, std::move(child)));
+  }
+  DS_LOG_INFO("agent", "round {}: node rank {} of {}, started ranks {}..{} of {}", join.round,
+              join.node_rank, join.num_nodes, join.global_ranks.front(), join.global_ranks.back(),
+              join.world_size);
+  return OkStatus();
+}
+
+void Agent::StopWorkers(const char* why) {
+  if (sup_.num_tracked() > 0) DS_LOG_INFO("agent", "stopping workers: {}", why);
+  Status s = sup_.StopAll(milliseconds(grace_ms_));
+  if (!s.ok()) DS_LOG_WARN("agent", "StopAll: {}", s.ToString());
+  FlushLogs();
+}
+
+int Agent::Run() {
+  if (Status s = sup_.EnableSubreaper(); !s.ok()) DS_LOG_WARN("agent", "{}", s.ToString());
+  if (Status s = sup_.Start(); !s.ok()) {
+    DS_LOG_ERROR("agent", "{}", s.ToString());
+    return 1;
+  }
+  if (opt_.watch_stdin) {
+    std::thread([this] {
+      char buf[256];
+      while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
+      }
+      stdin_eof_.store(true);
+    }).detach();  // blocked in read(); ends with the process
+  }
+  int next_round = 0;
+  while (true) {
+    JoinRequest req{opt_.node_name, opt_.advertise_addr, opt_.slots, next_round, getpid()};
+    auto join = client_->Join(req, milliseconds(3600 * 1000));
+    if (!join.ok()) {
+      DS_LOG_ERROR("agent", "{}", join.status().ToString());
+      return 2;
+    }
+    join_ = *join;
+    grace_ms_ = join_.job.grace_ms > 0 ? join_.job.grace_ms : 10000;
+    if (Status s = StartWorkers(join_); !s.ok()) {
+      DS_LOG_ERROR("agent", "starting workers: {}", s.ToString());
+      ExitReport r{opt_.node_name, join_.round, join_.global_ranks.empty() ? 0 : join_.global_ranks[0],
+                   0, false, 127, {s.ToString()}};
+      client_->ReportExit(r).IgnoreError();
+    }
+    const milliseconds interval(std::max(50, join_.job.heartbeat_interval_ms));
+    auto last_ok = Clock::now();
+    auto next_beat = Clock::now();
+    while (true) {
+      std::this_thread::sleep_for(milliseconds(20));
+      if (int sig = g_signal.load()) {
+        StopWorkers("agent received a signal");
+        return 128 + sig;
+      }
+      if (LauncherGone()) {
+        StopWorkers("the launcher is gone (stdin closed)");
+        return 1;
+      }
+      FlushLogs();
+      if (Clock::now() < next_beat) continue;
+      next_beat = Clock::now() + interval;
+      auto reply = client_->Heartbeat(MakeHeartbeat());
+      if (!reply.ok()) {
+        if (Clock::now() - last_ok > opt_.coordinator_timeout) {
+          DS_LOG_ERROR("agent", "coordinator unreachable for {} ms ({}): stopping",
+                       opt_.coordinator_timeout.count(), reply.status().ToString());
+          StopWorkers("the coordinator is gone");
+          return 1;
+        }
+        continue;
+      }
+      last_ok = Clock::now();
+      if (reply->command == AgentCommand::kShutdown) {
+        StopWorkers("the job ended");
+        return 0;
+      }
+      if (reply->command == AgentCommand::kStopWorkers) {
+        StopWorkers("the coordinator restarts the job");
+        next_round = std::max(reply->round, join_.round + 1);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int RunAgent(const AgentOptions& options) {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  AgentOptions o = options;
+  std::string private_token;
+  if (o.token_file.empty()) {  // workers read the token from a 0600 file we own
+    char path[] = "/tmp/ds-agent-token-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || fchmod(fd, 0600) != 0 || write(fd, o.token.data(), o.token.size()) != (ssize_t)o.token.size()) {
+      std::perror("ds-agent: token file");
+      return 1;
+    }
+    close(fd);
+    o.token_file = private_token = path;
+  }
+  ClientOptions co;
+  co.address = o.coordinator;
+  co.token = o.token;
+  co.tls_ca_path = o.tls_ca;
+  auto client = CoordinatorClient::Create(co);
+  int rc;
+  if (!client.ok()) {
+    DS_LOG_ERROR("agent", "{}", client.status().ToString());
+    rc = 2;
+  } else {
+    Agent agent(o, std::move(client).value());
+    rc = agent.Run();
+  }
+  if (!private_token.empty()) unlink(private_token.c_str());
+  return rc;
+}
+
+}  // namespace ds::launcher

@@ -1,0 +1,148 @@
+#include "launcher/launch/agent_backend.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "launcher/process/process.h"
+#include "launcher/slurm.h"
+#include "launcher/ssh_command.h"
+#include "runtime/base/status_macros.h"
+
+extern char** environ;
+
+namespace ds::launcher {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> Environ() {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+// Variables worth carrying to remote agents (ssh passes almost none).
+std::vector<std::pair<std::string, std::string>> ForwardedEnv() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : Environ())
+    if (k == "OPENBLAS_CORETYPE" || k == "SPDLOG_LEVEL" || k.rfind("NCCL_", 0) == 0 ||
+        k.rfind("GLOO_", 0) == 0 || k == "LD_LIBRARY_PATH")
+      out.emplace_back(k, v);
+  return out;
+}
+
+}  // namespace
+
+AgentBackend::AgentBackend(const AgentBackendOptions& options, CoordinatorState* state)
+    : opt_(options), state_(state) {
+  sup_ = std::make_unique<Supervisor>(
+      [this](int id, bool is_stderr, std::string_view line) {
+        std::fprintf(stderr, "[agent %s] %.*s\n", names_[id].c_str(), static_cast<int>(line.size()),
+                     line.data());
+      },
+      [this](int id, ExitInfo info) { OnExit(id, std::move(info)); });
+}
+
+AgentBackend::~AgentBackend() {
+  for (auto& [id, fd] : stdin_fds_) close(fd);
+}
+
+std::vector<std::string> AgentBackend::AgentArgv(const NodeSpec& node, bool slurm) const {
+  std::vector<std::string> argv = {opt_.agent, "--coordinator", opt_.coordinator, "--token_stdin",
+                                   "--watch_stdin", "--coordinator_timeout_ms",
+                                   std::to_string(opt_.heartbeat_timeout_ms)};
+  if (slurm) {
+    argv.push_back("--slurm");
+  } else {
+    argv.insert(argv.end(), {"--node_name", node.name, "--slots", std::to_string(node.slots)});
+    if (node.name.rfind("127.", 0) == 0) argv.insert(argv.end(), {"--advertise_addr", node.name});
+  }
+  if (!opt_.tls_ca.empty()) argv.insert(argv.end(), {"--tls_ca", opt_.tls_ca});
+  return argv;
+}
+
+Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
+  DS_RETURN_IF_ERROR(sup_->Start());
+  std::vector<std::vector<std::string>> commands;
+  if (opt_.backend == "local") {
+    for (const NodeSpec& n : nodes) {
+      commands.push_back(AgentArgv(n, false));
+      names_.push_back(n.name);
+    }
+  } else if (opt_.backend == "ssh") {
+    for (const NodeSpec& n : nodes) {
+      SshOptions s;
+      s.host = n.name;
+      s.port = opt_.ssh_port;
+      s.user = opt_.ssh_user;
+      s.identity_file = opt_.ssh_identity;
+      s.ssh_config_file = opt_.ssh_config;
+      s.remote_env = ForwardedEnv();
+      s.remote_argv = AgentArgv(n, false);
+      DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SshCommand(s));
+      commands.push_back(argv);
+      names_.push_back(n.name);
+    }
+  } else {
+    // Every node's slots must agree: the agent learns its node from SLURM_NODEID.
+    for (const NodeSpec& n : nodes)
+      if (n.slots != nodes[0].slots)
+        return InvalidArgumentError("slurm: every node needs the same slot count");
+    SrunOptions s;
+    s.num_nodes = static_cast<int>(nodes.size());
+    s.extra_args = {"--input=all"};  // the token reaches every agent's stdin
+    s.env = ForwardedEnv();
+    s.argv = AgentArgv(nodes[0], true);
+    s.argv.insert(s.argv.end(), {"--slots", std::to_string(nodes[0].slots)});
+    DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SrunCommand(s));
+    commands.push_back(argv);
+    names_.push_back("srun");
+  }
+  for (size_t i = 0; i < commands.size(); ++i) {
+    SpawnOptions so;
+    so.argv = commands[i];
+    so.env = Environ();
+    so.stdin_pipe = true;
+    so.parent_death_signal = SIGTERM;  // a local agent stops its workers when we die
+    DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
+    const std::string line = opt_.token + "\n";
+    if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
+    stdin_fds_[static_cast<int>(i)] = child.stdin_fd;
+    child.stdin_fd = -1;
+    DS_RETURN_IF_ERROR(sup_->Add(static_cast<int>(i), std::move(child)));
+  }
+  return OkStatus();
+}
+
+void AgentBackend::OnExit(int id, ExitInfo info) {
+  const std::string& host = names_[id];
+  if (!info.signaled && info.code_or_signal == 0) return;
+  JobStatus s = state_->Snapshot();
+  if (IsTerminal(s.phase)) return;
+  bool joined = false;
+  for (const NodeStatus& n : s.nodes)
+    if (n.name == host && n.last_heartbeat_ms_ago >= 0) joined = true;
+  std::fprintf(stderr, "ds-launch: the agent for %s exited (%s)%s\n", host.c_str(), info.ToString().c_str(),
+               joined ? "; its node will be declared lost" : " before joining");
+  for (const std::string& l : info.last_lines) std::fprintf(stderr, "    [agent %s] %s\n", host.c_str(), l.c_str());
+  if (!joined) {
+    std::string why = info.last_lines.empty() ? info.ToString() : info.last_lines.back();
+    state_->Stop("the agent for " + host + " failed before joining: " + why).IgnoreError();
+  }
+}
+
+void AgentBackend::WaitAndStop(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (sup_->num_tracked() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (auto& [id, fd] : stdin_fds_) close(fd);  // EOF: agents still running stop their workers
+  stdin_fds_.clear();
+  sup_->StopAll(std::chrono::milliseconds(2000)).IgnoreError();
+}
+
+}  // namespace ds::launcher

@@ -1,0 +1,152 @@
+// ds-launch: start a job, or look at / stop the current one.
+//
+//   ds-launch job.yaml [--hostfile F] [--include S] [--exclude S] [--num_nodes N]
+//             [--num_slots K] [--launcher local|ssh|slurm] [--coordinator HOST:PORT]
+//             [--ssh_port P] [--max_restarts N] [--rdzv_timeout S] [--detach]
+//   ds-launch status [--coordinator A --token_file F] [--json] [--watch]
+//   ds-launch stop [--coordinator A --token_file F]
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "launcher/coordinator/coordinator_client.h"
+#include "launcher/coordinator/status_format.h"
+#include "launcher/launch/job_dir.h"
+#include "launcher/launch/launcher.h"
+
+namespace ds::launcher {
+namespace {
+
+struct Access {
+  std::string coordinator, token_file, tls_ca;
+};
+
+StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Access& a) {
+  ClientOptions co;
+  if (a.coordinator.empty()) {
+    auto job = CurrentJob();
+    if (!job.ok()) return job.status();
+    co.address = job->coordinator;
+    co.token = job->token;
+  } else {
+    co.address = a.coordinator;
+    if (a.token_file.empty()) return InvalidArgumentError("--coordinator needs --token_file");
+    auto token = ReadTokenFile(a.token_file);
+    if (!token.ok()) return token.status();
+    co.token = *token;
+  }
+  co.tls_ca_path = a.tls_ca;
+  co.rpc_timeout = std::chrono::milliseconds(5000);
+  return CoordinatorClient::Create(co);
+}
+
+int Status_(int argc, char** argv) {
+  CLI::App app{"ds-launch status: the job service's view of the current job"};
+  Access a;
+  bool json = false, watch = false;
+  app.add_option("--coordinator", a.coordinator, "coordinator host:port (default: the current job)");
+  app.add_option("--token_file", a.token_file, "the job token (0600 file)");
+  app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
+  app.add_flag("--json", json, "print JSON");
+  app.add_flag("--watch", watch, "print every change until the job ends");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto client = Connect(a);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ds-launch status: %s\n", client.status().ToString().c_str());
+    return 2;
+  }
+  auto print = [&](const JobStatus& s) {
+    if (json) {
+      auto j = JobStatusToJson(s, true);
+      std::printf("%s\n", j.ok() ? j->c_str() : j.status().ToString().c_str());
+    } else {
+      std::printf("%s\n", FormatJobStatus(s).c_str());
+    }
+    std::fflush(stdout);
+    return !IsTerminal(s.phase);
+  };
+  if (watch) {
+    Status s = (*client)->Watch(print, std::chrono::hours(24 * 7));
+    if (!s.ok()) std::fprintf(stderr, "ds-launch status: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  }
+  auto s = (*client)->GetStatus();
+  if (!s.ok()) {
+    std::fprintf(stderr, "ds-launch status: %s\n", s.status().ToString().c_str());
+    return 1;
+  }
+  print(*s);
+  return 0;
+}
+
+int Stop(int argc, char** argv) {
+  CLI::App app{"ds-launch stop: stop the current job (SIGTERM, grace, SIGKILL on every node)"};
+  Access a;
+  std::string reason = "ds-launch stop";
+  app.add_option("--coordinator", a.coordinator, "coordinator host:port (default: the current job)");
+  app.add_option("--token_file", a.token_file, "the job token (0600 file)");
+  app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
+  app.add_option("--reason", reason, "recorded in the job status");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto client = Connect(a);
+  Status s = client.ok() ? (*client)->Stop(reason) : client.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "ds-launch stop: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("ds-launch stop: stopping the job\n");
+  return 0;
+}
+
+int Launch(int argc, char** argv) {
+  CLI::App app{"ds-launch: start a ds-runtime job (see also: ds-launch status|stop)"};
+  LaunchOptions o;
+  app.add_option("config", o.config, "job config (YAML or JSON)")->required();
+  app.add_option("--hostfile", o.hostfile, "DeepSpeed hostfile (host slots=N); default: this machine");
+  app.add_option("--include", o.include, "hosts/slots to use, e.g. host1:0,2@host2");
+  app.add_option("--exclude", o.exclude, "hosts/slots to leave out");
+  app.add_option("--num_nodes", o.num_nodes, "use the first N hosts");
+  app.add_option("--num_slots", o.num_slots, "use the first K slots of each host");
+  app.add_option("--launcher", o.backend, "local | ssh | slurm");
+  app.add_option("--coordinator", o.coordinator, "coordinator bind address HOST:PORT");
+  app.add_option("--ssh_port", o.ssh_port, "ssh port");
+  app.add_option("--ssh_user", o.ssh_user, "ssh user");
+  app.add_option("--ssh_identity", o.ssh_identity, "ssh identity file");
+  app.add_option("--ssh_config", o.ssh_config, "ssh config file");
+  app.add_option("--max_restarts", o.max_restarts, "restart rounds after a failure (resume from checkpoint)");
+  app.add_option("--rdzv_timeout", o.rdzv_timeout_s, "seconds for all nodes to join");
+  app.add_option("--heartbeat", o.heartbeat_s, "agent heartbeat interval, seconds");
+  app.add_option("--node_timeout", o.node_timeout_s, "no heartbeat for this long = node lost, seconds");
+  app.add_option("--grace", o.grace_s, "SIGTERM -> SIGKILL grace when stopping workers, seconds");
+  app.add_flag("--detach", o.detach, "run in the background; follow with ds-launch status");
+  app.add_option("--worker", o.worker, "ds-worker path (default: next to ds-launch)");
+  app.add_option("--agent", o.agent, "ds-agent path (default: next to ds-launch)");
+  app.add_option("--tls_cert", o.tls_cert, "coordinator TLS certificate (PEM)");
+  app.add_option("--tls_key", o.tls_key, "coordinator TLS key (PEM)");
+  app.add_option("--tls_ca", o.tls_ca, "CA agents verify the coordinator with (PEM)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return RunLaunch(o);
+}
+
+}  // namespace
+}  // namespace ds::launcher
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return ds::launcher::Status_(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "stop") == 0) return ds::launcher::Stop(argc - 1, argv + 1);
+  return ds::launcher::Launch(argc, argv);
+}

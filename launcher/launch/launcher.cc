@@ -1,0 +1,267 @@
+#include "launcher/launch/launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "launcher/coordinator/coordinator_server.h"
+#include "launcher/hostfile.h"
+#include "launcher/launch/agent_backend.h"
+#include "launcher/launch/job_dir.h"
+#include "launcher/process/supervisor.h"
+#include "launcher/resource_filter.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/config/job_config.h"
+
+namespace ds::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal.store(sig); }
+
+milliseconds Ms(double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000)); }
+
+std::string Absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char buf[4096];
+  if (!getcwd(buf, sizeof(buf))) return path;
+  return std::string(buf) + "/" + path;
+}
+
+// ds-worker / ds-agent: the flag, else next to this executable, else Bazel's layout.
+StatusOr<std::string> FindBinary(const std::string& flag, const std::string& name,
+                                 const std::string& bazel_rel) {
+  if (!flag.empty()) return Absolute(flag);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    for (const std::string& c : {dir + "/" + name, dir + "/../../" + bazel_rel})
+      if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return NotFoundError("cannot find " + name + " next to ds-launch; pass --" +
+                       (name == "ds-worker" ? std::string("worker") : std::string("agent")) + " PATH");
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// Everything validated before a process starts: the nodes of the job.
+StatusOr<std::vector<NodeSpec>> SelectNodes(const LaunchOptions& o) {
+  std::vector<HostSlots> hosts;
+  if (o.hostfile.empty()) {
+    DS_ASSIGN_OR_RETURN(hosts, DefaultLocalHosts(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
+  } else {
+    DS_ASSIGN_OR_RETURN(hosts, LoadHostfile(o.hostfile));
+  }
+  DS_ASSIGN_OR_RETURN(std::vector<HostSelection> sel,
+                      ApplyIncludeExclude(hosts, o.include, o.exclude, o.hostfile));
+  DS_ASSIGN_OR_RETURN(sel, ApplyLimits(sel, o.num_nodes, o.num_slots));
+  std::vector<NodeSpec> nodes;
+  for (const HostSelection& h : sel) nodes.push_back({h.host, static_cast<int>(h.slot_ids.size())});
+  return nodes;
+}
+
+// Prints forwarded output as "[rank N] line" and a progress line from the job status.
+class Console {
+ public:
+  explicit Console(CoordinatorState* state) : state_(state), tty_(isatty(STDOUT_FILENO)) {}
+  void Pump(milliseconds wait) {
+    LogChunk chunk = state_->ReadLogs(cursor_, 2000, wait);
+    cursor_ = chunk.next_cursor;
+    for (const LogRecord& r : chunk.records) {
+      // Workers draw their own progress line with '\r'; keep the last part.
+      std::string text = r.line.text;
+      size_t cr = text.rfind('\r');
+      if (cr != std::string::npos) text = text.substr(cr + 1);
+      size_t esc = text.find("\033[K");
+      if (esc != std::string::npos) text.erase(esc, 3);
+      ClearLine();
+      std::printf("[rank %d] %s\n", r.line.rank, text.c_str());
+    }
+    if (tty_) Progress();
+    std::fflush(stdout);
+  }
+  void ClearLine() {
+    if (progress_shown_) std::printf("\r\033[K");
+    progress_shown_ = false;
+  }
+
+ private:
+  void Progress() {
+    JobStatus s = state_->Snapshot();
+    if (s.ranks.empty() || s.phase != JobPhase::kRunning) return;
+    int64_t step = INT64_MAX, total = 0;
+    double loss = 0, tps = 0;
+    for (const RankStatus& r : s.ranks) {
+      step = std::min(step, r.step);
+      total = std::max(total, r.total_steps);
+      loss += r.loss / s.ranks.size();
+      tps += r.tokens_per_s;
+    }
+    if (total <= 0) return;
+    std::printf("\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks",
+                s.job_id.c_str(), s.round, static_cast<long long>(step), static_cast<long long>(total),
+                loss, tps, s.ranks.size());
+    progress_shown_ = true;
+  }
+  CoordinatorState* state_;
+  bool tty_;
+  bool progress_shown_ = false;
+  uint64_t cursor_ = 0;
+};
+
+void PrintFailure(const JobOutcome& out) {
+  std::fprintf(stderr, "ds-launch: job %s: %s\n", JobPhaseName(out.phase), out.message.c_str());
+  if (!out.first_failure) return;
+  const Failure& f = *out.first_failure;
+  if (f.rank >= 0)
+    std::fprintf(stderr, "ds-launch: first failure: rank %d on %s: %s\n", f.rank, f.host.c_str(), f.cause.c_str());
+  else
+    std::fprintf(stderr, "ds-launch: first failure: node %s: %s\n", f.host.c_str(), f.cause.c_str());
+  if (!f.last_lines.empty()) {
+    std::fprintf(stderr, "ds-launch: last lines of rank %d:\n", f.rank);
+    for (const std::string& l : f.last_lines) std::fprintf(stderr, "    %s\n", l.c_str());
+  }
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& o) {
+  auto fail_input = [](const Status& s) {
+    std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
+    return 2;
+  };
+  // 1. Validate everything before anything starts.
+  auto config = LoadJobConfig(o.config);
+  if (!config.ok()) return fail_input(config.status());
+  auto nodes = SelectNodes(o);
+  if (!nodes.ok()) return fail_input(nodes.status());
+  auto worker = FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker");
+  if (!worker.ok()) return fail_input(worker.status());
+  auto agent = FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent");
+  if (!agent.ok()) return fail_input(agent.status());
+  if (o.backend != "local" && o.backend != "ssh" && o.backend != "slurm")
+    return fail_input(InvalidArgumentError("--launcher must be local, ssh or slurm, got \"" + o.backend + "\""));
+  bool all_loopback = true;
+  for (const NodeSpec& n : *nodes) all_loopback = all_loopback && IsLoopback(n.name);
+  std::string bind = o.coordinator;
+  if (bind.empty()) {
+    if (!all_loopback)
+      return fail_input(InvalidArgumentError("the hosts are not all on this machine: pass --coordinator "
+                                             "HOST:PORT with an address they can reach"));
+    bind = "127.0.0.1:0";
+  }
+  int world = 0;
+  for (const NodeSpec& n : *nodes) world += n.slots;
+
+  auto token = NewJobToken();
+  if (!token.ok()) return fail_input(token.status());
+  auto dir = CreateJobDir(*token);
+  if (!dir.ok()) return fail_input(dir.status());
+  if (o.detach) {
+    pid_t pid = fork();
+    if (pid < 0) return fail_input(ErrnoToStatus(errno, "fork"));
+    if (pid > 0) {
+      std::printf("ds-launch: job %s detached (pid %d); ds-launch status / ds-launch stop; log %s/launch.log\n",
+                  dir->job_id.c_str(), pid, dir->path.c_str());
+      return 0;
+    }
+    setsid();
+    std::string log = dir->path + "/launch.log";
+    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(2);
+    if (!freopen("/dev/null", "r", stdin)) _exit(2);
+  }
+
+  // 2. The coordinator, in this process.
+  CoordinatorOptions co;
+  co.bind_address = bind;
+  co.token = *token;
+  co.tls = {o.tls_cert, o.tls_key, o.tls_ca};
+  co.config.nodes = *nodes;
+  co.config.join_timeout = Ms(o.rdzv_timeout_s);
+  co.config.last_call = milliseconds(0);
+  co.config.heartbeat_interval = Ms(o.heartbeat_s);
+  co.config.node_timeout = Ms(o.node_timeout_s);
+  co.config.max_restarts = o.max_restarts;
+  co.config.success_wait = milliseconds(60000);
+  co.config.job.job_id = dir->job_id;
+  co.config.job.worker_argv = {*worker, "--config", Absolute(o.config)};
+  co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
+  auto server = CoordinatorServer::Start(co);
+  if (!server.ok()) return fail_input(server.status());
+  CoordinatorServer& srv = **server;
+  if (Status s = WriteCoordinatorAddress(*dir, srv.address()); !s.ok()) return fail_input(s);
+  std::printf("ds-launch: job %s: %zu node(s), %d rank(s), coordinator %s, launcher %s\n",
+              dir->job_id.c_str(), nodes->size(), world, srv.address().c_str(), o.backend.c_str());
+  std::fflush(stdout);
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // 3. One agent per node.
+  AgentBackendOptions bo;
+  bo.backend = o.backend;
+  bo.agent = *agent;
+  bo.coordinator = srv.address();
+  bo.token = *token;
+  bo.ssh_port = o.ssh_port;
+  bo.ssh_user = o.ssh_user;
+  bo.ssh_identity = o.ssh_identity;
+  bo.ssh_config = o.ssh_config;
+  bo.tls_ca = o.tls_ca;
+  bo.heartbeat_timeout_ms = static_cast<int>(std::max(6.0, 2 * o.node_timeout_s) * 1000);
+  AgentBackend agents(bo, &srv.state());
+  if (Status s = agents.Start(*nodes); !s.ok()) {
+    std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
+    srv.state().Stop("agents could not be started: " + s.message()).IgnoreError();
+  }
+
+  // 4. Follow the job.
+  Console console(&srv.state());
+  bool interrupted = false;
+  while (true) {
+    console.Pump(milliseconds(200));
+    if (int sig = g_signal.exchange(0)) {
+      console.ClearLine();
+      std::fprintf(stderr, "ds-launch: signal %d: stopping the job\n", sig);
+      srv.state().Stop("ds-launch received signal " + std::to_string(sig)).IgnoreError();
+      interrupted = true;
+    }
+    if (IsTerminal(srv.state().Snapshot().phase)) break;
+  }
+  console.Pump(milliseconds(300));
+  console.ClearLine();
+  auto outcome = srv.WaitForEnd(milliseconds(0));
+  srv.state().WaitForShutdownDelivered(Ms(o.heartbeat_s * 3 + 1));
+  agents.WaitAndStop(Ms(o.grace_s + 5));
+  console.Pump(milliseconds(0));
+  srv.Shutdown();
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "ds-launch: %s\n", outcome.status().ToString().c_str());
+    return 1;
+  }
+  if (outcome->phase == JobPhase::kSucceeded) {
+    std::printf("ds-launch: job %s succeeded: %s (round %d, %d restart(s))\n", dir->job_id.c_str(),
+                outcome->message.c_str(), outcome->round, outcome->restarts);
+    return 0;
+  }
+  PrintFailure(*outcome);
+  return outcome->phase == JobPhase::kStopped || interrupted ? 3 : 1;
+}
+
+}  // namespace ds::launcher

@@ -1,0 +1,35 @@
+// ds-launch's job run: validates the config and the hostfile before anything starts,
+// starts the coordinator in this process, one ds-agent per node through a backend (local
+// fork, ssh, or srun), prints every rank's output as "[rank N] ..." with a live progress
+// line, and exits 0 only when every rank finished; otherwise it names the failing rank,
+// its host, its exit status and its last lines.
+#pragma once
+
+#include <string>
+
+namespace ds::launcher {
+
+struct LaunchOptions {
+  std::string config;           // job YAML/JSON
+  std::string hostfile;         // "" = this machine, one slot per core
+  std::string include, exclude;
+  int num_nodes = -1, num_slots = -1;
+  std::string backend = "local";  // local | ssh | slurm
+  std::string coordinator;        // bind address host:port ("" = 127.0.0.1:0 for local jobs)
+  int ssh_port = 0;
+  std::string ssh_user, ssh_identity, ssh_config;
+  int max_restarts = 0;
+  double rdzv_timeout_s = 60;
+  double heartbeat_s = 1.0;
+  double node_timeout_s = 5.0;
+  double grace_s = 5.0;
+  bool detach = false;
+  std::string worker;             // ds-worker path ("" = next to ds-launch)
+  std::string agent;              // ds-agent path ("" = next to ds-launch)
+  std::string tls_cert, tls_key, tls_ca;
+};
+
+// Returns the process exit code: 0 success, 1 job failed, 2 bad input, 3 stopped.
+int RunLaunch(const LaunchOptions& options);
+
+}  // namespace ds::launcher
