@@ -9,7 +9,12 @@
 #include <cstdio>
 #include <limits>
 
+#include <chrono>
+#include <fstream>
+
 #include <CLI/CLI.hpp>
+
+#include "launcher/coordinator/coordinator_client.h"
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -32,6 +37,55 @@ struct Flags {
   std::string export_init;
   std::string init_weights;
   std::string log_level;
+};
+
+// Progress reports to the job's coordinator (when started by ds-agent), at most every 500 ms
+// and at the last step. A failing report is logged once and never stops training.
+class Reporter {
+ public:
+  static std::unique_ptr<Reporter> Create(const RankEnv& env) {
+    if (!env.launched || env.coordinator.empty()) return nullptr;
+    std::ifstream in(env.token_file);
+    launcher::ClientOptions o;
+    o.address = env.coordinator;
+    o.rpc_timeout = std::chrono::milliseconds(2000);
+    if (!std::getline(in, o.token)) {
+      DS_LOG_WARN("worker", "no job token in {}: progress is not reported", env.token_file);
+      return nullptr;
+    }
+    auto client = launcher::CoordinatorClient::Create(o);
+    if (!client.ok()) {
+      DS_LOG_WARN("worker", "{}", client.status().ToString());
+      return nullptr;
+    }
+    return std::unique_ptr<Reporter>(new Reporter(env, std::move(client).value()));
+  }
+  void Report(const StepMetrics& m, int64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (m.step != total && now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    launcher::ProgressReport r;
+    r.rank = env_.rank;
+    r.round = env_.round;
+    r.step = m.step;
+    r.total_steps = total;
+    r.loss = m.loss;
+    r.tokens_per_s = m.tokens_per_s;
+    r.rss_bytes = m.peak_rss_bytes;
+    Status s = client_->ReportProgress(r);
+    if (!s.ok() && !warned_) {
+      warned_ = true;
+      DS_LOG_WARN("worker", "progress report: {}", s.ToString());
+    }
+  }
+
+ private:
+  Reporter(const RankEnv& env, std::unique_ptr<launcher::CoordinatorClient> c)
+      : env_(env), client_(std::move(c)) {}
+  RankEnv env_;
+  std::unique_ptr<launcher::CoordinatorClient> client_;
+  std::chrono::steady_clock::time_point last_{};
+  bool warned_ = false;
 };
 
 Status Run(const Flags& f) {
@@ -78,6 +132,7 @@ Status Run(const Flags& f) {
     return EvaluateTask(*trainer).status();
   }
 
+  std::unique_ptr<Reporter> reporter = Reporter::Create(env);
   MetricsCsv csv;
   if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
@@ -86,6 +141,7 @@ Status Run(const Flags& f) {
   while (trainer->step() < trainer->total_steps()) {
     DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
     progress.Report(m);
+    if (reporter) reporter->Report(m, trainer->total_steps());
     double val = std::numeric_limits<double>::quiet_NaN();
     bool last = trainer->step() == trainer->total_steps();
     if (!c.data.validation.empty() && c.monitor.eval_interval > 0 &&
