@@ -8,6 +8,8 @@ BINARIES=(
   //tools/ds_data:ds-data
   //tools/ds_ckpt:ds-ckpt
   //runtime/worker:ds-worker
+  //launcher/launch:ds-launch
+  //launcher/agent:ds-agent
 )
 
 bazel build //... "$@"
