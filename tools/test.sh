@@ -29,7 +29,7 @@ for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null); 
   if [[ $rc -eq 0 ]]; then
     passed=$((passed + 1)); echo "$target PASSED (gpu)"
   elif [[ $rc -eq 77 ]]; then
-    skipped=$((skipped + 1)); echo "$target SKIPPED: $(grep -m1 SKIPPED "$log.gpu")"
+    skipped=$((skipped + 1)); echo "$target $(grep -m1 SKIPPED "$log.gpu")"
   else
     failed=$((failed + 1)); echo "$target FAILED (gpu, exit $rc)"; tail -20 "$log.gpu"
   fi
