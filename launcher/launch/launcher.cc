@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -112,15 +113,31 @@ class Console {
       tps += r.tokens_per_s;
     }
     if (total <= 0) return;
-    std::printf("\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks",
+    auto now = std::chrono::steady_clock::now();
+    if (s.round != eta_round_ || step < eta_step_) {  // a new round restarts the estimate
+      eta_round_ = s.round;
+      eta_step_ = step;
+      eta_start_ = now;
+    }
+    std::string eta = "?";
+    double elapsed = std::chrono::duration<double>(now - eta_start_).count();
+    if (step > eta_step_ && elapsed > 0) {
+      long left = std::lround((total - step) * elapsed / (step - eta_step_));
+      eta = left >= 60 ? std::to_string(left / 60) + "m" + std::to_string(left % 60) + "s"
+                       : std::to_string(left) + "s";
+    }
+    std::printf("\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks | ETA %s",
                 s.job_id.c_str(), s.round, static_cast<long long>(step), static_cast<long long>(total),
-                loss, tps, s.ranks.size());
+                loss, tps, s.ranks.size(), eta.c_str());
     progress_shown_ = true;
   }
   CoordinatorState* state_;
   bool tty_;
   bool progress_shown_ = false;
   uint64_t cursor_ = 0;
+  int eta_round_ = -1;
+  int64_t eta_step_ = 0;
+  std::chrono::steady_clock::time_point eta_start_;
 };
 
 void PrintFailure(const JobOutcome& out) {
