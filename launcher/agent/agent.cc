@@ -18,6 +18,7 @@
 #include "launcher/process/supervisor.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/cuda/device.h"
 
 extern char** environ;
 
@@ -133,6 +134,13 @@ HeartbeatRequest Agent::MakeHeartbeat() const {
 Status Agent::StartWorkers(const JoinResult& join) {
   const int local = static_cast<int>(join.global_ranks.size());
   std::vector<std::vector<int>> cpus = SplitCpus(local);
+  // GPU nodes: one device per local rank (round-robin when ranks outnumber devices), unless
+  // the user pinned devices already.
+  static const int gpus = [] {
+    auto n = cuda::CudaDeviceCount();
+    return n.ok() ? *n : 0;
+  }();
+  const bool pin_gpus = gpus > 0 && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr;
   std::vector<std::pair<std::string, std::string>> base;
   for (char** e = environ; *e; ++e) {
     std::string kv(*e);
@@ -165,6 +173,7 @@ Status Agent::StartWorkers(const JoinResult& join) {
     add("DS_RESUME", join.job.resume ? "1" : "0");
     add("DS_NODE_NAME", opt_.node_name);
     add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus[i].size())));
+    if (pin_gpus) add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
     so.cpus = cpus[i];
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
     {
