@@ -248,9 +248,18 @@ void Executor::NarrowGrads(const NodeExec& n) const {
 }
 
 Status Executor::Forward(uint64_t seed) {
+  return ForwardBlocks(seed, -1, graph_->num_blocks);
+}
+
+Status Executor::Backward(float loss_grad, uint64_t seed) {
+  return BackwardBlocks(loss_grad, seed, -1, graph_->num_blocks);
+}
+
+Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     NodeExec& ne = *nodes_[i];
+    if (ne.node->block < first_block || ne.node->block > last_block) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     if (!ne.params.empty()) WidenParams(ne);
     ne.args.seed = Mix(seed, i);
@@ -265,12 +274,13 @@ Status Executor::Forward(uint64_t seed) {
   return OkStatus();
 }
 
-Status Executor::Backward(float loss_grad, uint64_t seed) {
+Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block) {
   if (!opt_.training) return FailedPreconditionError("executor: Backward on an inference executor");
   using Clock = std::chrono::steady_clock;
-  grad_views_[graph_->loss].f32()[0] = loss_grad;
+  if (last_block >= graph_->num_blocks) grad_views_[graph_->loss].f32()[0] = loss_grad;
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     NodeExec& ne = *nodes_[i];
+    if (ne.node->block < first_block || ne.node->block > last_block) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     for (const Tensor& t : ne.zero_before_backward) t.Zero();
     if (!ne.params.empty()) {

@@ -51,10 +51,18 @@ class Executor {
 
   // Runs every node; `seed` feeds dropout (derive it from step and micro-batch).
   Status Forward(uint64_t seed);
+  // Runs the nodes of blocks [first_block, last_block] only (block -1 = the embeddings,
+  // num_blocks = the head and loss): the step planner's FORWARD instruction. Blocks must be
+  // run in order; together they equal Forward().
+  Status ForwardBlocks(uint64_t seed, int first_block, int last_block);
   float loss() const { return views_[graph_->loss].f32()[0]; }
   // Backpropagates dL/dloss = `loss_grad` (e.g. loss_scale / accumulation_steps) and
   // accumulates parameter gradients into the ParamStore. Needs the preceding Forward.
   Status Backward(float loss_grad, uint64_t seed);
+  // Backward of blocks [first_block, last_block], last block first: the planner's BACKWARD
+  // instruction. The first call of a step must include the loss block (num_blocks), which
+  // seeds dL/dloss = `loss_grad`.
+  Status BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block);
 
   // The forward value of a named activation (e.g. "logits"); undefined Tensor if absent.
   Tensor Activation(const std::string& name) const;

@@ -68,6 +68,24 @@ TEST_CASE("Executor: whole-model gradients match finite differences", "[exec]") 
   }
 }
 
+TEST_CASE("Executor: block-range forward and backward equal the whole pass", "[exec]") {
+  Fixture whole("llama-tiny", DType::kF32, 2, 9);
+  Fixture parts("llama-tiny", DType::kF32, 2, 9);
+  whole.params->ZeroGrads();
+  parts.params->ZeroGrads();
+  REQUIRE(whole.ex->Forward(5).ok());
+  REQUIRE(whole.ex->Backward(1.0f, 5).ok());
+  const int L = parts.graph.num_blocks;
+  for (int b = -1; b <= L; ++b) REQUIRE(parts.ex->ForwardBlocks(5, b, b).ok());
+  CHECK(parts.ex->loss() == whole.ex->loss());
+  REQUIRE(parts.ex->BackwardBlocks(1.0f, 5, L, L).ok());
+  REQUIRE(parts.ex->BackwardBlocks(1.0f, 5, 0, L - 1).ok());
+  REQUIRE(parts.ex->BackwardBlocks(1.0f, 5, -1, -1).ok());
+  const float* a = whole.params->grads_f32();
+  const float* b = parts.params->grads_f32();
+  for (int64_t i = 0; i < whole.params->total_elements(); ++i) REQUIRE(a[i] == b[i]);
+}
+
 TEST_CASE("Executor: activation gradients share memory by liveness", "[exec]") {
   Fixture f("gpt2-small-test", DType::kF32, 2, 64);
   int64_t all = 0;

@@ -51,6 +51,7 @@ class ParamStore {
   float* master() const { return master_.f32(); }
   void* model() const { return mixed() ? model16_.data() : master_.data(); }
   void* grads() const { return grads_.data(); }
+  float* grads_f32() const { return mixed() ? nullptr : grads_.f32(); }
   // Views of one parameter.
   Tensor MasterView(const ParamSlot& s) const;
   Tensor ModelView(const ParamSlot& s) const;
