@@ -77,6 +77,37 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
   CHECK_FALSE(ParseOptimizerType("Lamb", true).ok());
 }
 
+TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (ZeRO)", "[optim]") {
+  for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kSgd}) {
+    Graph g = TwoParams();
+    ParamStore whole(g, DType::kBF16), parts(g, DType::kBF16);
+    whole.Initialize(g, 3);
+    parts.Initialize(g, 3);
+    OptimizerOptions o;
+    o.type = type;
+    o.lr = 0.05f;
+    o.momentum = 0.9f;
+    o.weight_decay = 0.1f;
+    Optimizer full(o, &whole);
+    // Shards cut through the middle of "w" (elements 0-5) and across the padding.
+    const int64_t cut = 3, total = parts.total_elements();
+    Optimizer first(o, &parts, 0, cut), second(o, &parts, cut, total);
+    for (int k = 0; k < 3; ++k) {
+      for (ParamStore* ps : {&whole, &parts})
+        for (const ParamSlot& s : ps->slots())
+          for (int64_t i = 0; i < s.numel; ++i)
+            ps->GradView(s).u16()[i] = FloatToBf16(0.1f * (i + 1) * (k + 1) * (s.decay ? 1 : -1));
+      full.Step(o.lr, 0.5f);
+      first.Step(o.lr, 0.5f);
+      second.Step(o.lr, 0.5f);
+    }
+    for (int64_t i = 0; i < total; ++i) CHECK(whole.master()[i] == parts.master()[i]);
+    for (const ParamSlot& s : whole.slots())
+      for (int64_t i = 0; i < s.numel; ++i)
+        CHECK(whole.ModelView(s).u16()[i] == parts.ModelView(*parts.Find(s.name)).u16()[i]);
+  }
+}
+
 TEST_CASE("Optimizer: bf16 model copy is the rounded master", "[optim]") {
   Graph g = TwoParams();
   ParamStore ps(g, DType::kBF16);

@@ -33,8 +33,12 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
-    : opt_(options), params_(params) {
-  const size_t bytes = params->total_elements() * sizeof(float);
+    : Optimizer(options, params, 0, params->total_elements()) {}
+
+Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params, int64_t shard_begin,
+                     int64_t shard_end)
+    : opt_(options), params_(params), begin_(shard_begin), end_(shard_end) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(0, end_ - begin_)) * sizeof(float);
   if (opt_.type == OptimizerOptions::Type::kSgd) {
     if (opt_.momentum != 0) m_ = Buffer::Allocate(bytes);
   } else {
@@ -56,21 +60,26 @@ void Optimizer::Step(float lr, float grad_scale) {
   const float bc1 = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
   const float bc2 = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
   for (const ParamSlot& s : params_->slots()) {
-    if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(s, lr, grad_scale);
-    else StepAdam(s, lr, grad_scale, bc1, bc2);
+    const int64_t lo = std::max(s.offset, begin_), hi = std::min(s.offset + s.numel, end_);
+    if (lo >= hi) continue;
+    if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(s, lo, hi, lr, grad_scale);
+    else StepAdam(s, lo, hi, lr, grad_scale, bc1, bc2);
   }
 }
 
 // torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead.
-void Optimizer::StepAdam(const ParamSlot& s, float lr, float grad_scale, float bc1, float bc2) {
-  const int64_t n = s.numel;
-  float* p = params_->master() + s.offset;
-  float* m = m_.f32() + s.offset;
-  float* v = v_.f32() + s.offset;
+void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale,
+                         float bc1, float bc2) {
+  const int64_t n = hi - lo, in_slot = lo - s.offset;
+  float* p = params_->master() + lo;
+  float* m = m_.f32() + (lo - begin_);
+  float* v = v_.f32() + (lo - begin_);
   const DType gt = params_->model_dtype();
-  const void* g = params_->GradView(s).data();
-  void* model = params_->mixed() ? params_->ModelView(s).data() : nullptr;
+  const void* g = static_cast<const char*>(params_->GradView(s).data()) + in_slot * DTypeSize(gt);
+  void* model = params_->mixed()
+                    ? static_cast<char*>(params_->ModelView(s).data()) + in_slot * DTypeSize(gt)
+                    : nullptr;
   const float wd = s.decay ? opt_.weight_decay : 0.0f;
   const bool decoupled = opt_.type == OptimizerOptions::Type::kAdamW;
   const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps;
@@ -91,13 +100,15 @@ void Optimizer::StepAdam(const ParamSlot& s, float lr, float grad_scale, float b
 }
 
 // torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
-void Optimizer::StepSgd(const ParamSlot& s, float lr, float grad_scale) {
-  const int64_t n = s.numel;
-  float* p = params_->master() + s.offset;
-  float* buf = m_.data() ? m_.f32() + s.offset : nullptr;
+void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale) {
+  const int64_t n = hi - lo, in_slot = lo - s.offset;
+  float* p = params_->master() + lo;
+  float* buf = m_.data() ? m_.f32() + (lo - begin_) : nullptr;
   const DType gt = params_->model_dtype();
-  const void* g = params_->GradView(s).data();
-  void* model = params_->mixed() ? params_->ModelView(s).data() : nullptr;
+  const void* g = static_cast<const char*>(params_->GradView(s).data()) + in_slot * DTypeSize(gt);
+  void* model = params_->mixed()
+                    ? static_cast<char*>(params_->ModelView(s).data()) + in_slot * DTypeSize(gt)
+                    : nullptr;
   const float wd = s.decay ? opt_.weight_decay : 0.0f, mu = opt_.momentum;
   const bool first = step_ == 1;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

@@ -31,7 +31,12 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
 
 class Optimizer {
  public:
+  // Updates the whole flat buffer.
   Optimizer(const OptimizerOptions& options, ParamStore* params);
+  // ZeRO stages 1-3: owns and updates only the flat elements [shard_begin, shard_end); the
+  // optimizer state is allocated for that shard alone.
+  Optimizer(const OptimizerOptions& options, ParamStore* params, int64_t shard_begin,
+            int64_t shard_end);
 
   // One update of every parameter with learning rate `lr`; each gradient is multiplied by
   // `grad_scale` first. Increments step().
@@ -41,20 +46,25 @@ class Optimizer {
   void set_step(int64_t s) { step_ = s; }
   const OptimizerOptions& options() const { return opt_; }
   // Flat state buffers with their names ("exp_avg", "exp_avg_sq", "momentum_buffer"),
-  // laid out like ParamStore::master(), for checkpoints.
+  // covering [shard_begin, shard_end) of ParamStore::master()'s layout, for checkpoints.
   struct StateBuffer {
     std::string name;
-    float* data;
+    float* data;  // element 0 = flat element shard_begin
   };
+  int64_t shard_begin() const { return begin_; }
+  int64_t shard_end() const { return end_; }
   std::vector<StateBuffer> state();
 
  private:
-  void StepAdam(const ParamSlot& s, float lr, float grad_scale, float bc1, float bc2);
-  void StepSgd(const ParamSlot& s, float lr, float grad_scale);
+  // Elements [lo, hi) of slot `s` (flat offsets), within the shard.
+  void StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale, float bc1,
+                float bc2);
+  void StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale);
 
   OptimizerOptions opt_;
   ParamStore* params_;
   int64_t step_ = 0;
+  int64_t begin_ = 0, end_ = 0;
   Buffer m_, v_;
 };
 
