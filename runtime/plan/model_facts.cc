@@ -1,0 +1,138 @@
+#include "runtime/plan/model_facts.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "kernels/registry.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/graph/validate.h"
+
+namespace ds::plan {
+namespace {
+
+// Fills params with offsets, sizes and reader blocks.
+Status LayoutParams(const Graph& graph, ModelFacts* facts) {
+  std::map<int, int> by_tensor;
+  for (int t : graph.Params()) {
+    const TensorInfo& info = graph.tensors[t];
+    ParamFacts p;
+    p.name = info.name;
+    p.tensor = t;
+    p.numel = 1;
+    for (const Dim& d : info.shape) {
+      if (!d.symbol.empty())
+        return InvalidArgumentError("parameter " + info.name + " has a symbolic shape " +
+                                    SymShapeToString(info.shape));
+      p.numel *= d.size;
+    }
+    p.offset = facts->flat_elements;
+    p.span = AlignUp(p.numel, kFlatAlign);
+    facts->flat_elements += p.span;
+    facts->num_parameters += p.numel;
+    by_tensor[t] = static_cast<int>(facts->params.size());
+    facts->params.push_back(std::move(p));
+  }
+  for (const NodeInfo& n : graph.nodes)
+    for (int t : n.inputs) {
+      auto it = by_tensor.find(t);
+      if (it == by_tensor.end()) continue;
+      std::vector<int>& blocks = facts->params[it->second].blocks;
+      if (std::find(blocks.begin(), blocks.end(), n.block) == blocks.end())
+        blocks.push_back(n.block);
+    }
+  for (ParamFacts& p : facts->params) {
+    if (p.blocks.empty())
+      return InvalidArgumentError("parameter " + p.name + " is read by no node");
+    std::sort(p.blocks.begin(), p.blocks.end());
+  }
+  return OkStatus();
+}
+
+// Node ranges per block; nodes must come block by block in ascending order.
+Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
+  for (int i = 0; i < static_cast<int>(graph.nodes.size()); ++i) {
+    const NodeInfo& n = graph.nodes[i];
+    if (!facts->blocks.empty() && facts->blocks.back().block == n.block) {
+      facts->blocks.back().node_end = i + 1;
+      continue;
+    }
+    if (!facts->blocks.empty() && n.block < facts->blocks.back().block)
+      return InvalidArgumentError("graph nodes are not grouped by block: node " + n.name +
+                                  " (block " + std::to_string(n.block) + ") comes after block " +
+                                  std::to_string(facts->blocks.back().block));
+    BlockFacts b;
+    b.block = n.block;
+    b.node_begin = i;
+    b.node_end = i + 1;
+    facts->blocks.push_back(b);
+  }
+  for (int p = 0; p < static_cast<int>(facts->params.size()); ++p)
+    for (int block : facts->params[p].blocks) {
+      BlockFacts& b = facts->blocks[facts->BlockPosition(block)];
+      b.params.push_back(p);
+      b.param_elements += facts->params[p].numel;
+    }
+  return OkStatus();
+}
+
+// What backward keeps: each tensor that some node's backward reads (a parameter excepted), counted
+// once and charged to the block that produces it (it dies with that block's backward, the last
+// backward that can read it), plus every node's op-private saved buffers.
+Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs,
+                        ModelFacts* facts) {
+  std::vector<int> producer_block(graph.tensors.size(),
+                                  -2);  // -2: not produced by a node
+  for (const NodeInfo& n : graph.nodes)
+    for (int t : n.outputs) producer_block[t] = n.block;
+  std::set<int> kept;
+  for (const NodeInfo& n : graph.nodes) {
+    const kernels::OpDef* def = kernels::FindOp(n.op);
+    if (def == nullptr)
+      return InvalidArgumentError("op " + n.op + " of node " + n.name +
+                                  " is not registered (link //kernels/cpu:cpu_kernels)");
+    std::vector<TensorSpec> in;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      in.push_back(specs[n.inputs[i]]);
+      if ((def->backward_reads_inputs >> i) & 1u) kept.insert(n.inputs[i]);
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if ((def->backward_reads_outputs >> i) & 1u) kept.insert(n.outputs[i]);
+    if (!def->saved) continue;
+    BlockFacts& b = facts->blocks[facts->BlockPosition(n.block)];
+    for (const TensorSpec& s : def->saved(n.attrs, in)) b.activation_bytes += s.nbytes();
+  }
+  for (int t : kept) {
+    if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
+    facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
+  }
+  for (size_t t = 0; t < graph.tensors.size(); ++t) {
+    TensorRole role = graph.tensors[t].role;
+    if (role == TensorRole::kInput || role == TensorRole::kTarget)
+      facts->input_bytes += specs[t].nbytes();
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int ModelFacts::BlockPosition(int block) const {
+  for (int i = 0; i < static_cast<int>(blocks.size()); ++i)
+    if (blocks[i].block == block) return i;
+  return -1;
+}
+
+StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len) {
+  ModelFacts facts;
+  facts.name = graph.name;
+  DS_RETURN_IF_ERROR(LayoutParams(graph, &facts));
+  DS_RETURN_IF_ERROR(GroupBlocks(graph, &facts));
+  auto specs = InferTensorSpecs(graph, {{"batch", micro_batch}, {"seq", seq_len}}, graph.name);
+  if (!specs.ok())
+    return specs.status().WithPrefix("micro batch " + std::to_string(micro_batch) + ", seq_len " +
+                                     std::to_string(seq_len));
+  DS_RETURN_IF_ERROR(CountActivations(graph, *specs, &facts));
+  return facts;
+}
+
+}  // namespace ds::plan

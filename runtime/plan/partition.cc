@@ -1,0 +1,137 @@
+// Partition units and gradient buckets. See Note [Plan layout] in plan_builder.cc.
+#include <algorithm>
+
+#include "runtime/plan/plan_builder_internal.h"
+
+namespace ds::plan::internal {
+namespace {
+
+int64_t ChunkFor(int64_t count, int dp) { return AlignUp((count + dp - 1) / dp, kFlatAlign); }
+
+int BackwardPos(const ModelFacts& facts, int block) {
+  return static_cast<int>(facts.blocks.size()) - 1 - facts.BlockPosition(block);
+}
+
+// Widens the bucket's backward window by a parameter read by `blocks` (ascending).
+void Cover(const ModelFacts& facts, const std::vector<int>& blocks, Bucket* b, bool first) {
+  int open = BackwardPos(facts, blocks.back());
+  int ready = BackwardPos(facts, blocks.front());
+  b->open_pos = first ? open : std::min(b->open_pos, open);
+  b->ready_pos = first ? ready : std::max(b->ready_pos, ready);
+}
+
+// Reduction order is bucket order, so a bucket is never ready before the one issued ahead.
+void MakeReadyMonotone(std::vector<Bucket>* buckets) {
+  for (size_t i = 1; i < buckets->size(); ++i)
+    (*buckets)[i].ready_pos = std::max((*buckets)[i].ready_pos, (*buckets)[i - 1].ready_pos);
+}
+
+std::vector<Bucket> ParamBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int dp,
+                                 int64_t bucket_size) {
+  std::vector<Bucket> buckets;
+  int hi = -1;  // highest param index of the open bucket
+  for (int p = static_cast<int>(facts.params.size()) - 1; p >= 0; --p) {
+    const ParamFacts& param = facts.params[p];
+    // A parameter larger than the bucket gets a bucket of its own (as in DeepSpeed).
+    bool fresh = buckets.empty() || buckets.back().numel + param.numel > bucket_size;
+    if (fresh) {
+      buckets.emplace_back();
+      hi = p;
+    }
+    Bucket& b = buckets.back();
+    Cover(facts, param.blocks, &b, fresh);
+    b.numel += param.numel;
+    proto::ParamRange r;  // params are adjacent in the flat buffer: one range per bucket
+    r.set_offset(param.offset);
+    r.set_count(facts.params[hi].offset + facts.params[hi].span - param.offset);
+    b.ranges.assign(1, r);
+    b.count = r.count();
+  }
+  if (!units.empty()) {  // stages 1-2: what each rank owns of the bucket
+    const Unit& u = units.front();
+    for (Bucket& b : buckets) {
+      const int64_t lo = b.ranges[0].offset(), end = lo + b.ranges[0].count();
+      for (int r = 0; r < dp; ++r) {
+        int64_t s = std::max(lo, u.offset + r * u.chunk);
+        int64_t e = std::min(end, u.offset + (r + 1) * u.chunk);
+        b.rank_counts.push_back(std::max<int64_t>(0, e - s));
+      }
+    }
+  }
+  return buckets;
+}
+
+std::vector<Bucket> UnitBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int dp,
+                                int64_t bucket_size) {
+  std::vector<Bucket> buckets;
+  for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
+    const Unit& u = units[i];
+    bool fresh = buckets.empty() || buckets.back().numel + u.numel > bucket_size;
+    if (fresh) buckets.emplace_back();
+    Bucket& b = buckets.back();
+    Cover(facts, u.blocks, &b, fresh);
+    b.numel += u.numel;
+    b.units.push_back(i);
+    proto::ParamRange r;
+    r.set_offset(u.offset);
+    r.set_count(u.count);
+    b.ranges.push_back(r);
+    b.count += u.chunk * dp;
+  }
+  for (Bucket& b : buckets) b.rank_counts.assign(dp, b.count / dp);
+  return buckets;
+}
+
+}  // namespace
+
+std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
+                            int64_t persistence_threshold) {
+  std::vector<Unit> units;
+  if (stage == 0) return units;
+  if (stage < 3) {
+    Unit u;
+    u.count = facts.flat_elements;
+    u.numel = facts.num_parameters;
+    u.chunk = ChunkFor(u.count, dp);
+    for (const BlockFacts& b : facts.blocks) u.blocks.push_back(b.block);
+    units.push_back(u);
+    return units;
+  }
+  for (const ParamFacts& p : facts.params) {
+    bool persistent = p.numel <= persistence_threshold;
+    if (units.empty() || units.back().blocks != p.blocks || units.back().persistent != persistent) {
+      Unit u;
+      u.offset = p.offset;
+      u.blocks = p.blocks;
+      u.persistent = persistent;
+      units.push_back(u);
+    }
+    units.back().count += p.span;
+    units.back().numel += p.numel;
+  }
+  int64_t shard = 0;
+  for (Unit& u : units) {
+    u.chunk = ChunkFor(u.count, dp);
+    u.shard_offset = shard;
+    shard += u.chunk;
+  }
+  return units;
+}
+
+std::vector<Bucket> MakeBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int stage,
+                                int dp, int64_t bucket_size) {
+  std::vector<Bucket> buckets = stage == 3 ? UnitBuckets(facts, units, dp, bucket_size)
+                                           : ParamBuckets(facts, units, dp, bucket_size);
+  MakeReadyMonotone(&buckets);
+  return buckets;
+}
+
+int64_t GatheredElements(const Context& ctx, int pos) {
+  const int block = ctx.facts.blocks[pos].block;
+  int64_t n = 0;
+  for (const Unit& u : ctx.units)
+    if (!u.persistent && std::binary_search(u.blocks.begin(), u.blocks.end(), block)) n += u.numel;
+  return n;
+}
+
+}  // namespace ds::plan::internal

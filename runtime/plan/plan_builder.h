@@ -1,0 +1,30 @@
+// MakePlan: the step planner. From a graph, a topology and a PlanConfig it produces, for every
+// rank, the ordered instructions of one optimizer step (load micro-batch, gather / release
+// parameters, forward / backward of block ranges, bucketed gradient reductions, norm and overflow
+// reductions, optimizer step on the owned shard, all-gather of updated parameters), the buffers
+// each instruction touches, each rank's memory timeline summary and the plan hash.
+//
+//   DS_ASSIGN_OR_RETURN(proto::Plan plan, MakePlan(graph, {4, 4}, config));
+//   DS_RETURN_IF_ERROR(CheckCollectiveOrder(plan));     // collective_check.h
+//   if (PlanHash(plan) != received.hash()) ...           // plan_hash.h
+//
+// Pure: no I/O, no globals besides the op registry (read-only), deterministic. Thread-safe.
+#pragma once
+
+#include "proto/plan.pb.h"
+#include "runtime/graph/graph.h"
+#include "runtime/plan/plan_config.h"
+
+namespace ds::plan {
+
+inline constexpr int kPlanVersion = 1;
+
+// InvalidArgument, naming the setting and the numbers, for a configuration that cannot work: a
+// world size that does not divide the batch (train = micro x gas x dp), dp != world, a stage
+// outside 0..3, a bucket size <= 0, negative stage-3 knobs, a stage-3 max_live_parameters below
+// what one block reads, a non-float dtype, or a graph whose shapes do not infer for (micro batch,
+// seq_len). Needs the op registry populated (link //kernels/cpu:cpu_kernels).
+StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
+                               const PlanConfig& config);
+
+}  // namespace ds::plan

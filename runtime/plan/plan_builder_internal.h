@@ -1,0 +1,117 @@
+// Package-private pieces of MakePlan: partition units, gradient buckets, buffer ids and the
+// instruction-stream builders for stages 0-2 (dense_stream.cc) and stage 3 (stage3_stream.cc).
+// See Note [Plan layout] in plan_builder.cc.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "proto/plan.pb.h"
+#include "runtime/plan/model_facts.h"
+#include "runtime/plan/plan_config.h"
+
+namespace ds::plan::internal {
+
+inline constexpr const char* kDpGroup = "dp";
+
+// A contiguous flat range split over the dp ranks (proto::PartitionUnit).
+struct Unit {
+  int64_t offset = 0;
+  int64_t count = 0;         // elements of the range (real data and alignment padding)
+  int64_t numel = 0;         // parameter elements in it (what the stage-3 knobs count)
+  int64_t chunk = 0;         // per rank, aligned to kFlatAlign
+  int64_t shard_offset = 0;  // position of the chunk in each rank's shard buffer
+  std::vector<int> blocks;   // blocks that read it, ascending
+  bool persistent = false;
+};
+
+// Backward positions: 0 is the first block backward runs (the highest block).
+struct Bucket {
+  std::vector<proto::ParamRange> ranges;
+  std::vector<int> units;            // stage 3
+  int64_t count = 0;                 // elements reduced
+  int64_t numel = 0;                 // parameter elements
+  std::vector<int64_t> rank_counts;  // what each rank keeps after a reduce-scatter
+  int open_pos = 0;                  // first backward position that writes a gradient into it
+  int ready_pos = 0;                 // backward position after which all its gradients are final
+};
+
+struct BufferIds {
+  int params = -1;               // PARAM_FULL: every param (stages 0-2) or the persistent
+                                 // ones (stage 3)
+  int param_shard = -1;          // stage 3
+  int master = -1;               // fp32 master (mixed precision only)
+  int grads = -1;                // GRAD_FULL (stages 0-1) or GRAD_SHARD (2-3)
+  std::vector<int> states;       // optimizer states
+  int batch = -1;                // token ids + targets
+  std::vector<int> activations;  // per block position
+  std::vector<int> buckets;      // per bucket (stages 2-3)
+  std::vector<int> gathers;      // per unit (stage 3; -1 for persistent units)
+};
+
+struct Context {
+  PlanConfig config;
+  int dp = 1;
+  ModelFacts facts;
+  std::vector<Unit> units;
+  std::vector<Bucket> buckets;
+  BufferIds buf;
+  proto::DataType model_dtype = proto::DT_F32;
+  proto::DataType comm_dtype = proto::DT_F32;
+};
+
+// An async instruction not yet waited for, and the bucket buffer it frees when it completes.
+struct Pending {
+  int instruction = -1;
+  int buffer = -1;
+};
+
+class Stream {
+ public:
+  int Add(proto::Instruction ins) {
+    list.push_back(std::move(ins));
+    return static_cast<int>(list.size()) - 1;
+  }
+  int size() const { return static_cast<int>(list.size()); }
+  proto::Instruction& back() { return list.back(); }
+
+  std::vector<proto::Instruction> list;
+  std::deque<Pending> pending;  // async collectives in issue order
+};
+
+// ---- partition.cc ----
+// Stage 0: none. Stages 1-2: one unit over the flat buffer. Stage 3: runs of
+// consecutive params with the same reader blocks and persistence.
+std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
+                            int64_t persistence_threshold);
+// Buckets in reverse parameter order (stages 0-2: params; stage 3: units).
+std::vector<Bucket> MakeBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int stage,
+                                int dp, int64_t bucket_size);
+// Parameter elements that block position `pos` must hold gathered at once (stage 3).
+int64_t GatheredElements(const Context& ctx, int pos);
+
+// ---- stream_util.cc ----
+int BackwardPosToBlockPos(const Context& ctx, int bwd_pos);
+// FORWARD / BACKWARD over block positions [lo, hi] for micro-batch `mb`.
+proto::Instruction Compute(const Context& ctx, proto::Instruction::Kind kind, int mb, int lo,
+                           int hi);
+void SetCollective(proto::Instruction* ins, int64_t count, proto::DataType dtype, int bucket,
+                   const std::vector<int64_t>& rank_counts);
+// The gradient reduction of bucket `b` (ALL_REDUCE or REDUCE_SCATTER); async when overlapping.
+proto::Instruction ReduceBucket(const Context& ctx, int b);
+// Adds the reduction of `b` to the stream; sync ones free the bucket buffer at once.
+void EmitReduce(const Context& ctx, int b, Stream* stream);
+// Moves every pending async instruction into ins->wait_for (and their buffers to frees).
+void WaitAll(proto::Instruction* ins, Stream* stream);
+// Before a bucket buffer is reused or a third one opened: waits on the oldest pending ones.
+void WaitForBucketSlot(int buffer, proto::Instruction* ins, Stream* stream);
+// OVERFLOW_REDUCE (f16), GRAD_NORM_REDUCE (clipping), OPTIMIZER_STEP, then the all-gathers of
+// updated parameters (stages 1-2: everything; stage 3: persistent units).
+void EmitStepTail(const Context& ctx, Stream* stream);
+
+// ---- dense_stream.cc / stage3_stream.cc ----
+void BuildDenseStream(const Context& ctx, Stream* stream);
+void BuildStage3Stream(const Context& ctx, Stream* stream);
+
+}  // namespace ds::plan::internal

@@ -1,0 +1,86 @@
+#include "runtime/plan/plan_command.h"
+
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/config/job_config.h"
+#include "runtime/plan/plan_builder.h"
+#include "runtime/plan/plan_summary.h"
+#include "runtime/worker/model_loader.h"
+
+namespace ds::plan {
+namespace {
+
+struct Flags {
+  std::string job;
+  int world = 0;
+  int stage = -1;  // -1: the job's
+  bool json = false;
+  bool dump = false;
+};
+
+StatusOr<std::string> Run(const Flags& f) {
+  DS_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(f.job));
+  if (f.stage >= 0) job.zero.stage = f.stage;
+  DS_ASSIGN_OR_RETURN(PlanConfig config, PlanConfigFromJob(job));
+  DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(job));
+  auto plan = MakePlan(graph, Topology{f.world, f.world}, config);
+  if (!plan.ok()) return plan.status().WithPrefix(f.job);
+  if (f.dump) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(*plan, &text);
+    return text;
+  }
+  proto::PlanSummary summary = SummarizePlan(*plan, f.job);
+  if (!f.json) return FormatPlanSummary(summary);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  auto s = google::protobuf::util::MessageToJsonString(summary, &json, options);
+  if (!s.ok()) return InternalError("JSON: " + s.ToString());
+  return json;
+}
+
+}  // namespace
+
+int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  Flags f;
+  CLI::App app{
+      "ds-plan: plan one optimizer step of a job and print its memory "
+      "and traffic"};
+  app.add_option("job", f.job, "job config (YAML or JSON)")->required();
+  app.add_option("--world,-n", f.world, "world size (number of ranks)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stage", f.stage,
+                 "override zero_optimization.stage (overlap_comm keeps the file's value)")
+      ->check(CLI::Range(0, 3));
+  app.add_flag("--json", f.json, "print the summary as JSON");
+  app.add_flag("--dump", f.dump, "print the whole plan (protobuf text format)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err);
+  }
+  StatusOr<std::string> result = Run(f);
+  if (!result.ok()) {
+    err << "ds-plan: " << result.status().message() << "\n";
+    return 1;
+  }
+  out << *result;
+  return 0;
+}
+
+int RunPlanCommand(int argc, char** argv) {
+  return RunPlanCommand(argc, argv, std::cout, std::cerr);
+}
+
+}  // namespace ds::plan

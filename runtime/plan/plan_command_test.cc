@@ -1,0 +1,82 @@
+#include "runtime/plan/plan_command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "proto/plan.pb.h"
+
+namespace ds::plan {
+namespace {
+
+constexpr const char* kJob = "runtime/plan/testdata/gpt2_small_bf16.yaml";
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result Run(std::vector<std::string> args) {
+  args.insert(args.begin(), "ds-plan");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  int code = RunPlanCommand(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST_CASE("ds-plan: prints memory and traffic per rank for the configured stage", "[plan]") {
+  Result r = Run({kJob, "--world", "4"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("world 4 (dp 4, tp 1, pp 1)"));
+  CHECK_THAT(r.out, Catch::Contains("ZeRO stage 2, BF16"));
+  CHECK_THAT(r.out, Catch::Contains("micro 4 x gas 1 x dp 4 = 16 sequences of 256 tokens"));
+  for (const char* row :
+       {"parameters", "gradients", "optimizer state", "model states", "activations (peak)",
+        "peak total", "REDUCE_SCATTER", "ALL_GATHER", "GRAD_NORM_REDUCE", "2P + 18P/G"})
+    CHECK_THAT(r.out, Catch::Contains(row));
+}
+
+TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {
+  Result r = Run({kJob, "--world", "2", "--stage", "3", "--json"});
+  REQUIRE(r.code == 0);
+  proto::PlanSummary s;
+  REQUIRE(google::protobuf::util::JsonStringToMessage(r.out, &s).ok());
+  CHECK(s.topology().world() == 2);
+  CHECK(s.settings().zero_stage() == 3);
+  REQUIRE(s.ranks_size() == 2);
+  CHECK(s.ranks(1).rank() == 1);
+  CHECK(s.ranks(0).gather_peak_bytes() > 0);
+  CHECK(s.ranks(0).peak_bytes() >= s.ranks(0).model_state_bytes());
+  CHECK(s.deepspeed_estimate_bytes() > 0);
+  CHECK(s.hash().size() == 16);
+}
+
+TEST_CASE("ds-plan: bad input is an error with the reason", "[plan]") {
+  Result r = Run({kJob, "--world", "4", "--stage", "3", "--dump"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("kind: GATHER_PARAMS"));
+  r = Run({"runtime/plan/testdata/missing.yaml", "--world", "2"});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.err, Catch::StartsWith("ds-plan: "));
+  r = Run({kJob});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("--world"));
+  r = Run({kJob, "--world", "4", "--stage", "5"});
+  CHECK(r.code != 0);
+}
+
+TEST_CASE("ds-plan: a world size that does not divide the batch", "[plan]") {
+  Result r = Run({"runtime/plan/testdata/batch32.yaml", "--world", "3"});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.err, Catch::Contains("train_batch_size 32"));
+  CHECK_THAT(r.err, Catch::Contains("data-parallel size 3"));
+  CHECK(Run({"runtime/plan/testdata/batch32.yaml", "--world", "4"}).code == 0);
+}
+
+}  // namespace
+}  // namespace ds::plan

@@ -1,0 +1,49 @@
+#include "runtime/plan/plan_config.h"
+
+#include <string>
+
+namespace ds::plan {
+
+StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
+  PlanConfig c;
+  c.stage = job.zero.stage;
+  c.train_batch_size = job.train_batch_size;
+  c.micro_batch_size = job.train_micro_batch_size_per_gpu;
+  c.gradient_accumulation_steps = job.gradient_accumulation_steps;
+  c.seq_len = job.data.seq_len > 0 ? job.data.seq_len : job.model.max_seq_len;
+  c.model_dtype = job.bf16.enabled ? DType::kBF16 : job.fp16.enabled ? DType::kF16 : DType::kF32;
+  c.comm_dtype = c.model_dtype;
+  const std::string& comm = job.communication_data_type;
+  if (comm == "fp32") {
+    c.comm_dtype = DType::kF32;
+  } else if (comm == "fp16") {
+    c.comm_dtype = DType::kF16;
+  } else if (comm == "bf16") {
+    c.comm_dtype = DType::kBF16;
+  } else if (!comm.empty()) {
+    return InvalidArgumentError(job.source + ": communication_data_type \"" + comm +
+                                "\" is not fp32, fp16 or bf16");
+  }
+  switch (job.optimizer.type) {
+    case OptimizerType::kAdam:
+    case OptimizerType::kAdamW:
+      c.optimizer_states = 2;
+      break;
+    case OptimizerType::kSGD:
+      c.optimizer_states = job.optimizer.momentum != 0.0 ? 1 : 0;
+      break;
+  }
+  c.gradient_clipping = job.gradient_clipping > 0.0;
+  const ZeroConfig& z = job.zero;
+  c.reduce_bucket_size = z.reduce_bucket_size;
+  c.allgather_bucket_size = z.allgather_bucket_size;
+  c.overlap_comm = z.overlap_comm;
+  c.reduce_scatter = z.reduce_scatter;
+  c.prefetch_bucket_size = z.prefetch_bucket_size;
+  c.max_live_parameters = z.max_live_parameters;
+  c.max_reuse_distance = z.max_reuse_distance;
+  c.param_persistence_threshold = z.param_persistence_threshold;
+  return c;
+}
+
+}  // namespace ds::plan

@@ -1,0 +1,54 @@
+// PlanConfig and Topology: the planner's inputs besides the graph. A PlanConfig is the part of a
+// JobConfig that shapes one optimizer step (ZeRO knobs as DeepSpeed's zero_optimization block,
+// batch triad, precision, optimizer state count); PlanConfigFromJob derives it.
+//
+//   DS_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig("job.yaml"));
+//   DS_ASSIGN_OR_RETURN(PlanConfig config, PlanConfigFromJob(job));
+//   DS_ASSIGN_OR_RETURN(proto::Plan plan, MakePlan(graph, {4, 4}, config));
+//
+// Plain values; copyable.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/base/status.h"
+#include "runtime/config/job_config.h"
+#include "runtime/core/dtype.h"
+
+namespace ds::plan {
+
+struct Topology {
+  int world = 1;
+  int dp = 1;  // data-parallel size; must equal world (no tensor or pipeline
+               // parallelism yet)
+};
+
+struct PlanConfig {
+  int stage = 0;  // ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
+  // Batch triad as in the job file (0 = not given); MakePlan resolves it for topology.dp with
+  // DeepSpeed's rule train = micro x gas x dp (ResolveBatchSizes).
+  int64_t train_batch_size = 0;
+  int64_t micro_batch_size = 1;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t seq_len = 1;              // tokens per sequence
+  DType model_dtype = DType::kF32;  // f32, bf16 or f16 (params and grads)
+  DType comm_dtype = DType::kF32;   // gradient collectives (DeepSpeed: follows precision)
+  int optimizer_states = 2;         // fp32 states per parameter: Adam 2, SGD+momentum 1
+  bool gradient_clipping = false;   // adds GRAD_NORM_REDUCE before the step
+  // zero_optimization, in elements (defaults as DeepSpeed's code).
+  int64_t reduce_bucket_size = 500000000;
+  int64_t allgather_bucket_size = 500000000;
+  bool overlap_comm = false;
+  bool reduce_scatter = true;  // stages 1-2: reduce-scatter grads (false: all-reduce)
+  int64_t prefetch_bucket_size = 50000000;
+  int64_t max_live_parameters = 1000000000;
+  int64_t max_reuse_distance = 1000000000;
+  int64_t param_persistence_threshold = 100000;
+};
+
+// The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len
+// (data.seq_len, else model.max_seq_len), bf16/fp16/f32, communication_data_type, optimizer state
+// count and clipping. InvalidArgument for a communication_data_type it cannot map.
+StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job);
+
+}  // namespace ds::plan

@@ -1,0 +1,101 @@
+// Bad input: settings that cannot work are rejected before any process starts, naming the setting
+// and the numbers (issue 4, "Bad input").
+#include <catch2/catch.hpp>
+
+#include "runtime/plan/plan_builder.h"
+#include "runtime/plan/plan_test_util.h"
+
+namespace ds::plan {
+namespace {
+
+using testing::BaseConfig;
+using testing::PresetGraph;
+
+std::string Error(const PlanConfig& c, int world, int dp = -1) {
+  static const Graph g = PresetGraph("gpt2-small-test");
+  auto plan = MakePlan(g, Topology{world, dp < 0 ? world : dp}, c);
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().code() == StatusCode::kInvalidArgument);
+  return plan.status().message();
+}
+
+TEST_CASE("MakePlan: a world size that does not divide the batch", "[plan]") {
+  PlanConfig c = BaseConfig(1);
+  c.train_batch_size = 32;
+  c.micro_batch_size = 4;
+  c.gradient_accumulation_steps = 0;
+  const std::string e = Error(c, 3);
+  CHECK_THAT(e, Catch::Contains("train_batch_size 32"));
+  CHECK_THAT(e, Catch::Contains("train_micro_batch_size_per_gpu 4 x data-parallel size 3"));
+  CHECK_THAT(e, Catch::Contains("world size 3"));
+  c.gradient_accumulation_steps = 2;  // all three given: 4 x 2 x 3 != 32
+  CHECK_THAT(Error(c, 3),
+             Catch::Contains("!= train_micro_batch_size_per_gpu 4 x "
+                             "gradient_accumulation_steps 2 x data-parallel size 3 = 24"));
+  c.gradient_accumulation_steps = 0;
+  auto ok = MakePlan(PresetGraph("gpt2-tiny"), Topology{4, 4}, c);  // 32 = 4 x 2 x 4
+  REQUIRE(ok.ok());
+  CHECK(ok->settings().gradient_accumulation_steps() == 2);
+}
+
+TEST_CASE("MakePlan: stage outside 0..3", "[plan]") {
+  for (int stage : {-1, 4}) {
+    PlanConfig c = BaseConfig(stage);
+    CHECK_THAT(Error(c, 2), Catch::Contains("zero_optimization.stage must be 0, 1, 2 or 3, got " +
+                                            std::to_string(stage)));
+  }
+}
+
+TEST_CASE("MakePlan: bucket sizes must be positive", "[plan]") {
+  PlanConfig c = BaseConfig(2);
+  c.reduce_bucket_size = 0;
+  CHECK_THAT(Error(c, 2), Catch::Contains("zero_optimization.reduce_bucket_size must be > 0 "
+                                          "elements, got 0"));
+  c = BaseConfig(1);
+  c.allgather_bucket_size = -5;
+  CHECK_THAT(Error(c, 2), Catch::Contains("zero_optimization.allgather_bucket_size must be > 0 "
+                                          "elements, got -5"));
+}
+
+TEST_CASE("MakePlan: stage 3 needs room for a whole block", "[plan]") {
+  PlanConfig c = BaseConfig(3);
+  c.param_persistence_threshold = 0;
+  c.max_live_parameters = 100000;
+  // Block -1 (the 8192 x 256 token and 256 x 256 position embeddings) is the largest.
+  const std::string e = Error(c, 4);
+  CHECK_THAT(e, Catch::Contains("zero_optimization.stage3_max_live_parameters 100000 is smaller "
+                                "than the 2162688 parameter elements block -1 gathers at once"));
+  CHECK_THAT(e, Catch::Contains("raise it to at least 2162688"));
+  c.max_live_parameters = 2162688;
+  REQUIRE(MakePlan(PresetGraph("gpt2-small-test"), Topology{4, 4}, c).ok());
+  // Other stages do not gather, so the knob does not matter there.
+  c.stage = 2;
+  c.max_live_parameters = 1;
+  REQUIRE(MakePlan(PresetGraph("gpt2-small-test"), Topology{4, 4}, c).ok());
+}
+
+TEST_CASE("MakePlan: negative stage-3 knobs", "[plan]") {
+  PlanConfig c = BaseConfig(3);
+  c.prefetch_bucket_size = -1;
+  CHECK_THAT(Error(c, 2), Catch::Contains("stage3_prefetch_bucket_size must be >= 0"));
+  c = BaseConfig(3);
+  c.max_reuse_distance = -1;
+  CHECK_THAT(Error(c, 2), Catch::Contains("stage3_max_reuse_distance must be >= 0"));
+  c = BaseConfig(3);
+  c.param_persistence_threshold = -1;
+  CHECK_THAT(Error(c, 2), Catch::Contains("stage3_param_persistence_threshold must be >= 0"));
+}
+
+TEST_CASE("MakePlan: topology, precision and sequence", "[plan]") {
+  PlanConfig c = BaseConfig(0);
+  CHECK_THAT(Error(c, 4, 2), Catch::Contains("data-parallel size 2 != world size 4"));
+  CHECK_THAT(Error(c, 0), Catch::Contains("world size must be >= 1, got 0"));
+  c.model_dtype = DType::kI32;
+  CHECK_THAT(Error(c, 2), Catch::Contains("fp32, bf16 or fp16"));
+  c = BaseConfig(0);
+  c.seq_len = 4096;  // the model's position table has 256 rows
+  CHECK_THAT(Error(c, 2), Catch::Contains("seq_len 4096"));
+}
+
+}  // namespace
+}  // namespace ds::plan

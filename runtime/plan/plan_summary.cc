@@ -1,0 +1,214 @@
+#include "runtime/plan/plan_summary.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "runtime/plan/collective_check.h"
+#include "runtime/plan/plan_hash.h"
+
+namespace ds::plan {
+namespace {
+
+using Buf = proto::PlanBuffer;
+
+int64_t DSize(proto::DataType t) {
+  switch (t) {
+    case proto::DT_F32:
+    case proto::DT_I32:
+      return 4;
+    case proto::DT_BF16:
+    case proto::DT_F16:
+    case proto::DT_U16:
+      return 2;
+    case proto::DT_I64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+int64_t Kind(const proto::MemorySummary& m, Buf::Kind kind) {
+  for (const proto::KindBytes& k : m.peak_by_kind())
+    if (k.kind() == kind) return k.bytes();
+  return 0;
+}
+
+// Bytes one rank sends: ring all-reduce 2(n-1)/n of the data; reduce-scatter and all-gather
+// everything but the rank's own part.
+int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
+  const proto::Collective& c = ins.collective();
+  const int64_t payload = c.count() * DSize(c.dtype());
+  if (n <= 1) return 0;
+  if (c.rank_counts_size() == 0) return 2 * (n - 1) * payload / n;
+  return (c.count() - c.rank_counts(rank)) * DSize(c.dtype());
+}
+
+proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rp) {
+  proto::RankSummary r;
+  const proto::MemorySummary& m = rp.memory();
+  r.set_rank(rp.rank());
+  r.set_param_bytes(Kind(m, Buf::PARAM_SHARD) + Kind(m, Buf::PARAM_FULL));
+  r.set_grad_bytes(Kind(m, Buf::GRAD_FULL) + Kind(m, Buf::GRAD_SHARD));
+  r.set_optimizer_bytes(Kind(m, Buf::MASTER_WEIGHTS) + Kind(m, Buf::OPTIMIZER_STATE));
+  r.set_model_state_bytes(m.model_state_bytes());
+  r.set_activation_peak_bytes(Kind(m, Buf::ACTIVATIONS));
+  r.set_bucket_peak_bytes(Kind(m, Buf::GRAD_BUCKET));
+  r.set_gather_peak_bytes(Kind(m, Buf::GATHER_BUFFER));
+  r.set_peak_bytes(m.peak_bytes());
+  std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
+  for (const proto::Instruction& ins : rp.instructions()) {
+    if (!IsCollective(ins.kind())) continue;
+    proto::CommVolume& v = by_kind[ins.kind()];
+    v.set_kind(proto::Instruction::Kind_Name(ins.kind()));
+    v.set_calls(v.calls() + 1);
+    v.set_payload_bytes(v.payload_bytes() +
+                        ins.collective().count() * DSize(ins.collective().dtype()));
+    v.set_sent_bytes(v.sent_bytes() + SentBytes(ins, rp.rank(), plan.topology().dp()));
+  }
+  for (auto& [kind, v] : by_kind) {
+    r.set_comm_sent_bytes(r.comm_sent_bytes() + v.sent_bytes());
+    *r.add_comm() = v;
+  }
+  return r;
+}
+
+void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
+  const proto::PlanSettings& c = plan.settings();
+  const int64_t psi = plan.model().num_parameters(), n = plan.topology().dp();
+  const int64_t p = DSize(c.model_dtype()), g = p;
+  const int64_t k = (c.model_dtype() == proto::DT_F32 ? 0 : 4) + 4 * c.optimizer_states();
+  int64_t paper = 0;
+  switch (c.zero_stage()) {
+    case 0:
+      paper = (p + g + k) * psi;
+      break;
+    case 1:
+      paper = (p + g) * psi + k * psi / n;
+      break;
+    case 2:
+      paper = p * psi + (g + k) * psi / n;
+      break;
+    default:
+      paper = (p + g + k) * psi / n;
+      break;
+  }
+  s->set_paper_model_state_bytes(paper);
+  if (c.zero_stage() == 2) {
+    s->set_deepspeed_estimate_bytes(2 * psi + 18 * psi / n);
+    s->set_deepspeed_estimate_formula("2P + 18P/G");
+  } else if (c.zero_stage() == 3) {
+    s->set_deepspeed_estimate_bytes(4 * plan.model().largest_block_parameters() + 18 * psi / n);
+    s->set_deepspeed_estimate_formula("4L + 18P/G");
+  }
+  const int64_t factor = c.zero_stage() == 3 ? 3 : 2;
+  s->set_paper_comm_bytes(factor * psi * (n - 1) / n * DSize(c.comm_dtype()));
+}
+
+// printf into a std::string.
+std::string Fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string MiB(int64_t bytes) { return Fmt("%.2f", bytes / 1048576.0); }
+
+bool SameNumbers(const proto::RankSummary& a, const proto::RankSummary& b) {
+  proto::RankSummary x = a, y = b;
+  x.set_rank(0);
+  y.set_rank(0);
+  return x.SerializeAsString() == y.SerializeAsString();
+}
+
+}  // namespace
+
+proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job) {
+  proto::PlanSummary s;
+  s.set_job(job);
+  *s.mutable_topology() = plan.topology();
+  *s.mutable_settings() = plan.settings();
+  s.set_model(plan.model().name());
+  s.set_num_parameters(plan.model().num_parameters());
+  s.set_hash(HashHex(plan.hash()));
+  if (plan.ranks_size() > 0) s.set_instructions_per_rank(plan.ranks(0).instructions_size());
+  for (const proto::RankPlan& rp : plan.ranks()) *s.add_ranks() = SummarizeRank(plan, rp);
+  Estimates(plan, &s);
+  return s;
+}
+
+std::string FormatPlanSummary(const proto::PlanSummary& s) {
+  const proto::PlanSettings& c = s.settings();
+  std::string out;
+  out += Fmt("ds-plan: %s, world %d (dp %d, tp %d, pp %d)\n", s.job().c_str(), s.topology().world(),
+             s.topology().dp(), s.topology().tp(), s.topology().pp());
+  out +=
+      Fmt("model %s: %lld parameters; ZeRO stage %d, %s, %d fp32 optimizer "
+          "states/param%s\n",
+          s.model().c_str(), (long long)s.num_parameters(), c.zero_stage(),
+          proto::DataType_Name(c.model_dtype()).c_str() + 3, c.optimizer_states(),
+          c.gradient_clipping() ? ", clipping" : "");
+  out += Fmt("batch: micro %lld x gas %lld x dp %d = %lld sequences of %lld tokens\n",
+             (long long)c.micro_batch_size(), (long long)c.gradient_accumulation_steps(),
+             s.topology().dp(), (long long)c.train_batch_size(), (long long)c.seq_len());
+  out += Fmt("buckets: reduce %lld, all-gather %lld elements; overlap_comm %s\n",
+             (long long)c.reduce_bucket_size(), (long long)c.allgather_bucket_size(),
+             c.overlap_comm() ? "on" : "off");
+  if (c.zero_stage() == 3)
+    out +=
+        Fmt("stage 3: prefetch %lld, max live %lld, max reuse distance "
+            "%lld, persistence "
+            "threshold %lld elements\n",
+            (long long)c.prefetch_bucket_size(), (long long)c.max_live_parameters(),
+            (long long)c.max_reuse_distance(), (long long)c.param_persistence_threshold());
+  out += Fmt("plan %s: %lld instructions per rank\n\n", s.hash().c_str(),
+             (long long)s.instructions_per_rank());
+
+  std::vector<const proto::RankSummary*> cols;
+  for (const proto::RankSummary& r : s.ranks())
+    if (cols.empty() || !SameNumbers(*cols.front(), r)) cols.push_back(&r);
+  const bool same = cols.size() == 1 && s.ranks_size() > 1;
+  if (cols.size() > 1) {
+    cols.clear();
+    for (const proto::RankSummary& r : s.ranks()) cols.push_back(&r);
+  }
+  out += Fmt("%-34s", "memory per rank (MiB)");
+  for (const proto::RankSummary* r : cols)
+    out += same ? Fmt("%12s", "each rank") : Fmt("%12s", Fmt("rank %d", r->rank()).c_str());
+  out += Fmt("%12s  %s\n", "ZeRO paper", "DeepSpeed estimate");
+  auto row = [&](const char* name, int64_t (proto::RankSummary::*get)() const, std::string extra) {
+    out += Fmt("  %-32s", name);
+    for (const proto::RankSummary* r : cols) out += Fmt("%12s", MiB((r->*get)()).c_str());
+    out += extra + "\n";
+  };
+  row("parameters", &proto::RankSummary::param_bytes, "");
+  row("gradients", &proto::RankSummary::grad_bytes, "");
+  row("optimizer state (fp32)", &proto::RankSummary::optimizer_bytes, "");
+  std::string ds = s.deepspeed_estimate_bytes() > 0 ? MiB(s.deepspeed_estimate_bytes()) + " (" +
+                                                          s.deepspeed_estimate_formula() + ")"
+                                                    : "- (none for this stage)";
+  row("model states", &proto::RankSummary::model_state_bytes,
+      Fmt("%12s  %s", MiB(s.paper_model_state_bytes()).c_str(), ds.c_str()));
+  row("activations (peak)", &proto::RankSummary::activation_peak_bytes, "");
+  row("gradient buckets (peak)", &proto::RankSummary::bucket_peak_bytes, "");
+  row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
+  row("peak total", &proto::RankSummary::peak_bytes, "");
+
+  out += Fmt("\n%-34s%7s %12s %9s\n",
+             same ? "communication per step, each rank" : "communication per step, rank 0", "calls",
+             "payload MiB", "sent MiB");
+  const proto::RankSummary& r0 = *cols.front();
+  for (const proto::CommVolume& v : r0.comm())
+    out += Fmt("  %-32s%7lld %12s %9s\n", v.kind().c_str(), (long long)v.calls(),
+               MiB(v.payload_bytes()).c_str(), MiB(v.sent_bytes()).c_str());
+  out += Fmt("  %-32s%7s %12s %9s   ZeRO paper: %s MiB (%s)\n", "total sent", "", "",
+             MiB(r0.comm_sent_bytes()).c_str(), MiB(s.paper_comm_bytes()).c_str(),
+             c.zero_stage() == 3 ? "3P(N-1)/N" : "2P(N-1)/N");
+  return out;
+}
+
+}  // namespace ds::plan

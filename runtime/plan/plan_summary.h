@@ -1,0 +1,21 @@
+// The numbers `ds-plan` prints: per rank, the bytes of parameters, gradients, optimizer state, peak
+// activations and communication buffers, the peak total, and the bytes each collective kind moves
+// per step; beside them the ZeRO paper's arithmetic and DeepSpeed's own estimator
+// (shared/reference/deepspeed.md 3.1 and 3.5).
+//
+//   proto::PlanSummary s = SummarizePlan(plan, "job.yaml");
+//   std::fputs(FormatPlanSummary(s).c_str(), stdout);
+#pragma once
+
+#include <string>
+
+#include "proto/plan.pb.h"
+
+namespace ds::plan {
+
+proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job);
+
+// A fixed-width table in MiB; one column per rank unless every rank's numbers are the same.
+std::string FormatPlanSummary(const proto::PlanSummary& summary);
+
+}  // namespace ds::plan

@@ -1,0 +1,46 @@
+// Shared helpers of the planner tests: preset graphs and plans that must build.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "runtime/graph/model_builder.h"
+#include "runtime/plan/plan_builder.h"
+
+namespace ds::plan::testing {
+
+inline Graph PresetGraph(const std::string& name) {
+  auto spec = ModelPreset(name);
+  REQUIRE(spec.ok());
+  auto graph = BuildModelGraph(*spec);
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
+// Mixed-precision Adam with clipping, as the ZeRO paper counts it.
+inline PlanConfig BaseConfig(int stage, DType dtype = DType::kBF16) {
+  PlanConfig c;
+  c.stage = stage;
+  c.micro_batch_size = 2;
+  c.gradient_accumulation_steps = 1;
+  c.seq_len = 32;
+  c.model_dtype = dtype;
+  c.comm_dtype = dtype;
+  c.gradient_clipping = true;
+  return c;
+}
+
+inline proto::Plan MustPlan(const Graph& graph, int world, const PlanConfig& config) {
+  auto plan = MakePlan(graph, Topology{world, world}, config);
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  return std::move(plan).value();
+}
+
+inline int Count(const proto::RankPlan& rp, proto::Instruction::Kind kind) {
+  int n = 0;
+  for (const proto::Instruction& ins : rp.instructions()) n += ins.kind() == kind;
+  return n;
+}
+
+}  // namespace ds::plan::testing
