@@ -11,7 +11,13 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
+#include "parallel/communicator.h"
+#include "parallel/loopback_communicator.h"
+#include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/plan/plan_builder.h"
+#include "runtime/plan/plan_config.h"
+#include "runtime/worker/step_runner.h"
 #include "runtime/optim/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
@@ -87,11 +93,13 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
-Trainer::Trainer(const JobConfig& config, Graph graph) : config_(config), graph_(std::move(graph)) {}
+Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm)
+    : config_(config), graph_(std::move(graph)), comm_(comm) {}
 Trainer::~Trainer() = default;
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph) {
-  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph)));
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph,
+                                                   parallel::Communicator* comm) {
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm));
   DS_RETURN_IF_ERROR(t->Build());
   return t;
 }
@@ -102,7 +110,11 @@ int64_t Trainer::tokens_per_step() const {
 
 Status Trainer::Build() {
   const std::string& src = config_.source;
-  DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, 1));
+  if (!comm_) {
+    own_comm_ = std::move(parallel::LoopbackCommunicator::CreateGroup(1)[0]);
+    comm_ = own_comm_.get();
+  }
+  DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
   if (config_.device.type != DeviceType::kCpu)
     return UnimplementedError(src + ": device.type cuda is not available in this build of the trainer yet");
   int threads = config_.device.threads;
@@ -126,7 +138,10 @@ Status Trainer::Build() {
   params_ = std::make_unique<ParamStore>(graph_, model_dtype);
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_ASSIGN_OR_RETURN(executor_, Executor::Create(graph_, params_.get(), {micro, seq_, true}));
-  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  DS_RETURN_IF_ERROR(BuildPlan());
+  auto owned = StepRunner::OwnedRange(*plan_, comm_->rank(), params_->total_elements());
+  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get(),
+                                           owned.first, owned.second);
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
   schedule_ = std::make_unique<LrSchedule>(*schedule);
@@ -140,7 +155,22 @@ Status Trainer::Build() {
   d.seq = seq_;
   d.shuffle = config_.data.shuffle;
   d.seed = config_.data.seed;
+  d.dp_rank = comm_->rank();
+  d.dp_size = comm_->size();
   DS_ASSIGN_OR_RETURN(train_data_, DataLoader::Open(d));
+  StepParts parts;
+  parts.executor = executor_.get();
+  parts.params = params_.get();
+  parts.optimizer = optimizer_.get();
+  parts.data = train_data_.get();
+  parts.scaler = scaler_.get();
+  parts.schedule = schedule_.get();
+  parts.comm = comm_;
+  parts.max_grad_norm = static_cast<float>(config_.gradient_clipping);
+  parts.fp16 = config_.fp16.enabled;
+  parts.seed = config_.seed;
+  parts.loss_block = graph_.num_blocks;
+  DS_ASSIGN_OR_RETURN(runner_, StepRunner::Create(plan_.get(), comm_->rank(), parts));
   DS_LOG_INFO("worker",
               "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
               "seq {}, {} steps, {} threads",
@@ -171,43 +201,40 @@ Status Trainer::Initialize() {
   return OkStatus();
 }
 
+Status Trainer::BuildPlan() {
+  auto pc = plan::PlanConfigFromJob(config_);
+  if (!pc.ok()) return pc.status().WithPrefix(config_.source);
+  plan::Topology topo;
+  topo.world = comm_->size();
+  topo.dp = comm_->size();
+  auto made = plan::MakePlan(graph_, topo, *pc);
+  if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
+  plan_ = std::make_unique<proto::Plan>(std::move(made).value());
+  if (plan_->model().flat_elements() != params_->total_elements())
+    return InternalError("the plan's flat layout (" + std::to_string(plan_->model().flat_elements()) +
+                         " elements) differs from the parameter store's (" +
+                         std::to_string(params_->total_elements()) + ")");
+  return OkStatus();
+}
+
 StatusOr<StepMetrics> Trainer::TrainStep() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  const int64_t gas = config_.gradient_accumulation_steps;
-  const float loss_grad = static_cast<float>(scaler_->scale() / gas);
-  double loss_sum = 0;
-  for (int64_t m = 0; m < gas; ++m) {
-    DS_RETURN_IF_ERROR(train_data_->Next(executor_->ids(), executor_->targets()));
-    uint64_t seed = StepSeed(config_.seed, step_, m);
-    DS_RETURN_IF_ERROR(executor_->Forward(seed));
-    loss_sum += executor_->loss();
-    DS_RETURN_IF_ERROR(executor_->Backward(loss_grad, seed));
-  }
+  const double scale = scaler_->scale();
+  DS_ASSIGN_OR_RETURN(StepResult s, runner_->Run(step_));
   StepMetrics r;
-  r.loss = loss_sum / gas;
-  r.loss_scale = scaler_->scale();
-  GradNorm norm = ComputeGradNorm(*params_, static_cast<float>(1.0 / scaler_->scale()));
-  r.grad_norm = norm.norm;
-  r.lr = schedule_->LrAt(step_);
-  r.skipped = !norm.finite && config_.fp16.enabled;
-  if (!norm.finite && !config_.fp16.enabled)
-    return DataLossError("step " + std::to_string(step_ + 1) + ": gradient norm is not finite (" +
-                         std::to_string(norm.norm) + ") without fp16 loss scaling; loss " +
-                         std::to_string(r.loss));
-  if (!r.skipped) {
-    float clip = ClipCoefficient(norm.norm, static_cast<float>(config_.gradient_clipping));
-    optimizer_->Step(static_cast<float>(r.lr), static_cast<float>(clip / scaler_->scale()));
-  } else {
-    DS_LOG_WARN("worker", "step {}: fp16 gradient overflow at loss scale {}: step skipped",
-                step_ + 1, scaler_->scale());
-  }
-  DS_RETURN_IF_ERROR(scaler_->Update(r.skipped));
-  params_->ZeroGrads();
+  r.loss = s.loss;
+  r.lr = s.lr;
+  r.grad_norm = s.grad_norm;
+  r.loss_scale = scale;
+  r.skipped = s.skipped;
+  if (r.skipped)
+    DS_LOG_WARN("worker", "step {}: fp16 gradient overflow at loss scale {}: step skipped", step_ + 1, scale);
   ++step_;
   r.step = step_;
   r.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   r.tokens_per_s = tokens_per_step() / (r.step_ms / 1e3);
+  const int64_t gas = config_.gradient_accumulation_steps;
   r.tflops = (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
   r.peak_rss_bytes = PeakRssBytes();
   return r;

@@ -5,8 +5,8 @@
 //   for each micro-batch: load batch -> forward -> backward (dL/dloss = scale / gas)
 //   global grad norm (overflow check) -> skip, or clip + optimizer step -> zero grads
 //
-// This loop is the single-rank instruction stream; the step planner of the ZeRO issue
-// generalizes it to many ranks. Not thread-safe.
+// The step itself is the step planner's instruction stream for this rank (runtime/plan),
+// run by a StepRunner: single-rank training is the dp = 1 plan. Not thread-safe.
 //
 //   DS_ASSIGN_OR_RETURN(auto trainer, Trainer::Create(config, std::move(graph)));
 //   DS_RETURN_IF_ERROR(trainer->Initialize());
@@ -25,6 +25,13 @@
 namespace ds {
 
 class DataLoader;
+class StepRunner;
+namespace proto {
+class Plan;
+}
+namespace parallel {
+class Communicator;
+}
 class Optimizer;
 class LrSchedule;
 class LossScaler;
@@ -44,8 +51,10 @@ struct StepMetrics {
 
 class Trainer {
  public:
-  // `graph` must be validated. Resolves batch sizes (one data-parallel rank).
-  static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph);
+  // `graph` must be validated. Resolves batch sizes for comm's size (data parallelism) and
+  // plans the step. `comm` (borrowed; null = one rank) is the data-parallel group.
+  static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph,
+                                                   parallel::Communicator* comm = nullptr);
   ~Trainer();
 
   // Initializes weights from the initializers (seeded), or loads the checkpoint that
@@ -71,13 +80,15 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   int64_t tokens_per_step() const;
   const JobConfig& config() const { return config_; }
+  const proto::Plan& plan() const { return *plan_; }
   const Graph& graph() const { return graph_; }
   ParamStore& params() { return *params_; }
   Executor& executor() { return *executor_; }
 
  private:
-  Trainer(const JobConfig& config, Graph graph);
+  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm);
   Status Build();
+  Status BuildPlan();
 
   JobConfig config_;
   Graph graph_;
@@ -89,6 +100,10 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;
+  std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
+  parallel::Communicator* comm_ = nullptr;
+  std::unique_ptr<proto::Plan> plan_;
+  std::unique_ptr<StepRunner> runner_;
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   int64_t seq_ = 0;

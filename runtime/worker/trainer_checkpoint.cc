@@ -60,6 +60,9 @@ Status Trainer::ExportWeights(const std::string& path) const {
 }
 
 Status Trainer::SaveCheckpoint() {
+  if (optimizer_->shard_begin() != 0 || optimizer_->shard_end() != params_->total_elements())
+    return UnimplementedError("checkpoints of ZeRO-sharded optimizer state (stage >= 1 with dp > 1) "
+                              "are not written yet; use stage 0 or one rank");
   ckpt::CheckpointContents c;
   c.step = step_;
   for (const ParamSlot& s : params_->slots()) c.model.push_back({s.name, params_->MasterView(s)});
@@ -102,6 +105,9 @@ bool HasLatestCheckpoint(const std::string& root) {
 }
 
 Status Trainer::LoadCheckpoint(const std::string& path) {
+  if (optimizer_->shard_begin() != 0 || optimizer_->shard_end() != params_->total_elements())
+    return UnimplementedError(path + ": loading into ZeRO-sharded optimizer state (stage >= 1 with "
+                              "dp > 1) is not supported yet");
   DS_ASSIGN_OR_RETURN(ckpt::LoadedCheckpoint ck, ckpt::LoadCheckpoint(path));
   const std::string where = ck.dir();
   for (const ParamSlot& s : params_->slots()) {
