@@ -115,8 +115,10 @@ Status StepRunner::Impl::GradNorm() {
   const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
   const DType t = p.params->model_dtype();
   double sum = 0;
+  const void* g = p.params->grads();
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (end - begin > (1 << 16))
   for (int64_t i = begin; i < end; ++i) {
-    double v = LoadGrad(p.params->grads(), t, i);
+    double v = LoadGrad(g, t, i);
     sum += v * v;
   }
   float buf = static_cast<float>(sum);
