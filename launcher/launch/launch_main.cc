@@ -5,6 +5,7 @@
 //             [--ssh_port P] [--max_restarts N] [--rdzv_timeout S] [--detach]
 //   ds-launch status [--coordinator A --token_file F] [--json] [--watch]
 //   ds-launch stop [--coordinator A --token_file F]
+//   ds-launch plan job.yaml --world N [--json] [--stage S] [--dump]   (no process started)
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -15,6 +16,7 @@
 #include "launcher/coordinator/status_format.h"
 #include "launcher/launch/job_dir.h"
 #include "launcher/launch/launcher.h"
+#include "runtime/plan/plan_command.h"
 
 namespace ds::launcher {
 namespace {
@@ -148,5 +150,6 @@ int Launch(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return ds::launcher::Status_(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "stop") == 0) return ds::launcher::Stop(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0) return ds::plan::RunPlanCommand(argc - 1, argv + 1);
   return ds::launcher::Launch(argc, argv);
 }
