@@ -172,6 +172,7 @@ Status Agent::StartWorkers(const JoinResult& join) {
     add("DS_ROUND", std::to_string(join.round));
     add("DS_RESUME", join.job.resume ? "1" : "0");
     add("DS_NODE_NAME", opt_.node_name);
+    add("DS_NODE_ADDR", join.advertise_addr);
     add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus[i].size())));
     if (pin_gpus) add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
     so.cpus = cpus[i];

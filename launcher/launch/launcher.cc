@@ -20,7 +20,12 @@
 #include "launcher/resource_filter.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "proto/plan.pb.h"
 #include "runtime/config/job_config.h"
+#include "runtime/plan/plan_builder.h"
+#include "runtime/plan/plan_config.h"
+#include "runtime/plan/plan_hash.h"
+#include "runtime/worker/model_loader.h"
 
 namespace ds::launcher {
 namespace {
@@ -183,6 +188,15 @@ int RunLaunch(const LaunchOptions& o) {
   }
   int world = 0;
   for (const NodeSpec& n : *nodes) world += n.slots;
+  // The step plan, made once here: a configuration the planner rejects (a world size that
+  // does not divide the batch, impossible buckets) fails before any process starts, and
+  // every worker checks its own plan against this hash.
+  auto graph = LoadModelGraph(*config);
+  if (!graph.ok()) return fail_input(graph.status());
+  auto plan_config = plan::PlanConfigFromJob(*config);
+  if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
+  auto plan = plan::MakePlan(*graph, plan::Topology{world, world}, *plan_config);
+  if (!plan.ok()) return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
 
   auto token = NewJobToken();
   if (!token.ok()) return fail_input(token.status());
@@ -217,12 +231,14 @@ int RunLaunch(const LaunchOptions& o) {
   co.config.job.job_id = dir->job_id;
   co.config.job.worker_argv = {*worker, "--config", Absolute(o.config)};
   co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
+  co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(plan->hash());
   auto server = CoordinatorServer::Start(co);
   if (!server.ok()) return fail_input(server.status());
   CoordinatorServer& srv = **server;
   if (Status s = WriteCoordinatorAddress(*dir, srv.address()); !s.ok()) return fail_input(s);
-  std::printf("ds-launch: job %s: %zu node(s), %d rank(s), coordinator %s, launcher %s\n",
-              dir->job_id.c_str(), nodes->size(), world, srv.address().c_str(), o.backend.c_str());
+  std::printf("ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
+              "launcher %s\n", dir->job_id.c_str(), nodes->size(), world, config->zero.stage,
+              plan::HashHex(plan->hash()).c_str(), srv.address().c_str(), o.backend.c_str());
   std::fflush(stdout);
 
   struct sigaction sa {};

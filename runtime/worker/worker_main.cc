@@ -15,6 +15,10 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/coordinator/coordinator_client.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/grpc_store.h"
+#include "proto/plan.pb.h"
+#include "runtime/plan/plan_hash.h"
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -88,6 +92,35 @@ class Reporter {
   bool warned_ = false;
 };
 
+// The data-parallel group of a launched job: Gloo over TCP, bootstrapped through the
+// coordinator's KV store (keys of this round), with this node's advertised address.
+struct DataParallelGroup {
+  std::unique_ptr<launcher::CoordinatorClient> client;
+  std::unique_ptr<parallel::GrpcStore> store;
+  std::unique_ptr<parallel::GlooCommunicator> comm;
+};
+
+StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env) {
+  auto g = std::make_unique<DataParallelGroup>();
+  std::ifstream in(env.token_file);
+  launcher::ClientOptions o;
+  o.address = env.coordinator;
+  if (!std::getline(in, o.token)) return FailedPreconditionError("no job token in " + env.token_file);
+  DS_ASSIGN_OR_RETURN(g->client, launcher::CoordinatorClient::Create(o));
+  const auto timeout = std::chrono::milliseconds(60000);
+  g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
+  parallel::GlooOptions go;
+  go.rank = env.rank;
+  go.size = env.world_size;
+  const char* addr = std::getenv("DS_NODE_ADDR");
+  go.hostname = addr && *addr ? addr : "127.0.0.1";
+  go.timeout = timeout;
+  DS_ASSIGN_OR_RETURN(g->comm, parallel::GlooCommunicator::Create(go, g->store.get()));
+  DS_LOG_INFO("worker", "joined the data-parallel group: rank {} of {} over Gloo ({})", env.rank,
+              env.world_size, go.hostname);
+  return g;
+}
+
 Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
@@ -106,7 +139,20 @@ Status Run(const Flags& f) {
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
-  DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(config, std::move(graph)));
+  std::unique_ptr<DataParallelGroup> group;
+  if (env.launched && env.world_size > 1 && !f.eval) {
+    DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env));
+  }
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                      Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr));
+  // The launcher planned the job once; this rank's own plan must be the same plan.
+  if (const char* want = std::getenv("DS_PLAN_HASH"); want && *want && !f.eval) {
+    std::string mine = plan::HashHex(trainer->plan().hash());
+    if (mine != want)
+      return FailedPreconditionError("rank " + std::to_string(env.rank) + ": my step plan " + mine +
+                                     " differs from the launcher's " + want +
+                                     " (different binaries or config?)");
+  }
   DS_RETURN_IF_ERROR(trainer->Initialize());
   if (!f.init_weights.empty()) {
     if (trainer->step() > 0)
