@@ -41,7 +41,8 @@ struct Flags {
   std::vector<int> worlds = {2, 4};
   int64_t min_bytes = 1 << 10;
   int64_t max_bytes = 64 << 20;
-  int64_t step = 4;  // size multiplier between rows
+  int64_t step = 4;                        // size multiplier between rows
+  std::vector<int> ops = {0, 1, 2, 3, 4};  // indices into kOps, in run order
 };
 
 // Iterations for one measurement: about 256 MiB moved per rank, between 5 and 200.
@@ -74,7 +75,8 @@ double BusFactor(int op, int n) {
 // One rank's share of the benchmark: every op and size in the same order on every rank.
 // times[op][size index] = seconds per iteration.
 void RankMain(int rank, int n, GrpcStore* store, const std::vector<int64_t>& sizes,
-              std::vector<std::vector<double>>* times, std::string* error) {
+              const std::vector<int>& ops, std::vector<std::vector<double>>* times,
+              std::string* error) {
   GlooOptions options;
   options.rank = rank;
   options.size = n;
@@ -100,7 +102,7 @@ void RankMain(int rank, int n, GrpcStore* store, const std::vector<int64_t>& siz
   const int64_t max = sizes.back();
   std::vector<float> in(max / 4), out(max / 4);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 17);
-  for (int op = 0; op < kNumOps; ++op) {
+  for (int op : ops) {
     for (size_t si = 0; si < sizes.size(); ++si) {
       const int64_t count = sizes[si] / 4 / n * n;  // elements of `size` (whole chunks)
       std::function<Status()> run;
@@ -183,7 +185,7 @@ int Main(const Flags& flags) {
     std::vector<std::string> errors(n);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
-      threads.emplace_back(RankMain, r, n, &store, sizes, &times[r], &errors[r]);
+      threads.emplace_back(RankMain, r, n, &store, sizes, flags.ops, &times[r], &errors[r]);
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < n; ++r) {
@@ -192,7 +194,7 @@ int Main(const Flags& flags) {
         return 1;
       }
     }
-    for (int op = 0; op < kNumOps; ++op) {
+    for (int op : flags.ops) {
       for (size_t si = 0; si < sizes.size(); ++si) {
         double t = 0;
         for (int r = 0; r < n; ++r) t = std::max(t, times[r][op][si]);
@@ -233,12 +235,27 @@ int main(int argc, char** argv) {
       flags.min_bytes = std::stoll(v);
     } else if (ds::parallel::ParseFlag(arg, "max_bytes", &v)) {
       flags.max_bytes = std::stoll(v);
+    } else if (ds::parallel::ParseFlag(arg, "ops", &v)) {
+      flags.ops.clear();
+      for (size_t p = 0; p < v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        const std::string name = v.substr(p, q - p);
+        const auto* it =
+            std::find(std::begin(ds::parallel::kOps), std::end(ds::parallel::kOps), name);
+        if (it == std::end(ds::parallel::kOps)) {
+          std::fprintf(stderr, "unknown op '%s'\n", name.c_str());
+          return 2;
+        }
+        flags.ops.push_back(static_cast<int>(it - std::begin(ds::parallel::kOps)));
+        p = q + 1;
+      }
     } else if (ds::parallel::ParseFlag(arg, "step", &v)) {
       flags.step = std::max(2LL, std::stoll(v));
     } else {
       std::fprintf(stderr,
                    "usage: comm_bench [--worlds=2,4] [--min_bytes=1024] "
-                   "[--max_bytes=67108864] [--step=4]\n");
+                   "[--max_bytes=67108864] [--step=4] "
+                   "[--ops=allreduce,allreduce(gloo),reduce_scatter,allgather,broadcast]\n");
       return 2;
     }
   }
