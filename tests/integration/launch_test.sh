@@ -85,8 +85,12 @@ awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 5.0) }' && pass "worker SIGKIL
 no_leftovers "$D" "worker SIGKILL"
 
 # --- an agent SIGKILLed: node lost within 10 s, its workers die with it ---
+# The ranks are stub workers that never talk to each other, so the node loss (not a peer's
+# failed collective) is what ends the job.
 D=$BASE/killagent; job "$D" 100000
-launch "$D"
+printf '#!/bin/sh\nexec sleep 300 # %s/job.yaml\n' "$D" > "$D/idle.sh"; chmod +x "$D/idle.sh"
+"$LAUNCH" "$D/job.yaml" --hostfile "$BASE/hosts" --worker "$D/idle.sh" --agent "$AGENT" \
+  --heartbeat 0.5 --node_timeout 3 --grace 1 > "$D/out" 2>&1 & echo $! > "$D/pid"
 wait_for 30 all_running || fail "killagent: ranks not running"
 agent=$(pgrep -f "ds-agent.*--node_name 127.0.0.2" | head -1)
 t0=$(date +%s.%N); kill -9 "$agent"
