@@ -91,10 +91,19 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel over gloo (torchrun)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    rank, world = 0, 1
+    if a.ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
     model = Gpt2(load_safetensors(a.weights), a.n_layer, a.n_head)
+    net = model
+    if a.ddp:
+        net = torch.nn.parallel.DistributedDataParallel(model)
     decay = [p for n, p in model.w.items() if p.dim() >= 2]
     no_decay = [p for n, p in model.w.items() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -103,22 +112,31 @@ def main():
     B, T = a.batch, a.seq
     pos, times, losses = 0, [], []
     for step in range(a.steps):
-        if pos + B * T + 1 > len(tokens):
+        # llm.c's order: rank r reads B*T+1 tokens at pos + r*B*T; pos advances world*B*T.
+        if pos + world * B * T + 1 > len(tokens):
             pos = 0
-        buf = torch.from_numpy(tokens[pos:pos + B * T + 1].astype(np.int64))
-        pos += B * T
+        start = pos + rank * B * T
+        buf = torch.from_numpy(tokens[start:start + B * T + 1].astype(np.int64))
+        pos += world * B * T
         x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        loss = net(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         dt = (time.perf_counter() - t0) * 1e3
-        losses.append(loss.item())
+        lv = loss.detach().clone()
+        if a.ddp:  # the global mean loss, as ds-runtime reports it
+            dist.all_reduce(lv)
+            lv /= world
+        losses.append(lv.item())
         if step >= a.warmup:
             times.append(dt)
-        print(f"pytorch step {step + 1}/{a.steps} loss {loss.item():.4f} {dt:.1f} ms", flush=True)
+        if rank == 0:
+            print(f"pytorch step {step + 1}/{a.steps} loss {losses[-1]:.4f} {dt:.1f} ms", flush=True)
+    if rank != 0:
+        return
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = sorted(times)[len(times) // 2] if times else float("nan")
     print(f"pytorch: ms_per_step={ms:.1f} peak_rss_mib={rss:.1f} threads={torch.get_num_threads()} "

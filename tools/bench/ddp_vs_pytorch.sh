@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Data-parallel training, 2 ranks on this machine (1 thread each): ds-launch with ZeRO stage 2
+# over Gloo against PyTorch DistributedDataParallel with the gloo backend (torchrun), same GPT-2
+# shape, initial weights, data order, global batch, optimizer and clipping. Prints the median
+# step time of each after warm-up, the ratio (target <= 0.8), and how far the loss curves are
+# apart. DeepSpeed itself is not measured here: it needs PyTorch from PyPI in the same Python,
+# which this machine's package set does not provide.
+#   tools/bench/ddp_vs_pytorch.sh          (STEPS=12 by default)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEPS=${STEPS:-12}; WARMUP=2
+L=4; C=256; H=4; V=8192; T=256; B=4
+PY=${PYTHON:-/usr/bin/python3}
+[[ -x bin/ds-launch ]] || tools/build.sh
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+export DS_RUNTIME_HOME=$W/home
+"$PY" -c "import numpy as np; np.random.default_rng(0).integers(0, $V, size=400000, dtype=np.uint16).tofile('$W/tokens.bin')"
+cat > "$W/job.yaml" <<YAML
+train_micro_batch_size_per_gpu: $B
+gradient_accumulation_steps: 1
+gradient_clipping: 1.0
+optimizer: {type: AdamW, params: {lr: 1.0e-4, betas: [0.9, 0.95], eps: 1.0e-8, weight_decay: 0.1}}
+zero_optimization: {stage: 2}
+model: {family: gpt2, n_layer: $L, n_embd: $C, n_head: $H, vocab_size: $V, max_seq_len: $T}
+data: {train: $W/tokens.bin, format: uint16, seq_len: $T, shuffle: false}
+training: {train_iters: $STEPS}
+monitor: {csv: $W/ds.csv}
+device: {threads: 1}
+YAML
+printf '127.0.0.1 slots=2\n' > "$W/hosts"
+echo "== GPT-2 L=$L C=$C V=$V T=$T, micro $B per rank, 2 ranks x 1 thread, fp32, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+bin/ds-worker --config "$W/job.yaml" --export-init "$W/init.safetensors" >/dev/null 2>&1
+bin/ds-launch "$W/job.yaml" --hostfile "$W/hosts" > "$W/ds.log" 2>&1 || { tail -20 "$W/ds.log"; exit 1; }
+ds_ms=$(tail -n +$((WARMUP + 2)) "$W/ds.csv" | cut -d, -f10 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+ds_losses=$(tail -n +2 "$W/ds.csv" | cut -d, -f2 | paste -sd,)
+# --redirects 1 --tee 2: Debian's torch 1.13 on Python 3.11 crashes on torchrun's default "0".
+# (stdout goes to per-rank files under --log_dir; rank 0's holds the summary line.)
+OMP_NUM_THREADS=1 LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true) \
+  torchrun --redirects 1 --tee 2 --log_dir "$W/tr" --nnodes 1 --nproc_per_node 2 --master_port 29577 \
+  tools/bench/pytorch_gpt2.py --ddp --weights "$W/init.safetensors" --data "$W/tokens.bin" --n_layer $L \
+  --n_head $H --batch $B --seq $T --steps "$STEPS" --warmup $WARMUP --threads 1 > "$W/torch.log" 2>&1 \
+  || { tail -20 "$W/torch.log"; exit 1; }
+line=$(cat "$W"/tr/*/attempt_0/0/stdout.log | grep "pytorch:")
+"$PY" - "$ds_ms" "$ds_losses" "$line" <<'PYEOF'
+import sys
+ds_ms, ds_losses = float(sys.argv[1]), [float(x) for x in sys.argv[2].split(",")]
+kv = dict(p.split("=", 1) for p in sys.argv[3].split()[1:])
+pt_ms, pt_losses = float(kv["ms_per_step"]), [float(x) for x in kv["losses"].split(",")]
+diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, pt_losses))
+print(f"ds-runtime DP=2 ZeRO-2 (Gloo):          {ds_ms:8.1f} ms/step")
+print(f"PyTorch DDP, gloo, tcmalloc (torchrun): {pt_ms:8.1f} ms/step")
+print(f"ratio ds/DDP: {ds_ms / pt_ms:.2f}x (target <= 0.80); loss curves: max relative difference {diff:.2e}")
+PYEOF
