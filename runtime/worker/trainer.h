@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/config/job_config.h"
 #include "runtime/exec/executor.h"
@@ -63,7 +64,8 @@ class Trainer {
   StatusOr<StepMetrics> TrainStep();
   // Mean validation loss over `iters` micro-batches from the start of the validation file.
   StatusOr<double> Evaluate(int64_t iters);
-  // Writes a checkpoint of the current step under config.checkpoint.dir.
+  // Writes a checkpoint of the current step under config.checkpoint.dir. With data
+  // parallelism every rank must call it (sharded state is gathered); rank 0 writes.
   Status SaveCheckpoint();
   // Loads a checkpoint directory (or a root with a `latest` pointer).
   Status LoadCheckpoint(const std::string& path);
@@ -89,6 +91,7 @@ class Trainer {
   Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm);
   Status Build();
   Status BuildPlan();
+  StatusOr<std::vector<float>> GatherState(const float* shard);
 
   JobConfig config_;
   Graph graph_;

@@ -5,12 +5,19 @@
 //   state.json             engine (step, seed, precision), scheduler, loss_scaler, data, rng
 //
 // In mixed precision the 16-bit model copy is the rounded master, so it is rebuilt on load
-// instead of stored. Gradients are zero between steps and are not saved. Dropout streams
+// instead of stored. With ZeRO (stage >= 1, dp > 1) every rank owns a shard of the optimizer
+// state: saving all-gathers the shards so rank 0 writes one consolidated checkpoint, and
+// loading takes each rank's slice of it, so a checkpoint saved at any world size and stage
+// loads at any other (the step plan of the new topology decides the new shards). Gradients are zero between steps and are not saved. Dropout streams
 // are a pure function of (seed, step, micro-batch, node): the RNG state is the seed and step.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "parallel/communicator.h"
+#include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
@@ -59,16 +66,38 @@ Status Trainer::ExportWeights(const std::string& path) const {
   return r.status();
 }
 
+// The whole flat optimizer state of buffer `b`: the own shard when unsharded, else the
+// all-gathered shards of every rank (a collective: every rank must call it).
+StatusOr<std::vector<float>> Trainer::GatherState(const float* shard) {
+  const int64_t total = params_->total_elements();
+  const int64_t begin = optimizer_->shard_begin(), end = optimizer_->shard_end();
+  if (begin == 0 && end == total) return std::vector<float>(shard, shard + total);
+  const int64_t chunk = plan_->partition().units(0).chunk();
+  const int dp = comm_->size();
+  std::vector<float> mine(chunk, 0.0f), all(static_cast<size_t>(chunk) * dp);
+  std::copy(shard, shard + (end - begin), mine.begin());
+  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(mine.data(), chunk),
+                                      parallel::BufferView(all.data(), chunk * dp)));
+  const int64_t offset = plan_->partition().units(0).offset();
+  std::vector<float> full(total, 0.0f);
+  for (int64_t i = 0; i + offset < total && i < chunk * dp; ++i) full[offset + i] = all[i];
+  return full;
+}
+
 Status Trainer::SaveCheckpoint() {
-  if (optimizer_->shard_begin() != 0 || optimizer_->shard_end() != params_->total_elements())
-    return UnimplementedError("checkpoints of ZeRO-sharded optimizer state (stage >= 1 with dp > 1) "
-                              "are not written yet; use stage 0 or one rank");
+  // Every rank takes part in gathering sharded state; rank 0 writes.
+  std::vector<std::pair<std::string, std::vector<float>>> states;
+  for (const Optimizer::StateBuffer& b : optimizer_->state()) {
+    DS_ASSIGN_OR_RETURN(std::vector<float> full, GatherState(b.data));
+    states.emplace_back(b.name, std::move(full));
+  }
+  if (comm_->rank() != 0) return OkStatus();
   ckpt::CheckpointContents c;
   c.step = step_;
   for (const ParamSlot& s : params_->slots()) c.model.push_back({s.name, params_->MasterView(s)});
-  for (const Optimizer::StateBuffer& b : optimizer_->state())
+  for (auto& [name, full] : states)
     for (const ParamSlot& s : params_->slots())
-      c.optimizer.push_back({b.name + "/" + s.name, Tensor(b.data + s.offset, s.shape, DType::kF32)});
+      c.optimizer.push_back({name + "/" + s.name, Tensor(full.data() + s.offset, s.shape, DType::kF32)});
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());
   c.state["scheduler"] = "{\"last_batch_iteration\": " + std::to_string(step_ - 1) + "}";
   c.state["loss_scaler"] = scaler_->SaveState();
@@ -76,7 +105,7 @@ Status Trainer::SaveCheckpoint() {
   c.state["rng"] = "{\"seed\": " + std::to_string(config_.seed) + ", \"next_step\": " + std::to_string(step_) + "}";
   c.info["family"] = graph_.family;
   c.info["graph"] = graph_.name;
-  c.info["world_size"] = "1";
+  c.info["world_size"] = std::to_string(comm_->size());
   c.info["zero_stage"] = std::to_string(config_.zero.stage);
   c.info["precision"] = DTypeName(params_->model_dtype());
   const std::string& root = config_.checkpoint.dir;
@@ -105,9 +134,6 @@ bool HasLatestCheckpoint(const std::string& root) {
 }
 
 Status Trainer::LoadCheckpoint(const std::string& path) {
-  if (optimizer_->shard_begin() != 0 || optimizer_->shard_end() != params_->total_elements())
-    return UnimplementedError(path + ": loading into ZeRO-sharded optimizer state (stage >= 1 with "
-                              "dp > 1) is not supported yet");
   DS_ASSIGN_OR_RETURN(ckpt::LoadedCheckpoint ck, ckpt::LoadCheckpoint(path));
   const std::string where = ck.dir();
   for (const ParamSlot& s : params_->slots()) {
@@ -115,13 +141,20 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     if (!t.ok()) return DataLossError(where + ": model tensor \"" + s.name + "\" is missing");
     DS_RETURN_IF_ERROR(CopyInto(*t, params_->MasterView(s), where + ": tensor \"" + s.name + "\""));
   }
+  // Each rank keeps its slice [shard_begin, shard_end) of the consolidated state.
+  const int64_t begin = optimizer_->shard_begin(), end = optimizer_->shard_end();
+  std::vector<float> full;
   for (const Optimizer::StateBuffer& b : optimizer_->state()) {
     for (const ParamSlot& s : params_->slots()) {
+      const int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.numel);
+      if (lo >= hi) continue;
       const std::string name = b.name + "/" + s.name;
       auto t = ck.OptimizerTensor(name);
       if (!t.ok()) return DataLossError(where + ": optimizer tensor \"" + name + "\" is missing");
-      DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(b.data + s.offset, s.shape, DType::kF32),
+      full.resize(s.numel);
+      DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data(), s.shape, DType::kF32),
                                   where + ": optimizer tensor \"" + name + "\""));
+      std::copy(full.begin() + (lo - s.offset), full.begin() + (hi - s.offset), b.data + (lo - begin));
     }
   }
   auto state = [&](const char* key) -> StatusOr<std::string> {

@@ -125,12 +125,9 @@ Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
   DS_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(f.config));
-  // Until data parallelism lands every rank trains the same replica; rank 0 alone writes
-  // checkpoints and metrics so ranks never race on the same files.
-  if (env.rank != 0) {
-    config.checkpoint.save_interval = 0;
-    config.monitor.csv.clear();
-  }
+  // Rank 0 alone writes metrics; checkpoints are written by rank 0 after every rank took
+  // part in gathering sharded state (Trainer::SaveCheckpoint).
+  if (env.rank != 0) config.monitor.csv.clear();
   if (env.resume && !config.checkpoint.dir.empty()) config.checkpoint.load = "latest";
   if (f.steps > 0) config.train_iters = f.steps;
   if (f.threads > 0) config.device.threads = f.threads;
@@ -199,7 +196,7 @@ Status Run(const Flags& f) {
       progress.Note(line);
     }
     csv.Write(m, val);
-    if (env.rank == 0 && !c.checkpoint.dir.empty() &&
+    if (!c.checkpoint.dir.empty() &&
         ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) || last)) {
       DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
     }
