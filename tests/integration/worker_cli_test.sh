@@ -76,6 +76,16 @@ split=$(cut -d, -f1,2 "$T/metrics.csv" | tail -n +2)
 if [[ "$straight" == "$split" && $(wc -l <<<"$split") -eq 6 ]]; then pass "resumed loss curve is identical"
 else fail "loss curves differ:"; paste <(echo "$straight") <(echo "$split"); fi
 
+# --- consolidate (zero_to_fp32) and start a new run from those weights ---
+if "$CKPT" consolidate --input "$T/ckpt" --output "$T/fp32.safetensors" >/dev/null 2>&1 &&
+   "$CKPT" inspect "$T/fp32.safetensors" 2>/dev/null | grep -q "h.1.mlp.proj.weight"; then
+  pass "ds-ckpt consolidate writes the fp32 weights"
+else fail "ds-ckpt consolidate"; fi
+job "$T/fresh.yaml" 2 ""
+sed -i "s|checkpoint: {dir: $T/ckpt, save_interval: 3, load: latest}|checkpoint: {dir: $T/ckpt2}|" "$T/fresh.yaml"
+"$WORKER" --config "$T/fresh.yaml" --init-weights "$T/fp32.safetensors" --csv "$T/fresh.csv" >/dev/null 2>&1 \
+  && pass "training starts from consolidated weights" || fail "--init-weights from consolidated weights"
+
 # --- checkpoint corruption is caught, naming the tensor ---
 "$CKPT" verify "$T/ckpt" >/dev/null 2>&1 && pass "ds-ckpt verify" || fail "ds-ckpt verify on a good checkpoint"
 step_dir=$T/ckpt/$(cat "$T/ckpt/latest")

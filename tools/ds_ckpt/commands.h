@@ -32,12 +32,12 @@ StatusOr<std::string> InspectCheckpoint(const std::string& path);
 StatusOr<std::string> VerifyCheckpoint(const std::string& path);
 
 struct ConsolidateOptions {
-  std::string input;   // a checkpoint with ZeRO-sharded tensors
-  std::string output;  // one safetensors file of full tensors
+  std::string input;   // a checkpoint directory (or a root with `latest`)
+  std::string output;  // one safetensors file of fp32 tensors
 };
 
-// Merges ZeRO shards (manifest "shard" records) into full tensors. Not implemented yet:
-// returns Unimplemented. See Note [consolidate] in commands.cc.
+// Writes the checkpoint's weights as one fp32 safetensors file (what zero_to_fp32 does),
+// after verifying the checkpoint. See Note [consolidate] in commands.cc.
 Status RunConsolidate(const ConsolidateOptions& options);
 
 }  // namespace ds::tools

@@ -54,10 +54,9 @@ TEST_CASE("ds-ckpt: inspect and verify a checkpoint", "[ckpt][tools]") {
   CHECK_FALSE(InspectCheckpoint(root).ok());
 }
 
-TEST_CASE("ds-ckpt: consolidate refuses; bad dtype is an argument error", "[ckpt][tools]") {
+TEST_CASE("ds-ckpt: consolidate of a missing checkpoint fails; bad dtype is an argument error", "[ckpt][tools]") {
   Status s = RunConsolidate({"in", "out"});
-  CHECK(s.code() == StatusCode::kUnimplemented);
-  CHECK(Has(s.message(), "not implemented"));
+  CHECK_FALSE(s.ok());
   ConvertOptions o{"gpt2", "in.safetensors", "out.safetensors", "i32", 0, 0};
   CHECK(RunExport(o).code() == StatusCode::kInvalidArgument);
   o.dtype = "f32";

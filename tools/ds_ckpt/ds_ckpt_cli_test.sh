@@ -35,9 +35,10 @@ fi
 grep -q "missing tensor model.embed_tokens.weight" "$OUT/err" || fail "llama error text"
 if "$BIN" verify "$OUT" 2>/dev/null; then fail "verify of a non-checkpoint succeeded"; fi
 if "$BIN" consolidate --input "$OUT" --output "$OUT/c" 2>"$OUT/err"; then
-  fail "consolidate pretended to work"
+  fail "consolidate of a non-checkpoint succeeded"
 fi
-grep -q "not implemented" "$OUT/err" || fail "consolidate message"
+grep -q "$OUT" "$OUT/err" || fail "consolidate error does not name the input"
+[[ ! -e "$OUT/c" ]] || fail "consolidate left a file behind"
 if "$BIN" import --family bert --input a --output b 2>/dev/null; then fail "bad family"; fi
 if "$BIN" 2>/dev/null; then fail "no subcommand accepted"; fi
 echo "ds-ckpt CLI: ok"

@@ -57,10 +57,10 @@ int main(int argc, char** argv) {
   CLI::App* ver = app.add_subcommand("verify", "Verify every checksum; non-zero exit on error");
   ver->add_option("checkpoint", verify_path, "checkpoint root or step dir")->required();
 
-  // See Note [consolidate] in commands.cc: reserved for ZeRO-sharded checkpoints.
+  // See Note [consolidate] in commands.cc.
   ds::tools::ConsolidateOptions consolidate_opts;
-  CLI::App* con = app.add_subcommand("consolidate", "Merge ZeRO shards (not implemented yet)");
-  con->add_option("--input", consolidate_opts.input, "sharded checkpoint")->required();
+  CLI::App* con = app.add_subcommand("consolidate", "Write a checkpoint's weights as one fp32 safetensors file (zero_to_fp32)");
+  con->add_option("--input", consolidate_opts.input, "checkpoint directory or root")->required();
   con->add_option("--output", consolidate_opts.output, "safetensors file")->required();
 
   try {
@@ -76,7 +76,10 @@ int main(int argc, char** argv) {
     ds::Status s = ds::tools::RunExport(export_opts);
     return s.ok() ? 0 : Fail(s);
   }
-  if (con->parsed()) return Fail(ds::tools::RunConsolidate(consolidate_opts));
+  if (con->parsed()) {
+    ds::Status s = ds::tools::RunConsolidate(consolidate_opts);
+    return s.ok() ? 0 : Fail(s);
+  }
   ds::StatusOr<std::string> text = ins->parsed() ? ds::tools::InspectCheckpoint(inspect_path)
                                                  : ds::tools::VerifyCheckpoint(verify_path);
   if (!text.ok()) return Fail(text.status());
