@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -52,6 +53,18 @@ struct StepRunner::Impl {
   int dp = 1;
   std::pair<int64_t, int64_t> owned;
   std::vector<float> staging;  // fp32 copy of a 16-bit gradient bucket, or the gather buffer
+
+  // Async reductions in flight (plan `async`), by instruction index: the handle, and for
+  // 16-bit gradients the fp32 copy being reduced and where it goes back.
+  struct Pending {
+    std::unique_ptr<parallel::CommHandle> handle;
+    std::vector<float> data;
+    void* grads = nullptr;
+  };
+  std::map<int, Pending> pending;
+  Status WaitFor(int index);
+  Status WaitAll();
+  Status ReduceAsync(int index, const Instruction& in);
 
   // Per step.
   int64_t step = 0;
@@ -105,6 +118,51 @@ Status StepRunner::Impl::Reduce(const Instruction& in) {
                                          parallel::ReduceOp::kSum));
     for (int64_t i = 0; i < r.count(); ++i) StoreGrad(g, t, i, staging[i]);
   }
+  return OkStatus();
+}
+
+// Issues the bucket's reduction on the communication thread; WaitFor(index) completes it.
+// Each range becomes one async all-reduce (16-bit gradients through an fp32 copy).
+Status StepRunner::Impl::ReduceAsync(int index, const Instruction& in) {
+  if (dp == 1) return OkStatus();
+  const DType t = p.params->model_dtype();
+  int sub = 0;
+  for (const proto::ParamRange& r : in.ranges()) {
+    Pending job;
+    if (t == DType::kF32) {
+      float* g = static_cast<float*>(p.params->grads()) + r.offset();
+      job.handle = p.comm->AllReduceAsync(parallel::BufferView(g, r.count()), parallel::ReduceOp::kSum);
+    } else {
+      job.grads = static_cast<char*>(p.params->grads()) + r.offset() * DTypeSize(t);
+      job.data.resize(r.count());
+      for (int64_t i = 0; i < r.count(); ++i) job.data[i] = LoadGrad(job.grads, t, i);
+      job.handle = p.comm->AllReduceAsync(parallel::BufferView(job.data.data(), r.count()),
+                                          parallel::ReduceOp::kSum);
+    }
+    // Several ranges of one instruction: keyed index, index + 1M, ... (waited together).
+    pending[index + sub++ * 1000000] = std::move(job);
+  }
+  return OkStatus();
+}
+
+Status StepRunner::Impl::WaitFor(int index) {
+  const DType t = p.params->model_dtype();
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (it->first % 1000000 != index) {
+      ++it;
+      continue;
+    }
+    Pending& job = it->second;
+    DS_RETURN_IF_ERROR(job.handle->Wait());
+    if (job.grads)
+      for (size_t i = 0; i < job.data.size(); ++i) StoreGrad(job.grads, t, i, job.data[i]);
+    it = pending.erase(it);
+  }
+  return OkStatus();
+}
+
+Status StepRunner::Impl::WaitAll() {
+  while (!pending.empty()) DS_RETURN_IF_ERROR(WaitFor(pending.begin()->first % 1000000));
   return OkStatus();
 }
 
@@ -234,7 +292,15 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   m.result = StepResult();
   m.result.lr = m.p.schedule->LrAt(step);
   bool norm_done = false;
-  for (const Instruction& in : m.mine->instructions()) {
+  m.pending.clear();
+  const auto& instructions = m.mine->instructions();
+  for (int index = 0; index < instructions.size(); ++index) {
+    const Instruction& in = instructions[index];
+    for (int w : in.wait_for()) DS_RETURN_IF_ERROR(m.WaitFor(w));
+    if (in.async() && (in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER)) {
+      DS_RETURN_IF_ERROR(m.ReduceAsync(index, in));
+      continue;
+    }
     if (in.kind() == Instruction::OPTIMIZER_STEP && !norm_done) {
       // Clipping off: the plan has no norm reduction, but fp16 overflow and the metrics need it.
       DS_RETURN_IF_ERROR(m.GradNorm());
@@ -246,6 +312,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     if (!s.ok()) return s.WithPrefix("rank " + std::to_string(m.rank) + " " +
                                      proto::Instruction::Kind_Name(in.kind()));
   }
+  DS_RETURN_IF_ERROR(m.WaitAll());
   const int64_t gas = m.plan->settings().gradient_accumulation_steps();
   float loss = static_cast<float>(m.loss_sum / gas);
   if (m.dp > 1)

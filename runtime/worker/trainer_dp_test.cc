@@ -80,12 +80,17 @@ TEST_CASE("DP: 2 and 4 ranks reproduce the single-rank fp32 loss curve, stages 0
   CHECK(single.back() < single.front());
   for (int world : {2, 4}) {
     for (int stage : {0, 1, 2}) {
-      INFO("dp " << world << " stage " << stage);
-      std::vector<double> dp = Train(Config(data, 8 / world, stage, ""), world, 20);
+     for (const std::string overlap : {"false", "true"}) {
+      INFO("dp " << world << " stage " << stage << " overlap_comm " << overlap);
+      std::string yaml = Config(data, 8 / world, stage, "");
+      yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                   "reduce_bucket_size: 3000, overlap_comm: " + overlap);
+      std::vector<double> dp = Train(yaml, world, 20);
       for (size_t i = 0; i < single.size(); ++i) {
         INFO("step " << i + 1 << ": single " << single[i] << " dp " << dp[i]);
         CHECK(std::abs(dp[i] - single[i]) <= 1e-5 * std::abs(single[i]));
       }
+     }
     }
   }
 }
