@@ -28,11 +28,6 @@ extern "C" void openblas_set_num_threads(int);
 namespace ds {
 namespace {
 
-uint64_t StepSeed(uint64_t seed, int64_t step, int64_t micro) {
-  return seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 1000003ull +
-         static_cast<uint64_t>(micro);
-}
-
 OptimizerOptions ToOptimizerOptions(const OptimizerConfig& c) {
   OptimizerOptions o;
   switch (c.type) {
