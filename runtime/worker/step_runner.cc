@@ -51,7 +51,6 @@ struct StepRunner::Impl {
   StepParts p;
   const proto::RankPlan* mine = nullptr;
   int dp = 1;
-  std::pair<int64_t, int64_t> owned;
   std::vector<float> staging;  // fp32 copy of a 16-bit gradient bucket, or the gather buffer
 
   // Async reductions in flight (plan `async`), by instruction index: the handle, and for
@@ -61,7 +60,7 @@ struct StepRunner::Impl {
     std::vector<float> data;
     void* grads = nullptr;
   };
-  std::map<int, Pending> pending;
+  std::multimap<int, Pending> pending;  // one entry per range of the instruction
   Status WaitFor(int index);
   Status WaitAll();
   Status ReduceAsync(int index, const Instruction& in);
@@ -84,7 +83,6 @@ struct StepRunner::Impl {
 
 std::pair<int64_t, int64_t> StepRunner::OwnedRange(const proto::Plan& plan, int rank,
                                                    int64_t total) {
-  const int dp = std::max(1, plan.topology().dp());
   if (plan.settings().zero_stage() == 0 || plan.partition().units_size() == 0) {
     // Stage 0: every rank updates everything; the norm is still split to sum once.
     return {0, total};
@@ -94,7 +92,6 @@ std::pair<int64_t, int64_t> StepRunner::OwnedRange(const proto::Plan& plan, int 
   int64_t end = std::min(u.offset() + u.count(), begin + u.chunk());
   begin = std::min(begin, total);
   end = std::min(std::max(end, begin), total);
-  (void)dp;
   return {begin, end};
 }
 
@@ -126,7 +123,6 @@ Status StepRunner::Impl::Reduce(const Instruction& in) {
 Status StepRunner::Impl::ReduceAsync(int index, const Instruction& in) {
   if (dp == 1) return OkStatus();
   const DType t = p.params->model_dtype();
-  int sub = 0;
   for (const proto::ParamRange& r : in.ranges()) {
     Pending job;
     if (t == DType::kF32) {
@@ -139,30 +135,26 @@ Status StepRunner::Impl::ReduceAsync(int index, const Instruction& in) {
       job.handle = p.comm->AllReduceAsync(parallel::BufferView(job.data.data(), r.count()),
                                           parallel::ReduceOp::kSum);
     }
-    // Several ranges of one instruction: keyed index, index + 1M, ... (waited together).
-    pending[index + sub++ * 1000000] = std::move(job);
+    pending.emplace(index, std::move(job));
   }
   return OkStatus();
 }
 
 Status StepRunner::Impl::WaitFor(int index) {
   const DType t = p.params->model_dtype();
-  for (auto it = pending.begin(); it != pending.end();) {
-    if (it->first % 1000000 != index) {
-      ++it;
-      continue;
-    }
+  auto [first, last] = pending.equal_range(index);
+  for (auto it = first; it != last; ++it) {
     Pending& job = it->second;
     DS_RETURN_IF_ERROR(job.handle->Wait());
     if (job.grads)
       for (size_t i = 0; i < job.data.size(); ++i) StoreGrad(job.grads, t, i, job.data[i]);
-    it = pending.erase(it);
   }
+  pending.erase(first, last);
   return OkStatus();
 }
 
 Status StepRunner::Impl::WaitAll() {
-  while (!pending.empty()) DS_RETURN_IF_ERROR(WaitFor(pending.begin()->first % 1000000));
+  while (!pending.empty()) DS_RETURN_IF_ERROR(WaitFor(pending.begin()->first));
   return OkStatus();
 }
 
