@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 #include <random>
+#include <vector>
 
 namespace ds {
 namespace {
@@ -33,6 +34,7 @@ ParamStore::ParamStore(const Graph& graph, DType model_dtype) : model_dtype_(mod
     slots_.push_back(std::move(s));
   }
   master_ = Buffer::Allocate(total_ * sizeof(float));
+  master_end_ = total_;
   if (mixed()) model16_ = Buffer::Allocate(total_ * 2);
   grads_ = Buffer::Allocate(total_ * DTypeSize(model_dtype_));
 }
@@ -69,9 +71,15 @@ Tensor ParamStore::GradView(const ParamSlot& s) const {
 }
 
 void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
+  std::vector<float> full;
+  float* base = master_.f32();
+  if (master_sharded()) {
+    full.assign(total_, 0.0f);
+    base = full.data();
+  }
   for (const ParamSlot& s : slots_) {
     const InitSpec& init = graph.tensors[s.tensor].init;
-    float* p = master_.f32() + s.offset;
+    float* p = base + s.offset;
     std::mt19937_64 gen(seed ^ Fnv1a(s.name));
     switch (init.kind) {
       case InitSpec::kZeros: std::fill(p, p + s.numel, 0.0f); break;
@@ -89,14 +97,36 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
       }
     }
   }
-  SyncModelFromMaster();
+  if (master_sharded()) SetFromFull(full.data());
+  else SyncModelFromMaster();
 }
 
 void ParamStore::SyncModelFromMaster() {
   if (!mixed()) return;
+  uint16_t* dst = static_cast<uint16_t*>(model16_.data()) + master_begin_;
+  const int64_t n = master_end_ - master_begin_;
+  if (model_dtype_ == DType::kBF16) ConvertF32ToBf16(master_.f32(), dst, n);
+  else ConvertF32ToF16(master_.f32(), dst, n);
+}
+
+void ParamStore::ShardMaster(int64_t begin, int64_t end) {
+  if (!mixed() || master_sharded() || (begin == 0 && end == total_)) return;
+  Buffer shard = Buffer::Allocate(std::max<int64_t>(1, end - begin) * sizeof(float));
+  std::memcpy(shard.data(), master_.f32() + begin, (end - begin) * sizeof(float));
+  master_ = std::move(shard);
+  master_begin_ = begin;
+  master_end_ = end;
+}
+
+void ParamStore::SetFromFull(const float* full) {
+  if (!mixed()) {
+    std::memcpy(master_.data(), full, total_ * sizeof(float));
+    return;
+  }
   uint16_t* dst = static_cast<uint16_t*>(model16_.data());
-  if (model_dtype_ == DType::kBF16) ConvertF32ToBf16(master_.f32(), dst, total_);
-  else ConvertF32ToF16(master_.f32(), dst, total_);
+  if (model_dtype_ == DType::kBF16) ConvertF32ToBf16(full, dst, total_);
+  else ConvertF32ToF16(full, dst, total_);
+  std::memcpy(master_.data(), full + master_begin_, (master_end_ - master_begin_) * sizeof(float));
 }
 
 void ParamStore::ZeroGrads() { std::memset(grads_.data(), 0, total_ * DTypeSize(model_dtype_)); }

@@ -37,8 +37,22 @@ class ParamStore {
   // Fills the master weights from each param's initializer with a generator seeded by
   // (seed, parameter name), so values do not depend on declaration order; syncs model.
   void Initialize(const Graph& graph, uint64_t seed);
-  // Copies master -> model (no-op in fp32).
+  // Copies master -> model (no-op in fp32). With a sharded master, only the shard's part of
+  // the model copy (the rest arrives by all-gather).
   void SyncModelFromMaster();
+
+  // ZeRO (stage >= 1) in mixed precision: keep the fp32 master weights of flat elements
+  // [begin, end) only; the 16-bit model copy stays whole. No-op in fp32 training, where the
+  // master is the model. Call after the master holds the full initial values.
+  void ShardMaster(int64_t begin, int64_t end);
+  bool master_sharded() const { return master_end_ - master_begin_ != total_; }
+  int64_t master_begin() const { return master_begin_; }
+  int64_t master_end() const { return master_end_; }
+  // Master element of flat index `i` (master_begin() <= i < master_end()).
+  float* MasterAt(int64_t i) const { return master_.f32() + (i - master_begin_); }
+  // Sets the whole model from full fp32 weights: the 16-bit copy everywhere, the master
+  // where this rank keeps it.
+  void SetFromFull(const float* full);
   void ZeroGrads();
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
@@ -48,6 +62,7 @@ class ParamStore {
   DType model_dtype() const { return model_dtype_; }
   bool mixed() const { return model_dtype_ != DType::kF32; }
 
+  // The fp32 master weights; unsharded only (see MasterAt for shards).
   float* master() const { return master_.f32(); }
   void* model() const { return mixed() ? model16_.data() : master_.data(); }
   void* grads() const { return grads_.data(); }
@@ -64,6 +79,7 @@ class ParamStore {
   std::vector<ParamSlot> slots_;
   std::map<int, int> by_tensor_;
   int64_t total_ = 0;
+  int64_t master_begin_ = 0, master_end_ = 0;
   Buffer master_;
   Buffer model16_;
   Buffer grads_;

@@ -72,7 +72,7 @@ void Optimizer::Step(float lr, float grad_scale) {
 void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale,
                          float bc1, float bc2) {
   const int64_t n = hi - lo, in_slot = lo - s.offset;
-  float* p = params_->master() + lo;
+  float* p = params_->MasterAt(lo);
   float* m = m_.f32() + (lo - begin_);
   float* v = v_.f32() + (lo - begin_);
   const DType gt = params_->model_dtype();
@@ -102,7 +102,7 @@ void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, f
 // torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
 void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale) {
   const int64_t n = hi - lo, in_slot = lo - s.offset;
-  float* p = params_->master() + lo;
+  float* p = params_->MasterAt(lo);
   float* buf = m_.data() ? m_.f32() + (lo - begin_) : nullptr;
   const DType gt = params_->model_dtype();
   const void* g = static_cast<const char*>(params_->GradView(s).data()) + in_slot * DTypeSize(gt);

@@ -200,14 +200,25 @@ Status StepRunner::Impl::OptimizerStep() {
   return OkStatus();
 }
 
-// Every rank's updated shard of the fp32 master weights to every rank.
+// Every rank's updated shard to every rank: the 16-bit model copy when the fp32 master is
+// sharded (mixed precision), else the fp32 master itself.
 Status StepRunner::Impl::AllGatherParams() {
   if (dp == 1 || overflow) return OkStatus();
   const proto::PartitionUnit& u = plan->partition().units(0);
   const int64_t total = p.params->total_elements();
+  const int64_t begin = u.offset() + rank * u.chunk();
+  if (p.params->master_sharded()) {
+    const DType t = p.params->model_dtype();
+    uint16_t* model = static_cast<uint16_t*>(p.params->model());
+    std::vector<uint16_t> mine(u.chunk(), 0), all(static_cast<size_t>(u.chunk()) * dp);
+    for (int64_t i = 0; i < u.chunk() && begin + i < total; ++i) mine[i] = model[begin + i];
+    DS_RETURN_IF_ERROR(p.comm->AllGather(parallel::BufferView(mine.data(), u.chunk(), t),
+                                         parallel::BufferView(all.data(), u.chunk() * dp, t)));
+    for (int64_t i = 0; i < u.count() && u.offset() + i < total; ++i) model[u.offset() + i] = all[i];
+    return OkStatus();
+  }
   staging.assign(static_cast<size_t>(u.chunk()) * dp, 0.0f);
   std::vector<float> mine(u.chunk(), 0.0f);
-  const int64_t begin = u.offset() + rank * u.chunk();
   for (int64_t i = 0; i < u.chunk() && begin + i < total; ++i) mine[i] = p.params->master()[begin + i];
   DS_RETURN_IF_ERROR(p.comm->AllGather(parallel::BufferView(mine.data(), u.chunk()),
                                        parallel::BufferView(staging.data(), u.chunk() * dp)));

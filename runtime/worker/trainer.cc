@@ -137,6 +137,7 @@ Status Trainer::Build() {
   auto owned = StepRunner::OwnedRange(*plan_, comm_->rank(), params_->total_elements());
   optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get(),
                                            owned.first, owned.second);
+  params_->ShardMaster(owned.first, owned.second);  // mixed precision, ZeRO >= 1
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
   schedule_ = std::make_unique<LrSchedule>(*schedule);

@@ -60,6 +60,9 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 }  // namespace
 
 Status Trainer::ExportWeights(const std::string& path) const {
+  if (params_->master_sharded())
+    return FailedPreconditionError("ExportWeights needs the whole master weights; with ZeRO use a "
+                                   "checkpoint and ds-ckpt consolidate");
   std::vector<ckpt::NamedTensor> tensors;
   for (const ParamSlot& s : params_->slots()) tensors.push_back({s.name, params_->MasterView(s)});
   auto r = ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
@@ -91,10 +94,16 @@ Status Trainer::SaveCheckpoint() {
     DS_ASSIGN_OR_RETURN(std::vector<float> full, GatherState(b.data));
     states.emplace_back(b.name, std::move(full));
   }
+  std::vector<float> master;  // the whole fp32 master when it is sharded
+  if (params_->master_sharded()) {
+    DS_ASSIGN_OR_RETURN(master, GatherState(params_->MasterAt(params_->master_begin())));
+  }
   if (comm_->rank() != 0) return OkStatus();
   ckpt::CheckpointContents c;
   c.step = step_;
-  for (const ParamSlot& s : params_->slots()) c.model.push_back({s.name, params_->MasterView(s)});
+  for (const ParamSlot& s : params_->slots())
+    c.model.push_back({s.name, master.empty() ? params_->MasterView(s)
+                                              : Tensor(master.data() + s.offset, s.shape, DType::kF32)});
   for (auto& [name, full] : states)
     for (const ParamSlot& s : params_->slots())
       c.optimizer.push_back({name + "/" + s.name, Tensor(full.data() + s.offset, s.shape, DType::kF32)});
@@ -116,15 +125,17 @@ Status Trainer::SaveCheckpoint() {
 
 Status Trainer::LoadWeights(const std::string& path) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
+  std::vector<float> full(params_->total_elements(), 0.0f);
   for (const ParamSlot& s : params_->slots()) {
     auto t = file.Get(s.name);
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
-    DS_RETURN_IF_ERROR(CopyInto(*t, params_->MasterView(s), path + ": tensor \"" + s.name + "\""));
+    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data() + s.offset, s.shape, DType::kF32),
+                                path + ": tensor \"" + s.name + "\""));
   }
+  params_->SetFromFull(full.data());
   if (file.tensors().size() != params_->slots().size())
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored", path,
                 file.tensors().size(), params_->slots().size());
-  params_->SyncModelFromMaster();
   DS_LOG_INFO("worker", "initialized weights from {}", path);
   return OkStatus();
 }
@@ -136,10 +147,12 @@ bool HasLatestCheckpoint(const std::string& root) {
 Status Trainer::LoadCheckpoint(const std::string& path) {
   DS_ASSIGN_OR_RETURN(ckpt::LoadedCheckpoint ck, ckpt::LoadCheckpoint(path));
   const std::string where = ck.dir();
+  std::vector<float> weights(params_->total_elements(), 0.0f);
   for (const ParamSlot& s : params_->slots()) {
     auto t = ck.ModelTensor(s.name);
     if (!t.ok()) return DataLossError(where + ": model tensor \"" + s.name + "\" is missing");
-    DS_RETURN_IF_ERROR(CopyInto(*t, params_->MasterView(s), where + ": tensor \"" + s.name + "\""));
+    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(weights.data() + s.offset, s.shape, DType::kF32),
+                                where + ": tensor \"" + s.name + "\""));
   }
   // Each rank keeps its slice [shard_begin, shard_end) of the consolidated state.
   const int64_t begin = optimizer_->shard_begin(), end = optimizer_->shard_end();
@@ -174,7 +187,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   auto ds = DataLoaderState::FromJson(data);
   if (!ds.ok()) return ds.status().WithPrefix(where + ": data state");
   DS_RETURN_IF_ERROR(train_data_->SetState(*ds).WithPrefix(where + ": data state"));
-  params_->SyncModelFromMaster();
+  params_->SetFromFull(weights.data());
   params_->ZeroGrads();
   DS_LOG_INFO("ckpt", "loaded {} (step {})", where, step_);
   return OkStatus();
