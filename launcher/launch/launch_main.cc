@@ -81,6 +81,11 @@ int Status_(int argc, char** argv) {
   auto s = (*client)->GetStatus();
   if (!s.ok()) {
     std::fprintf(stderr, "ds-launch status: %s\n", s.status().ToString().c_str());
+    if (s.status().code() == StatusCode::kUnavailable)
+      std::fprintf(stderr, "ds-launch status: the job's coordinator is not running: the job has "
+                           "ended or its launcher is gone%s\n",
+                   a.coordinator.empty() ? " (see launch output, or launch.log in the job "
+                                           "directory for --detach jobs)" : "");
     return 1;
   }
   print(*s);
