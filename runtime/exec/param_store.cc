@@ -1,10 +1,12 @@
 #include "runtime/exec/param_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <random>
 #include <vector>
+
+#include "runtime/base/check.h"
 
 namespace ds {
 namespace {
@@ -57,6 +59,7 @@ const ParamSlot* ParamStore::ForTensor(int t) const {
 }
 
 Tensor ParamStore::MasterView(const ParamSlot& s) const {
+  DS_CHECK(!master_sharded(), "MasterView of {} with a sharded master (use MasterAt)", s.name);
   return Tensor(master_.f32() + s.offset, s.shape, DType::kF32);
 }
 

@@ -5,26 +5,28 @@
 
 namespace ds {
 
-GradNorm ComputeGradNorm(const ParamStore& params, float inv_loss_scale) {
-  const int64_t n = params.total_elements();  // padding is zero and adds nothing
+double GradSquaredSum(const ParamStore& params, int64_t begin, int64_t end) {
   const DType t = params.model_dtype();
   const void* g = params.grads();
   double sum = 0;
   if (t == DType::kF32) {
     const float* f = static_cast<const float*>(g);
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(f[i]) * f[i];
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (end - begin > (1 << 16))
+    for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(f[i]) * f[i];
   } else {
-    const uint16_t* h = static_cast<const uint16_t*>(g);
-    const bool bf16 = t == DType::kBF16;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      double v = bf16 ? Bf16ToFloat(h[i]) : F16ToFloat(h[i]);
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (end - begin > (1 << 16))
+    for (int64_t i = begin; i < end; ++i) {
+      double v = LoadFloat(g, t, i);
       sum += v * v;
     }
   }
+  return sum;
+}
+
+GradNorm ComputeGradNorm(const ParamStore& params, float inv_loss_scale) {
+  // Padding is zero and adds nothing.
   GradNorm r;
-  r.norm = std::sqrt(sum) * inv_loss_scale;
+  r.norm = std::sqrt(GradSquaredSum(params, 0, params.total_elements())) * inv_loss_scale;
   r.finite = std::isfinite(r.norm);
   return r;
 }

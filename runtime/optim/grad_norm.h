@@ -14,6 +14,10 @@ struct GradNorm {
 
 GradNorm ComputeGradNorm(const ParamStore& params, float inv_loss_scale);
 
+// Sum of squares of the (still scaled) gradients of flat elements [begin, end): each data-
+// parallel rank sums its share and the shares are all-reduced.
+double GradSquaredSum(const ParamStore& params, int64_t begin, int64_t end);
+
 // DeepSpeed's clip coefficient: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0.
 float ClipCoefficient(double norm, float max_norm);
 

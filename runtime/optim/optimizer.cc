@@ -7,20 +7,6 @@
 namespace ds {
 namespace {
 
-// Reads element i of a gradient stored as f32, bf16 or f16.
-inline float LoadGrad(const void* g, DType t, int64_t i) {
-  switch (t) {
-    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(g)[i]);
-    default: return static_cast<const float*>(g)[i];
-  }
-}
-
-inline void StoreModel(void* m, DType t, int64_t i, float v) {
-  if (t == DType::kBF16) static_cast<uint16_t*>(m)[i] = FloatToBf16(v);
-  else if (t == DType::kF16) static_cast<uint16_t*>(m)[i] = FloatToF16(v);
-}
-
 }  // namespace
 
 StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, bool adam_w_mode) {
@@ -88,14 +74,14 @@ void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, f
   const float l2 = decoupled ? 0.0f : wd;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
-    float grad = LoadGrad(g, gt, i) * grad_scale + l2 * p[i];
+    float grad = LoadFloat(g, gt, i) * grad_scale + l2 * p[i];
     float mi = b1 * m[i] + (1.0f - b1) * grad;
     float vi = b2 * v[i] + (1.0f - b2) * grad * grad;
     m[i] = mi;
     v[i] = vi;
     float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
     p[i] = pi;
-    if (model) StoreModel(model, gt, i, pi);
+    if (model) StoreFloat(model, gt, i, pi);
   }
 }
 
@@ -113,13 +99,13 @@ void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, fl
   const bool first = step_ == 1;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
-    float grad = LoadGrad(g, gt, i) * grad_scale + wd * p[i];
+    float grad = LoadFloat(g, gt, i) * grad_scale + wd * p[i];
     if (buf) {
       buf[i] = first ? grad : mu * buf[i] + grad;
       grad = buf[i];
     }
     p[i] -= lr * grad;
-    if (model) StoreModel(model, gt, i, p[i]);
+    if (model) StoreFloat(model, gt, i, p[i]);
   }
 }
 

@@ -27,22 +27,6 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
          static_cast<uint64_t>(micro);
 }
 
-float LoadGrad(const void* g, DType t, int64_t i) {
-  switch (t) {
-    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(g)[i]);
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(g)[i]);
-    default: return static_cast<const float*>(g)[i];
-  }
-}
-
-void StoreGrad(void* g, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::kBF16: static_cast<uint16_t*>(g)[i] = FloatToBf16(v); break;
-    case DType::kF16: static_cast<uint16_t*>(g)[i] = FloatToF16(v); break;
-    default: static_cast<float*>(g)[i] = v;
-  }
-}
-
 }  // namespace
 
 struct StepRunner::Impl {
@@ -110,10 +94,10 @@ Status StepRunner::Impl::Reduce(const Instruction& in) {
     }
     void* g = static_cast<char*>(p.params->grads()) + r.offset() * DTypeSize(t);
     staging.resize(std::max<size_t>(staging.size(), r.count()));
-    for (int64_t i = 0; i < r.count(); ++i) staging[i] = LoadGrad(g, t, i);
+    for (int64_t i = 0; i < r.count(); ++i) staging[i] = LoadFloat(g, t, i);
     DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(staging.data(), r.count()),
                                          parallel::ReduceOp::kSum));
-    for (int64_t i = 0; i < r.count(); ++i) StoreGrad(g, t, i, staging[i]);
+    for (int64_t i = 0; i < r.count(); ++i) StoreFloat(g, t, i, staging[i]);
   }
   return OkStatus();
 }
@@ -131,7 +115,7 @@ Status StepRunner::Impl::ReduceAsync(int index, const Instruction& in) {
     } else {
       job.grads = static_cast<char*>(p.params->grads()) + r.offset() * DTypeSize(t);
       job.data.resize(r.count());
-      for (int64_t i = 0; i < r.count(); ++i) job.data[i] = LoadGrad(job.grads, t, i);
+      for (int64_t i = 0; i < r.count(); ++i) job.data[i] = LoadFloat(job.grads, t, i);
       job.handle = p.comm->AllReduceAsync(parallel::BufferView(job.data.data(), r.count()),
                                           parallel::ReduceOp::kSum);
     }
@@ -147,7 +131,7 @@ Status StepRunner::Impl::WaitFor(int index) {
     Pending& job = it->second;
     DS_RETURN_IF_ERROR(job.handle->Wait());
     if (job.grads)
-      for (size_t i = 0; i < job.data.size(); ++i) StoreGrad(job.grads, t, i, job.data[i]);
+      for (size_t i = 0; i < job.data.size(); ++i) StoreFloat(job.grads, t, i, job.data[i]);
   }
   pending.erase(first, last);
   return OkStatus();
@@ -163,14 +147,7 @@ Status StepRunner::Impl::GradNorm() {
   const int64_t total = p.params->total_elements();
   const int64_t chunk = (total + dp - 1) / dp;
   const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
-  const DType t = p.params->model_dtype();
-  double sum = 0;
-  const void* g = p.params->grads();
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (end - begin > (1 << 16))
-  for (int64_t i = begin; i < end; ++i) {
-    double v = LoadGrad(g, t, i);
-    sum += v * v;
-  }
+  const double sum = GradSquaredSum(*p.params, begin, end);
   float buf = static_cast<float>(sum);
   if (dp > 1)
     DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(&buf, 1), parallel::ReduceOp::kSum));

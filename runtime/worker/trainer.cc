@@ -18,7 +18,6 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
-#include "runtime/optim/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optimizer.h"
