@@ -1,0 +1,13 @@
+// One thread_local definition, so every library sees the same per-thread stream.
+#include "kernels/cuda/stream_context.h"
+
+namespace ds::kernels {
+namespace {
+thread_local cudaStream_t current_stream = nullptr;
+}  // namespace
+
+cudaStream_t CurrentStream() { return current_stream; }
+
+void SetCurrentStream(cudaStream_t stream) { current_stream = stream; }
+
+}  // namespace ds::kernels
