@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "parallel/reduce.h"
@@ -24,6 +25,8 @@ const char* KindName(const CommOp& op) {
       return "AllReduce";
     case CommOpKind::kReduceScatter:
       return "ReduceScatter";
+    case CommOpKind::kReduceScatterV:
+      return "ReduceScatterV";
     case CommOpKind::kAllGather:
       return "AllGather";
     case CommOpKind::kBroadcast:
@@ -52,14 +55,20 @@ Status CheckBuffer(const BufferView& b, const char* what) {
   return OkStatus();
 }
 
-Status CheckCounts(const BufferView& in, const BufferView& out, int64_t in_per_out,
-                   int64_t out_per_in, const char* rule) {
+// An input and an output buffer of one dtype.
+Status CheckPair(const BufferView& in, const BufferView& out) {
   DS_RETURN_IF_ERROR(CheckBuffer(in, "input"));
   DS_RETURN_IF_ERROR(CheckBuffer(out, "output"));
   if (in.dtype != out.dtype) {
     return InvalidArgumentError("input " + Shape(in) + " and output " + Shape(out) +
                                 " differ in dtype");
   }
+  return OkStatus();
+}
+
+Status CheckCounts(const BufferView& in, const BufferView& out, int64_t in_per_out,
+                   int64_t out_per_in, const char* rule) {
+  DS_RETURN_IF_ERROR(CheckPair(in, out));
   if (in.count * out_per_in != out.count * in_per_out) {
     return InvalidArgumentError(std::string("expected ") + rule + ", got input " + Shape(in) +
                                 " and output " + Shape(out));
@@ -71,6 +80,47 @@ Status CheckReducible(DType dtype) {
   if (CanReduce(dtype)) return OkStatus();
   return UnimplementedError(std::string("reductions over ") + DTypeName(dtype) +
                             " are not implemented");
+}
+
+// "250/0/700/50"; long lists (big groups) keep their ends: "8/8/8/8/.../8/8 (64 ranks)".
+std::string CountList(const std::vector<int64_t>& counts) {
+  constexpr size_t kEnds = 4;
+  std::string s;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    if (counts.size() > 3 * kEnds && k == kEnds) {
+      s += "/...";
+      k = counts.size() - kEnds;
+    }
+    s += (k == 0 ? "" : "/") + std::to_string(counts[k]);
+  }
+  if (counts.size() > 3 * kEnds) s += " (" + std::to_string(counts.size()) + " ranks)";
+  return s;
+}
+
+// ReduceScatterV's arguments: `size` counts >= 0 summing to the input count, the output
+// holding this rank's chunk.
+Status CheckCountList(const BufferView& in, const BufferView& out,
+                      const std::vector<int64_t>& counts, int rank, int size) {
+  DS_RETURN_IF_ERROR(CheckPair(in, out));
+  if (counts.size() != static_cast<size_t>(size)) {
+    return InvalidArgumentError("expected " + std::to_string(size) + " counts (one per rank), got " +
+                                std::to_string(counts.size()));
+  }
+  int64_t sum = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] < 0 || counts[k] > INT64_MAX - sum) {
+      return InvalidArgumentError("count " + std::to_string(counts[k]) + " of rank " +
+                                  std::to_string(k) + (counts[k] < 0 ? " is negative" : " overflows"));
+    }
+    sum += counts[k];
+  }
+  if (in.count != sum || out.count != counts[rank]) {
+    return InvalidArgumentError("expected input count = sum of counts " + CountList(counts) +
+                                " = " + std::to_string(sum) + " and output count = counts[" +
+                                std::to_string(rank) + "] = " + std::to_string(counts[rank]) +
+                                ", got input " + Shape(in) + " and output " + Shape(out));
+  }
+  return OkStatus();
 }
 
 Status CheckRank(int r, int size, const char* what) {
@@ -106,6 +156,9 @@ std::string DescribeOp(const CommOp& op) {
     case CommOpKind::kReduceScatter:
       return s + " #" + std::to_string(op.seq) + " (" + Shape(op.in) + ", " +
              ReduceOpName(op.reduce) + ")";
+    case CommOpKind::kReduceScatterV:
+      return s + " #" + std::to_string(op.seq) + " (" + Shape(op.in) + " in, counts " +
+             CountList(op.counts) + ", " + ReduceOpName(op.reduce) + ")";
     case CommOpKind::kBroadcast:
       return s + " #" + std::to_string(op.seq) + " (" + Shape(op.in) + ", root " +
              std::to_string(op.root) + ")";
@@ -232,7 +285,7 @@ void Communicator::Abort(const std::string& reason) {
 
 std::unique_ptr<CommHandle> Communicator::Enqueue(CommOp op) {
   auto pending = std::make_shared<Pending>();
-  pending->op = op;
+  pending->op = std::move(op);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return std::make_unique<ReadyHandle>(error_);
@@ -250,7 +303,7 @@ std::unique_ptr<CommHandle> Communicator::Submit(CommOp op, Status validation) {
         validation.WithPrefix(std::string(KindName(op)) + " on '" + name_ + "'"));
   }
   if (op.kind != CommOpKind::kSendRecv) op.seq = next_seq_++;
-  if (!sync) return Enqueue(op);
+  if (!sync) return Enqueue(std::move(op));
   bool idle = false;
   {
     // Only this (the issuing) thread queues, so an idle queue stays idle while we run.
@@ -259,7 +312,7 @@ std::unique_ptr<CommHandle> Communicator::Submit(CommOp op, Status validation) {
     idle = !busy_ && queue_.empty();
     busy_ = busy_ || idle;
   }
-  if (!idle) return Enqueue(op);
+  if (!idle) return Enqueue(std::move(op));
   Status s = Run(op);
   if (!s.ok()) s = Fail(s);
   {
@@ -289,6 +342,20 @@ std::unique_ptr<CommHandle> Communicator::ReduceScatterAsync(BufferView in, Buff
   Status v = CheckCounts(in, out, size_, 1, "input count = size x output count");
   if (v.ok()) v = CheckReducible(in.dtype);
   return Submit(op, v);
+}
+
+std::unique_ptr<CommHandle> Communicator::ReduceScatterVAsync(BufferView in, BufferView out,
+                                                              std::vector<int64_t> counts,
+                                                              ReduceOp reduce) {
+  CommOp op;
+  op.kind = CommOpKind::kReduceScatterV;
+  op.in = in;
+  op.out = out;
+  op.reduce = reduce;
+  Status v = CheckCountList(in, out, counts, rank_, size_);
+  if (v.ok()) v = CheckReducible(in.dtype);
+  op.counts = std::move(counts);
+  return Submit(std::move(op), v);
 }
 
 std::unique_ptr<CommHandle> Communicator::AllGatherAsync(BufferView in, BufferView out) {
@@ -365,6 +432,11 @@ Status Communicator::AllReduce(BufferView data, ReduceOp op) {
 Status Communicator::ReduceScatter(BufferView in, BufferView out, ReduceOp op) {
   issue_inline_ = true;
   return ReduceScatterAsync(in, out, op)->Wait();
+}
+Status Communicator::ReduceScatterV(BufferView in, BufferView out, std::vector<int64_t> counts,
+                                    ReduceOp op) {
+  issue_inline_ = true;
+  return ReduceScatterVAsync(in, out, std::move(counts), op)->Wait();
 }
 Status Communicator::AllGather(BufferView in, BufferView out) {
   issue_inline_ = true;

@@ -73,6 +73,7 @@ class CommHandle {
 enum class CommOpKind : uint8_t {
   kAllReduce,
   kReduceScatter,
+  kReduceScatterV,  // ReduceScatter with per-rank chunk sizes (`counts`)
   kAllGather,
   kBroadcast,
   kAllToAll,
@@ -91,8 +92,10 @@ struct CommOp {
   int dst = -1;   // SendRecv: where `in` goes; -1 = no send
   int src = -1;   // SendRecv: where `out` comes from; -1 = no receive
   int tag = 0;    // SendRecv
+  std::vector<int64_t> counts;  // ReduceScatterV: elements of chunk k (rank k's), size() entries
 };
-// "AllReduce #3 (f32 x 1000, sum)", "Send to rank 2 (tag 7, f32 x 10)".
+// "AllReduce #3 (f32 x 1000, sum)", "Send to rank 2 (tag 7, f32 x 10)",
+// "ReduceScatterV #4 (f32 x 1000 in, counts 250/0/700/50, sum)".
 std::string DescribeOp(const CommOp& op);
 
 class Communicator {
@@ -115,6 +118,11 @@ class Communicator {
   // in: size()*n elements (chunk k for rank k); out: n elements <- op over all ranks' chunk
   // rank(). in and out must not overlap.
   Status ReduceScatter(BufferView in, BufferView out, ReduceOp op);
+  // ReduceScatter with unequal chunks (ZeRO-2 buckets that straddle partitions): `counts` has
+  // size() entries >= 0 (zeros allowed), equal on all ranks; chunk k is counts[k] elements at
+  // offset counts[0] + ... + counts[k-1] of `in` (sum(counts) elements); out: counts[rank()]
+  // elements <- op over all ranks' chunk rank(). in and out must not overlap.
+  Status ReduceScatterV(BufferView in, BufferView out, std::vector<int64_t> counts, ReduceOp op);
   // in: n elements; out: size()*n elements, chunk k from rank k. No overlap.
   Status AllGather(BufferView in, BufferView out);
   // data on every rank <- data on `root`.
@@ -131,6 +139,8 @@ class Communicator {
 
   std::unique_ptr<CommHandle> AllReduceAsync(BufferView data, ReduceOp op);
   std::unique_ptr<CommHandle> ReduceScatterAsync(BufferView in, BufferView out, ReduceOp op);
+  std::unique_ptr<CommHandle> ReduceScatterVAsync(BufferView in, BufferView out,
+                                                  std::vector<int64_t> counts, ReduceOp op);
   std::unique_ptr<CommHandle> AllGatherAsync(BufferView in, BufferView out);
   std::unique_ptr<CommHandle> BroadcastAsync(BufferView data, int root);
   std::unique_ptr<CommHandle> AllToAllAsync(BufferView in, BufferView out);

@@ -1,6 +1,7 @@
 #include "parallel/communicator_testing.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -128,7 +129,135 @@ std::vector<std::string> Collect(const std::vector<RankRun>& runs) {
   return all;
 }
 
+// One ReduceScatterV of one rank: typed bytes in and out, the want as doubles (exact: small
+// integers).
+struct VCase {
+  VCase(int r, const std::vector<int64_t>& counts, DType dtype, ReduceOp reduce)
+      : dtype(dtype), reduce(reduce), elem(DTypeSize(dtype)) {
+    const int n = static_cast<int>(counts.size());
+    int64_t total = 0, offset = 0;
+    for (int k = 0; k < n; ++k) {
+      if (k == r) offset = total;
+      total += counts[k];
+    }
+    in.resize(total * elem);
+    for (int64_t j = 0; j < total; ++j) Store(in.data(), j, Value(r, j));
+    out_count = counts[r];
+    out.assign((out_count + 1) * elem, kCanary);  // one element past the output
+    for (int64_t i = 0; i < out_count; ++i) {
+      double w = Value(0, offset + i);
+      for (int k = 1; k < n; ++k) {
+        const double v = Value(k, offset + i);
+        w = reduce == ReduceOp::kSum ? w + v : std::max(w, v);
+      }
+      want.push_back(w);
+    }
+  }
+  // Zero-count buffers are passed as null: allowed, and what an empty vector gives anyway.
+  BufferView In() { return {in.empty() ? nullptr : in.data(), int64_t(in.size() / elem), dtype}; }
+  BufferView Out() { return {out_count == 0 ? nullptr : out.data(), out_count, dtype}; }
+  std::string Name() const {
+    return std::string("ReduceScatterV(") + DTypeName(dtype) + " " + ReduceOpName(reduce) + ")";
+  }
+  void Compare(int r, RankRun* run) {
+    for (int64_t i = 0; i < out_count; ++i) {
+      const double got = Load(out.data(), i);
+      if (got != want[i]) {
+        run->failures.push_back("rank " + std::to_string(r) + ": " + Name() + "[" +
+                                std::to_string(i) + "]: got " + std::to_string(got) + " want " +
+                                std::to_string(want[i]));
+        return;
+      }
+    }
+    for (size_t b = out_count * elem; b < out.size(); ++b) {
+      if (out[b] != kCanary) {
+        run->failures.push_back("rank " + std::to_string(r) + ": " + Name() +
+                                " wrote past its output");
+        return;
+      }
+    }
+  }
+
+  static constexpr char kCanary = 0x5a;
+  double Value(int rank, int64_t j) const {
+    const double v = TestValue(rank, j);
+    return dtype == DType::kI32 ? v * 1000 : v;
+  }
+  void Store(char* data, int64_t i, double v) const {
+    if (dtype == DType::kI32) {
+      reinterpret_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+    } else {
+      StoreFloat(data, dtype, i, static_cast<float>(v));
+    }
+  }
+  double Load(const char* data, int64_t i) const {
+    if (dtype == DType::kI32) return reinterpret_cast<const int32_t*>(data)[i];
+    return LoadFloat(data, dtype, i);
+  }
+
+  const DType dtype;
+  const ReduceOp reduce;
+  const size_t elem;
+  int64_t out_count = 0;
+  std::vector<char> in, out;
+  std::vector<double> want;
+};
+
 }  // namespace
+
+std::vector<std::vector<int64_t>> ReduceScatterVCounts(int n, int64_t scale) {
+  std::vector<std::vector<int64_t>> cases;
+  cases.emplace_back(n, 3 * scale);  // equal
+  std::vector<int64_t> uneven(n), first_empty(n, scale);
+  const int64_t pattern[] = {5, 0, 14, 1};  // 250/0/700/50 at scale 50
+  for (int k = 0; k < n; ++k) uneven[k] = pattern[k % 4] * scale;
+  cases.push_back(uneven);
+  first_empty[0] = 0;
+  cases.push_back(first_empty);
+  for (int owner : {0, n - 1}) {
+    std::vector<int64_t> one(n, 0);
+    one[owner] = 7 * scale;
+    cases.push_back(one);
+  }
+  cases.emplace_back(n, 0);  // nothing anywhere
+  return cases;
+}
+
+std::vector<std::string> CheckReduceScatterV(const std::vector<Communicator*>& comms,
+                                             const std::vector<int64_t>& counts, bool async) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<RankRun> runs(n);
+  RunOnRanks(n, [&](int r) {
+    Communicator& c = *comms[r];
+    RankRun& run = runs[r];
+    std::vector<VCase> cases;
+    cases.emplace_back(r, counts, DType::kF32, ReduceOp::kSum);
+    cases.emplace_back(r, counts, DType::kF32, ReduceOp::kMax);
+    cases.emplace_back(r, counts, DType::kBF16, ReduceOp::kSum);
+    cases.emplace_back(r, counts, DType::kI32, ReduceOp::kSum);
+    std::vector<float> between(257, 1.0f);
+    if (!async) {
+      for (VCase& v : cases) {
+        run.Check(r, v.Name(), c.ReduceScatterV(v.In(), v.Out(), counts, v.reduce));
+      }
+    } else {
+      std::vector<std::pair<std::string, std::unique_ptr<CommHandle>>> handles;
+      for (size_t i = 0; i < cases.size(); ++i) {
+        VCase& v = cases[i];
+        handles.emplace_back(v.Name(), c.ReduceScatterVAsync(v.In(), v.Out(), counts, v.reduce));
+        if (i == 1) {
+          handles.emplace_back("AllReduce", c.AllReduceAsync({between.data(), 257}, ReduceOp::kSum));
+        }
+      }
+      for (auto it = handles.rbegin(); it != handles.rend(); ++it) {
+        run.Check(r, it->first, it->second->Wait());
+      }
+      run.Compare(r, "AllReduce", between, std::vector<float>(257, static_cast<float>(n)));
+    }
+    for (VCase& v : cases) v.Compare(r, &run);
+  });
+  return Collect(runs);
+}
 
 std::vector<std::string> CheckAllCollectives(const std::vector<Communicator*>& comms,
                                              int64_t count) {

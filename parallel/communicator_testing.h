@@ -31,4 +31,17 @@ std::vector<std::string> CheckAllCollectives(const std::vector<Communicator*>& c
 std::vector<std::string> CheckAsyncCollectives(const std::vector<Communicator*>& comms,
                                                int64_t count);
 
+// Count lists of ReduceScatterV cases for a group of n ranks, chunk sizes multiples of
+// `scale`: equal, uneven with zeros, one rank owning everything (the first, the last), all
+// empty, and the first rank empty.
+std::vector<std::vector<int64_t>> ReduceScatterVCounts(int n, int64_t scale);
+
+// Runs ReduceScatterV with `counts` (one entry per rank) on every rank of `comms`, as f32 sum,
+// f32 max, bf16 sum and i32 sum, with inputs TestValue(rank, input index). Sync: one after
+// another. Async: all issued back to back with an AllReduce between them, then waited in
+// reverse order. Checks each output exactly against a sequential reduction, and that nothing
+// past it was written. Returns one line per failure, empty when all matched.
+std::vector<std::string> CheckReduceScatterV(const std::vector<Communicator*>& comms,
+                                             const std::vector<int64_t>& counts, bool async);
+
 }  // namespace ds::parallel::testing

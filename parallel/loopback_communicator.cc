@@ -103,9 +103,11 @@ Status LoopbackCommunicator::Run(const CommOp& op) {
 
 namespace {
 
+// ReduceScatterV's outputs differ by rank; its counts must not.
 bool SameShape(const CommOp& a, const CommOp& b) {
   return a.kind == b.kind && a.in.count == b.in.count && a.in.dtype == b.in.dtype &&
-         a.out.count == b.out.count && a.reduce == b.reduce && a.root == b.root;
+         (a.kind == CommOpKind::kReduceScatterV || a.out.count == b.out.count) &&
+         a.counts == b.counts && a.reduce == b.reduce && a.root == b.root;
 }
 
 std::string RankList(const std::vector<int>& ranks) {
@@ -195,6 +197,17 @@ void LoopbackCommunicator::Compute(const CommOp& op, const std::vector<const Com
       std::memcpy(op.out.data, At(all[0]->in, r * chunk), chunk);
       for (int k = 1; k < n; ++k) {
         ReduceInto(op.out.data, At(all[k]->in, r * chunk), op.out.count, op.out.dtype, op.reduce);
+      }
+      return;
+    }
+    case CommOpKind::kReduceScatterV: {
+      if (op.out.count == 0) return;
+      int64_t offset = 0;  // elements before chunk r
+      for (int k = 0; k < r; ++k) offset += op.counts[k];
+      const int64_t at = offset * static_cast<int64_t>(DTypeSize(op.in.dtype));
+      std::memcpy(op.out.data, At(all[0]->in, at), op.out.bytes());
+      for (int k = 1; k < n; ++k) {
+        ReduceInto(op.out.data, At(all[k]->in, at), op.out.count, op.out.dtype, op.reduce);
       }
       return;
     }

@@ -28,6 +28,12 @@ std::string Join(const std::vector<std::string>& lines) {
   return s;
 }
 
+std::string CountsText(const std::vector<int64_t>& counts) {
+  std::string s;
+  for (int64_t c : counts) s += (s.empty() ? "" : "/") + std::to_string(c);
+  return s;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -39,6 +45,118 @@ TEST_CASE("Loopback: every collective matches a direct computation", "[parallel]
       auto comms = LoopbackCommunicator::CreateGroup(world);
       std::vector<std::string> failures = testing::CheckAllCollectives(Raw(comms), count);
       CHECK(Join(failures) == "");
+    }
+  }
+}
+
+TEST_CASE("Loopback: ReduceScatterV matches a sequential reduction", "[parallel][loopback][rsv]") {
+  for (int world = 1; world <= 4; ++world) {
+    auto comms = LoopbackCommunicator::CreateGroup(world);
+    for (int64_t scale : {int64_t{1}, int64_t{50}, int64_t{5000}}) {
+      for (const std::vector<int64_t>& counts : testing::ReduceScatterVCounts(world, scale)) {
+        for (bool async : {false, true}) {
+          INFO("world " << world << " counts " << CountsText(counts) << " async " << async);
+          CHECK(Join(testing::CheckReduceScatterV(Raw(comms), counts, async)) == "");
+        }
+      }
+    }
+    for (const auto& c : comms) CHECK(c->status().ok());
+  }
+}
+
+TEST_CASE("Loopback: ReduceScatterV arguments and description", "[parallel][loopback][rsv]") {
+  auto comms = LoopbackCommunicator::CreateGroup(3);
+  Communicator& c = *comms[1];
+  std::vector<float> in(10), out(10);
+  const auto rsv = [&](int64_t n_in, int64_t n_out, std::vector<int64_t> counts) {
+    return c.ReduceScatterV({in.data(), n_in}, {out.data(), n_out}, std::move(counts),
+                            ReduceOp::kSum);
+  };
+  SECTION("bad arguments are InvalidArgument with the reason, and not sticky") {
+    Status wrong_list = rsv(10, 4, {6, 4});
+    CHECK(wrong_list.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(wrong_list.message(),
+               Catch::StartsWith("ReduceScatterV on 'world': expected 3 counts (one per rank), got 2"));
+    Status negative = rsv(10, 4, {7, 4, -1});
+    CHECK(negative.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(negative.message(), Catch::Contains("count -1 of rank 2 is negative"));
+    Status wrong_in = rsv(9, 4, {2, 4, 4});
+    CHECK(wrong_in.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(wrong_in.message(), Catch::Contains("sum of counts 2/4/4 = 10") &&
+                                       Catch::Contains("input f32 x 9"));
+    Status wrong_out = rsv(10, 2, {2, 4, 4});  // rank 1 owns 4
+    CHECK(wrong_out.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(wrong_out.message(), Catch::Contains("counts[1] = 4"));
+    CHECK(rsv(10, 4, {INT64_MAX, 4, 4}).code() == StatusCode::kInvalidArgument);
+    CHECK(c.ReduceScatterV({in.data(), 10}, {out.data(), 4, DType::kI32}, {2, 4, 4},
+                           ReduceOp::kSum)
+              .code() == StatusCode::kInvalidArgument);
+    CHECK(c.ReduceScatterV({nullptr, 10, DType::kF32}, {out.data(), 4}, {2, 4, 4},
+                           ReduceOp::kSum)
+              .code() == StatusCode::kInvalidArgument);
+    uint16_t u[10] = {};
+    CHECK(c.ReduceScatterV({u, 10, DType::kU16}, {u, 4, DType::kU16}, {2, 4, 4}, ReduceOp::kSum)
+              .code() == StatusCode::kUnimplemented);
+    CHECK(c.ReduceScatterVAsync({in.data(), 10}, {out.data(), 3}, {2, 4, 4}, ReduceOp::kSum)
+              ->Wait()
+              .code() == StatusCode::kInvalidArgument);
+    CHECK(c.status().ok());
+    // Nothing was queued: the next collective is #0 on every rank.
+    std::vector<Status> got(3);
+    RunOnRanks(3, [&](int r) { got[r] = comms[r]->Barrier(); });
+    for (const Status& s : got) CHECK(s.ok());
+  }
+  SECTION("DescribeOp names the counts") {
+    CommOp op;
+    op.kind = CommOpKind::kReduceScatterV;
+    op.seq = 4;
+    op.in = BufferView(in.data(), 1000, DType::kF32);
+    op.counts = {250, 0, 700, 50};
+    CHECK(DescribeOp(op) == "ReduceScatterV #4 (f32 x 1000 in, counts 250/0/700/50, sum)");
+    op.counts.assign(64, 8);
+    op.reduce = ReduceOp::kMax;
+    CHECK(DescribeOp(op) ==
+          "ReduceScatterV #4 (f32 x 1000 in, counts 8/8/8/8/.../8/8/8/8 (64 ranks), max)");
+  }
+}
+
+TEST_CASE("Loopback: ReduceScatterV failures", "[parallel][loopback][rsv][failure]") {
+  SECTION("ranks that disagree about the counts fail with both descriptions") {
+    auto comms = LoopbackCommunicator::CreateGroup(2);
+    std::vector<Status> got(2);
+    RunOnRanks(2, [&](int r) {
+      std::vector<float> in(8, 1.0f), out(8);
+      const std::vector<int64_t> counts = r == 0 ? std::vector<int64_t>{3, 5}
+                                                 : std::vector<int64_t>{4, 4};
+      got[r] = comms[r]->ReduceScatterV({in.data(), 8}, {out.data(), counts[r]}, counts,
+                                        ReduceOp::kSum);
+    });
+    const Status& first = got[0].code() == StatusCode::kFailedPrecondition ? got[0] : got[1];
+    INFO(got[0].ToString() << "\n" << got[1].ToString());
+    CHECK(got[0].code() != StatusCode::kOk);
+    CHECK(got[1].code() != StatusCode::kOk);
+    CHECK(first.code() == StatusCode::kFailedPrecondition);
+    CHECK_THAT(first.message(), Catch::Contains("counts 3/5") && Catch::Contains("counts 4/4"));
+  }
+  SECTION("a missing peer times out; the error is sticky") {
+    LoopbackOptions options;
+    options.timeout = milliseconds(300);
+    auto comms = LoopbackCommunicator::CreateGroup(3, options);
+    std::vector<Status> got(3), later(3);
+    RunOnRanks(2, [&](int r) {  // rank 2 never calls
+      std::vector<float> in(6, 1.0f), out(6);
+      const std::vector<int64_t> counts = {0, 6, 0};
+      got[r] = comms[r]->ReduceScatterVAsync({in.data(), 6}, {out.data(), counts[r]}, counts,
+                                             ReduceOp::kSum)
+                   ->Wait();
+      later[r] = comms[r]->Barrier();
+    });
+    for (int r = 0; r < 2; ++r) {
+      INFO(got[r].ToString());
+      CHECK((got[r].code() == StatusCode::kDeadlineExceeded ||
+             got[r].code() == StatusCode::kUnavailable));
+      CHECK_THAT(got[r].message(), Catch::Contains("ReduceScatterV #0"));
+      CHECK(later[r].message() == got[r].message());
     }
   }
 }
