@@ -103,14 +103,15 @@ Status CheckCountList(const BufferView& in, const BufferView& out,
                       const std::vector<int64_t>& counts, int rank, int size) {
   DS_RETURN_IF_ERROR(CheckPair(in, out));
   if (counts.size() != static_cast<size_t>(size)) {
-    return InvalidArgumentError("expected " + std::to_string(size) + " counts (one per rank), got " +
-                                std::to_string(counts.size()));
+    return InvalidArgumentError("expected " + std::to_string(size) +
+                                " counts (one per rank), got " + std::to_string(counts.size()));
   }
   int64_t sum = 0;
   for (size_t k = 0; k < counts.size(); ++k) {
     if (counts[k] < 0 || counts[k] > INT64_MAX - sum) {
       return InvalidArgumentError("count " + std::to_string(counts[k]) + " of rank " +
-                                  std::to_string(k) + (counts[k] < 0 ? " is negative" : " overflows"));
+                                  std::to_string(k) +
+                                  (counts[k] < 0 ? " is negative" : " overflows"));
     }
     sum += counts[k];
   }

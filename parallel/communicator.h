@@ -92,7 +92,8 @@ struct CommOp {
   int dst = -1;   // SendRecv: where `in` goes; -1 = no send
   int src = -1;   // SendRecv: where `out` comes from; -1 = no receive
   int tag = 0;    // SendRecv
-  std::vector<int64_t> counts;  // ReduceScatterV: elements of chunk k (rank k's), size() entries
+  // ReduceScatterV: size() entries, the elements of chunk k (rank k's); empty otherwise.
+  std::vector<int64_t> counts;
 };
 // "AllReduce #3 (f32 x 1000, sum)", "Send to rank 2 (tag 7, f32 x 10)",
 // "ReduceScatterV #4 (f32 x 1000 in, counts 250/0/700/50, sum)".

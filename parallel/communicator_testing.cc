@@ -246,7 +246,8 @@ std::vector<std::string> CheckReduceScatterV(const std::vector<Communicator*>& c
         VCase& v = cases[i];
         handles.emplace_back(v.Name(), c.ReduceScatterVAsync(v.In(), v.Out(), counts, v.reduce));
         if (i == 1) {
-          handles.emplace_back("AllReduce", c.AllReduceAsync({between.data(), 257}, ReduceOp::kSum));
+          handles.emplace_back("AllReduce",
+                               c.AllReduceAsync({between.data(), 257}, ReduceOp::kSum));
         }
       }
       for (auto it = handles.rbegin(); it != handles.rend(); ++it) {

@@ -8,20 +8,24 @@
 // algorithms are the bandwidth-optimal ones for a ring:
 //   AllReduce      ring reduce-scatter then ring all-gather, in place; 2(n-1) steps, each
 //                  moving count/n elements per rank (what gloo's ring and NCCL's ring do)
-//   ReduceScatter  ring, accumulating into two alternating chunk-sized scratch buffers
+//   ReduceScatter  ring, accumulating into two alternating chunk-sized scratch buffers;
+//                  ReduceScatterV the same over its unequal chunks (a step moves at most the
+//                  largest chunk, so n-1 steps cost (n-1) x max(counts) per rank)
 //   AllGather      ring, forwarding the chunk received in the previous step
 //   Broadcast      chain from the root, pipelined in 1 MiB segments
 //   AllToAll       pairwise: all receives posted, then sends to rank+1, rank+2, ...
 //   Barrier        dissemination, ceil(log2 n) rounds of 1-byte messages
 // Up to 64 KiB the ring's 2(n-1) or n-1 hops cost more than its bandwidth saves (a hop is
 // 0.1 ms on an idle host, a scheduler tick of ~4 ms on a busy one), so AllReduce,
-// ReduceScatter, AllGather and Broadcast exchange directly with every peer in one hop
-// (OneHop), reducing in rank order so that all ranks get the same bits.
+// ReduceScatter(V), AllGather and Broadcast exchange directly with every peer in one hop
+// (OneHop), reducing in rank order so that all ranks get the same bits. The choice depends
+// only on sizes every rank knows (ReduceScatterV's input, not its per-rank output).
 // Only unbound buffers are used, never the legacy bound ones that pin SO_SNDBUF
 // (feasibility.md 1.5, trap 1).
 //
 // Slots: a message matches a receive by (pair, slot), first come first served. Each
-// collective's slot hashes its sequence number, kind, counts, dtype, reduction and root, so
+// collective's slot hashes its sequence number, kind, counts (ReduceScatterV: its count list,
+// not its output count, which differs by rank), dtype, reduction and root, so
 // ranks that disagree about the operation never match (they time out instead of Gloo
 // enforcing on a size mismatch in its device thread, which would terminate the process).
 // Point-to-point slots hash the tag and the byte count for the same reason.
@@ -63,7 +67,8 @@ uint64_t Mix(uint64_t h, uint64_t v) {  // splitmix64 over the running hash
 uint64_t CollectiveSlot(const CommOp& op) {
   uint64_t h = Mix(op.seq, static_cast<uint64_t>(op.kind));
   h = Mix(h, op.in.count);
-  h = Mix(h, op.out.count);
+  if (op.kind != CommOpKind::kReduceScatterV) h = Mix(h, op.out.count);
+  for (int64_t c : op.counts) h = Mix(h, c);
   h = Mix(h, static_cast<uint64_t>(op.in.dtype));
   h = Mix(h, static_cast<uint64_t>(op.reduce));
   h = Mix(h, static_cast<uint64_t>(op.root + 1));
@@ -87,6 +92,29 @@ struct Chunks {
   const int64_t base;
   const int64_t rem;
   const size_t elem;
+};
+
+// Chunk k of a reduce-scatter's input, in bytes: equal chunks of the output's size
+// (ReduceScatter) or op.counts (ReduceScatterV).
+class ScatterChunks {
+ public:
+  ScatterChunks(const CommOp& op, int n) : offsets_(n + 1, 0) {
+    const size_t elem = DTypeSize(op.in.dtype);
+    const bool v = op.kind == CommOpKind::kReduceScatterV;
+    for (int k = 0; k < n; ++k) {
+      const size_t bytes = v ? static_cast<size_t>(op.counts[k]) * elem : op.out.bytes();
+      offsets_[k + 1] = offsets_[k] + bytes;
+      max_bytes_ = std::max(max_bytes_, bytes);
+    }
+  }
+  size_t offset(int k) const { return offsets_[k]; }
+  size_t bytes(int k) const { return offsets_[k + 1] - offsets_[k]; }
+  size_t max_bytes() const { return max_bytes_; }
+  size_t total_bytes() const { return offsets_.back(); }
+
+ private:
+  std::vector<size_t> offsets_;  // n + 1 entries
+  size_t max_bytes_ = 0;
 };
 
 }  // namespace
@@ -160,6 +188,7 @@ Status GlooCommunicator::Run(const CommOp& op) {
     switch (op.kind) {
       case CommOpKind::kAllReduce:
       case CommOpKind::kReduceScatter:
+      case CommOpKind::kReduceScatterV:  // in.bytes() >= out.bytes(), equal on all ranks
       case CommOpKind::kAllGather:
       case CommOpKind::kBroadcast:
         if (small) {
@@ -167,7 +196,9 @@ Status GlooCommunicator::Run(const CommOp& op) {
           break;
         }
         if (op.kind == CommOpKind::kAllReduce) AllReduceRing(op, &progress);
-        if (op.kind == CommOpKind::kReduceScatter) ReduceScatterRing(op, &progress);
+        if (op.kind == CommOpKind::kReduceScatter || op.kind == CommOpKind::kReduceScatterV) {
+          ReduceScatterRing(op, &progress);
+        }
         if (op.kind == CommOpKind::kAllGather) AllGatherRing(op, &progress);
         if (op.kind == CommOpKind::kBroadcast) BroadcastChain(op, &progress);
         break;
@@ -227,22 +258,26 @@ void GlooCommunicator::OneHop(const CommOp& op, Progress* progress) {
     return;
   }
   // Part k: what rank k contributes to this rank's result, landing at parts + k * chunk.
+  // A reduce-scatter sends rank k its chunk k (chunk sizes may differ: ReduceScatterV).
   const bool gather = op.kind == CommOpKind::kAllGather;
-  const bool scatter = op.kind == CommOpKind::kReduceScatter;
+  const bool scatter =
+      op.kind == CommOpKind::kReduceScatter || op.kind == CommOpKind::kReduceScatterV;
   const size_t chunk = scatter ? op.out.bytes() : op.in.bytes();
+  const ScatterChunks chunks(op, scatter ? n : 0);
   char* parts = gather ? Bytes(op.out) : Scratch(n * chunk);
-  const auto sent_to = [&](int k) { return Bytes(op.in) + (scatter ? k * chunk : 0); };
-  std::memcpy(parts + r * chunk, sent_to(r), chunk);
+  const auto sent_to = [&](int k) { return Bytes(op.in) + (scatter ? chunks.offset(k) : 0); };
+  const auto sent_bytes = [&](int k) { return scatter ? chunks.bytes(k) : chunk; };
+  if (chunk > 0) std::memcpy(parts + r * chunk, sent_to(r), chunk);
   for (int k = 1; k < n; ++k) {
     const int src = Mod(r - k, n);
     ids.push_back(t.Recv(src, slot, parts + src * chunk, chunk));
   }
   for (int k = 1; k < n; ++k) {
     const int dst = Mod(r + k, n);
-    ids.push_back(t.Send(dst, slot, sent_to(dst), chunk));
+    ids.push_back(t.Send(dst, slot, sent_to(dst), sent_bytes(dst)));
   }
   for (int id : ids) t.Wait(id);
-  if (gather) return;
+  if (gather || chunk == 0) return;
   char* result = Bytes(op.out);  // AllReduce: op.out is op.in (in place)
   const int64_t count = chunk / DTypeSize(op.in.dtype);
   std::memcpy(result, parts, chunk);
@@ -282,28 +317,34 @@ void GlooCommunicator::AllReduceRing(const CommOp& op, Progress* progress) {
 
 void GlooCommunicator::ReduceScatterRing(const CommOp& op, Progress* progress) {
   const int n = size(), r = rank();
-  const size_t chunk = op.out.bytes();
+  const ScatterChunks chunks(op, n);
   const char* in = Bytes(op.in);
   char* out = Bytes(op.out);
-  if (chunk == 0) return;
+  // Every rank forwards partial sums, also one whose own chunk is empty: only an empty input
+  // (equal on all ranks) has nothing to move.
+  if (chunks.total_bytes() == 0) return;
   if (n == 1) {
-    std::memcpy(out, in, chunk);
+    std::memcpy(out, in, chunks.bytes(0));
     return;
   }
   const int left = Mod(r - 1, n), right = Mod(r + 1, n);
   const uint64_t slot = CollectiveSlot(op);
-  char* partial[2] = {Scratch(2 * chunk), Scratch(2 * chunk) + chunk};
+  const size_t max_chunk = chunks.max_bytes();
+  char* partial[2] = {Scratch(2 * max_chunk), Scratch(2 * max_chunk) + max_chunk};
   // Step s receives the partial sum of chunk r-s-2 over ranks r-s-2..r-1, adds this rank's
-  // part and forwards it in step s+1; the last step lands in `out` (chunk r).
+  // part and forwards it in step s+1; the last step lands in `out` (chunk r). The left
+  // neighbour sends in step s the chunk this rank receives, so both sides agree on its size.
   for (int s = 0; s < n - 1; ++s) {
     const int send_k = Mod(r - s - 1, n), recv_k = Mod(r - s - 2, n);
     char* target = s == n - 2 ? out : partial[s % 2];
-    const char* source = s == 0 ? in + send_k * chunk : partial[(s - 1) % 2];
+    const char* source = s == 0 ? in + chunks.offset(send_k) : partial[(s - 1) % 2];
+    const size_t recv_bytes = chunks.bytes(recv_k);
     Transfers t(this, progress);
-    const int rx = t.Recv(left, slot, target, chunk);
-    const int tx = t.Send(right, slot, source, chunk);
+    const int rx = t.Recv(left, slot, target, recv_bytes);
+    const int tx = t.Send(right, slot, source, chunks.bytes(send_k));
     t.Wait(rx);
-    ReduceInto(target, in + recv_k * chunk, op.out.count, op.out.dtype, op.reduce);
+    ReduceInto(target, in + chunks.offset(recv_k), recv_bytes / DTypeSize(op.in.dtype), op.in.dtype,
+               op.reduce);
     t.Wait(tx);
   }
 }

@@ -25,6 +25,12 @@ std::string Join(const std::vector<std::string>& lines) {
   return s;
 }
 
+std::string CountsText(const std::vector<int64_t>& counts) {
+  std::string s;
+  for (int64_t c : counts) s += (s.empty() ? "" : "/") + std::to_string(c);
+  return s;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -102,6 +108,67 @@ TEST_CASE("Gloo: every collective matches a direct computation", "[parallel][glo
     INFO("async, world " << world);
     CHECK(Join(testing::CheckAsyncCollectives(comms, 1000)) == "");
     for (Communicator* c : comms) CHECK(c->status().ok());
+  }
+}
+
+TEST_CASE("Gloo: ReduceScatterV matches a sequential reduction", "[parallel][gloo][rsv]") {
+  // Scale 1 and 50 take the one-hop path; 5000 the ring (inputs of 80 KB and more).
+  for (int world = 1; world <= 4; ++world) {
+    Cluster cluster(world);
+    std::vector<Communicator*> comms = cluster.Create();
+    for (int64_t scale : {int64_t{1}, int64_t{50}, int64_t{5000}}) {
+      for (const std::vector<int64_t>& counts : testing::ReduceScatterVCounts(world, scale)) {
+        for (bool async : {false, true}) {
+          INFO("world " << world << " counts " << CountsText(counts) << " async " << async);
+          CHECK(Join(testing::CheckReduceScatterV(comms, counts, async)) == "");
+        }
+      }
+    }
+    for (Communicator* c : comms) CHECK(c->status().ok());
+  }
+}
+
+TEST_CASE("Gloo: ReduceScatterV failures end in errors, not hangs or crashes",
+          "[parallel][gloo][rsv][failure]") {
+  // 1000 elements in all take the one-hop path, 1 << 16 the ring.
+  const int64_t total = GENERATE(int64_t{1000}, int64_t{1} << 16);
+  INFO("total " << total);
+  SECTION("a peer that never issues it: every other rank fails within the timeout") {
+    Cluster cluster(3);
+    std::vector<Communicator*> comms = cluster.Create(seconds(2));
+    std::vector<Status> got(3), later(3);
+    const std::vector<int64_t> counts = {0, total - 10, 10};
+    const auto start = std::chrono::steady_clock::now();
+    RunOnRanks(2, [&](int r) {  // rank 2 is alive but idle
+      std::vector<float> in(total, 1.0f), out(total);
+      got[r] = comms[r]->ReduceScatterV({in.data(), total}, {out.data(), counts[r]}, counts,
+                                        ReduceOp::kSum);
+      later[r] = comms[r]->Barrier();
+    });
+    CHECK(SecondsSince(start) < 5.0);
+    for (int r = 0; r < 2; ++r) {
+      INFO(got[r].ToString());
+      CHECK((got[r].code() == StatusCode::kDeadlineExceeded ||
+             got[r].code() == StatusCode::kUnavailable));
+      CHECK_THAT(got[r].message(), Catch::Contains("ReduceScatterV #0"));
+      CHECK(later[r].message() == got[r].message());  // sticky
+    }
+  }
+  SECTION("ranks that disagree about the counts time out") {
+    Cluster cluster(2);
+    std::vector<Communicator*> comms = cluster.Create(milliseconds(500));
+    std::vector<Status> got(2);
+    RunOnRanks(2, [&](int r) {
+      const std::vector<int64_t> counts = {total / 2 - r, total / 2 + r};
+      std::vector<float> in(total, 1.0f), out(total);
+      got[r] = comms[r]->ReduceScatterV({in.data(), total}, {out.data(), counts[r]}, counts,
+                                        ReduceOp::kSum);
+    });
+    for (int r = 0; r < 2; ++r) {
+      INFO(got[r].ToString());
+      CHECK((got[r].code() == StatusCode::kDeadlineExceeded ||
+             got[r].code() == StatusCode::kUnavailable));
+    }
   }
 }
 

@@ -75,24 +75,23 @@ TEST_CASE("Loopback: ReduceScatterV arguments and description", "[parallel][loop
   SECTION("bad arguments are InvalidArgument with the reason, and not sticky") {
     Status wrong_list = rsv(10, 4, {6, 4});
     CHECK(wrong_list.code() == StatusCode::kInvalidArgument);
-    CHECK_THAT(wrong_list.message(),
-               Catch::StartsWith("ReduceScatterV on 'world': expected 3 counts (one per rank), got 2"));
+    CHECK_THAT(
+        wrong_list.message(),
+        Catch::StartsWith("ReduceScatterV on 'world': expected 3 counts (one per rank), got 2"));
     Status negative = rsv(10, 4, {7, 4, -1});
     CHECK(negative.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(negative.message(), Catch::Contains("count -1 of rank 2 is negative"));
     Status wrong_in = rsv(9, 4, {2, 4, 4});
     CHECK(wrong_in.code() == StatusCode::kInvalidArgument);
-    CHECK_THAT(wrong_in.message(), Catch::Contains("sum of counts 2/4/4 = 10") &&
-                                       Catch::Contains("input f32 x 9"));
+    CHECK_THAT(wrong_in.message(),
+               Catch::Contains("sum of counts 2/4/4 = 10") && Catch::Contains("input f32 x 9"));
     Status wrong_out = rsv(10, 2, {2, 4, 4});  // rank 1 owns 4
     CHECK(wrong_out.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(wrong_out.message(), Catch::Contains("counts[1] = 4"));
     CHECK(rsv(10, 4, {INT64_MAX, 4, 4}).code() == StatusCode::kInvalidArgument);
-    CHECK(c.ReduceScatterV({in.data(), 10}, {out.data(), 4, DType::kI32}, {2, 4, 4},
-                           ReduceOp::kSum)
+    CHECK(c.ReduceScatterV({in.data(), 10}, {out.data(), 4, DType::kI32}, {2, 4, 4}, ReduceOp::kSum)
               .code() == StatusCode::kInvalidArgument);
-    CHECK(c.ReduceScatterV({nullptr, 10, DType::kF32}, {out.data(), 4}, {2, 4, 4},
-                           ReduceOp::kSum)
+    CHECK(c.ReduceScatterV({nullptr, 10, DType::kF32}, {out.data(), 4}, {2, 4, 4}, ReduceOp::kSum)
               .code() == StatusCode::kInvalidArgument);
     uint16_t u[10] = {};
     CHECK(c.ReduceScatterV({u, 10, DType::kU16}, {u, 4, DType::kU16}, {2, 4, 4}, ReduceOp::kSum)
@@ -126,10 +125,10 @@ TEST_CASE("Loopback: ReduceScatterV failures", "[parallel][loopback][rsv][failur
     std::vector<Status> got(2);
     RunOnRanks(2, [&](int r) {
       std::vector<float> in(8, 1.0f), out(8);
-      const std::vector<int64_t> counts = r == 0 ? std::vector<int64_t>{3, 5}
-                                                 : std::vector<int64_t>{4, 4};
-      got[r] = comms[r]->ReduceScatterV({in.data(), 8}, {out.data(), counts[r]}, counts,
-                                        ReduceOp::kSum);
+      const std::vector<int64_t> counts =
+          r == 0 ? std::vector<int64_t>{3, 5} : std::vector<int64_t>{4, 4};
+      got[r] =
+          comms[r]->ReduceScatterV({in.data(), 8}, {out.data(), counts[r]}, counts, ReduceOp::kSum);
     });
     const Status& first = got[0].code() == StatusCode::kFailedPrecondition ? got[0] : got[1];
     INFO(got[0].ToString() << "\n" << got[1].ToString());
@@ -146,9 +145,10 @@ TEST_CASE("Loopback: ReduceScatterV failures", "[parallel][loopback][rsv][failur
     RunOnRanks(2, [&](int r) {  // rank 2 never calls
       std::vector<float> in(6, 1.0f), out(6);
       const std::vector<int64_t> counts = {0, 6, 0};
-      got[r] = comms[r]->ReduceScatterVAsync({in.data(), 6}, {out.data(), counts[r]}, counts,
-                                             ReduceOp::kSum)
-                   ->Wait();
+      got[r] =
+          comms[r]
+              ->ReduceScatterVAsync({in.data(), 6}, {out.data(), counts[r]}, counts, ReduceOp::kSum)
+              ->Wait();
       later[r] = comms[r]->Barrier();
     });
     for (int r = 0; r < 2; ++r) {
