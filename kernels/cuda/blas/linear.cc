@@ -1,0 +1,129 @@
+// linear on CUDA (f32, bf16): the CPU op's semantics (kernels/cpu/linear.cc) through
+// cuBLASLt. x [..., in], W [out, in] (PyTorch layout), optional b [out], all one dtype;
+// N = rows of x. In LtMatmul's row-major terms:
+//   forward   y [N, out]   = x . W^T            m=N,   n=out, k=in   B^T, bias epilogue
+//   backward  dx [N, in]  += dy . W             m=N,   n=in,  k=out  beta=1
+//             dW [out, in] += dy^T . x          m=out, n=in,  k=N    A^T, beta=1
+//             db [out]    += column sums of dy  (LaunchBiasGrad, fp32 sums, deterministic)
+// fp32 is true fp32 (no TF32). Launches go to the thread's CurrentStream() and are
+// asynchronous; pointers are device memory.
+#include "kernels/cuda/blas/bias_grad_launch.h"
+#include "kernels/cuda/blas/lt_matmul.h"
+#include "kernels/cuda/stream_context.h"
+#include "kernels/registry.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace ds::kernels::blas {
+namespace {
+
+int64_t LeadingRows(const Shape& s) {
+  int64_t n = 1;
+  for (size_t i = 0; i + 1 < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+// Shapes and dtypes of one call; InvalidArgument names the mismatch.
+struct Dims {
+  int64_t n = 0, in = 0, out = 0;
+  bool has_bias = false;
+};
+
+Status CheckArgs(const OpArgs& args, DType dtype, Dims* d) {
+  if (args.in.size() < 2 || args.out.empty())
+    return InvalidArgumentError("linear (cuda): needs x, W and an output");
+  const Tensor& x = args.in[0];
+  const Tensor& w = args.in[1];
+  if (x.rank() < 1 || w.rank() != 2)
+    return InvalidArgumentError("linear (cuda): x must have rank >= 1 and W rank 2, got " +
+                                ShapeToString(x.shape()) + " and " + ShapeToString(w.shape()));
+  d->n = LeadingRows(x.shape());
+  d->in = w.dim(1);
+  d->out = w.dim(0);
+  if (x.dim(-1) != d->in)
+    return InvalidArgumentError("linear (cuda): x has " + std::to_string(x.dim(-1)) +
+                                " features but W expects " + std::to_string(d->in));
+  d->has_bias = args.in.size() > 2 && args.in[2].defined();
+  for (const Tensor* t : {&x, &w, &args.out[0]})
+    if (t->dtype() != dtype)
+      return InvalidArgumentError(std::string("linear (cuda): expected ") + DTypeName(dtype) +
+                                  " tensors, got " + DTypeName(t->dtype()));
+  if (d->has_bias && (args.in[2].dtype() != dtype || args.in[2].numel() != d->out))
+    return InvalidArgumentError("linear (cuda): b must be " + std::string(DTypeName(dtype)) +
+                                " [" + std::to_string(d->out) + "], got " +
+                                ShapeToString(args.in[2].shape()));
+  return OkStatus();
+}
+
+BiasGradType ToBiasGradType(DType t) {
+  return t == DType::kBF16 ? BiasGradType::kBF16
+                           : t == DType::kF16 ? BiasGradType::kF16 : BiasGradType::kF32;
+}
+
+template <DType kType>
+Status Forward(const OpArgs& args) {
+  Dims d;
+  DS_RETURN_IF_ERROR(CheckArgs(args, kType, &d));
+  MatmulArgs g;
+  g.m = d.n;
+  g.n = d.out;
+  g.k = d.in;
+  g.trans_b = true;
+  g.dtype = kType;
+  g.a = args.in[0].data();
+  g.b = args.in[1].data();
+  g.d = args.out[0].data();
+  if (d.has_bias) {
+    g.epilogue = Epilogue::kBias;
+    g.bias = args.in[2].data();
+  }
+  return DefaultLtMatmul().Run(g, CurrentStream());
+}
+
+template <DType kType>
+Status Backward(const OpArgs& args) {
+  Dims d;
+  DS_RETURN_IF_ERROR(CheckArgs(args, kType, &d));
+  if (args.grad_out.empty() || !args.grad_out[0].defined())
+    return InvalidArgumentError("linear (cuda): backward needs dy");
+  const void* dy = args.grad_out[0].data();
+  const cudaStream_t stream = CurrentStream();
+  if (args.grad_in.size() > 0 && args.grad_in[0].defined()) {
+    MatmulArgs g;
+    g.m = d.n;
+    g.n = d.in;
+    g.k = d.out;
+    g.dtype = kType;
+    g.beta = 1.f;
+    g.a = dy;
+    g.b = args.in[1].data();
+    g.d = args.grad_in[0].data();
+    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+  }
+  if (args.grad_in.size() > 1 && args.grad_in[1].defined()) {
+    MatmulArgs g;
+    g.m = d.out;
+    g.n = d.in;
+    g.k = d.n;
+    g.trans_a = true;
+    g.dtype = kType;
+    g.beta = 1.f;
+    g.a = dy;
+    g.b = args.in[0].data();
+    g.d = args.grad_in[1].data();
+    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+  }
+  if (args.grad_in.size() > 2 && args.grad_in[2].defined())
+    DS_CUDA_RETURN_IF_ERROR(LaunchBiasGrad(dy, d.n, d.out, ToBiasGradType(kType),
+                                           args.grad_in[2].data(), stream));
+  return OkStatus();
+}
+
+const bool kRegistered =
+    RegisterKernel("linear", Device::kCuda, DType::kF32,
+                   {Forward<DType::kF32>, Backward<DType::kF32>}) &&
+    RegisterKernel("linear", Device::kCuda, DType::kBF16,
+                   {Forward<DType::kBF16>, Backward<DType::kBF16>});
+
+}  // namespace
+}  // namespace ds::kernels::blas
