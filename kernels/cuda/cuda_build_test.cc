@@ -34,6 +34,9 @@
 namespace ds::kernels {
 namespace {
 
+// A typed null pointer: the launchers have float and bf16 overloads.
+constexpr const float* kNoFloat = nullptr;
+
 constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint16_t kKindPtx = 1;
 constexpr uint16_t kKindElf = 2;
@@ -140,8 +143,8 @@ TEST_CASE("CUDA build: device count is 0 without a GPU, not an error", "[cuda]")
 }
 
 TEST_CASE("CUDA build: launchers report errors without a GPU", "[cuda]") {
-  CHECK(LaunchGeluForward(nullptr, nullptr, 0, nullptr) == cudaSuccess);
-  CHECK(LaunchGeluForward(nullptr, nullptr, -5, nullptr) == cudaErrorInvalidValue);
+  CHECK(LaunchGeluForward(kNoFloat, nullptr, 0, nullptr) == cudaSuccess);
+  CHECK(LaunchGeluForward(kNoFloat, nullptr, -5, nullptr) == cudaErrorInvalidValue);
   StatusOr<CublasHandle> handle = CublasHandle::Create();
   if (cuda::CudaAvailable()) {
     CHECK(handle.ok());
@@ -149,7 +152,7 @@ TEST_CASE("CUDA build: launchers report errors without a GPU", "[cuda]") {
   }
   // Launching needs the driver: the launcher returns the error (35 here) instead of
   // crashing, and cuBLAS reports NOT_INITIALIZED, which maps to Unavailable.
-  const cudaError_t err = LaunchGeluForward(nullptr, nullptr, 1, nullptr);
+  const cudaError_t err = LaunchGeluForward(kNoFloat, nullptr, 1, nullptr);
   CHECK((err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice));
   REQUIRE_FALSE(handle.ok());
   CHECK(handle.status().code() == StatusCode::kUnavailable);
@@ -158,7 +161,8 @@ TEST_CASE("CUDA build: launchers report errors without a GPU", "[cuda]") {
 
 TEST_CASE("CUDA build: the linked GELU carries sm_80 and sm_90 cubins and compute_90 PTX",
           "[cuda]") {
-  const std::string object = ObjectContaining(reinterpret_cast<const void*>(&LaunchGeluForward));
+  const std::string object = ObjectContaining(reinterpret_cast<const void*>(
+      static_cast<cudaError_t (*)(const float*, float*, int64_t, cudaStream_t)>(&LaunchGeluForward)));
   INFO("object: " << object);
   REQUIRE_FALSE(object.empty());
   const std::string section = ReadSection(object, ".nv_fatbin");

@@ -1,4 +1,4 @@
-// GELU, tanh approximation (as GPT-2 and llm.c), fp32.
+// GELU, tanh approximation (as GPT-2 and llm.c), fp32 compute; fp32 or bf16 storage.
 //
 //   u     = s * (x + c * x^3),        s = sqrt(2 / pi), c = 0.044715
 //   y     = 0.5 * x * (1 + tanh(u))
@@ -8,60 +8,75 @@
 // i, i + stride, ... (grid-stride loop), so the grid is capped and n may exceed 2^31.
 // Memory bound: one read and one write per element forward, three reads and one write
 // backward; tanhf is cheap next to that. Backward accumulates (dx +=), see kernels/op.h.
+#include "kernels/cuda/device_util.h"
 #include "kernels/cuda/gelu_launch.h"
 
 namespace ds::kernels {
 namespace {
 
+using namespace cuda_internal;  // NOLINT: the helpers of this directory
+
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65536;  // enough to fill any current GPU several times
 
-__global__ void GeluForwardKernel(const float* __restrict__ x, float* y, int64_t n) {
+template <typename T>
+__global__ void GeluForwardKernel(const T* __restrict__ x, T* y, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float v = x[i];
+    const float v = ToF32(x[i]);
     const float u = kGeluScale * (v + kGeluCubic * v * v * v);
-    y[i] = 0.5f * v * (1.0f + tanhf(u));
+    y[i] = FromF32<T>(0.5f * v * (1.0f + tanhf(u)));
   }
 }
 
-__global__ void GeluBackwardKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                   float* __restrict__ dx, int64_t n) {
+template <typename T>
+__global__ void GeluBackwardKernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                   T* __restrict__ dx, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float v = x[i];
+    const float v = ToF32(x[i]);
     const float u = kGeluScale * (v + kGeluCubic * v * v * v);
     const float t = tanhf(u);
     const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
     const float grad = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-    dx[i] += dy[i] * grad;
+    AddTo(dx, i, ToF32(dy[i]) * grad);
   }
 }
 
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+template <typename T>
+cudaError_t Forward(const T* x, T* y, int64_t n, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  GeluForwardKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Backward(const T* x, const T* dy, T* dx, int64_t n, cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  GeluBackwardKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t LaunchGeluForward(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  GeluForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return Forward(x, y, n, stream);
 }
-
 cudaError_t LaunchGeluBackward(const float* x, const float* dy, float* dx, int64_t n,
                                cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  GeluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(x, dy, dx, n);
-  return cudaGetLastError();
+  return Backward(x, dy, dx, n, stream);
+}
+cudaError_t LaunchGeluForward(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n,
+                              cudaStream_t stream) {
+  return Forward(x, y, n, stream);
+}
+cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy,
+                               __nv_bfloat16* dx, int64_t n, cudaStream_t stream) {
+  return Backward(x, dy, dx, n, stream);
 }
 
 }  // namespace ds::kernels

@@ -23,6 +23,9 @@
 namespace ds::kernels {
 namespace {
 
+// A typed null pointer: the launchers have float and bf16 overloads.
+constexpr const float* kNoFloat = nullptr;
+
 // Deterministic uniform values in [lo, hi).
 std::vector<float> RandomVector(int64_t n, float lo, float hi, uint64_t seed) {
   std::vector<float> v(n);
@@ -126,9 +129,9 @@ TEST_CASE("CUDA GELU backward accumulates into dx", "[cuda][gelu]") {
 }
 
 TEST_CASE("CUDA GELU: empty and negative sizes", "[cuda][gelu]") {
-  CHECK(LaunchGeluForward(nullptr, nullptr, 0, nullptr) == cudaSuccess);
-  CHECK(LaunchGeluBackward(nullptr, nullptr, nullptr, 0, nullptr) == cudaSuccess);
-  CHECK(LaunchGeluForward(nullptr, nullptr, -1, nullptr) == cudaErrorInvalidValue);
+  CHECK(LaunchGeluForward(kNoFloat, nullptr, 0, nullptr) == cudaSuccess);
+  CHECK(LaunchGeluBackward(kNoFloat, nullptr, nullptr, 0, nullptr) == cudaSuccess);
+  CHECK(LaunchGeluForward(kNoFloat, nullptr, -1, nullptr) == cudaErrorInvalidValue);
 }
 
 // Row-major C = alpha * op(A) op(B) + beta * C in double.
