@@ -1,10 +1,14 @@
 #include "runtime/core/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace ds {
 
@@ -29,7 +33,12 @@ void Tensor::Zero() const {
 
 namespace {
 constexpr size_t kHugePage = 2u << 20;
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
 }
+}  // namespace
 
 Buffer Buffer::Allocate(size_t bytes) {
   Buffer b;
@@ -45,23 +54,85 @@ Buffer Buffer::Allocate(size_t bytes) {
   return b;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+Buffer Buffer::AllocateSparse(size_t bytes) {
+  Buffer b;
+  if (bytes == 0) return b;
+  const size_t len = (bytes + PageSize() - 1) / PageSize() * PageSize();
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  // Small pages: a released range must not be re-committed 2 MiB at a time.
+  madvise(p, len, MADV_NOHUGEPAGE);
+  b.data_ = p;
+  b.size_ = bytes;
+  b.sparse_ = true;
+  return b;
+}
+
+void Buffer::Release(size_t offset, size_t bytes, bool zero_edges) {
+  if (!data_ || bytes == 0 || offset >= size_) return;
+  bytes = std::min(bytes, size_ - offset);
+  char* base = static_cast<char*>(data_);
+  if (!sparse_) {
+    std::memset(base + offset, 0, bytes);
+    return;
+  }
+  const size_t page = PageSize();
+  const size_t first = (offset + page - 1) / page * page;  // first whole page inside
+  const size_t last = (offset + bytes) / page * page;      // end of the last whole page inside
+  if (first < last) {
+    madvise(base + first, last - first, MADV_DONTNEED);
+    if (zero_edges) {
+      std::memset(base + offset, 0, first - offset);
+      std::memset(base + last, 0, offset + bytes - last);
+    }
+  } else if (zero_edges) {
+    std::memset(base + offset, 0, bytes);
+  }
+}
+
+size_t Buffer::ResidentBytes() const {
+  if (!data_) return 0;
+  const size_t page = PageSize();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data_) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_) + size_;
+  const size_t pages = (end - start + page - 1) / page;
+  std::vector<unsigned char> in_core(pages);
+  if (mincore(reinterpret_cast<void*>(start), end - start, in_core.data()) != 0) return 0;
+  size_t resident = 0;
+  for (unsigned char c : in_core) resident += c & 1;
+  return std::min(size_, resident * page);
+}
+
+void Buffer::Free() {
+  if (!data_) return;
+  if (sparse_) munmap(data_, (size_ + PageSize() - 1) / PageSize() * PageSize());
+  else std::free(data_);
+  data_ = nullptr;
+  size_ = 0;
+  sparse_ = false;
+}
+
+Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), sparse_(o.sparse_) {
   o.data_ = nullptr;
   o.size_ = 0;
+  o.sparse_ = false;
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
-    std::free(data_);
+    Free();
     data_ = o.data_;
     size_ = o.size_;
+    sparse_ = o.sparse_;
     o.data_ = nullptr;
     o.size_ = 0;
+    o.sparse_ = false;
   }
   return *this;
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() { Free(); }
 
 OwnedTensor::OwnedTensor(Shape shape, DType dtype) {
   buf_ = Buffer::Allocate(static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype));

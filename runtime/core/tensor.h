@@ -60,10 +60,16 @@ class Tensor {
 
 // Owning, 64-byte aligned (2 MiB-aligned with transparent huge pages for large sizes),
 // zero-filled host memory. Move-only.
+//
+// A sparse buffer (AllocateSparse) is address space first: an anonymous mapping with small
+// pages, committed on first touch, whose pages Release() hands back. ZeRO-3 keeps the flat
+// parameter buffer this way (only gathered units are resident) and ZeRO-2/3 the flat gradient
+// buffer (only buckets not yet reduced are resident).
 class Buffer {
  public:
   Buffer() = default;
   static Buffer Allocate(size_t bytes);
+  static Buffer AllocateSparse(size_t bytes);
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
@@ -73,10 +79,21 @@ class Buffer {
   void* data() const { return data_; }
   size_t size() const { return size_; }
   float* f32() const { return static_cast<float*>(data_); }
+  bool sparse() const { return sparse_; }
+
+  // Sparse buffers: the whole pages inside bytes [offset, offset + bytes) go back to the
+  // system and read as zero again; with `zero_edges`, the partial pages at both ends are
+  // zeroed too, so the whole range reads as zero. Dense buffers: the range is zeroed.
+  void Release(size_t offset, size_t bytes, bool zero_edges);
+  // Bytes of the buffer resident in memory now (mincore), for memory profiles.
+  size_t ResidentBytes() const;
 
  private:
+  void Free();
+
   void* data_ = nullptr;
   size_t size_ = 0;
+  bool sparse_ = false;
 };
 
 // A tensor that owns its storage: for tests, tools and small state.

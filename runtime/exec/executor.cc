@@ -136,7 +136,7 @@ Status Executor::Build() {
           a.in.push_back(use.scratch);
           ne.params.push_back(use);
         } else {
-          a.in.push_back(params_->MasterView(*slot));
+          a.in.push_back(params_->ModelView(*slot));  // fp32: the master, or stage 3's gathered copy
         }
       } else {
         a.in.push_back(views_[t]);

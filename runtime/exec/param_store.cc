@@ -36,9 +36,10 @@ ParamStore::ParamStore(const Graph& graph, DType model_dtype) : model_dtype_(mod
     slots_.push_back(std::move(s));
   }
   master_ = Buffer::Allocate(total_ * sizeof(float));
-  master_end_ = total_;
-  if (mixed()) model16_ = Buffer::Allocate(total_ * 2);
+  if (mixed()) model_ = Buffer::Allocate(total_ * 2);
   grads_ = Buffer::Allocate(total_ * DTypeSize(model_dtype_));
+  layout_.segments.push_back({0, total_, 0});
+  layout_.shard_elements = total_;
 }
 
 int64_t ParamStore::num_parameters() const {
@@ -64,8 +65,8 @@ Tensor ParamStore::MasterView(const ParamSlot& s) const {
 }
 
 Tensor ParamStore::ModelView(const ParamSlot& s) const {
-  if (!mixed()) return MasterView(s);
-  return Tensor(static_cast<uint16_t*>(model16_.data()) + s.offset, s.shape, model_dtype_);
+  char* base = static_cast<char*>(model()) + s.offset * DTypeSize(model_dtype_);
+  return Tensor(base, s.shape, model_dtype_);
 }
 
 Tensor ParamStore::GradView(const ParamSlot& s) const {
@@ -74,15 +75,15 @@ Tensor ParamStore::GradView(const ParamSlot& s) const {
 }
 
 void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
-  std::vector<float> full;
-  float* base = master_.f32();
-  if (master_sharded()) {
-    full.assign(total_, 0.0f);
-    base = full.data();
-  }
+  // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
+  std::vector<float> one;
   for (const ParamSlot& s : slots_) {
     const InitSpec& init = graph.tensors[s.tensor].init;
-    float* p = base + s.offset;
+    float* p = master_.f32() + s.offset;
+    if (master_sharded_) {
+      one.assign(s.numel, 0.0f);
+      p = one.data();
+    }
     std::mt19937_64 gen(seed ^ Fnv1a(s.name));
     switch (init.kind) {
       case InitSpec::kZeros: std::fill(p, p + s.numel, 0.0f); break;
@@ -99,39 +100,142 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
         break;
       }
     }
+    if (master_sharded_) SetRange(s.offset, s.numel, p);
   }
-  if (master_sharded()) SetFromFull(full.data());
-  else SyncModelFromMaster();
+  if (!master_sharded_) SyncModelFromMaster();
+}
+
+namespace {
+
+void StoreRange(const float* src, void* dst, DType t, int64_t n) {
+  if (t == DType::kF32) std::memcpy(dst, src, n * sizeof(float));
+  else if (t == DType::kBF16) ConvertF32ToBf16(src, static_cast<uint16_t*>(dst), n);
+  else ConvertF32ToF16(src, static_cast<uint16_t*>(dst), n);
+}
+
+}  // namespace
+
+int64_t ParamStore::ShardPos(int64_t i) const {
+  const auto& segs = layout_.segments;
+  auto it = std::upper_bound(segs.begin(), segs.end(), i,
+                             [](int64_t v, const ShardSegment& s) { return v < s.flat_begin; });
+  DS_CHECK(it != segs.begin(), "flat element {} is before this rank's first segment", i);
+  --it;
+  DS_CHECK(i < it->flat_begin + it->count, "flat element {} is not owned by this rank", i);
+  return it->shard_offset + (i - it->flat_begin);
+}
+
+void* ParamStore::ModelOutAt(int64_t i) const {
+  const size_t size = DTypeSize(model_dtype_);
+  if (layout_.partition_params)
+    return mixed() ? static_cast<char*>(param_shard_.data()) + ShardPos(i) * size : nullptr;
+  return mixed() ? static_cast<char*>(model_.data()) + i * size : nullptr;
+}
+
+const void* ParamStore::GradAt(int64_t i) const {
+  const size_t size = DTypeSize(model_dtype_);
+  if (layout_.partition_grads) return static_cast<const char*>(grad_shard_.data()) + ShardPos(i) * size;
+  return static_cast<const char*>(grads_.data()) + i * size;
+}
+
+void* ParamStore::param_shard() const {
+  if (!layout_.partition_params) return nullptr;
+  return mixed() ? param_shard_.data() : master_.data();
 }
 
 void ParamStore::SyncModelFromMaster() {
-  if (!mixed()) return;
-  uint16_t* dst = static_cast<uint16_t*>(model16_.data()) + master_begin_;
-  const int64_t n = master_end_ - master_begin_;
-  if (model_dtype_ == DType::kBF16) ConvertF32ToBf16(master_.f32(), dst, n);
-  else ConvertF32ToF16(master_.f32(), dst, n);
-}
-
-void ParamStore::ShardMaster(int64_t begin, int64_t end) {
-  if (!mixed() || master_sharded() || (begin == 0 && end == total_)) return;
-  Buffer shard = Buffer::Allocate(std::max<int64_t>(1, end - begin) * sizeof(float));
-  std::memcpy(shard.data(), master_.f32() + begin, (end - begin) * sizeof(float));
-  master_ = std::move(shard);
-  master_begin_ = begin;
-  master_end_ = end;
-}
-
-void ParamStore::SetFromFull(const float* full) {
-  if (!mixed()) {
-    std::memcpy(master_.data(), full, total_ * sizeof(float));
+  if (!master_sharded_) {
+    if (mixed()) StoreRange(master_.f32(), model_.data(), model_dtype_, total_);
     return;
   }
-  uint16_t* dst = static_cast<uint16_t*>(model16_.data());
-  if (model_dtype_ == DType::kBF16) ConvertF32ToBf16(full, dst, total_);
-  else ConvertF32ToF16(full, dst, total_);
-  std::memcpy(master_.data(), full + master_begin_, (master_end_ - master_begin_) * sizeof(float));
+  if (layout_.partition_params) {
+    if (mixed()) StoreRange(master_.f32(), param_shard_.data(), model_dtype_, layout_.shard_elements);
+    return;
+  }
+  const size_t size = DTypeSize(model_dtype_);
+  for (const ShardSegment& g : layout_.segments)
+    StoreRange(master_.f32() + g.shard_offset, static_cast<char*>(model_.data()) + g.flat_begin * size,
+               model_dtype_, g.count);
 }
 
-void ParamStore::ZeroGrads() { std::memset(grads_.data(), 0, total_ * DTypeSize(model_dtype_)); }
+void ParamStore::Shard(const ShardLayout& layout) {
+  DS_CHECK(!master_sharded_ && !layout_.partition_grads, "ParamStore::Shard called twice");
+  const bool everything = layout.segments.size() == 1 && layout.segments[0].flat_begin == 0 &&
+                          layout.segments[0].count == total_ && layout.segments[0].shard_offset == 0;
+  if (everything && !layout.partition_grads && !layout.partition_params) return;
+  layout_ = layout;
+  const size_t size = DTypeSize(model_dtype_);
+  const int64_t shard = std::max<int64_t>(1, layout.shard_elements);
+  if (mixed() || layout.partition_params) {
+    Buffer m = Buffer::Allocate(shard * sizeof(float));
+    for (const ShardSegment& g : layout.segments)
+      std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin, g.count * sizeof(float));
+    if (!mixed()) model_ = std::move(master_);
+    master_ = std::move(m);
+    master_sharded_ = true;
+  }
+  if (layout.partition_params) {
+    // Only gathered units are resident in the flat copy (its values come with
+    // Initialize / SetFromFull and the gathers).
+    model_ = Buffer::AllocateSparse(total_ * size);
+    if (mixed()) {
+      param_shard_ = Buffer::Allocate(shard * size);
+      SyncModelFromMaster();
+    }
+  }
+  if (layout.partition_grads) {
+    grads_ = Buffer::AllocateSparse(total_ * size);
+    grad_shard_ = Buffer::Allocate(shard * size);
+  }
+}
+
+void ParamStore::SetRange(int64_t offset, int64_t count, const float* values) {
+  const size_t size = DTypeSize(model_dtype_);
+  if (model_.data()) StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
+  if (!master_sharded_) {
+    std::memcpy(master_.f32() + offset, values, count * sizeof(float));
+    return;
+  }
+  for (const ShardSegment& g : layout_.segments) {
+    const int64_t lo = std::max(offset, g.flat_begin), hi = std::min(offset + count, g.flat_begin + g.count);
+    if (lo >= hi) continue;
+    const int64_t pos = g.shard_offset + (lo - g.flat_begin);
+    std::memcpy(master_.f32() + pos, values + (lo - offset), (hi - lo) * sizeof(float));
+    if (param_shard_.data())
+      StoreRange(values + (lo - offset), static_cast<char*>(param_shard_.data()) + pos * size, model_dtype_,
+                 hi - lo);
+  }
+}
+
+void ParamStore::SetFromFull(const float* full) { SetRange(0, total_, full); }
+
+void ParamStore::ReleaseModel(int64_t offset, int64_t count) {
+  const size_t size = DTypeSize(model_dtype_);
+  model_.Release(offset * size, count * size, /*zero_edges=*/true);
+}
+
+void ParamStore::ReleaseGrads(int64_t offset, int64_t count) {
+  const size_t size = DTypeSize(model_dtype_);
+  grads_.Release(offset * size, count * size, /*zero_edges=*/true);
+}
+
+void ParamStore::ZeroGrads() {
+  const size_t size = DTypeSize(model_dtype_);
+  if (grads_.sparse()) grads_.Release(0, total_ * size, /*zero_edges=*/true);
+  else std::memset(grads_.data(), 0, total_ * size);
+  if (grad_shard_.data()) std::memset(grad_shard_.data(), 0, grad_shard_.size());
+}
+
+std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes() const {
+  size_t params = model_.ResidentBytes() + param_shard_.ResidentBytes();
+  size_t master = master_.ResidentBytes();
+  if (!model_.data()) {  // fp32 stages 0-2: the master is the model
+    params = master;
+    master = 0;
+  }
+  return {{"params", params},
+          {"grads", grads_.ResidentBytes() + grad_shard_.ResidentBytes()},
+          {"master", master}};
+}
 
 }  // namespace ds

@@ -5,9 +5,20 @@
 //           a separate bf16/fp16 buffer in mixed precision
 //   grads   gradients in the model dtype, accumulated across micro-batches
 //
-// Flat buffers make the later ZeRO partitioning a matter of slicing offsets, and let the
-// optimizer, norm and overflow checks run as single passes. Each parameter starts at an
-// element offset aligned to 16 (64 bytes). Not thread-safe; owned by the worker.
+// Flat buffers make ZeRO partitioning a matter of slicing offsets, and let the optimizer,
+// norm and overflow checks run as single passes. Each parameter starts at an element offset
+// aligned to 16 (64 bytes). Not thread-safe; owned by the worker.
+//
+// ZeRO (Shard()): this rank owns a list of flat segments, laid end to end in its "shard
+// space" (ShardLayout, from the step plan's partition). What is partitioned:
+//   stage >= 1, mixed precision   the fp32 master weights (and so the optimizer state)
+//   stage >= 2                    the reduced gradients: a model-dtype gradient shard; the
+//                                 flat gradient buffer is sparse and each bucket's range
+//                                 is released once reduced
+//   stage 3                       the model-dtype parameters: a parameter shard (the fp32
+//                                 master shard itself in fp32 training), and the flat model
+//                                 buffer is sparse: units are gathered into it before use
+//                                 and released after (ReleaseModel)
 #pragma once
 
 #include <cstdint>
@@ -19,6 +30,21 @@
 #include "runtime/graph/graph.h"
 
 namespace ds {
+
+// A flat element range [flat_begin, flat_begin + count) this rank owns, stored at
+// [shard_offset, shard_offset + count) of its shard buffers.
+struct ShardSegment {
+  int64_t flat_begin = 0;
+  int64_t count = 0;
+  int64_t shard_offset = 0;
+};
+
+struct ShardLayout {
+  std::vector<ShardSegment> segments;  // ascending flat_begin, disjoint
+  int64_t shard_elements = 0;          // size of the shard buffers (>= the counts' sum)
+  bool partition_grads = false;        // stages 2 and 3
+  bool partition_params = false;       // stage 3
+};
 
 struct ParamSlot {
   std::string name;
@@ -37,23 +63,51 @@ class ParamStore {
   // Fills the master weights from each param's initializer with a generator seeded by
   // (seed, parameter name), so values do not depend on declaration order; syncs model.
   void Initialize(const Graph& graph, uint64_t seed);
-  // Copies master -> model (no-op in fp32). With a sharded master, only the shard's part of
-  // the model copy (the rest arrives by all-gather).
+  // Copies master -> model copy where this rank owns it (no-op when the master is the
+  // model): the flat 16-bit copy (stages 0-2) or the 16-bit parameter shard (stage 3). The
+  // rest of the flat copy arrives by all-gather.
   void SyncModelFromMaster();
 
-  // ZeRO (stage >= 1) in mixed precision: keep the fp32 master weights of flat elements
-  // [begin, end) only; the 16-bit model copy stays whole. No-op in fp32 training, where the
-  // master is the model. Call after the master holds the full initial values.
-  void ShardMaster(int64_t begin, int64_t end);
-  bool master_sharded() const { return master_end_ - master_begin_ != total_; }
-  int64_t master_begin() const { return master_begin_; }
-  int64_t master_end() const { return master_end_; }
-  // Master element of flat index `i` (master_begin() <= i < master_end()).
-  float* MasterAt(int64_t i) const { return master_.f32() + (i - master_begin_); }
-  // Sets the whole model from full fp32 weights: the 16-bit copy everywhere, the master
-  // where this rank keeps it.
+  // ZeRO: keeps this rank's part as `layout` says (see the file comment). Call once, before
+  // Initialize / SetFromFull and before anything takes views of the flat buffers (executor,
+  // optimizer). Without a call, the rank owns everything as one segment.
+  void Shard(const ShardLayout& layout);
+  bool master_sharded() const { return master_sharded_; }
+  bool grads_partitioned() const { return layout_.partition_grads; }
+  bool params_partitioned() const { return layout_.partition_params; }
+  const std::vector<ShardSegment>& segments() const { return layout_.segments; }
+  int64_t shard_elements() const { return layout_.shard_elements; }
+  // Shard position of owned flat element `i`.
+  int64_t ShardPos(int64_t i) const;
+  // Master element of flat index `i` (owned when the master is sharded).
+  float* MasterAt(int64_t i) const {
+    return master_.f32() + (master_sharded_ ? ShardPos(i) : i);
+  }
+  // The fp32 master in shard space (sharded) or flat (not), for checkpoints.
+  float* master_data() const { return master_.f32(); }
+  // Where the optimizer writes the updated model-dtype value of owned element `i`; nullptr
+  // when the master itself is what forward reads (fp32 stages 0-2) or the parameter shard
+  // (fp32 stage 3).
+  void* ModelOutAt(int64_t i) const;
+  // The gradient the optimizer reads for owned element `i` (model dtype): the gradient
+  // shard (stages 2-3) or the flat buffer.
+  const void* GradAt(int64_t i) const;
+  // Stage 3: this rank's model-dtype parameters in shard space (the source of gathers).
+  void* param_shard() const;
+  // Stages 2-3: this rank's reduced gradients in shard space (model dtype).
+  void* grad_shard() const { return grad_shard_.data(); }
+  // Sparse flat buffers: hands back flat elements [offset, offset + count) (whole pages go
+  // back to the system, the partial ones at the ends are zeroed; all read as zero after):
+  // stage 3 parameters after use, stages 2-3 gradients once reduced.
+  void ReleaseModel(int64_t offset, int64_t count);
+  void ReleaseGrads(int64_t offset, int64_t count);
+  // Sets the whole model from full fp32 weights: the model copy everywhere (stage 3: the
+  // caller releases what is not persistent), the master and parameter shard where owned.
   void SetFromFull(const float* full);
+  // Zeroes gradients: the flat buffer (released when sparse) and the gradient shard.
   void ZeroGrads();
+  // Resident bytes per role, for memory profiles: "params", "grads", "master".
+  std::vector<std::pair<std::string, size_t>> ResidentBytes() const;
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const ParamSlot* Find(const std::string& name) const;
@@ -63,8 +117,9 @@ class ParamStore {
   bool mixed() const { return model_dtype_ != DType::kF32; }
 
   // The fp32 master weights; unsharded only (see MasterAt for shards).
-  float* master() const { return master_.f32(); }
-  void* model() const { return mixed() ? model16_.data() : master_.data(); }
+  float* master() const { return master_sharded_ ? nullptr : master_.f32(); }
+  // The flat model-dtype buffer forward and backward read.
+  void* model() const { return model_.data() ? model_.data() : master_.data(); }
   void* grads() const { return grads_.data(); }
   float* grads_f32() const { return mixed() ? nullptr : grads_.f32(); }
   // Views of one parameter.
@@ -75,14 +130,20 @@ class ParamStore {
   const ParamSlot* ForTensor(int t) const;
 
  private:
+  // Sets flat elements [offset, offset + count) from fp32 `values` everywhere they live.
+  void SetRange(int64_t offset, int64_t count, const float* values);
+
   DType model_dtype_;
   std::vector<ParamSlot> slots_;
   std::map<int, int> by_tensor_;
   int64_t total_ = 0;
-  int64_t master_begin_ = 0, master_end_ = 0;
-  Buffer master_;
-  Buffer model16_;
-  Buffer grads_;
+  ShardLayout layout_;
+  bool master_sharded_ = false;
+  Buffer master_;       // fp32: flat, or shard space when sharded
+  Buffer model_;        // flat model copy when it is not the master (mixed, or fp32 stage 3)
+  Buffer param_shard_;  // stage 3 mixed precision: model-dtype parameter shard
+  Buffer grads_;        // flat, model dtype
+  Buffer grad_shard_;   // stages 2-3: model dtype, shard space
 };
 
 }  // namespace ds

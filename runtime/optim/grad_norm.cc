@@ -6,8 +6,10 @@
 namespace ds {
 
 double GradSquaredSum(const ParamStore& params, int64_t begin, int64_t end) {
-  const DType t = params.model_dtype();
-  const void* g = params.grads();
+  return SquaredSum(params.grads(), params.model_dtype(), begin, end);
+}
+
+double SquaredSum(const void* g, DType t, int64_t begin, int64_t end) {
   double sum = 0;
   if (t == DType::kF32) {
     const float* f = static_cast<const float*>(g);

@@ -17,6 +17,8 @@ GradNorm ComputeGradNorm(const ParamStore& params, float inv_loss_scale);
 // Sum of squares of the (still scaled) gradients of flat elements [begin, end): each data-
 // parallel rank sums its share and the shares are all-reduced.
 double GradSquaredSum(const ParamStore& params, int64_t begin, int64_t end);
+// The same over elements [begin, end) of any fp32 / bf16 / fp16 buffer (a gradient shard).
+double SquaredSum(const void* data, DType dtype, int64_t begin, int64_t end);
 
 // DeepSpeed's clip coefficient: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0.
 float ClipCoefficient(double norm, float max_norm);

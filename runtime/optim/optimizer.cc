@@ -5,9 +5,6 @@
 #include <cmath>
 
 namespace ds {
-namespace {
-
-}  // namespace
 
 StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, bool adam_w_mode) {
   std::string n = name;
@@ -19,12 +16,8 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
-    : Optimizer(options, params, 0, params->total_elements()) {}
-
-Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params, int64_t shard_begin,
-                     int64_t shard_end)
-    : opt_(options), params_(params), begin_(shard_begin), end_(shard_end) {
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(0, end_ - begin_)) * sizeof(float);
+    : opt_(options), params_(params) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, params->shard_elements())) * sizeof(float);
   if (opt_.type == OptimizerOptions::Type::kSgd) {
     if (opt_.momentum != 0) m_ = Buffer::Allocate(bytes);
   } else {
@@ -45,27 +38,32 @@ void Optimizer::Step(float lr, float grad_scale) {
   ++step_;
   const float bc1 = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
   const float bc2 = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
-  for (const ParamSlot& s : params_->slots()) {
-    const int64_t lo = std::max(s.offset, begin_), hi = std::min(s.offset + s.numel, end_);
-    if (lo >= hi) continue;
-    if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(s, lo, hi, lr, grad_scale);
-    else StepAdam(s, lo, hi, lr, grad_scale, bc1, bc2);
+  const std::vector<ParamSlot>& slots = params_->slots();  // ascending offsets
+  for (const ShardSegment& g : params_->segments()) {
+    const int64_t end = g.flat_begin + g.count;
+    auto it = std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
+                               [](int64_t v, const ParamSlot& s) { return v < s.offset + s.numel; });
+    for (; it != slots.end() && it->offset < end; ++it) {
+      const int64_t lo = std::max(it->offset, g.flat_begin), hi = std::min(it->offset + it->numel, end);
+      if (lo >= hi) continue;
+      const int64_t pos = g.shard_offset + (lo - g.flat_begin);
+      if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(*it, lo, hi, pos, lr, grad_scale);
+      else StepAdam(*it, lo, hi, pos, lr, grad_scale, bc1, bc2);
+    }
   }
 }
 
 // torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead.
-void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale,
-                         float bc1, float bc2) {
-  const int64_t n = hi - lo, in_slot = lo - s.offset;
+void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr,
+                         float grad_scale, float bc1, float bc2) {
+  const int64_t n = hi - lo;
   float* p = params_->MasterAt(lo);
-  float* m = m_.f32() + (lo - begin_);
-  float* v = v_.f32() + (lo - begin_);
+  float* m = m_.f32() + pos;
+  float* v = v_.f32() + pos;
   const DType gt = params_->model_dtype();
-  const void* g = static_cast<const char*>(params_->GradView(s).data()) + in_slot * DTypeSize(gt);
-  void* model = params_->mixed()
-                    ? static_cast<char*>(params_->ModelView(s).data()) + in_slot * DTypeSize(gt)
-                    : nullptr;
+  const void* g = params_->GradAt(lo);
+  void* model = params_->ModelOutAt(lo);
   const float wd = s.decay ? opt_.weight_decay : 0.0f;
   const bool decoupled = opt_.type == OptimizerOptions::Type::kAdamW;
   const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps;
@@ -86,15 +84,14 @@ void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, f
 }
 
 // torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
-void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale) {
-  const int64_t n = hi - lo, in_slot = lo - s.offset;
+void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr,
+                        float grad_scale) {
+  const int64_t n = hi - lo;
   float* p = params_->MasterAt(lo);
-  float* buf = m_.data() ? m_.f32() + (lo - begin_) : nullptr;
+  float* buf = m_.data() ? m_.f32() + pos : nullptr;
   const DType gt = params_->model_dtype();
-  const void* g = static_cast<const char*>(params_->GradView(s).data()) + in_slot * DTypeSize(gt);
-  void* model = params_->mixed()
-                    ? static_cast<char*>(params_->ModelView(s).data()) + in_slot * DTypeSize(gt)
-                    : nullptr;
+  const void* g = params_->GradAt(lo);
+  void* model = params_->ModelOutAt(lo);
   const float wd = s.decay ? opt_.weight_decay : 0.0f, mu = opt_.momentum;
   const bool first = step_ == 1;
 #pragma omp parallel for schedule(static) if (n > (1 << 15))

@@ -31,12 +31,10 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
 
 class Optimizer {
  public:
-  // Updates the whole flat buffer.
+  // Updates the flat elements `params` owns (ParamStore::segments(): everything unless
+  // ParamStore::Shard was called, which must come first); the optimizer state is allocated
+  // in the store's shard space, for the owned elements alone.
   Optimizer(const OptimizerOptions& options, ParamStore* params);
-  // ZeRO stages 1-3: owns and updates only the flat elements [shard_begin, shard_end); the
-  // optimizer state is allocated for that shard alone.
-  Optimizer(const OptimizerOptions& options, ParamStore* params, int64_t shard_begin,
-            int64_t shard_end);
 
   // One update of every parameter with learning rate `lr`; each gradient is multiplied by
   // `grad_scale` first. Increments step().
@@ -45,26 +43,25 @@ class Optimizer {
   int64_t step() const { return step_; }
   void set_step(int64_t s) { step_ = s; }
   const OptimizerOptions& options() const { return opt_; }
-  // Flat state buffers with their names ("exp_avg", "exp_avg_sq", "momentum_buffer"),
-  // covering [shard_begin, shard_end) of ParamStore::master()'s layout, for checkpoints.
+  // State buffers with their names ("exp_avg", "exp_avg_sq", "momentum_buffer") in the
+  // store's shard space (ParamStore::segments() maps it to flat elements), for checkpoints.
   struct StateBuffer {
     std::string name;
-    float* data;  // element 0 = flat element shard_begin
+    float* data;  // ParamStore::shard_elements() floats
   };
-  int64_t shard_begin() const { return begin_; }
-  int64_t shard_end() const { return end_; }
   std::vector<StateBuffer> state();
+  // Resident bytes of the state buffers, for memory profiles.
+  size_t ResidentBytes() const { return m_.ResidentBytes() + v_.ResidentBytes(); }
 
  private:
-  // Elements [lo, hi) of slot `s` (flat offsets), within the shard.
-  void StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale, float bc1,
-                float bc2);
-  void StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, float lr, float grad_scale);
+  // Flat elements [lo, hi) of slot `s`, owned, at shard position `pos`.
+  void StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr, float grad_scale,
+                float bc1, float bc2);
+  void StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr, float grad_scale);
 
   OptimizerOptions opt_;
   ParamStore* params_;
   int64_t step_ = 0;
-  int64_t begin_ = 0, end_ = 0;
   Buffer m_, v_;
 };
 

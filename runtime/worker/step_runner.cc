@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -27,27 +28,72 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
          static_cast<uint64_t>(micro);
 }
 
+// The flat range [begin, end) rank `rank` owns of a partition unit (empty past the unit).
+std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank) {
+  const int64_t begin = u.offset() + rank * u.chunk();
+  const int64_t end = std::min(u.offset() + u.count(), begin + u.chunk());
+  return {begin, std::max(begin, end)};
+}
+
 }  // namespace
 
+ShardLayout StepRunner::LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
+  ShardLayout layout;
+  const int stage = plan.settings().zero_stage();
+  if (stage == 0 || plan.partition().units_size() == 0) {
+    layout.segments.push_back({0, total, 0});
+    layout.shard_elements = total;
+    return layout;
+  }
+  for (const proto::PartitionUnit& u : plan.partition().units()) {
+    auto [begin, end] = OwnedOfUnit(u, rank);
+    end = std::min(end, total);
+    if (end > begin) layout.segments.push_back({begin, end - begin, u.shard_offset()});
+  }
+  layout.shard_elements = plan.partition().shard_elements();
+  layout.partition_grads = stage >= 2;
+  layout.partition_params = stage == 3;
+  return layout;
+}
+
+// Note [Collectives of the step runner]
+// Every collective of the plan goes through Issue(): Prepare() stages the data (16-bit
+// gradients are reduced in fp32; gathers move model-dtype bytes), starts the operation on the
+// communication thread and leaves a `finish` step that moves the result where it belongs
+// (back into the flat gradients, into the gradient shard, into the flat parameters). A sync
+// instruction waits at once; an async one is completed by the WaitFor() of a later
+// instruction's wait_for, or at the end of the step. Stage 1-2 reduce-scatters use
+// ReduceScatterV with the plan's per-rank counts (a bucket meets the ranks' partitions
+// unevenly); stage 3 units split evenly, so theirs are plain reduce-scatters.
 struct StepRunner::Impl {
   const proto::Plan* plan;
   int rank;
   StepParts p;
   const proto::RankPlan* mine = nullptr;
   int dp = 1;
-  std::vector<float> staging;  // fp32 copy of a 16-bit gradient bucket, or the gather buffer
+  int stage = 0;
+  DType t = DType::kF32;  // model dtype
+  size_t tsize = 4;
 
-  // Async reductions in flight (plan `async`), by instruction index: the handle, and for
-  // 16-bit gradients the fp32 copy being reduced and where it goes back.
   struct Pending {
     std::unique_ptr<parallel::CommHandle> handle;
-    std::vector<float> data;
-    void* grads = nullptr;
+    std::vector<float> in, out;           // fp32 staging of reductions
+    std::vector<char> in_bytes, out_bytes;  // model-dtype staging of gathers
+    std::function<void(Pending&)> finish;
   };
-  std::multimap<int, Pending> pending;  // one entry per range of the instruction
+  std::multimap<int, Pending> pending;  // by instruction index
+  Status Issue(int index, const Instruction& in);
   Status WaitFor(int index);
   Status WaitAll();
-  Status ReduceAsync(int index, const Instruction& in);
+
+  Status PrepareReduce(const Instruction& in, Pending* job);
+  Status PrepareUnitReduceScatter(const Instruction& in, Pending* job);
+  Status PrepareGather(const std::vector<int>& units, Pending* job);
+  Status PrepareShardAllGather(const Instruction& in, Pending* job);
+  // Reduced gradients of flat elements [lo, lo + n) (stages 0-1: written back to the flat
+  // gradients; stages 2-3: the owned part added to the gradient shard).
+  void ApplyReduced(int64_t lo, int64_t n, const float* values);
+  void AddToShard(int64_t flat_lo, int64_t n, const float* values);
 
   // Per step.
   int64_t step = 0;
@@ -57,97 +103,245 @@ struct StepRunner::Impl {
   bool overflow = false;
   StepResult result;
 
-  Status Reduce(const Instruction& in);
   Status GradNorm();
   Status Overflow();
   Status OptimizerStep();
-  Status AllGatherParams();
-  Status Execute(const Instruction& in);
+  Status Execute(int index, const Instruction& in);
+
+  // Memory profile (parts.memory_profile): peak resident bytes of the model states.
+  void SampleMemory();
+  std::map<std::string, size_t> peak_by_role;
+  size_t peak_model_states = 0;
 };
 
-std::pair<int64_t, int64_t> StepRunner::OwnedRange(const proto::Plan& plan, int rank,
-                                                   int64_t total) {
-  if (plan.settings().zero_stage() == 0 || plan.partition().units_size() == 0) {
-    // Stage 0: every rank updates everything; the norm is still split to sum once.
-    return {0, total};
+Status StepRunner::Impl::Issue(int index, const Instruction& in) {
+  Pending job;
+  switch (in.kind()) {
+    case Instruction::ALL_REDUCE:
+      if (dp == 1 && stage < 2) return OkStatus();
+      DS_RETURN_IF_ERROR(PrepareReduce(in, &job));
+      break;
+    case Instruction::REDUCE_SCATTER:
+      DS_RETURN_IF_ERROR(stage == 3 ? PrepareUnitReduceScatter(in, &job) : PrepareReduce(in, &job));
+      break;
+    case Instruction::GATHER_PARAMS:
+      DS_RETURN_IF_ERROR(PrepareGather({in.units().begin(), in.units().end()}, &job));
+      break;
+    case Instruction::ALL_GATHER:
+      if (overflow) return OkStatus();  // the step was skipped: parameters did not change
+      if (stage == 3) DS_RETURN_IF_ERROR(PrepareGather({in.units().begin(), in.units().end()}, &job));
+      else DS_RETURN_IF_ERROR(PrepareShardAllGather(in, &job));
+      break;
+    default:
+      return InternalError("not a collective: " + Instruction::Kind_Name(in.kind()));
   }
-  const proto::PartitionUnit& u = plan.partition().units(0);
-  int64_t begin = u.offset() + rank * u.chunk();
-  int64_t end = std::min(u.offset() + u.count(), begin + u.chunk());
-  begin = std::min(begin, total);
-  end = std::min(std::max(end, begin), total);
-  return {begin, end};
-}
-
-// Sums the bucket's gradients over the dp ranks. 16-bit gradients are reduced in fp32.
-// Note [Reduce-scatter as all-reduce]: with stage 2 the plan asks for a reduce-scatter; until
-// the flat buffers are partitioned in memory, every rank reduces the whole bucket (same
-// numbers, twice the traffic) and the optimizer reads only its shard.
-Status StepRunner::Impl::Reduce(const Instruction& in) {
-  if (dp == 1) return OkStatus();
-  const DType t = p.params->model_dtype();
-  for (const proto::ParamRange& r : in.ranges()) {
-    if (t == DType::kF32) {
-      float* g = static_cast<float*>(p.params->grads()) + r.offset();
-      DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(g, r.count()), parallel::ReduceOp::kSum));
-      continue;
-    }
-    void* g = static_cast<char*>(p.params->grads()) + r.offset() * DTypeSize(t);
-    staging.resize(std::max<size_t>(staging.size(), r.count()));
-    for (int64_t i = 0; i < r.count(); ++i) staging[i] = LoadFloat(g, t, i);
-    DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(staging.data(), r.count()),
-                                         parallel::ReduceOp::kSum));
-    for (int64_t i = 0; i < r.count(); ++i) StoreFloat(g, t, i, staging[i]);
+  if (!job.handle) {
+    if (job.finish) job.finish(job);
+    return OkStatus();
   }
-  return OkStatus();
-}
-
-// Issues the bucket's reduction on the communication thread; WaitFor(index) completes it.
-// Each range becomes one async all-reduce (16-bit gradients through an fp32 copy).
-Status StepRunner::Impl::ReduceAsync(int index, const Instruction& in) {
-  if (dp == 1) return OkStatus();
-  const DType t = p.params->model_dtype();
-  for (const proto::ParamRange& r : in.ranges()) {
-    Pending job;
-    if (t == DType::kF32) {
-      float* g = static_cast<float*>(p.params->grads()) + r.offset();
-      job.handle = p.comm->AllReduceAsync(parallel::BufferView(g, r.count()), parallel::ReduceOp::kSum);
-    } else {
-      job.grads = static_cast<char*>(p.params->grads()) + r.offset() * DTypeSize(t);
-      job.data.resize(r.count());
-      for (int64_t i = 0; i < r.count(); ++i) job.data[i] = LoadFloat(job.grads, t, i);
-      job.handle = p.comm->AllReduceAsync(parallel::BufferView(job.data.data(), r.count()),
-                                          parallel::ReduceOp::kSum);
-    }
-    pending.emplace(index, std::move(job));
-  }
-  return OkStatus();
+  pending.emplace(index, std::move(job));
+  return in.async() ? OkStatus() : WaitFor(index);
 }
 
 Status StepRunner::Impl::WaitFor(int index) {
-  const DType t = p.params->model_dtype();
   auto [first, last] = pending.equal_range(index);
+  Status status;
   for (auto it = first; it != last; ++it) {
     Pending& job = it->second;
-    DS_RETURN_IF_ERROR(job.handle->Wait());
-    if (job.grads)
-      for (size_t i = 0; i < job.data.size(); ++i) StoreFloat(job.grads, t, i, job.data[i]);
+    Status s = job.handle->Wait();
+    if (s.ok() && job.finish) job.finish(job);
+    if (status.ok()) status = s;
   }
   pending.erase(first, last);
-  return OkStatus();
+  return status;
 }
 
 Status StepRunner::Impl::WaitAll() {
-  while (!pending.empty()) DS_RETURN_IF_ERROR(WaitFor(pending.begin()->first));
+  Status status;
+  while (!pending.empty()) {
+    Status s = WaitFor(pending.begin()->first);
+    if (status.ok()) status = s;
+  }
+  return status;
+}
+
+void StepRunner::Impl::AddToShard(int64_t flat_lo, int64_t n, const float* values) {
+  if (n <= 0) return;
+  const int64_t pos = p.params->ShardPos(flat_lo);
+  void* shard = p.params->grad_shard();
+  for (int64_t i = 0; i < n; ++i) StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + values[i]);
+}
+
+void StepRunner::Impl::ApplyReduced(int64_t lo, int64_t n, const float* values) {
+  if (stage < 2) {
+    void* g = static_cast<char*>(p.params->grads()) + lo * tsize;
+    if (t == DType::kF32) {
+      if (g != values) std::memcpy(g, values, n * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < n; ++i) StoreFloat(g, t, i, values[i]);
+    }
+    return;
+  }
+  for (const ShardSegment& s : p.params->segments()) {
+    const int64_t a = std::max(lo, s.flat_begin), b = std::min(lo + n, s.flat_begin + s.count);
+    if (a < b) AddToShard(a, b - a, values + (a - lo));
+  }
+}
+
+// Stages 0-2: one bucket range, all-reduced, or reduce-scattered over the ranks' partitions.
+Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
+  if (in.ranges_size() != 1)
+    return InternalError("stage " + std::to_string(stage) + " bucket with " +
+                         std::to_string(in.ranges_size()) + " ranges");
+  const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+  float* data = nullptr;
+  if (t == DType::kF32 && stage < 2) {
+    data = static_cast<float*>(p.params->grads()) + lo;  // in place
+  } else {
+    const void* g = static_cast<const char*>(p.params->grads()) + lo * tsize;
+    job->in.resize(n);
+    for (int64_t i = 0; i < n; ++i) job->in[i] = LoadFloat(g, t, i);
+    data = job->in.data();
+  }
+  const bool release = stage >= 2;
+  if (in.kind() == Instruction::ALL_REDUCE) {
+    job->handle = p.comm->AllReduceAsync(parallel::BufferView(data, n), parallel::ReduceOp::kSum);
+    job->finish = [this, lo, n, data, release](Pending&) {
+      ApplyReduced(lo, n, data);
+      if (release) p.params->ReleaseGrads(lo, n);
+    };
+    return OkStatus();
+  }
+  const auto& rc = in.collective().rank_counts();
+  if (rc.size() != dp) return InternalError("reduce-scatter without per-rank counts");
+  std::vector<int64_t> counts(rc.begin(), rc.end());
+  int64_t sum = 0, before = 0;
+  for (int k = 0; k < dp; ++k) {
+    if (k < rank) before += counts[k];
+    sum += counts[k];
+  }
+  if (sum != n) return InternalError("reduce-scatter counts do not add up to the bucket");
+  job->out.resize(std::max<int64_t>(1, counts[rank]));
+  const int64_t my_lo = lo + before, my_n = counts[rank];
+  job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(data, n),
+                                            parallel::BufferView(job->out.data(), my_n), counts,
+                                            parallel::ReduceOp::kSum);
+  job->finish = [this, lo, n, my_lo, my_n, release](Pending& j) {
+    ApplyReduced(my_lo, my_n, j.out.data());
+    if (release) p.params->ReleaseGrads(lo, n);
+  };
   return OkStatus();
 }
 
-// Squared norm of this rank's share of the (reduced) gradients, summed over the ranks.
+// Stage 3: each unit splits evenly (chunk elements per rank, the tail zero), so rank k's
+// part of the bucket is its chunks of the units, in order.
+Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending* job) {
+  const auto& units = plan->partition().units();
+  int64_t per_rank = 0;
+  for (int u : in.units()) per_rank += units[u].chunk();
+  job->in.assign(static_cast<size_t>(per_rank) * dp, 0.0f);
+  const void* g = p.params->grads();
+  for (int k = 0; k < dp; ++k) {
+    float* dst = job->in.data() + k * per_rank;
+    for (int u : in.units()) {
+      auto [begin, end] = OwnedOfUnit(units[u], k);
+      for (int64_t i = begin; i < end; ++i) dst[i - begin] = LoadFloat(g, t, i);
+      dst += units[u].chunk();
+    }
+  }
+  job->out.resize(per_rank);
+  job->handle = p.comm->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp),
+                                           parallel::BufferView(job->out.data(), per_rank),
+                                           parallel::ReduceOp::kSum);
+  std::vector<int> list(in.units().begin(), in.units().end());
+  job->finish = [this, list](Pending& j) {
+    const auto& all = plan->partition().units();
+    void* shard = p.params->grad_shard();
+    const float* v = j.out.data();
+    for (int u : list) {
+      const int64_t pos = all[u].shard_offset();
+      for (int64_t i = 0; i < all[u].chunk(); ++i)
+        StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + v[i]);
+      v += all[u].chunk();
+      p.params->ReleaseGrads(all[u].offset(), all[u].count());
+    }
+  };
+  return OkStatus();
+}
+
+// Stage 3: every rank's chunks of `units` from the parameter shards into the flat parameters.
+Status StepRunner::Impl::PrepareGather(const std::vector<int>& list, Pending* job) {
+  const auto& units = plan->partition().units();
+  int64_t per_rank = 0;
+  for (int u : list) per_rank += units[u].chunk();
+  job->in_bytes.resize(per_rank * tsize);
+  job->out_bytes.resize(per_rank * dp * tsize);
+  const char* shard = static_cast<const char*>(p.params->param_shard());
+  char* dst = job->in_bytes.data();
+  for (int u : list) {
+    std::memcpy(dst, shard + units[u].shard_offset() * tsize, units[u].chunk() * tsize);
+    dst += units[u].chunk() * tsize;
+  }
+  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in_bytes.data(), per_rank, t),
+                                       parallel::BufferView(job->out_bytes.data(), per_rank * dp, t));
+  job->finish = [this, list, per_rank](Pending& j) {
+    const auto& all = plan->partition().units();
+    char* model = static_cast<char*>(p.params->model());
+    for (int k = 0; k < dp; ++k) {
+      const char* src = j.out_bytes.data() + k * per_rank * tsize;
+      for (int u : list) {
+        auto [begin, end] = OwnedOfUnit(all[u], k);
+        if (end > begin) std::memcpy(model + begin * tsize, src, (end - begin) * tsize);
+        src += all[u].chunk() * tsize;
+      }
+    }
+  };
+  return OkStatus();
+}
+
+// Stages 1-2: range k of the instruction is rank k's slice of its updated shard; the model
+// copy (mixed precision) or the fp32 master (fp32) is gathered whole.
+Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* job) {
+  if (dp == 1) return OkStatus();
+  if (in.ranges_size() != dp) return InternalError("shard all-gather without one range per rank");
+  const int64_t len = in.ranges(0).count(), total = p.params->total_elements();
+  const bool master = !p.params->mixed();
+  const DType dt = master ? DType::kF32 : t;
+  const size_t size = DTypeSize(dt);
+  char* src = master ? reinterpret_cast<char*>(p.params->master()) : static_cast<char*>(p.params->model());
+  job->in_bytes.assign(len * size, 0);
+  job->out_bytes.resize(len * dp * size);
+  const int64_t mine_lo = in.ranges(rank).offset();
+  const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - mine_lo));
+  if (mine_n > 0) std::memcpy(job->in_bytes.data(), src + mine_lo * size, mine_n * size);
+  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in_bytes.data(), len, dt),
+                                       parallel::BufferView(job->out_bytes.data(), len * dp, dt));
+  std::vector<int64_t> offsets;
+  for (const proto::ParamRange& r : in.ranges()) offsets.push_back(r.offset());
+  job->finish = [this, offsets, len, total, src, size](Pending& j) {
+    for (int k = 0; k < dp; ++k) {
+      const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
+      if (n > 0) std::memcpy(src + offsets[k] * size, j.out_bytes.data() + k * len * size, n * size);
+    }
+  };
+  return OkStatus();
+}
+
+// Squared norm of the reduced gradients, each element counted on exactly one rank.
 Status StepRunner::Impl::GradNorm() {
-  const int64_t total = p.params->total_elements();
-  const int64_t chunk = (total + dp - 1) / dp;
-  const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
-  const double sum = GradSquaredSum(*p.params, begin, end);
+  double sum = 0;
+  if (stage >= 2) {
+    sum = SquaredSum(p.params->grad_shard(), t, 0, p.params->shard_elements());
+  } else if (stage == 1) {
+    for (const ShardSegment& s : p.params->segments())
+      sum += GradSquaredSum(*p.params, s.flat_begin, s.flat_begin + s.count);
+  } else {
+    // Stage 0: every rank holds every reduced gradient; each sums an equal share.
+    const int64_t total = p.params->total_elements();
+    const int64_t chunk = (total + dp - 1) / dp;
+    const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
+    sum = GradSquaredSum(*p.params, begin, end);
+  }
   float buf = static_cast<float>(sum);
   if (dp > 1)
     DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(&buf, 1), parallel::ReduceOp::kSum));
@@ -177,35 +371,7 @@ Status StepRunner::Impl::OptimizerStep() {
   return OkStatus();
 }
 
-// Every rank's updated shard to every rank: the 16-bit model copy when the fp32 master is
-// sharded (mixed precision), else the fp32 master itself.
-Status StepRunner::Impl::AllGatherParams() {
-  if (dp == 1 || overflow) return OkStatus();
-  const proto::PartitionUnit& u = plan->partition().units(0);
-  const int64_t total = p.params->total_elements();
-  const int64_t begin = u.offset() + rank * u.chunk();
-  if (p.params->master_sharded()) {
-    const DType t = p.params->model_dtype();
-    uint16_t* model = static_cast<uint16_t*>(p.params->model());
-    std::vector<uint16_t> mine(u.chunk(), 0), all(static_cast<size_t>(u.chunk()) * dp);
-    for (int64_t i = 0; i < u.chunk() && begin + i < total; ++i) mine[i] = model[begin + i];
-    DS_RETURN_IF_ERROR(p.comm->AllGather(parallel::BufferView(mine.data(), u.chunk(), t),
-                                         parallel::BufferView(all.data(), u.chunk() * dp, t)));
-    for (int64_t i = 0; i < u.count() && u.offset() + i < total; ++i) model[u.offset() + i] = all[i];
-    return OkStatus();
-  }
-  staging.assign(static_cast<size_t>(u.chunk()) * dp, 0.0f);
-  std::vector<float> mine(u.chunk(), 0.0f);
-  for (int64_t i = 0; i < u.chunk() && begin + i < total; ++i) mine[i] = p.params->master()[begin + i];
-  DS_RETURN_IF_ERROR(p.comm->AllGather(parallel::BufferView(mine.data(), u.chunk()),
-                                       parallel::BufferView(staging.data(), u.chunk() * dp)));
-  for (int64_t i = 0; i < u.count() && u.offset() + i < total; ++i)
-    p.params->master()[u.offset() + i] = staging[i];
-  p.params->SyncModelFromMaster();
-  return OkStatus();
-}
-
-Status StepRunner::Impl::Execute(const Instruction& in) {
+Status StepRunner::Impl::Execute(int index, const Instruction& in) {
   switch (in.kind()) {
     case Instruction::LOAD_MICROBATCH:
       micro = in.micro_batch();
@@ -224,15 +390,21 @@ Status StepRunner::Impl::Execute(const Instruction& in) {
     }
     case Instruction::ALL_REDUCE:
     case Instruction::REDUCE_SCATTER:
-      return Reduce(in);
+    case Instruction::GATHER_PARAMS:
+    case Instruction::ALL_GATHER:
+      return Issue(index, in);
+    case Instruction::RELEASE_PARAMS:
+      for (int u : in.units()) {
+        const proto::PartitionUnit& unit = plan->partition().units(u);
+        p.params->ReleaseModel(unit.offset(), unit.count());
+      }
+      return OkStatus();
     case Instruction::GRAD_NORM_REDUCE:
       return GradNorm();
     case Instruction::OVERFLOW_REDUCE:
       return Overflow();
     case Instruction::OPTIMIZER_STEP:
       return OptimizerStep();
-    case Instruction::ALL_GATHER:
-      return AllGatherParams();
     case Instruction::ZERO_GRADS:
       p.params->ZeroGrads();
       return OkStatus();
@@ -242,6 +414,22 @@ Status StepRunner::Impl::Execute(const Instruction& in) {
   }
 }
 
+void StepRunner::Impl::SampleMemory() {
+  size_t total = 0;
+  auto add = [&](const std::string& role, size_t bytes) {
+    peak_by_role[role] = std::max(peak_by_role[role], bytes);
+    total += bytes;
+  };
+  for (const auto& [role, bytes] : p.params->ResidentBytes()) add(role, bytes);
+  add("optimizer", p.optimizer->ResidentBytes());
+  size_t staging = 0;
+  for (const auto& [index, job] : pending)
+    staging += (job.in.capacity() + job.out.capacity()) * sizeof(float) + job.in_bytes.capacity() +
+               job.out_bytes.capacity();
+  peak_by_role["comm staging"] = std::max(peak_by_role["comm staging"], staging);
+  peak_model_states = std::max(peak_model_states, total);
+}
+
 StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan, int rank,
                                                          const StepParts& parts) {
   auto impl = std::make_unique<Impl>();
@@ -249,14 +437,20 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->rank = rank;
   impl->p = parts;
   impl->dp = std::max(1, plan->topology().dp());
+  impl->stage = plan->settings().zero_stage();
+  impl->t = parts.params->model_dtype();
+  impl->tsize = DTypeSize(impl->t);
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) impl->mine = &r;
   if (!impl->mine) return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
-  if (plan->settings().zero_stage() > 2)
-    return UnimplementedError("ZeRO stage 3 is planned but not executed yet (stages 0-2 run)");
   if (impl->dp != parts.comm->size())
     return InvalidArgumentError("the plan is for dp " + std::to_string(impl->dp) +
                                 " but the communicator has " + std::to_string(parts.comm->size()) + " ranks");
+  if (impl->stage >= 2 && !parts.params->grads_partitioned())
+    return InvalidArgumentError("ZeRO stage " + std::to_string(impl->stage) +
+                                " needs a ParamStore sharded with LayoutFor(plan, rank)");
+  if (impl->stage == 3 && !parts.params->params_partitioned())
+    return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (LayoutFor)");
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
 }
 
@@ -276,21 +470,23 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   const auto& instructions = m.mine->instructions();
   for (int index = 0; index < instructions.size(); ++index) {
     const Instruction& in = instructions[index];
-    for (int w : in.wait_for()) DS_RETURN_IF_ERROR(m.WaitFor(w));
-    if (in.async() && (in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER)) {
-      DS_RETURN_IF_ERROR(m.ReduceAsync(index, in));
-      continue;
-    }
-    if (in.kind() == Instruction::OPTIMIZER_STEP && !norm_done) {
+    Status s;
+    for (int w : in.wait_for())
+      if (s.ok()) s = m.WaitFor(w);
+    if (s.ok() && in.kind() == Instruction::OPTIMIZER_STEP && !norm_done) {
       // Clipping off: the plan has no norm reduction, but fp16 overflow and the metrics need it.
-      DS_RETURN_IF_ERROR(m.GradNorm());
-      DS_RETURN_IF_ERROR(m.Overflow());
+      s = m.GradNorm();
+      if (s.ok()) s = m.Overflow();
     }
     if (in.kind() == Instruction::GRAD_NORM_REDUCE || in.kind() == Instruction::OVERFLOW_REDUCE)
       norm_done = true;
-    Status s = m.Execute(in);
-    if (!s.ok()) return s.WithPrefix("rank " + std::to_string(m.rank) + " " +
-                                     proto::Instruction::Kind_Name(in.kind()));
+    if (s.ok()) s = m.Execute(index, in);
+    if (m.p.memory_profile) m.SampleMemory();
+    if (!s.ok()) {
+      m.WaitAll().IgnoreError();  // no operation may outlive its staging
+      return s.WithPrefix("rank " + std::to_string(m.rank) + " instruction " + std::to_string(index) + " " +
+                          proto::Instruction::Kind_Name(in.kind()));
+    }
   }
   DS_RETURN_IF_ERROR(m.WaitAll());
   const int64_t gas = m.plan->settings().gradient_accumulation_steps();
@@ -301,6 +497,38 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   m.result.skipped = m.overflow;
   DS_RETURN_IF_ERROR(m.p.scaler->Update(m.overflow));
   return m.result;
+}
+
+Status StepRunner::GatherAllParams() {
+  Impl& m = *impl_;
+  if (m.stage != 3) return OkStatus();
+  std::vector<int> all;
+  for (int u = 0; u < m.plan->partition().units_size(); ++u)
+    if (!m.plan->partition().units(u).persistent()) all.push_back(u);
+  Impl::Pending job;
+  DS_RETURN_IF_ERROR(m.PrepareGather(all, &job));
+  DS_RETURN_IF_ERROR(job.handle->Wait());
+  job.finish(job);
+  return OkStatus();
+}
+
+void StepRunner::ReleaseGatheredParams() {
+  Impl& m = *impl_;
+  if (m.stage != 3) return;
+  for (const proto::PartitionUnit& u : m.plan->partition().units())
+    if (!u.persistent()) m.p.params->ReleaseModel(u.offset(), u.count());
+}
+
+std::string StepRunner::MemoryReport() const {
+  const Impl& m = *impl_;
+  auto mib = [](size_t b) { return std::to_string(b / 1048576.0).substr(0, 6); };
+  std::string s = "model states peak " + mib(m.peak_model_states) + " MiB (";
+  bool first = true;
+  for (const auto& [role, bytes] : m.peak_by_role) {
+    s += (first ? "" : ", ") + role + " " + mib(bytes);
+    first = false;
+  }
+  return s + "), planned " + mib(m.mine->memory().model_state_bytes()) + " MiB";
 }
 
 }  // namespace ds

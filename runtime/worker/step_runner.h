@@ -5,6 +5,11 @@
 // decides nothing: what runs when comes from the plan, so every rank issues the same
 // collectives in the same order by construction.
 //
+// ZeRO: the ParamStore is sharded with LayoutFor(plan, rank) before the optimizer is made;
+// stage 2 keeps reduced gradients in the store's gradient shard, stage 3 gathers units into
+// the flat parameters before use and releases them after (Note [Collectives of the step
+// runner] in step_runner.cc).
+//
 // Gradients are averaged over the data-parallel ranks by seeding backward with
 // dL/dloss = loss_scale / (gas * dp) and summing in the collectives.
 //
@@ -17,8 +22,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/base/status.h"
+#include "runtime/exec/param_store.h"
 
 namespace ds {
 
@@ -29,7 +36,6 @@ namespace parallel {
 class Communicator;
 }
 class Executor;
-class ParamStore;
 class Optimizer;
 class DataLoader;
 class LossScaler;
@@ -38,7 +44,7 @@ class LrSchedule;
 struct StepParts {
   Executor* executor = nullptr;
   ParamStore* params = nullptr;
-  Optimizer* optimizer = nullptr;   // owns OwnedRange(plan, rank)
+  Optimizer* optimizer = nullptr;   // over `params`, sharded with LayoutFor(plan, rank)
   DataLoader* data = nullptr;
   LossScaler* scaler = nullptr;
   const LrSchedule* schedule = nullptr;
@@ -47,6 +53,7 @@ struct StepParts {
   bool fp16 = false;
   uint64_t seed = 0;
   int loss_block = 0;                // the graph's num_blocks: the block that computes the loss
+  bool memory_profile = false;       // sample resident model-state bytes after each instruction
 };
 
 struct StepResult {
@@ -67,9 +74,21 @@ class StepRunner {
   // Runs optimizer step `step` (0-based): every instruction of this rank, in order.
   StatusOr<StepResult> Run(int64_t step);
 
-  // The flat element range this rank's optimizer owns: [first, second).
-  static std::pair<int64_t, int64_t> OwnedRange(const proto::Plan& plan, int rank,
-                                                int64_t total_elements);
+  // What rank `rank` owns under the plan's partition (ParamStore::Shard's argument):
+  // everything at stage 0; its chunk of the flat buffer at stages 1-2; its chunk of every
+  // partition unit, in shard space, at stage 3.
+  static ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total_elements);
+
+  // Stage 3, outside a step (evaluation, export): gathers every partitioned unit into the
+  // flat parameters (a collective: all ranks call it), and releases them again. No-ops at
+  // stages 0-2.
+  Status GatherAllParams();
+  void ReleaseGatheredParams();
+
+  // With StepParts::memory_profile: the peak resident bytes of the model states seen so far
+  // (parameters, gradients, fp32 master, optimizer state; staging of collectives apart),
+  // beside the plan's model-state bytes for this rank. One line.
+  std::string MemoryReport() const;
 
  private:
   struct Impl;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -77,6 +78,11 @@ LossScalerOptions ToScalerOptions(const Fp16Config& f) {
   return o;
 }
 
+bool MemoryProfileRequested() {
+  const char* v = std::getenv("DS_MEMORY_PROFILE");
+  return v && *v && std::string(v) != "0";
+}
+
 }  // namespace
 
 int64_t PeakRssBytes() {
@@ -131,12 +137,11 @@ Status Trainer::Build() {
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   params_ = std::make_unique<ParamStore>(graph_, model_dtype);
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
-  DS_ASSIGN_OR_RETURN(executor_, Executor::Create(graph_, params_.get(), {micro, seq_, true}));
   DS_RETURN_IF_ERROR(BuildPlan());
-  auto owned = StepRunner::OwnedRange(*plan_, comm_->rank(), params_->total_elements());
-  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get(),
-                                           owned.first, owned.second);
-  params_->ShardMaster(owned.first, owned.second);  // mixed precision, ZeRO >= 1
+  // Before the executor: it keeps views of the flat buffers Shard may replace.
+  params_->Shard(StepRunner::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
+  DS_ASSIGN_OR_RETURN(executor_, Executor::Create(graph_, params_.get(), {micro, seq_, true}));
+  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
   schedule_ = std::make_unique<LrSchedule>(*schedule);
@@ -165,6 +170,7 @@ Status Trainer::Build() {
   parts.fp16 = config_.fp16.enabled;
   parts.seed = config_.seed;
   parts.loss_block = graph_.num_blocks;
+  parts.memory_profile = MemoryProfileRequested();
   DS_ASSIGN_OR_RETURN(runner_, StepRunner::Create(plan_.get(), comm_->rank(), parts));
   DS_LOG_INFO("worker",
               "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
@@ -189,10 +195,13 @@ Status Trainer::Initialize() {
     if (load == "latest" && !HasLatestCheckpoint(path)) {
       DS_LOG_INFO("worker", "no checkpoint under {} yet: starting from step 0", path);
     } else {
-      return LoadCheckpoint(path);
+      DS_RETURN_IF_ERROR(LoadCheckpoint(path));
+      runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
+      return OkStatus();
     }
   }
   params_->Initialize(graph_, config_.seed);
+  runner_->ReleaseGatheredParams();
   return OkStatus();
 }
 
@@ -251,17 +260,24 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     DS_ASSIGN_OR_RETURN(val_data_, DataLoader::Open(d));
   }
   val_data_->Reset();
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3
   double sum = 0;
-  for (int64_t i = 0; i < iters; ++i) {
-    DS_RETURN_IF_ERROR(val_data_->Next(eval_executor_->ids(), eval_executor_->targets()));
-    DS_RETURN_IF_ERROR(eval_executor_->Forward(0));
-    sum += eval_executor_->loss();
+  Status status;
+  for (int64_t i = 0; i < iters && status.ok(); ++i) {
+    status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
+    if (status.ok()) status = eval_executor_->Forward(0);
+    if (status.ok()) sum += eval_executor_->loss();
   }
+  runner_->ReleaseGatheredParams();
+  DS_RETURN_IF_ERROR(status);
   return sum / std::max<int64_t>(1, iters);
 }
 
 StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch, int64_t seq) {
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   return Executor::Create(graph_, params_.get(), {batch, seq, false});
 }
+
+std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
 
 }  // namespace ds

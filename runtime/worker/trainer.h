@@ -76,7 +76,11 @@ class Trainer {
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
   Status ExportWeights(const std::string& path) const;
   // An executor without gradients over the same parameters, for evaluation and generation.
+  // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered.
   StatusOr<std::unique_ptr<Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+  // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
+  // the model states beside the plan's (StepRunner::MemoryReport).
+  std::string MemoryReport() const;
 
   int64_t step() const { return step_; }
   int64_t total_steps() const { return total_steps_; }

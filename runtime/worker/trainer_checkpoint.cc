@@ -26,6 +26,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds {
@@ -69,21 +70,24 @@ Status Trainer::ExportWeights(const std::string& path) const {
   return r.status();
 }
 
-// The whole flat optimizer state of buffer `b`: the own shard when unsharded, else the
-// all-gathered shards of every rank (a collective: every rank must call it).
+// The whole flat state of a buffer in shard space (optimizer state, sharded master): a copy
+// when this rank owns everything, else every rank's shard all-gathered and laid out by each
+// rank's segments (a collective: every rank must call it).
 StatusOr<std::vector<float>> Trainer::GatherState(const float* shard) {
   const int64_t total = params_->total_elements();
-  const int64_t begin = optimizer_->shard_begin(), end = optimizer_->shard_end();
-  if (begin == 0 && end == total) return std::vector<float>(shard, shard + total);
-  const int64_t chunk = plan_->partition().units(0).chunk();
+  const int64_t n = params_->shard_elements();
+  const auto& mine = params_->segments();
+  if (mine.size() == 1 && mine[0].flat_begin == 0 && mine[0].count == total && n == total)
+    return std::vector<float>(shard, shard + total);
   const int dp = comm_->size();
-  std::vector<float> mine(chunk, 0.0f), all(static_cast<size_t>(chunk) * dp);
-  std::copy(shard, shard + (end - begin), mine.begin());
-  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(mine.data(), chunk),
-                                      parallel::BufferView(all.data(), chunk * dp)));
-  const int64_t offset = plan_->partition().units(0).offset();
+  std::vector<float> all(static_cast<size_t>(n) * dp);
+  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(shard, n),
+                                      parallel::BufferView(all.data(), n * dp)));
   std::vector<float> full(total, 0.0f);
-  for (int64_t i = 0; i + offset < total && i < chunk * dp; ++i) full[offset + i] = all[i];
+  for (int k = 0; k < dp; ++k)
+    for (const ShardSegment& g : StepRunner::LayoutFor(*plan_, k, total).segments)
+      std::copy(all.begin() + k * n + g.shard_offset, all.begin() + k * n + g.shard_offset + g.count,
+                full.begin() + g.flat_begin);
   return full;
 }
 
@@ -96,7 +100,7 @@ Status Trainer::SaveCheckpoint() {
   }
   std::vector<float> master;  // the whole fp32 master when it is sharded
   if (params_->master_sharded()) {
-    DS_ASSIGN_OR_RETURN(master, GatherState(params_->MasterAt(params_->master_begin())));
+    DS_ASSIGN_OR_RETURN(master, GatherState(params_->master_data()));
   }
   if (comm_->rank() != 0) return OkStatus();
   ckpt::CheckpointContents c;
@@ -133,6 +137,7 @@ Status Trainer::LoadWeights(const std::string& path) {
                                 path + ": tensor \"" + s.name + "\""));
   }
   params_->SetFromFull(full.data());
+  runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
   if (file.tensors().size() != params_->slots().size())
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored", path,
                 file.tensors().size(), params_->slots().size());
@@ -154,20 +159,27 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(weights.data() + s.offset, s.shape, DType::kF32),
                                 where + ": tensor \"" + s.name + "\""));
   }
-  // Each rank keeps its slice [shard_begin, shard_end) of the consolidated state.
-  const int64_t begin = optimizer_->shard_begin(), end = optimizer_->shard_end();
+  // Each rank keeps its segments of the consolidated state, in its shard space.
   std::vector<float> full;
   for (const Optimizer::StateBuffer& b : optimizer_->state()) {
     for (const ParamSlot& s : params_->slots()) {
-      const int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.numel);
-      if (lo >= hi) continue;
-      const std::string name = b.name + "/" + s.name;
-      auto t = ck.OptimizerTensor(name);
-      if (!t.ok()) return DataLossError(where + ": optimizer tensor \"" + name + "\" is missing");
-      full.resize(s.numel);
-      DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data(), s.shape, DType::kF32),
-                                  where + ": optimizer tensor \"" + name + "\""));
-      std::copy(full.begin() + (lo - s.offset), full.begin() + (hi - s.offset), b.data + (lo - begin));
+      bool loaded = false;
+      for (const ShardSegment& g : params_->segments()) {
+        const int64_t lo = std::max(g.flat_begin, s.offset);
+        const int64_t hi = std::min(g.flat_begin + g.count, s.offset + s.numel);
+        if (lo >= hi) continue;
+        const std::string name = b.name + "/" + s.name;
+        if (!loaded) {
+          auto t = ck.OptimizerTensor(name);
+          if (!t.ok()) return DataLossError(where + ": optimizer tensor \"" + name + "\" is missing");
+          full.resize(s.numel);
+          DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data(), s.shape, DType::kF32),
+                                      where + ": optimizer tensor \"" + name + "\""));
+          loaded = true;
+        }
+        std::copy(full.begin() + (lo - s.offset), full.begin() + (hi - s.offset),
+                  b.data + g.shard_offset + (lo - g.flat_begin));
+      }
     }
   }
   auto state = [&](const char* key) -> StatusOr<std::string> {

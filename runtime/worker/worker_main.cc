@@ -210,6 +210,9 @@ Status Run(const Flags& f) {
   }
   std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
               PeakRssBytes() / double(1 << 20));
+  const char* profile = std::getenv("DS_MEMORY_PROFILE");
+  if (profile && *profile && std::string(profile) != "0")
+    std::printf("memory (rank %d): %s\n", env.rank, trainer->MemoryReport().c_str());
   return OkStatus();
 }
 

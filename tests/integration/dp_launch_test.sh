@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism end to end: ds-launch starts DP = 2 (1 node x 2 slots) and DP = 4
 # (127.0.0.1 and 127.0.0.2, 2 slots each) CPU ranks that train over Gloo through the planned
-# step with ZeRO stages 0, 1 and 2; rank 0's loss curve must match the single-rank curve with
+# step with ZeRO stages 0, 1, 2 and 3 (stage 3 with a persistence threshold of 100 elements,
+# so the weight matrices are gathered per block); rank 0's loss curve must match the single-rank curve with
 # the same global batch within a relative 1e-5 at every one of 20 steps. A world size that
 # does not divide the batch is rejected before any process starts.
 set -uo pipefail
@@ -27,7 +28,7 @@ train_batch_size: 16
 train_micro_batch_size_per_gpu: $2
 gradient_clipping: 1.0
 optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}
-zero_optimization: {stage: $3, reduce_bucket_size: 5000}
+zero_optimization: {stage: $3, reduce_bucket_size: 5000, stage3_param_persistence_threshold: 100}
 model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10}
 data: {train: $BASE/data/train.tok, seq_len: 10, shuffle: true}
 training: {train_iters: 20}
@@ -38,7 +39,7 @@ YAML
 
 job "$BASE/single.yaml" 16 0 "$BASE/single.csv"
 "$WORKER" --config "$BASE/single.yaml" >/dev/null 2>&1 || fail "single-rank run"
-for stage in 0 1 2; do
+for stage in 0 1 2 3; do
   for world in 2 4; do
     name="dp=$world stage $stage"
     hosts=$BASE/one; [[ $world == 4 ]] && hosts=$BASE/two
