@@ -49,7 +49,7 @@ __global__ void LogSumExpKernel(const T* __restrict__ logits, const int32_t* __r
 
 template <typename T>
 __global__ void LossKernel(const T* __restrict__ logits, const int32_t* __restrict__ targets,
-                           const float* __restrict__ lse, T* loss, int64_t rows, int64_t vocab,
+                           const float* __restrict__ lse, float* loss, int64_t rows, int64_t vocab,
                            int64_t ignore) {
   __shared__ double shared_d[32];
   __shared__ float shared_f[32];
@@ -70,7 +70,7 @@ __global__ void LossKernel(const T* __restrict__ logits, const int32_t* __restri
   bad = BlockSum(bad, shared_f);
   if (threadIdx.x == 0) {
     const float v = bad > 0.f ? NAN : (count > 0.f ? static_cast<float>(sum / count) : 0.f);
-    loss[0] = FromF32<T>(v);
+    loss[0] = v;
   }
 }
 
@@ -78,7 +78,7 @@ template <typename T>
 __global__ void CrossEntropyBackwardKernel(const T* __restrict__ logits,
                                            const int32_t* __restrict__ targets,
                                            const float* __restrict__ lse,
-                                           const T* __restrict__ dloss, T* __restrict__ dx,
+                                           const float* __restrict__ dloss, T* __restrict__ dx,
                                            int64_t rows, int64_t vocab, int64_t ignore) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
@@ -87,7 +87,7 @@ __global__ void CrossEntropyBackwardKernel(const T* __restrict__ logits,
   float count = 0.f;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) count += !Ignored(targets[i], ignore);
   count = BlockSum(count, shared);
-  const float scale = ToF32(dloss[0]) / count;
+  const float scale = dloss[0] / count;
   const float l = lse[r];
   const T* x = logits + r * vocab;
   T* d = dx + r * vocab;
@@ -98,7 +98,7 @@ __global__ void CrossEntropyBackwardKernel(const T* __restrict__ logits,
 }
 
 template <typename T>
-cudaError_t Forward(const T* logits, const int32_t* targets, float* lse, T* loss, int64_t rows,
+cudaError_t Forward(const T* logits, const int32_t* targets, float* lse, float* loss, int64_t rows,
                     int64_t vocab, int64_t ignore, cudaStream_t stream) {
   if (rows < 0 || vocab <= 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
   if (rows > 0) {
@@ -112,7 +112,7 @@ cudaError_t Forward(const T* logits, const int32_t* targets, float* lse, T* loss
 }
 
 template <typename T>
-cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, const T* dloss,
+cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, const float* dloss,
                      T* dlogits, int64_t rows, int64_t vocab, int64_t ignore,
                      cudaStream_t stream) {
   if (rows < 0 || vocab <= 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
@@ -126,12 +126,12 @@ cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, 
 
 #define DS_CROSS_ENTROPY_DEFINE(T)                                                             \
   cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,   \
-                                        T* loss, int64_t rows, int64_t vocab,                  \
+                                        float* loss, int64_t rows, int64_t vocab,                  \
                                         int64_t ignore_index, cudaStream_t stream) {           \
     return Forward(logits, targets, lse, loss, rows, vocab, ignore_index, stream);             \
   }                                                                                            \
   cudaError_t LaunchCrossEntropyBackward(const T* logits, const int32_t* targets,              \
-                                         const float* lse, const T* dloss, T* dlogits,         \
+                                         const float* lse, const float* dloss, T* dlogits,         \
                                          int64_t rows, int64_t vocab, int64_t ignore_index,    \
                                          cudaStream_t stream) {                                \
     return Backward(logits, targets, lse, dloss, dlogits, rows, vocab, ignore_index, stream);  \

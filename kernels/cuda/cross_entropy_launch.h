@@ -4,10 +4,10 @@
 // Asynchronous on `stream`; each returns the launch error.
 //
 // Forward: one pass over each row computes lse (online max and sum), then one block
-// reduces the loss = mean over non-ignored rows of lse - logit[target] (0 when every row
+// reduces the fp32 loss = mean over non-ignored rows of lse - logit[target] (0 when every row
 // is ignored) into loss[0]. A target outside [0, vocab) that is not ignore_index makes the
 // loss NaN (the CPU kernel returns InvalidArgument; a device kernel cannot without a sync).
-// Backward: dlogits[r, :] += dloss[0] / count * (softmax_r - onehot(target_r)), reading
+// Backward: dlogits[r, :] += dloss[0] (fp32, like the loss) / count * (softmax_r - onehot(target_r)), reading
 // each row once; the probabilities are never stored.
 #pragma once
 
@@ -20,10 +20,10 @@ namespace ds::kernels {
 
 #define DS_CROSS_ENTROPY_DECLARE(T)                                                            \
   cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,   \
-                                        T* loss, int64_t rows, int64_t vocab,                  \
+                                        float* loss, int64_t rows, int64_t vocab,                  \
                                         int64_t ignore_index, cudaStream_t stream);            \
   cudaError_t LaunchCrossEntropyBackward(const T* logits, const int32_t* targets,              \
-                                         const float* lse, const T* dloss, T* dlogits,         \
+                                         const float* lse, const float* dloss, T* dlogits,         \
                                          int64_t rows, int64_t vocab, int64_t ignore_index,    \
                                          cudaStream_t stream);
 

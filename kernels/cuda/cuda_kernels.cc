@@ -271,21 +271,37 @@ Status PositionEmbeddingBackward(const OpArgs& a) {
 
 // --- cross_entropy --------------------------------------------------------------------
 
+// The loss and its gradient are fp32 [1] whatever the logits' dtype (the OpDef's infer).
+template <typename T>
+Status CheckCrossEntropyDTypes(const OpArgs& a) {
+  const Tensor* logits[] = {&a.in[0], a.grad_in.empty() ? nullptr : &a.grad_in[0]};
+  for (const Tensor* t : logits)
+    if (t && t->defined() && t->dtype() != kDType<T>)
+      return InvalidArgumentError(StrCat("cross_entropy (cuda, ", DTypeName(kDType<T>),
+                                         "): logits are ", DTypeName(t->dtype())));
+  const Tensor* losses[] = {&a.out[0], a.grad_out.empty() ? nullptr : &a.grad_out[0]};
+  for (const Tensor* t : losses)
+    if (t && t->defined() && t->dtype() != DType::kF32)
+      return InvalidArgumentError(
+          StrCat("cross_entropy (cuda): the loss must be f32, got ", DTypeName(t->dtype())));
+  return OkStatus();
+}
+
 template <typename T>
 Status CrossEntropyForward(const OpArgs& a) {
-  DS_RETURN_IF_ERROR(CheckDTypes<T>("cross_entropy", a));
+  DS_RETURN_IF_ERROR(CheckCrossEntropyDTypes<T>(a));
   DS_LAUNCH(LaunchCrossEntropyForward(Ptr<T>(a.in[0]), a.in[1].i32(), a.saved[0].f32(),
-                                      Ptr<T>(a.out[0]), LeadingRows(a.in[0].shape()),
+                                      a.out[0].f32(), LeadingRows(a.in[0].shape()),
                                       a.in[0].dim(-1), AttrInt(a, "ignore_index", -100),
                                       CurrentStream()));
   return OkStatus();
 }
 template <typename T>
 Status CrossEntropyBackward(const OpArgs& a) {
-  DS_RETURN_IF_ERROR(CheckDTypes<T>("cross_entropy", a));
+  DS_RETURN_IF_ERROR(CheckCrossEntropyDTypes<T>(a));
   if (!a.grad_in[0].defined()) return OkStatus();
   DS_LAUNCH(LaunchCrossEntropyBackward(Ptr<T>(a.in[0]), a.in[1].i32(), a.saved[0].f32(),
-                                       Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[0]),
+                                       a.grad_out[0].f32(), Ptr<T>(a.grad_in[0]),
                                        LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
                                        AttrInt(a, "ignore_index", -100), CurrentStream()));
   return OkStatus();
