@@ -101,9 +101,10 @@ TEST_CASE("DP: 2 and 4 ranks reproduce the single-rank fp32 loss curve, stages 0
   }
 }
 
-// bf16 keeps 8 mantissa bits in the stored weights and gradients; the ranks sum their
-// gradients in fp32 but round the result to bf16 (2^-8 relative), while one rank rounds
-// once: the curves agree to the bf16 rounding of the gradients (1%).
+// bf16 keeps 8 mantissa bits in the stored weights and gradients. Each rank rounds its own
+// accumulated gradient to bf16 and the reduction (in bf16, the plan's comm dtype, as DeepSpeed
+// does by default) rounds the sum again, where one rank rounds the whole sum once: the
+// gradients differ by a few bf16 roundings (2^-8 relative each), and the curves agree to 1%.
 TEST_CASE("DP: bf16 with 2 ranks follows the single-rank curve within bf16 rounding", "[worker][dp]") {
   const std::string data = MakeData();
   const std::vector<double> single = Train(Config(data, 8, 1, "bf16: {enabled: true}\n"), 1, 15);
