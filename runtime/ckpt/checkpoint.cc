@@ -11,6 +11,7 @@
 #include "runtime/ckpt/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE
 
 #include <algorithm>
@@ -198,22 +199,52 @@ StatusOr<std::vector<int64_t>> ListCheckpointSteps(const std::string& root) {
   return steps;
 }
 
-Status SaveCheckpoint(const std::string& root, const CheckpointContents& c, int keep_last) {
-  DS_RETURN_IF_ERROR(ValidateContents(c));
+std::string TempStepDir(const std::string& root, int64_t step) {
+  return JoinPath(root, kTmpPrefix + StepDirName(step));
+}
+
+Status BeginCheckpoint(const std::string& root, int64_t step) {
+  if (step < 0) return InvalidArgumentError("checkpoint step must be >= 0");
   DS_RETURN_IF_ERROR(CreateDirs(root));
   DS_RETURN_IF_ERROR(RemoveStaleTemps(root));
+  return CreateDirs(TempStepDir(root, step));
+}
+
+namespace {
+
+// Everything after the writers filled the temporary directory. `all_files`: write
+// model/optimizer files even when empty (the single-writer layout always has them).
+Status Commit(const std::string& root, const CheckpointContents& c, const WrittenFiles& written,
+              int keep_last, bool all_files) {
+  DS_RETURN_IF_ERROR(ValidateContents(c));
   const std::string name = StepDirName(c.step);
-  const std::string tmp = JoinPath(root, kTmpPrefix + name);
+  const std::string tmp = TempStepDir(root, c.step);
   const std::string dst = JoinPath(root, name);
-  DS_RETURN_IF_ERROR(CreateDirs(tmp));
 
   Manifest m;
   m.step = c.step;
   m.info = c.info;
-  DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kModelFile, c.model, c.shards, &m));
+  if (all_files || !c.model.empty()) {
+    DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kModelFile, c.model, c.shards, &m));
+  }
   if (CrashHere(CrashPoint::kAfterModelFile)) return SimulatedCrash("after the model file");
-  DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kOptimizerFile, c.optimizer, c.shards, &m));
+  if (all_files || !c.optimizer.empty()) {
+    DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kOptimizerFile, c.optimizer, c.shards, &m));
+  }
   DS_RETURN_IF_ERROR(WriteStateFile(tmp, c.state, &m));
+  for (const FileRecord& f : written.files) {
+    const std::string path = JoinPath(tmp, f.name);
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      return DataLossError(path + ": missing (a writer reported it written)");
+    }
+    if (static_cast<uint64_t>(st.st_size) != f.bytes) {
+      return DataLossError(path + ": size " + std::to_string(st.st_size) +
+                           " bytes, its writer reported " + std::to_string(f.bytes));
+    }
+    m.files.push_back(f);
+  }
+  m.tensors.insert(m.tensors.end(), written.tensors.begin(), written.tensors.end());
   DS_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp, kManifestFile), ManifestToJson(m)));
   DS_RETURN_IF_ERROR(SyncDir(tmp));
   if (CrashHere(CrashPoint::kBeforeRename)) return SimulatedCrash("before the rename");
@@ -230,9 +261,26 @@ Status SaveCheckpoint(const std::string& root, const CheckpointContents& c, int 
 
   uint64_t bytes = 0;
   for (const FileRecord& f : m.files) bytes += f.bytes;
-  DS_LOG_INFO("ckpt", "saved {} ({} tensors, {:.1f} MiB)", dst, m.tensors.size(),
-              bytes / 1048576.0);
+  DS_LOG_INFO("ckpt", "saved {} ({} files, {} tensors, {:.1f} MiB)", dst, m.files.size(),
+              m.tensors.size(), bytes / 1048576.0);
   return OkStatus();
+}
+
+}  // namespace
+
+Status CommitCheckpoint(const std::string& root, const CheckpointContents& c,
+                        const WrittenFiles& written, int keep_last) {
+  if (!IsDirectory(TempStepDir(root, c.step))) {
+    return FailedPreconditionError(TempStepDir(root, c.step) +
+                                   ": missing (BeginCheckpoint was not called)");
+  }
+  return Commit(root, c, written, keep_last, /*all_files=*/false);
+}
+
+Status SaveCheckpoint(const std::string& root, const CheckpointContents& c, int keep_last) {
+  DS_RETURN_IF_ERROR(ValidateContents(c));
+  DS_RETURN_IF_ERROR(BeginCheckpoint(root, c.step));
+  return Commit(root, c, WrittenFiles(), keep_last, /*all_files=*/true);
 }
 
 }  // namespace ds::ckpt

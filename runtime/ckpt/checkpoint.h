@@ -51,6 +51,28 @@ struct CheckpointContents {
 Status SaveCheckpoint(const std::string& root, const CheckpointContents& contents,
                       int keep_last = 0);
 
+// Multi-writer saves (ZeRO: every rank writes its own shard file into the same directory;
+// all writers see the same filesystem). The coordinator (rank 0) calls BeginCheckpoint and
+// shares nothing but the step; every writer writes its files into TempStepDir(root, step);
+// once all writers finished (a barrier), the coordinator calls CommitCheckpoint with their
+// file and tensor records. The step directory and `latest` then appear exactly as with
+// SaveCheckpoint (Note [Checkpoint atomicity]). A failed save leaves only a .tmp-* entry,
+// which the next save removes.
+std::string TempStepDir(const std::string& root, int64_t step);
+// Creates root, removes stale root/.tmp-* entries, creates TempStepDir(root, step) empty.
+Status BeginCheckpoint(const std::string& root, int64_t step);
+// Files other writers put into TempStepDir, and the tensors they hold.
+struct WrittenFiles {
+  std::vector<FileRecord> files;
+  std::vector<TensorRecord> tensors;
+};
+// Writes `contents` (model.safetensors / optimizer.safetensors only when non-empty,
+// state.json always) next to `written` (each must exist with its recorded size), the
+// manifest listing all of them, then installs the directory and moves `latest`.
+// Errors as SaveCheckpoint's, plus DataLoss when a written file is missing or differs in size.
+Status CommitCheckpoint(const std::string& root, const CheckpointContents& contents,
+                        const WrittenFiles& written, int keep_last = 0);
+
 // Test hook: the next SaveCheckpoint stops at `point` and returns Aborted, leaving the
 // files as a crash there would. One-shot: the point resets to kNone once it fires.
 enum class CrashPoint { kNone, kAfterModelFile, kBeforeRename, kBeforeLatestUpdate };

@@ -74,7 +74,14 @@ StatusOr<TensorRecord> ParseTensor(const Json& j, const std::set<std::string>& f
   if (const Json* shard = j.Find("shard"); shard != nullptr && !shard->is_null()) {
     ShardRecord s;
     DS_ASSIGN_OR_RETURN(s.global_shape, ShapeField(*shard, "global_shape", ctx + " shard"));
-    DS_ASSIGN_OR_RETURN(s.offset, ShapeField(*shard, "offset", ctx + " shard"));
+    if (const Json* flat = shard->Find("flat_offset"); flat != nullptr) {
+      if (!flat->is_int() || flat->as_int() < 0) {
+        return DataLossError(ctx + " shard: flat_offset must be an integer >= 0");
+      }
+      s.flat_offset = flat->as_int();
+    } else {
+      DS_ASSIGN_OR_RETURN(s.offset, ShapeField(*shard, "offset", ctx + " shard"));
+    }
     Status v = ValidateShard(t.name, t.spec.shape, s);
     if (!v.ok()) return DataLossError("manifest " + v.message());
     t.shard = std::move(s);
@@ -85,6 +92,22 @@ StatusOr<TensorRecord> ParseTensor(const Json& j, const std::set<std::string>& f
 }  // namespace
 
 Status ValidateShard(const std::string& tensor, const Shape& shape, const ShardRecord& shard) {
+  if (shard.flat()) {
+    if (shape.size() != 1 || !shard.offset.empty()) {
+      return InvalidArgumentError("tensor " + tensor + ": a flat shard must be 1-D, not " +
+                                  ShapeToString(shape));
+    }
+    for (int64_t d : shard.global_shape) {
+      if (d < 0) return InvalidArgumentError("tensor " + tensor + ": bad global shape");
+    }
+    if (shard.flat_offset + shape[0] > NumElements(shard.global_shape)) {
+      return InvalidArgumentError("tensor " + tensor + ": flat shard [" +
+                                  std::to_string(shard.flat_offset) + ", " +
+                                  std::to_string(shard.flat_offset + shape[0]) +
+                                  ") exceeds global shape " + ShapeToString(shard.global_shape));
+    }
+    return OkStatus();
+  }
   if (shard.global_shape.size() != shape.size() || shard.offset.size() != shape.size()) {
     return InvalidArgumentError("tensor " + tensor + ": shard rank differs from shape " +
                                 ShapeToString(shape));
@@ -124,7 +147,11 @@ std::string ManifestToJson(const Manifest& m) {
     if (t.shard) {
       Json s = Json::Object();
       s.AddMember("global_shape", ShapeJson(t.shard->global_shape));
-      s.AddMember("offset", ShapeJson(t.shard->offset));
+      if (t.shard->flat()) {
+        s.AddMember("flat_offset", Json::Int(t.shard->flat_offset));
+      } else {
+        s.AddMember("offset", ShapeJson(t.shard->offset));
+      }
       j.AddMember("shard", std::move(s));
     }
     tensors.Append(std::move(j));

@@ -18,14 +18,20 @@
 
 namespace ds::ckpt {
 
-// Where a stored tensor sits in a larger global tensor: the stored data is the box
-// [offset, offset + shape) of `global_shape` (same rank). Absent means "the whole tensor".
-// ZeRO shards and tensor-parallel slices of one parameter share a name across files.
+// Where a stored tensor sits in a larger global tensor. Two forms:
+//   box   (flat_offset < 0): the stored data is the box [offset, offset + shape) of
+//         `global_shape` (same rank); tensor-parallel slices.
+//   flat  (flat_offset >= 0): the stored tensor is 1-D [n] and holds elements
+//         [flat_offset, flat_offset + n) of the row-major flattening of `global_shape`;
+//         `offset` is empty. ZeRO shards (a rank's segment cuts a parameter anywhere).
+// Absent means "the whole tensor".
 struct ShardRecord {
   Shape global_shape;
   Shape offset;
+  int64_t flat_offset = -1;
+  bool flat() const { return flat_offset >= 0; }
   bool operator==(const ShardRecord& o) const {
-    return global_shape == o.global_shape && offset == o.offset;
+    return global_shape == o.global_shape && offset == o.offset && flat_offset == o.flat_offset;
   }
 };
 
