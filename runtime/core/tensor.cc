@@ -91,17 +91,24 @@ void Buffer::Release(size_t offset, size_t bytes, bool zero_edges) {
   }
 }
 
-size_t Buffer::ResidentBytes() const {
-  if (!data_) return 0;
+size_t Buffer::ResidentBytes(size_t offset, size_t bytes) const {
+  if (!data_ || offset >= size_ || bytes == 0) return 0;
+  bytes = std::min(bytes, size_ - offset);
   const size_t page = PageSize();
-  const uintptr_t start = reinterpret_cast<uintptr_t>(data_) / page * page;
-  const uintptr_t end = reinterpret_cast<uintptr_t>(data_) + size_;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t start = lo / page * page;
+  const uintptr_t end = lo + bytes;
   const size_t pages = (end - start + page - 1) / page;
   std::vector<unsigned char> in_core(pages);
   if (mincore(reinterpret_cast<void*>(start), end - start, in_core.data()) != 0) return 0;
   size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return std::min(size_, resident * page);
+  for (size_t i = 0; i < pages; ++i) {
+    if (!(in_core[i] & 1)) continue;
+    const uintptr_t a = std::max<uintptr_t>(lo, start + i * page);
+    const uintptr_t b = std::min<uintptr_t>(end, start + (i + 1) * page);
+    resident += b - a;
+  }
+  return resident;
 }
 
 void Buffer::Free() {

@@ -85,8 +85,10 @@ class Buffer {
   // system and read as zero again; with `zero_edges`, the partial pages at both ends are
   // zeroed too, so the whole range reads as zero. Dense buffers: the range is zeroed.
   void Release(size_t offset, size_t bytes, bool zero_edges);
-  // Bytes of the buffer resident in memory now (mincore), for memory profiles.
-  size_t ResidentBytes() const;
+  // Bytes of the buffer (or of bytes [offset, offset + bytes) of it) resident in memory now
+  // (mincore, whole pages), for memory profiles.
+  size_t ResidentBytes() const { return ResidentBytes(0, size_); }
+  size_t ResidentBytes(size_t offset, size_t bytes) const;
 
  private:
   void Free();

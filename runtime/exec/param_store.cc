@@ -226,15 +226,28 @@ void ParamStore::ZeroGrads() {
   if (grad_shard_.data()) std::memset(grad_shard_.data(), 0, grad_shard_.size());
 }
 
-std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes() const {
-  size_t params = model_.ResidentBytes() + param_shard_.ResidentBytes();
-  size_t master = master_.ResidentBytes();
+std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes(
+    const std::vector<std::pair<int64_t, int64_t>>& persistent) const {
+  const size_t size = DTypeSize(model_dtype_);
+  size_t params = 0, gathered = 0, master = master_.ResidentBytes();
   if (!model_.data()) {  // fp32 stages 0-2: the master is the model
     params = master;
     master = 0;
+  } else if (layout_.partition_params) {
+    params = param_shard_.ResidentBytes();
+    size_t kept = 0;
+    for (const auto& [offset, count] : persistent) kept += model_.ResidentBytes(offset * size, count * size);
+    params += kept;
+    gathered = model_.ResidentBytes() - kept;
+  } else {
+    params = model_.ResidentBytes();
   }
-  return {{"params", params},
-          {"grads", grads_.ResidentBytes() + grad_shard_.ResidentBytes()},
+  size_t grads = grads_.ResidentBytes(), buckets = 0;
+  if (layout_.partition_grads) {
+    buckets = grads;
+    grads = grad_shard_.ResidentBytes();
+  }
+  return {{"params", params}, {"gathered", gathered}, {"grads", grads}, {"grad buckets", buckets},
           {"master", master}};
 }
 

@@ -106,8 +106,12 @@ class ParamStore {
   void SetFromFull(const float* full);
   // Zeroes gradients: the flat buffer (released when sparse) and the gradient shard.
   void ZeroGrads();
-  // Resident bytes per role, for memory profiles: "params", "grads", "master".
-  std::vector<std::pair<std::string, size_t>> ResidentBytes() const;
+  // Resident bytes per role, for memory profiles: "params" (the model copy; at stage 3 the
+  // parameter shard and the flat ranges in `persistent`), "gathered" (stage 3: the rest of the
+  // flat parameters), "grads" (the flat gradients, or the gradient shard), "grad buckets"
+  // (stages 2-3: flat gradients not yet reduced) and "master" (a separate fp32 master).
+  std::vector<std::pair<std::string, size_t>> ResidentBytes(
+      const std::vector<std::pair<int64_t, int64_t>>& persistent = {}) const;
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   const ParamSlot* Find(const std::string& name) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -35,6 +36,23 @@ std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank)
   return {begin, std::max(begin, end)};
 }
 
+DType CommDType(proto::DataType d) {
+  switch (d) {
+    case proto::DT_BF16: return DType::kBF16;
+    case proto::DT_F16: return DType::kF16;
+    default: return DType::kF32;
+  }
+}
+
+// dst[i] = src[i] converted, for n elements of float types.
+void Convert(const void* src, DType st, void* dst, DType dt, int64_t n) {
+  if (st == dt) {
+    std::memcpy(dst, src, n * DTypeSize(st));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) StoreFloat(dst, dt, i, LoadFloat(src, st, i));
+}
+
 }  // namespace
 
 ShardLayout StepRunner::LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
@@ -57,8 +75,10 @@ ShardLayout StepRunner::LayoutFor(const proto::Plan& plan, int rank, int64_t tot
 }
 
 // Note [Collectives of the step runner]
-// Every collective of the plan goes through Issue(): Prepare() stages the data (16-bit
-// gradients are reduced in fp32; gathers move model-dtype bytes), starts the operation on the
+// Every collective of the plan goes through Issue(): Prepare() stages the data (gradients are
+// reduced in the plan's comm_dtype: the model dtype, as DeepSpeed does, unless the config's
+// communication_data_type asks for another; in the model dtype they are reduced in place
+// where the layout allows; gathers move model-dtype bytes), starts the operation on the
 // communication thread and leaves a `finish` step that moves the result where it belongs
 // (back into the flat gradients, into the gradient shard, into the flat parameters). A sync
 // instruction waits at once; an async one is completed by the WaitFor() of a later
@@ -74,11 +94,12 @@ struct StepRunner::Impl {
   int stage = 0;
   DType t = DType::kF32;  // model dtype
   size_t tsize = 4;
+  DType ct = DType::kF32;  // comm dtype of gradient reductions
+  size_t csize = 4;
 
   struct Pending {
     std::unique_ptr<parallel::CommHandle> handle;
-    std::vector<float> in, out;           // fp32 staging of reductions
-    std::vector<char> in_bytes, out_bytes;  // model-dtype staging of gathers
+    std::vector<char> in, out;  // staging (reductions: comm dtype; gathers: model dtype)
     std::function<void(Pending&)> finish;
   };
   std::multimap<int, Pending> pending;  // by instruction index
@@ -90,10 +111,11 @@ struct StepRunner::Impl {
   Status PrepareUnitReduceScatter(const Instruction& in, Pending* job);
   Status PrepareGather(const std::vector<int>& units, Pending* job);
   Status PrepareShardAllGather(const Instruction& in, Pending* job);
-  // Reduced gradients of flat elements [lo, lo + n) (stages 0-1: written back to the flat
-  // gradients; stages 2-3: the owned part added to the gradient shard).
-  void ApplyReduced(int64_t lo, int64_t n, const float* values);
-  void AddToShard(int64_t flat_lo, int64_t n, const float* values);
+  // Reduced gradients of flat elements [lo, lo + n), `values` in the comm dtype (stages 0-1:
+  // written back to the flat gradients unless reduced there in place; stages 2-3: the owned
+  // part added to the gradient shard).
+  void ApplyReduced(int64_t lo, int64_t n, const void* values);
+  void AddToShard(int64_t flat_lo, int64_t n, const void* values);
 
   // Per step.
   int64_t step = 0;
@@ -165,26 +187,23 @@ Status StepRunner::Impl::WaitAll() {
   return status;
 }
 
-void StepRunner::Impl::AddToShard(int64_t flat_lo, int64_t n, const float* values) {
+void StepRunner::Impl::AddToShard(int64_t flat_lo, int64_t n, const void* values) {
   if (n <= 0) return;
   const int64_t pos = p.params->ShardPos(flat_lo);
   void* shard = p.params->grad_shard();
-  for (int64_t i = 0; i < n; ++i) StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + values[i]);
+  for (int64_t i = 0; i < n; ++i)
+    StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + LoadFloat(values, ct, i));
 }
 
-void StepRunner::Impl::ApplyReduced(int64_t lo, int64_t n, const float* values) {
+void StepRunner::Impl::ApplyReduced(int64_t lo, int64_t n, const void* values) {
   if (stage < 2) {
     void* g = static_cast<char*>(p.params->grads()) + lo * tsize;
-    if (t == DType::kF32) {
-      if (g != values) std::memcpy(g, values, n * sizeof(float));
-    } else {
-      for (int64_t i = 0; i < n; ++i) StoreFloat(g, t, i, values[i]);
-    }
+    if (g != values) Convert(values, ct, g, t, n);
     return;
   }
   for (const ShardSegment& s : p.params->segments()) {
     const int64_t a = std::max(lo, s.flat_begin), b = std::min(lo + n, s.flat_begin + s.count);
-    if (a < b) AddToShard(a, b - a, values + (a - lo));
+    if (a < b) AddToShard(a, b - a, static_cast<const char*>(values) + (a - lo) * csize);
   }
 }
 
@@ -194,18 +213,16 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
     return InternalError("stage " + std::to_string(stage) + " bucket with " +
                          std::to_string(in.ranges_size()) + " ranges");
   const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
-  float* data = nullptr;
-  if (t == DType::kF32 && stage < 2) {
-    data = static_cast<float*>(p.params->grads()) + lo;  // in place
-  } else {
-    const void* g = static_cast<const char*>(p.params->grads()) + lo * tsize;
-    job->in.resize(n);
-    for (int64_t i = 0; i < n; ++i) job->in[i] = LoadFloat(g, t, i);
+  void* g = static_cast<char*>(p.params->grads()) + lo * tsize;
+  void* data = g;  // in place when the comm dtype is the model dtype
+  if (ct != t) {
+    job->in.resize(n * csize);
+    Convert(g, t, job->in.data(), ct, n);
     data = job->in.data();
   }
   const bool release = stage >= 2;
   if (in.kind() == Instruction::ALL_REDUCE) {
-    job->handle = p.comm->AllReduceAsync(parallel::BufferView(data, n), parallel::ReduceOp::kSum);
+    job->handle = p.comm->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
     job->finish = [this, lo, n, data, release](Pending&) {
       ApplyReduced(lo, n, data);
       if (release) p.params->ReleaseGrads(lo, n);
@@ -221,10 +238,10 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
     sum += counts[k];
   }
   if (sum != n) return InternalError("reduce-scatter counts do not add up to the bucket");
-  job->out.resize(std::max<int64_t>(1, counts[rank]));
+  job->out.resize(std::max<int64_t>(1, counts[rank]) * csize);
   const int64_t my_lo = lo + before, my_n = counts[rank];
-  job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(data, n),
-                                            parallel::BufferView(job->out.data(), my_n), counts,
+  job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(data, n, ct),
+                                            parallel::BufferView(job->out.data(), my_n, ct), counts,
                                             parallel::ReduceOp::kSum);
   job->finish = [this, lo, n, my_lo, my_n, release](Pending& j) {
     ApplyReduced(my_lo, my_n, j.out.data());
@@ -239,30 +256,30 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
   const auto& units = plan->partition().units();
   int64_t per_rank = 0;
   for (int u : in.units()) per_rank += units[u].chunk();
-  job->in.assign(static_cast<size_t>(per_rank) * dp, 0.0f);
-  const void* g = p.params->grads();
+  job->in.assign(per_rank * dp * csize, 0);
+  const char* g = static_cast<const char*>(p.params->grads());
   for (int k = 0; k < dp; ++k) {
-    float* dst = job->in.data() + k * per_rank;
+    char* dst = job->in.data() + k * per_rank * csize;
     for (int u : in.units()) {
       auto [begin, end] = OwnedOfUnit(units[u], k);
-      for (int64_t i = begin; i < end; ++i) dst[i - begin] = LoadFloat(g, t, i);
-      dst += units[u].chunk();
+      if (end > begin) Convert(g + begin * tsize, t, dst, ct, end - begin);
+      dst += units[u].chunk() * csize;
     }
   }
-  job->out.resize(per_rank);
-  job->handle = p.comm->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp),
-                                           parallel::BufferView(job->out.data(), per_rank),
+  job->out.resize(per_rank * csize);
+  job->handle = p.comm->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp, ct),
+                                           parallel::BufferView(job->out.data(), per_rank, ct),
                                            parallel::ReduceOp::kSum);
   std::vector<int> list(in.units().begin(), in.units().end());
   job->finish = [this, list](Pending& j) {
     const auto& all = plan->partition().units();
     void* shard = p.params->grad_shard();
-    const float* v = j.out.data();
+    const char* v = j.out.data();
     for (int u : list) {
       const int64_t pos = all[u].shard_offset();
       for (int64_t i = 0; i < all[u].chunk(); ++i)
-        StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + v[i]);
-      v += all[u].chunk();
+        StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + LoadFloat(v, ct, i));
+      v += all[u].chunk() * csize;
       p.params->ReleaseGrads(all[u].offset(), all[u].count());
     }
   };
@@ -274,21 +291,21 @@ Status StepRunner::Impl::PrepareGather(const std::vector<int>& list, Pending* jo
   const auto& units = plan->partition().units();
   int64_t per_rank = 0;
   for (int u : list) per_rank += units[u].chunk();
-  job->in_bytes.resize(per_rank * tsize);
-  job->out_bytes.resize(per_rank * dp * tsize);
+  job->in.resize(per_rank * tsize);
+  job->out.resize(per_rank * dp * tsize);
   const char* shard = static_cast<const char*>(p.params->param_shard());
-  char* dst = job->in_bytes.data();
+  char* dst = job->in.data();
   for (int u : list) {
     std::memcpy(dst, shard + units[u].shard_offset() * tsize, units[u].chunk() * tsize);
     dst += units[u].chunk() * tsize;
   }
-  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in_bytes.data(), per_rank, t),
-                                       parallel::BufferView(job->out_bytes.data(), per_rank * dp, t));
+  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in.data(), per_rank, t),
+                                       parallel::BufferView(job->out.data(), per_rank * dp, t));
   job->finish = [this, list, per_rank](Pending& j) {
     const auto& all = plan->partition().units();
     char* model = static_cast<char*>(p.params->model());
     for (int k = 0; k < dp; ++k) {
-      const char* src = j.out_bytes.data() + k * per_rank * tsize;
+      const char* src = j.out.data() + k * per_rank * tsize;
       for (int u : list) {
         auto [begin, end] = OwnedOfUnit(all[u], k);
         if (end > begin) std::memcpy(model + begin * tsize, src, (end - begin) * tsize);
@@ -309,19 +326,19 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   const DType dt = master ? DType::kF32 : t;
   const size_t size = DTypeSize(dt);
   char* src = master ? reinterpret_cast<char*>(p.params->master()) : static_cast<char*>(p.params->model());
-  job->in_bytes.assign(len * size, 0);
-  job->out_bytes.resize(len * dp * size);
+  job->in.assign(len * size, 0);
+  job->out.resize(len * dp * size);
   const int64_t mine_lo = in.ranges(rank).offset();
   const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - mine_lo));
-  if (mine_n > 0) std::memcpy(job->in_bytes.data(), src + mine_lo * size, mine_n * size);
-  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in_bytes.data(), len, dt),
-                                       parallel::BufferView(job->out_bytes.data(), len * dp, dt));
+  if (mine_n > 0) std::memcpy(job->in.data(), src + mine_lo * size, mine_n * size);
+  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in.data(), len, dt),
+                                       parallel::BufferView(job->out.data(), len * dp, dt));
   std::vector<int64_t> offsets;
   for (const proto::ParamRange& r : in.ranges()) offsets.push_back(r.offset());
   job->finish = [this, offsets, len, total, src, size](Pending& j) {
     for (int k = 0; k < dp; ++k) {
       const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
-      if (n > 0) std::memcpy(src + offsets[k] * size, j.out_bytes.data() + k * len * size, n * size);
+      if (n > 0) std::memcpy(src + offsets[k] * size, j.out.data() + k * len * size, n * size);
     }
   };
   return OkStatus();
@@ -415,17 +432,23 @@ Status StepRunner::Impl::Execute(int index, const Instruction& in) {
 }
 
 void StepRunner::Impl::SampleMemory() {
+  // Model states as the plan counts them: parameters (stage 3: shard and persistent units),
+  // gradients (full or shard), fp32 master and optimizer state. Gathered units and unreduced
+  // gradient buckets are transient and reported apart, as the plan does.
+  std::vector<std::pair<int64_t, int64_t>> persistent;
+  for (const proto::PartitionUnit& u : plan->partition().units())
+    if (stage == 3 && u.persistent()) persistent.push_back({u.offset(), u.count()});
   size_t total = 0;
-  auto add = [&](const std::string& role, size_t bytes) {
+  auto add = [&](const std::string& role, size_t bytes, bool model_state) {
     peak_by_role[role] = std::max(peak_by_role[role], bytes);
-    total += bytes;
+    if (model_state) total += bytes;
   };
-  for (const auto& [role, bytes] : p.params->ResidentBytes()) add(role, bytes);
-  add("optimizer", p.optimizer->ResidentBytes());
+  for (const auto& [role, bytes] : p.params->ResidentBytes(persistent))
+    add(role, bytes, role != "gathered" && role != "grad buckets");
+  add("optimizer", p.optimizer->ResidentBytes(), true);
   size_t staging = 0;
   for (const auto& [index, job] : pending)
-    staging += (job.in.capacity() + job.out.capacity()) * sizeof(float) + job.in_bytes.capacity() +
-               job.out_bytes.capacity();
+    staging += job.in.capacity() + job.out.capacity();
   peak_by_role["comm staging"] = std::max(peak_by_role["comm staging"], staging);
   peak_model_states = std::max(peak_model_states, total);
 }
@@ -440,6 +463,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->stage = plan->settings().zero_stage();
   impl->t = parts.params->model_dtype();
   impl->tsize = DTypeSize(impl->t);
+  impl->ct = CommDType(plan->settings().comm_dtype());
+  impl->csize = DTypeSize(impl->ct);
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) impl->mine = &r;
   if (!impl->mine) return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
@@ -521,7 +546,11 @@ void StepRunner::ReleaseGatheredParams() {
 
 std::string StepRunner::MemoryReport() const {
   const Impl& m = *impl_;
-  auto mib = [](size_t b) { return std::to_string(b / 1048576.0).substr(0, 6); };
+  auto mib = [](size_t b) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f", b / 1048576.0);
+    return std::string(text);
+  };
   std::string s = "model states peak " + mib(m.peak_model_states) + " MiB (";
   bool first = true;
   for (const auto& [role, bytes] : m.peak_by_role) {
