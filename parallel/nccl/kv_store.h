@@ -26,8 +26,7 @@ class KvStore {
   // Stores `value` (any bytes) under `key`, replacing an earlier value.
   virtual Status Set(const std::string& key, const std::string& value) = 0;
   // Blocks until `key` is set or `timeout` passed: DeadlineExceeded naming the key.
-  virtual StatusOr<std::string> Get(const std::string& key,
-                                    std::chrono::milliseconds timeout) = 0;
+  virtual StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
 };
 
 class InMemoryKvStore final : public KvStore {

@@ -92,8 +92,8 @@ char* Bytes(const BufferView& b) { return static_cast<char*>(b.data); }
 // Polls a non-blocking communicator until it leaves ncclInProgress or `deadline` passes.
 ncclResult_t PollState(ncclComm_t comm, Clock::time_point deadline, bool* timed_out) {
   *timed_out = false;
-  for (auto backoff = std::chrono::microseconds(10);; backoff = std::min(
-           backoff * 2, std::chrono::microseconds(2000))) {
+  for (auto backoff = std::chrono::microseconds(10);;
+       backoff = std::min(backoff * 2, std::chrono::microseconds(2000))) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess) return r;
@@ -138,7 +138,8 @@ StatusOr<ncclUniqueId> ExchangeUniqueId(const NcclOptions& o, KvStore* store,
 std::string RanksHash(const std::vector<int>& ranks) {
   uint32_t h = 2166136261u;  // FNV-1a
   for (int r : ranks) {
-    for (int i = 0; i < 4; ++i) h = (h ^ ((static_cast<uint32_t>(r) >> (8 * i)) & 0xff)) * 16777619u;
+    for (int i = 0; i < 4; ++i)
+      h = (h ^ ((static_cast<uint32_t>(r) >> (8 * i)) & 0xff)) * 16777619u;
   }
   char buf[9];
   std::snprintf(buf, sizeof(buf), "%08x", h);
@@ -188,14 +189,13 @@ class NcclCommunicator::Probe final : public WatchdogProbe {
 };
 
 StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const NcclOptions& options,
-                                                                      KvStore* store) {
+                                                                     KvStore* store) {
   DS_RETURN_IF_ERROR(CheckOptions(options));
   if (store == nullptr) return InvalidArgumentError("NcclCommunicator: null store");
   DS_ASSIGN_OR_RETURN(int devices, cuda::CudaDeviceCount());
   if (options.device >= devices) {
-    return UnavailableError(WhoOf(options) + ": no CUDA device " +
-                            std::to_string(options.device) + " (" +
-                            cuda::ProbeCudaDevices().reason + ")");
+    return UnavailableError(WhoOf(options) + ": no CUDA device " + std::to_string(options.device) +
+                            " (" + cuda::ProbeCudaDevices().reason + ")");
   }
   return Connect(options, store, options.name);
 }
@@ -216,13 +216,13 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
     r = PollState(comm, start + options.bootstrap_timeout, &timed_out);
   }
   if (timed_out || r != ncclSuccess) {
-    Status s = timed_out ? DeadlineExceededError(WhoOf(options) + ": NCCL init of " +
-                                                 std::to_string(options.size) +
-                                                 " ranks did not finish within " +
-                                                 CollectiveWatchdog::FormatTimeout(
-                                                     options.bootstrap_timeout) +
-                                                 " (a rank did not join)")
-                         : NcclStatus(r, comm, WhoOf(options) + ": ncclCommInitRankConfig");
+    Status s =
+        timed_out
+            ? DeadlineExceededError(WhoOf(options) + ": NCCL init of " +
+                                    std::to_string(options.size) + " ranks did not finish within " +
+                                    CollectiveWatchdog::FormatTimeout(options.bootstrap_timeout) +
+                                    " (a rank did not join)")
+            : NcclStatus(r, comm, WhoOf(options) + ": ncclCommInitRankConfig");
     if (comm != nullptr) (void)ncclCommAbort(comm);
     return s;
   }
@@ -246,9 +246,9 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
     return fail(cuda::CudaErrorToStatus(err, "barrier scratch", nullptr, 0));
   }
   if (options.rank == 0) {
-    DS_LOG_INFO("comm", "nccl '{}': {} ranks initialized in {} ms", options.name, options.size,
-                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
-                    .count());
+    DS_LOG_INFO(
+        "comm", "nccl '{}': {} ranks initialized in {} ms", options.name, options.size,
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   }
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
       options, store, comm, std::move(*stream), std::move(*ready), std::move(*done), scratch));
@@ -343,16 +343,17 @@ ncclResult_t NcclCommunicator::Issue(const CommOp& op) {
       return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s);
     case CommOpKind::kAllToAll: {
       const int64_t chunk = op.in.bytes() / size();
-      if (chunk > 0 && cudaMemcpyAsync(Bytes(op.out) + rank() * chunk,
-                                       Bytes(op.in) + rank() * chunk, chunk,
-                                       cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+      if (chunk > 0 &&
+          cudaMemcpyAsync(Bytes(op.out) + rank() * chunk, Bytes(op.in) + rank() * chunk, chunk,
+                          cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
         return ncclUnhandledCudaError;
       }
       ncclResult_t r = ncclGroupStart();
       for (int p = 0; p < size() && r == ncclSuccess && chunk > 0; ++p) {
         if (p == rank()) continue;
         r = ncclSend(Bytes(op.in) + p * chunk, chunk, ncclUint8, p, comm_, s);
-        if (r == ncclSuccess) r = ncclRecv(Bytes(op.out) + p * chunk, chunk, ncclUint8, p, comm_, s);
+        if (r == ncclSuccess)
+          r = ncclRecv(Bytes(op.out) + p * chunk, chunk, ncclUint8, p, comm_, s);
       }
       const ncclResult_t end = ncclGroupEnd();
       return r != ncclSuccess ? r : end;

@@ -74,7 +74,8 @@ class NcclCommunicator final : public Communicator {
   // InvalidArgument for bad options, Unavailable without that GPU, DeadlineExceeded when rank
   // 0 did not publish the id or not all ranks joined within bootstrap_timeout, Internal (with
   // NCCL's last error) when NCCL refuses. `store` is borrowed: it must outlive this
-  // communicator and every communicator Split from it.
+  // communicator and every communicator Split from it. Leaves options.device current on the
+  // calling thread.
   static StatusOr<std::unique_ptr<NcclCommunicator>> Create(const NcclOptions& options,
                                                             KvStore* store);
   // Flushes and destroys the NCCL communicator (aborts it if it failed or does not flush
@@ -98,8 +99,8 @@ class NcclCommunicator final : public Communicator {
  private:
   class Probe;
 
-  NcclCommunicator(const NcclOptions& options, KvStore* store, ncclComm_t comm,
-                   cuda::Stream stream, cuda::Event ready, cuda::Event done, void* scratch);
+  NcclCommunicator(const NcclOptions& options, KvStore* store, ncclComm_t comm, cuda::Stream stream,
+                   cuda::Event ready, cuda::Event done, void* scratch);
   static StatusOr<std::unique_ptr<NcclCommunicator>> Connect(const NcclOptions& options,
                                                              KvStore* store,
                                                              const std::string& key_prefix);
@@ -115,14 +116,14 @@ class NcclCommunicator final : public Communicator {
 
   // Fixed at construction.
   const NcclOptions options_;
-  KvStore* const store_;        // borrowed
-  const cuda::Stream stream_;   // collectives run here
-  const cuda::Event ready_;     // recorded on the compute stream before each op
-  const cuda::Event done_;      // recorded on stream_ after each op
-  void* const scratch_;         // one int32 on the device, for Barrier
+  KvStore* const store_;       // borrowed
+  const cuda::Stream stream_;  // collectives run here
+  const cuda::Event ready_;    // recorded on the compute stream before each op
+  const cuda::Event done_;     // recorded on stream_ after each op
+  void* const scratch_;        // one int32 on the device, for Barrier
 
-  std::mutex comm_mu_;          // every use of comm_ (NCCL calls, abort)
-  ncclComm_t comm_ = nullptr;   // guarded by comm_mu_; null once aborted or destroyed
+  std::mutex comm_mu_;         // every use of comm_ (NCCL calls, abort)
+  ncclComm_t comm_ = nullptr;  // guarded by comm_mu_; null once aborted or destroyed
 
   std::atomic<uint64_t> done_for_{~uint64_t{0}};  // op id done_ was recorded for
   uint64_t next_op_id_ = 0;                       // comm thread only

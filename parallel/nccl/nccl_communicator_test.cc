@@ -4,8 +4,9 @@
 // last case relies on.
 #include "parallel/nccl/nccl_communicator.h"
 
-#include <catch2/catch.hpp>
 #include <nccl.h>
+
+#include <catch2/catch.hpp>
 
 #include "runtime/cuda/device.h"
 

@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <functional>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,13 +31,51 @@ namespace {
 
 using Comms = std::vector<std::unique_ptr<NcclCommunicator>>;
 
+// Catch2 assertions are not thread-safe: rank threads record failures here and the test
+// thread checks them (Failures()).
+std::mutex g_mu;
+std::vector<std::string> g_failures;
+thread_local int t_rank = -1;
+
+bool Expect(bool ok, const std::string& what, int line) {
+  if (!ok) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_failures.push_back("rank " + std::to_string(t_rank) + ": line " + std::to_string(line) +
+                         ": " + what);
+  }
+  return ok;
+}
+// Returns the failures so far, one per line, and forgets them.
+std::string Failures() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::string all;
+  for (const std::string& f : g_failures) all += f + "\n";
+  g_failures.clear();
+  return all;
+}
+#define EXPECT(cond) Expect((cond), #cond, __LINE__)
+// In void functions: stop this rank's checks at the first failure.
+#define ENSURE(cond) \
+  if (!EXPECT(cond)) return
+#define ENSURE_OK(expr)                                                                \
+  do {                                                                                 \
+    const Status _s = (expr);                                                          \
+    if (!Expect(_s.ok(), #expr + std::string(": ") + _s.ToString(), __LINE__)) return; \
+  } while (0)
+#define ENSURE_EQ_AT(got, want, i)                                           \
+  if (!Expect((got) == (want),                                               \
+              #got " at " + std::to_string(i) + ": " + std::to_string(got) + \
+                  " != " + std::to_string(want),                             \
+              __LINE__))                                                     \
+  return
+
 // Runs fn(rank) on `world` threads, each with its GPU current.
 void OnRanks(int world, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      REQUIRE(cudaSetDevice(r) == cudaSuccess);
-      fn(r);
+      t_rank = r;
+      if (EXPECT(cudaSetDevice(r) == cudaSuccess)) fn(r);
     });
   }
   for (auto& t : threads) t.join();
@@ -54,12 +94,14 @@ Comms MakeGroup(int world, KvStore* store, const std::string& name,
     o.timeout = timeout;
     o.watchdog_poll = std::chrono::milliseconds(20);
     StatusOr<std::unique_ptr<NcclCommunicator>> c = NcclCommunicator::Create(o, store);
-    if (c.ok()) comms[r] = std::move(*c);
-    else errors[r] = c.status();
+    if (c.ok())
+      comms[r] = std::move(*c);
+    else
+      errors[r] = c.status();
   });
   for (int r = 0; r < world; ++r) {
     INFO(errors[r].ToString());
-    REQUIRE(errors[r].ok());
+    REQUIRE(errors[r].ok());  // test thread
   }
   return comms;
 }
@@ -69,10 +111,9 @@ template <typename T>
 class DeviceVec {
  public:
   explicit DeviceVec(const std::vector<T>& host) : n_(host.size()) {
-    REQUIRE(cudaMalloc(&ptr_, std::max<size_t>(1, n_ * sizeof(T))) == cudaSuccess);
+    if (!EXPECT(cudaMalloc(&ptr_, std::max<size_t>(1, n_ * sizeof(T))) == cudaSuccess)) return;
     if (n_ > 0) {
-      REQUIRE(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) ==
-              cudaSuccess);
+      EXPECT(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
     }
   }
   DeviceVec(const DeviceVec&) = delete;
@@ -81,10 +122,9 @@ class DeviceVec {
   T* get() const { return static_cast<T*>(ptr_); }
   std::vector<T> Download() const {
     std::vector<T> host(n_);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
     if (n_ > 0) {
-      REQUIRE(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost) ==
-              cudaSuccess);
+      EXPECT(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
     }
     return host;
   }
@@ -132,27 +172,28 @@ void CheckReductions(Comms& comms, DType dt) {
     // AllReduce sum / max.
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
       DeviceVec<T> d(Fill<T>(r, n, dt));
-      REQUIRE(comms[r]->AllReduce(BufferView(d.get(), n, dt), op).ok());
+      ENSURE_OK(comms[r]->AllReduce(BufferView(d.get(), n, dt), op));
       const std::vector<T> got = d.Download();
       for (int64_t i = 0; i < n; ++i) {
         float want = op == ReduceOp::kSum ? 0.0f : Value(0, i);
         for (int k = 0; k < world; ++k) {
           want = op == ReduceOp::kSum ? want + Value(k, i) : std::max(want, Value(k, i));
         }
-        REQUIRE(Decode(got[i], dt) == want);
+        ENSURE_EQ_AT(Decode(got[i], dt), want, i);
       }
     }
     // ReduceScatter: chunk r of the sum.
     DeviceVec<T> in(Fill<T>(r, n * world, dt));
     DeviceVec<T> out{std::vector<T>(n)};
-    REQUIRE(comms[r]->ReduceScatter(BufferView(in.get(), n * world, dt),
-                                    BufferView(out.get(), n, dt), ReduceOp::kSum)
-                .ok());
+    ENSURE(comms[r]
+               ->ReduceScatter(BufferView(in.get(), n * world, dt), BufferView(out.get(), n, dt),
+                               ReduceOp::kSum)
+               .ok());
     std::vector<T> got = out.Download();
     for (int64_t i = 0; i < n; ++i) {
       float want = 0.0f;
       for (int k = 0; k < world; ++k) want += Value(k, r * n + i);
-      REQUIRE(Decode(got[i], dt) == want);
+      ENSURE_EQ_AT(Decode(got[i], dt), want, i);
     }
     // ReduceScatterV: uneven chunks, one of them empty when world > 1.
     std::vector<int64_t> counts(world);
@@ -164,15 +205,15 @@ void CheckReductions(Comms& comms, DType dt) {
     }
     DeviceVec<T> vin(Fill<T>(r, total, dt));
     DeviceVec<T> vout(std::vector<T>(counts[r]));
-    REQUIRE(comms[r]->ReduceScatterV(BufferView(vin.get(), total, dt),
-                                     BufferView(vout.get(), counts[r], dt), counts,
-                                     ReduceOp::kSum)
-                .ok());
+    ENSURE(comms[r]
+               ->ReduceScatterV(BufferView(vin.get(), total, dt),
+                                BufferView(vout.get(), counts[r], dt), counts, ReduceOp::kSum)
+               .ok());
     got = vout.Download();
     for (int64_t i = 0; i < counts[r]; ++i) {
       float want = 0.0f;
       for (int k = 0; k < world; ++k) want += Value(k, offset + i);
-      REQUIRE(Decode(got[i], dt) == want);
+      ENSURE_EQ_AT(Decode(got[i], dt), want, i);
     }
   });
 }
@@ -185,45 +226,44 @@ void CheckDataMovement(Comms& comms) {
     Communicator& c = *comms[r];
     DeviceVec<float> in(Fill<float>(r, n, DType::kF32));
     DeviceVec<float> out(std::vector<float>(n * world, -1.0f));
-    REQUIRE(c.AllGather({in.get(), n}, {out.get(), n * world}).ok());
+    ENSURE_OK(c.AllGather({in.get(), n}, {out.get(), n * world}));
     std::vector<float> got = out.Download();
     for (int k = 0; k < world; ++k) {
-      for (int64_t i = 0; i < n; ++i) REQUIRE(got[k * n + i] == Value(k, i));
+      for (int64_t i = 0; i < n; ++i) ENSURE_EQ_AT(got[k * n + i], Value(k, i), k * n + i);
     }
 
     const int root = world - 1;
     DeviceVec<float> b(Fill<float>(r, n, DType::kF32, /*offset=*/5));
-    REQUIRE(c.Broadcast({b.get(), n}, root).ok());
+    ENSURE_OK(c.Broadcast({b.get(), n}, root));
     got = b.Download();
-    for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == Value(root, i + 5));
+    for (int64_t i = 0; i < n; ++i) ENSURE_EQ_AT(got[i], Value(root, i + 5), i);
 
     // AllToAll: rank r's chunk k is Value(r, k * n + i); out chunk k comes from rank k.
     DeviceVec<float> a_in(Fill<float>(r, n * world, DType::kF32));
     DeviceVec<float> a_out(std::vector<float>(n * world));
-    REQUIRE(c.AllToAll({a_in.get(), n * world}, {a_out.get(), n * world}).ok());
+    ENSURE_OK(c.AllToAll({a_in.get(), n * world}, {a_out.get(), n * world}));
     got = a_out.Download();
     for (int k = 0; k < world; ++k) {
-      for (int64_t i = 0; i < n; ++i) REQUIRE(got[k * n + i] == Value(k, r * n + i));
+      for (int64_t i = 0; i < n; ++i) ENSURE_EQ_AT(got[k * n + i], Value(k, r * n + i), k * n + i);
     }
 
-    REQUIRE(c.Barrier().ok());
+    ENSURE_OK(c.Barrier());
     DeviceVec<float> x(Fill<float>(r, n, DType::kF32));
     std::unique_ptr<CommHandle> h = c.AllReduceAsync({x.get(), n}, ReduceOp::kSum);
     std::unique_ptr<CommHandle> hb = c.BarrierAsync();
-    REQUIRE(h->Wait().ok());
-    REQUIRE(hb->Wait().ok());
-    CHECK(h->Done());
+    ENSURE_OK(h->Wait());
+    ENSURE_OK(hb->Wait());
+    EXPECT(h->Done());
     got = x.Download();
     for (int64_t i = 0; i < n; ++i) {
       float want = 0.0f;
       for (int k = 0; k < world; ++k) want += Value(k, i);
-      REQUIRE(got[i] == want);
+      ENSURE_EQ_AT(got[i], want, i);
     }
   });
 }
 
-TEST_CASE("NcclCommunicator world 1: every collective, Split, stream order, Abort",
-          "[nccl][gpu]") {
+TEST_CASE("NcclCommunicator world 1: every collective, Split, stream order, Abort", "[nccl][gpu]") {
   InMemoryKvStore store;
   Comms comms = MakeGroup(1, &store, "solo");
   CheckReductions<float>(comms, DType::kF32);
@@ -231,6 +271,7 @@ TEST_CASE("NcclCommunicator world 1: every collective, Split, stream order, Abor
   CheckReductions<uint16_t>(comms, DType::kF16);
   CheckReductions<int32_t>(comms, DType::kI32);
   CheckDataMovement(comms);
+  CHECK(Failures() == "");
 
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   StatusOr<std::unique_ptr<Communicator>> child = comms[0]->Split({0}, "sub");
@@ -269,6 +310,7 @@ TEST_CASE("NcclCommunicator world 1: every collective, Split, stream order, Abor
   CHECK(s.code() == StatusCode::kAborted);
   CHECK_THAT(comms[0]->AllReduce({one.get(), 1}, ReduceOp::kSum).message(),
              Catch::Contains("aborted: test"));
+  CHECK(Failures() == "");
 }
 
 TEST_CASE("NcclCommunicator 2 ranks: collectives, point to point, Split", "[nccl][gpu]") {
@@ -285,33 +327,35 @@ TEST_CASE("NcclCommunicator 2 ranks: collectives, point to point, Split", "[nccl
   CheckReductions<uint16_t>(comms, DType::kF16);
   CheckReductions<int32_t>(comms, DType::kI32);
   CheckDataMovement(comms);
+  CHECK(Failures() == "");
 
   OnRanks(2, [&](int r) {
     Communicator& c = *comms[r];
     const int64_t n = 300;
     DeviceVec<float> mine(Fill<float>(r, n, DType::kF32));
     DeviceVec<float> theirs{std::vector<float>(n)};
-    if (r == 0) REQUIRE(c.Send({mine.get(), n}, 1, 0).ok());
-    if (r == 1) REQUIRE(c.Recv({theirs.get(), n}, 0, 0).ok());
+    if (r == 0) ENSURE_OK(c.Send({mine.get(), n}, 1, 0));
+    if (r == 1) ENSURE_OK(c.Recv({theirs.get(), n}, 0, 0));
     if (r == 1) {
       std::vector<float> got = theirs.Download();
-      for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == Value(0, i));
+      for (int64_t i = 0; i < n; ++i) ENSURE_EQ_AT(got[i], Value(0, i), i);
     }
-    REQUIRE(c.SendRecv({mine.get(), n}, 1 - r, {theirs.get(), n}, 1 - r, 3).ok());
+    ENSURE_OK(c.SendRecv({mine.get(), n}, 1 - r, {theirs.get(), n}, 1 - r, 3));
     std::vector<float> got = theirs.Download();
-    for (int64_t i = 0; i < n; ++i) REQUIRE(got[i] == Value(1 - r, i));
+    for (int64_t i = 0; i < n; ++i) ENSURE_EQ_AT(got[i], Value(1 - r, i), i);
 
     StatusOr<std::unique_ptr<Communicator>> solo = c.Split({1}, "one");
-    REQUIRE(solo.ok());
-    CHECK((*solo == nullptr) == (r == 0));
+    ENSURE_OK(solo.status());
+    EXPECT((*solo == nullptr) == (r == 0));
     StatusOr<std::unique_ptr<Communicator>> pair = c.Split({1, 0}, "swapped");
-    REQUIRE(pair.ok());
-    REQUIRE(*pair != nullptr);
-    CHECK((*pair)->rank() == 1 - r);
+    ENSURE_OK(pair.status());
+    ENSURE(*pair != nullptr);
+    EXPECT((*pair)->rank() == 1 - r);
     DeviceVec<int32_t> x(std::vector<int32_t>{(*pair)->rank() + 10});
-    REQUIRE((*pair)->Broadcast({x.get(), 1}, 0).ok());
-    CHECK(x.Download()[0] == 11);  // new rank 0 is old rank 1
+    ENSURE_OK((*pair)->Broadcast({x.get(), 1}, 0));
+    EXPECT(x.Download()[0] == 11);  // new rank 0 is old rank 1
   });
+  CHECK(Failures() == "");
 }
 
 TEST_CASE("NcclCommunicator watchdog: a rank that never joins fails the collective",
@@ -341,6 +385,7 @@ TEST_CASE("NcclCommunicator watchdog: a rank that never joins fails the collecti
   CHECK(later.message() == first.message());
   CHECK(seconds >= 3.0);
   CHECK(seconds < 30.0);
+  CHECK(Failures() == "");
   comms[1]->Abort("peer failed");  // so its destructor does not wait to flush
   OnRanks(2, [&](int r) { comms[r].reset(); });
 }

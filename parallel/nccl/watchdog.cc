@@ -77,9 +77,9 @@ Status CollectiveWatchdog::Poll() {
   for (const auto& [id, op] : ops) {
     StatusOr<bool> done = probe_->Finished(id);
     if (!done.ok()) {
-      failure = Status(done.status().code(), who_ + ": " + op.what + " failed: " +
-                                                 done.status().message() +
-                                                 "; communicator aborted");
+      failure = Status(
+          done.status().code(),
+          who_ + ": " + op.what + " failed: " + done.status().message() + "; communicator aborted");
       break;
     }
     if (*done) {
@@ -121,8 +121,8 @@ void CollectiveWatchdog::Fail(const Status& cause) {
 
 Status CollectiveWatchdog::Wait(uint64_t id) {
   auto backoff = std::chrono::microseconds(10);
-  const auto max_backoff = std::min<std::chrono::microseconds>(
-      std::chrono::microseconds(1000), options_.poll_interval);
+  const auto max_backoff =
+      std::min<std::chrono::microseconds>(std::chrono::microseconds(1000), options_.poll_interval);
   for (;;) {
     const Status s = Poll();
     if (!s.ok()) return s;

@@ -200,8 +200,7 @@ TEST_CASE("Watchdog: the background thread detects a hang nobody waits for (real
   CHECK(probe.aborts == 1);
 }
 
-TEST_CASE("InMemoryKvStore: Get waits for Set, or times out naming the key",
-          "[parallel][nccl]") {
+TEST_CASE("InMemoryKvStore: Get waits for Set, or times out naming the key", "[parallel][nccl]") {
   InMemoryKvStore store;
   std::thread setter([&] {
     std::this_thread::sleep_for(milliseconds(20));

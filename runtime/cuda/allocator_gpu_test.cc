@@ -95,7 +95,7 @@ TEST_CASE("CachingAllocator on a GPU: out of memory is ResourceExhausted", "[cud
   CHECK_THAT(p.status().message(), Catch::Contains("default stream"));
   AllocatorStats st = alloc->stats();
   CHECK(st.num_oom_retries == 1);
-  CHECK(st.reserved_bytes == 0);  // the retry released the cached 64 MiB
+  CHECK(st.reserved_bytes == 0);             // the retry released the cached 64 MiB
   CHECK(cudaGetLastError() == cudaSuccess);  // the OOM did not linger
   StatusOr<void*> after = alloc->Allocate(kMiB, nullptr);
   REQUIRE(after.ok());

@@ -152,8 +152,8 @@ StatusOr<CachingAllocator::Block*> CachingAllocator::NewSegment(size_t bytes, si
   if (!ptr.ok()) {
     if (ptr.status().code() != StatusCode::kResourceExhausted) return ptr.status();
     ++stats_.num_ooms;
-    return ResourceExhaustedError(OomMessage(bytes, segment, stream) + " (device: " +
-                                  ptr.status().message() + ")");
+    return ResourceExhaustedError(OomMessage(bytes, segment, stream) +
+                                  " (device: " + ptr.status().message() + ")");
   }
   ++stats_.num_device_allocs;
   stats_.reserved_bytes += segment;
@@ -166,14 +166,14 @@ StatusOr<CachingAllocator::Block*> CachingAllocator::NewSegment(size_t bytes, si
   return block;
 }
 
-std::string CachingAllocator::OomMessage(size_t bytes, size_t segment,
-                                         StreamHandle stream) const {
+std::string CachingAllocator::OomMessage(size_t bytes, size_t segment, StreamHandle stream) const {
   return "CUDA out of memory: cannot allocate " + FormatBytes(bytes) + " (" +
          std::to_string(bytes) + " bytes; device segment " + FormatBytes(segment) + ") on " +
-         StreamName(stream) + "; allocated " + FormatBytes(stats_.allocated_bytes) +
-         ", reserved " + FormatBytes(stats_.reserved_bytes) + ", peak allocated " +
+         StreamName(stream) + "; allocated " + FormatBytes(stats_.allocated_bytes) + ", reserved " +
+         FormatBytes(stats_.reserved_bytes) + ", peak allocated " +
          FormatBytes(stats_.peak_allocated_bytes) + ", peak reserved " +
-         FormatBytes(stats_.peak_reserved_bytes) + "; the cache was emptied and the request retried";
+         FormatBytes(stats_.peak_reserved_bytes) +
+         "; the cache was emptied and the request retried";
 }
 
 void CachingAllocator::MaybeSplit(Block* block, size_t rounded) {

@@ -66,26 +66,26 @@ class AllocatorBackend {
 };
 
 struct AllocatorStats {
-  size_t allocated_bytes = 0;       // in blocks handed out (rounded sizes)
-  size_t reserved_bytes = 0;        // in device segments (allocated + cached)
-  size_t peak_allocated_bytes = 0;  // max of allocated_bytes since construction / ResetPeaks
-  size_t peak_reserved_bytes = 0;   // max of reserved_bytes
-  size_t requested_bytes = 0;       // sum of the sizes asked for, before rounding
-  int64_t num_allocs = 0;           // successful Allocate calls with bytes > 0
-  int64_t num_cache_hits = 0;       // of those, served from the cache (no device malloc)
-  int64_t num_device_allocs = 0;    // backend Malloc calls that succeeded
-  int64_t num_device_frees = 0;     // backend Free calls
-  int64_t num_oom_retries = 0;      // device OOMs answered by freeing the cache and retrying
-  int64_t num_ooms = 0;             // requests that failed with ResourceExhausted
-  int64_t pending_event_blocks = 0; // freed blocks still waiting for other streams' events
+  size_t allocated_bytes = 0;        // in blocks handed out (rounded sizes)
+  size_t reserved_bytes = 0;         // in device segments (allocated + cached)
+  size_t peak_allocated_bytes = 0;   // max of allocated_bytes since construction / ResetPeaks
+  size_t peak_reserved_bytes = 0;    // max of reserved_bytes
+  size_t requested_bytes = 0;        // sum of the sizes asked for, before rounding
+  int64_t num_allocs = 0;            // successful Allocate calls with bytes > 0
+  int64_t num_cache_hits = 0;        // of those, served from the cache (no device malloc)
+  int64_t num_device_allocs = 0;     // backend Malloc calls that succeeded
+  int64_t num_device_frees = 0;      // backend Free calls
+  int64_t num_oom_retries = 0;       // device OOMs answered by freeing the cache and retrying
+  int64_t num_ooms = 0;              // requests that failed with ResourceExhausted
+  int64_t pending_event_blocks = 0;  // freed blocks still waiting for other streams' events
 };
 
 class CachingAllocator {
  public:
-  static constexpr size_t kRound = 512;                  // every size is a multiple of this
-  static constexpr size_t kSmallRequest = 1 << 20;       // <= this: the small pool
-  static constexpr size_t kSmallSegment = 2 << 20;       // segment size of the small pool
-  static constexpr size_t kLargeRound = 2 << 20;         // large segments: multiples of this
+  static constexpr size_t kRound = 512;             // every size is a multiple of this
+  static constexpr size_t kSmallRequest = 1 << 20;  // <= this: the small pool
+  static constexpr size_t kSmallSegment = 2 << 20;  // segment size of the small pool
+  static constexpr size_t kLargeRound = 2 << 20;    // large segments: multiples of this
 
   explicit CachingAllocator(std::unique_ptr<AllocatorBackend> backend);
   // Releases every segment and event. Blocks still allocated are leaked to the device (their
@@ -146,12 +146,12 @@ class CachingAllocator {
   const std::unique_ptr<AllocatorBackend> backend_;
 
   mutable std::mutex mu_;
-  Pool small_pool_;                                 // guarded by mu_
-  Pool large_pool_;                                 // guarded by mu_
-  std::unordered_map<void*, Block*> allocated_;     // guarded by mu_; handed-out blocks
-  std::list<PendingEvent> pending_events_;          // guarded by mu_; in record order
-  std::vector<EventHandle> free_events_;            // guarded by mu_; for reuse
-  AllocatorStats stats_;                            // guarded by mu_
+  Pool small_pool_;                              // guarded by mu_
+  Pool large_pool_;                              // guarded by mu_
+  std::unordered_map<void*, Block*> allocated_;  // guarded by mu_; handed-out blocks
+  std::list<PendingEvent> pending_events_;       // guarded by mu_; in record order
+  std::vector<EventHandle> free_events_;         // guarded by mu_; for reuse
+  AllocatorStats stats_;                         // guarded by mu_
 };
 
 // "1.50 GiB", "512 B": for messages.

@@ -258,8 +258,7 @@ TEST_CASE("CachingAllocator: a block used by another stream waits for its events
   REQUIRE(a.Free(r).ok());
 }
 
-TEST_CASE("CachingAllocator: out of memory frees the cache and retries once",
-          "[cuda][allocator]") {
+TEST_CASE("CachingAllocator: out of memory frees the cache and retries once", "[cuda][allocator]") {
   Fixture f(10 * kMiB);
   CachingAllocator& a = *f.alloc;
   void* p = MustAllocate(a, 6 * kMiB, Stream(1));
