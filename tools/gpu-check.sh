@@ -3,13 +3,16 @@
 #
 #   1. environment: GPU name (nvidia-smi), toolkit, and what is missing
 #   2. build the CUDA tests and the benchmark: Bazel when present, else nvcc/g++ directly
-#   3. run the tests (device_test, cuda_build_test, gelu_gpu_test)
-#   4. benchmark: bf16 GEMM 8192^3 through cuBLASLt vs the assumed peak
+#   3. run the tests: kernels/cuda (build, registration, gelu, conformance, optimizer),
+#      runtime/cuda device, and blas/attention/allocator/nccl GPU tests once defined
+#   4. benchmarks: bf16 GEMM 8192^3 (cuBLASLt), AdamW over 124M params (GB/s vs copy and
+#      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096 when attention_bench exists
 #   5. print a table
 #
 # Usage: tools/gpu-check.sh [--no-bazel] [--no-bench]
 # Env:   CUDA_PATH          toolkit root (default /usr/local/cuda)
 #        PEAK_BF16_TFLOPS   peak used for "% of peak" (default 989: H100/H200 SXM dense bf16)
+#        PEAK_HBM_GBPS      nominal memory bandwidth for adamw_bench (default 4800: H200)
 #        GPU_CHECK_OUT      where logs and summary.txt go (default $OUT, else a temp dir)
 # Exit:  0 all ran and passed; 1 a step failed; 77 no GPU (the GPU tests were skipped).
 # Every step runs under `timeout`; a timed-out step counts as failed.
@@ -87,59 +90,97 @@ fi
 declare -A BIN=()
 BUILT_BY=""
 
+# GPU tests and benchmarks: "name package". The other engineers' targets join when their
+# package defines them (a plain grep of the BUILD file, so no Bazel query is needed).
+TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_test:kernels/cuda
+       gelu_gpu_test:kernels/cuda conformance_gpu_test:kernels/cuda optimizer_gpu_test:kernels/cuda
+       linear_gpu_test:kernels/cuda/blas attention_gpu_test:kernels/cuda/attention
+       allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl)
+BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention)
+defined() { grep -q "name = \"$1\"" "$2/BUILD.bazel" 2>/dev/null; }
+WANT=()
+for tp in "${TESTS[@]}" "${BENCHES[@]}"; do
+  defined "${tp%%:*}" "${tp#*:}" && WANT+=("$tp")
+done
+
 build_with_bazel() {
-  run_step bazel_build 600 bazel build --jobs="$JOBS" //kernels/cuda:gelu_gpu_test \
-    //kernels/cuda:cuda_build_test //kernels/cuda:gemm_bench //runtime/cuda:device_test ||
-    return 1
+  local targets=() tp
+  for tp in "${WANT[@]}"; do targets+=("//${tp#*:}:${tp%%:*}"); done
+  run_step bazel_build 420 bazel build --jobs="$JOBS" "${targets[@]}" || return 1
   local out
   out=$(bazel info bazel-bin 2>/dev/null) || return 1
-  BIN[device_test]=$out/runtime/cuda/device_test
-  BIN[cuda_build_test]=$out/kernels/cuda/cuda_build_test
-  BIN[gelu_gpu_test]=$out/kernels/cuda/gelu_gpu_test
-  BIN[gemm_bench]=$out/kernels/cuda/gemm_bench
+  for tp in "${WANT[@]}"; do BIN[${tp%%:*}]=$out/${tp#*:}/${tp%%:*}; done
   BUILT_BY="bazel"
 }
 
-# The same sources and flags as the BUILD files and tools/bazel/cuda.bzl, by hand.
+# The same sources and flags as the BUILD files and tools/bazel/cuda.bzl, by hand: every
+# .cu of kernels/cuda (and blas/, attention/ when present) and the .cc libraries the GPU
+# tests link. Registration objects are linked as objects, never archives, so their static
+# initializers stay (Bazel's alwayslink). Only this directory's tests, the kernel tests of
+# blas/ and the benchmarks are built here; the allocator and NCCL tests need Bazel.
 build_direct() {
   local nvcc="$CUDA_PATH/bin/nvcc" o="$WORK/obj" b="$WORK/bin"
-  local cxx=(g++ -std=c++17 -O2 -fPIC -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1)
+  local cxx=(g++ -std=c++17 -O2 -fPIC -fopenmp -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1
+             -DDS_CUDA_PENDING_OPS='""')
   # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
-  local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" -lcublas -lcublasLt -lcudart)
+  local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" -lcublas -lcublasLt -lcudart
+              -lopenblas -fopenmp -pthread)
   mkdir -p "$o" "$b"
   printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$o/catch_main.cc"
-  # Compile in parallel; each compile bounded.
-  local pids=() src
-  timeout 300 "$nvcc" -std=c++17 -O3 -c -Xcompiler -fPIC -I. \
-    -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-    -gencode arch=compute_90,code=compute_90 kernels/cuda/gelu.cu -o "$o/gelu.o" &
-  pids+=($!)
-  for src in runtime/base/status.cc runtime/cuda/cuda_status.cc runtime/cuda/device.cc \
-             runtime/cuda/stream.cc kernels/cuda/gemm.cc; do
-    timeout 300 "${cxx[@]}" -c "$src" -o "$o/$(basename "$src" .cc).o" &
-    pids+=($!)
+  local cu=(kernels/cuda/*.cu kernels/cuda/blas/*.cu)
+  [[ -e kernels/cuda/attention/BUILD.bazel ]] && cu+=(kernels/cuda/attention/*.cu)
+  local lib_cc=(runtime/base/status.cc runtime/cuda/cuda_status.cc runtime/cuda/device.cc
+                runtime/cuda/stream.cc runtime/core/dtype.cc runtime/core/tensor.cc
+                kernels/registry.cc kernels/cuda/gemm.cc kernels/cuda/stream_context.cc)
+  local ops_cc=(kernels/cuda/cuda_kernels.cc)
+  local f
+  for f in kernels/cpu/*.cc; do
+    [[ $f == *_test.cc || $f == *_bench.cc || $f == *op_test_util.cc ]] || ops_cc+=("$f")
   done
-  if [[ -e /usr/include/catch2/catch.hpp ]]; then
-    for src in "$o/catch_main.cc" kernels/cuda/gelu_gpu_test.cc kernels/cuda/cuda_build_test.cc \
-               runtime/cuda/device_test.cc; do
-      timeout 300 "${cxx[@]}" -c "$src" -o "$o/$(basename "$src" .cc).o" &
-      pids+=($!)
+  for f in kernels/cuda/blas/*.cc kernels/cuda/attention/*.cc; do
+    [[ -e $f && $f != *_test.cc && $f != *_bench.cc ]] && ops_cc+=("$f")
+  done
+  local tests_cc=("$o/catch_main.cc" runtime/cuda/device_test.cc)
+  for f in kernels/cuda/*_test.cc kernels/cuda/blas/*_gpu_test.cc kernels/cuda/attention/*_gpu_test.cc; do
+    [[ -e $f ]] && tests_cc+=("$f")
+  done
+  [[ -e /usr/include/catch2/catch.hpp ]] || tests_cc=()
+  # Compile in parallel, at most JOBS at a time; each compile bounded. Objects are named
+  # after their path so equal basenames in different directories do not collide.
+  obj() { local x=${1//\//_}; echo "$o/${x%.*}.o"; }
+  local src running=0 ok=1
+  for src in "${cu[@]}"; do
+    timeout 300 "$nvcc" -std=c++17 -O3 -c -Xcompiler -fPIC -I. \
+      -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+      -gencode arch=compute_90,code=compute_90 "$src" -o "$(obj "$src")" &
+    if ((++running >= JOBS)); then wait -n || ok=0; ((running--)); fi
+  done
+  for src in "${lib_cc[@]}" "${ops_cc[@]}" "${tests_cc[@]}"; do
+    timeout 300 "${cxx[@]}" -c "$src" -o "$(obj "$src")" &
+    if ((++running >= JOBS)); then wait -n || ok=0; ((running--)); fi
+  done
+  while ((running > 0)); do wait -n || ok=0; ((running--)); done
+  ((ok)) || echo "some compiles failed; linking what built"
+  local lib=() t
+  for src in "${cu[@]}" "${lib_cc[@]}" "${ops_cc[@]}"; do lib+=("$(obj "$src")"); done
+  if ((${#tests_cc[@]})); then
+    for src in "${tests_cc[@]:1}"; do
+      t=$(basename "$src" .cc)
+      local main=()
+      grep -q CATCH_CONFIG_RUNNER "$src" || main=("$o/catch_main.o")
+      timeout 120 g++ "$(obj "$src")" "${main[@]}" "${lib[@]}" "${libs[@]}" -o "$b/$t" &&
+        BIN[$t]=$b/$t
     done
-  fi
-  local ok=1 pid
-  for pid in "${pids[@]}"; do wait "$pid" || ok=0; done
-  ((ok)) || return 1
-  local lib=("$o/status.o" "$o/cuda_status.o" "$o/device.o" "$o/stream.o" "$o/gemm.o" "$o/gelu.o")
-  if [[ -e /usr/include/catch2/catch.hpp ]]; then
-    timeout 120 g++ "$o/device_test.o" "$o/catch_main.o" "${lib[@]}" "${libs[@]}" \
-      -o "$b/device_test" && BIN[device_test]=$b/device_test
-    timeout 120 g++ "$o/cuda_build_test.o" "$o/catch_main.o" "${lib[@]}" "${libs[@]}" \
-      -o "$b/cuda_build_test" && BIN[cuda_build_test]=$b/cuda_build_test
-    timeout 120 g++ "$o/gelu_gpu_test.o" "${lib[@]}" "${libs[@]}" \
-      -o "$b/gelu_gpu_test" && BIN[gelu_gpu_test]=$b/gelu_gpu_test
   fi
   timeout 300 g++ -std=c++17 -O2 -I"$CUDA_PATH/include" kernels/cuda/gemm_bench.cc \
     "${libs[@]}" -o "$b/gemm_bench" && BIN[gemm_bench]=$b/gemm_bench
+  timeout 300 g++ -std=c++17 -O2 -I. -I"$CUDA_PATH/include" kernels/cuda/adamw_bench.cc \
+    "$(obj kernels/cuda/optimizer.cu)" "${libs[@]}" -o "$b/adamw_bench" && BIN[adamw_bench]=$b/adamw_bench
+  if [[ -e kernels/cuda/attention/attention_bench.cc ]]; then
+    timeout 300 g++ -std=c++17 -O2 -fopenmp -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1 \
+      kernels/cuda/attention/attention_bench.cc "${lib[@]}" "${libs[@]}" -o "$b/attention_bench" &&
+      BIN[attention_bench]=$b/attention_bench
+  fi
   BUILT_BY="nvcc+g++"
 }
 
@@ -157,10 +198,12 @@ if [[ -z "$BUILT_BY" ]]; then
   build_direct >"$RESULTS/logs/direct_build.log" 2>&1 || log "direct build failed (logs/direct_build.log)"
   BUILT_BY="nvcc+g++"
 fi
-if ((${#BIN[@]} == 4)); then
-  row "build" "ok" "$BUILT_BY"
+NOT_BUILT=()
+for tp in "${WANT[@]}"; do [[ -n "${BIN[${tp%%:*}]:-}" ]] || NOT_BUILT+=("${tp%%:*}"); done
+if ((${#NOT_BUILT[@]} == 0)); then
+  row "build" "ok" "$BUILT_BY: ${#BIN[@]} binaries"
 else
-  row "build" "FAILED" "$BUILT_BY: built ${!BIN[*]} (see logs/)"
+  row "build" "FAILED" "$BUILT_BY: not built: ${NOT_BUILT[*]} (see logs/)"
   FAILED=1
 fi
 if ((${#BIN[@]})); then
@@ -174,13 +217,18 @@ fi
 
 # --- 3. tests -------------------------------------------------------------------------
 SKIPPED=0
-for t in device_test cuda_build_test gelu_gpu_test; do
+for tp in "${TESTS[@]}"; do
+  t=${tp%%:*}
+  if ! defined "$t" "${tp#*:}"; then
+    row "test $t" "not defined yet" "${tp#*:} has no such target"
+    continue
+  fi
   if [[ -z "${BIN[$t]:-}" ]]; then
     row "test $t" "NOT BUILT" ""
     FAILED=1
     continue
   fi
-  run_step "$t" 300 "${BIN[$t]}"
+  run_step "$t" 240 "${BIN[$t]}"
   rc=$?
   summary=$(grep -E '^(SKIPPED|FAILED|All tests passed|test cases:)' "$RESULTS/logs/$t.log" | tail -1)
   case $rc in
@@ -220,9 +268,56 @@ if ((SKIPPED)) && [[ "$GPU_NAME" != none ]]; then
   row "gpu visible to CUDA 13" "FAIL" "nvidia-smi shows $GPU_NAME but the tests saw no device"
   FAILED=1
 fi
-row "attention fwd/bwd" "not implemented yet" "later issue"
-row "adamw step" "not implemented yet" "later issue"
-row "gpt-2 step" "not implemented yet" "later issue"
+# AdamW step over 124M params (fp32 master/m/v, bf16 grads in, bf16 model out).
+if ((RUN_BENCH)) && [[ -n "${BIN[adamw_bench]:-}" ]]; then
+  run_step adamw_bench 120 "${BIN[adamw_bench]}" --params 124000000
+  rc=$?
+  result=$(grep '^RESULT adamw' "$RESULTS/logs/adamw_bench.log")
+  if ((rc == 0)) && [[ -n "$result" ]]; then
+    gbps=$(sed -n 's/.* gbps=\([0-9.]*\).*/\1/p' <<<"$result")
+    copy=$(sed -n 's/.*copy_gbps=\([0-9.]*\).*/\1/p' <<<"$result")
+    peak=$(sed -n 's/.*peak_gbps=\([0-9.]*\).*/\1/p' <<<"$result")
+    ms=$(sed -n 's/.* ms=\([0-9.]*\).*/\1/p' <<<"$result")
+    row "adamw step 124M (bf16 grads)" "$gbps GB/s" \
+      "$(awk -v g="$gbps" -v c="$copy" -v p="$peak" 'BEGIN { printf "%.0f%% of D2D copy %s GB/s, %.0f%% of nominal %s GB/s", 100*g/c, c, 100*g/p, p }'); ${ms} ms"
+  elif ((rc == 77)); then
+    row "adamw step 124M (bf16 grads)" "SKIPPED" "no GPU"
+    SKIPPED=1
+  else
+    row "adamw step 124M (bf16 grads)" "FAIL (rc $rc)" "logs/adamw_bench.log"
+    FAILED=1
+  fi
+elif ((RUN_BENCH)); then
+  row "adamw step 124M (bf16 grads)" "NOT BUILT" ""
+else
+  row "adamw step 124M (bf16 grads)" "not run" "--no-bench"
+fi
+
+# Flash attention fwd+bwd (kernels/cuda/attention, another engineer's target), when defined.
+for T in 1024 4096; do
+  name="attention fwd+bwd T=$T"
+  if ! defined attention_bench kernels/cuda/attention; then
+    row "$name" "not implemented yet" "//kernels/cuda/attention:attention_bench not defined"
+  elif ((!RUN_BENCH)); then
+    row "$name" "not run" "--no-bench"
+  elif [[ -z "${BIN[attention_bench]:-}" ]]; then
+    row "$name" "NOT BUILT" ""
+  else
+    run_step "attention_bench_T$T" 120 "${BIN[attention_bench]}" --seq "$T"
+    rc=$?
+    result=$(grep "^RESULT attention T=$T" "$RESULTS/logs/attention_bench_T$T.log" | tail -1)
+    if ((rc == 0)) && [[ -n "$result" ]]; then
+      row "$name" "$(sed -n 's/.*tflops=\([0-9.]*\).*/\1/p' <<<"$result") TFLOP/s" "${result#RESULT }"
+    elif ((rc == 77)); then
+      row "$name" "SKIPPED" "no GPU"
+      SKIPPED=1
+    else
+      row "$name" "FAIL (rc $rc)" "logs/attention_bench_T$T.log"
+      FAILED=1
+    fi
+  fi
+done
+row "gpt-2 step" "not implemented yet" "no GPU training entry point yet"
 
 # --- 5. table -------------------------------------------------------------------------
 {
