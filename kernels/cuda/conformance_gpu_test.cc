@@ -23,6 +23,7 @@
 #if DS_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/stream_context.h"
 #include "kernels/registry.h"
 
@@ -301,6 +302,46 @@ TEST_CASE("every registered op has a CUDA kernel matching the CPU reference", "[
       DYNAMIC_SECTION(c.op << "/" << DTypeName(dt)) { RunCase(c, dt); }
     }
   }
+}
+
+TEST_CASE("fused SwiGLU matches the CPU silu and mul composition", "[cuda]") {
+  const int64_t n = 100003;
+  const Kernel* silu = FindKernel("silu", Device::kCpu, DType::kF32);
+  const Kernel* mul = FindKernel("mul", Device::kCpu, DType::kF32);
+  REQUIRE((silu && mul));
+  uint64_t rng = 42;
+  Pair a, b, y, dy, da, db;
+  for (Pair* p : {&a, &b, &y, &dy, &da, &db}) p->Init({n}, DType::kF32, false);
+  a.Fill(&rng, -6.f, 6.f);
+  b.Fill(&rng, -2.f, 2.f);
+  dy.Fill(&rng, -1.f, 1.f);
+  da.Fill(&rng, -0.5f, 0.5f);
+  db.Fill(&rng, -0.5f, 0.5f);
+  // CPU: s = silu(a); y = s * b; backward through mul then silu.
+  std::vector<float> s(n), ds(n, 0.f), cda = da.host_f, cdb = db.host_f;
+  OpArgs sa, ma;
+  sa.in = {a.host()};
+  sa.out = {Tensor(s.data(), {n}, DType::kF32)};
+  REQUIRE(silu->forward(sa).ok());
+  ma.in = {Tensor(s.data(), {n}, DType::kF32), b.host()};
+  ma.out = {y.host()};
+  REQUIRE(mul->forward(ma).ok());
+  ma.grad_out = {dy.host()};
+  ma.grad_in = {Tensor(ds.data(), {n}, DType::kF32), Tensor(cdb.data(), {n}, DType::kF32)};
+  REQUIRE(mul->backward(ma).ok());
+  sa.grad_out = {Tensor(ds.data(), {n}, DType::kF32)};
+  sa.grad_in = {Tensor(cda.data(), {n}, DType::kF32)};
+  REQUIRE(silu->backward(sa).ok());
+  const float* no = nullptr;
+  REQUIRE(LaunchSwiGluForward(static_cast<const float*>(a.dev), static_cast<const float*>(b.dev),
+                              static_cast<float*>(y.dev), n, nullptr) == cudaSuccess);
+  REQUIRE(LaunchSwiGluBackward(static_cast<const float*>(a.dev), static_cast<const float*>(b.dev),
+                               static_cast<const float*>(dy.dev), static_cast<float*>(da.dev),
+                               static_cast<float*>(db.dev), n, nullptr) == cudaSuccess);
+  CHECK(Close("swiglu y", y.DownloadF(), y.host_f, 1e-5));
+  CHECK(Close("swiglu da", da.DownloadF(), cda, 1e-5));
+  CHECK(Close("swiglu db", db.DownloadF(), cdb, 1e-5));
+  CHECK(LaunchSwiGluForward(no, no, nullptr, 0, nullptr) == cudaSuccess);
 }
 
 TEST_CASE("CUDA kernels run on the thread's current stream", "[cuda]") {
