@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <thread>
 
@@ -110,9 +111,14 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
     so.parent_death_signal = SIGTERM;  // a local agent stops its workers when we die
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
     const std::string line = opt_.token + "\n";
-    if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-      return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
-    stdin_fds_[static_cast<int>(i)] = child.stdin_fd;
+    if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      // EPIPE: the agent command (ssh to an unreachable host, say) already exited. The
+      // supervisor reports its exit status and last lines through OnExit, which names the host.
+      if (errno != EPIPE) return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
+      close(child.stdin_fd);
+    } else {
+      stdin_fds_[static_cast<int>(i)] = child.stdin_fd;
+    }
     child.stdin_fd = -1;
     DS_RETURN_IF_ERROR(sup_->Add(static_cast<int>(i), std::move(child)));
   }
