@@ -48,9 +48,27 @@ DType CommDType(proto::DataType d) {
 void Convert(const void* src, DType st, void* dst, DType dt, int64_t n) {
   if (st == dt) {
     std::memcpy(dst, src, n * DTypeSize(st));
+  } else if (st == DType::kF32 && dt == DType::kBF16) {
+    ConvertF32ToBf16(static_cast<const float*>(src), static_cast<uint16_t*>(dst), n);
+  } else if (st == DType::kBF16 && dt == DType::kF32) {
+    ConvertBf16ToF32(static_cast<const uint16_t*>(src), static_cast<float*>(dst), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) StoreFloat(dst, dt, i, LoadFloat(src, st, i));
+  }
+}
+
+// shard[pos + i] += values[i] for i < n (shard in the model dtype, values in the comm dtype).
+void AccumulateInto(void* shard, DType t, int64_t pos, const void* values, DType vt, int64_t n) {
+  if (t == DType::kF32 && vt == DType::kF32) {
+    float* dst = static_cast<float*>(shard) + pos;
+    const float* src = static_cast<const float*>(values);
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
     return;
   }
-  for (int64_t i = 0; i < n; ++i) StoreFloat(dst, dt, i, LoadFloat(src, st, i));
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i)
+    StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + LoadFloat(values, vt, i));
 }
 
 }  // namespace
@@ -189,10 +207,7 @@ Status StepRunner::Impl::WaitAll() {
 
 void StepRunner::Impl::AddToShard(int64_t flat_lo, int64_t n, const void* values) {
   if (n <= 0) return;
-  const int64_t pos = p.params->ShardPos(flat_lo);
-  void* shard = p.params->grad_shard();
-  for (int64_t i = 0; i < n; ++i)
-    StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + LoadFloat(values, ct, i));
+  AccumulateInto(p.params->grad_shard(), t, p.params->ShardPos(flat_lo), values, ct, n);
 }
 
 void StepRunner::Impl::ApplyReduced(int64_t lo, int64_t n, const void* values) {
@@ -276,9 +291,7 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
     void* shard = p.params->grad_shard();
     const char* v = j.out.data();
     for (int u : list) {
-      const int64_t pos = all[u].shard_offset();
-      for (int64_t i = 0; i < all[u].chunk(); ++i)
-        StoreFloat(shard, t, pos + i, LoadFloat(shard, t, pos + i) + LoadFloat(v, ct, i));
+      AccumulateInto(shard, t, all[u].shard_offset(), v, ct, all[u].chunk());
       v += all[u].chunk() * csize;
       p.params->ReleaseGrads(all[u].offset(), all[u].count());
     }
