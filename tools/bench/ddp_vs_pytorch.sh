@@ -4,8 +4,9 @@
 # over Gloo against PyTorch DistributedDataParallel with the gloo backend (torchrun), same GPT-2
 # shape, initial weights, data order, global batch, optimizer and clipping. Prints the median
 # step time of each after warm-up, the ratio (target <= 0.8), and how far the loss curves are
-# apart. DeepSpeed itself is not measured here: it needs PyTorch from PyPI in the same Python,
-# which this machine's package set does not provide.
+# apart. A third column is DeepSpeed itself (tools/bench/deepspeed_gpt2.py: ZeRO-2, overlap_comm,
+# CPU accelerator over gloo, same torch as the DDP column), installed on first use into a venv
+# by tools/bench/setup_deepspeed.sh; DEEPSPEED=0 skips it; a failed install or run is reported in its place.
 #   tools/bench/ddp_vs_pytorch.sh          (STEPS=12 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,7 +44,22 @@ OMP_NUM_THREADS=1 LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.
   --n_head $H --batch $B --seq $T --steps "$STEPS" --warmup $WARMUP --threads 1 > "$W/torch.log" 2>&1 \
   || { tail -20 "$W/torch.log"; exit 1; }
 line=$(cat "$W"/tr/*/attempt_0/0/stdout.log | grep "pytorch:")
-"$PY" - "$ds_ms" "$ds_losses" "$line" <<'PYEOF'
+# DeepSpeed: the same torchrun flags, threads and allocator, from the venv's Python.
+dsp_line=""
+if [[ "${DEEPSPEED:-1}" == 0 ]]; then
+  dsp_line="skipped: DEEPSPEED=0"
+elif ! DSPY=$(tools/bench/setup_deepspeed.sh 2> "$W/dsp_setup.log" | tail -1); then
+  dsp_line="skipped: tools/bench/setup_deepspeed.sh failed: $(tail -1 "$W/dsp_setup.log")"
+elif ! OMP_NUM_THREADS=1 DS_ACCELERATOR=cpu LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true) \
+  "$DSPY" -m torch.distributed.run --redirects 1 --tee 2 --log_dir "$W/dtr" --nnodes 1 --nproc_per_node 2 \
+  --master_port 29578 tools/bench/deepspeed_gpt2.py --weights "$W/init.safetensors" --data "$W/tokens.bin" \
+  --n_layer $L --n_head $H --batch $B --seq $T --steps "$STEPS" --warmup $WARMUP --threads 1 > "$W/dsp.log" 2>&1; then
+  dsp_line="failed (the ds-runtime and DDP figures above stand): $(grep -h -m1 -E "Error|error:" \
+    "$W"/dtr/*/attempt_0/*/stderr.log "$W/dsp.log" 2>/dev/null || tail -1 "$W/dsp.log")"
+else
+  dsp_line=$(cat "$W"/dtr/*/attempt_0/0/stdout.log | grep "^deepspeed:")
+fi
+"$PY" - "$ds_ms" "$ds_losses" "$line" "$dsp_line" <<'PYEOF'
 import sys
 ds_ms, ds_losses = float(sys.argv[1]), [float(x) for x in sys.argv[2].split(",")]
 kv = dict(p.split("=", 1) for p in sys.argv[3].split()[1:])
@@ -51,5 +67,15 @@ pt_ms, pt_losses = float(kv["ms_per_step"]), [float(x) for x in kv["losses"].spl
 diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, pt_losses))
 print(f"ds-runtime DP=2 ZeRO-2 overlap (Gloo):  {ds_ms:8.1f} ms/step")
 print(f"PyTorch DDP, gloo, tcmalloc (torchrun): {pt_ms:8.1f} ms/step")
+if sys.argv[4].startswith("deepspeed:"):
+    dkv = dict(p.split("=", 1) for p in sys.argv[4].split()[1:])
+    dsp_ms, dsp_losses = float(dkv["ms_per_step"]), [float(x) for x in dkv["losses"].split(",")]
+    dsp_diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, dsp_losses))
+    print(f"DeepSpeed {dkv['deepspeed']} ZeRO-2 overlap (gloo): {dsp_ms:8.1f} ms/step  "
+          f"(CPU accelerator, torch {dkv['torch']}, allgather={dkv['allgather']}, tcmalloc, torchrun)")
 print(f"ratio ds/DDP: {ds_ms / pt_ms:.2f}x (target <= 0.80); loss curves: max relative difference {diff:.2e}")
+if sys.argv[4].startswith("deepspeed:"):
+    print(f"ratio ds/DeepSpeed: {ds_ms / dsp_ms:.2f}x; loss curves: max relative difference {dsp_diff:.2e}")
+else:
+    print(f"DeepSpeed: {sys.argv[4]}")
 PYEOF
