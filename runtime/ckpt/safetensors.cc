@@ -1,5 +1,7 @@
 #include "runtime/ckpt/safetensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -141,6 +143,99 @@ StatusOr<SafetensorsWriteResult> WriteSafetensors(
   }
   DS_RETURN_IF_ERROR(SyncDir(DirName(path)));
   return result;
+}
+
+StatusOr<std::unique_ptr<SafetensorsStreamWriter>> SafetensorsStreamWriter::Create(
+    const std::string& path, const std::vector<std::pair<std::string, TensorSpec>>& specs,
+    const std::map<std::string, std::string>& metadata) {
+  std::unique_ptr<SafetensorsStreamWriter> w(new SafetensorsStreamWriter());
+  w->path_ = path;
+  Json header = Json::Object();
+  if (!metadata.empty()) {
+    Json meta = Json::Object();
+    for (const auto& [k, v] : metadata) meta.AddMember(k, Json::String(v));
+    header.AddMember("__metadata__", std::move(meta));
+  }
+  std::unordered_set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, spec] : specs) {
+    uint64_t bytes = 0;
+    const size_t elem = DTypeSize(spec.dtype);
+    if (name.empty() || name == "__metadata__" || !seen.insert(name).second) {
+      return InvalidArgumentError(path + ": invalid or duplicate tensor name '" + name + "'");
+    }
+    if (!CheckedBytes(spec.shape, elem, &bytes)) {
+      return InvalidArgumentError(path + ": tensor " + name + " has invalid shape " +
+                                  ShapeToString(spec.shape));
+    }
+    if (offset % elem != 0) {
+      return InvalidArgumentError(path + ": tensor " + name +
+                                  " would be misaligned; list larger elements first");
+    }
+    Json entry = Json::Object();
+    entry.AddMember("dtype", Json::String(SafetensorsDTypeName(spec.dtype)));
+    Json shape = Json::Array();
+    for (int64_t d : spec.shape) shape.Append(Json::Int(d));
+    entry.AddMember("shape", std::move(shape));
+    entry.AddMember("data_offsets", Json::Array({Json::Int(static_cast<int64_t>(offset)),
+                                                 Json::Int(static_cast<int64_t>(offset + bytes))}));
+    header.AddMember(name, std::move(entry));
+    offset += bytes;
+    w->ends_.push_back(offset);
+  }
+  std::string text = header.Dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint8_t len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+  DS_ASSIGN_OR_RETURN(w->out_, FileWriter::Create(path + ".tmp"));
+  DS_RETURN_IF_ERROR(w->out_->Append(len_bytes, 8));
+  DS_RETURN_IF_ERROR(w->out_->Append(text.data(), text.size()));
+  w->result_.file_crc32c = Crc32cExtend(Crc32c(len_bytes, 8), text.data(), text.size());
+  w->result_.tensor_crc32c.assign(specs.size(), 0);
+  return w;
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (finished_) return;
+  out_.reset();
+  ::unlink((path_ + ".tmp").c_str());
+}
+
+Status SafetensorsStreamWriter::Append(const void* data, size_t n) {
+  const uint64_t total = ends_.empty() ? 0 : ends_.back();
+  if (finished_ || written_ + n > total) {
+    return FailedPreconditionError(path_ + ": more data than the header's tensors hold");
+  }
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t left = n;
+  while (left > 0) {  // split at tensor boundaries for the per-tensor checksums
+    while (written_ == ends_[current_]) ++current_;
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(left, ends_[current_] - written_));
+    uint32_t& crc = result_.tensor_crc32c[current_];
+    crc = Crc32cExtend(crc, p, take);
+    p += take;
+    left -= take;
+    written_ += take;
+  }
+  result_.file_crc32c = Crc32cExtend(result_.file_crc32c, data, n);
+  return out_->Append(data, n);
+}
+
+StatusOr<SafetensorsWriteResult> SafetensorsStreamWriter::Finish() {
+  const uint64_t total = ends_.empty() ? 0 : ends_.back();
+  if (finished_ || written_ != total) {
+    return FailedPreconditionError(path_ + ": " + std::to_string(written_) + " of " +
+                                   std::to_string(total) + " data bytes appended");
+  }
+  result_.file_bytes = out_->bytes_written();
+  DS_RETURN_IF_ERROR(out_->SyncAndClose());
+  const std::string tmp = path_ + ".tmp";
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return ErrnoToStatus(errno, "rename(" + tmp + ", " + path_ + ")");
+  }
+  finished_ = true;
+  DS_RETURN_IF_ERROR(SyncDir(DirName(path_)));
+  return result_;
 }
 
 StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {

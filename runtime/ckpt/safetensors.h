@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -52,6 +53,38 @@ struct SafetensorsWriteResult {
 StatusOr<SafetensorsWriteResult> WriteSafetensors(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const std::map<std::string, std::string>& metadata = {});
+
+// Writes a safetensors file whose tensors arrive one after another, so a file larger than
+// memory can be produced (consolidating a sharded checkpoint one parameter at a time). The
+// header comes from `specs` up front; data are laid out in `specs` order, and each tensor
+// must stay aligned to its element size (InvalidArgument otherwise: list larger elements
+// first). Writes path + ".tmp"; Finish fsyncs it and renames it over `path`; destroying an
+// unfinished writer deletes the temporary. Not thread-safe.
+//
+//   DS_ASSIGN_OR_RETURN(auto w, SafetensorsStreamWriter::Create(path, {{"wte", spec}}, {}));
+//   DS_RETURN_IF_ERROR(w->Append(wte_bytes, spec.nbytes()));   // in pieces if wanted
+//   DS_ASSIGN_OR_RETURN(SafetensorsWriteResult r, w->Finish());
+class SafetensorsStreamWriter {
+ public:
+  static StatusOr<std::unique_ptr<SafetensorsStreamWriter>> Create(
+      const std::string& path, const std::vector<std::pair<std::string, TensorSpec>>& specs,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsStreamWriter();
+  // Appends the next `n` data bytes (they may end or cross tensor boundaries).
+  Status Append(const void* data, size_t n);
+  // FailedPrecondition unless exactly every tensor's bytes were appended.
+  StatusOr<SafetensorsWriteResult> Finish();
+
+ private:
+  SafetensorsStreamWriter() = default;
+  std::string path_;
+  std::unique_ptr<FileWriter> out_;
+  std::vector<uint64_t> ends_;  // data offset where tensor i ends
+  SafetensorsWriteResult result_;
+  uint64_t written_ = 0;        // data bytes so far
+  size_t current_ = 0;          // tensor receiving bytes
+  bool finished_ = false;
+};
 
 struct SafetensorsEntry {
   std::string name;

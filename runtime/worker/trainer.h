@@ -33,6 +33,9 @@ class Plan;
 namespace parallel {
 class Communicator;
 }
+namespace ckpt {
+struct CheckpointContents;
+}
 class Optimizer;
 class LrSchedule;
 class LossScaler;
@@ -65,9 +68,12 @@ class Trainer {
   // Mean validation loss over `iters` micro-batches from the start of the validation file.
   StatusOr<double> Evaluate(int64_t iters);
   // Writes a checkpoint of the current step under config.checkpoint.dir. With data
-  // parallelism every rank must call it (sharded state is gathered); rank 0 writes.
+  // parallelism every rank must call it: under ZeRO every rank writes its own shard file
+  // and rank 0 the manifest (collectives); at stage 0 rank 0 writes everything.
   Status SaveCheckpoint();
-  // Loads a checkpoint directory (or a root with a `latest` pointer).
+  // Loads a checkpoint directory (or a root with a `latest` pointer), saved at any world
+  // size and stage; every rank must call it (it votes on the result). On error nothing of
+  // the checkpoint is used: weights and optimizer state are untouched on every rank.
   Status LoadCheckpoint(const std::string& path);
   // Loads weights only (fresh optimizer, step 0) from a safetensors file with the graph's
   // parameter names, e.g. one written by `ds-ckpt import` from Hugging Face.
@@ -95,7 +101,9 @@ class Trainer {
   Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm);
   Status Build();
   Status BuildPlan();
-  StatusOr<std::vector<float>> GatherState(const float* shard);
+  // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
+  Status SaveConsolidated(const ckpt::CheckpointContents& base);
+  Status SaveSharded(const ckpt::CheckpointContents& base);
 
   JobConfig config_;
   Graph graph_;

@@ -5,14 +5,20 @@
 //   state.json             engine (step, seed, precision), scheduler, loss_scaler, data, rng
 //
 // In mixed precision the 16-bit model copy is the rounded master, so it is rebuilt on load
-// instead of stored. With ZeRO (stage >= 1, dp > 1) every rank owns a shard of the optimizer
-// state: saving all-gathers the shards so rank 0 writes one consolidated checkpoint, and
-// loading takes each rank's slice of it, so a checkpoint saved at any world size and stage
-// loads at any other (the step plan of the new topology decides the new shards). Gradients are zero between steps and are not saved. Dropout streams
-// are a pure function of (seed, step, micro-batch, node): the RNG state is the seed and step.
+// instead of stored. Stage 0 or one rank: rank 0 writes the files above with whole tensors.
+// ZeRO (stage >= 1, dp > 1): every rank writes zero_shard_rank_<r>.safetensors with its
+// slices of the master and the optimizer states (Note [Sharded checkpoints]); rank 0 adds
+// state.json, the manifest and, when it holds the whole fp32 master (stages 1-2 in fp32),
+// model.safetensors. Loading reads each rank's part from either layout, at any world size
+// and stage (Note [Loading at any topology]). Gradients are zero between steps and are not
+// saved. Dropout streams are a pure function of (seed, step, micro-batch, node): the RNG
+// state is the seed and step.
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +29,7 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/json.h"
 #include "runtime/ckpt/safetensors.h"
+#include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
@@ -70,47 +77,180 @@ Status Trainer::ExportWeights(const std::string& path) const {
   return r.status();
 }
 
-// The whole flat state of a buffer in shard space (optimizer state, sharded master): a copy
-// when this rank owns everything, else every rank's shard all-gathered and laid out by each
-// rank's segments (a collective: every rank must call it).
-StatusOr<std::vector<float>> Trainer::GatherState(const float* shard) {
-  const int64_t total = params_->total_elements();
-  const int64_t n = params_->shard_elements();
-  const auto& mine = params_->segments();
-  if (mine.size() == 1 && mine[0].flat_begin == 0 && mine[0].count == total && n == total)
-    return std::vector<float>(shard, shard + total);
-  const int dp = comm_->size();
-  std::vector<float> all(static_cast<size_t>(n) * dp);
-  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(shard, n),
-                                      parallel::BufferView(all.data(), n * dp)));
-  std::vector<float> full(total, 0.0f);
-  for (int k = 0; k < dp; ++k)
-    for (const ShardSegment& g : StepRunner::LayoutFor(*plan_, k, total).segments)
-      std::copy(all.begin() + k * n + g.shard_offset, all.begin() + k * n + g.shard_offset + g.count,
-                full.begin() + g.flat_begin);
-  return full;
+namespace {
+
+// Note [Sharded checkpoints]
+// With ZeRO (stage >= 1, dp > 1) no rank gathers anything: every rank writes the slices of
+// its own segments (the fp32 master, "master", and every optimizer state) into
+// zero_shard_rank_<r>.safetensors inside rank 0's temporary step directory, straight from
+// its buffers (views, no copies). Rank 0 then needs each file's size and CRC and each
+// slice's CRC for the manifest. Every rank can compute every rank's slice list from the plan
+// (LayoutFor), so one all-gather of fixed-size int32 rows [ok, file crc, bytes lo, bytes hi,
+// slice crcs...] carries all of it: no rank reads another's file, and rank 0's extra memory
+// is W x (4 + max slices) integers. Collectives, in order, on every rank:
+//   1. all-reduce max: rank 0 created the temporary directory (else everyone stops)
+//   2. all-gather: the rows above (a failed writer reports ok = 0)
+//   3. all-reduce max: rank 0 committed (rename, `latest`), so every rank returns the same
+//      status and no rank returns before the checkpoint is visible.
+// All ranks see the same filesystem (DeepSpeed assumes the same).
+struct OwnedSlice {
+  ckpt::SliceDesc desc;
+  int64_t flat = 0;  // flat index of desc.begin
+};
+
+// The slices `segments` store: per state, per segment, per parameter it cuts, in that order.
+std::vector<OwnedSlice> SlicesOf(const std::vector<ShardSegment>& segments,
+                                 const std::vector<ParamSlot>& slots,
+                                 const std::vector<std::string>& states) {
+  std::vector<OwnedSlice> out;
+  for (const std::string& state : states) {
+    for (const ShardSegment& g : segments) {
+      auto it = std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
+                                 [](int64_t f, const ParamSlot& s) { return f < s.offset + s.numel; });
+      for (; it != slots.end() && it->offset < g.flat_begin + g.count; ++it) {
+        const int64_t lo = std::max(g.flat_begin, it->offset);
+        const int64_t hi = std::min(g.flat_begin + g.count, it->offset + it->numel);
+        if (lo >= hi) continue;
+        out.push_back({{state, it->name, it->shape, lo - it->offset, hi - lo}, lo});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> StateNames(Optimizer& optimizer) {
+  std::vector<std::string> names = {ckpt::kMasterState};
+  for (const Optimizer::StateBuffer& b : optimizer.state()) names.push_back(b.name);
+  return names;
+}
+
+// Where owned flat elements [flat, flat + n) of a shard-space buffer are, or nullptr when they
+// are not contiguous in shard space (they span segments).
+const float* ShardSpan(const ParamStore& ps, const float* base, int64_t flat, int64_t n) {
+  for (const ShardSegment& g : ps.segments())
+    if (flat >= g.flat_begin && flat + n <= g.flat_begin + g.count)
+      return base + g.shard_offset + (flat - g.flat_begin);
+  return nullptr;
+}
+
+// One int32 flag per rank, max-reduced: true when any rank set it.
+StatusOr<bool> AnyRank(parallel::Communicator* comm, bool flag) {
+  int32_t v = flag ? 1 : 0;
+  DS_RETURN_IF_ERROR(comm->AllReduce(parallel::BufferView(&v, 1), parallel::ReduceOp::kMax));
+  return v != 0;
+}
+
+}  // namespace
+
+// Stage 0 or one rank: rank 0 writes whole tensors (views into its buffers where a parameter is
+// contiguous, else a copy of that parameter).
+Status Trainer::SaveConsolidated(const ckpt::CheckpointContents& base) {
+  if (comm_->rank() != 0) return OkStatus();
+  ckpt::CheckpointContents c = base;
+  std::deque<std::vector<float>> copies;
+  auto view = [&](const float* shard_base, bool shard_space, const ParamSlot& s) {
+    const float* p = shard_space ? ShardSpan(*params_, shard_base, s.offset, s.numel)
+                                 : shard_base + s.offset;
+    if (p == nullptr) {
+      copies.emplace_back(s.numel);
+      for (int64_t i = 0; i < s.numel; ++i) copies.back()[i] = shard_base[params_->ShardPos(s.offset + i)];
+      p = copies.back().data();
+    }
+    return Tensor(const_cast<float*>(p), s.shape, DType::kF32);
+  };
+  for (const ParamSlot& s : params_->slots())
+    c.model.push_back({s.name, view(params_->master_data(), params_->master_sharded(), s)});
+  for (const Optimizer::StateBuffer& b : optimizer_->state())
+    for (const ParamSlot& s : params_->slots())
+      c.optimizer.push_back({b.name + "/" + s.name, view(b.data, true, s)});
+  return ckpt::SaveCheckpoint(config_.checkpoint.dir, c, config_.checkpoint.keep_last);
+}
+
+// ZeRO, dp > 1: every rank writes its own shard file. See Note [Sharded checkpoints].
+Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
+  const std::string& root = config_.checkpoint.dir;
+  const int rank = comm_->rank(), world = comm_->size();
+  Status begun = rank == 0 ? ckpt::BeginCheckpoint(root, step_) : OkStatus();
+  DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(comm_, !begun.ok()));
+  if (begin_failed) return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
+
+  const std::vector<std::string> states = StateNames(*optimizer_);
+  std::vector<std::vector<OwnedSlice>> all(world);
+  size_t max_slices = 0;
+  for (int k = 0; k < world; ++k) {
+    all[k] = SlicesOf(StepRunner::LayoutFor(*plan_, k, params_->total_elements()).segments,
+                      params_->slots(), states);
+    max_slices = std::max(max_slices, all[k].size());
+  }
+  // This rank's file, straight from its buffers.
+  std::vector<float*> bases = {params_->master_data()};
+  for (const Optimizer::StateBuffer& b : optimizer_->state()) bases.push_back(b.data);
+  std::vector<ckpt::SliceDesc> descs;
+  std::vector<const float*> data;
+  for (const OwnedSlice& o : all[rank]) {
+    descs.push_back(o.desc);
+    const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
+    data.push_back(si == 0 ? params_->MasterAt(o.flat) : bases[si] + params_->ShardPos(o.flat));
+  }
+  auto written = ckpt::WriteZeroShardFile(ckpt::TempStepDir(root, step_),
+                                          {rank, world, config_.zero.stage, step_}, descs, data);
+  if (!written.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", rank, written.status().ToString());
+  const size_t row = 4 + max_slices;
+  std::vector<int32_t> mine(row, 0), rows(row * world, 0);
+  if (written.ok()) {
+    mine[0] = 1;
+    mine[1] = static_cast<int32_t>(written->file_crc32c);
+    mine[2] = static_cast<int32_t>(written->file_bytes & 0xffffffffu);
+    mine[3] = static_cast<int32_t>(written->file_bytes >> 32);
+    for (size_t i = 0; i < descs.size(); ++i) mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
+  }
+  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
+                                      parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
+  Status committed;
+  if (rank == 0) {
+    auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
+    std::vector<int> failed;
+    ckpt::WrittenFiles files;
+    std::vector<std::pair<std::tuple<int64_t, size_t, int64_t>, ckpt::TensorRecord>> records;
+    for (int k = 0; k < world; ++k) {
+      const int32_t* r = rows.data() + k * row;
+      if (r[0] != 1) { failed.push_back(k); continue; }
+      files.files.push_back({ckpt::ZeroShardFileName(k), (uint64_t{u32(r[3])} << 32) | u32(r[2]), u32(r[1])});
+      for (size_t i = 0; i < all[k].size(); ++i) {
+        const OwnedSlice& o = all[k][i];
+        const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
+        // Manifest order: by parameter (flat), then state, then position, so a reader can
+        // stream one parameter at a time.
+        records.push_back({{o.flat - o.desc.begin, si, o.desc.begin}, ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
+      }
+    }
+    std::sort(records.begin(), records.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [key, rec] : records) files.tensors.push_back(std::move(rec));
+    if (!failed.empty()) {
+      std::string list;
+      for (int k : failed) list += (list.empty() ? "" : ", ") + std::to_string(k);
+      committed = AbortedError("checkpoint step " + std::to_string(step_) + ": rank(s) " + list +
+                               " failed to write their shard file (see their logs)");
+      Status cleanup = ckpt::RemoveTree(ckpt::TempStepDir(root, step_));
+      cleanup.IgnoreError();  // the next save removes it
+    } else {
+      ckpt::CheckpointContents c = base;
+      // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file.
+      if (!params_->master_sharded())
+        for (const ParamSlot& s : params_->slots()) c.model.push_back({s.name, params_->MasterView(s)});
+      committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
+    }
+  }
+  DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(comm_, !committed.ok()));
+  if (!written.ok()) return written.status();
+  if (commit_failed) return rank == 0 ? committed : AbortedError("checkpoint: rank 0 failed to commit step " + std::to_string(step_));
+  return OkStatus();
 }
 
 Status Trainer::SaveCheckpoint() {
-  // Every rank takes part in gathering sharded state; rank 0 writes.
-  std::vector<std::pair<std::string, std::vector<float>>> states;
-  for (const Optimizer::StateBuffer& b : optimizer_->state()) {
-    DS_ASSIGN_OR_RETURN(std::vector<float> full, GatherState(b.data));
-    states.emplace_back(b.name, std::move(full));
-  }
-  std::vector<float> master;  // the whole fp32 master when it is sharded
-  if (params_->master_sharded()) {
-    DS_ASSIGN_OR_RETURN(master, GatherState(params_->master_data()));
-  }
-  if (comm_->rank() != 0) return OkStatus();
   ckpt::CheckpointContents c;
   c.step = step_;
-  for (const ParamSlot& s : params_->slots())
-    c.model.push_back({s.name, master.empty() ? params_->MasterView(s)
-                                              : Tensor(master.data() + s.offset, s.shape, DType::kF32)});
-  for (auto& [name, full] : states)
-    for (const ParamSlot& s : params_->slots())
-      c.optimizer.push_back({name + "/" + s.name, Tensor(full.data() + s.offset, s.shape, DType::kF32)});
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());
   c.state["scheduler"] = "{\"last_batch_iteration\": " + std::to_string(step_ - 1) + "}";
   c.state["loss_scaler"] = scaler_->SaveState();
@@ -121,9 +261,12 @@ Status Trainer::SaveCheckpoint() {
   c.info["world_size"] = std::to_string(comm_->size());
   c.info["zero_stage"] = std::to_string(config_.zero.stage);
   c.info["precision"] = DTypeName(params_->model_dtype());
-  const std::string& root = config_.checkpoint.dir;
-  DS_RETURN_IF_ERROR(ckpt::SaveCheckpoint(root, c, config_.checkpoint.keep_last));
-  DS_LOG_INFO("ckpt", "saved step {} to {}/{}", step_, root, ckpt::StepDirName(step_));
+  const bool sharded = config_.zero.stage >= 1 && comm_->size() > 1;
+  if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
+  DS_RETURN_IF_ERROR(sharded ? SaveSharded(c) : SaveConsolidated(c));
+  if (comm_->rank() == 0)
+    DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir, ckpt::StepDirName(step_),
+                sharded ? " (one shard file per rank)" : "");
   return OkStatus();
 }
 
@@ -149,59 +292,154 @@ bool HasLatestCheckpoint(const std::string& root) {
   return access((root + "/" + ckpt::kLatestFile).c_str(), R_OK) == 0;
 }
 
-Status Trainer::LoadCheckpoint(const std::string& path) {
-  DS_ASSIGN_OR_RETURN(ckpt::LoadedCheckpoint ck, ckpt::LoadCheckpoint(path));
-  const std::string where = ck.dir();
-  std::vector<float> weights(params_->total_elements(), 0.0f);
-  for (const ParamSlot& s : params_->slots()) {
-    auto t = ck.ModelTensor(s.name);
-    if (!t.ok()) return DataLossError(where + ": model tensor \"" + s.name + "\" is missing");
-    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(weights.data() + s.offset, s.shape, DType::kF32),
-                                where + ": tensor \"" + s.name + "\""));
+namespace {
+
+// The parts of parameter `s` that the flat ranges `ranges` cut, parameter-local, in order.
+// Not merged: each part stays inside one range (one segment, contiguous in shard space).
+std::vector<std::pair<int64_t, int64_t>> LocalRanges(const ParamSlot& s,
+                                                     const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [b, e] : ranges) {
+    const int64_t lo = std::max(b, s.offset), hi = std::min(e, s.offset + s.numel);
+    if (lo < hi) out.push_back({lo - s.offset, hi - s.offset});
   }
-  // Each rank keeps its segments of the consolidated state, in its shard space.
-  std::vector<float> full;
-  for (const Optimizer::StateBuffer& b : optimizer_->state()) {
-    for (const ParamSlot& s : params_->slots()) {
-      bool loaded = false;
-      for (const ShardSegment& g : params_->segments()) {
-        const int64_t lo = std::max(g.flat_begin, s.offset);
-        const int64_t hi = std::min(g.flat_begin + g.count, s.offset + s.numel);
-        if (lo >= hi) continue;
-        const std::string name = b.name + "/" + s.name;
-        if (!loaded) {
-          auto t = ck.OptimizerTensor(name);
-          if (!t.ok()) return DataLossError(where + ": optimizer tensor \"" + name + "\" is missing");
-          full.resize(s.numel);
-          DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data(), s.shape, DType::kF32),
-                                      where + ": optimizer tensor \"" + name + "\""));
-          loaded = true;
-        }
-        std::copy(full.begin() + (lo - s.offset), full.begin() + (hi - s.offset),
-                  b.data + g.shard_offset + (lo - g.flat_begin));
-      }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void StoreModel(void* model, DType dtype, int64_t at, const float* src, int64_t n) {
+  switch (dtype) {
+    case DType::kBF16: ConvertF32ToBf16(src, static_cast<uint16_t*>(model) + at, n); break;
+    case DType::kF16: ConvertF32ToF16(src, static_cast<uint16_t*>(model) + at, n); break;
+    default: std::memcpy(static_cast<float*>(model) + at, src, n * sizeof(float));
+  }
+}
+
+}  // namespace
+
+// Note [Loading at any topology]
+// Every rank reads, for each parameter, only what it keeps: the parts of its own segments of
+// the fp32 master and of each optimizer state (read straight into its shard buffers), and
+// the parameter values its flat model copy holds (stages 0-2: all of them; stage 3: the
+// persistent units), one parameter at a time through a scratch buffer. The reader picks the
+// slices from whichever files hold them (CheckpointReader), so the saving world size and
+// stage do not matter. Two phases keep a bad checkpoint from being half-used:
+//   1. verify: the index (gaps, overlaps, shapes), every slice this rank will read (header,
+//      metadata, CRC), and a share of whole files (file i on rank i mod W, so every byte of
+//      the checkpoint is checked once), plus the engine, scaler and data states;
+//   2. an all-reduce of "failed" decides for all ranks; only then are buffers written.
+// A failed load leaves weights and optimizer state untouched on every rank.
+Status Trainer::LoadCheckpoint(const std::string& path) {
+  StatusOr<ckpt::CheckpointReader> opened = ckpt::CheckpointReader::Open(path);
+  Status verified = opened.status();
+  ckpt::CheckpointReader* reader = opened.ok() ? &opened.value() : nullptr;
+  // owned: the optimizer state's segments; master: the fp32 master's (all of it unless
+  // sharded); model: the separate model copy's flat ranges this rank keeps.
+  std::vector<std::pair<int64_t, int64_t>> owned, master, model_ranges;
+  for (const ShardSegment& g : params_->segments()) owned.push_back({g.flat_begin, g.flat_begin + g.count});
+  if (params_->master_sharded()) master = owned;
+  else master.push_back({0, params_->total_elements()});
+  const bool model_separate = params_->model() != static_cast<void*>(params_->master_data());
+  if (model_separate) {
+    if (params_->params_partitioned()) {
+      for (const proto::PartitionUnit& u : plan_->partition().units())
+        if (u.persistent()) model_ranges.push_back({u.offset(), u.offset() + u.count()});
+    } else {
+      model_ranges.push_back({0, params_->total_elements()});
     }
   }
-  auto state = [&](const char* key) -> StatusOr<std::string> {
-    auto it = ck.state().find(key);
-    if (it == ck.state().end()) return DataLossError(where + ": state \"" + std::string(key) + "\" is missing");
-    return it->second;
+  const std::vector<Optimizer::StateBuffer> buffers = optimizer_->state();
+  // Phase 1 (and, with `commit`, phase 2): visits every range this rank keeps.
+  std::vector<float> scratch;
+  std::map<std::string, const Shape*> shapes;
+  if (reader != nullptr)
+    for (const auto& [name, shape] : reader->params()) shapes[name] = &shape;
+  auto visit = [&](bool commit) -> Status {
+    const std::string& where = reader->dir();
+    for (const ParamSlot& s : params_->slots()) {
+      auto found = shapes.find(s.name);
+      const Shape* shape = found == shapes.end() ? nullptr : found->second;
+      if (shape == nullptr) return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
+      if (*shape != s.shape)
+        return DataLossError(where + ": parameter \"" + s.name + "\" has shape " + ShapeToString(*shape) +
+                             ", the model expects " + ShapeToString(s.shape));
+      for (const auto& [lo, hi] : LocalRanges(s, master)) {
+        if (commit) DS_RETURN_IF_ERROR(reader->Read(ckpt::kMasterState, s.name, lo, hi, params_->MasterAt(s.offset + lo)));
+        else DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
+      }
+      for (const auto& [lo, hi] : LocalRanges(s, owned)) {
+        for (const Optimizer::StateBuffer& b : buffers) {
+          if (commit) DS_RETURN_IF_ERROR(reader->Read(b.name, s.name, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
+          else DS_RETURN_IF_ERROR(reader->Verify(b.name, s.name, lo, hi));
+        }
+      }
+      for (const auto& [lo, hi] : LocalRanges(s, model_ranges)) {
+        if (!commit) {
+          DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
+          continue;
+        }
+        scratch.resize(hi - lo);
+        DS_RETURN_IF_ERROR(reader->Read(ckpt::kMasterState, s.name, lo, hi, scratch.data()));
+        StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(), hi - lo);
+      }
+    }
+    return OkStatus();
   };
-  DS_ASSIGN_OR_RETURN(std::string engine_text, state("engine"));
-  auto engine = ckpt::ParseJson(engine_text);
-  if (!engine.ok() || !engine->Find("step") || !engine->Find("optimizer_step"))
-    return DataLossError(where + ": engine state is malformed");
-  step_ = engine->Find("step")->as_int();
-  optimizer_->set_step(engine->Find("optimizer_step")->as_int());
-  DS_ASSIGN_OR_RETURN(std::string scaler, state("loss_scaler"));
-  DS_RETURN_IF_ERROR(scaler_->LoadState(scaler).WithPrefix(where));
-  DS_ASSIGN_OR_RETURN(std::string data, state("data"));
-  auto ds = DataLoaderState::FromJson(data);
-  if (!ds.ok()) return ds.status().WithPrefix(where + ": data state");
-  DS_RETURN_IF_ERROR(train_data_->SetState(*ds).WithPrefix(where + ": data state"));
-  params_->SetFromFull(weights.data());
+  if (verified.ok()) verified = visit(false);
+  // A share of whole files: together the ranks read every byte once.
+  if (verified.ok()) {
+    const auto& files = reader->manifest().files;
+    for (size_t i = comm_->rank(); i < files.size() && verified.ok(); i += comm_->size())
+      verified = reader->VerifyFile(files[i]);
+  }
+  // Engine, loss scaler and data states: parsed now, applied after the vote.
+  int64_t step = 0, opt_step = 0;
+  std::string scaler_text;
+  DataLoaderState data_state;
+  if (verified.ok()) {
+    auto state = [&](const char* key) -> StatusOr<std::string> {
+      auto it = reader->state().find(key);
+      if (it == reader->state().end()) return DataLossError(reader->dir() + ": state \"" + std::string(key) + "\" is missing");
+      return it->second;
+    };
+    verified = [&]() -> Status {
+      DS_ASSIGN_OR_RETURN(std::string engine_text, state("engine"));
+      auto engine = ckpt::ParseJson(engine_text);
+      if (!engine.ok() || !engine->Find("step") || !engine->Find("optimizer_step"))
+        return DataLossError(reader->dir() + ": engine state is malformed");
+      step = engine->Find("step")->as_int();
+      opt_step = engine->Find("optimizer_step")->as_int();
+      DS_ASSIGN_OR_RETURN(scaler_text, state("loss_scaler"));
+      DS_ASSIGN_OR_RETURN(std::string data, state("data"));
+      auto ds = DataLoaderState::FromJson(data);
+      if (!ds.ok()) return ds.status().WithPrefix(reader->dir() + ": data state");
+      data_state = *ds;
+      return OkStatus();
+    }();
+  }
+  // Scaler and data loader validate while they load: keep their old states to roll back.
+  const std::string old_scaler = scaler_->SaveState();
+  const DataLoaderState old_data = train_data_->state();
+  if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
+  if (verified.ok()) verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
+  if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", comm_->rank(), verified.ToString());
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(comm_, !verified.ok()));
+  if (failed) {
+    scaler_->LoadState(old_scaler).IgnoreError();
+    train_data_->SetState(old_data).IgnoreError();
+    if (!verified.ok()) return verified;
+    return DataLossError(path + ": checkpoint rejected by another rank (its log names the file)");
+  }
+  // Phase 2: every rank verified its part; reads now come from verified, mapped slices.
+  DS_RETURN_IF_ERROR(visit(true));
+  params_->SyncModelFromMaster();  // the 16-bit copy of owned elements (shard at stage 3)
+  runner_->ReleaseGatheredParams();
   params_->ZeroGrads();
-  DS_LOG_INFO("ckpt", "loaded {} (step {})", where, step_);
+  step_ = step;
+  optimizer_->set_step(opt_step);
+  DS_LOG_INFO("ckpt", "loaded {} (step {}, {})", reader->dir(), step_,
+              reader->sharded() ? "from " + reader->manifest().info.at("world_size") + " rank files"
+                                : std::string("consolidated"));
   return OkStatus();
 }
 

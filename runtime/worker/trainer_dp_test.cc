@@ -2,7 +2,10 @@
 // loopback communicator) reproduce the single-rank loss curve with the same global batch
 // under ZeRO stages 0-3. Stage 3 runs with a persistence threshold of 100 elements, so every
 // weight matrix is partitioned and gathered per block (biases and norm gains persist).
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -12,7 +15,9 @@
 #include "parallel/loopback_communicator.h"
 #include "runtime/data/token_file.h"
 #include "runtime/exec/param_store.h"
+#include "runtime/ckpt/safetensors.h"
 #include "runtime/worker/model_loader.h"
+#include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds {
@@ -242,6 +247,158 @@ TEST_CASE("DP: a world size that does not divide the batch is rejected before tr
   REQUIRE_FALSE(t.ok());
   INFO(t.status().ToString());
   CHECK(t.status().message().find("8") != std::string::npos);
+}
+
+
+// Creates every rank's trainer and loads `yaml`'s checkpoint (Initialize); returns each
+// rank's status (no REQUIRE: the load is expected to fail on some checkpoints).
+std::vector<Status> LoadOnly(const std::string& yaml, int world) {
+  auto comms = parallel::LoopbackCommunicator::CreateGroup(world);
+  std::vector<Status> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto config = ParseJobConfig(yaml, "dp.yaml");
+      if (!config.ok()) return void(errors[r] = config.status());
+      auto graph = LoadModelGraph(*config);
+      if (!graph.ok()) return void(errors[r] = graph.status());
+      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
+      if (!t.ok()) return void(errors[r] = t.status());
+      errors[r] = (*t)->Initialize();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+std::string CkptYaml(const std::string& data, const std::string& dir, int world, int stage, bool load) {
+  return Config(data, 8 / world, stage, "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
+}
+
+// Per-rank shard files: saved at (world, stage), resumed bit for bit at the same topology and
+// within 1e-5 at each of `others` ({world, stage}), against 20 uninterrupted steps.
+void CheckResume(const std::string& data, int world, int stage, std::vector<std::pair<int, int>> others) {
+  const char* d = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_resume";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  const std::vector<double> straight = Train(CkptYaml(data, dir, world, stage, false), world, 16);
+  std::system(("rm -rf '" + dir + "'").c_str());
+  Train(CkptYaml(data, dir, world, stage, false), world, 8, /*save=*/true);
+  const std::string step_dir = dir + "/step_00000008/";
+  for (int r = 0; r < world; ++r) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "zero_shard_rank_%05d.safetensors", r);
+    INFO(step_dir + name);
+    CHECK(access((step_dir + name).c_str(), R_OK) == 0);
+  }
+  CHECK(access((step_dir + "optimizer.safetensors").c_str(), R_OK) != 0);
+  const std::vector<double> same = Train(CkptYaml(data, dir, world, stage, true), world, 8);
+  for (size_t i = 0; i < 8; ++i) {
+    INFO("DP=" << world << " stage " << stage << " resumed as itself, step " << i + 9);
+    CHECK(same[i] == straight[8 + i]);
+  }
+  for (const auto& [w, st] : others) {
+    const std::vector<double> other = Train(CkptYaml(data, dir, w, st, true), w, 8);
+    for (size_t i = 0; i < 8; ++i) {
+      INFO("DP=" << world << " stage " << stage << " resumed as DP=" << w << " stage " << st << ", step " << i + 9);
+      CHECK(std::abs(other[i] - straight[8 + i]) <= 1e-5 * std::abs(straight[8 + i]));
+    }
+  }
+}
+
+TEST_CASE("DP: per-rank shard checkpoints resume exactly and at other world sizes and stages", "[worker][dp][ckpt]") {
+  const std::string data = MakeData();
+  SECTION("DP=2 stage 1") { CheckResume(data, 2, 1, {{1, 0}, {4, 3}, {4, 2}}); }
+  SECTION("DP=4 stage 2") { CheckResume(data, 4, 2, {{1, 0}, {2, 3}, {2, 1}}); }
+  SECTION("DP=4 stage 3") { CheckResume(data, 4, 3, {{1, 0}, {2, 1}, {2, 3}}); }
+}
+
+// Each rank file holds exactly the rank's own elements: per state, the parameter elements of
+// its segments (LayoutFor), and the files together hold every parameter element once.
+TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[worker][dp][ckpt]") {
+  const std::string data = MakeData();
+  const char* d = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_sizes";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  for (int stage : {1, 3}) {
+    INFO("DP=4 stage " << stage);
+    std::system(("rm -rf '" + dir + "'").c_str());
+    Train(CkptYaml(data, dir, 4, stage, false), 4, 2, /*save=*/true);
+    auto comms = parallel::LoopbackCommunicator::CreateGroup(4);
+    auto config = ParseJobConfig(CkptYaml(data, dir, 4, stage, false), "dp.yaml");
+    REQUIRE(config.ok());
+    auto graph = LoadModelGraph(*config);
+    REQUIRE(graph.ok());
+    auto t = Trainer::Create(*config, std::move(graph).value(), comms[0].get());
+    REQUIRE(t.ok());
+    const ParamStore& ps = (*t)->params();
+    int64_t all_files = 0;
+    for (int r = 0; r < 4; ++r) {
+      int64_t owned = 0;  // parameter elements (no alignment padding) in r's segments
+      for (const ShardSegment& g : StepRunner::LayoutFor((*t)->plan(), r, ps.total_elements()).segments)
+        for (const ParamSlot& s : ps.slots())
+          owned += std::max<int64_t>(0, std::min(g.flat_begin + g.count, s.offset + s.numel) -
+                                            std::max(g.flat_begin, s.offset));
+      char name[64];
+      std::snprintf(name, sizeof(name), "/step_00000002/zero_shard_rank_%05d.safetensors", r);
+      auto f = ckpt::SafetensorsFile::Open(dir + name);
+      REQUIRE(f.ok());
+      int64_t stored = 0;
+      for (const ckpt::SafetensorsEntry& e : f->tensors()) stored += e.spec.numel();
+      CHECK(stored == 3 * owned);  // master, exp_avg, exp_avg_sq
+      CHECK(owned > 0);
+      CHECK(f->file_bytes() - f->data_start() == static_cast<uint64_t>(stored) * 4);
+      CHECK(f->metadata().at("rank") == std::to_string(r));
+      CHECK(f->metadata().at("world_size") == "4");
+      all_files += stored;
+    }
+    CHECK(all_files == 3 * ps.num_parameters());
+    CHECK((access((dir + "/step_00000002/model.safetensors").c_str(), R_OK) == 0) == (stage == 1));
+  }
+}
+
+TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, naming it", "[worker][dp][ckpt]") {
+  const std::string data = MakeData();
+  const char* d = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_corrupt";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  Train(CkptYaml(data, dir, 4, 2, false), 4, 2, /*save=*/true);
+  const std::string file = dir + "/step_00000002/zero_shard_rank_00002.safetensors";
+  auto check_all_fail = [&](const std::string& what, int world, int stage) {
+    std::vector<Status> errors = LoadOnly(CkptYaml(data, dir, world, stage, true), world);
+    bool named = false;
+    for (const Status& s : errors) {
+      INFO(what << ": " << s.ToString());
+      CHECK_FALSE(s.ok());
+      named = named || (s.message().find("zero_shard_rank_00002.safetensors") != std::string::npos &&
+                        s.message().find(what) != std::string::npos);
+    }
+    CHECK(named);
+  };
+  std::string bytes;
+  {
+    FILE* in = std::fopen(file.c_str(), "rb");
+    REQUIRE(in != nullptr);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), in)) > 0;) bytes.append(buf, n);
+    std::fclose(in);
+  }
+  auto write = [&](const std::string& b) {
+    FILE* out = std::fopen(file.c_str(), "wb");
+    REQUIRE(out != nullptr);
+    std::fwrite(b.data(), 1, b.size(), out);
+    std::fclose(out);
+  };
+  std::string flipped = bytes;
+  flipped[flipped.size() - 5] ^= 0x40;  // inside the last tensor's data
+  write(flipped);
+  check_all_fail("checksum mismatch", 2, 1);
+  check_all_fail("checksum mismatch", 1, 0);
+  std::remove(file.c_str());
+  check_all_fail("missing", 4, 3);
+  write(bytes);
+  std::vector<Status> ok = LoadOnly(CkptYaml(data, dir, 2, 1, true), 2);
+  for (const Status& s : ok) CHECK(s.ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_names.h"
 #include "runtime/ckpt/safetensors.h"
+#include "runtime/ckpt/zero_shards.h"
 
 namespace ds::tools {
 namespace {
@@ -112,33 +113,35 @@ StatusOr<std::string> VerifyCheckpoint(const std::string& path) {
 }
 
 // Note [consolidate]
-// ds-runtime writes consolidated checkpoints: under ZeRO, the ranks gather their optimizer
-// shards at save time and rank 0 writes whole tensors (runtime/worker/trainer_checkpoint.cc).
-// Consolidation is therefore what zero_to_fp32 gives DeepSpeed users: the fp32 weights of a
-// checkpoint as one safetensors file, verified on the way. Manifest entries that describe
-// shards ("shard" records) would need tiling into global tensors; none of our writers emit
-// them yet, so such a checkpoint is refused rather than half-merged.
+// What zero_to_fp32 is to DeepSpeed: the fp32 weights of a checkpoint as one safetensors file
+// with the graph's parameter names. The weights are the "master" state: model.safetensors of a
+// consolidated checkpoint, or the union of the ranks' "master/<param>#<begin>" slices of a
+// sharded one (CheckpointReader tiles them). Every file is verified first (CRC-32C), then the
+// output is streamed one parameter at a time, in manifest order (the flat order for sharded
+// checkpoints), so memory stays at one parameter whatever the model size.
 Status RunConsolidate(const ConsolidateOptions& o) {
-  DS_ASSIGN_OR_RETURN(LoadedCheckpoint ck, ckpt::LoadCheckpoint(o.input));
-  for (const auto& entry : ck.manifest().tensors)
-    if (entry.shard)
-      return UnimplementedError(ck.dir() + ": tensor " + entry.name +
-                                " is a shard; merging sharded tensors is not supported yet");
-  std::vector<OwnedTensor> owned;
-  std::vector<ckpt::NamedTensor> out;
-  owned.reserve(ck.model().size());
-  for (const ckpt::NamedTensor& t : ck.model()) {
-    DS_ASSIGN_OR_RETURN(OwnedTensor f, ckpt::CopyTensorAs(t.tensor, DType::kF32));
-    owned.push_back(std::move(f));
-    out.push_back({t.name, owned.back().view()});
+  DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(o.input));
+  for (const ckpt::FileRecord& f : reader.manifest().files) DS_RETURN_IF_ERROR(reader.VerifyFile(f));
+  std::vector<std::pair<std::string, TensorSpec>> specs;
+  for (const auto& [name, shape] : reader.params())
+    if (reader.Slices(ckpt::kMasterState, name) != nullptr) specs.push_back({name, {shape, DType::kF32}});
+  if (specs.empty()) return DataLossError(reader.dir() + ": no weights (no master state) to consolidate");
+  std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", std::to_string(reader.step())}};
+  auto family = reader.manifest().info.find("family");
+  if (family != reader.manifest().info.end()) meta["family"] = family->second;
+  DS_ASSIGN_OR_RETURN(auto writer, ckpt::SafetensorsStreamWriter::Create(o.output, specs, meta));
+  std::vector<float> scratch;
+  for (const auto& [name, spec] : specs) {
+    scratch.resize(spec.numel());
+    DS_RETURN_IF_ERROR(reader.Read(ckpt::kMasterState, name, 0, spec.numel(), scratch.data()));
+    DS_RETURN_IF_ERROR(writer->Append(scratch.data(), scratch.size() * sizeof(float)));
   }
-  std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", std::to_string(ck.step())}};
-  auto family = ck.info().find("family");
-  if (family != ck.info().end()) meta["family"] = family->second;
-  DS_ASSIGN_OR_RETURN(ckpt::SafetensorsWriteResult r, ckpt::WriteSafetensors(o.output, out, meta));
-  std::printf("consolidated %s (step %lld): %zu fp32 tensors, %.1f MiB -> %s\n", ck.dir().c_str(),
-              static_cast<long long>(ck.step()), out.size(), r.file_bytes / double(1 << 20),
-              o.output.c_str());
+  DS_ASSIGN_OR_RETURN(ckpt::SafetensorsWriteResult r, writer->Finish());
+  std::printf("consolidated %s (step %lld, %s): %zu fp32 tensors, %.1f MiB -> %s\n",
+              reader.dir().c_str(), static_cast<long long>(reader.step()),
+              reader.sharded() ? ("from " + reader.manifest().info.at("world_size") + " rank files").c_str()
+                               : "consolidated",
+              specs.size(), r.file_bytes / double(1 << 20), o.output.c_str());
   return OkStatus();
 }
 

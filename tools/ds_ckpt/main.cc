@@ -4,6 +4,7 @@
 //   ds-ckpt export --family llama --n_head 4 --n_kv_head 2 --input CKPT --output hf.safetensors
 //   ds-ckpt inspect CKPT
 //   ds-ckpt verify CKPT
+//   ds-ckpt consolidate CKPT full.safetensors
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -59,9 +60,15 @@ int main(int argc, char** argv) {
 
   // See Note [consolidate] in commands.cc.
   ds::tools::ConsolidateOptions consolidate_opts;
-  CLI::App* con = app.add_subcommand("consolidate", "Write a checkpoint's weights as one fp32 safetensors file (zero_to_fp32)");
-  con->add_option("--input", consolidate_opts.input, "checkpoint directory or root")->required();
-  con->add_option("--output", consolidate_opts.output, "safetensors file")->required();
+  std::string con_in, con_out;
+  CLI::App* con = app.add_subcommand(
+      "consolidate",
+      "Write a checkpoint's weights (consolidated or one shard file per rank) as one fp32 "
+      "safetensors file, one parameter at a time (zero_to_fp32)");
+  con->add_option("checkpoint", con_in, "checkpoint root (follows latest) or step directory");
+  con->add_option("output", con_out, "safetensors file to write");
+  con->add_option("--input", consolidate_opts.input, "same as the first argument");
+  con->add_option("--output", consolidate_opts.output, "same as the second argument");
 
   try {
     app.parse(argc, argv);
@@ -77,6 +84,12 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(s);
   }
   if (con->parsed()) {
+    if (!con_in.empty()) consolidate_opts.input = con_in;
+    if (!con_out.empty()) consolidate_opts.output = con_out;
+    if (consolidate_opts.input.empty() || consolidate_opts.output.empty()) {
+      std::fprintf(stderr, "usage: ds-ckpt consolidate CHECKPOINT OUT.safetensors\n");
+      return 2;
+    }
     ds::Status s = ds::tools::RunConsolidate(consolidate_opts);
     return s.ok() ? 0 : Fail(s);
   }
