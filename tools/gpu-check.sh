@@ -120,7 +120,7 @@ build_with_bazel() {
 # blas/ and the benchmarks are built here; the allocator and NCCL tests need Bazel.
 build_direct() {
   local nvcc="$CUDA_PATH/bin/nvcc" o="$WORK/obj" b="$WORK/bin"
-  local cxx=(g++ -std=c++17 -O2 -fPIC -fopenmp -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1
+  local cxx=(g++ -std=c++17 -O2 -march=x86-64-v3 -fPIC -fopenmp -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1
              -DDS_CUDA_PENDING_OPS='""')
   # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
   local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" -lcublas -lcublasLt -lcudart
@@ -147,7 +147,11 @@ build_direct() {
   [[ -e /usr/include/catch2/catch.hpp ]] || tests_cc=()
   # Compile in parallel, at most JOBS at a time; each compile bounded. Objects are named
   # after their path so equal basenames in different directories do not collide.
-  obj() { local x=${1//\//_}; echo "$o/${x%.*}.o"; }
+  obj() {
+    if [[ $1 == "$o"/* ]]; then echo "${1%.*}.o"; return; fi
+    local x=${1//\//_}
+    echo "$o/${x%.*}.o"
+  }
   local src running=0 ok=1
   for src in "${cu[@]}"; do
     timeout 300 "$nvcc" -std=c++17 -O3 -c -Xcompiler -fPIC -I. \
@@ -198,8 +202,14 @@ if [[ -z "$BUILT_BY" ]]; then
   build_direct >"$RESULTS/logs/direct_build.log" 2>&1 || log "direct build failed (logs/direct_build.log)"
   BUILT_BY="nvcc+g++"
 fi
+# Without Bazel only kernels/ is built by hand: the allocator and NCCL tests need Bazel.
+NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test "
 NOT_BUILT=()
-for tp in "${WANT[@]}"; do [[ -n "${BIN[${tp%%:*}]:-}" ]] || NOT_BUILT+=("${tp%%:*}"); done
+for tp in "${WANT[@]}"; do
+  t=${tp%%:*}
+  [[ $BUILT_BY != bazel && $NEEDS_BAZEL == *" $t "* ]] && continue
+  [[ -n "${BIN[$t]:-}" ]] || NOT_BUILT+=("$t")
+done
 if ((${#NOT_BUILT[@]} == 0)); then
   row "build" "ok" "$BUILT_BY: ${#BIN[@]} binaries"
 else
@@ -221,6 +231,10 @@ for tp in "${TESTS[@]}"; do
   t=${tp%%:*}
   if ! defined "$t" "${tp#*:}"; then
     row "test $t" "not defined yet" "${tp#*:} has no such target"
+    continue
+  fi
+  if [[ -z "${BIN[$t]:-}" && $BUILT_BY != bazel && $NEEDS_BAZEL == *" $t "* ]]; then
+    row "test $t" "not run" "needs Bazel (//${tp#*:}:$t)"
     continue
   fi
   if [[ -z "${BIN[$t]:-}" ]]; then
