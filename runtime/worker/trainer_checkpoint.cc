@@ -340,7 +340,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   if (params_->master_sharded()) master = owned;
   else master.push_back({0, params_->total_elements()});
   const bool model_separate = params_->model() != static_cast<void*>(params_->master_data());
-  if (model_separate) {
+  // An unsharded master converts into the model copy in full (SyncModelFromMaster below).
+  if (model_separate && params_->master_sharded()) {
     if (params_->params_partitioned()) {
       for (const proto::PartitionUnit& u : plan_->partition().units())
         if (u.persistent()) model_ranges.push_back({u.offset(), u.offset() + u.count()});

@@ -32,12 +32,12 @@ StatusOr<std::string> InspectCheckpoint(const std::string& path);
 StatusOr<std::string> VerifyCheckpoint(const std::string& path);
 
 struct ConsolidateOptions {
-  std::string input;   // a checkpoint directory (or a root with `latest`)
+  std::string input;   // a checkpoint directory (or a root with `latest`), sharded or not
   std::string output;  // one safetensors file of fp32 tensors
 };
 
 // Writes the checkpoint's weights as one fp32 safetensors file (what zero_to_fp32 does),
-// after verifying the checkpoint. See Note [consolidate] in commands.cc.
+// after verifying every file; one parameter in memory at a time. See Note [consolidate] in commands.cc.
 Status RunConsolidate(const ConsolidateOptions& options);
 
 }  // namespace ds::tools

@@ -34,11 +34,12 @@ if "$BIN" import --family llama --input "$OUT/hf.safetensors" --output "$OUT/x" 
 fi
 grep -q "missing tensor model.embed_tokens.weight" "$OUT/err" || fail "llama error text"
 if "$BIN" verify "$OUT" 2>/dev/null; then fail "verify of a non-checkpoint succeeded"; fi
-if "$BIN" consolidate --input "$OUT" --output "$OUT/c" 2>"$OUT/err"; then
+if "$BIN" consolidate "$OUT" "$OUT/c" 2>"$OUT/err"; then
   fail "consolidate of a non-checkpoint succeeded"
 fi
 grep -q "$OUT" "$OUT/err" || fail "consolidate error does not name the input"
 [[ ! -e "$OUT/c" ]] || fail "consolidate left a file behind"
+if "$BIN" consolidate "$OUT" 2>/dev/null; then fail "consolidate without an output"; fi
 if "$BIN" import --family bert --input a --output b 2>/dev/null; then fail "bad family"; fi
 if "$BIN" 2>/dev/null; then fail "no subcommand accepted"; fi
 echo "ds-ckpt CLI: ok"
