@@ -140,7 +140,7 @@ build_direct() {
   for f in kernels/cuda/blas/*.cc kernels/cuda/attention/*.cc; do
     [[ -e $f && $f != *_test.cc && $f != *_bench.cc ]] && ops_cc+=("$f")
   done
-  local tests_cc=("$o/catch_main.cc" runtime/cuda/device_test.cc)
+  local tests_cc=("$o/catch_main.cc" tests/testing/gpu_test_main.cc runtime/cuda/device_test.cc)
   for f in kernels/cuda/*_test.cc kernels/cuda/blas/*_gpu_test.cc kernels/cuda/attention/*_gpu_test.cc; do
     [[ -e $f ]] && tests_cc+=("$f")
   done
@@ -168,10 +168,11 @@ build_direct() {
   local lib=() t
   for src in "${cu[@]}" "${lib_cc[@]}" "${ops_cc[@]}"; do lib+=("$(obj "$src")"); done
   if ((${#tests_cc[@]})); then
-    for src in "${tests_cc[@]:1}"; do
+    for src in "${tests_cc[@]:2}"; do
       t=$(basename "$src" .cc)
-      local main=()
-      grep -q CATCH_CONFIG_RUNNER "$src" || main=("$o/catch_main.o")
+      # GPU tests share the skipping main (tests/testing/gpu_test_main.cc).
+      local main=("$o/catch_main.o")
+      [[ $t == *_gpu_test ]] && main=("$(obj tests/testing/gpu_test_main.cc)")
       timeout 120 g++ "$(obj "$src")" "${main[@]}" "${lib[@]}" "${libs[@]}" -o "$b/$t" &&
         BIN[$t]=$b/$t
     done

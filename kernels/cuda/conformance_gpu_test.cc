@@ -9,7 +9,6 @@
 // per stored value (2^-8 relative) plus the accumulation into bf16 gradients.
 //
 // Needs a GPU: without one it prints one SKIPPED line and exits 77 (README.md).
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -380,19 +379,3 @@ TEST_CASE("CUDA kernels run on the thread's current stream", "[cuda]") {
 }  // namespace
 }  // namespace ds::kernels
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  // Probe before Catch2 runs anything: no GPU is a skip (77), never a pass.
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}

@@ -4,7 +4,6 @@
 // Needs a GPU. Without one it prints "SKIPPED: no CUDA device (cudaGetDeviceCount: ...)"
 // and exits 77, the skip code of the gpu-tag convention (kernels/cuda/README.md); it never
 // reports a pass it did not earn. Any other probe failure (a broken driver) exits 1.
-#define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -206,19 +205,3 @@ TEST_CASE("cuBLAS GEMM: argument errors and empty shapes", "[cuda][gemm]") {
 }  // namespace
 }  // namespace ds::kernels
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  // Probe before Catch2 runs anything: no GPU is a skip (77), never a pass.
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}

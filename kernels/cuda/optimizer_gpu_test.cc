@@ -3,7 +3,6 @@
 // parameter weight decay, grad_scale, 16-bit model copy), the device global grad norm and
 // overflow flag against a double-precision host sum, and the casts against dtype.h.
 // Needs a GPU: without one it prints one SKIPPED line and exits 77 (README.md).
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -226,19 +225,3 @@ TEST_CASE("device casts round like dtype.h", "[cuda][optim]") {
 }  // namespace
 }  // namespace ds::kernels
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  // Probe before Catch2 runs anything: no GPU is a skip (77), never a pass.
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}

@@ -8,7 +8,6 @@
 //
 // Needs a GPU: without one it prints "SKIPPED: no CUDA device (...)" and exits 77
 // (kernels/cuda/README.md). Any other probe failure exits 1.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <functional>
@@ -393,18 +392,3 @@ TEST_CASE("NcclCommunicator watchdog: a rank that never joins fails the collecti
 }  // namespace
 }  // namespace ds::parallel
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}

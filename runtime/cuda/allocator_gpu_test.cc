@@ -5,7 +5,6 @@
 //
 // Needs a GPU: without one it prints "SKIPPED: no CUDA device (...)" and exits 77
 // (kernels/cuda/README.md). Any other probe failure exits 1.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <vector>
@@ -105,18 +104,3 @@ TEST_CASE("CachingAllocator on a GPU: out of memory is ResourceExhausted", "[cud
 }  // namespace
 }  // namespace ds::cuda
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}

@@ -6,7 +6,6 @@
 //
 // Needs a GPU. Without one it prints "SKIPPED: no CUDA device (...)" and exits 77
 // (kernels/cuda/README.md); any other probe failure exits 1.
-#define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -232,18 +231,3 @@ TEST_CASE("CUDA attention: undefined dqkv is skipped; the current stream is used
 }  // namespace
 }  // namespace ds::kernels::attention
 #endif  // DS_HAVE_CUDA
-
-int main(int argc, char** argv) {
-  const ds::StatusOr<int> count = ds::cuda::CudaDeviceCount();
-  const ds::cuda::DeviceProbe& probe = ds::cuda::ProbeCudaDevices();
-  if (!count.ok()) {
-    std::printf("FAILED: cudaGetDeviceCount: %s\n", count.status().message().c_str());
-    return 1;
-  }
-  if (*count == 0) {
-    std::printf("SKIPPED: no CUDA device (cudaGetDeviceCount: %s)\n", probe.reason.c_str());
-    std::fflush(stdout);
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
-}
