@@ -127,11 +127,19 @@ TEST_CASE("DP: gradient accumulation under stages 2 and 3 follows the single-ran
 // accumulated gradient to bf16 and the reduction (in bf16, the plan's comm dtype, as DeepSpeed
 // does by default) rounds the sum again, where one rank rounds the whole sum once: the
 // gradients differ by a few bf16 roundings (2^-8 relative each), and the curves agree to 1%.
-TEST_CASE("DP: bf16 with 2 ranks follows the single-rank curve within bf16 rounding", "[worker][dp]") {
+// Stages 2 and 3 keep the gradient shard in bf16 too, and DP = 4 rounds the partial sums of
+// the ring once more per hop; fp32 communication (communication_data_type) is checked too.
+TEST_CASE("DP: bf16 with 2 and 4 ranks follows the single-rank curve within bf16 rounding", "[worker][dp]") {
   const std::string data = MakeData();
   const std::vector<double> single = Train(Config(data, 8, 1, "bf16: {enabled: true}\n"), 1, 15);
-  const std::vector<double> dp = Train(Config(data, 4, 1, "bf16: {enabled: true}\n"), 2, 15);
-  for (size_t i = 0; i < single.size(); ++i) CHECK(dp[i] == Approx(single[i]).epsilon(0.01));
+  for (int world : {2, 4})
+    for (int stage : {1, 2, 3})
+      for (const char* comm : {"", "communication_data_type: fp32\n"}) {
+        INFO("dp " << world << " stage " << stage << " " << comm);
+        const std::vector<double> dp =
+            Train(Config(data, 8 / world, stage, std::string("bf16: {enabled: true}\n") + comm), world, 15);
+        for (size_t i = 0; i < single.size(); ++i) CHECK(dp[i] == Approx(single[i]).epsilon(0.01));
+      }
 }
 
 // A checkpoint of sharded optimizer state (DP = 2, stage 1) is consolidated on save and
