@@ -20,4 +20,9 @@ for target in "${BINARIES[@]}"; do
   path=${path/://}
   install -m 0755 "$path" "bin/$name"
 done
+# The CUDA backend (built where the toolkit is): ds-worker loads it from its own directory
+# for device.type cuda.
+if [[ -e bazel-bin/runtime/cuda/libds_cuda.so ]]; then
+  install -m 0755 bazel-bin/runtime/cuda/libds_cuda.so bin/libds_cuda.so
+fi
 echo "build: binaries in bin/: $(cd bin && ls | tr '\n' ' ')"

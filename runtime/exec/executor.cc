@@ -57,8 +57,22 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, ParamSt
   return ex;
 }
 
+StatusOr<char*> Executor::Arena(size_t bytes, Buffer* host) {
+  if (!device_) {
+    *host = Buffer::Allocate(bytes);
+    return static_cast<char*>(host->data());
+  }
+  DS_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(opt_.memory, bytes));
+  char* p = static_cast<char*>(b.data());
+  device_buffers_.push_back(std::move(b));
+  return p;
+}
+
 Status Executor::Build() {
   const Graph& g = *graph_;
+  device_ = opt_.memory != nullptr;
+  const kernels::Device kd = device_ ? opt_.memory->device() : kernels::Device::kCpu;
+  if (device_) DS_RETURN_IF_ERROR(BuildDevice());
   DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(g, {{"batch", opt_.batch}, {"seq", opt_.seq}},
                                                g.name.empty() ? "graph" : g.name));
   const int nt = static_cast<int>(g.tensors.size());
@@ -76,8 +90,12 @@ Status Executor::Build() {
   data_arena_ = Buffer::Allocate(2 * tokens * sizeof(int32_t));
   int32_t* data = static_cast<int32_t*>(data_arena_.data());
   inputs_ = {data, data + tokens};
-  views_[ids] = Tensor(inputs_[0], specs_[ids].shape, DType::kI32);
-  views_[targets] = Tensor(inputs_[1], specs_[targets].shape, DType::kI32);
+  if (device_) {  // the kernels read a device copy, uploaded when the first block runs
+    DS_ASSIGN_OR_RETURN(device_inputs_, Arena(2 * tokens * sizeof(int32_t), nullptr));
+    data = reinterpret_cast<int32_t*>(device_inputs_);
+  }
+  views_[ids] = Tensor(data, specs_[ids].shape, DType::kI32);
+  views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
 
   // Node kernels and the forward arena (activations + saved buffers): all live for the step.
   std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());
@@ -90,9 +108,11 @@ Status Executor::Build() {
     auto ne = std::make_unique<NodeExec>();
     ne->node = &n;
     ne->def = kernels::FindOp(n.op);
-    ne->kernel = kernels::FindKernel(n.op, kernels::Device::kCpu, DType::kF32);
+    ne->kernel = kernels::FindKernel(n.op, kd, DType::kF32);
     if (!ne->def || !ne->kernel)
-      return UnimplementedError("executor: no cpu/f32 kernel for op \"" + n.op + "\" (node " + n.name + ")");
+      return UnimplementedError("executor: no " + std::string(kernels::DeviceName(kd)) + "/f32 kernel for op \"" +
+                                n.op + "\" (node " + n.name + ")");
+    first_block_ = std::min(first_block_, n.block);
     std::vector<TensorSpec> in;
     for (int t : n.inputs) in.push_back(specs_[t]);
     if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
@@ -105,9 +125,8 @@ Status Executor::Build() {
     max_node_params = std::max(max_node_params, node_params);
     nodes_.push_back(std::move(ne));
   }
-  act_arena_ = Buffer::Allocate(act_size);
   act_bytes_ = static_cast<int64_t>(act_size);
-  char* cursor = static_cast<char*>(act_arena_.data());
+  DS_ASSIGN_OR_RETURN(char* cursor, Arena(act_size, &act_arena_));
   for (int t = 0; t < nt; ++t) {
     if (g.tensors[t].role != TensorRole::kActivation) continue;
     views_[t] = Tensor(cursor, specs_[t].shape, specs_[t].dtype);
@@ -117,6 +136,7 @@ Status Executor::Build() {
     scratch_ = Buffer::Allocate(max_node_params);
     if (opt_.training) grad_scratch_ = Buffer::Allocate(max_node_params);
   }
+  node_slots_.assign(nodes_.size(), {});
   for (size_t i = 0; i < nodes_.size(); ++i) {
     NodeExec& ne = *nodes_[i];
     kernels::OpArgs& a = ne.args;
@@ -128,7 +148,11 @@ Status Executor::Build() {
       if (g.tensors[t].role == TensorRole::kParam) {
         const ParamSlot* slot = params_->ForTensor(t);
         if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
-        if (params_->mixed()) {
+        if (device_) {
+          a.in.push_back(Tensor(static_cast<float*>(device_params_.data()) + slot->offset, slot->shape,
+                                DType::kF32));
+          node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
+        } else if (params_->mixed()) {
           NodeExec::ParamUse use{slot, Tensor(sc, slot->shape, DType::kF32),
                                  gsc ? Tensor(gsc, slot->shape, DType::kF32) : Tensor()};
           sc += AlignUp(slot->numel * 4);
@@ -196,10 +220,10 @@ Status Executor::PlanActivationGrads() {
     live.push_back({at, need, end[t]});
     arena = std::max(arena, at + need);
   }
-  grad_arena_ = Buffer::Allocate(arena);
+  DS_ASSIGN_OR_RETURN(char* grads, Arena(arena, &grad_arena_));
   grad_bytes_ = static_cast<int64_t>(arena);
   for (int t : order) {
-    grad_views_[t] = Tensor(static_cast<char*>(grad_arena_.data()) + offset[t], specs_[t].shape, DType::kF32);
+    grad_views_[t] = Tensor(grads + offset[t], specs_[t].shape, DType::kF32);
     int node = n - 1 - start[t];
     if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
   }
@@ -213,7 +237,11 @@ Status Executor::PlanActivationGrads() {
       if (ne.def->non_differentiable_inputs & (1u << k)) {
         a.grad_in.push_back(Tensor());
       } else if (g.tensors[t].role == TensorRole::kParam) {
-        if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
+        if (device_) {
+          const ParamSlot* slot = params_->ForTensor(t);
+          a.grad_in.push_back(Tensor(static_cast<float*>(device_grads_.data()) + slot->offset, slot->shape,
+                                     DType::kF32));
+        } else if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
         else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
         a.grad_in.push_back(grad_views_[t]);
@@ -257,6 +285,13 @@ Status Executor::Backward(float loss_grad, uint64_t seed) {
 
 Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
   using Clock = std::chrono::steady_clock;
+  if (device_) {
+    opt_.memory->Bind();
+    DS_RETURN_IF_ERROR(SyncParamsToDevice());
+    if (first_block <= first_block_)
+      DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_inputs_, data_arena_.data(),
+                                                   2 * opt_.batch * opt_.seq * sizeof(int32_t)));
+  }
   for (size_t i = 0; i < nodes_.size(); ++i) {
     NodeExec& ne = *nodes_[i];
     if (ne.node->block < first_block || ne.node->block > last_block) continue;
@@ -271,18 +306,27 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
       ++p.calls;
     }
   }
+  if (device_ && last_block >= graph_->num_blocks)
+    DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(&loss_host_, views_[graph_->loss].data(), sizeof(float)));
   return OkStatus();
 }
 
 Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block) {
   if (!opt_.training) return FailedPreconditionError("executor: Backward on an inference executor");
   using Clock = std::chrono::steady_clock;
-  if (last_block >= graph_->num_blocks) grad_views_[graph_->loss].f32()[0] = loss_grad;
+  if (device_) {
+    opt_.memory->Bind();
+    DS_RETURN_IF_ERROR(SyncParamsToDevice());
+    if (last_block >= graph_->num_blocks)
+      DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(grad_views_[graph_->loss].data(), &loss_grad, sizeof(float)));
+  } else if (last_block >= graph_->num_blocks) {
+    grad_views_[graph_->loss].f32()[0] = loss_grad;
+  }
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     NodeExec& ne = *nodes_[i];
     if (ne.node->block < first_block || ne.node->block > last_block) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
-    for (const Tensor& t : ne.zero_before_backward) t.Zero();
+    for (const Tensor& t : ne.zero_before_backward) DS_RETURN_IF_ERROR(ZeroTensor(t));
     if (!ne.params.empty()) {
       WidenParams(ne);
       for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
@@ -294,6 +338,61 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
     if (profiling_)
       profile_[ne.node->op].backward_ms +=
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  if (device_) DS_RETURN_IF_ERROR(AddParamGradsToHost(first_block, last_block));
+  return OkStatus();
+}
+
+Status Executor::BuildDevice() {
+  const std::string where = "executor on " + opt_.memory->name();
+  if (params_->mixed())
+    return UnimplementedError(where + ": only fp32 parameters run on a device so far (got " +
+                              DTypeName(params_->model_dtype()) + ")");
+  if (params_->params_partitioned()) return UnimplementedError(where + ": ZeRO stage 3 does not run on a device yet");
+  const size_t bytes = static_cast<size_t>(params_->total_elements()) * sizeof(float);
+  DS_ASSIGN_OR_RETURN(device_params_, DeviceBuffer::Allocate(opt_.memory, bytes));
+  if (opt_.training) {
+    DS_ASSIGN_OR_RETURN(device_grads_, DeviceBuffer::Allocate(opt_.memory, bytes));
+  }
+  first_block_ = graph_->num_blocks;
+  return OkStatus();
+}
+
+Status Executor::ZeroTensor(const Tensor& t) const {
+  if (!device_) {
+    t.Zero();
+    return OkStatus();
+  }
+  return opt_.memory->Zero(t.data(), t.nbytes());
+}
+
+Status Executor::SyncParamsToDevice() {
+  if (uploaded_version_ == params_->version()) return OkStatus();
+  DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_params_.data(), params_->model(), device_params_.size()));
+  uploaded_version_ = params_->version();
+  return OkStatus();
+}
+
+// Note [Device gradients]
+// Kernels accumulate parameter gradients into the device copy; after each BackwardBlocks the
+// gradients of the parameters its blocks read are added into the ParamStore (where the plan's
+// reductions and the optimizer find them) and zeroed on the device. A parameter read by blocks
+// of two calls (tied embeddings) is added once per call.
+Status Executor::AddParamGradsToHost(int first_block, int last_block) {
+  std::vector<bool> done(params_->slots().size(), false);
+  float* device = static_cast<float*>(device_grads_.data());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i]->node->block < first_block || nodes_[i]->node->block > last_block) continue;
+    for (int k : node_slots_[i]) {
+      if (done[k]) continue;
+      done[k] = true;
+      const ParamSlot& slot = params_->slots()[k];
+      grad_staging_.resize(slot.numel);
+      DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + slot.offset, slot.numel * 4));
+      float* host = params_->GradView(slot).f32();
+      for (int64_t j = 0; j < slot.numel; ++j) host[j] += grad_staging_[j];
+      DS_RETURN_IF_ERROR(opt_.memory->Zero(device + slot.offset, slot.numel * 4));
+    }
   }
   return OkStatus();
 }

@@ -7,6 +7,15 @@
 // are widened into a scratch buffer before the node runs and its fp32 parameter gradients
 // are narrowed and added into the 16-bit gradients after its backward.
 //
+// Device path (ExecutorOptions::memory set): activations, activation gradients, the data
+// inputs, and a copy of the parameters and of their gradients live in that DeviceMemory and
+// the kernels registered for its device run on them (fp32 so far; ZeRO-3 not yet). The
+// ParamStore stays on the host as the source of truth, as with ZeRO-Offload's optimizer on
+// the CPU: the parameters are uploaded when ParamStore::version() moved, the micro-batch when
+// the first block runs, and every BackwardBlocks adds the gradients of the parameters its
+// blocks touched into the ParamStore's gradients. ids() / targets() stay host memory;
+// Activation() returns device memory. With HostMemory the same path runs on the CPU.
+//
 // Not thread-safe: one thread drives an Executor (kernels parallelize internally).
 //
 //   DS_ASSIGN_OR_RETURN(auto ex, Executor::Create(graph, &params, {4, 256, true}));
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
+#include "runtime/exec/device_memory.h"
 #include "runtime/exec/param_store.h"
 #include "runtime/graph/graph.h"
 
@@ -31,6 +41,7 @@ struct ExecutorOptions {
   int64_t batch = 1;
   int64_t seq = 1;
   bool training = true;  // false: no gradients, no backward, dropout off
+  DeviceMemory* memory = nullptr;  // borrowed; null: host memory, CPU kernels, no copies
 };
 
 struct NodeProfile {
@@ -55,7 +66,7 @@ class Executor {
   // num_blocks = the head and loss): the step planner's FORWARD instruction. Blocks must be
   // run in order; together they equal Forward().
   Status ForwardBlocks(uint64_t seed, int first_block, int last_block);
-  float loss() const { return views_[graph_->loss].f32()[0]; }
+  float loss() const { return device_ ? loss_host_ : views_[graph_->loss].f32()[0]; }
   // Backpropagates dL/dloss = `loss_grad` (e.g. loss_scale / accumulation_steps) and
   // accumulates parameter gradients into the ParamStore. Needs the preceding Forward.
   Status Backward(float loss_grad, uint64_t seed);
@@ -82,6 +93,13 @@ class Executor {
   Status PlanActivationGrads();
   void WidenParams(const NodeExec& n) const;
   void NarrowGrads(const NodeExec& n) const;
+  // Device path.
+  Status BuildDevice();
+  Status ZeroTensor(const Tensor& t) const;
+  Status SyncParamsToDevice();
+  Status AddParamGradsToHost(int first_block, int last_block);
+  // Memory for `bytes` of the executor: a host Buffer, or device memory on the device path.
+  StatusOr<char*> Arena(size_t bytes, Buffer* host);
 
   const Graph* graph_;
   ParamStore* params_;
@@ -92,6 +110,16 @@ class Executor {
   std::vector<int32_t*> inputs_;     // ids, targets
   std::vector<std::unique_ptr<NodeExec>> nodes_;
   Buffer act_arena_, grad_arena_, scratch_, grad_scratch_, data_arena_;
+  // Device path.
+  bool device_ = false;
+  std::vector<DeviceBuffer> device_buffers_;  // activations, gradients, inputs
+  DeviceBuffer device_params_, device_grads_;  // flat, like the ParamStore's
+  char* device_inputs_ = nullptr;
+  uint64_t uploaded_version_ = ~0ull;
+  float loss_host_ = 0;
+  int first_block_ = 0;                 // lowest block of any node: it loads the inputs
+  std::vector<std::vector<int>> node_slots_;  // per node: indices of the param slots it reads
+  std::vector<float> grad_staging_;
   double fwd_flops_ = 0, bwd_flops_ = 0;
   int64_t act_bytes_ = 0, grad_bytes_ = 0;
   bool profiling_ = false;

@@ -16,13 +16,14 @@ struct Fixture {
   Graph graph;
   std::unique_ptr<ParamStore> params;
   std::unique_ptr<Executor> ex;
-  Fixture(const std::string& preset, DType dtype, int64_t B, int64_t T) {
+  Fixture(const std::string& preset, DType dtype, int64_t B, int64_t T,
+          DeviceMemory* memory = nullptr) {
     ModelSpec spec = ModelPreset(preset).value();
     spec.vocab_size = 24;
     graph = BuildModelGraph(spec).value();
     params = std::make_unique<ParamStore>(graph, dtype);
     params->Initialize(graph, 3);
-    auto e = Executor::Create(graph, params.get(), {B, T, true});
+    auto e = Executor::Create(graph, params.get(), {B, T, true, memory});
     REQUIRE(e.ok());
     ex = std::move(e).value();
     std::mt19937 gen(11);
@@ -84,6 +85,60 @@ TEST_CASE("Executor: block-range forward and backward equal the whole pass", "[e
   const float* a = whole.params->grads_f32();
   const float* b = parts.params->grads_f32();
   for (int64_t i = 0; i < whole.params->total_elements(); ++i) REQUIRE(a[i] == b[i]);
+}
+
+// The device path (copies of parameters, gradients and inputs in a DeviceMemory, uploads when
+// the ParamStore changed, gradients added back per BackwardBlocks) run on HostMemory with the
+// CPU kernels follows the host path over steps that change the parameters, with the backward
+// cut in three calls (tied embeddings read by the first and the last block). Not bit for bit:
+// the device path sums a call's contributions before adding them to the ParamStore, where
+// the host kernels add them one by one (the embedding's scatter-add, GEMMs blocked over K).
+TEST_CASE("Executor: the device path on host memory equals the host path", "[exec]") {
+  HostMemory memory;
+  for (const std::string preset : {"gpt2-tiny", "llama-tiny"}) {
+    INFO(preset);
+    Fixture host(preset, DType::kF32, 2, 9);
+    Fixture dev(preset, DType::kF32, 2, 9, &memory);
+    const int L = dev.graph.num_blocks;
+    for (int step = 0; step < 3; ++step) {
+      for (Fixture* f : {&host, &dev}) f->params->ZeroGrads();
+      REQUIRE(host.ex->Forward(step).ok());
+      REQUIRE(host.ex->Backward(0.5f, step).ok());
+      for (int b = -1; b <= L; ++b) REQUIRE(dev.ex->ForwardBlocks(step, b, b).ok());
+      CHECK(dev.ex->loss() == Approx(host.ex->loss()).epsilon(1e-6));
+      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, L, L).ok());
+      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, 0, L - 1).ok());
+      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, -1, -1).ok());
+      const float* a = host.params->grads_f32();
+      const float* b = dev.params->grads_f32();
+      for (int64_t i = 0; i < host.params->total_elements(); ++i) {
+        INFO("step " << step << " element " << i);
+        REQUIRE(std::abs(a[i] - b[i]) <= 1e-5f * std::abs(a[i]) + 1e-7f);
+      }
+      // An "optimizer step": the executor on the device must see the new parameters.
+      for (Fixture* f : {&host, &dev}) {
+        float* p = f->params->master();
+        for (int64_t i = 0; i < f->params->total_elements(); ++i) p[i] -= 0.05f * f->params->grads_f32()[i];
+        f->params->MarkModelChanged();
+      }
+      // New tokens for the next step: uploaded when the first block runs.
+      for (int64_t i = 0; i < 18; ++i) {
+        host.ex->ids()[i] = dev.ex->ids()[i] = (i * 5 + step) % 24;
+        host.ex->targets()[i] = dev.ex->targets()[i] = (i * 7 + step) % 24;
+      }
+    }
+  }
+}
+
+TEST_CASE("Executor: the device path refuses what it does not run yet", "[exec]") {
+  HostMemory memory;
+  ModelSpec spec = ModelPreset("gpt2-tiny").value();
+  Graph graph = BuildModelGraph(spec).value();
+  ParamStore bf16(graph, DType::kBF16);
+  auto e = Executor::Create(graph, &bf16, {1, 4, true, &memory});
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.status().message().find("only fp32") != std::string::npos);
+  CHECK(e.status().message().find("cpu (host memory)") != std::string::npos);
 }
 
 TEST_CASE("Executor: activation gradients share memory by liveness", "[exec]") {

@@ -144,6 +144,7 @@ void* ParamStore::param_shard() const {
 }
 
 void ParamStore::SyncModelFromMaster() {
+  ++version_;
   if (!master_sharded_) {
     if (mixed()) StoreRange(master_.f32(), model_.data(), model_dtype_, total_);
     return;
@@ -190,6 +191,7 @@ void ParamStore::Shard(const ShardLayout& layout) {
 }
 
 void ParamStore::SetRange(int64_t offset, int64_t count, const float* values) {
+  ++version_;
   const size_t size = DTypeSize(model_dtype_);
   if (model_.data()) StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
   if (!master_sharded_) {

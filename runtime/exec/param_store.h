@@ -106,6 +106,11 @@ class ParamStore {
   void SetFromFull(const float* full);
   // Zeroes gradients: the flat buffer (released when sparse) and the gradient shard.
   void ZeroGrads();
+  // Counts changes of the model copy forward reads (initialization, loads, optimizer steps,
+  // all-gathers): an executor that keeps the parameters on a device re-uploads them when it
+  // moved. Whoever writes the model copy directly calls MarkModelChanged().
+  uint64_t version() const { return version_; }
+  void MarkModelChanged() { ++version_; }
   // Resident bytes per role, for memory profiles: "params" (the model copy; at stage 3 the
   // parameter shard and the flat ranges in `persistent`), "gathered" (stage 3: the rest of the
   // flat parameters), "grads" (the flat gradients, or the gradient shard), "grad buckets"
@@ -143,6 +148,7 @@ class ParamStore {
   int64_t total_ = 0;
   ShardLayout layout_;
   bool master_sharded_ = false;
+  uint64_t version_ = 0;
   Buffer master_;       // fp32: flat, or shard space when sharded
   Buffer model_;        // flat model copy when it is not the master (mixed, or fp32 stage 3)
   Buffer param_shard_;  // stage 3 mixed precision: model-dtype parameter shard

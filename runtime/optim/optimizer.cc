@@ -36,6 +36,7 @@ std::vector<Optimizer::StateBuffer> Optimizer::state() {
 
 void Optimizer::Step(float lr, float grad_scale) {
   ++step_;
+  params_->MarkModelChanged();
   const float bc1 = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
   const float bc2 = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
   const std::vector<ParamSlot>& slots = params_->slots();  // ascending offsets

@@ -316,6 +316,7 @@ Status StepRunner::Impl::PrepareGather(const std::vector<int>& list, Pending* jo
                                        parallel::BufferView(job->out.data(), per_rank * dp, t));
   job->finish = [this, list, per_rank](Pending& j) {
     const auto& all = plan->partition().units();
+    p.params->MarkModelChanged();
     char* model = static_cast<char*>(p.params->model());
     for (int k = 0; k < dp; ++k) {
       const char* src = j.out.data() + k * per_rank * tsize;
@@ -349,6 +350,7 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   std::vector<int64_t> offsets;
   for (const proto::ParamRange& r : in.ranges()) offsets.push_back(r.offset());
   job->finish = [this, offsets, len, total, src, size](Pending& j) {
+    p.params->MarkModelChanged();
     for (int k = 0; k < dp; ++k) {
       const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
       if (n > 0) std::memcpy(src + offsets[k] * size, j.out.data() + k * len * size, n * size);

@@ -16,6 +16,7 @@
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/exec/cuda_loader.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
@@ -115,8 +116,12 @@ Status Trainer::Build() {
     comm_ = own_comm_.get();
   }
   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
-  if (config_.device.type != DeviceType::kCpu)
-    return UnimplementedError(src + ": device.type cuda is not available in this build of the trainer yet");
+  if (config_.device.type == DeviceType::kCuda) {
+    // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
+    auto gpu = LoadCudaMemory(0);
+    if (!gpu.ok()) return gpu.status().WithPrefix(src + ": device.type cuda");
+    device_memory_ = std::move(gpu).value();
+  }
   int threads = config_.device.threads;
   if (threads > 0) {
     omp_set_num_threads(threads);
@@ -140,7 +145,10 @@ Status Trainer::Build() {
   DS_RETURN_IF_ERROR(BuildPlan());
   // Before the executor: it keeps views of the flat buffers Shard may replace.
   params_->Shard(StepRunner::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
-  DS_ASSIGN_OR_RETURN(executor_, Executor::Create(graph_, params_.get(), {micro, seq_, true}));
+  auto executor = Executor::Create(graph_, params_.get(), {micro, seq_, true, device_memory_.get()});
+  if (!executor.ok()) return executor.status().WithPrefix(src);
+  executor_ = std::move(executor).value();
+  if (device_memory_) DS_LOG_INFO("worker", "forward and backward run on {}; optimizer on the host", device_memory_->name());
   optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
@@ -248,7 +256,8 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (config_.data.validation.empty()) return FailedPreconditionError(config_.source + ": data.validation is not set");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   if (!eval_executor_) {
-    DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), {micro, seq_, false}));
+    DS_ASSIGN_OR_RETURN(eval_executor_,
+                        Executor::Create(graph_, params_.get(), {micro, seq_, false, device_memory_.get()}));
   }
   if (!val_data_) {
     DataLoaderOptions d;

@@ -81,7 +81,8 @@ class Trainer {
 
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
   Status ExportWeights(const std::string& path) const;
-  // An executor without gradients over the same parameters, for evaluation and generation.
+  // An executor without gradients over the same parameters, for evaluation and generation,
+  // on the host (callers read its activations) whatever device.type trains on.
   // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered.
   StatusOr<std::unique_ptr<Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
@@ -107,6 +108,8 @@ class Trainer {
 
   JobConfig config_;
   Graph graph_;
+  // device.type cuda: the GPU the executors run on (outlives them: declared first).
+  std::unique_ptr<DeviceMemory> device_memory_;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Executor> eval_executor_;

@@ -1,0 +1,47 @@
+// The CUDA backend plugin, loaded the way device.type cuda loads it, on any machine: with the
+// toolkit the library loads (cudart needs no driver to load) and its kernel registrations land
+// in this program's registry; then a machine without a GPU gets Unavailable naming the reason,
+// one with a GPU gets CUDA memory that works. Without the toolkit the error says why.
+#include "runtime/exec/cuda_loader.h"
+
+#include <catch2/catch.hpp>
+
+#include "kernels/registry.h"
+
+namespace ds {
+namespace {
+
+TEST_CASE("CUDA backend: loads on demand and registers its kernels here", "[exec][cuda]") {
+  CHECK(kernels::FindKernel("layernorm", kernels::Device::kCuda, DType::kF32) == nullptr);
+  auto memory = LoadCudaMemory(0);
+#if DS_HAVE_CUDA
+  // Loading the plugin registered every op's CUDA kernels into this program's registry.
+  for (const std::string& op : {"layernorm", "linear", "attention", "cross_entropy", "embedding"}) {
+    INFO(op);
+    CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kF32) != nullptr);
+    CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kBF16) != nullptr);
+  }
+  if (memory.ok()) {  // a GPU: round trip through device memory
+    DeviceMemory& m = **memory;
+    CHECK(m.device() == kernels::Device::kCuda);
+    auto p = m.Allocate(64);
+    REQUIRE(p.ok());
+    const float in[4] = {1, 2, 3, 4};
+    float out[4] = {};
+    REQUIRE(m.CopyToDevice(*p, in, sizeof(in)).ok());
+    REQUIRE(m.CopyToHost(out, *p, sizeof(out)).ok());
+    CHECK(out[3] == 4.0f);
+    m.Free(*p);
+  } else {
+    INFO(memory.status().ToString());
+    CHECK(memory.status().code() == StatusCode::kUnavailable);
+    CHECK(memory.status().message().find("CUDA device") != std::string::npos);
+  }
+#else
+  REQUIRE_FALSE(memory.ok());
+  CHECK(memory.status().message().find("libds_cuda.so could not be loaded") != std::string::npos);
+#endif
+}
+
+}  // namespace
+}  // namespace ds
