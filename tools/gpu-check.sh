@@ -4,9 +4,11 @@
 #   1. environment: GPU name (nvidia-smi), toolkit, and what is missing
 #   2. build the CUDA tests and the benchmark: Bazel when present, else nvcc/g++ directly
 #   3. run the tests: kernels/cuda (build, registration, gelu, conformance, optimizer),
-#      runtime/cuda device, and blas/attention/allocator/nccl GPU tests once defined
+#      runtime/cuda device and allocator, blas, attention, nccl, the CUDA backend plugin and
+#      the tiny GPT trained on the GPU against the CPU curve (the last ones need Bazel)
 #   4. benchmarks: bf16 GEMM 8192^3 (cuBLASLt), AdamW over 124M params (GB/s vs copy and
-#      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096 when attention_bench exists
+#      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096, and ds-worker training the
+#      GPT-2 124M shape on the GPU (tokens/s, MFU; needs Bazel)
 #   5. print a table
 #
 # Usage: tools/gpu-check.sh [--no-bazel] [--no-bench]
@@ -95,8 +97,10 @@ BUILT_BY=""
 TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_test:kernels/cuda
        gelu_gpu_test:kernels/cuda conformance_gpu_test:kernels/cuda optimizer_gpu_test:kernels/cuda
        linear_gpu_test:kernels/cuda/blas attention_gpu_test:kernels/cuda/attention
-       allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl)
-BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention)
+       allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl cuda_loader_test:runtime/exec
+       trainer_gpu_test:runtime/worker)
+BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention
+         ds-worker:runtime/worker)
 defined() { grep -q "name = \"$1\"" "$2/BUILD.bazel" 2>/dev/null; }
 WANT=()
 for tp in "${TESTS[@]}" "${BENCHES[@]}"; do
@@ -204,7 +208,7 @@ if [[ -z "$BUILT_BY" ]]; then
   BUILT_BY="nvcc+g++"
 fi
 # Without Bazel only kernels/ is built by hand: the allocator and NCCL tests need Bazel.
-NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test "
+NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test trainer_gpu_test ds-worker "
 NOT_BUILT=()
 for tp in "${WANT[@]}"; do
   t=${tp%%:*}
@@ -332,7 +336,48 @@ for T in 1024 4096; do
     fi
   fi
 done
-row "gpt-2 step" "not implemented yet" "no GPU training entry point yet"
+# GPT-2 124M shape through ds-worker with device.type cuda: what the runtime itself does on
+# the GPU today (fp32 forward/backward on the CUDA kernels, the optimizer on the host), not a
+# kernel composition. tokens/s and MFU (model FLOPs from the executor / step time, against
+# the bf16 peak) are the medians of steps 3-6.
+gpt2_row() {
+  local name="gpt-2 124M T=1024 fp32"
+  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
+  if [[ -z "${BIN[ds-worker]:-}" ]]; then row "$name" "not run" "needs Bazel (//runtime/worker:ds-worker)"; return; fi
+  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
+  local d="$WORK/gpt2"
+  mkdir -p "$d"
+  python3 -c "
+import random, struct
+random.seed(0)
+with open('$d/tokens.bin', 'wb') as f:
+    f.write(struct.pack('<%dH' % 400000, *[random.randrange(50257) for _ in range(400000)]))" ||
+    { row "$name" "FAIL" "python3 could not write tokens"; FAILED=1; return; }
+  cat >"$d/job.yaml" <<YAML
+train_micro_batch_size_per_gpu: 8
+optimizer: {type: AdamW, params: {lr: 3.0e-4, weight_decay: 0.1}}
+gradient_clipping: 1.0
+model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, max_seq_len: 1024}
+data: {train: $d/tokens.bin, format: uint16, seq_len: 1024, shuffle: false}
+training: {train_iters: 6}
+monitor: {csv: $d/metrics.csv}
+device: {type: cuda}
+YAML
+  run_step gpt2_step 300 "${BIN[ds-worker]}" --config "$d/job.yaml"
+  local rc=$?
+  if ((rc != 0)); then
+    row "$name" "FAIL (rc $rc)" "logs/gpt2_step.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_step.log" | cut -c1-80)"
+    FAILED=1
+    return
+  fi
+  median() {  # median of CSV column $1 over steps 3-6
+    tail -n +4 "$d/metrics.csv" | cut -d, -f"$1" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+  }
+  local tps tf ms
+  tps=$(median 5); tf=$(median 6); ms=$(median 10)
+  row "$name" "$tps tok/s" "$(awk -v f="$tf" -v p="$PEAK" 'BEGIN { printf "MFU %.1f%% (%.1f TFLOP/s)", 100*f/p, f }'); ${ms} ms/step, micro 8; optimizer on the host"
+}
+gpt2_row
 
 # --- 5. table -------------------------------------------------------------------------
 {
