@@ -69,9 +69,17 @@ Tensor ParamStore::ModelView(const ParamSlot& s) const {
   return Tensor(base, s.shape, model_dtype_);
 }
 
-Tensor ParamStore::GradView(const ParamSlot& s) const {
-  char* base = static_cast<char*>(grads_.data()) + s.offset * DTypeSize(model_dtype_);
-  return Tensor(base, s.shape, model_dtype_);
+Tensor ParamStore::GradView(const ParamSlot& s) const { return Tensor(FlatGradPtr(s.offset), s.shape, model_dtype_); }
+
+void* ParamStore::FlatGradPtr(int64_t i) const {
+  const size_t size = DTypeSize(model_dtype_);
+  if (grad_blocks_.empty()) return static_cast<char*>(grads_.data()) + i * size;
+  auto it = std::upper_bound(grad_blocks_.begin(), grad_blocks_.end(), i,
+                             [](int64_t v, const GradBlock& b) { return v < b.flat_begin; });
+  DS_CHECK(it != grad_blocks_.begin(), "flat element {} precedes every gradient bucket", i);
+  --it;
+  DS_CHECK(i < it->flat_begin + it->count, "flat element {} is in no gradient bucket", i);
+  return static_cast<char*>(grads_.data()) + (it->arena_offset + (i - it->flat_begin)) * size;
 }
 
 void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
@@ -135,7 +143,7 @@ void* ParamStore::ModelOutAt(int64_t i) const {
 const void* ParamStore::GradAt(int64_t i) const {
   const size_t size = DTypeSize(model_dtype_);
   if (layout_.partition_grads) return static_cast<const char*>(grad_shard_.data()) + ShardPos(i) * size;
-  return static_cast<const char*>(grads_.data()) + i * size;
+  return FlatGradPtr(i);
 }
 
 void* ParamStore::param_shard() const {
@@ -185,7 +193,12 @@ void ParamStore::Shard(const ShardLayout& layout) {
     }
   }
   if (layout.partition_grads) {
-    grads_ = Buffer::AllocateSparse(total_ * size);
+    if (layout.grad_blocks.empty()) {
+      grads_ = Buffer::AllocateSparse(total_ * size);
+    } else {
+      grads_ = Buffer::Allocate(std::max<int64_t>(1, layout.grad_arena_elements) * size);
+      grad_blocks_ = layout.grad_blocks;
+    }
     grad_shard_ = Buffer::Allocate(shard * size);
   }
 }
@@ -218,13 +231,21 @@ void ParamStore::ReleaseModel(int64_t offset, int64_t count) {
 
 void ParamStore::ReleaseGrads(int64_t offset, int64_t count) {
   const size_t size = DTypeSize(model_dtype_);
-  grads_.Release(offset * size, count * size, /*zero_edges=*/true);
+  if (grad_blocks_.empty()) {
+    grads_.Release(offset * size, count * size, /*zero_edges=*/true);
+    return;
+  }
+  // Bucket arena: zero the range block by block (a range may cover several buckets' blocks).
+  for (const GradBlock& b : grad_blocks_) {
+    const int64_t lo = std::max(offset, b.flat_begin), hi = std::min(offset + count, b.flat_begin + b.count);
+    if (lo < hi) std::memset(FlatGradPtr(lo), 0, (hi - lo) * size);
+  }
 }
 
 void ParamStore::ZeroGrads() {
   const size_t size = DTypeSize(model_dtype_);
   if (grads_.sparse()) grads_.Release(0, total_ * size, /*zero_edges=*/true);
-  else std::memset(grads_.data(), 0, total_ * size);
+  else std::memset(grads_.data(), 0, grads_.size());
   if (grad_shard_.data()) std::memset(grad_shard_.data(), 0, grad_shard_.size());
 }
 

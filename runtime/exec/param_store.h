@@ -39,11 +39,25 @@ struct ShardSegment {
   int64_t shard_offset = 0;
 };
 
+// Stages 2-3 (runtime/plan/bucket_arena.h): the gradients of flat elements
+// [flat_begin, flat_begin + count) live at [arena_offset, arena_offset + count) of one
+// reusable bucket arena.
+struct GradBlock {
+  int64_t flat_begin = 0;
+  int64_t count = 0;
+  int64_t arena_offset = 0;
+};
+
 struct ShardLayout {
   std::vector<ShardSegment> segments;  // ascending flat_begin, disjoint
   int64_t shard_elements = 0;          // size of the shard buffers (>= the counts' sum)
   bool partition_grads = false;        // stages 2 and 3
   bool partition_params = false;       // stage 3
+  // partition_grads: where unreduced gradients live. Empty: a sparse flat buffer whose
+  // ranges are handed back once reduced; else these blocks (ascending flat_begin, covering
+  // every parameter) of an arena of grad_arena_elements, zeroed (not handed back) once reduced.
+  std::vector<GradBlock> grad_blocks;
+  int64_t grad_arena_elements = 0;
 };
 
 struct ParamSlot {
@@ -129,8 +143,12 @@ class ParamStore {
   float* master() const { return master_sharded_ ? nullptr : master_.f32(); }
   // The flat model-dtype buffer forward and backward read.
   void* model() const { return model_.data() ? model_.data() : master_.data(); }
-  void* grads() const { return grads_.data(); }
-  float* grads_f32() const { return mixed() ? nullptr : grads_.f32(); }
+  // The flat gradient buffer; not with a bucket arena (use FlatGradPtr).
+  void* grads() const { return grad_blocks_.empty() ? grads_.data() : nullptr; }
+  float* grads_f32() const { return mixed() || !grad_blocks_.empty() ? nullptr : grads_.f32(); }
+  // The model-dtype gradient of flat element `i`; the elements of one parameter (one bucket,
+  // with a bucket arena) are contiguous from there.
+  void* FlatGradPtr(int64_t i) const;
   // Views of one parameter.
   Tensor MasterView(const ParamSlot& s) const;
   Tensor ModelView(const ParamSlot& s) const;
@@ -152,7 +170,8 @@ class ParamStore {
   Buffer master_;       // fp32: flat, or shard space when sharded
   Buffer model_;        // flat model copy when it is not the master (mixed, or fp32 stage 3)
   Buffer param_shard_;  // stage 3 mixed precision: model-dtype parameter shard
-  Buffer grads_;        // flat, model dtype
+  Buffer grads_;        // flat, model dtype; or the bucket arena (grad_blocks_)
+  std::vector<GradBlock> grad_blocks_;
   Buffer grad_shard_;   // stages 2-3: model dtype, shard space
 };
 

@@ -18,6 +18,7 @@
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/plan/bucket_arena.h"
 
 namespace ds {
 namespace {
@@ -89,6 +90,10 @@ ShardLayout StepRunner::LayoutFor(const proto::Plan& plan, int rank, int64_t tot
   layout.shard_elements = plan.partition().shard_elements();
   layout.partition_grads = stage >= 2;
   layout.partition_params = stage == 3;
+  const plan::BucketArena arena = plan::AssignBucketArena(plan, rank);
+  for (const plan::BucketBlock& b : arena.blocks)
+    layout.grad_blocks.push_back({b.flat_begin, b.count, b.arena_offset});
+  layout.grad_arena_elements = arena.elements;
   return layout;
 }
 
@@ -212,7 +217,7 @@ void StepRunner::Impl::AddToShard(int64_t flat_lo, int64_t n, const void* values
 
 void StepRunner::Impl::ApplyReduced(int64_t lo, int64_t n, const void* values) {
   if (stage < 2) {
-    void* g = static_cast<char*>(p.params->grads()) + lo * tsize;
+    void* g = p.params->FlatGradPtr(lo);
     if (g != values) Convert(values, ct, g, t, n);
     return;
   }
@@ -228,7 +233,7 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
     return InternalError("stage " + std::to_string(stage) + " bucket with " +
                          std::to_string(in.ranges_size()) + " ranges");
   const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
-  void* g = static_cast<char*>(p.params->grads()) + lo * tsize;
+  void* g = p.params->FlatGradPtr(lo);  // one bucket: contiguous
   void* data = g;  // in place when the comm dtype is the model dtype
   if (ct != t) {
     job->in.resize(n * csize);
@@ -272,12 +277,11 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
   int64_t per_rank = 0;
   for (int u : in.units()) per_rank += units[u].chunk();
   job->in.assign(per_rank * dp * csize, 0);
-  const char* g = static_cast<const char*>(p.params->grads());
   for (int k = 0; k < dp; ++k) {
     char* dst = job->in.data() + k * per_rank * csize;
     for (int u : in.units()) {
       auto [begin, end] = OwnedOfUnit(units[u], k);
-      if (end > begin) Convert(g + begin * tsize, t, dst, ct, end - begin);
+      if (end > begin) Convert(p.params->FlatGradPtr(begin), t, dst, ct, end - begin);
       dst += units[u].chunk() * csize;
     }
   }
