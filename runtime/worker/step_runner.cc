@@ -1,8 +1,10 @@
 #include "runtime/worker/step_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -157,6 +159,10 @@ struct StepRunner::Impl {
   void SampleMemory();
   std::map<std::string, size_t> peak_by_role;
   size_t peak_model_states = 0;
+
+  // DS_PROFILE_OPS=1: milliseconds per instruction kind.
+  bool profiling = false;
+  std::map<std::string, double> profile;
 };
 
 Status StepRunner::Impl::Issue(int index, const Instruction& in) {
@@ -483,6 +489,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->t = parts.params->model_dtype();
   impl->tsize = DTypeSize(impl->t);
   impl->ct = CommDType(plan->settings().comm_dtype());
+  const char* profile = std::getenv("DS_PROFILE_OPS");
+  impl->profiling = profile && profile[0] == '1';
   impl->csize = DTypeSize(impl->ct);
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) impl->mine = &r;
@@ -512,8 +520,10 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   bool norm_done = false;
   m.pending.clear();
   const auto& instructions = m.mine->instructions();
+  using Clock = std::chrono::steady_clock;
   for (int index = 0; index < instructions.size(); ++index) {
     const Instruction& in = instructions[index];
+    const Clock::time_point t0 = m.profiling ? Clock::now() : Clock::time_point();
     Status s;
     for (int w : in.wait_for())
       if (s.ok()) s = m.WaitFor(w);
@@ -525,6 +535,9 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     if (in.kind() == Instruction::GRAD_NORM_REDUCE || in.kind() == Instruction::OVERFLOW_REDUCE)
       norm_done = true;
     if (s.ok()) s = m.Execute(index, in);
+    if (m.profiling)
+      m.profile[Instruction::Kind_Name(in.kind())] +=
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (m.p.memory_profile) m.SampleMemory();
     if (!s.ok()) {
       m.WaitAll().IgnoreError();  // no operation may outlive its staging
@@ -532,6 +545,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
                           proto::Instruction::Kind_Name(in.kind()));
     }
   }
+  const Clock::time_point tail = m.profiling ? Clock::now() : Clock::time_point();
   DS_RETURN_IF_ERROR(m.WaitAll());
   const int64_t gas = m.plan->settings().gradient_accumulation_steps();
   float loss = static_cast<float>(m.loss_sum / gas);
@@ -540,8 +554,13 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   m.result.loss = loss / m.dp;
   m.result.skipped = m.overflow;
   DS_RETURN_IF_ERROR(m.p.scaler->Update(m.overflow));
+  if (m.profiling)
+    m.profile["(step end: waits, loss all-reduce)"] +=
+        std::chrono::duration<double, std::milli>(Clock::now() - tail).count();
   return m.result;
 }
+
+const std::map<std::string, double>& StepRunner::InstructionProfile() const { return impl_->profile; }
 
 Status StepRunner::GatherAllParams() {
   Impl& m = *impl_;

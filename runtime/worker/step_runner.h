@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -89,6 +90,10 @@ class StepRunner {
   // (parameters, gradients, fp32 master, optimizer state; staging of collectives apart),
   // beside the plan's model-state bytes for this rank. One line.
   std::string MemoryReport() const;
+
+  // With DS_PROFILE_OPS=1: wall milliseconds per instruction kind over all steps run,
+  // including the waits for async collectives charged to the instruction that waits.
+  const std::map<std::string, double>& InstructionProfile() const;
 
  private:
   struct Impl;

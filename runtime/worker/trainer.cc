@@ -289,4 +289,8 @@ StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
 
+const std::map<std::string, double>& Trainer::InstructionProfile() const {
+  return runner_->InstructionProfile();
+}
+
 }  // namespace ds

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ class Trainer {
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;
+  // With DS_PROFILE_OPS=1: milliseconds per step-plan instruction kind (StepRunner).
+  const std::map<std::string, double>& InstructionProfile() const;
 
   int64_t step() const { return step_; }
   int64_t total_steps() const { return total_steps_; }

@@ -208,6 +208,10 @@ Status Run(const Flags& f) {
       std::printf("%-20s %8lld %12.1f %12.1f\n", op.c_str(), static_cast<long long>(p.calls),
                   p.forward_ms, p.backward_ms);
   }
+  if (!trainer->InstructionProfile().empty()) {
+    std::printf("%-36s %12s\n", "step plan instruction", "ms");
+    for (const auto& [kind, ms] : trainer->InstructionProfile()) std::printf("%-36s %12.1f\n", kind.c_str(), ms);
+  }
   std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
               PeakRssBytes() / double(1 << 20));
   const char* profile = std::getenv("DS_MEMORY_PROFILE");
