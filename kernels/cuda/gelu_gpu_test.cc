@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cuda/device.h"
+#include "tests/testing/test_values.h"
 
 #if DS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -24,17 +25,6 @@ namespace {
 
 // A typed null pointer: the launchers have float and bf16 overloads.
 constexpr const float* kNoFloat = nullptr;
-
-// Deterministic uniform values in [lo, hi).
-std::vector<float> RandomVector(int64_t n, float lo, float hi, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * static_cast<float>((s >> 40) * (1.0 / (1ull << 24)));
-  }
-  return v;
-}
 
 // Device copy of a host vector; frees on destruction.
 class DeviceVector {
@@ -72,7 +62,7 @@ double GeluGradRef(double x) {
 
 // Inputs cover the tails (|x| up to 12, where tanh saturates) and exact zeros.
 std::vector<float> GeluInputs(int64_t n) {
-  std::vector<float> x = RandomVector(n, -12.0f, 12.0f, n);
+  std::vector<float> x = testing::RandomValues(n, -12.0f, 12.0f, n);
   for (int64_t i = 0; i < n; i += 97) x[i] = 0.0f;
   return x;
 }
@@ -110,8 +100,8 @@ TEST_CASE("CUDA GELU backward accumulates into dx", "[cuda][gelu]") {
   const int64_t n = GENERATE(int64_t{1}, int64_t{1000}, int64_t{16777216 + 1000});
   CAPTURE(n);
   const std::vector<float> x = GeluInputs(n);
-  const std::vector<float> g = RandomVector(n, -2.0f, 2.0f, n + 1);
-  const std::vector<float> dx0 = RandomVector(n, -1.0f, 1.0f, n + 2);
+  const std::vector<float> g = testing::RandomValues(n, -2.0f, 2.0f, n + 1);
+  const std::vector<float> dx0 = testing::RandomValues(n, -1.0f, 1.0f, n + 2);
   DeviceVector d_x(x), d_g(g), d_dx(dx0);
   // Twice: dx = dx0 + 2 * g * gelu'(x) shows it adds rather than overwrites.
   REQUIRE(LaunchGeluBackward(d_x.get(), d_g.get(), d_dx.get(), n, nullptr) == cudaSuccess);
@@ -170,9 +160,9 @@ TEST_CASE("cuBLAS GEMM (row-major, all transposes) matches the CPU reference", "
   p.alpha = 1.5f;
   p.beta = 0.5f;
   CAPTURE(p.m, p.n, p.k, p.trans_a, p.trans_b);
-  const std::vector<float> a = RandomVector(p.m * p.k, -1.0f, 1.0f, 11);
-  const std::vector<float> b = RandomVector(p.k * p.n, -1.0f, 1.0f, 12);
-  const std::vector<float> c0 = RandomVector(p.m * p.n, -1.0f, 1.0f, 13);
+  const std::vector<float> a = testing::RandomValues(p.m * p.k, -1.0f, 1.0f, 11);
+  const std::vector<float> b = testing::RandomValues(p.k * p.n, -1.0f, 1.0f, 12);
+  const std::vector<float> c0 = testing::RandomValues(p.m * p.n, -1.0f, 1.0f, 13);
   DeviceVector da(a), db(b), dc(c0);
   REQUIRE(CudaGemmF32(*handle, nullptr, p, da.get(), db.get(), dc.get()).ok());
   const std::vector<float> c = dc.Download();

@@ -12,6 +12,7 @@
 
 #include "runtime/core/dtype.h"
 #include "runtime/cuda/device.h"
+#include "tests/testing/test_values.h"
 
 #if DS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -35,15 +36,6 @@ std::vector<T> Download(const T* dev, size_t n) {
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   REQUIRE(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
   return host;
-}
-
-std::vector<float> Random(size_t n, float lo, float hi, uint64_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * static_cast<float>((seed >> 40) * (1.0 / (1ull << 24)));
-  }
-  return v;
 }
 
 // runtime/optim/optimizer.cc StepAdam, on host floats.
@@ -91,7 +83,7 @@ const size_t kTotal = kOptimizerChunk + 2016;
 
 template <typename G>
 void RunAdam(bool decoupled) {
-  std::vector<float> p = Random(kTotal, -1.f, 1.f, 1), m(kTotal, 0.f), v(kTotal, 0.f);
+  std::vector<float> p = testing::RandomValues(kTotal, -1.f, 1.f, 1), m(kTotal, 0.f), v(kTotal, 0.f);
   const std::vector<AdamWSegment> segs = SplitOptimizerSegments(kParams);
   AdamWSegment* d_segs = Upload(segs);
   float* d_p = Upload(p);
@@ -107,7 +99,7 @@ void RunAdam(bool decoupled) {
   o.grad_scale = 0.5f;
   o.decoupled = decoupled;
   for (int step = 1; step <= 3; ++step) {
-    std::vector<float> g = Random(kTotal, -2.f, 2.f, 100 + step);
+    std::vector<float> g = testing::RandomValues(kTotal, -2.f, 2.f, 100 + step);
     std::vector<G> g_dev(kTotal);
     for (size_t i = 0; i < kTotal; ++i) {
       if constexpr (sizeof(G) == 2) {
@@ -157,7 +149,7 @@ TEST_CASE("CUDA Adam (L2, not decoupled) matches the CPU optimizer", "[cuda][opt
 }
 
 TEST_CASE("device grad norm and overflow flag", "[cuda][optim]") {
-  std::vector<float> g = Random(kTotal, -3.f, 3.f, 7);
+  std::vector<float> g = testing::RandomValues(kTotal, -3.f, 3.f, 7);
   const std::vector<AdamWSegment> segs = SplitOptimizerSegments(kParams);
   AdamWSegment* d_segs = Upload(segs);
   float* d_g = Upload(g);
@@ -193,7 +185,7 @@ TEST_CASE("device grad norm and overflow flag", "[cuda][optim]") {
 }
 
 TEST_CASE("device casts round like dtype.h", "[cuda][optim]") {
-  std::vector<float> x = Random(100003, -70000.f, 70000.f, 9);
+  std::vector<float> x = testing::RandomValues(100003, -70000.f, 70000.f, 9);
   x[0] = NAN;
   x[1] = 1e30f;
   float* d_x = Upload(x);

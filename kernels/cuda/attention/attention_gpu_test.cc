@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/cuda/device.h"
+#include "tests/testing/test_values.h"
 
 #if DS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -25,22 +26,6 @@
 
 namespace ds::kernels::attention {
 namespace {
-
-std::vector<float> Random(int64_t n, float lo, float hi, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * static_cast<float>((s >> 40) * (1.0 / (1ull << 24)));
-  }
-  return v;
-}
-
-std::vector<float> Rounded(std::vector<float> v, DType t) {
-  if (t == DType::kBF16)
-    for (auto& x : v) x = Bf16ToFloat(FloatToBf16(x));
-  return v;
-}
 
 class DeviceTensor {
  public:
@@ -103,9 +88,9 @@ void CompareWithCpu(const Case& c, DType t) {
   const int64_t width = (c.h + 2 * c.hkv) * c.d;
   const Shape qkv_shape{c.b, c.t, width}, out_shape{c.b, c.t, c.h * c.d},
       lse_shape{c.b, c.h, c.t};
-  const std::vector<float> qkv = Rounded(Random(c.b * c.t * width, -1.5f, 1.5f, 1), t);
-  const std::vector<float> dout = Rounded(Random(c.b * c.t * c.h * c.d, -1, 1, 2), t);
-  const std::vector<float> dqkv0 = Rounded(Random(c.b * c.t * width, -0.05f, 0.05f, 3), t);
+  const std::vector<float> qkv = testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -1.5f, 1.5f, 1), t);
+  const std::vector<float> dout = testing::RoundedTo(testing::RandomValues(c.b * c.t * c.h * c.d, -1, 1, 2), t);
+  const std::vector<float> dqkv0 = testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -0.05f, 0.05f, 3), t);
   Attrs attrs;
   attrs.SetInt("n_head", c.h);
   attrs.SetInt("n_kv_head", c.hkv);
@@ -174,7 +159,7 @@ TEST_CASE("CUDA attention: bf16 flash and simple kernels agree", "[cuda][attenti
   CAPTURE(s.head_dim);
   const int64_t n_qkv = s.batch * s.seq * s.row(), n_out = s.batch * s.seq * s.n_head * s.head_dim;
   const int64_t n_lse = s.batch * s.n_head * s.seq;
-  const std::vector<float> qkv = Random(n_qkv, -1.5f, 1.5f, 9), dout = Random(n_out, -1, 1, 10);
+  const std::vector<float> qkv = testing::RandomValues(n_qkv, -1.5f, 1.5f, 9), dout = testing::RandomValues(n_out, -1, 1, 10);
   DeviceTensor d_qkv(qkv, DType::kBF16), d_dout(dout, DType::kBF16);
   std::vector<std::vector<float>> outs, grads;
   for (AttentionPath path : {AttentionPath::kSimple, AttentionPath::kFlash}) {
@@ -200,10 +185,10 @@ TEST_CASE("CUDA attention: undefined dqkv is skipped; the current stream is used
   Attrs attrs;
   attrs.SetInt("n_head", c.h);
   attrs.SetInt("n_kv_head", c.hkv);
-  DeviceTensor d_qkv(Random(c.t * width, -1, 1, 4), DType::kBF16),
+  DeviceTensor d_qkv(testing::RandomValues(c.t * width, -1, 1, 4), DType::kBF16),
       d_out(std::vector<float>(c.t * c.h * c.d, 3.f), DType::kBF16),
       d_lse(std::vector<float>(c.h * c.t), DType::kF32),
-      d_dout(Random(c.t * c.h * c.d, -1, 1, 5), DType::kBF16);
+      d_dout(testing::RandomValues(c.t * c.h * c.d, -1, 1, 5), DType::kBF16);
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cuda/device.h"
+#include "tests/testing/test_values.h"
 
 #if DS_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -23,25 +24,6 @@
 
 namespace ds::kernels::blas {
 namespace {
-
-std::vector<float> Random(int64_t n, float lo, float hi, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * static_cast<float>((s >> 40) * (1.0 / (1ull << 24)));
-  }
-  return v;
-}
-
-// Rounds values to what `t` can hold, so the CPU reference sees the GPU's inputs.
-std::vector<float> Rounded(std::vector<float> v, DType t) {
-  for (auto& x : v) {
-    if (t == DType::kBF16) x = Bf16ToFloat(FloatToBf16(x));
-    if (t == DType::kF16) x = F16ToFloat(FloatToF16(x));
-  }
-  return v;
-}
 
 // Device buffer of n elements of type t, filled from fp32 host values.
 class DeviceTensor {
@@ -108,13 +90,13 @@ TEST_CASE("CUDA linear matches the CPU op (forward, accumulating backward)", "[c
   const int64_t in = shape.x.back(), rows = NumElements(shape.x) / in, out = shape.out;
   Shape y_shape = shape.x;
   y_shape.back() = out;
-  const std::vector<float> x = Rounded(Random(rows * in, -1, 1, 1), t);
-  const std::vector<float> w = Rounded(Random(out * in, -1, 1, 2), t);
-  const std::vector<float> b = Rounded(Random(out, -1, 1, 3), t);
-  const std::vector<float> dy = Rounded(Random(rows * out, -1, 1, 4), t);
-  const std::vector<float> dx0 = Rounded(Random(rows * in, -1, 1, 5), t);
-  const std::vector<float> dw0 = Rounded(Random(out * in, -1, 1, 6), t);
-  const std::vector<float> db0 = Rounded(Random(out, -1, 1, 7), t);
+  const std::vector<float> x = testing::RoundedTo(testing::RandomValues(rows * in, -1, 1, 1), t);
+  const std::vector<float> w = testing::RoundedTo(testing::RandomValues(out * in, -1, 1, 2), t);
+  const std::vector<float> b = testing::RoundedTo(testing::RandomValues(out, -1, 1, 3), t);
+  const std::vector<float> dy = testing::RoundedTo(testing::RandomValues(rows * out, -1, 1, 4), t);
+  const std::vector<float> dx0 = testing::RoundedTo(testing::RandomValues(rows * in, -1, 1, 5), t);
+  const std::vector<float> dw0 = testing::RoundedTo(testing::RandomValues(out * in, -1, 1, 6), t);
+  const std::vector<float> db0 = testing::RoundedTo(testing::RandomValues(out, -1, 1, 7), t);
 
   // CPU reference (fp32) on the same (rounded) values.
   std::vector<float> y_ref(rows * out), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
@@ -157,8 +139,8 @@ TEST_CASE("CUDA linear matches the CPU op (forward, accumulating backward)", "[c
 
 TEST_CASE("CUDA linear: undefined grads are skipped, others still accumulate", "[cuda][linear]") {
   const int64_t rows = 9, in = 24, out = 40;
-  const std::vector<float> x = Random(rows * in, -1, 1, 11), w = Random(out * in, -1, 1, 12);
-  const std::vector<float> dy = Random(rows * out, -1, 1, 13), dw0(out * in, 0.5f);
+  const std::vector<float> x = testing::RandomValues(rows * in, -1, 1, 11), w = testing::RandomValues(out * in, -1, 1, 12);
+  const std::vector<float> dy = testing::RandomValues(rows * out, -1, 1, 13), dw0(out * in, 0.5f);
   DeviceTensor d_x(x, DType::kF32), d_w(w, DType::kF32), d_dy(dy, DType::kF32),
       d_y(std::vector<float>(rows * out), DType::kF32), d_dw(dw0, DType::kF32);
   const Kernel* gpu = FindKernel("linear", Device::kCuda, DType::kF32);
@@ -191,9 +173,9 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
   const bool trans_a = GENERATE(false, true);
   const int64_t m = 37, n = 72, k = 53;  // aux needs n % 8 == 0
   CAPTURE(DTypeName(t), trans_a);
-  const std::vector<float> a = Rounded(Random(m * k, -1, 1, 21), t);
-  const std::vector<float> b = Rounded(Random(k * n, -1, 1, 22), t);
-  const std::vector<float> bias = Rounded(Random(n, -1, 1, 23), t);
+  const std::vector<float> a = testing::RoundedTo(testing::RandomValues(m * k, -1, 1, 21), t);
+  const std::vector<float> b = testing::RoundedTo(testing::RandomValues(k * n, -1, 1, 22), t);
+  const std::vector<float> bias = testing::RoundedTo(testing::RandomValues(n, -1, 1, 23), t);
   // op(A)[i][l] and G = op(A) B in double.
   auto a_at = [&](int64_t i, int64_t l) { return trans_a ? a[l * m + i] : a[i * k + l]; };
   std::vector<double> g(m * n);
@@ -243,7 +225,7 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
 TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") {
   LtMatmul lt;
   const int64_t m = 64, n = 48, k = 80;
-  DeviceTensor d_a(Random(m * k, -1, 1, 31), DType::kBF16), d_b(Random(k * n, -1, 1, 32), DType::kBF16),
+  DeviceTensor d_a(testing::RandomValues(m * k, -1, 1, 31), DType::kBF16), d_b(testing::RandomValues(k * n, -1, 1, 32), DType::kBF16),
       d_d(std::vector<float>(m * n), DType::kBF16);
   MatmulArgs args;
   args.m = m;
@@ -266,7 +248,7 @@ TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") 
   CHECK(s.misses == 2);
   CHECK(s.entries == 2);
   // TF32 (explicit) stays within TF32's precision; default f32 does not use it.
-  DeviceTensor f_a(Random(m * k, -1, 1, 33), DType::kF32), f_b(Random(k * n, -1, 1, 34), DType::kF32),
+  DeviceTensor f_a(testing::RandomValues(m * k, -1, 1, 33), DType::kF32), f_b(testing::RandomValues(k * n, -1, 1, 34), DType::kF32),
       f_d(std::vector<float>(m * n), DType::kF32);
   MatmulArgs f;
   f.m = m;
