@@ -376,23 +376,33 @@ Status Executor::SyncParamsToDevice() {
 // Note [Device gradients]
 // Kernels accumulate parameter gradients into the device copy; after each BackwardBlocks the
 // gradients of the parameters its blocks read are added into the ParamStore (where the plan's
-// reductions and the optimizer find them) and zeroed on the device. A parameter read by blocks
-// of two calls (tied embeddings) is added once per call.
+// reductions and the optimizer find them) and zeroed on the device. A block range's
+// parameters are (nearly) one flat span, so that is one copy, one wait and one zeroing per
+// call, not one per parameter; parameters of the span the blocks did not read hold zero
+// gradients on the device and are skipped. A parameter read by blocks of two calls (tied
+// embeddings) is added once per call.
 Status Executor::AddParamGradsToHost(int first_block, int last_block) {
-  std::vector<bool> done(params_->slots().size(), false);
-  float* device = static_cast<float*>(device_grads_.data());
+  const std::vector<ParamSlot>& slots = params_->slots();
+  std::vector<bool> touched(slots.size(), false);
+  int64_t lo = INT64_MAX, hi = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i]->node->block < first_block || nodes_[i]->node->block > last_block) continue;
     for (int k : node_slots_[i]) {
-      if (done[k]) continue;
-      done[k] = true;
-      const ParamSlot& slot = params_->slots()[k];
-      grad_staging_.resize(slot.numel);
-      DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + slot.offset, slot.numel * 4));
-      float* host = params_->GradView(slot).f32();
-      for (int64_t j = 0; j < slot.numel; ++j) host[j] += grad_staging_[j];
-      DS_RETURN_IF_ERROR(opt_.memory->Zero(device + slot.offset, slot.numel * 4));
+      touched[k] = true;
+      lo = std::min(lo, slots[k].offset);
+      hi = std::max(hi, slots[k].offset + slots[k].numel);
     }
+  }
+  if (lo >= hi) return OkStatus();
+  float* device = static_cast<float*>(device_grads_.data());
+  grad_staging_.resize(hi - lo);
+  DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + lo, (hi - lo) * sizeof(float)));
+  DS_RETURN_IF_ERROR(opt_.memory->Zero(device + lo, (hi - lo) * sizeof(float)));
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (!touched[k]) continue;
+    float* host = params_->GradView(slots[k]).f32();
+    const float* add = grad_staging_.data() + (slots[k].offset - lo);
+    for (int64_t j = 0; j < slots[k].numel; ++j) host[j] += add[j];
   }
   return OkStatus();
 }
