@@ -128,6 +128,11 @@ struct StepRunner::Impl {
     std::function<void(Pending&)> finish;
   };
   std::multimap<int, Pending> pending;  // by instruction index
+  // Staging buffers of finished collectives, reused by later ones: a fresh multi-MiB vector
+  // per collective would fault its pages in again every step.
+  std::vector<std::vector<char>> spare;
+  std::vector<char> Staging(size_t bytes, bool zeroed);
+  void Recycle(Pending* job);
   Status Issue(int index, const Instruction& in);
   Status WaitFor(int index);
   Status WaitAll();
@@ -165,6 +170,34 @@ struct StepRunner::Impl {
   std::map<std::string, double> profile;
 };
 
+std::vector<char> StepRunner::Impl::Staging(size_t bytes, bool zeroed) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(spare.size()); ++i)
+    if (spare[i].capacity() >= bytes && (best < 0 || spare[i].capacity() < spare[best].capacity())) best = i;
+  std::vector<char> v;
+  if (best >= 0) {
+    v = std::move(spare[best]);
+    spare.erase(spare.begin() + best);
+  }
+  v.resize(bytes);
+  if (zeroed) std::memset(v.data(), 0, bytes);
+  return v;
+}
+
+void StepRunner::Impl::Recycle(Pending* job) {
+  constexpr size_t kMaxSpare = 8;
+  for (std::vector<char>* v : {&job->in, &job->out}) {
+    if (v->capacity() == 0) continue;
+    spare.push_back(std::move(*v));
+    if (spare.size() > kMaxSpare) {  // drop the smallest
+      auto smallest = std::min_element(spare.begin(), spare.end(), [](const auto& a, const auto& b) {
+        return a.capacity() < b.capacity();
+      });
+      spare.erase(smallest);
+    }
+  }
+}
+
 Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   Pending job;
   switch (in.kind()) {
@@ -188,6 +221,7 @@ Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   }
   if (!job.handle) {
     if (job.finish) job.finish(job);
+    Recycle(&job);
     return OkStatus();
   }
   pending.emplace(index, std::move(job));
@@ -202,6 +236,7 @@ Status StepRunner::Impl::WaitFor(int index) {
     Status s = job.handle->Wait();
     if (s.ok() && job.finish) job.finish(job);
     if (status.ok()) status = s;
+    Recycle(&job);
   }
   pending.erase(first, last);
   return status;
@@ -242,7 +277,7 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
   void* g = p.params->FlatGradPtr(lo);  // one bucket: contiguous
   void* data = g;  // in place when the comm dtype is the model dtype
   if (ct != t) {
-    job->in.resize(n * csize);
+    job->in = Staging(n * csize, false);
     Convert(g, t, job->in.data(), ct, n);
     data = job->in.data();
   }
@@ -264,7 +299,7 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
     sum += counts[k];
   }
   if (sum != n) return InternalError("reduce-scatter counts do not add up to the bucket");
-  job->out.resize(std::max<int64_t>(1, counts[rank]) * csize);
+  job->out = Staging(std::max<int64_t>(1, counts[rank]) * csize, false);
   const int64_t my_lo = lo + before, my_n = counts[rank];
   job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(data, n, ct),
                                             parallel::BufferView(job->out.data(), my_n, ct), counts,
@@ -282,7 +317,7 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
   const auto& units = plan->partition().units();
   int64_t per_rank = 0;
   for (int u : in.units()) per_rank += units[u].chunk();
-  job->in.assign(per_rank * dp * csize, 0);
+  job->in = Staging(per_rank * dp * csize, true);  // chunk padding must be zero
   for (int k = 0; k < dp; ++k) {
     char* dst = job->in.data() + k * per_rank * csize;
     for (int u : in.units()) {
@@ -291,7 +326,7 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
       dst += units[u].chunk() * csize;
     }
   }
-  job->out.resize(per_rank * csize);
+  job->out = Staging(per_rank * csize, false);
   job->handle = p.comm->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp, ct),
                                            parallel::BufferView(job->out.data(), per_rank, ct),
                                            parallel::ReduceOp::kSum);
@@ -314,8 +349,8 @@ Status StepRunner::Impl::PrepareGather(const std::vector<int>& list, Pending* jo
   const auto& units = plan->partition().units();
   int64_t per_rank = 0;
   for (int u : list) per_rank += units[u].chunk();
-  job->in.resize(per_rank * tsize);
-  job->out.resize(per_rank * dp * tsize);
+  job->in = Staging(per_rank * tsize, false);
+  job->out = Staging(per_rank * dp * tsize, false);
   const char* shard = static_cast<const char*>(p.params->param_shard());
   char* dst = job->in.data();
   for (int u : list) {
@@ -350,8 +385,8 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   const DType dt = master ? DType::kF32 : t;
   const size_t size = DTypeSize(dt);
   char* src = master ? reinterpret_cast<char*>(p.params->master()) : static_cast<char*>(p.params->model());
-  job->in.assign(len * size, 0);
-  job->out.resize(len * dp * size);
+  job->in = Staging(len * size, true);
+  job->out = Staging(len * dp * size, false);
   const int64_t mine_lo = in.ranges(rank).offset();
   const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - mine_lo));
   if (mine_n > 0) std::memcpy(job->in.data(), src + mine_lo * size, mine_n * size);
@@ -472,8 +507,8 @@ void StepRunner::Impl::SampleMemory() {
     add(role, bytes, role != "gathered" && role != "grad buckets");
   add("optimizer", p.optimizer->ResidentBytes(), true);
   size_t staging = 0;
-  for (const auto& [index, job] : pending)
-    staging += job.in.capacity() + job.out.capacity();
+  for (const auto& [index, job] : pending) staging += job.in.capacity() + job.out.capacity();
+  for (const std::vector<char>& v : spare) staging += v.capacity();
   peak_by_role["comm staging"] = std::max(peak_by_role["comm staging"], staging);
   peak_model_states = std::max(peak_model_states, total);
 }
