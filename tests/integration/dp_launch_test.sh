@@ -4,7 +4,8 @@
 # step with ZeRO stages 0, 1, 2 and 3 (stage 3 with a persistence threshold of 100 elements,
 # so the weight matrices are gathered per block); rank 0's loss curve must match the single-rank curve with
 # the same global batch within a relative 1e-5 at every one of 20 steps. A world size that
-# does not divide the batch is rejected before any process starts.
+# does not divide the batch is rejected before any process starts. A DP=4 stage-3 checkpoint
+# (one shard file per rank) resumes as DP=2 stage 1 on the same curve.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -58,6 +59,31 @@ for stage in 0 1 2 3; do
     fi
   done
 done
+
+# Sharded checkpoints over Gloo with real processes: DP=4 stage 3 saves at step 10 (one shard
+# file per rank), then DP=2 stage 1 resumes it; steps 11-20 must continue the single-rank curve.
+ck=$BASE/ckpt
+job "$BASE/s3.yaml" 4 3 "$BASE/s3.csv"
+sed -i 's/train_iters: 20/train_iters: 10/' "$BASE/s3.yaml"
+printf 'checkpoint: {dir: %s}\n' "$ck" >> "$BASE/s3.yaml"
+job "$BASE/resume.yaml" 8 1 "$BASE/resume.csv"
+printf 'checkpoint: {dir: %s, load: latest}\n' "$ck" >> "$BASE/resume.yaml"
+if timeout 120 "$LAUNCH" "$BASE/s3.yaml" --hostfile "$BASE/two" --worker "$WORKER" --agent "$AGENT" \
+     --heartbeat 0.5 > "$BASE/out" 2>&1 &&
+   [[ $(ls "$ck"/step_00000010/zero_shard_rank_*.safetensors 2>/dev/null | wc -l) == 4 ]] &&
+   timeout 120 "$LAUNCH" "$BASE/resume.yaml" --hostfile "$BASE/one" --worker "$WORKER" --agent "$AGENT" \
+     --heartbeat 0.5 >> "$BASE/out" 2>&1; then
+  if paste -d, <(cut -d, -f1,2 "$BASE/single.csv" | tail -n +12) <(cut -d, -f1,2 "$BASE/resume.csv" | tail -n +2) |
+      awk -F, 'NF == 4 && $1 == $3 { n++; d = ($2 - $4) / $2; if (d < 0) d = -d; if (d > 1e-5) bad++ }
+               END { exit !(n == 10 && bad == 0) }'; then
+    pass "a DP=4 stage-3 checkpoint (4 shard files) resumes as DP=2 stage 1 on the single-rank curve"
+  else
+    fail "resumed curve differs"; paste -d' ' <(tail -n +12 "$BASE/single.csv" | cut -d, -f1,2) \
+      <(tail -n +2 "$BASE/resume.csv" | cut -d, -f1,2) | head -4
+  fi
+else
+  fail "sharded checkpoint save/resume over Gloo"; tail -8 "$BASE/out"; ls -R "$ck" 2>/dev/null | head
+fi
 
 printf '127.0.0.1 slots=3\n' > "$BASE/three"
 job "$BASE/dp.yaml" 4 1 "$BASE/x.csv"
