@@ -337,11 +337,11 @@ for T in 1024 4096; do
   fi
 done
 # GPT-2 124M shape through ds-worker with device.type cuda: what the runtime itself does on
-# the GPU today (fp32 forward/backward on the CUDA kernels, the optimizer on the host), not a
-# kernel composition. tokens/s and MFU (model FLOPs from the executor / step time, against
+# the GPU today (bf16 forward/backward on the CUDA kernels, the fp32 master and the optimizer
+# on the host), not a kernel composition. tokens/s and MFU (model FLOPs from the executor / step time, against
 # the bf16 peak) are the medians of steps 3-6.
 gpt2_row() {
-  local name="gpt-2 124M T=1024 fp32"
+  local name="gpt-2 124M T=1024 bf16"
   if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
   if [[ -z "${BIN[ds-worker]:-}" ]]; then row "$name" "not run" "needs Bazel (//runtime/worker:ds-worker)"; return; fi
   if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
@@ -355,6 +355,7 @@ with open('$d/tokens.bin', 'wb') as f:
     { row "$name" "FAIL" "python3 could not write tokens"; FAILED=1; return; }
   cat >"$d/job.yaml" <<YAML
 train_micro_batch_size_per_gpu: 8
+bf16: {enabled: true}
 optimizer: {type: AdamW, params: {lr: 3.0e-4, weight_decay: 0.1}}
 gradient_clipping: 1.0
 model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, max_seq_len: 1024}

@@ -75,6 +75,11 @@ Status Executor::Build() {
   if (device_) DS_RETURN_IF_ERROR(BuildDevice());
   DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(g, {{"batch", opt_.batch}, {"seq", opt_.seq}},
                                                g.name.empty() ? "graph" : g.name));
+  // Saved buffers and FLOPs come from the fp32 specs; a 16-bit device path stores its
+  // activations in the model dtype (DeviceSpecs).
+  const std::vector<TensorSpec> f32_specs = specs_;
+  const DType kernel_dtype = device_ && params_->mixed() ? params_->model_dtype() : DType::kF32;
+  if (kernel_dtype != DType::kF32) DS_RETURN_IF_ERROR(DeviceSpecs());
   const int nt = static_cast<int>(g.tensors.size());
   views_.assign(nt, Tensor());
   grad_views_.assign(nt, Tensor());
@@ -108,13 +113,13 @@ Status Executor::Build() {
     auto ne = std::make_unique<NodeExec>();
     ne->node = &n;
     ne->def = kernels::FindOp(n.op);
-    ne->kernel = kernels::FindKernel(n.op, kd, DType::kF32);
+    ne->kernel = kernels::FindKernel(n.op, kd, kernel_dtype);
     if (!ne->def || !ne->kernel)
-      return UnimplementedError("executor: no " + std::string(kernels::DeviceName(kd)) + "/f32 kernel for op \"" +
-                                n.op + "\" (node " + n.name + ")");
+      return UnimplementedError("executor: no " + std::string(kernels::DeviceName(kd)) + "/" +
+                                DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " + n.name + ")");
     first_block_ = std::min(first_block_, n.block);
     std::vector<TensorSpec> in;
-    for (int t : n.inputs) in.push_back(specs_[t]);
+    for (int t : n.inputs) in.push_back(f32_specs[t]);
     if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
     for (const TensorSpec& s : saved_specs[i]) act_size += AlignUp(s.nbytes());
     fwd_flops_ += ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
@@ -149,8 +154,9 @@ Status Executor::Build() {
         const ParamSlot* slot = params_->ForTensor(t);
         if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
-          a.in.push_back(Tensor(static_cast<float*>(device_params_.data()) + slot->offset, slot->shape,
-                                DType::kF32));
+          const DType m = params_->model_dtype();
+          a.in.push_back(Tensor(static_cast<char*>(device_params_.data()) + slot->offset * DTypeSize(m),
+                                slot->shape, m));
           node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
         } else if (params_->mixed()) {
           NodeExec::ParamUse use{slot, Tensor(sc, slot->shape, DType::kF32),
@@ -223,7 +229,7 @@ Status Executor::PlanActivationGrads() {
   DS_ASSIGN_OR_RETURN(char* grads, Arena(arena, &grad_arena_));
   grad_bytes_ = static_cast<int64_t>(arena);
   for (int t : order) {
-    grad_views_[t] = Tensor(grads + offset[t], specs_[t].shape, DType::kF32);
+    grad_views_[t] = Tensor(grads + offset[t], specs_[t].shape, specs_[t].dtype);
     int node = n - 1 - start[t];
     if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
   }
@@ -239,8 +245,9 @@ Status Executor::PlanActivationGrads() {
       } else if (g.tensors[t].role == TensorRole::kParam) {
         if (device_) {
           const ParamSlot* slot = params_->ForTensor(t);
-          a.grad_in.push_back(Tensor(static_cast<float*>(device_grads_.data()) + slot->offset, slot->shape,
-                                     DType::kF32));
+          const DType m = params_->model_dtype();
+          a.grad_in.push_back(Tensor(static_cast<char*>(device_grads_.data()) + slot->offset * DTypeSize(m),
+                                     slot->shape, m));
         } else if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
         else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
@@ -306,8 +313,13 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
       ++p.calls;
     }
   }
-  if (device_ && last_block >= graph_->num_blocks)
-    DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(&loss_host_, views_[graph_->loss].data(), sizeof(float)));
+  if (device_ && last_block >= graph_->num_blocks) {
+    const Tensor& l = views_[graph_->loss];
+    uint16_t half = 0;
+    DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(l.dtype() == DType::kF32 ? static_cast<void*>(&loss_host_) : &half,
+                                               l.data(), DTypeSize(l.dtype())));
+    if (l.dtype() != DType::kF32) loss_host_ = LoadFloat(&half, l.dtype(), 0);
+  }
   return OkStatus();
 }
 
@@ -317,8 +329,14 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
   if (device_) {
     opt_.memory->Bind();
     DS_RETURN_IF_ERROR(SyncParamsToDevice());
-    if (last_block >= graph_->num_blocks)
-      DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(grad_views_[graph_->loss].data(), &loss_grad, sizeof(float)));
+    if (last_block >= graph_->num_blocks) {
+      const Tensor& seed_grad = grad_views_[graph_->loss];
+      uint16_t half = 0;
+      if (seed_grad.dtype() != DType::kF32) StoreFloat(&half, seed_grad.dtype(), 0, loss_grad);
+      DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(
+          seed_grad.data(), seed_grad.dtype() == DType::kF32 ? static_cast<const void*>(&loss_grad) : &half,
+          DTypeSize(seed_grad.dtype())));
+    }
   } else if (last_block >= graph_->num_blocks) {
     grad_views_[graph_->loss].f32()[0] = loss_grad;
   }
@@ -345,11 +363,10 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
 
 Status Executor::BuildDevice() {
   const std::string where = "executor on " + opt_.memory->name();
-  if (params_->mixed())
-    return UnimplementedError(where + ": only fp32 parameters run on a device so far (got " +
-                              DTypeName(params_->model_dtype()) + ")");
+  if (params_->model_dtype() == DType::kF16)
+    return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
   if (params_->params_partitioned()) return UnimplementedError(where + ": ZeRO stage 3 does not run on a device yet");
-  const size_t bytes = static_cast<size_t>(params_->total_elements()) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());
   DS_ASSIGN_OR_RETURN(device_params_, DeviceBuffer::Allocate(opt_.memory, bytes));
   if (opt_.training) {
     DS_ASSIGN_OR_RETURN(device_grads_, DeviceBuffer::Allocate(opt_.memory, bytes));
@@ -394,15 +411,45 @@ Status Executor::AddParamGradsToHost(int first_block, int last_block) {
     }
   }
   if (lo >= hi) return OkStatus();
-  float* device = static_cast<float*>(device_grads_.data());
-  grad_staging_.resize(hi - lo);
-  DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + lo, (hi - lo) * sizeof(float)));
-  DS_RETURN_IF_ERROR(opt_.memory->Zero(device + lo, (hi - lo) * sizeof(float)));
+  const DType m = params_->model_dtype();
+  const size_t size = DTypeSize(m);
+  char* device = static_cast<char*>(device_grads_.data());
+  grad_staging_.resize(((hi - lo) * size + sizeof(float) - 1) / sizeof(float));
+  DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + lo * size, (hi - lo) * size));
+  DS_RETURN_IF_ERROR(opt_.memory->Zero(device + lo * size, (hi - lo) * size));
+  const char* staged = reinterpret_cast<const char*>(grad_staging_.data());
   for (size_t k = 0; k < slots.size(); ++k) {
     if (!touched[k]) continue;
-    float* host = params_->GradView(slots[k]).f32();
-    const float* add = grad_staging_.data() + (slots[k].offset - lo);
-    for (int64_t j = 0; j < slots[k].numel; ++j) host[j] += add[j];
+    void* host = params_->GradView(slots[k]).data();
+    const void* add = staged + (slots[k].offset - lo) * size;
+    if (m == DType::kF32) {
+      float* h = static_cast<float*>(host);
+      const float* a = static_cast<const float*>(add);
+      for (int64_t j = 0; j < slots[k].numel; ++j) h[j] += a[j];
+    } else {
+      for (int64_t j = 0; j < slots[k].numel; ++j) StoreFloat(host, m, j, LoadFloat(host, m, j) + LoadFloat(add, m, j));
+    }
+  }
+  return OkStatus();
+}
+
+// The 16-bit device path: parameters in the model dtype, and every activation in the dtype the
+// ops' shape inference gives for them (the model dtype; the loss stays fp32), as the CUDA
+// kernels take them (kernels/cuda/conformance_gpu_test.cc runs each op this way).
+Status Executor::DeviceSpecs() {
+  const Graph& g = *graph_;
+  const DType m = params_->model_dtype();
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (g.tensors[t].role == TensorRole::kParam) specs_[t].dtype = m;
+  for (const NodeInfo& n : g.nodes) {
+    const kernels::OpDef* def = kernels::FindOp(n.op);
+    if (!def || !def->infer) return UnimplementedError("executor: unknown op \"" + n.op + "\" (node " + n.name + ")");
+    std::vector<TensorSpec> in, out;
+    for (int t : n.inputs) in.push_back(specs_[t]);
+    Status s = def->infer(n.attrs, in, &out);
+    if (!s.ok())
+      return s.WithPrefix("executor on " + opt_.memory->name() + ": node \"" + n.name + "\" in " + DTypeName(m));
+    for (size_t k = 0; k < n.outputs.size() && k < out.size(); ++k) specs_[n.outputs[k]] = out[k];
   }
   return OkStatus();
 }

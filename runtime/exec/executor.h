@@ -9,7 +9,8 @@
 //
 // Device path (ExecutorOptions::memory set): activations, activation gradients, the data
 // inputs, and a copy of the parameters and of their gradients live in that DeviceMemory and
-// the kernels registered for its device run on them (fp32 so far; ZeRO-3 not yet). The
+// the kernels registered for its device run on them (fp32, or bf16 with activations in bf16
+// and the loss in fp32; not fp16 and not ZeRO-3 yet). The
 // ParamStore stays on the host as the source of truth, as with ZeRO-Offload's optimizer on
 // the CPU: the parameters are uploaded when ParamStore::version() moved, the micro-batch when
 // the first block runs, and every BackwardBlocks adds the gradients of the parameters its
@@ -95,6 +96,7 @@ class Executor {
   void NarrowGrads(const NodeExec& n) const;
   // Device path.
   Status BuildDevice();
+  Status DeviceSpecs();
   Status ZeroTensor(const Tensor& t) const;
   Status SyncParamsToDevice();
   Status AddParamGradsToHost(int first_block, int last_block);
