@@ -11,6 +11,9 @@
 #      GPT-2 124M shape on the GPU (tokens/s, MFU; needs Bazel)
 #   5. print a table
 #
+# On a bare CUDA machine (no Bazel, no Debian packages): run tools/gpu-deps.sh first where
+# the packages are, and carry .gpu-deps/ (Catch2, OpenBLAS) along with the working tree.
+#
 # Usage: tools/gpu-check.sh [--no-bazel] [--no-bench]
 # Env:   CUDA_PATH          toolkit root (default /usr/local/cuda)
 #        PEAK_BF16_TFLOPS   peak used for "% of peak" (default 989: H100/H200 SXM dense bf16)
@@ -74,7 +77,17 @@ for f in bin/nvcc include/cuda_runtime.h include/cublasLt.h lib64/libcudart.so.1
          lib64/libcublas.so.13 lib64/libcublasLt.so.13; do
   [[ -e "$CUDA_PATH/$f" ]] || missing+=("$CUDA_PATH/$f")
 done
-[[ -e /usr/include/catch2/catch.hpp ]] || missing+=("/usr/include/catch2/catch.hpp (tests cannot build)")
+# A bare CUDA image lacks Catch2 and OpenBLAS: tools/gpu-deps.sh gathers them into .gpu-deps/
+# on a machine that has them, and that folder travels with the working tree.
+DEPS_INC=() DEPS_LIB=()
+if [[ -d .gpu-deps ]]; then
+  DEPS_INC=(-I"$PWD/.gpu-deps/include")
+  # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
+  DEPS_LIB=(-L"$PWD/.gpu-deps/lib" -Wl,-rpath,"$PWD/.gpu-deps/lib")
+fi
+HAVE_CATCH=0
+[[ -e /usr/include/catch2/catch.hpp || -e .gpu-deps/include/catch2/catch.hpp ]] && HAVE_CATCH=1
+((HAVE_CATCH)) || missing+=("catch2/catch.hpp (tests cannot build without Bazel; run tools/gpu-deps.sh where it is and carry .gpu-deps)")
 if command -v dpkg-query >/dev/null; then
   for p in bazel-bootstrap g++ catch2; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -121,13 +134,14 @@ build_with_bazel() {
 # .cu of kernels/cuda (and blas/, attention/ when present) and the .cc libraries the GPU
 # tests link. Registration objects are linked as objects, never archives, so their static
 # initializers stay (Bazel's alwayslink). Only this directory's tests, the kernel tests of
-# blas/ and the benchmarks are built here; the allocator and NCCL tests need Bazel.
+# blas/, attention/ and the benchmarks are built here; the allocator (spdlog), NCCL, plugin
+# and training tests and ds-worker need Bazel and the Debian libraries.
 build_direct() {
   local nvcc="$CUDA_PATH/bin/nvcc" o="$WORK/obj" b="$WORK/bin"
-  local cxx=(g++ -std=c++17 -O2 -march=x86-64-v3 -fPIC -fopenmp -I. -I"$CUDA_PATH/include" -DDS_HAVE_CUDA=1
-             -DDS_CUDA_PENDING_OPS='""')
+  local cxx=(g++ -std=c++17 -O2 -march=x86-64-v3 -fPIC -fopenmp -I. -I"$CUDA_PATH/include" "${DEPS_INC[@]}"
+             -DDS_HAVE_CUDA=1 -DDS_CUDA_PENDING_OPS='""')
   # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
-  local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" -lcublas -lcublasLt -lcudart
+  local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" "${DEPS_LIB[@]}" -lcublas -lcublasLt -lcudart
               -lopenblas -fopenmp -pthread)
   mkdir -p "$o" "$b"
   printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$o/catch_main.cc"
@@ -148,7 +162,7 @@ build_direct() {
   for f in kernels/cuda/*_test.cc kernels/cuda/blas/*_gpu_test.cc kernels/cuda/attention/*_gpu_test.cc; do
     [[ -e $f ]] && tests_cc+=("$f")
   done
-  [[ -e /usr/include/catch2/catch.hpp ]] || tests_cc=()
+  ((HAVE_CATCH)) || tests_cc=()
   # Compile in parallel, at most JOBS at a time; each compile bounded. Objects are named
   # after their path so equal basenames in different directories do not collide.
   obj() {
@@ -207,7 +221,8 @@ if [[ -z "$BUILT_BY" ]]; then
   build_direct >"$RESULTS/logs/direct_build.log" 2>&1 || log "direct build failed (logs/direct_build.log)"
   BUILT_BY="nvcc+g++"
 fi
-# Without Bazel only kernels/ is built by hand: the allocator and NCCL tests need Bazel.
+# Without Bazel the kernels, their tests and the benchmarks are built by hand; the rest needs
+# Bazel.
 NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test trainer_gpu_test ds-worker "
 NOT_BUILT=()
 for tp in "${WANT[@]}"; do
