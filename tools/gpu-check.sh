@@ -79,11 +79,16 @@ for f in bin/nvcc include/cuda_runtime.h include/cublasLt.h lib64/libcudart.so.1
 done
 # A bare CUDA image lacks Catch2 and OpenBLAS: tools/gpu-deps.sh gathers them into .gpu-deps/
 # on a machine that has them, and that folder travels with the working tree.
-DEPS_INC=() DEPS_LIB=()
-if [[ -d .gpu-deps ]]; then
-  DEPS_INC=(-I"$PWD/.gpu-deps/include")
-  # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
-  DEPS_LIB=(-L"$PWD/.gpu-deps/lib" -Wl,-rpath,"$PWD/.gpu-deps/lib")
+DEPS_INC=() DEPS_LIB=() BUNDLE=""
+[[ -d .gpu-deps/include ]] && DEPS_INC=(-I"$PWD/.gpu-deps/include")
+if [[ -e .gpu-deps/bundle.tar.xz ]]; then
+  if tar -xJf .gpu-deps/bundle.tar.xz -C "$WORK" 2>"$RESULTS/logs/bundle.log"; then
+    BUNDLE=$WORK/bundle
+    # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
+    DEPS_LIB=(-L"$BUNDLE/lib" -Wl,-rpath,"$BUNDLE/lib")
+  else
+    log "could not unpack .gpu-deps/bundle.tar.xz (logs/bundle.log)"
+  fi
 fi
 HAVE_CATCH=0
 [[ -e /usr/include/catch2/catch.hpp || -e .gpu-deps/include/catch2/catch.hpp ]] && HAVE_CATCH=1
@@ -142,7 +147,7 @@ build_direct() {
              -DDS_HAVE_CUDA=1 -DDS_CUDA_PENDING_OPS='""')
   # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
   local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" "${DEPS_LIB[@]}" -lcublas -lcublasLt -lcudart
-              -lopenblas -fopenmp -pthread)
+              -l:libopenblas.so.0 -fopenmp -pthread)
   mkdir -p "$o" "$b"
   printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$o/catch_main.cc"
   local cu=(kernels/cuda/*.cu kernels/cuda/blas/*.cu)
@@ -221,8 +226,16 @@ if [[ -z "$BUILT_BY" ]]; then
   build_direct >"$RESULTS/logs/direct_build.log" 2>&1 || log "direct build failed (logs/direct_build.log)"
   BUILT_BY="nvcc+g++"
 fi
-# Without Bazel the kernels, their tests and the benchmarks are built by hand; the rest needs
-# Bazel.
+# Without Bazel, the binaries that need it come from tools/gpu-deps.sh's prebuilt bundle when
+# it was carried along (.gpu-deps/bundle.tar.xz), with its libraries and the CUDA toolkit's.
+if [[ $BUILT_BY != bazel && -n "$BUNDLE" ]]; then
+  export LD_LIBRARY_PATH="$BUNDLE/lib:$CUDA_PATH/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for t in allocator_gpu_test cuda_loader_test trainer_gpu_test ds-worker; do
+    [[ -x "$BUNDLE/bin/$t" ]] && BIN[$t]=$BUNDLE/bin/$t
+  done
+  log "using the prebuilt bundle for: $(ls "$BUNDLE/bin" | tr '\n' ' ')"
+fi
+# Otherwise the kernels, their tests and the benchmarks are built by hand; the rest needs Bazel.
 NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test trainer_gpu_test ds-worker "
 NOT_BUILT=()
 for tp in "${WANT[@]}"; do

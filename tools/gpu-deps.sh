@@ -1,27 +1,46 @@
 #!/usr/bin/env bash
-# tools/gpu-deps.sh: gathers, on a machine with the Debian packages (tools/setup.sh), what
-# tools/gpu-check.sh's nvcc/g++ build needs and a bare CUDA machine lacks: Catch2's header,
-# OpenBLAS's headers and library (the CPU reference kernels the GPU tests compare against).
-# They go to .gpu-deps/ (ignored by git through .git/info/exclude), about 40 MiB; carry that
-# folder to the GPU machine with the working tree, where gpu-check.sh picks it up:
+# tools/gpu-deps.sh: gathers, on a machine with the Debian packages (tools/setup.sh), what a
+# bare CUDA machine lacks for tools/gpu-check.sh:
+#   - Catch2's and OpenBLAS's headers: the nvcc/g++ build of the kernel tests (the CPU
+#     reference kernels they compare against use OpenBLAS);
+#   - bundle.tar.xz: the Bazel-built binaries that need gRPC, protobuf, Gloo and spdlog
+#     (ds-worker, the CUDA plugin, the training, plugin and allocator GPU tests) with every
+#     shared library they load that is neither glibc, libstdc++ nor CUDA's, OpenBLAS included.
+# Everything goes to .gpu-deps/ (git-ignored), about 15 MiB; carry that folder to the GPU
+# machine with the working tree, where gpu-check.sh picks it up:
 #
-#   tools/gpu-deps.sh            # here
+#   tools/gpu-deps.sh            # here (builds the bundle's targets with Bazel)
 #   tools/gpu-check.sh           # there, with .gpu-deps carried along
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=.gpu-deps
 rm -rf "$D"
-mkdir -p "$D/include/catch2" "$D/lib"
+mkdir -p "$D/include/catch2"
 cp /usr/include/catch2/catch.hpp "$D/include/catch2/"
 blas_inc=$(dirname "$(readlink -f /usr/include/x86_64-linux-gnu/cblas.h)")
 cp "$blas_inc"/*.h "$D/include/"
-blas_lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libopenblas.so.0)
-cp "$blas_lib" "$D/lib/libopenblas.so.0"
-ln -s libopenblas.so.0 "$D/lib/libopenblas.so"
-# OpenBLAS's own dependencies that a non-Debian image may lack.
-for lib in libgfortran.so.5 libquadmath.so.0; do
-  src=$(ldd "$blas_lib" | awk -v l="$lib" '$1 == l {print $3}')
-  [[ -n "$src" ]] && cp "$(readlink -f "$src")" "$D/lib/$lib"
+
+# The bundle: binaries in bundle/bin (the plugin beside them, where the loader looks), their
+# libraries in bundle/lib (Bazel's test binaries load our libraries from _solib_k8 too).
+TARGETS=(//runtime/worker:ds-worker //runtime/cuda:libds_cuda.so //runtime/worker:trainer_gpu_test
+         //runtime/exec:cuda_loader_test //runtime/cuda:allocator_gpu_test)
+bazel build "${TARGETS[@]}"
+B=$D/bundle
+mkdir -p "$B/bin" "$B/lib"
+for t in "${TARGETS[@]}"; do
+  path=bazel-bin/${t#//}
+  path=${path/://}
+  cp "$path" "$B/bin/"
+  ldd "$path" | awk '$3 ~ /^\// {print $1, $3}' |
+    grep -v -E '^(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt|libnccl|libcuda)\.so' |
+    while read -r name file; do cp -L "$file" "$B/lib/$name"; done
 done
+# OpenBLAS for the nvcc/g++ build's CPU reference kernels (the bundle's binaries bring it too).
+blas_lib=/usr/lib/x86_64-linux-gnu/libopenblas.so.0
+cp -L "$blas_lib" "$B/lib/libopenblas.so.0"
+ldd "$blas_lib" | awk '$1 ~ /^lib(gfortran|quadmath)/ {print $1, $3}' |
+  while read -r name file; do cp -L "$file" "$B/lib/$name"; done
+tar -cJf "$D/bundle.tar.xz" -C "$D" bundle
+rm -rf "$B"
 grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo '/.gpu-deps/' >> .git/info/exclude
 echo "gpu-deps: $(du -sh "$D" | cut -f1) in $D (carry it: run(..., carry=[\".gpu-deps\"]))"
