@@ -6,7 +6,7 @@
 #   - bundle.tar.xz: the Bazel-built binaries that need gRPC, protobuf, Gloo and spdlog
 #     (ds-worker, the CUDA plugin, the training, plugin and allocator GPU tests) with every
 #     shared library they load that is neither glibc, libstdc++ nor CUDA's, OpenBLAS included.
-# Everything goes to .gpu-deps/ (git-ignored), about 15 MiB; carry that folder to the GPU
+# Everything goes to .gpu-deps/ (in .gitignore), about 15 MiB; carry that folder to the GPU
 # machine with the working tree, where gpu-check.sh picks it up:
 #
 #   tools/gpu-deps.sh            # here (builds the bundle's targets with Bazel)
@@ -42,5 +42,4 @@ ldd "$blas_lib" | awk '$1 ~ /^lib(gfortran|quadmath)/ {print $1, $3}' |
   while read -r name file; do cp -L "$file" "$B/lib/$name"; done
 tar -cJf "$D/bundle.tar.xz" -C "$D" bundle
 rm -rf "$B"
-grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo '/.gpu-deps/' >> .git/info/exclude
 echo "gpu-deps: $(du -sh "$D" | cut -f1) in $D (carry it: run(..., carry=[\".gpu-deps\"]))"

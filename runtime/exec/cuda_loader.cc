@@ -12,26 +12,22 @@ namespace {
 
 constexpr char kPlugin[] = "libds_cuda.so";
 
-std::string ExecutableDir() {
+std::string ExecutablePath() {
   std::vector<char> buf(4096);
   const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) return ".";
-  std::string path(buf.data(), n);
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  return n > 0 ? std::string(buf.data(), n) : std::string();
 }
 
 std::vector<std::string> Candidates() {
   std::vector<std::string> paths;
   if (const char* p = std::getenv("DS_CUDA_BACKEND"); p && *p) paths.push_back(p);
-  const std::string dir = ExecutableDir();
-  paths.push_back(dir + "/" + kPlugin);
+  const std::string exe = ExecutablePath();
+  const size_t slash = exe.rfind('/');
+  paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + kPlugin);
   std::vector<std::string> runfiles;
   if (const char* r = std::getenv("RUNFILES_DIR")) runfiles.push_back(r);
   if (const char* r = std::getenv("TEST_SRCDIR")) runfiles.push_back(r);
-  std::vector<char> buf(4096);
-  const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n > 0) runfiles.push_back(std::string(buf.data(), n) + ".runfiles");
+  if (!exe.empty()) runfiles.push_back(exe + ".runfiles");
   for (const std::string& r : runfiles) paths.push_back(r + "/ds_runtime/runtime/cuda/" + kPlugin);
   return paths;
 }

@@ -162,6 +162,7 @@ struct StepRunner::Impl {
 
   // Memory profile (parts.memory_profile): peak resident bytes of the model states.
   void SampleMemory();
+  std::vector<std::pair<int64_t, int64_t>> persistent_ranges;  // stage 3: flat (offset, count)
   std::map<std::string, size_t> peak_by_role;
   size_t peak_model_states = 0;
 
@@ -174,11 +175,9 @@ std::vector<char> StepRunner::Impl::Staging(size_t bytes, bool zeroed) {
   int best = -1;
   for (int i = 0; i < static_cast<int>(spare.size()); ++i)
     if (spare[i].capacity() >= bytes && (best < 0 || spare[i].capacity() < spare[best].capacity())) best = i;
-  std::vector<char> v;
-  if (best >= 0) {
-    v = std::move(spare[best]);
-    spare.erase(spare.begin() + best);
-  }
+  if (best < 0) return std::vector<char>(bytes);  // value-initialized: zero
+  std::vector<char> v = std::move(spare[best]);
+  spare.erase(spare.begin() + best);
   v.resize(bytes);
   if (zeroed) std::memset(v.data(), 0, bytes);
   return v;
@@ -495,15 +494,12 @@ void StepRunner::Impl::SampleMemory() {
   // Model states as the plan counts them: parameters (stage 3: shard and persistent units),
   // gradients (full or shard), fp32 master and optimizer state. Gathered units and unreduced
   // gradient buckets are transient and reported apart, as the plan does.
-  std::vector<std::pair<int64_t, int64_t>> persistent;
-  for (const proto::PartitionUnit& u : plan->partition().units())
-    if (stage == 3 && u.persistent()) persistent.push_back({u.offset(), u.count()});
   size_t total = 0;
   auto add = [&](const std::string& role, size_t bytes, bool model_state) {
     peak_by_role[role] = std::max(peak_by_role[role], bytes);
     if (model_state) total += bytes;
   };
-  for (const auto& [role, bytes] : p.params->ResidentBytes(persistent))
+  for (const auto& [role, bytes] : p.params->ResidentBytes(persistent_ranges))
     add(role, bytes, role != "gathered" && role != "grad buckets");
   add("optimizer", p.optimizer->ResidentBytes(), true);
   size_t staging = 0;
@@ -524,6 +520,9 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->t = parts.params->model_dtype();
   impl->tsize = DTypeSize(impl->t);
   impl->ct = CommDType(plan->settings().comm_dtype());
+  if (impl->stage == 3)
+    for (const proto::PartitionUnit& u : plan->partition().units())
+      if (u.persistent()) impl->persistent_ranges.push_back({u.offset(), u.count()});
   const char* profile = std::getenv("DS_PROFILE_OPS");
   impl->profiling = profile && profile[0] == '1';
   impl->csize = DTypeSize(impl->ct);
