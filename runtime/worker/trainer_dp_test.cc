@@ -50,6 +50,15 @@ std::string Config(const std::string& data, int micro, int stage, const std::str
          "device: {threads: 1}\n" + extra;
 }
 
+// A trainer for one rank of `yaml` over `comm`: the config parsed, the graph loaded.
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml, parallel::Communicator* comm) {
+  auto config = ParseJobConfig(yaml, "dp.yaml");
+  if (!config.ok()) return config.status();
+  auto graph = LoadModelGraph(*config);
+  if (!graph.ok()) return graph.status();
+  return Trainer::Create(*config, std::move(graph).value(), comm);
+}
+
 // Trains `steps` steps on `world` ranks (threads); returns rank 0's loss curve. With `save`,
 // every rank calls SaveCheckpoint at the end (rank 0 writes).
 std::vector<double> Train(const std::string& yaml, int world, int steps, bool save = false) {
@@ -59,11 +68,7 @@ std::vector<double> Train(const std::string& yaml, int world, int steps, bool sa
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto config = ParseJobConfig(yaml, "dp.yaml");
-      if (!config.ok()) return void(errors[r] = config.status());
-      auto graph = LoadModelGraph(*config);
-      if (!graph.ok()) return void(errors[r] = graph.status());
-      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
+      auto t = MakeTrainer(yaml, comms[r].get());
       if (!t.ok()) return void(errors[r] = t.status());
       if (Status s = (*t)->Initialize(); !s.ok()) return void(errors[r] = s);
       for (int i = 0; i < steps; ++i) {
@@ -184,11 +189,7 @@ TEST_CASE("DP: sharded checkpoints resume at the same and at other world sizes a
 TEST_CASE("DP: stage 3 releases partitioned parameters outside the step", "[worker][dp]") {
   const std::string data = MakeData();
   auto comms = parallel::LoopbackCommunicator::CreateGroup(1);
-  auto config = ParseJobConfig(Config(data, 8, 3, ""), "dp.yaml");
-  REQUIRE(config.ok());
-  auto graph = LoadModelGraph(*config);
-  REQUIRE(graph.ok());
-  auto t = Trainer::Create(*config, std::move(graph).value(), comms[0].get());
+  auto t = MakeTrainer(Config(data, 8, 3, ""), comms[0].get());
   REQUIRE(t.ok());
   REQUIRE((*t)->Initialize().ok());
   REQUIRE((*t)->TrainStep().ok());
@@ -221,11 +222,7 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
   };
   {
     auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
-    auto config = ParseJobConfig(yaml(4, false), "dp.yaml");
-    REQUIRE(config.ok());
-    auto graph = LoadModelGraph(*config);
-    REQUIRE(graph.ok());
-    auto t = Trainer::Create(*config, std::move(graph).value(), comms[0].get());
+    auto t = MakeTrainer(yaml(4, false), comms[0].get());
     REQUIRE(t.ok());
     const ParamStore& ps = (*t)->params();
     CHECK(ps.master_sharded());
@@ -247,11 +244,7 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
 TEST_CASE("DP: a world size that does not divide the batch is rejected before training", "[worker][dp]") {
   const std::string data = MakeData();
   auto comms = parallel::LoopbackCommunicator::CreateGroup(3);
-  auto config = ParseJobConfig(Config(data, 4, 0, ""), "dp.yaml");
-  REQUIRE(config.ok());
-  auto graph = LoadModelGraph(*config);
-  REQUIRE(graph.ok());
-  auto t = Trainer::Create(*config, std::move(graph).value(), comms[0].get());
+  auto t = MakeTrainer(Config(data, 4, 0, ""), comms[0].get());
   REQUIRE_FALSE(t.ok());
   INFO(t.status().ToString());
   CHECK(t.status().message().find("8") != std::string::npos);
@@ -266,11 +259,7 @@ std::vector<Status> LoadOnly(const std::string& yaml, int world) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto config = ParseJobConfig(yaml, "dp.yaml");
-      if (!config.ok()) return void(errors[r] = config.status());
-      auto graph = LoadModelGraph(*config);
-      if (!graph.ok()) return void(errors[r] = graph.status());
-      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
+      auto t = MakeTrainer(yaml, comms[r].get());
       if (!t.ok()) return void(errors[r] = t.status());
       errors[r] = (*t)->Initialize();
     });
@@ -333,11 +322,7 @@ TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[work
     std::system(("rm -rf '" + dir + "'").c_str());
     Train(CkptYaml(data, dir, 4, stage, false), 4, 2, /*save=*/true);
     auto comms = parallel::LoopbackCommunicator::CreateGroup(4);
-    auto config = ParseJobConfig(CkptYaml(data, dir, 4, stage, false), "dp.yaml");
-    REQUIRE(config.ok());
-    auto graph = LoadModelGraph(*config);
-    REQUIRE(graph.ok());
-    auto t = Trainer::Create(*config, std::move(graph).value(), comms[0].get());
+    auto t = MakeTrainer(CkptYaml(data, dir, 4, stage, false), comms[0].get());
     REQUIRE(t.ok());
     const ParamStore& ps = (*t)->params();
     int64_t all_files = 0;
