@@ -155,7 +155,7 @@ Status Executor::Build() {
         if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
           const DType m = params_->model_dtype();
-          a.in.push_back(Tensor(static_cast<char*>(device_params_.data()) + slot->offset * DTypeSize(m),
+          a.in.push_back(Tensor(device_params_ + slot->offset * DTypeSize(m),
                                 slot->shape, m));
           node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
         } else if (params_->mixed()) {
@@ -246,7 +246,7 @@ Status Executor::PlanActivationGrads() {
         if (device_) {
           const ParamSlot* slot = params_->ForTensor(t);
           const DType m = params_->model_dtype();
-          a.grad_in.push_back(Tensor(static_cast<char*>(device_grads_.data()) + slot->offset * DTypeSize(m),
+          a.grad_in.push_back(Tensor(device_grads_ + slot->offset * DTypeSize(m),
                                      slot->shape, m));
         } else if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
         else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
@@ -357,7 +357,7 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
       profile_[ne.node->op].backward_ms +=
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
-  if (device_) DS_RETURN_IF_ERROR(AddParamGradsToHost(first_block, last_block));
+  if (device_ && !states_on_device_) DS_RETURN_IF_ERROR(AddParamGradsToHost(first_block, last_block));
   return OkStatus();
 }
 
@@ -366,12 +366,21 @@ Status Executor::BuildDevice() {
   if (params_->model_dtype() == DType::kF16)
     return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
   if (params_->params_partitioned()) return UnimplementedError(where + ": ZeRO stage 3 does not run on a device yet");
-  const size_t bytes = static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());
-  DS_ASSIGN_OR_RETURN(device_params_, DeviceBuffer::Allocate(opt_.memory, bytes));
-  if (opt_.training) {
-    DS_ASSIGN_OR_RETURN(device_grads_, DeviceBuffer::Allocate(opt_.memory, bytes));
-  }
   first_block_ = graph_->num_blocks;
+  if (opt_.device_params) {
+    if (opt_.training && !opt_.device_grads) return InvalidArgumentError(where + ": device_params without device_grads");
+    states_on_device_ = true;
+    device_params_ = static_cast<char*>(opt_.device_params);
+    device_grads_ = static_cast<char*>(opt_.device_grads);
+    return OkStatus();
+  }
+  const size_t bytes = static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());
+  DS_ASSIGN_OR_RETURN(own_params_, DeviceBuffer::Allocate(opt_.memory, bytes));
+  device_params_ = static_cast<char*>(own_params_.data());
+  if (opt_.training) {
+    DS_ASSIGN_OR_RETURN(own_grads_, DeviceBuffer::Allocate(opt_.memory, bytes));
+    device_grads_ = static_cast<char*>(own_grads_.data());
+  }
   return OkStatus();
 }
 
@@ -384,8 +393,9 @@ Status Executor::ZeroTensor(const Tensor& t) const {
 }
 
 Status Executor::SyncParamsToDevice() {
+  if (states_on_device_) return OkStatus();
   if (uploaded_version_ == params_->version()) return OkStatus();
-  DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_params_.data(), params_->model(), device_params_.size()));
+  DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_params_, params_->model(), own_params_.size()));
   uploaded_version_ = params_->version();
   return OkStatus();
 }
@@ -413,7 +423,7 @@ Status Executor::AddParamGradsToHost(int first_block, int last_block) {
   if (lo >= hi) return OkStatus();
   const DType m = params_->model_dtype();
   const size_t size = DTypeSize(m);
-  char* device = static_cast<char*>(device_grads_.data());
+  char* device = device_grads_;
   grad_staging_.resize(((hi - lo) * size + sizeof(float) - 1) / sizeof(float));
   DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + lo * size, (hi - lo) * size));
   DS_RETURN_IF_ERROR(opt_.memory->Zero(device + lo * size, (hi - lo) * size));

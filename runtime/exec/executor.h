@@ -16,6 +16,8 @@
 // the first block runs, and every BackwardBlocks adds the gradients of the parameters its
 // blocks touched into the ParamStore's gradients. ids() / targets() stay host memory;
 // Activation() returns device memory. With HostMemory the same path runs on the CPU.
+// With device_params / device_grads given, the parameters and their gradients already live
+// on the device (the optimizer steps there) and nothing moves between the two.
 //
 // Not thread-safe: one thread drives an Executor (kernels parallelize internally).
 //
@@ -43,6 +45,11 @@ struct ExecutorOptions {
   int64_t seq = 1;
   bool training = true;  // false: no gradients, no backward, dropout off
   DeviceMemory* memory = nullptr;  // borrowed; null: host memory, CPU kernels, no copies
+  // Device path with the model states on the device (runtime/optim/device_states.h): the
+  // flat parameters and gradients in `memory`, laid out as the ParamStore's (borrowed). The
+  // executor reads and accumulates there and copies nothing to or from the ParamStore.
+  void* device_params = nullptr;
+  void* device_grads = nullptr;  // training only
 };
 
 struct NodeProfile {
@@ -115,7 +122,10 @@ class Executor {
   // Device path.
   bool device_ = false;
   std::vector<DeviceBuffer> device_buffers_;  // activations, gradients, inputs
-  DeviceBuffer device_params_, device_grads_;  // flat, like the ParamStore's
+  DeviceBuffer own_params_, own_grads_;  // flat copies, unless the options lend them
+  char* device_params_ = nullptr;
+  char* device_grads_ = nullptr;
+  bool states_on_device_ = false;  // lent: no uploads, no gradient copies
   char* device_inputs_ = nullptr;
   uint64_t uploaded_version_ = ~0ull;
   float loss_host_ = 0;

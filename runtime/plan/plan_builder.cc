@@ -205,6 +205,7 @@ void EchoSettings(const Context& ctx, const Topology& topo, proto::Plan* plan) {
   s->set_param_persistence_threshold(c.param_persistence_threshold);
   s->set_gradient_clipping(c.gradient_clipping);
   s->set_optimizer_states(c.optimizer_states);
+  s->set_states_on_device(c.states_on_device);
   proto::ProcessGroup* g = plan->add_groups();
   g->set_name(internal::kDpGroup);
   for (int r = 0; r < topo.dp; ++r) g->add_ranks(r);

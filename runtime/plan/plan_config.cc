@@ -34,6 +34,8 @@ StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
       break;
   }
   c.gradient_clipping = job.gradient_clipping > 0.0;
+  c.states_on_device = job.device.type == DeviceType::kCuda &&
+                       job.zero.offload_optimizer.device == OffloadDevice::kNone;
   const ZeroConfig& z = job.zero;
   c.reduce_bucket_size = z.reduce_bucket_size;
   c.allgather_bucket_size = z.allgather_bucket_size;

@@ -35,6 +35,7 @@ struct PlanConfig {
   DType comm_dtype = DType::kF32;   // gradient collectives (DeepSpeed: follows precision)
   int optimizer_states = 2;         // fp32 states per parameter: Adam 2, SGD+momentum 1
   bool gradient_clipping = false;   // adds GRAD_NORM_REDUCE before the step
+  bool states_on_device = false;    // model states and the optimizer step on the accelerator
   // zero_optimization, in elements (defaults as DeepSpeed's code).
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;

@@ -148,10 +148,10 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
              s.topology().dp(), s.topology().tp(), s.topology().pp());
   out +=
       Fmt("model %s: %lld parameters; ZeRO stage %d, %s, %d fp32 optimizer "
-          "states/param%s\n",
+          "states/param%s; optimizer on the %s\n",
           s.model().c_str(), (long long)s.num_parameters(), c.zero_stage(),
           proto::DataType_Name(c.model_dtype()).c_str() + 3, c.optimizer_states(),
-          c.gradient_clipping() ? ", clipping" : "");
+          c.gradient_clipping() ? ", clipping" : "", c.states_on_device() ? "device" : "host");
   out += Fmt("batch: micro %lld x gas %lld x dp %d = %lld sequences of %lld tokens\n",
              (long long)c.micro_batch_size(), (long long)c.gradient_accumulation_steps(),
              s.topology().dp(), (long long)c.train_batch_size(), (long long)c.seq_len());

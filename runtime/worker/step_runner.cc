@@ -16,6 +16,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/param_store.h"
+#include "runtime/optim/device_states.h"
 #include "runtime/optim/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
@@ -126,6 +127,7 @@ struct StepRunner::Impl {
     std::unique_ptr<parallel::CommHandle> handle;
     std::vector<char> in, out;  // staging (reductions: comm dtype; gathers: model dtype)
     std::function<void(Pending&)> finish;
+    std::function<Status()> to_device;  // device states: the result back to the device
   };
   std::multimap<int, Pending> pending;  // by instruction index
   // Staging buffers of finished collectives, reused by later ones: a fresh multi-MiB vector
@@ -141,6 +143,9 @@ struct StepRunner::Impl {
   Status PrepareUnitReduceScatter(const Instruction& in, Pending* job);
   Status PrepareGather(const std::vector<int>& units, Pending* job);
   Status PrepareShardAllGather(const Instruction& in, Pending* job);
+  // Device states: copies what `in` reads to the host ParamStore and sets the job's way back.
+  Status StageThroughHost(const Instruction& in, Pending* job);
+  int norm_share = -1;  // device states: this rank's share of the gradient norm
   // Reduced gradients of flat elements [lo, lo + n), `values` in the comm dtype (stages 0-1:
   // written back to the flat gradients unless reduced there in place; stages 2-3: the owned
   // part added to the gradient shard).
@@ -199,6 +204,10 @@ void StepRunner::Impl::Recycle(Pending* job) {
 
 Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   Pending job;
+  if (p.device) {
+    if (dp == 1) return OkStatus();  // one rank: the device holds the result already
+    if (in.kind() != Instruction::ALL_GATHER || !overflow) DS_RETURN_IF_ERROR(StageThroughHost(in, &job));
+  }
   switch (in.kind()) {
     case Instruction::ALL_REDUCE:
       if (dp == 1 && stage < 2) return OkStatus();
@@ -220,8 +229,9 @@ Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   }
   if (!job.handle) {
     if (job.finish) job.finish(job);
+    Status back = job.to_device ? job.to_device() : OkStatus();
     Recycle(&job);
-    return OkStatus();
+    return back;
   }
   pending.emplace(index, std::move(job));
   return in.async() ? OkStatus() : WaitFor(index);
@@ -234,6 +244,7 @@ Status StepRunner::Impl::WaitFor(int index) {
     Pending& job = it->second;
     Status s = job.handle->Wait();
     if (s.ok() && job.finish) job.finish(job);
+    if (s.ok() && job.to_device) s = job.to_device();
     if (status.ok()) status = s;
     Recycle(&job);
   }
@@ -403,10 +414,46 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   return OkStatus();
 }
 
+// Device states (stages 0-1): a bucket's gradients go to the host flat gradients before the
+// reduction and its reduced part (all of it, or this rank's reduce-scatter part) comes back;
+// the updated partition goes to the host flat parameters before the shard all-gather and the
+// gathered whole comes back.
+Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
+  DeviceStates* d = p.device;
+  switch (in.kind()) {
+    case Instruction::ALL_REDUCE:
+    case Instruction::REDUCE_SCATTER: {
+      if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
+      const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+      DS_RETURN_IF_ERROR(d->GradsToHost(lo, n));
+      int64_t back_lo = lo, back_n = n;
+      if (in.kind() == Instruction::REDUCE_SCATTER && in.collective().rank_counts_size() == dp) {
+        back_n = in.collective().rank_counts(rank);
+        for (int k = 0; k < rank; ++k) back_lo += in.collective().rank_counts(k);
+      }
+      job->to_device = [d, back_lo, back_n] { return d->GradsFromHost(back_lo, back_n); };
+      return OkStatus();
+    }
+    case Instruction::ALL_GATHER: {
+      if (in.ranges_size() != dp) return InternalError("shard all-gather without one range per rank");
+      const int64_t total = p.params->total_elements();
+      const int64_t lo = in.ranges(rank).offset();
+      DS_RETURN_IF_ERROR(d->ParamsToHost(lo, std::max<int64_t>(0, std::min(in.ranges(rank).count(), total - lo))));
+      job->to_device = [d, total] { return d->ParamsFromHost(0, total); };
+      return OkStatus();
+    }
+    default:
+      return UnimplementedError("device states: " + Instruction::Kind_Name(in.kind()) + " does not run yet");
+  }
+}
+
 // Squared norm of the reduced gradients, each element counted on exactly one rank.
 Status StepRunner::Impl::GradNorm() {
   double sum = 0;
-  if (stage >= 2) {
+  if (p.device) {
+    DS_ASSIGN_OR_RETURN(SquaredNormResult r, p.device->GradSquaredSum(norm_share));
+    sum = r.sum_sq;
+  } else if (stage >= 2) {
     sum = SquaredSum(p.params->grad_shard(), t, 0, p.params->shard_elements());
   } else if (stage == 1) {
     for (const ShardSegment& s : p.params->segments())
@@ -443,6 +490,7 @@ Status StepRunner::Impl::OptimizerStep() {
   }
   if (overflow) return OkStatus();
   const float clip = ClipCoefficient(result.grad_norm, p.max_grad_norm);
+  if (p.device) return p.device->Step(static_cast<float>(result.lr), static_cast<float>(clip / p.scaler->scale()));
   p.optimizer->Step(static_cast<float>(result.lr), static_cast<float>(clip / p.scaler->scale()));
   return OkStatus();
 }
@@ -482,6 +530,7 @@ Status StepRunner::Impl::Execute(int index, const Instruction& in) {
     case Instruction::OPTIMIZER_STEP:
       return OptimizerStep();
     case Instruction::ZERO_GRADS:
+      if (p.device) return p.device->ZeroGrads();
       p.params->ZeroGrads();
       return OkStatus();
     default:
@@ -537,6 +586,20 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
                                 " needs a ParamStore sharded with LayoutFor(plan, rank)");
   if (impl->stage == 3 && !parts.params->params_partitioned())
     return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (LayoutFor)");
+  if (parts.device) {
+    if (impl->stage >= 2) return UnimplementedError("device states: ZeRO stage " + std::to_string(impl->stage));
+    // The norm share as on the host: stage 1 its partition, stage 0 an equal part of the whole.
+    std::vector<std::pair<int64_t, int64_t>> share;
+    if (impl->stage == 1) {
+      for (const ShardSegment& s : parts.params->segments()) share.push_back({s.flat_begin, s.count});
+    } else {
+      const int64_t total = parts.params->total_elements(), dp = impl->dp;
+      const int64_t chunk = (total + dp - 1) / dp;
+      const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
+      share.push_back({begin, end - begin});
+    }
+    DS_ASSIGN_OR_RETURN(impl->norm_share, parts.device->AddNormShare(share));
+  }
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
 }
 

@@ -17,6 +17,12 @@
 // the metrics (the mean loss; and the gradient norm when the plan has no norm reduction because
 // clipping is off): the same calls in the same order on every rank.
 //
+// With StepParts::device (the plan's states_on_device) the same instructions act on the
+// device's model states: ZERO_GRADS, GRAD_NORM_REDUCE's local sum and OPTIMIZER_STEP run on
+// the device; a reduction copies its bucket to the host ParamStore, reduces it there and copies
+// the result back; the shard all-gather does the same with the updated partition. One rank
+// moves nothing (its plan's collectives are no-ops).
+//
 // Not thread-safe; one thread drives it (collectives run on the communicator's thread).
 #pragma once
 
@@ -41,6 +47,7 @@ class Optimizer;
 class DataLoader;
 class LossScaler;
 class LrSchedule;
+class DeviceStates;
 
 struct StepParts {
   Executor* executor = nullptr;
@@ -55,6 +62,10 @@ struct StepParts {
   uint64_t seed = 0;
   int loss_block = 0;                // the graph's num_blocks: the block that computes the loss
   bool memory_profile = false;       // sample resident model-state bytes after each instruction
+  // The plan's states_on_device: the model states live here (the executor borrows its flat
+  // parameters and gradients), the norm and the optimizer step run on the device, and
+  // collectives stage the ranges they move through the host ParamStore.
+  DeviceStates* device = nullptr;
 };
 
 struct StepResult {

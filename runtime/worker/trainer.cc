@@ -20,6 +20,7 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
+#include "runtime/optim/device_states.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optimizer.h"
@@ -94,13 +95,13 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
-Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm)
-    : config_(config), graph_(std::move(graph)), comm_(comm) {}
+Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device)
+    : config_(config), graph_(std::move(graph)), device_memory_(device), comm_(comm) {}
 Trainer::~Trainer() = default;
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph,
-                                                   parallel::Communicator* comm) {
-  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm));
+                                                   parallel::Communicator* comm, DeviceMemory* device) {
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm, device));
   DS_RETURN_IF_ERROR(t->Build());
   return t;
 }
@@ -116,11 +117,12 @@ Status Trainer::Build() {
     comm_ = own_comm_.get();
   }
   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
-  if (config_.device.type == DeviceType::kCuda) {
+  if (config_.device.type == DeviceType::kCuda && !device_memory_) {
     // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
     auto gpu = LoadCudaMemory(0);
     if (!gpu.ok()) return gpu.status().WithPrefix(src + ": device.type cuda");
-    device_memory_ = std::move(gpu).value();
+    own_device_memory_ = std::move(gpu).value();
+    device_memory_ = own_device_memory_.get();
   }
   int threads = config_.device.threads;
   if (threads > 0) {
@@ -145,11 +147,24 @@ Status Trainer::Build() {
   DS_RETURN_IF_ERROR(BuildPlan());
   // Before the executor: it keeps views of the flat buffers Shard may replace.
   params_->Shard(StepRunner::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
-  auto executor = Executor::Create(graph_, params_.get(), {micro, seq_, true, device_memory_.get()});
+  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  ExecutorOptions eo{micro, seq_, true, device_memory_};
+  if (device_memory_ && plan_->settings().states_on_device()) {
+    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get());
+    if (!states.ok()) return states.status().WithPrefix(src);
+    device_states_ = std::move(states).value();
+    eo.device_params = device_states_->params();
+    eo.device_grads = device_states_->grads();
+  }
+  auto executor = Executor::Create(graph_, params_.get(), eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
-  if (device_memory_) DS_LOG_INFO("worker", "forward and backward run on {}; optimizer on the host", device_memory_->name());
-  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  if (device_states_)
+    DS_LOG_INFO("worker", "forward, backward and the optimizer run on {}; model states there: {:.1f} MiB",
+                device_memory_->name(), device_states_->bytes() / double(1 << 20));
+  else if (device_memory_)
+    DS_LOG_INFO("worker", "forward and backward run on {}; the optimizer on the host (offload_optimizer)",
+                device_memory_->name());
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
   schedule_ = std::make_unique<LrSchedule>(*schedule);
@@ -179,6 +194,7 @@ Status Trainer::Build() {
   parts.seed = config_.seed;
   parts.loss_block = graph_.num_blocks;
   parts.memory_profile = MemoryProfileRequested();
+  parts.device = device_states_.get();
   DS_ASSIGN_OR_RETURN(runner_, StepRunner::Create(plan_.get(), comm_->rank(), parts));
   DS_LOG_INFO("worker",
               "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
@@ -210,6 +226,7 @@ Status Trainer::Initialize() {
   }
   params_->Initialize(graph_, config_.seed);
   runner_->ReleaseGatheredParams();
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   return OkStatus();
 }
 
@@ -256,8 +273,9 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (config_.data.validation.empty()) return FailedPreconditionError(config_.source + ": data.validation is not set");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   if (!eval_executor_) {
-    DS_ASSIGN_OR_RETURN(eval_executor_,
-                        Executor::Create(graph_, params_.get(), {micro, seq_, false, device_memory_.get()}));
+    ExecutorOptions eo{micro, seq_, false, device_memory_};
+    if (device_states_) eo.device_params = device_states_->params();  // read in place
+    DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), eo));
   }
   if (!val_data_) {
     DataLoaderOptions d;
@@ -284,6 +302,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
 
 StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch, int64_t seq) {
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   return Executor::Create(graph_, params_.get(), {batch, seq, false});
 }
 

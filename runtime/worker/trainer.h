@@ -40,6 +40,7 @@ struct CheckpointContents;
 class Optimizer;
 class LrSchedule;
 class LossScaler;
+class DeviceStates;
 
 struct StepMetrics {
   int64_t step = 0;          // optimizer steps done after this one
@@ -58,8 +59,11 @@ class Trainer {
  public:
   // `graph` must be validated. Resolves batch sizes for comm's size (data parallelism) and
   // plans the step. `comm` (borrowed; null = one rank) is the data-parallel group.
+  // `device` (borrowed; null = the one device.type names) replaces the accelerator with
+  // this memory and its kernels: tests run the device.type cuda path on HostMemory.
   static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph,
-                                                   parallel::Communicator* comm = nullptr);
+                                                   parallel::Communicator* comm = nullptr,
+                                                   DeviceMemory* device = nullptr);
   ~Trainer();
 
   // Initializes weights from the initializers (seeded), or loads the checkpoint that
@@ -102,7 +106,7 @@ class Trainer {
   Executor& executor() { return *executor_; }
 
  private:
-  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm);
+  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device);
   Status Build();
   Status BuildPlan();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
@@ -111,12 +115,16 @@ class Trainer {
 
   JobConfig config_;
   Graph graph_;
-  // device.type cuda: the GPU the executors run on (outlives them: declared first).
-  std::unique_ptr<DeviceMemory> device_memory_;
+  // device.type cuda: the GPU the executors run on (outlives them: declared first), or
+  // the memory Create was given.
+  std::unique_ptr<DeviceMemory> own_device_memory_;
+  DeviceMemory* device_memory_ = nullptr;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Executor> eval_executor_;
   std::unique_ptr<Optimizer> optimizer_;
+  // The plan's states_on_device: the model states on device_memory_ (optimizer there too).
+  std::unique_ptr<DeviceStates> device_states_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<DataLoader> train_data_;

@@ -28,6 +28,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/json.h"
+#include "runtime/optim/device_states.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
@@ -71,6 +72,7 @@ Status Trainer::ExportWeights(const std::string& path) const {
   if (params_->master_sharded())
     return FailedPreconditionError("ExportWeights needs the whole master weights; with ZeRO use a "
                                    "checkpoint and ds-ckpt consolidate");
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   std::vector<ckpt::NamedTensor> tensors;
   for (const ParamSlot& s : params_->slots()) tensors.push_back({s.name, params_->MasterView(s)});
   auto r = ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
@@ -249,6 +251,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
 }
 
 Status Trainer::SaveCheckpoint() {
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   ckpt::CheckpointContents c;
   c.step = step_;
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());
@@ -281,6 +284,7 @@ Status Trainer::LoadWeights(const std::string& path) {
   }
   params_->SetFromFull(full.data());
   runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   if (file.tensors().size() != params_->slots().size())
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored", path,
                 file.tensors().size(), params_->slots().size());
@@ -438,6 +442,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   params_->ZeroGrads();
   step_ = step;
   optimizer_->set_step(opt_step);
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   DS_LOG_INFO("ckpt", "loaded {} (step {}, {})", reader->dir(), step_,
               reader->sharded() ? "from " + reader->manifest().info.at("world_size") + " rank files"
                                 : std::string("consolidated"));

@@ -1,0 +1,108 @@
+#include "runtime/exec/optimizer_kernels.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace ds {
+namespace {
+
+std::mutex& RegistryMutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<kernels::Device, OptimizerKernels::Factory>& Registry() {
+  static std::map<kernels::Device, OptimizerKernels::Factory> r;
+  return r;
+}
+
+// The host implementation: the same element update as Optimizer::StepAdam, in segments.
+class HostOptimizerKernels final : public OptimizerKernels {
+ public:
+  StatusOr<int> AddSegments(const std::vector<OptimizerSegment>& segments) override {
+    sets_.push_back(segments);
+    return static_cast<int>(sets_.size()) - 1;
+  }
+
+  Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& o) override {
+    if (set < 0 || set >= static_cast<int>(sets_.size())) return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    const float bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
+    const float bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
+    const float b1 = o.beta1, b2 = o.beta2, eps = o.eps, scale = o.grad_scale;
+    const float step_size = o.lr / bc1, inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+    for (const OptimizerSegment& s : sets_[set]) {
+      const float wd = s.decay ? o.weight_decay : 0.0f;
+      const float decay = o.decoupled ? 1.0f - o.lr * wd : 1.0f;
+      const float l2 = o.decoupled ? 0.0f : wd;
+      float* p = b.master + s.offset;
+      float* m = b.m + s.offset;
+      float* v = b.v + s.offset;
+      const int64_t n = s.numel, off = s.offset;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        const float grad = LoadFloat(b.grad, b.dtype, off + i) * scale + l2 * p[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * grad;
+        const float vi = b2 * v[i] + (1.0f - b2) * grad * grad;
+        m[i] = mi;
+        v[i] = vi;
+        const float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+        p[i] = pi;
+        if (b.model) StoreFloat(b.model, b.dtype, off + i, pi);
+      }
+    }
+    return OkStatus();
+  }
+
+  StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
+    if (set < 0 || set >= static_cast<int>(sets_.size())) return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    double sum = 0;
+    for (const OptimizerSegment& s : sets_[set]) {
+      const int64_t begin = s.offset, end = s.offset + s.numel;
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (end - begin > (1 << 16))
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = static_cast<double>(LoadFloat(grad, dtype, i)) * inv_scale;
+        sum += v * v;
+      }
+    }
+    return SquaredNormResult{sum, std::isfinite(sum)};
+  }
+
+ private:
+  std::vector<std::vector<OptimizerSegment>> sets_;
+};
+
+StatusOr<std::unique_ptr<OptimizerKernels>> MakeHost(DeviceMemory*) {
+  return std::unique_ptr<OptimizerKernels>(new HostOptimizerKernels());
+}
+
+const bool kHostRegistered = OptimizerKernels::Register(kernels::Device::kCpu, &MakeHost);
+
+}  // namespace
+
+bool OptimizerKernels::Register(kernels::Device device, Factory factory) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (!Registry().emplace(device, factory).second) {
+    std::fprintf(stderr, "optimizer kernels for %s registered twice\n", kernels::DeviceName(device));
+    std::abort();
+  }
+  return true;
+}
+
+StatusOr<std::unique_ptr<OptimizerKernels>> OptimizerKernels::Create(DeviceMemory* memory) {
+  (void)kHostRegistered;
+  Factory f = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    auto it = Registry().find(memory->device());
+    if (it != Registry().end()) f = it->second;
+  }
+  if (!f)
+    return UnimplementedError("no optimizer kernels for " + memory->name() +
+                              " (is the device's backend loaded?)");
+  return f(memory);
+}
+
+}  // namespace ds

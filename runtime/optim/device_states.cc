@@ -1,0 +1,149 @@
+#include "runtime/optim/device_states.h"
+
+#include <algorithm>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds {
+
+StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(DeviceMemory* memory, ParamStore* params,
+                                                             Optimizer* optimizer) {
+  std::unique_ptr<DeviceStates> s(new DeviceStates(memory, params, optimizer));
+  DS_RETURN_IF_ERROR(s->Build());
+  return s;
+}
+
+Status DeviceStates::Build() {
+  const std::string where = "optimizer on " + memory_->name();
+  const ParamStore& ps = *params_store_;
+  if (optimizer_->options().type == OptimizerOptions::Type::kSgd)
+    return UnimplementedError(where + ": SGD has no device kernel yet (Adam and AdamW do); "
+                                      "set zero_optimization.offload_optimizer.device: cpu");
+  if (ps.model_dtype() == DType::kF16)
+    return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
+  if (ps.grads_partitioned())
+    return UnimplementedError(where + ": ZeRO stages 2 and 3 keep their gradient shards on the host; "
+                                      "use stage 1 (the same numerics) or offload_optimizer");
+  // Stages 0-1: at most one owned segment, so shard position + delta is the flat element.
+  if (ps.segments().size() > 1) return InternalError(where + ": more than one owned segment at stage 0-1");
+  if (!ps.segments().empty()) delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
+  tsize_ = DTypeSize(ps.model_dtype());
+  const size_t flat = static_cast<size_t>(ps.total_elements()) * tsize_;
+  const size_t shard = static_cast<size_t>(std::max<int64_t>(1, ps.shard_elements())) * sizeof(float);
+  DS_ASSIGN_OR_RETURN(params_, DeviceBuffer::Allocate(memory_, flat));
+  DS_ASSIGN_OR_RETURN(grads_, DeviceBuffer::Allocate(memory_, flat));
+  if (ps.mixed()) {
+    DS_ASSIGN_OR_RETURN(master_, DeviceBuffer::Allocate(memory_, shard));
+  }
+  DS_ASSIGN_OR_RETURN(m_, DeviceBuffer::Allocate(memory_, shard));
+  DS_ASSIGN_OR_RETURN(v_, DeviceBuffer::Allocate(memory_, shard));
+  DS_ASSIGN_OR_RETURN(kernels_, OptimizerKernels::Create(memory_));
+  // The optimizer's segments: every parameter's owned part, in shard space.
+  std::vector<OptimizerSegment> segs;
+  const std::vector<ParamSlot>& slots = ps.slots();
+  for (const ShardSegment& g : ps.segments()) {
+    const int64_t end = g.flat_begin + g.count;
+    for (const ParamSlot& s : slots) {
+      const int64_t lo = std::max(s.offset, g.flat_begin), hi = std::min(s.offset + s.numel, end);
+      if (lo < hi) segs.push_back({g.shard_offset + (lo - g.flat_begin), hi - lo, s.decay});
+    }
+  }
+  DS_ASSIGN_OR_RETURN(optimizer_set_, kernels_->AddSegments(segs));
+  return OkStatus();
+}
+
+int64_t DeviceStates::bytes() const {
+  return static_cast<int64_t>(params_.size() + grads_.size() + master_.size() + m_.size() + v_.size());
+}
+
+Status DeviceStates::Upload() {
+  ParamStore& ps = *params_store_;
+  DS_RETURN_IF_ERROR(memory_->CopyToDevice(params_.data(), ps.model(), params_.size()));
+  const size_t shard = static_cast<size_t>(ps.shard_elements()) * sizeof(float);
+  if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+  const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
+  if (shard > 0 && state.size() == 2) {
+    DS_RETURN_IF_ERROR(memory_->CopyToDevice(m_.data(), state[0].data, shard));
+    DS_RETURN_IF_ERROR(memory_->CopyToDevice(v_.data(), state[1].data, shard));
+  }
+  return memory_->Zero(grads_.data(), grads_.size());
+}
+
+Status DeviceStates::Download() {
+  ParamStore& ps = *params_store_;
+  DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.model(), params_.data(), params_.size()));
+  const size_t shard = static_cast<size_t>(ps.shard_elements()) * sizeof(float);
+  if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
+  const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
+  if (shard > 0 && state.size() == 2) {
+    DS_RETURN_IF_ERROR(memory_->CopyToHost(state[0].data, m_.data(), shard));
+    DS_RETURN_IF_ERROR(memory_->CopyToHost(state[1].data, v_.data(), shard));
+  }
+  ps.MarkModelChanged();
+  return OkStatus();
+}
+
+Status DeviceStates::ZeroGrads() { return memory_->Zero(grads_.data(), grads_.size()); }
+
+Status DeviceStates::GradsToHost(int64_t lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  return memory_->CopyToHost(params_store_->FlatGradPtr(lo), static_cast<char*>(grads_.data()) + lo * tsize_,
+                             n * tsize_);
+}
+
+Status DeviceStates::GradsFromHost(int64_t lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  return memory_->CopyToDevice(static_cast<char*>(grads_.data()) + lo * tsize_, params_store_->FlatGradPtr(lo),
+                               n * tsize_);
+}
+
+Status DeviceStates::ParamsToHost(int64_t lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  params_store_->MarkModelChanged();
+  return memory_->CopyToHost(static_cast<char*>(params_store_->model()) + lo * tsize_,
+                             static_cast<char*>(params_.data()) + lo * tsize_, n * tsize_);
+}
+
+Status DeviceStates::ParamsFromHost(int64_t lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  return memory_->CopyToDevice(static_cast<char*>(params_.data()) + lo * tsize_,
+                               static_cast<const char*>(params_store_->model()) + lo * tsize_, n * tsize_);
+}
+
+StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  std::vector<OptimizerSegment> segs;
+  for (const auto& [offset, count] : ranges)
+    if (count > 0) segs.push_back({offset, count, false});
+  return kernels_->AddSegments(segs);
+}
+
+StatusOr<SquaredNormResult> DeviceStates::GradSquaredSum(int share) {
+  return kernels_->SquaredNorm(share, grads_.data(), params_store_->model_dtype(), 1.0f);
+}
+
+Status DeviceStates::Step(float lr, float grad_scale) {
+  const OptimizerOptions& o = optimizer_->options();
+  AdamStepParams p;
+  p.lr = lr;
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.eps = o.eps;
+  p.weight_decay = o.weight_decay;
+  p.grad_scale = grad_scale;
+  p.step = optimizer_->step() + 1;
+  p.decoupled = o.type == OptimizerOptions::Type::kAdamW;
+  const ParamStore& ps = *params_store_;
+  char* params = static_cast<char*>(params_.data()) + delta_ * tsize_;
+  AdamBuffers b;
+  b.master = ps.mixed() ? static_cast<float*>(master_.data()) : reinterpret_cast<float*>(params);
+  b.m = static_cast<float*>(m_.data());
+  b.v = static_cast<float*>(v_.data());
+  b.grad = static_cast<const char*>(grads_.data()) + delta_ * tsize_;
+  b.model = ps.mixed() ? params : nullptr;
+  b.dtype = ps.model_dtype();
+  DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
+  optimizer_->set_step(p.step);
+  return OkStatus();
+}
+
+}  // namespace ds

@@ -1,0 +1,86 @@
+// DeviceStates: one rank's model states resident in a DeviceMemory, for training with the
+// optimizer on the device (the plan's states_on_device: device.type cuda without
+// offload_optimizer, as DeepSpeed steps on the GPU unless told to offload). Laid out as the
+// ParamStore is:
+//
+//   params   flat, model dtype: what forward and backward read (fp32: also the master)
+//   grads    flat, model dtype: what backward accumulates into over the micro-batches
+//   master   mixed precision: fp32, in the rank's shard space (ZeRO-1: its partition only)
+//   m, v     Adam's moments, in shard space
+//
+// The optimizer step (fused AdamW/Adam that writes the 16-bit copy) and the gradient norm
+// run on the device (OptimizerKernels); nothing crosses to the host in a step of one rank.
+// Data-parallel collectives move the bucket they reduce and the partition they gather
+// through the host ParamStore (GradsToHost / ParamsFromHost ...) where the communicator is
+// a host one (Gloo).
+//
+// The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
+// initializing or loading them, Download() before saving or exporting. ZeRO stages 0 and 1;
+// fp32 and bf16; Adam and AdamW (SGD steps on the host: offload_optimizer).
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "runtime/exec/device_memory.h"
+#include "runtime/exec/optimizer_kernels.h"
+#include "runtime/exec/param_store.h"
+#include "runtime/optim/optimizer.h"
+
+namespace ds {
+
+class DeviceStates {
+ public:
+  // `memory`, `params` (sharded already) and `optimizer` (over `params`) are borrowed and
+  // must outlive this. Unimplemented, with the reason, for what does not run on the device.
+  static StatusOr<std::unique_ptr<DeviceStates>> Create(DeviceMemory* memory, ParamStore* params,
+                                                        Optimizer* optimizer);
+
+  // Flat device buffers of ParamStore::total_elements() model-dtype elements.
+  void* params() const { return params_.data(); }
+  void* grads() const { return grads_.data(); }
+  DeviceMemory* memory() const { return memory_; }
+  // Bytes of device memory held (params, grads, master, m, v).
+  int64_t bytes() const;
+
+  // Host ParamStore (model copy, master) and Optimizer state -> device.
+  Status Upload();
+  // Device -> host ParamStore (model copy, master; marks it changed) and Optimizer state.
+  Status Download();
+
+  Status ZeroGrads();
+  // Flat element ranges [lo, lo + n) between the device and the host ParamStore's flat
+  // buffers (gradients: FlatGradPtr; parameters: the flat model copy, the master in fp32).
+  Status GradsToHost(int64_t lo, int64_t n);
+  Status GradsFromHost(int64_t lo, int64_t n);
+  Status ParamsToHost(int64_t lo, int64_t n);
+  Status ParamsFromHost(int64_t lo, int64_t n);
+
+  // The sum of squared gradients over flat ranges (offset, count), fixed once (a data-
+  // parallel rank's share of the norm): AddNormShare returns its id.
+  StatusOr<int> AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges);
+  StatusOr<SquaredNormResult> GradSquaredSum(int share);
+
+  // One optimizer update of the owned elements with learning rate `lr`, every gradient
+  // multiplied by `grad_scale` first; advances the Optimizer's step count.
+  Status Step(float lr, float grad_scale);
+
+ private:
+  DeviceStates(DeviceMemory* memory, ParamStore* params, Optimizer* optimizer)
+      : memory_(memory), params_store_(params), optimizer_(optimizer) {}
+  Status Build();
+
+  DeviceMemory* memory_;
+  ParamStore* params_store_;
+  Optimizer* optimizer_;
+  std::unique_ptr<OptimizerKernels> kernels_;
+  DeviceBuffer params_, grads_, master_, m_, v_;
+  int64_t delta_ = 0;      // flat element = shard position + delta_ (stages 0-1: one segment)
+  int optimizer_set_ = -1;
+  size_t tsize_ = 4;
+};
+
+}  // namespace ds
