@@ -8,7 +8,8 @@
 #      the tiny GPT trained on the GPU against the CPU curve (the last ones need Bazel)
 #   4. benchmarks: bf16 GEMM 8192^3 (cuBLASLt), AdamW over 124M params (GB/s vs copy and
 #      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096, and ds-worker training the
-#      GPT-2 124M shape on the GPU (tokens/s, MFU; needs Bazel)
+#      GPT-2 124M shape at ZeRO-1 on the GPU, the optimizer on the GPU and offloaded
+#      (tokens/s, MFU; needs Bazel)
 #   5. print a table
 #
 # On a bare CUDA machine (no Bazel, no Debian packages): run tools/gpu-deps.sh first where
@@ -116,7 +117,7 @@ TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_t
        gelu_gpu_test:kernels/cuda conformance_gpu_test:kernels/cuda optimizer_gpu_test:kernels/cuda
        linear_gpu_test:kernels/cuda/blas attention_gpu_test:kernels/cuda/attention
        allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl cuda_loader_test:runtime/exec
-       trainer_gpu_test:runtime/worker)
+       device_states_gpu_test:runtime/optim trainer_gpu_test:runtime/worker)
 BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention
          ds-worker:runtime/worker)
 defined() { grep -q "name = \"$1\"" "$2/BUILD.bazel" 2>/dev/null; }
@@ -230,13 +231,13 @@ fi
 # it was carried along (.gpu-deps/bundle.tar.xz), with its libraries and the CUDA toolkit's.
 if [[ $BUILT_BY != bazel && -n "$BUNDLE" ]]; then
   export LD_LIBRARY_PATH="$BUNDLE/lib:$CUDA_PATH/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  for t in allocator_gpu_test cuda_loader_test trainer_gpu_test ds-worker; do
+  for t in allocator_gpu_test cuda_loader_test device_states_gpu_test trainer_gpu_test ds-worker; do
     [[ -x "$BUNDLE/bin/$t" ]] && BIN[$t]=$BUNDLE/bin/$t
   done
   log "using the prebuilt bundle for: $(ls "$BUNDLE/bin" | tr '\n' ' ')"
 fi
 # Otherwise the kernels, their tests and the benchmarks are built by hand; the rest needs Bazel.
-NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test trainer_gpu_test ds-worker "
+NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test device_states_gpu_test trainer_gpu_test ds-worker "
 NOT_BUILT=()
 for tp in "${WANT[@]}"; do
   t=${tp%%:*}
@@ -364,38 +365,49 @@ for T in 1024 4096; do
     fi
   fi
 done
-# GPT-2 124M shape through ds-worker with device.type cuda: what the runtime itself does on
-# the GPU today (bf16 forward/backward on the CUDA kernels, the fp32 master and the optimizer
-# on the host), not a kernel composition. tokens/s and MFU (model FLOPs from the executor / step time, against
-# the bf16 peak) are the medians of steps 3-6.
-gpt2_row() {
-  local name="gpt-2 124M T=1024 bf16"
-  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
-  if [[ -z "${BIN[ds-worker]:-}" ]]; then row "$name" "not run" "needs Bazel (//runtime/worker:ds-worker)"; return; fi
-  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
-  local d="$WORK/gpt2"
-  mkdir -p "$d"
+# GPT-2 124M shape through ds-worker with device.type cuda, ZeRO stage 1: what the runtime
+# itself does on the GPU (bf16 forward/backward on the CUDA kernels), not a kernel composition.
+# Two rows: the model states and AdamW on the GPU (the default), and offload_optimizer (the fp32
+# master and AdamW on the host, ZeRO-Offload). The micro-batch is the largest of 32, 16, 8 that
+# fits (a smaller one is tried only when the larger ran out of memory). tokens/s and MFU (model
+# FLOPs from the executor / step time, against the bf16 peak) are the medians of steps 3-6.
+gpt2_tokens() {
   python3 -c "
 import random, struct
 random.seed(0)
-with open('$d/tokens.bin', 'wb') as f:
-    f.write(struct.pack('<%dH' % 400000, *[random.randrange(50257) for _ in range(400000)]))" ||
+with open('$1', 'wb') as f:
+    f.write(struct.pack('<%dH' % 400000, *[random.randrange(50257) for _ in range(400000)]))"
+}
+gpt2_row() {  # gpt2_row NAME TAG EXTRA_YAML
+  local name=$1 tag=$2 extra=$3
+  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
+  if [[ -z "${BIN[ds-worker]:-}" ]]; then row "$name" "not run" "needs Bazel (//runtime/worker:ds-worker)"; return; fi
+  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
+  local d="$WORK/gpt2_$tag" micro rc=1
+  mkdir -p "$d"
+  [[ -f "$WORK/gpt2_tokens.bin" ]] || gpt2_tokens "$WORK/gpt2_tokens.bin" ||
     { row "$name" "FAIL" "python3 could not write tokens"; FAILED=1; return; }
-  cat >"$d/job.yaml" <<YAML
-train_micro_batch_size_per_gpu: 8
+  for micro in 32 16 8; do
+    rm -f "$d/metrics.csv"
+    cat >"$d/job.yaml" <<YAML
+train_micro_batch_size_per_gpu: $micro
 bf16: {enabled: true}
 optimizer: {type: AdamW, params: {lr: 3.0e-4, weight_decay: 0.1}}
 gradient_clipping: 1.0
+zero_optimization: {stage: 1$extra}
 model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, max_seq_len: 1024}
-data: {train: $d/tokens.bin, format: uint16, seq_len: 1024, shuffle: false}
+data: {train: $WORK/gpt2_tokens.bin, format: uint16, seq_len: 1024, shuffle: false}
 training: {train_iters: 6}
 monitor: {csv: $d/metrics.csv}
 device: {type: cuda}
 YAML
-  run_step gpt2_step 300 "${BIN[ds-worker]}" --config "$d/job.yaml"
-  local rc=$?
+    run_step "gpt2_${tag}_micro$micro" 240 "${BIN[ds-worker]}" --config "$d/job.yaml"
+    rc=$?
+    ((rc == 0)) && break
+    grep -q -i -E "out of memory|ResourceExhausted|RESOURCE_EXHAUSTED" "$RESULTS/logs/gpt2_${tag}_micro$micro.log" || break
+  done
   if ((rc != 0)); then
-    row "$name" "FAIL (rc $rc)" "logs/gpt2_step.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_step.log" | cut -c1-80)"
+    row "$name" "FAIL (rc $rc)" "logs/gpt2_${tag}_micro$micro.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_${tag}_micro$micro.log" | cut -c1-80)"
     FAILED=1
     return
   fi
@@ -404,9 +416,10 @@ YAML
   }
   local tps tf ms
   tps=$(median 5); tf=$(median 6); ms=$(median 10)
-  row "$name" "$tps tok/s" "$(awk -v f="$tf" -v p="$PEAK" 'BEGIN { printf "MFU %.1f%% (%.1f TFLOP/s)", 100*f/p, f }'); ${ms} ms/step, micro 8; optimizer on the host"
+  row "$name" "$tps tok/s" "$(awk -v f="$tf" -v p="$PEAK" 'BEGIN { printf "MFU %.1f%% (%.1f TFLOP/s)", 100*f/p, f }'); ${ms} ms/step, micro $micro"
 }
-gpt2_row
+gpt2_row "gpt-2 124M T=1024 bf16 ZeRO-1" device ""
+gpt2_row "  same, offload_optimizer cpu" offload ", offload_optimizer: {device: cpu}"
 
 # --- 5. table -------------------------------------------------------------------------
 {

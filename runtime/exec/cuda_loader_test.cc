@@ -7,12 +7,30 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/registry.h"
+#include "runtime/exec/optimizer_kernels.h"
 
 namespace ds {
 namespace {
 
+// Stands in for a GPU's memory in the optimizer-kernel lookup (nothing is allocated).
+class FakeCudaMemory final : public DeviceMemory {
+ public:
+  kernels::Device device() const override { return kernels::Device::kCuda; }
+  std::string name() const override { return "cuda:fake"; }
+  StatusOr<void*> Allocate(size_t) override { return UnavailableError("fake"); }
+  void Free(void*) override {}
+  Status Zero(void*, size_t) override { return UnavailableError("fake"); }
+  Status CopyToDevice(void*, const void*, size_t) override { return UnavailableError("fake"); }
+  Status CopyToHost(void*, const void*, size_t) override { return UnavailableError("fake"); }
+  void Bind() override {}
+};
+
 TEST_CASE("CUDA backend: loads on demand and registers its kernels here", "[exec][cuda]") {
   CHECK(kernels::FindKernel("layernorm", kernels::Device::kCuda, DType::kF32) == nullptr);
+  FakeCudaMemory fake;
+  auto before = OptimizerKernels::Create(&fake);
+  REQUIRE_FALSE(before.ok());
+  CHECK(before.status().message().find("no optimizer kernels for cuda:fake") != std::string::npos);
   auto memory = LoadCudaMemory(0);
 #if DS_HAVE_CUDA
   // Loading the plugin registered every op's CUDA kernels into this program's registry.
@@ -21,6 +39,8 @@ TEST_CASE("CUDA backend: loads on demand and registers its kernels here", "[exec
     CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kF32) != nullptr);
     CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kBF16) != nullptr);
   }
+  // And its optimizer kernels (DeviceStates' AdamW and norm) into this program's registry.
+  CHECK(OptimizerKernels::Create(&fake).ok());
   if (memory.ok()) {  // a GPU: round trip through device memory
     DeviceMemory& m = **memory;
     CHECK(m.device() == kernels::Device::kCuda);

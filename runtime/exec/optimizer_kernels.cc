@@ -74,12 +74,6 @@ class HostOptimizerKernels final : public OptimizerKernels {
   std::vector<std::vector<OptimizerSegment>> sets_;
 };
 
-StatusOr<std::unique_ptr<OptimizerKernels>> MakeHost(DeviceMemory*) {
-  return std::unique_ptr<OptimizerKernels>(new HostOptimizerKernels());
-}
-
-const bool kHostRegistered = OptimizerKernels::Register(kernels::Device::kCpu, &MakeHost);
-
 }  // namespace
 
 bool OptimizerKernels::Register(kernels::Device device, Factory factory) {
@@ -92,7 +86,10 @@ bool OptimizerKernels::Register(kernels::Device device, Factory factory) {
 }
 
 StatusOr<std::unique_ptr<OptimizerKernels>> OptimizerKernels::Create(DeviceMemory* memory) {
-  (void)kHostRegistered;
+  // The host implementation is not registered: a plugin that links this file must not
+  // register it a second time when it loads.
+  if (memory->device() == kernels::Device::kCpu)
+    return std::unique_ptr<OptimizerKernels>(new HostOptimizerKernels());
   Factory f = nullptr;
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());

@@ -3,8 +3,8 @@
 // also writes the 16-bit model copy, and the squared gradient norm with a non-finite flag.
 // Each device has one implementation, registered like the op kernels:
 //
-//   kCpu    below, for HostMemory (the device path run on the CPU, which tests compare
-//           with the host Optimizer element for element)
+//   kCpu    optimizer_kernels.cc, for HostMemory (the device path run on the CPU, which
+//           tests compare with the host Optimizer element for element); built in
 //   kCuda   runtime/cuda/cuda_optimizer_kernels.cc (kernels/cuda/optimizer.cu, one launch
 //           for all parameters), registered when the CUDA plugin loads
 //
@@ -74,7 +74,8 @@ class OptimizerKernels {
                                                   float inv_scale) = 0;
 
   using Factory = StatusOr<std::unique_ptr<OptimizerKernels>> (*)(DeviceMemory* memory);
-  // Returns true, so it can initialize a static. A second registration for a device aborts.
+  // For a backend plugin's devices (kCpu is built in). Returns true, so it can initialize a
+  // static. A second registration for a device aborts.
   static bool Register(kernels::Device device, Factory factory);
 };
 

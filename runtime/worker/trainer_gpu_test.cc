@@ -1,6 +1,7 @@
 // GPU test (tag gpu; exits 77 without a device): the tiny GPT trained with device.type cuda
-// (forward and backward on the CUDA kernels, gradients added into the host ParamStore, the
-// optimizer on the host) follows the CPU loss curve for 20 steps.
+// follows the CPU loss curve for 20 steps, with the model states and the optimizer on the GPU
+// (the default: DeviceStates) and with offload_optimizer (forward and backward on the GPU,
+// gradients added into the host ParamStore, the optimizer on the host, ZeRO-Offload).
 //   fp32: within a relative 1e-4 at every step. The GPU kernels sum in other orders than the
 //         CPU ones (GEMM tiling, reductions), and 20 steps of AdamW compound it.
 //   bf16: within 2%. The CPU widens bf16 weights and computes in fp32; the GPU also keeps
@@ -76,6 +77,22 @@ TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (bf16)", "[gp
   for (size_t i = 0; i < cpu.size(); ++i) {
     INFO("step " << i + 1 << ": cpu " << cpu[i] << " gpu " << gpu[i]);
     CHECK(std::abs(gpu[i] - cpu[i]) <= 0.02 * std::abs(cpu[i]));
+  }
+}
+
+// ZeRO-Offload: the same curves with the optimizer on the host (stage 1, offload_optimizer).
+TEST_CASE("GPU: offload_optimizer trains on the GPU with the optimizer on the host", "[gpu][worker]") {
+  const std::string path = MakeData();
+  const std::string offload = "zero_optimization: {stage: 1, offload_optimizer: {device: cpu}}\n";
+  for (const std::string precision : {"", "bf16: {enabled: true}\n"}) {
+    INFO((precision.empty() ? "fp32" : "bf16"));
+    const double tol = precision.empty() ? 1e-4 : 0.02;
+    const std::vector<double> cpu = Train("cpu", path, precision);
+    const std::vector<double> gpu = Train("cuda", path, precision + offload);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      INFO("step " << i + 1 << ": cpu " << cpu[i] << " gpu " << gpu[i]);
+      CHECK(std::abs(gpu[i] - cpu[i]) <= tol * std::abs(cpu[i]));
+    }
   }
 }
 
