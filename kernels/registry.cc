@@ -1,5 +1,7 @@
 #include "kernels/registry.h"
 
+#include "kernels/widen.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -99,7 +101,15 @@ const Kernel* FindKernel(const std::string& op, Device device, DType dtype) {
   Tables& t = Get();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.kernels.find(std::make_tuple(op, device, dtype));
-  return it == t.kernels.end() ? nullptr : &it->second;
+  if (it != t.kernels.end()) return &it->second;
+  // The CPU's 16-bit kernels: the fp32 one between conversions (widen.h), made once.
+  if (device == Device::kCpu && (dtype == DType::kBF16 || dtype == DType::kF16)) {
+    auto f32 = t.kernels.find(std::make_tuple(op, device, DType::kF32));
+    if (f32 == t.kernels.end()) return nullptr;
+    Kernel wide = WidenKernel(f32->second, dtype);
+    return &t.kernels.emplace(std::make_tuple(op, device, dtype), std::move(wide)).first->second;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> RegisteredOps() {

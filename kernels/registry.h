@@ -29,6 +29,8 @@ bool RegisterKernel(const std::string& op, Device device, DType dtype, Kernel ke
 
 // nullptr when unknown.
 const OpDef* FindOp(const std::string& name);
+// A CPU kernel for bf16 or f16 is the fp32 one between conversions (widen.h), made on first
+// lookup.
 const Kernel* FindKernel(const std::string& op, Device device, DType dtype);
 // Sorted op names, for error messages ("known ops: ...") and the conformance test.
 std::vector<std::string> RegisteredOps();
