@@ -110,6 +110,9 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }
+  // Where the buffers of its operations live: false, host memory (Gloo); true, device memory
+  // (NCCL: pointers on its GPU), so callers with data on the device pass it as it is.
+  virtual bool device_buffers() const { return false; }
   // OK while healthy; afterwards the sticky error every call returns.
   Status status() const;
 

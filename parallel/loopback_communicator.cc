@@ -24,8 +24,8 @@ namespace ds::parallel {
 namespace internal {
 
 struct LoopbackGroup {
-  LoopbackGroup(std::string name, int size, std::chrono::milliseconds timeout)
-      : name(std::move(name)), size(size), timeout(timeout) {}
+  LoopbackGroup(std::string name, int size, std::chrono::milliseconds timeout, bool device_buffers)
+      : name(std::move(name)), size(size), timeout(timeout), device_buffers(device_buffers) {}
 
   // One collective (Note [Loopback collectives]).
   struct Slot {
@@ -49,6 +49,7 @@ struct LoopbackGroup {
   const std::string name;
   const int size;
   const std::chrono::milliseconds timeout;
+  const bool device_buffers;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -81,7 +82,7 @@ using internal::LoopbackGroup;
 std::vector<std::unique_ptr<Communicator>> LoopbackCommunicator::CreateGroup(
     int size, const LoopbackOptions& options) {
   DS_CHECK(size >= 1, "LoopbackCommunicator: size {}", size);
-  auto group = std::make_shared<LoopbackGroup>(options.name, size, options.timeout);
+  auto group = std::make_shared<LoopbackGroup>(options.name, size, options.timeout, options.device_buffers);
   std::vector<std::unique_ptr<Communicator>> ranks;
   for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<LoopbackCommunicator>(group, r));
   return ranks;
@@ -91,6 +92,8 @@ LoopbackCommunicator::LoopbackCommunicator(std::shared_ptr<LoopbackGroup> group,
     : Communicator(rank, group->size, group->name), group_(std::move(group)) {}
 
 LoopbackCommunicator::~LoopbackCommunicator() { StopCommThread(); }
+
+bool LoopbackCommunicator::device_buffers() const { return group_->device_buffers; }
 
 void LoopbackCommunicator::Poison(const Status& cause) {
   std::lock_guard<std::mutex> lock(group_->mu);
@@ -309,7 +312,8 @@ StatusOr<std::unique_ptr<Communicator>> LoopbackCommunicator::RunSplit(
   if (!pending.group) {
     pending.ranks = ranks;
     pending.group = std::make_shared<LoopbackGroup>(g.name + "/" + name,
-                                                    static_cast<int>(ranks.size()), g.timeout);
+                                                    static_cast<int>(ranks.size()), g.timeout,
+                                                    g.device_buffers);
   } else if (pending.ranks != ranks) {
     return InvalidArgumentError("Split '" + name + "' of '" + g.name + "': rank " +
                                 std::to_string(rank()) + " passed ranks [" + RankList(ranks) +

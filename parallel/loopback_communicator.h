@@ -28,6 +28,9 @@ struct LoopbackGroup;
 struct LoopbackOptions {
   std::string name = "world";                // group name in errors
   std::chrono::milliseconds timeout{30000};  // longest wait for a peer in one operation
+  // Claims device_buffers(): stands in for NCCL where the "device" is host memory (the
+  // device path on HostMemory in tests). Splits inherit it.
+  bool device_buffers = false;
 };
 
 class LoopbackCommunicator final : public Communicator {
@@ -38,6 +41,7 @@ class LoopbackCommunicator final : public Communicator {
 
   LoopbackCommunicator(std::shared_ptr<internal::LoopbackGroup> group, int rank);
   ~LoopbackCommunicator() override;
+  bool device_buffers() const override;
 
  protected:
   Status Run(const CommOp& op) override;

@@ -81,6 +81,7 @@ class NcclCommunicator final : public Communicator {
   // Flushes and destroys the NCCL communicator (aborts it if it failed or does not flush
   // within options.timeout).
   ~NcclCommunicator() override;
+  bool device_buffers() const override { return true; }
 
   // The stream collectives run on.
   cudaStream_t stream() const { return stream_.get(); }

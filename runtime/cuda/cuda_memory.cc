@@ -57,6 +57,12 @@ Status CudaMemory::CopyToDevice(void* dst, const void* src, size_t bytes) {
   return OkStatus();
 }
 
+Status CudaMemory::Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return OkStatus();
+  DS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  return OkStatus();
+}
+
 Status CudaMemory::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return OkStatus();
   DS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));

@@ -32,6 +32,7 @@ class CudaMemory final : public DeviceMemory {
   Status Zero(void* ptr, size_t bytes) override;
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  Status Copy(void* dst, const void* src, size_t bytes) override;
   void Bind() override;
 
   AllocatorStats stats() const { return allocator_->stats(); }

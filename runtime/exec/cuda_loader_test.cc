@@ -22,6 +22,7 @@ class FakeCudaMemory final : public DeviceMemory {
   Status Zero(void*, size_t) override { return UnavailableError("fake"); }
   Status CopyToDevice(void*, const void*, size_t) override { return UnavailableError("fake"); }
   Status CopyToHost(void*, const void*, size_t) override { return UnavailableError("fake"); }
+  Status Copy(void*, const void*, size_t) override { return UnavailableError("fake"); }
   void Bind() override {}
 };
 

@@ -24,6 +24,11 @@ Status HostMemory::Zero(void* ptr, size_t bytes) {
   return OkStatus();
 }
 
+Status HostMemory::Copy(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return OkStatus();
+}
+
 Status HostMemory::CopyToDevice(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
   return OkStatus();

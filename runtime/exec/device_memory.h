@@ -31,6 +31,8 @@ class DeviceMemory {
   virtual Status Zero(void* ptr, size_t bytes) = 0;
   virtual Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  // Within this memory (dst and src do not overlap), ordered like the rest.
+  virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
   // Makes this memory's stream the one kernels launched from the calling thread use.
   virtual void Bind() = 0;
 };
@@ -44,6 +46,7 @@ class HostMemory final : public DeviceMemory {
   Status Zero(void* ptr, size_t bytes) override;
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  Status Copy(void* dst, const void* src, size_t bytes) override;
   void Bind() override {}
 };
 

@@ -127,7 +127,8 @@ struct StepRunner::Impl {
     std::unique_ptr<parallel::CommHandle> handle;
     std::vector<char> in, out;  // staging (reductions: comm dtype; gathers: model dtype)
     std::function<void(Pending&)> finish;
-    std::function<Status()> to_device;  // device states: the result back to the device
+    std::function<Status(Pending&)> to_device;  // device states: the result back to the device
+    DeviceBuffer dev_in, dev_out;       // device states, device-buffer communicator: staging
   };
   std::multimap<int, Pending> pending;  // by instruction index
   // Staging buffers of finished collectives, reused by later ones: a fresh multi-MiB vector
@@ -145,6 +146,11 @@ struct StepRunner::Impl {
   Status PrepareShardAllGather(const Instruction& in, Pending* job);
   // Device states: copies what `in` reads to the host ParamStore and sets the job's way back.
   Status StageThroughHost(const Instruction& in, Pending* job);
+  // Device states with a communicator on device buffers (NCCL), reductions in the model
+  // dtype: the collective reads and writes the device's buffers (staging in device memory).
+  Status PrepareOnDevice(const Instruction& in, Pending* job);
+  // Starts tracking an issued job (or finishes one that needed no collective).
+  Status Track(int index, const Instruction& in, Pending job);
   int norm_share = -1;  // device states: this rank's share of the gradient norm
   // Reduced gradients of flat elements [lo, lo + n), `values` in the comm dtype (stages 0-1:
   // written back to the flat gradients unless reduced there in place; stages 2-3: the owned
@@ -206,7 +212,12 @@ Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   Pending job;
   if (p.device) {
     if (dp == 1) return OkStatus();  // one rank: the device holds the result already
-    if (in.kind() != Instruction::ALL_GATHER || !overflow) DS_RETURN_IF_ERROR(StageThroughHost(in, &job));
+    if (in.kind() == Instruction::ALL_GATHER && overflow) return OkStatus();
+    if (p.comm->device_buffers() && ct == t) {
+      DS_RETURN_IF_ERROR(PrepareOnDevice(in, &job));
+      return Track(index, in, std::move(job));
+    }
+    DS_RETURN_IF_ERROR(StageThroughHost(in, &job));
   }
   switch (in.kind()) {
     case Instruction::ALL_REDUCE:
@@ -227,9 +238,13 @@ Status StepRunner::Impl::Issue(int index, const Instruction& in) {
     default:
       return InternalError("not a collective: " + Instruction::Kind_Name(in.kind()));
   }
+  return Track(index, in, std::move(job));
+}
+
+Status StepRunner::Impl::Track(int index, const Instruction& in, Pending job) {
   if (!job.handle) {
     if (job.finish) job.finish(job);
-    Status back = job.to_device ? job.to_device() : OkStatus();
+    Status back = job.to_device ? job.to_device(job) : OkStatus();
     Recycle(&job);
     return back;
   }
@@ -244,7 +259,7 @@ Status StepRunner::Impl::WaitFor(int index) {
     Pending& job = it->second;
     Status s = job.handle->Wait();
     if (s.ok() && job.finish) job.finish(job);
-    if (s.ok() && job.to_device) s = job.to_device();
+    if (s.ok() && job.to_device) s = job.to_device(job);
     if (status.ok()) status = s;
     Recycle(&job);
   }
@@ -431,7 +446,7 @@ Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
         back_n = in.collective().rank_counts(rank);
         for (int k = 0; k < rank; ++k) back_lo += in.collective().rank_counts(k);
       }
-      job->to_device = [d, back_lo, back_n] { return d->GradsFromHost(back_lo, back_n); };
+      job->to_device = [d, back_lo, back_n](Pending&) { return d->GradsFromHost(back_lo, back_n); };
       return OkStatus();
     }
     case Instruction::ALL_GATHER: {
@@ -439,7 +454,63 @@ Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
       const int64_t total = p.params->total_elements();
       const int64_t lo = in.ranges(rank).offset();
       DS_RETURN_IF_ERROR(d->ParamsToHost(lo, std::max<int64_t>(0, std::min(in.ranges(rank).count(), total - lo))));
-      job->to_device = [d, total] { return d->ParamsFromHost(0, total); };
+      job->to_device = [d, total](Pending&) { return d->ParamsFromHost(0, total); };
+      return OkStatus();
+    }
+    default:
+      return UnimplementedError("device states: " + Instruction::Kind_Name(in.kind()) + " does not run yet");
+  }
+}
+
+Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
+  DeviceStates* d = p.device;
+  DeviceMemory* mem = d->memory();
+  char* grads = static_cast<char*>(d->grads());
+  char* params = static_cast<char*>(d->params());
+  switch (in.kind()) {
+    case Instruction::ALL_REDUCE: {  // stage 0: in place
+      if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
+      const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+      job->handle = p.comm->AllReduceAsync(parallel::BufferView(grads + lo * tsize, n, t), parallel::ReduceOp::kSum);
+      return OkStatus();
+    }
+    case Instruction::REDUCE_SCATTER: {  // stage 1: this rank's part to staging, then back in place
+      if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
+      const auto& rc = in.collective().rank_counts();
+      if (rc.size() != dp) return InternalError("reduce-scatter without per-rank counts");
+      const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+      std::vector<int64_t> counts(rc.begin(), rc.end());
+      int64_t my_lo = lo;
+      for (int k = 0; k < rank; ++k) my_lo += counts[k];
+      const int64_t my_n = counts[rank];
+      DS_ASSIGN_OR_RETURN(job->dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, my_n) * tsize));
+      job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(grads + lo * tsize, n, t),
+                                                parallel::BufferView(job->dev_out.data(), my_n, t), counts,
+                                                parallel::ReduceOp::kSum);
+      char* dst = grads + my_lo * tsize;
+      job->to_device = [this, mem, dst, my_n](Pending& j) { return mem->Copy(dst, j.dev_out.data(), my_n * tsize); };
+      return OkStatus();
+    }
+    case Instruction::ALL_GATHER: {  // stage 1: the updated partition from staging to every rank
+      if (in.ranges_size() != dp) return InternalError("shard all-gather without one range per rank");
+      const int64_t len = in.ranges(0).count(), total = p.params->total_elements();
+      const int64_t mine_lo = in.ranges(rank).offset();
+      const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - mine_lo));
+      DS_ASSIGN_OR_RETURN(job->dev_in, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, len) * tsize));
+      DS_ASSIGN_OR_RETURN(job->dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, len * dp) * tsize));
+      if (mine_n > 0) DS_RETURN_IF_ERROR(mem->Copy(job->dev_in.data(), params + mine_lo * tsize, mine_n * tsize));
+      job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->dev_in.data(), len, t),
+                                           parallel::BufferView(job->dev_out.data(), len * dp, t));
+      std::vector<int64_t> offsets;
+      for (const proto::ParamRange& r : in.ranges()) offsets.push_back(r.offset());
+      job->to_device = [this, mem, params, offsets, len, total](Pending& j) -> Status {
+        const char* out = static_cast<const char*>(j.dev_out.data());
+        for (int k = 0; k < dp; ++k) {
+          const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
+          if (n > 0) DS_RETURN_IF_ERROR(mem->Copy(params + offsets[k] * tsize, out + k * len * tsize, n * tsize));
+        }
+        return OkStatus();
+      };
       return OkStatus();
     }
     default:
