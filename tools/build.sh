@@ -20,9 +20,11 @@ for target in "${BINARIES[@]}"; do
   path=${path/://}
   install -m 0755 "$path" "bin/$name"
 done
-# The CUDA backend (built where the toolkit is): ds-worker loads it from its own directory
-# for device.type cuda.
-if [[ -e bazel-bin/runtime/cuda/libds_cuda.so ]]; then
-  install -m 0755 bazel-bin/runtime/cuda/libds_cuda.so bin/libds_cuda.so
-fi
+# The CUDA plugins (built where the toolkit is): ds-worker loads them from its own directory
+# for device.type cuda (libds_cuda.so) and its data-parallel group over NCCL (libds_nccl.so).
+for plugin in runtime/cuda/libds_cuda.so parallel/nccl/libds_nccl.so; do
+  if [[ -e bazel-bin/$plugin ]]; then
+    install -m 0755 "bazel-bin/$plugin" "bin/${plugin##*/}"
+  fi
+done
 echo "build: binaries in bin/: $(cd bin && ls | tr '\n' ' ')"

@@ -22,7 +22,8 @@ cp "$blas_inc"/*.h "$D/include/"
 
 # The bundle: binaries in bundle/bin (the plugin beside them, where the loader looks), their
 # libraries in bundle/lib (Bazel's test binaries load our libraries from _solib_k8 too).
-TARGETS=(//runtime/worker:ds-worker //runtime/cuda:libds_cuda.so //runtime/worker:trainer_gpu_test
+TARGETS=(//runtime/worker:ds-worker //runtime/cuda:libds_cuda.so //parallel/nccl:libds_nccl.so
+         //runtime/worker:trainer_gpu_test
          //runtime/exec:cuda_loader_test //runtime/cuda:allocator_gpu_test
          //runtime/optim:device_states_gpu_test)
 bazel build "${TARGETS[@]}"

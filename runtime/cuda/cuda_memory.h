@@ -34,6 +34,8 @@ class CudaMemory final : public DeviceMemory {
   Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   Status Copy(void* dst, const void* src, size_t bytes) override;
   void Bind() override;
+  int ordinal() const override { return ordinal_; }
+  void* native_stream() const override { return stream_; }
 
   AllocatorStats stats() const { return allocator_->stats(); }
   cudaStream_t stream() const { return stream_; }

@@ -11,6 +11,7 @@ namespace ds {
 namespace {
 
 constexpr char kPlugin[] = "libds_cuda.so";
+constexpr char kNcclPlugin[] = "libds_nccl.so";
 
 std::string ExecutablePath() {
   std::vector<char> buf(4096);
@@ -18,18 +19,32 @@ std::string ExecutablePath() {
   return n > 0 ? std::string(buf.data(), n) : std::string();
 }
 
-std::vector<std::string> Candidates() {
+// `file` from $`env`, beside the executable, or at `package`/`file` in its runfiles.
+std::vector<std::string> Candidates(const char* env, const std::string& file, const std::string& package) {
   std::vector<std::string> paths;
-  if (const char* p = std::getenv("DS_CUDA_BACKEND"); p && *p) paths.push_back(p);
+  if (const char* p = std::getenv(env); p && *p) paths.push_back(p);
   const std::string exe = ExecutablePath();
   const size_t slash = exe.rfind('/');
-  paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + kPlugin);
+  paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + file);
   std::vector<std::string> runfiles;
   if (const char* r = std::getenv("RUNFILES_DIR")) runfiles.push_back(r);
   if (const char* r = std::getenv("TEST_SRCDIR")) runfiles.push_back(r);
   if (!exe.empty()) runfiles.push_back(exe + ".runfiles");
-  for (const std::string& r : runfiles) paths.push_back(r + "/ds_runtime/runtime/cuda/" + kPlugin);
+  for (const std::string& r : runfiles) paths.push_back(r + "/ds_runtime/" + package + "/" + file);
   return paths;
+}
+
+// dlopens the first candidate that loads; `tried` collects why the others did not.
+void* Open(const std::vector<std::string>& candidates, std::string* tried) {
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), R_OK) != 0) {
+      *tried += "\n  " + path + ": not found";
+      continue;
+    }
+    if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+    *tried += "\n  " + path + ": " + dlerror();
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -37,17 +52,7 @@ std::vector<std::string> Candidates() {
 StatusOr<std::unique_ptr<DeviceMemory>> LoadCudaMemory(int ordinal) {
   static void* handle = nullptr;
   std::string tried;
-  if (!handle) {
-    for (const std::string& path : Candidates()) {
-      if (access(path.c_str(), R_OK) != 0) {
-        tried += "\n  " + path + ": not found";
-        continue;
-      }
-      handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle) break;
-      tried += "\n  " + path + ": " + dlerror();
-    }
-  }
+  if (!handle) handle = Open(Candidates("DS_CUDA_BACKEND", kPlugin, "runtime/cuda"), &tried);
   if (!handle)
     return UnavailableError(std::string("the CUDA backend ") + kPlugin +
                             " could not be loaded (it is built only where the CUDA toolkit is; "
@@ -63,6 +68,31 @@ StatusOr<std::unique_ptr<DeviceMemory>> LoadCudaMemory(int ordinal) {
   DeviceMemory* memory = create(ordinal, error, sizeof(error));
   if (!memory) return UnavailableError(error);
   return std::unique_ptr<DeviceMemory>(memory);
+}
+
+StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(DeviceMemory* memory, int rank, int size,
+                                                                       const std::string& name,
+                                                                       parallel::KvStore* store,
+                                                                       std::chrono::milliseconds timeout) {
+  static void* handle = nullptr;
+  std::string tried;
+  if (!handle) handle = Open(Candidates("DS_NCCL_BACKEND", kNcclPlugin, "parallel/nccl"), &tried);
+  if (!handle)
+    return NotFoundError(std::string("the NCCL backend ") + kNcclPlugin +
+                            " could not be loaded (it is built only where the CUDA toolkit and NCCL are; "
+                            "DS_NCCL_BACKEND names another file):" + tried);
+  using Abi = int (*)();
+  using Create = parallel::Communicator* (*)(DeviceMemory*, int, int, const char*, parallel::KvStore*, long long,
+                                             char*, size_t);
+  auto abi = reinterpret_cast<Abi>(dlsym(handle, "ds_nccl_plugin_abi_version"));
+  auto create = reinterpret_cast<Create>(dlsym(handle, "ds_nccl_create_communicator"));
+  if (!abi || !create || abi() != 1)
+    return FailedPreconditionError(std::string(kNcclPlugin) + " is not a ds-runtime NCCL backend of ABI 1");
+  char error[1024] = "";
+  parallel::Communicator* comm =
+      create(memory, rank, size, name.c_str(), store, static_cast<long long>(timeout.count()), error, sizeof(error));
+  if (!comm) return UnavailableError(std::string("NCCL: ") + error);
+  return std::unique_ptr<parallel::Communicator>(comm);
 }
 
 }  // namespace ds

@@ -4,6 +4,8 @@
 // one with a GPU gets CUDA memory that works. Without the toolkit the error says why.
 #include "runtime/exec/cuda_loader.h"
 
+#include <cstdlib>
+
 #include <catch2/catch.hpp>
 
 #include "kernels/registry.h"
@@ -62,6 +64,18 @@ TEST_CASE("CUDA backend: loads on demand and registers its kernels here", "[exec
   REQUIRE_FALSE(memory.ok());
   CHECK(memory.status().message().find("libds_cuda.so could not be loaded") != std::string::npos);
 #endif
+}
+
+// Without the NCCL plugin beside the program (this test does not carry it), the loader says
+// NotFound, naming the file and where it looked: the worker's cue to use Gloo instead.
+TEST_CASE("NCCL backend: a missing plugin is NotFound, naming where it looked", "[exec][cuda]") {
+  setenv("DS_NCCL_BACKEND", "/nonexistent/libds_nccl.so", 1);
+  FakeCudaMemory fake;
+  auto comm = LoadNcclCommunicator(&fake, 0, 2, "dp", nullptr, std::chrono::milliseconds(100));
+  REQUIRE_FALSE(comm.ok());
+  CHECK(comm.status().code() == StatusCode::kNotFound);
+  CHECK(comm.status().message().find("libds_nccl.so could not be loaded") != std::string::npos);
+  CHECK(comm.status().message().find("/nonexistent/libds_nccl.so: not found") != std::string::npos);
 }
 
 }  // namespace

@@ -35,6 +35,10 @@ class DeviceMemory {
   virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
   // Makes this memory's stream the one kernels launched from the calling thread use.
   virtual void Bind() = 0;
+  // For libraries that order their work with this memory's (NCCL): the device ordinal and
+  // the native stream handle (CUDA: a cudaStream_t). -1 and null on the host.
+  virtual int ordinal() const { return -1; }
+  virtual void* native_stream() const { return nullptr; }
 };
 
 class HostMemory final : public DeviceMemory {

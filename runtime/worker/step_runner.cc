@@ -657,6 +657,9 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
                                 " needs a ParamStore sharded with LayoutFor(plan, rank)");
   if (impl->stage == 3 && !parts.params->params_partitioned())
     return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (LayoutFor)");
+  if (parts.comm->device_buffers() && !parts.device)
+    return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
+                                "states are on the host (offload_optimizer): use a host communicator (Gloo)");
   if (parts.device) {
     if (impl->stage >= 2) return UnimplementedError("device states: ZeRO stage " + std::to_string(impl->stage));
     // The norm share as on the host: stage 1 its partition, stage 0 an equal part of the whole.

@@ -17,6 +17,9 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/grpc_store.h"
+#include "parallel/nccl/grpc_kv_store.h"
+#include "runtime/exec/cuda_loader.h"
+#include "runtime/plan/plan_config.h"
 #include "proto/plan.pb.h"
 #include "runtime/plan/plan_hash.h"
 
@@ -92,15 +95,32 @@ class Reporter {
   bool warned_ = false;
 };
 
-// The data-parallel group of a launched job: Gloo over TCP, bootstrapped through the
-// coordinator's KV store (keys of this round), with this node's advertised address.
+// The data-parallel group of a launched job, bootstrapped through the coordinator's KV store
+// (keys of this round): NCCL when the plan keeps the model states on the GPU (device.type
+// cuda without offload_optimizer), so collectives run on the device's buffers; else, or when
+// this build has no NCCL plugin (the same on every rank; a warning says why), Gloo over TCP
+// with this node's advertised address, the device's buffers staged through the host. An NCCL
+// that loads but fails is an error, not a fallback: the ranks must agree on the backend.
 struct DataParallelGroup {
   std::unique_ptr<launcher::CoordinatorClient> client;
   std::unique_ptr<parallel::GrpcStore> store;
-  std::unique_ptr<parallel::GlooCommunicator> comm;
+  std::unique_ptr<DeviceMemory> memory;  // NCCL: this rank's GPU (the trainer borrows it)
+  std::unique_ptr<parallel::GrpcStore> nccl_grpc;
+  std::unique_ptr<parallel::GrpcKvStore> nccl_store;
+  std::unique_ptr<parallel::Communicator> comm;
 };
 
-StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env) {
+Status JoinNccl(const RankEnv& env, std::chrono::milliseconds timeout, DataParallelGroup* g) {
+  g->nccl_grpc = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "nccl", timeout);
+  g->nccl_store = std::make_unique<parallel::GrpcKvStore>(g->nccl_grpc.get());
+  DS_ASSIGN_OR_RETURN(g->comm, LoadNcclCommunicator(g->memory.get(), env.rank, env.world_size, "dp",
+                                                    g->nccl_store.get(), timeout));
+  DS_LOG_INFO("worker", "joined the data-parallel group: rank {} of {} over NCCL on {}", env.rank,
+              env.world_size, g->memory->name());
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env, const JobConfig& config) {
   auto g = std::make_unique<DataParallelGroup>();
   std::ifstream in(env.token_file);
   launcher::ClientOptions o;
@@ -108,6 +128,14 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   if (!std::getline(in, o.token)) return FailedPreconditionError("no job token in " + env.token_file);
   DS_ASSIGN_OR_RETURN(g->client, launcher::CoordinatorClient::Create(o));
   const auto timeout = std::chrono::milliseconds(60000);
+  DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config));
+  if (pc.states_on_device) {
+    DS_ASSIGN_OR_RETURN(g->memory, LoadCudaMemory(0));  // the agent pins one GPU per rank
+    Status nccl = JoinNccl(env, timeout, g.get());
+    if (nccl.ok()) return g;
+    if (nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
+    DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
+  }
   g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
   parallel::GlooOptions go;
   go.rank = env.rank;
@@ -138,10 +166,11 @@ Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
   std::unique_ptr<DataParallelGroup> group;
   if (env.launched && env.world_size > 1 && !f.eval) {
-    DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env));
+    DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
   }
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                      Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr));
+                      Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
+                                      group ? group->memory.get() : nullptr));
   // The launcher planned the job once; this rank's own plan must be the same plan.
   if (const char* want = std::getenv("DS_PLAN_HASH"); want && *want && !f.eval) {
     std::string mine = plan::HashHex(trainer->plan().hash());
