@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/optimizer_launch.h"
 #include "kernels/cuda/stream_context.h"
 #include "runtime/base/status_macros.h"
@@ -106,6 +107,23 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     kernels::GradNormResult host{};
     DS_RETURN_IF_ERROR(memory_->CopyToHost(&host, result, sizeof(host)));  // waits for the stream
     return SquaredNormResult{host.sum_sq, host.overflow == 0};
+  }
+
+  Status Accumulate(void* dst, const void* src, int64_t n, DType dtype) override {
+    memory_->Bind();
+    const cudaStream_t stream = kernels::CurrentStream();
+    switch (dtype) {
+      case DType::kF32:
+        DS_CUDA_RETURN_IF_ERROR(
+            kernels::LaunchAccumulate(static_cast<const float*>(src), static_cast<float*>(dst), n, stream));
+        return OkStatus();
+      case DType::kBF16:
+        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAccumulate(static_cast<const __nv_bfloat16*>(src),
+                                                          static_cast<__nv_bfloat16*>(dst), n, stream));
+        return OkStatus();
+      default:
+        return UnimplementedError(std::string("optimizer kernels: no accumulate for ") + DTypeName(dtype));
+    }
   }
 
  private:

@@ -246,8 +246,8 @@ Status Executor::PlanActivationGrads() {
         if (device_) {
           const ParamSlot* slot = params_->ForTensor(t);
           const DType m = params_->model_dtype();
-          a.grad_in.push_back(Tensor(device_grads_ + slot->offset * DTypeSize(m),
-                                     slot->shape, m));
+          void* g = states_on_device_ ? opt_.device_grad_at(slot->offset) : device_grads_ + slot->offset * DTypeSize(m);
+          a.grad_in.push_back(Tensor(g, slot->shape, m));
         } else if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
         else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
@@ -368,10 +368,10 @@ Status Executor::BuildDevice() {
   if (params_->params_partitioned()) return UnimplementedError(where + ": ZeRO stage 3 does not run on a device yet");
   first_block_ = graph_->num_blocks;
   if (opt_.device_params) {
-    if (opt_.training && !opt_.device_grads) return InvalidArgumentError(where + ": device_params without device_grads");
+    if (opt_.training && !opt_.device_grad_at)
+      return InvalidArgumentError(where + ": device_params without device_grad_at");
     states_on_device_ = true;
     device_params_ = static_cast<char*>(opt_.device_params);
-    device_grads_ = static_cast<char*>(opt_.device_grads);
     return OkStatus();
   }
   const size_t bytes = static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,10 +47,11 @@ struct ExecutorOptions {
   bool training = true;  // false: no gradients, no backward, dropout off
   DeviceMemory* memory = nullptr;  // borrowed; null: host memory, CPU kernels, no copies
   // Device path with the model states on the device (runtime/optim/device_states.h): the
-  // flat parameters and gradients in `memory`, laid out as the ParamStore's (borrowed). The
+  // flat parameters in `memory` laid out as the ParamStore's, and where the gradient of a
+  // flat element is (one parameter's contiguous from there; a bucket arena at ZeRO-2). The
   // executor reads and accumulates there and copies nothing to or from the ParamStore.
   void* device_params = nullptr;
-  void* device_grads = nullptr;  // training only
+  std::function<void*(int64_t flat_element)> device_grad_at;  // training only
 };
 
 struct NodeProfile {

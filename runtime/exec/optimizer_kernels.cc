@@ -70,6 +70,19 @@ class HostOptimizerKernels final : public OptimizerKernels {
     return SquaredNormResult{sum, std::isfinite(sum)};
   }
 
+  Status Accumulate(void* dst, const void* src, int64_t n, DType dtype) override {
+    if (dtype == DType::kF32) {
+      float* d = static_cast<float*>(dst);
+      const float* s = static_cast<const float*>(src);
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+      return OkStatus();
+    }
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) StoreFloat(dst, dtype, i, LoadFloat(dst, dtype, i) + LoadFloat(src, dtype, i));
+    return OkStatus();
+  }
+
  private:
   std::vector<std::vector<OptimizerSegment>> sets_;
 };

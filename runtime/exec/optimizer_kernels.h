@@ -1,6 +1,7 @@
 // OptimizerKernels: the optimizer's work on model states that live in a DeviceMemory
-// (runtime/exec/device_states.h): one fused Adam/AdamW pass over every owned parameter that
-// also writes the 16-bit model copy, and the squared gradient norm with a non-finite flag.
+// (runtime/optim/device_states.h): one fused Adam/AdamW pass over every owned parameter that
+// also writes the 16-bit model copy, the squared gradient norm with a non-finite flag, and
+// ZeRO-2's accumulation of reduced gradients into the gradient shard.
 // Each device has one implementation, registered like the op kernels:
 //
 //   kCpu    optimizer_kernels.cc, for HostMemory (the device path run on the CPU, which
@@ -72,6 +73,8 @@ class OptimizerKernels {
   virtual Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& params) = 0;
   virtual StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype,
                                                   float inv_scale) = 0;
+  // dst[i] += src[i] for i < n, in `dtype` (computed in fp32, rounded once).
+  virtual Status Accumulate(void* dst, const void* src, int64_t n, DType dtype) = 0;
 
   using Factory = StatusOr<std::unique_ptr<OptimizerKernels>> (*)(DeviceMemory* memory);
   // For a backend plugin's devices (kCpu is built in). Returns true, so it can initialize a

@@ -149,6 +149,10 @@ class ParamStore {
   // The model-dtype gradient of flat element `i`; the elements of one parameter (one bucket,
   // with a bucket arena) are contiguous from there.
   void* FlatGradPtr(int64_t i) const;
+  // Where FlatGradPtr points into: the flat gradients, or the bucket arena, of
+  // grad_storage_elements() model-dtype elements (a device copy of the gradients mirrors it).
+  const void* grad_storage() const { return grads_.data(); }
+  int64_t grad_storage_elements() const { return grad_blocks_.empty() ? total_ : layout_.grad_arena_elements; }
   // Views of one parameter.
   Tensor MasterView(const ParamSlot& s) const;
   Tensor ModelView(const ParamSlot& s) const;

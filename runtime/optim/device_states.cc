@@ -21,17 +21,20 @@ Status DeviceStates::Build() {
                                       "set zero_optimization.offload_optimizer.device: cpu");
   if (ps.model_dtype() == DType::kF16)
     return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
-  if (ps.grads_partitioned())
-    return UnimplementedError(where + ": ZeRO stages 2 and 3 keep their gradient shards on the host; "
-                                      "use stage 1 (the same numerics) or offload_optimizer");
-  // Stages 0-1: at most one owned segment, so shard position + delta is the flat element.
-  if (ps.segments().size() > 1) return InternalError(where + ": more than one owned segment at stage 0-1");
+  if (ps.params_partitioned())
+    return UnimplementedError(where + ": ZeRO stage 3 keeps its parameter shards on the host; "
+                                      "use stage 2 or set offload_optimizer");
+  // Stages 0-2: at most one owned segment, so shard position + delta is the flat element.
+  if (ps.segments().size() > 1) return InternalError(where + ": more than one owned segment at stages 0-2");
   if (!ps.segments().empty()) delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
   tsize_ = DTypeSize(ps.model_dtype());
   const size_t flat = static_cast<size_t>(ps.total_elements()) * tsize_;
   const size_t shard = static_cast<size_t>(std::max<int64_t>(1, ps.shard_elements())) * sizeof(float);
   DS_ASSIGN_OR_RETURN(params_, DeviceBuffer::Allocate(memory_, flat));
-  DS_ASSIGN_OR_RETURN(grads_, DeviceBuffer::Allocate(memory_, flat));
+  DS_ASSIGN_OR_RETURN(grads_, DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
+  if (ps.grads_partitioned()) {
+    DS_ASSIGN_OR_RETURN(shard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
+  }
   if (ps.mixed()) {
     DS_ASSIGN_OR_RETURN(master_, DeviceBuffer::Allocate(memory_, shard));
   }
@@ -53,7 +56,14 @@ Status DeviceStates::Build() {
 }
 
 int64_t DeviceStates::bytes() const {
-  return static_cast<int64_t>(params_.size() + grads_.size() + master_.size() + m_.size() + v_.size());
+  return static_cast<int64_t>(params_.size() + grads_.size() + shard_.size() + master_.size() + m_.size() +
+                              v_.size());
+}
+
+void* DeviceStates::GradAt(int64_t i) const {
+  const ParamStore& ps = *params_store_;
+  return static_cast<char*>(grads_.data()) +
+         (static_cast<const char*>(ps.FlatGradPtr(i)) - static_cast<const char*>(ps.grad_storage()));
 }
 
 Status DeviceStates::Upload() {
@@ -83,18 +93,39 @@ Status DeviceStates::Download() {
   return OkStatus();
 }
 
-Status DeviceStates::ZeroGrads() { return memory_->Zero(grads_.data(), grads_.size()); }
+Status DeviceStates::ZeroGrads() {
+  if (shard_.data()) DS_RETURN_IF_ERROR(memory_->Zero(shard_.data(), shard_.size()));
+  return memory_->Zero(grads_.data(), grads_.size());
+}
+
+Status DeviceStates::ZeroGradRange(int64_t lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  return memory_->Zero(GradAt(lo), n * tsize_);
+}
 
 Status DeviceStates::GradsToHost(int64_t lo, int64_t n) {
   if (n <= 0) return OkStatus();
-  return memory_->CopyToHost(params_store_->FlatGradPtr(lo), static_cast<char*>(grads_.data()) + lo * tsize_,
-                             n * tsize_);
+  return memory_->CopyToHost(params_store_->FlatGradPtr(lo), GradAt(lo), n * tsize_);
 }
 
 Status DeviceStates::GradsFromHost(int64_t lo, int64_t n) {
   if (n <= 0) return OkStatus();
-  return memory_->CopyToDevice(static_cast<char*>(grads_.data()) + lo * tsize_, params_store_->FlatGradPtr(lo),
-                               n * tsize_);
+  return memory_->CopyToDevice(GradAt(lo), params_store_->FlatGradPtr(lo), n * tsize_);
+}
+
+Status DeviceStates::AccumulateIntoShard(int64_t flat_lo, const void* values, int64_t n) {
+  if (n <= 0) return OkStatus();
+  if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
+  char* dst = static_cast<char*>(shard_.data()) + params_store_->ShardPos(flat_lo) * tsize_;
+  return kernels_->Accumulate(dst, values, n, params_store_->model_dtype());
+}
+
+Status DeviceStates::ShardFromHost(int64_t flat_lo, int64_t n) {
+  if (n <= 0) return OkStatus();
+  if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
+  const int64_t pos = params_store_->ShardPos(flat_lo);
+  return memory_->CopyToDevice(static_cast<char*>(shard_.data()) + pos * tsize_,
+                               static_cast<const char*>(params_store_->grad_shard()) + pos * tsize_, n * tsize_);
 }
 
 Status DeviceStates::ParamsToHost(int64_t lo, int64_t n) {
@@ -110,15 +141,33 @@ Status DeviceStates::ParamsFromHost(int64_t lo, int64_t n) {
                                static_cast<const char*>(params_store_->model()) + lo * tsize_, n * tsize_);
 }
 
-StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges, bool in_shard) {
+  if (in_shard && !shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
+  // Flat ranges become runs of the gradient storage (a bucket arena places buckets apart).
   std::vector<OptimizerSegment> segs;
-  for (const auto& [offset, count] : ranges)
-    if (count > 0) segs.push_back({offset, count, false});
-  return kernels_->AddSegments(segs);
+  const ParamStore& ps = *params_store_;
+  const char* base = static_cast<const char*>(ps.grad_storage());
+  for (const auto& [offset, count] : ranges) {
+    if (in_shard) {
+      if (count > 0) segs.push_back({offset, count, false});
+      continue;
+    }
+    for (const ParamSlot& s : ps.slots()) {  // one parameter's gradients are contiguous
+      const int64_t lo = std::max(offset, s.offset), hi = std::min(offset + count, s.offset + s.numel);
+      if (lo >= hi) continue;
+      const int64_t at = (static_cast<const char*>(ps.FlatGradPtr(lo)) - base) / static_cast<int64_t>(tsize_);
+      segs.push_back({at, hi - lo, false});
+    }
+  }
+  DS_ASSIGN_OR_RETURN(int id, kernels_->AddSegments(segs));
+  if (static_cast<int>(share_in_shard_.size()) <= id) share_in_shard_.resize(id + 1, false);
+  share_in_shard_[id] = in_shard;
+  return id;
 }
 
 StatusOr<SquaredNormResult> DeviceStates::GradSquaredSum(int share) {
-  return kernels_->SquaredNorm(share, grads_.data(), params_store_->model_dtype(), 1.0f);
+  const bool in_shard = share >= 0 && share < static_cast<int>(share_in_shard_.size()) && share_in_shard_[share];
+  return kernels_->SquaredNorm(share, in_shard ? shard_.data() : grads_.data(), params_store_->model_dtype(), 1.0f);
 }
 
 Status DeviceStates::Step(float lr, float grad_scale) {
@@ -138,7 +187,9 @@ Status DeviceStates::Step(float lr, float grad_scale) {
   b.master = ps.mixed() ? static_cast<float*>(master_.data()) : reinterpret_cast<float*>(params);
   b.m = static_cast<float*>(m_.data());
   b.v = static_cast<float*>(v_.data());
-  b.grad = static_cast<const char*>(grads_.data()) + delta_ * tsize_;
+  // Stage 2 reads the reduced gradients in shard space; stages 0-1 the flat ones.
+  b.grad = shard_.data() ? static_cast<const char*>(shard_.data())
+                         : static_cast<const char*>(grads_.data()) + delta_ * tsize_;
   b.model = ps.mixed() ? params : nullptr;
   b.dtype = ps.model_dtype();
   DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));

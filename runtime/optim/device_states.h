@@ -4,8 +4,10 @@
 // ParamStore is:
 //
 //   params   flat, model dtype: what forward and backward read (fp32: also the master)
-//   grads    flat, model dtype: what backward accumulates into over the micro-batches
-//   master   mixed precision: fp32, in the rank's shard space (ZeRO-1: its partition only)
+//   grads    model dtype, what backward accumulates into: flat (stages 0-1), or the plan's
+//            gradient bucket arena (stage 2), mirroring ParamStore::grad_storage()
+//   shard    stage 2: the reduced gradients of the rank's partition, model dtype
+//   master   mixed precision: fp32, in the rank's shard space (ZeRO-1/2: its partition only)
 //   m, v     Adam's moments, in shard space
 //
 // The optimizer step (fused AdamW/Adam that writes the 16-bit copy) and the gradient norm
@@ -15,7 +17,7 @@
 // a host one (Gloo).
 //
 // The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
-// initializing or loading them, Download() before saving or exporting. ZeRO stages 0 and 1;
+// initializing or loading them, Download() before saving or exporting. ZeRO stages 0-2;
 // fp32 and bf16; Adam and AdamW (SGD steps on the host: offload_optimizer).
 // Not thread-safe.
 #pragma once
@@ -39,9 +41,10 @@ class DeviceStates {
   static StatusOr<std::unique_ptr<DeviceStates>> Create(DeviceMemory* memory, ParamStore* params,
                                                         Optimizer* optimizer);
 
-  // Flat device buffers of ParamStore::total_elements() model-dtype elements.
+  // The flat parameters: ParamStore::total_elements() model-dtype elements.
   void* params() const { return params_.data(); }
-  void* grads() const { return grads_.data(); }
+  // The gradient of flat element `i`; one parameter's (one bucket's) are contiguous from there.
+  void* GradAt(int64_t i) const;
   DeviceMemory* memory() const { return memory_; }
   // Bytes of device memory held (params, grads, master, m, v).
   int64_t bytes() const;
@@ -51,17 +54,25 @@ class DeviceStates {
   // Device -> host ParamStore (model copy, master; marks it changed) and Optimizer state.
   Status Download();
 
+  // Zeroes the gradients and the gradient shard.
   Status ZeroGrads();
-  // Flat element ranges [lo, lo + n) between the device and the host ParamStore's flat
-  // buffers (gradients: FlatGradPtr; parameters: the flat model copy, the master in fp32).
+  // Zeroes the gradients of flat elements [lo, lo + n) (one bucket, once reduced).
+  Status ZeroGradRange(int64_t lo, int64_t n);
+  // Flat element ranges [lo, lo + n) (within one bucket) between the device and the host
+  // ParamStore (gradients: FlatGradPtr; parameters: the flat model copy, the master in fp32).
   Status GradsToHost(int64_t lo, int64_t n);
   Status GradsFromHost(int64_t lo, int64_t n);
   Status ParamsToHost(int64_t lo, int64_t n);
   Status ParamsFromHost(int64_t lo, int64_t n);
+  // Stage 2: shard[pos(flat_lo) .. + n) += `values` (device memory, model dtype), owned
+  // elements of one segment; and the same range copied from the host ParamStore's shard.
+  Status AccumulateIntoShard(int64_t flat_lo, const void* values, int64_t n);
+  Status ShardFromHost(int64_t flat_lo, int64_t n);
 
-  // The sum of squared gradients over flat ranges (offset, count), fixed once (a data-
-  // parallel rank's share of the norm): AddNormShare returns its id.
-  StatusOr<int> AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges);
+  // The sum of squared gradients over ranges (offset, count), fixed once (a data-parallel
+  // rank's share of the norm): flat elements of the gradients, or with `in_shard`, shard
+  // positions of the gradient shard. AddNormShare returns its id.
+  StatusOr<int> AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges, bool in_shard = false);
   StatusOr<SquaredNormResult> GradSquaredSum(int share);
 
   // One optimizer update of the owned elements with learning rate `lr`, every gradient
@@ -77,9 +88,10 @@ class DeviceStates {
   ParamStore* params_store_;
   Optimizer* optimizer_;
   std::unique_ptr<OptimizerKernels> kernels_;
-  DeviceBuffer params_, grads_, master_, m_, v_;
-  int64_t delta_ = 0;      // flat element = shard position + delta_ (stages 0-1: one segment)
+  DeviceBuffer params_, grads_, shard_, master_, m_, v_;
+  int64_t delta_ = 0;      // flat element = shard position + delta_ (stages 0-2: one segment)
   int optimizer_set_ = -1;
+  std::vector<bool> share_in_shard_;  // per norm share
   size_t tsize_ = 4;
 };
 

@@ -149,6 +149,8 @@ struct StepRunner::Impl {
   // Device states with a communicator on device buffers (NCCL), reductions in the model
   // dtype: the collective reads and writes the device's buffers (staging in device memory).
   Status PrepareOnDevice(const Instruction& in, Pending* job);
+  // The part of flat range [lo, lo + n) this rank owns, [first, second) (stages 1-2).
+  std::pair<int64_t, int64_t> OwnedPart(int64_t lo, int64_t n) const;
   // Starts tracking an issued job (or finishes one that needed no collective).
   Status Track(int index, const Instruction& in, Pending job);
   int norm_share = -1;  // device states: this rank's share of the gradient norm
@@ -211,7 +213,12 @@ void StepRunner::Impl::Recycle(Pending* job) {
 Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   Pending job;
   if (p.device) {
-    if (dp == 1) return OkStatus();  // one rank: the device holds the result already
+    if (dp == 1) {  // one rank: the device holds the result already; stage 2 moves it to the shard
+      if (stage < 2 || in.kind() == Instruction::ALL_GATHER) return OkStatus();
+      const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+      DS_RETURN_IF_ERROR(p.device->AccumulateIntoShard(lo, p.device->GradAt(lo), n));
+      return p.device->ZeroGradRange(lo, n);
+    }
     if (in.kind() == Instruction::ALL_GATHER && overflow) return OkStatus();
     if (p.comm->device_buffers() && ct == t) {
       DS_RETURN_IF_ERROR(PrepareOnDevice(in, &job));
@@ -429,9 +436,18 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   return OkStatus();
 }
 
-// Device states (stages 0-1): a bucket's gradients go to the host flat gradients before the
-// reduction and its reduced part (all of it, or this rank's reduce-scatter part) comes back;
-// the updated partition goes to the host flat parameters before the shard all-gather and the
+std::pair<int64_t, int64_t> StepRunner::Impl::OwnedPart(int64_t lo, int64_t n) const {
+  for (const ShardSegment& s : p.params->segments()) {
+    const int64_t a = std::max(lo, s.flat_begin), b = std::min(lo + n, s.flat_begin + s.count);
+    if (a < b) return {a, b};
+  }
+  return {lo, lo};
+}
+
+// Device states: a bucket's gradients go to the host gradients before the reduction; then
+// stages 0-1 bring its reduced part (all of it, or this rank's reduce-scatter part) back,
+// stage 2 the updated range of the host's gradient shard (and zero the device's bucket). The
+// updated partition goes to the host flat parameters before the shard all-gather and the
 // gathered whole comes back.
 Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
   DeviceStates* d = p.device;
@@ -441,6 +457,14 @@ Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
       if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
       const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
       DS_RETURN_IF_ERROR(d->GradsToHost(lo, n));
+      if (stage >= 2) {
+        const auto [a, b] = OwnedPart(lo, n);
+        job->to_device = [d, a = a, b = b, lo, n](Pending&) -> Status {
+          DS_RETURN_IF_ERROR(d->ShardFromHost(a, b - a));
+          return d->ZeroGradRange(lo, n);
+        };
+        return OkStatus();
+      }
       int64_t back_lo = lo, back_n = n;
       if (in.kind() == Instruction::REDUCE_SCATTER && in.collective().rank_counts_size() == dp) {
         back_n = in.collective().rank_counts(rank);
@@ -465,16 +489,22 @@ Status StepRunner::Impl::StageThroughHost(const Instruction& in, Pending* job) {
 Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
   DeviceStates* d = p.device;
   DeviceMemory* mem = d->memory();
-  char* grads = static_cast<char*>(d->grads());
   char* params = static_cast<char*>(d->params());
   switch (in.kind()) {
-    case Instruction::ALL_REDUCE: {  // stage 0: in place
+    case Instruction::ALL_REDUCE: {  // in place; stage 2 then adds the owned part to the shard
       if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
       const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
-      job->handle = p.comm->AllReduceAsync(parallel::BufferView(grads + lo * tsize, n, t), parallel::ReduceOp::kSum);
+      job->handle = p.comm->AllReduceAsync(parallel::BufferView(d->GradAt(lo), n, t), parallel::ReduceOp::kSum);
+      if (stage >= 2) {
+        const auto [a, b] = OwnedPart(lo, n);
+        job->to_device = [d, a = a, b = b, lo, n](Pending&) -> Status {
+          DS_RETURN_IF_ERROR(d->AccumulateIntoShard(a, d->GradAt(a), b - a));
+          return d->ZeroGradRange(lo, n);
+        };
+      }
       return OkStatus();
     }
-    case Instruction::REDUCE_SCATTER: {  // stage 1: this rank's part to staging, then back in place
+    case Instruction::REDUCE_SCATTER: {  // this rank's part to staging, then into place (or the shard)
       if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
       const auto& rc = in.collective().rank_counts();
       if (rc.size() != dp) return InternalError("reduce-scatter without per-rank counts");
@@ -484,10 +514,17 @@ Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
       for (int k = 0; k < rank; ++k) my_lo += counts[k];
       const int64_t my_n = counts[rank];
       DS_ASSIGN_OR_RETURN(job->dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, my_n) * tsize));
-      job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(grads + lo * tsize, n, t),
+      job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(d->GradAt(lo), n, t),
                                                 parallel::BufferView(job->dev_out.data(), my_n, t), counts,
                                                 parallel::ReduceOp::kSum);
-      char* dst = grads + my_lo * tsize;
+      if (stage >= 2) {
+        job->to_device = [d, my_lo, my_n, lo, n](Pending& j) -> Status {
+          DS_RETURN_IF_ERROR(d->AccumulateIntoShard(my_lo, j.dev_out.data(), my_n));
+          return d->ZeroGradRange(lo, n);
+        };
+        return OkStatus();
+      }
+      char* dst = static_cast<char*>(d->GradAt(my_lo));
       job->to_device = [this, mem, dst, my_n](Pending& j) { return mem->Copy(dst, j.dev_out.data(), my_n * tsize); };
       return OkStatus();
     }
@@ -601,6 +638,8 @@ Status StepRunner::Impl::Execute(int index, const Instruction& in) {
     case Instruction::OPTIMIZER_STEP:
       return OptimizerStep();
     case Instruction::ZERO_GRADS:
+      // Stage 2 through the host accumulates the host's gradient shard too.
+      if (p.device && stage >= 2 && dp > 1) p.params->ZeroGrads();
       if (p.device) return p.device->ZeroGrads();
       p.params->ZeroGrads();
       return OkStatus();
@@ -661,10 +700,14 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
     return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
                                 "states are on the host (offload_optimizer): use a host communicator (Gloo)");
   if (parts.device) {
-    if (impl->stage >= 2) return UnimplementedError("device states: ZeRO stage " + std::to_string(impl->stage));
-    // The norm share as on the host: stage 1 its partition, stage 0 an equal part of the whole.
+    if (impl->stage >= 3) return UnimplementedError("device states: ZeRO stage " + std::to_string(impl->stage));
+    // The norm share as on the host: stage 2 its gradient shard, stage 1 its partition, stage 0
+    // an equal part of the whole.
     std::vector<std::pair<int64_t, int64_t>> share;
-    if (impl->stage == 1) {
+    if (impl->stage == 2) {
+      DS_ASSIGN_OR_RETURN(impl->norm_share,
+                          parts.device->AddNormShare({{0, parts.params->shard_elements()}}, /*in_shard=*/true));
+    } else if (impl->stage == 1) {
       for (const ShardSegment& s : parts.params->segments()) share.push_back({s.flat_begin, s.count});
     } else {
       const int64_t total = parts.params->total_elements(), dp = impl->dp;
@@ -672,7 +715,9 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
       const int64_t begin = std::min(total, rank * chunk), end = std::min(total, begin + chunk);
       share.push_back({begin, end - begin});
     }
-    DS_ASSIGN_OR_RETURN(impl->norm_share, parts.device->AddNormShare(share));
+    if (impl->stage < 2) {
+      DS_ASSIGN_OR_RETURN(impl->norm_share, parts.device->AddNormShare(share));
+    }
   }
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
 }

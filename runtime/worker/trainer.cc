@@ -154,7 +154,8 @@ Status Trainer::Build() {
     if (!states.ok()) return states.status().WithPrefix(src);
     device_states_ = std::move(states).value();
     eo.device_params = device_states_->params();
-    eo.device_grads = device_states_->grads();
+    DeviceStates* on_device = device_states_.get();
+    eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
   auto executor = Executor::Create(graph_, params_.get(), eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
