@@ -21,7 +21,8 @@ uint64_t Fnv1a(const std::string& s) {
 
 }  // namespace
 
-ParamStore::ParamStore(const Graph& graph, DType model_dtype) : model_dtype_(model_dtype) {
+ParamStore::ParamStore(const Graph& graph, DType model_dtype, bool sparse_host)
+    : model_dtype_(model_dtype), sparse_host_(sparse_host) {
   for (int t : graph.Params()) {
     const TensorInfo& info = graph.tensors[t];
     ParamSlot s;
@@ -35,9 +36,9 @@ ParamStore::ParamStore(const Graph& graph, DType model_dtype) : model_dtype_(mod
     by_tensor_[t] = static_cast<int>(slots_.size());
     slots_.push_back(std::move(s));
   }
-  master_ = Buffer::Allocate(total_ * sizeof(float));
-  if (mixed()) model_ = Buffer::Allocate(total_ * 2);
-  grads_ = Buffer::Allocate(total_ * DTypeSize(model_dtype_));
+  master_ = Alloc(total_ * sizeof(float));
+  if (mixed()) model_ = Alloc(total_ * 2);
+  grads_ = Alloc(total_ * DTypeSize(model_dtype_));
   layout_.segments.push_back({0, total_, 0});
   layout_.shard_elements = total_;
 }
@@ -176,7 +177,7 @@ void ParamStore::Shard(const ShardLayout& layout) {
   const size_t size = DTypeSize(model_dtype_);
   const int64_t shard = std::max<int64_t>(1, layout.shard_elements);
   if (mixed() || layout.partition_params) {
-    Buffer m = Buffer::Allocate(shard * sizeof(float));
+    Buffer m = Alloc(shard * sizeof(float));
     for (const ShardSegment& g : layout.segments)
       std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin, g.count * sizeof(float));
     if (!mixed()) model_ = std::move(master_);
@@ -188,7 +189,7 @@ void ParamStore::Shard(const ShardLayout& layout) {
     // Initialize / SetFromFull and the gathers).
     model_ = Buffer::AllocateSparse(total_ * size);
     if (mixed()) {
-      param_shard_ = Buffer::Allocate(shard * size);
+      param_shard_ = Alloc(shard * size);
       SyncModelFromMaster();
     }
   }
@@ -196,11 +197,17 @@ void ParamStore::Shard(const ShardLayout& layout) {
     if (layout.grad_blocks.empty()) {
       grads_ = Buffer::AllocateSparse(total_ * size);
     } else {
-      grads_ = Buffer::Allocate(std::max<int64_t>(1, layout.grad_arena_elements) * size);
+      grads_ = Alloc(std::max<int64_t>(1, layout.grad_arena_elements) * size);
       grad_blocks_ = layout.grad_blocks;
     }
-    grad_shard_ = Buffer::Allocate(shard * size);
+    grad_shard_ = Alloc(shard * size);
   }
+}
+
+void ParamStore::ReleaseHost() {
+  if (!sparse_host_) return;
+  for (Buffer* b : {&master_, &model_, &param_shard_, &grads_, &grad_shard_}) b->Release(0, b->size(), false);
+  ++version_;
 }
 
 void ParamStore::SetRange(int64_t offset, int64_t count, const float* values) {

@@ -71,8 +71,11 @@ struct ParamSlot {
 
 class ParamStore {
  public:
-  // Lays out every param of `graph`; `model_dtype` is f32, bf16 or f16.
-  ParamStore(const Graph& graph, DType model_dtype);
+  // Lays out every param of `graph`; `model_dtype` is f32, bf16 or f16. `sparse_host`: the
+  // model states live on a device (runtime/optim/device_states.h) and these buffers are
+  // their host copies, used at initialization, checkpoints and exports: every buffer is
+  // sparse (no memory until touched) and ReleaseHost() hands the pages back between uses.
+  ParamStore(const Graph& graph, DType model_dtype, bool sparse_host = false);
 
   // Fills the master weights from each param's initializer with a generator seeded by
   // (seed, parameter name), so values do not depend on declaration order; syncs model.
@@ -120,6 +123,9 @@ class ParamStore {
   void SetFromFull(const float* full);
   // Zeroes gradients: the flat buffer (released when sparse) and the gradient shard.
   void ZeroGrads();
+  // sparse_host: hands back every buffer's pages; everything reads zero until written again.
+  void ReleaseHost();
+  bool sparse_host() const { return sparse_host_; }
   // Counts changes of the model copy forward reads (initialization, loads, optimizer steps,
   // all-gathers): an executor that keeps the parameters on a device re-uploads them when it
   // moved. Whoever writes the model copy directly calls MarkModelChanged().
@@ -163,8 +169,11 @@ class ParamStore {
  private:
   // Sets flat elements [offset, offset + count) from fp32 `values` everywhere they live.
   void SetRange(int64_t offset, int64_t count, const float* values);
+  // A zeroed buffer: sparse with sparse_host_.
+  Buffer Alloc(size_t bytes) const { return sparse_host_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes); }
 
   DType model_dtype_;
+  bool sparse_host_ = false;
   std::vector<ParamSlot> slots_;
   std::map<int, int> by_tensor_;
   int64_t total_ = 0;

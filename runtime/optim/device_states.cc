@@ -76,7 +76,15 @@ Status DeviceStates::Upload() {
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(m_.data(), state[0].data, shard));
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(v_.data(), state[1].data, shard));
   }
-  return memory_->Zero(grads_.data(), grads_.size());
+  DS_RETURN_IF_ERROR(ZeroGrads());
+  // The device holds the truth now; CopyToDevice returned once the host bytes were read.
+  ReleaseHostCopies();
+  return OkStatus();
+}
+
+void DeviceStates::ReleaseHostCopies() {
+  params_store_->ReleaseHost();
+  optimizer_->ReleaseState();
 }
 
 Status DeviceStates::Download() {

@@ -53,6 +53,9 @@ class DeviceStates {
   Status Upload();
   // Device -> host ParamStore (model copy, master; marks it changed) and Optimizer state.
   Status Download();
+  // With a sparse_host ParamStore: hands the host copies' pages back (Upload does it at the
+  // end); call after a checkpoint or export has read what Download wrote.
+  void ReleaseHostCopies();
 
   // Zeroes the gradients and the gradient shard.
   Status ZeroGrads();

@@ -18,12 +18,19 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
 Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
     : opt_(options), params_(params) {
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, params->shard_elements())) * sizeof(float);
+  auto alloc = [&] { return params->sparse_host() ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes); };
   if (opt_.type == OptimizerOptions::Type::kSgd) {
-    if (opt_.momentum != 0) m_ = Buffer::Allocate(bytes);
+    if (opt_.momentum != 0) m_ = alloc();
   } else {
-    m_ = Buffer::Allocate(bytes);
-    v_ = Buffer::Allocate(bytes);
+    m_ = alloc();
+    v_ = alloc();
   }
+}
+
+void Optimizer::ReleaseState() {
+  if (!params_->sparse_host()) return;
+  m_.Release(0, m_.size(), false);
+  v_.Release(0, v_.size(), false);
 }
 
 std::vector<Optimizer::StateBuffer> Optimizer::state() {

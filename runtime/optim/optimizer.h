@@ -50,6 +50,9 @@ class Optimizer {
     float* data;  // ParamStore::shard_elements() floats
   };
   std::vector<StateBuffer> state();
+  // With a sparse_host ParamStore (the states live on a device): hands the state buffers'
+  // pages back; they read zero until written again.
+  void ReleaseState();
   // Resident bytes of the state buffers, for memory profiles.
   size_t ResidentBytes() const { return m_.ResidentBytes() + v_.ResidentBytes(); }
 

@@ -805,7 +805,10 @@ std::string StepRunner::MemoryReport() const {
     std::snprintf(text, sizeof(text), "%.1f", b / 1048576.0);
     return std::string(text);
   };
-  std::string s = "model states peak " + mib(m.peak_model_states) + " MiB (";
+  std::string s;
+  if (m.p.device)  // the host ParamStore below holds only the copies checkpoints use
+    s = "model states on " + m.p.device->memory()->name() + ": " + mib(m.p.device->bytes()) + " MiB allocated; host ";
+  s += "model states peak " + mib(m.peak_model_states) + " MiB (";
   bool first = true;
   for (const auto& [role, bytes] : m.peak_by_role) {
     s += (first ? "" : ", ") + role + " " + mib(bytes);

@@ -142,7 +142,10 @@ Status Trainer::Build() {
   DType model_dtype = DType::kF32;
   if (config_.bf16.enabled) model_dtype = DType::kBF16;
   if (config_.fp16.enabled) model_dtype = DType::kF16;
-  params_ = std::make_unique<ParamStore>(graph_, model_dtype);
+  // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
+  auto pc = plan::PlanConfigFromJob(config_);
+  const bool states_on_device = device_memory_ && pc.ok() && pc->states_on_device;
+  params_ = std::make_unique<ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_RETURN_IF_ERROR(BuildPlan());
   // Before the executor: it keeps views of the flat buffers Shard may replace.

@@ -76,6 +76,7 @@ Status Trainer::ExportWeights(const std::string& path) const {
   std::vector<ckpt::NamedTensor> tensors;
   for (const ParamSlot& s : params_->slots()) tensors.push_back({s.name, params_->MasterView(s)});
   auto r = ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
+  if (device_states_) device_states_->ReleaseHostCopies();
   return r.status();
 }
 
@@ -266,7 +267,9 @@ Status Trainer::SaveCheckpoint() {
   c.info["precision"] = DTypeName(params_->model_dtype());
   const bool sharded = config_.zero.stage >= 1 && comm_->size() > 1;
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
-  DS_RETURN_IF_ERROR(sharded ? SaveSharded(c) : SaveConsolidated(c));
+  Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
+  if (device_states_) device_states_->ReleaseHostCopies();
+  DS_RETURN_IF_ERROR(saved);
   if (comm_->rank() == 0)
     DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir, ckpt::StepDirName(step_),
                 sharded ? " (one shard file per rank)" : "");
