@@ -104,6 +104,8 @@ class Trainer {
   const Graph& graph() const { return graph_; }
   ParamStore& params() { return *params_; }
   Executor& executor() { return *executor_; }
+  // The model states on the device (the plan's states_on_device), or null.
+  const DeviceStates* device_states() const { return device_states_.get(); }
 
  private:
   Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device);

@@ -17,6 +17,8 @@
 #include "proto/plan.pb.h"
 #include "runtime/data/token_file.h"
 #include "runtime/exec/device_memory.h"
+#include "runtime/optim/device_states.h"
+#include "runtime/plan/bucket_arena.h"
 #include "runtime/worker/model_loader.h"
 #include "runtime/worker/trainer.h"
 
@@ -231,6 +233,33 @@ TEST_CASE("Device states: the host copies hold no memory between checkpoints", "
   auto host = MakeTrainer(Config(data, 8, 1, false, "bf16: {enabled: true}\n"), nullptr, nullptr);
   REQUIRE(host.ok());
   CHECK_FALSE((*host)->params().sparse_host());
+}
+
+// What the device holds is what the plan said it would: its model-state bytes for this rank,
+// plus (stage 2) the gradient bucket arena the plan's live ranges place. So `ds-launch plan`
+// answers "does it fit on the GPU" for these jobs.
+TEST_CASE("Device states: device memory matches the plan's model states", "[worker][device]") {
+  const std::string data = MakeData();
+  for (const std::string precision : {"", "bf16: {enabled: true}\n"}) {
+    for (int stage : {0, 1, 2}) {
+      INFO((precision.empty() ? "fp32" : "bf16") << " stage " << stage << ", rank 1 of 2");
+      auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
+      HostMemory memory;
+      auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory);
+      REQUIRE(t.ok());
+      const Trainer& trainer = **t;
+      REQUIRE(trainer.device_states() != nullptr);
+      const proto::Plan& plan = trainer.plan();
+      int64_t want = 0;
+      for (const proto::RankPlan& r : plan.ranks())
+        if (r.rank() == 1) want = r.memory().model_state_bytes();
+      const int64_t tsize = precision.empty() ? 4 : 2;
+      want += plan::AssignBucketArena(plan, 1).elements * tsize;
+      const int64_t got = trainer.device_states()->bytes();
+      CHECK(got >= want);
+      CHECK(got <= want + 64 * 1024);  // shard rounding and alignment only
+    }
+  }
 }
 
 TEST_CASE("Device states: ZeRO-3 on the device is refused with the way out", "[worker][device]") {
