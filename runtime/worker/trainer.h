@@ -88,7 +88,9 @@ class Trainer {
   Status ExportWeights(const std::string& path) const;
   // An executor without gradients over the same parameters, for evaluation and generation,
   // on the host (callers read its activations) whatever device.type trains on.
-  // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered.
+  // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered. With the
+  // model states on a device it downloads them into the host copies now; a later checkpoint
+  // hands those back (make a new executor after one).
   StatusOr<std::unique_ptr<Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
