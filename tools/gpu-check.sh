@@ -15,11 +15,13 @@
 # On a bare CUDA machine (no Bazel, no Debian packages): run tools/gpu-deps.sh first where
 # the packages are, and carry .gpu-deps/ (Catch2, OpenBLAS) along with the working tree.
 #
-# Usage: tools/gpu-check.sh [--no-bazel] [--no-bench]
+# Usage: tools/gpu-check.sh [--no-bazel] [--no-bench] [--no-tests]
 # Env:   CUDA_PATH          toolkit root (default /usr/local/cuda)
 #        PEAK_BF16_TFLOPS   peak used for "% of peak" (default 989: H100/H200 SXM dense bf16)
 #        PEAK_HBM_GBPS      nominal memory bandwidth for adamw_bench (default 4800: H200)
 #        GPU_CHECK_OUT      where logs and summary.txt go (default $OUT, else a temp dir)
+#        GPU_CHECK_BUDGET   seconds for the whole run (default 480): each step's time limit is
+#                           cut to what is left, and steps past it are reported as not run
 # Exit:  0 all ran and passed; 1 a step failed; 77 no GPU (the GPU tests were skipped).
 # Every step runs under `timeout`; a timed-out step counts as failed.
 set -uo pipefail
@@ -30,11 +32,14 @@ PEAK=${PEAK_BF16_TFLOPS:-989}
 RESULTS=${GPU_CHECK_OUT:-${OUT:-$(mktemp -d /tmp/gpu-check.XXXXXX)}}
 USE_BAZEL=1
 RUN_BENCH=1
+RUN_TESTS=1
+BUDGET=${GPU_CHECK_BUDGET:-480}
 for arg in "$@"; do
   case "$arg" in
     --no-bazel) USE_BAZEL=0 ;;
     --no-bench) RUN_BENCH=0 ;;
-    *) echo "usage: $0 [--no-bazel] [--no-bench]" >&2; exit 2 ;;
+    --no-tests) RUN_TESTS=0 ;;
+    *) echo "usage: $0 [--no-bazel] [--no-bench] [--no-tests]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$RESULTS/logs"
@@ -45,11 +50,23 @@ ROWS=()
 
 log() { echo "gpu-check: $*"; }
 row() { ROWS+=("$(printf '%-30s %-20s %s' "$1" "$2" "$3")"); }
+# fail_row NAME DETAIL: the row of a step that did not succeed (status in $rc); counts as failed.
+fail_row() {
+  if ((rc == 125)); then row "$1" "not run" "the ${BUDGET}s budget was spent"; else row "$1" "FAIL (rc $rc)" "$2"; fi
+  FAILED=1
+}
 
-# run_step NAME SECONDS CMD...: runs CMD with a time limit, output to logs/NAME.log.
+# run_step NAME SECONDS CMD...: runs CMD with a time limit (cut to what is left of BUDGET),
+# output to logs/NAME.log. Past the budget it runs nothing and returns 125.
 run_step() {
   local name=$1 secs=$2
   shift 2
+  local left=$((BUDGET - SECONDS))
+  if ((left < 15)); then
+    echo "(not run: the ${BUDGET}s budget of gpu-check was spent)" >"$RESULTS/logs/$name.log"
+    return 125
+  fi
+  ((secs > left)) && secs=$left
   timeout --kill-after=10 "$secs" "$@" >"$RESULTS/logs/$name.log" 2>&1
   local rc=$?
   if ((rc == 124 || rc == 137)); then echo "(timed out after ${secs}s)" >>"$RESULTS/logs/$name.log"; fi
@@ -261,6 +278,7 @@ fi
 
 # --- 3. tests -------------------------------------------------------------------------
 SKIPPED=0
+((RUN_TESTS)) || TESTS=()
 for tp in "${TESTS[@]}"; do
   t=${tp%%:*}
   if ! defined "$t" "${tp#*:}"; then
@@ -276,13 +294,14 @@ for tp in "${TESTS[@]}"; do
     FAILED=1
     continue
   fi
-  run_step "$t" 240 "${BIN[$t]}"
+  run_step "$t" 120 "${BIN[$t]}"
   rc=$?
   summary=$(grep -E '^(SKIPPED|FAILED|All tests passed|test cases:)' "$RESULTS/logs/$t.log" | tail -1)
   case $rc in
     0) row "test $t" "PASS" "$summary" ;;
     77) row "test $t" "SKIPPED" "$summary"; SKIPPED=1 ;;
     124|137) row "test $t" "TIMEOUT" "logs/$t.log"; FAILED=1 ;;
+    125) row "test $t" "not run" "the ${BUDGET}s budget was spent"; FAILED=1 ;;
     *) row "test $t" "FAIL (rc $rc)" "$summary"; FAILED=1 ;;
   esac
 done
@@ -302,8 +321,7 @@ if ((RUN_BENCH)) && [[ -n "${BIN[gemm_bench]:-}" ]]; then
     row "gemm bf16 8192^3 (cublasLt)" "SKIPPED" "no GPU"
     SKIPPED=1
   else
-    row "gemm bf16 8192^3 (cublasLt)" "FAIL (rc $rc)" "logs/gemm_bench.log"
-    FAILED=1
+    fail_row "gemm bf16 8192^3 (cublasLt)" "logs/gemm_bench.log"
   fi
 elif ((RUN_BENCH)); then
   row "gemm bf16 8192^3 (cublasLt)" "NOT BUILT" ""
@@ -332,8 +350,7 @@ if ((RUN_BENCH)) && [[ -n "${BIN[adamw_bench]:-}" ]]; then
     row "adamw step 124M (bf16 grads)" "SKIPPED" "no GPU"
     SKIPPED=1
   else
-    row "adamw step 124M (bf16 grads)" "FAIL (rc $rc)" "logs/adamw_bench.log"
-    FAILED=1
+    fail_row "adamw step 124M (bf16 grads)" "logs/adamw_bench.log"
   fi
 elif ((RUN_BENCH)); then
   row "adamw step 124M (bf16 grads)" "NOT BUILT" ""
@@ -360,8 +377,7 @@ for T in 1024 4096; do
       row "$name" "SKIPPED" "no GPU"
       SKIPPED=1
     else
-      row "$name" "FAIL (rc $rc)" "logs/attention_bench_T$T.log"
-      FAILED=1
+      fail_row "$name" "logs/attention_bench_T$T.log"
     fi
   fi
 done
@@ -407,8 +423,7 @@ YAML
     grep -q -i -E "out of memory|ResourceExhausted|RESOURCE_EXHAUSTED" "$RESULTS/logs/gpt2_${tag}_micro$micro.log" || break
   done
   if ((rc != 0)); then
-    row "$name" "FAIL (rc $rc)" "logs/gpt2_${tag}_micro$micro.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_${tag}_micro$micro.log" | cut -c1-80)"
-    FAILED=1
+    fail_row "$name" "logs/gpt2_${tag}_micro$micro.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_${tag}_micro$micro.log" | cut -c1-80)"
     return
   fi
   median() {  # median of CSV column $1 over steps 3-6
