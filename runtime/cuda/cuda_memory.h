@@ -33,6 +33,11 @@ class CudaMemory final : public DeviceMemory {
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   Status Copy(void* dst, const void* src, size_t bytes) override;
+  Status CopyToHostAsync(void* dst, const void* src, size_t bytes) override;
+  Status WaitCopies() override;
+  Status OrderAfterCopies() override;
+  StatusOr<void*> AllocateHost(size_t bytes) override;
+  void FreeHost(void* ptr) override;
   void Bind() override;
   int ordinal() const override { return ordinal_; }
   void* native_stream() const override { return stream_; }
@@ -45,6 +50,10 @@ class CudaMemory final : public DeviceMemory {
   int ordinal_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;    // CopyToHostAsync
+  cudaEvent_t compute_mark_ = nullptr;    // recorded on stream_ before each async copy
+  cudaEvent_t copies_done_ = nullptr;     // recorded on copy_stream_ after each async copy
+  bool copies_pending_ = false;
   std::unique_ptr<CachingAllocator> allocator_;
 };
 

@@ -19,6 +19,15 @@ StatusOr<void*> HostMemory::Allocate(size_t bytes) {
 
 void HostMemory::Free(void* ptr) { std::free(ptr); }
 
+StatusOr<void*> DeviceMemory::AllocateHost(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, rounded);
+  if (!p) return ResourceExhaustedError("host memory: cannot allocate " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void DeviceMemory::FreeHost(void* ptr) { std::free(ptr); }
+
 Status HostMemory::Zero(void* ptr, size_t bytes) {
   std::memset(ptr, 0, bytes);
   return OkStatus();

@@ -7,7 +7,11 @@
 //   CudaMemory    GPU memory from the caching allocator, one stream (runtime/cuda/cuda_memory.h)
 //
 // Copies and zeroing are ordered with the kernels the executor launches (CUDA: the same
-// stream); CopyToHost returns once the bytes are on the host. Used by one thread at a time.
+// stream); CopyToHost returns once the bytes are on the host. CopyToHostAsync instead runs on
+// a copy stream, after an event recorded on the compute stream, so the compute stream goes on
+// while the bytes move (CUDA: into page-locked AllocateHost memory); WaitCopies and
+// OrderAfterCopies order the host and the compute stream after those copies. Used by one
+// thread at a time.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +37,17 @@ class DeviceMemory {
   virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   // Within this memory (dst and src do not overlap), ordered like the rest.
   virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  // Device -> host after the work queued so far, on the copy stream; returns at once.
+  // The defaults copy synchronously (host memory has nothing to overlap).
+  virtual Status CopyToHostAsync(void* dst, const void* src, size_t bytes) { return CopyToHost(dst, src, bytes); }
+  // Returns once every CopyToHostAsync issued so far has landed on the host.
+  virtual Status WaitCopies() { return OkStatus(); }
+  // Work queued on the compute stream from now on starts after those copies (so it may
+  // overwrite their sources); the host does not wait.
+  virtual Status OrderAfterCopies() { return OkStatus(); }
+  // Host memory for CopyToHostAsync destinations (CUDA: page-locked, so the copy is a DMA).
+  virtual StatusOr<void*> AllocateHost(size_t bytes);
+  virtual void FreeHost(void* ptr);
   // Makes this memory's stream the one kernels launched from the calling thread use.
   virtual void Bind() = 0;
   // For libraries that order their work with this memory's (NCCL): the device ordinal and

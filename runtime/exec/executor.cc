@@ -46,7 +46,12 @@ Executor::Executor(const Graph& graph, ParamStore* params, const ExecutorOptions
   profiling_ = p && p[0] == '1';
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (staging_) {
+    opt_.memory->WaitCopies().IgnoreError();  // no copy may land in freed memory
+    opt_.memory->FreeHost(staging_);
+  }
+}
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, ParamStore* params,
                                                      const ExecutorOptions& options) {
@@ -357,7 +362,10 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
       profile_[ne.node->op].backward_ms +=
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
-  if (device_ && !states_on_device_) DS_RETURN_IF_ERROR(AddParamGradsToHost(first_block, last_block));
+  if (device_ && !states_on_device_) {
+    DS_RETURN_IF_ERROR(FinishGradients());  // the previous call's, which copied meanwhile
+    DS_RETURN_IF_ERROR(SendParamGradsToHost(first_block, last_block));
+  }
   return OkStatus();
 }
 
@@ -401,14 +409,17 @@ Status Executor::SyncParamsToDevice() {
 }
 
 // Note [Device gradients]
-// Kernels accumulate parameter gradients into the device copy; after each BackwardBlocks the
-// gradients of the parameters its blocks read are added into the ParamStore (where the plan's
-// reductions and the optimizer find them) and zeroed on the device. A block range's
-// parameters are (nearly) one flat span, so that is one copy, one wait and one zeroing per
-// call, not one per parameter; parameters of the span the blocks did not read hold zero
-// gradients on the device and are skipped. A parameter read by blocks of two calls (tied
-// embeddings) is added once per call.
-Status Executor::AddParamGradsToHost(int first_block, int last_block) {
+// Kernels accumulate parameter gradients into the device copy. After each BackwardBlocks the
+// gradients of the parameters its blocks read go to the host: a block range's parameters are
+// (nearly) one flat span, so that is one copy on the memory's copy stream, queued after the
+// backward kernels, into page-locked staging; the compute stream then zeroes the span once
+// the copy has read it, and the host is not held. The next BackwardBlocks (after launching
+// its own kernels) or FinishGradients waits for the copy and adds the staged values into the
+// ParamStore (where the plan's reductions and the optimizer find them): the host's adds and
+// the copy overlap the next blocks' compute. Parameters of the span the blocks did not read
+// hold zero gradients on the device and are skipped. A parameter read by blocks of two calls
+// (tied embeddings) is added once per call.
+Status Executor::SendParamGradsToHost(int first_block, int last_block) {
   const std::vector<ParamSlot>& slots = params_->slots();
   std::vector<bool> touched(slots.size(), false);
   int64_t lo = INT64_MAX, hi = 0;
@@ -421,25 +432,47 @@ Status Executor::AddParamGradsToHost(int first_block, int last_block) {
     }
   }
   if (lo >= hi) return OkStatus();
+  const size_t size = DTypeSize(params_->model_dtype());
+  const size_t bytes = static_cast<size_t>(hi - lo) * size;
+  if (bytes > staging_bytes_) {  // first use of a span this large (nothing is in flight here)
+    if (staging_) opt_.memory->FreeHost(staging_);
+    staging_ = nullptr;
+    DS_ASSIGN_OR_RETURN(staging_, opt_.memory->AllocateHost(bytes));
+    staging_bytes_ = bytes;
+  }
+  char* device = device_grads_ + lo * size;
+  DS_RETURN_IF_ERROR(opt_.memory->CopyToHostAsync(staging_, device, bytes));
+  DS_RETURN_IF_ERROR(opt_.memory->OrderAfterCopies());
+  DS_RETURN_IF_ERROR(opt_.memory->Zero(device, bytes));
+  sent_lo_ = lo;
+  sent_slots_.clear();
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (touched[k]) sent_slots_.push_back(static_cast<int>(k));
+  return OkStatus();
+}
+
+Status Executor::FinishGradients() {
+  if (sent_slots_.empty()) return OkStatus();
+  DS_RETURN_IF_ERROR(opt_.memory->WaitCopies());
+  const std::vector<ParamSlot>& slots = params_->slots();
   const DType m = params_->model_dtype();
   const size_t size = DTypeSize(m);
-  char* device = device_grads_;
-  grad_staging_.resize(((hi - lo) * size + sizeof(float) - 1) / sizeof(float));
-  DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(grad_staging_.data(), device + lo * size, (hi - lo) * size));
-  DS_RETURN_IF_ERROR(opt_.memory->Zero(device + lo * size, (hi - lo) * size));
-  const char* staged = reinterpret_cast<const char*>(grad_staging_.data());
-  for (size_t k = 0; k < slots.size(); ++k) {
-    if (!touched[k]) continue;
+  const char* staged = static_cast<const char*>(staging_);
+  for (int k : sent_slots_) {
     void* host = params_->GradView(slots[k]).data();
-    const void* add = staged + (slots[k].offset - lo) * size;
+    const void* add = staged + (slots[k].offset - sent_lo_) * size;
+    const int64_t n = slots[k].numel;
     if (m == DType::kF32) {
       float* h = static_cast<float*>(host);
       const float* a = static_cast<const float*>(add);
-      for (int64_t j = 0; j < slots[k].numel; ++j) h[j] += a[j];
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t j = 0; j < n; ++j) h[j] += a[j];
     } else {
-      for (int64_t j = 0; j < slots[k].numel; ++j) StoreFloat(host, m, j, LoadFloat(host, m, j) + LoadFloat(add, m, j));
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t j = 0; j < n; ++j) StoreFloat(host, m, j, LoadFloat(host, m, j) + LoadFloat(add, m, j));
     }
   }
+  sent_slots_.clear();
   return OkStatus();
 }
 

@@ -13,10 +13,12 @@
 // and the loss in fp32; not fp16 and not ZeRO-3 yet). The
 // ParamStore stays on the host as the source of truth, as with ZeRO-Offload's optimizer on
 // the CPU: the parameters are uploaded when ParamStore::version() moved, the micro-batch when
-// the first block runs, and every BackwardBlocks adds the gradients of the parameters its
-// blocks touched into the ParamStore's gradients. ids() / targets() stay host memory;
-// Activation() returns device memory. With HostMemory the same path runs on the CPU.
-// With device_params / device_grads given, the parameters and their gradients already live
+// the first block runs, and the gradients of the parameters a BackwardBlocks call touched go
+// to the host on the memory's copy stream while the next blocks compute; they are added into
+// the ParamStore's gradients at the next BackwardBlocks or FinishGradients(), which whoever
+// reads those gradients calls first (the step runner does). ids() / targets() stay host
+// memory; Activation() returns device memory. With HostMemory the same path runs on the CPU.
+// With device_params / device_grad_at given, the parameters and their gradients already live
 // on the device (the optimizer steps there) and nothing moves between the two.
 //
 // Not thread-safe: one thread drives an Executor (kernels parallelize internally).
@@ -84,6 +86,9 @@ class Executor {
   // instruction. The first call of a step must include the loss block (num_blocks), which
   // seeds dL/dloss = `loss_grad`.
   Status BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block);
+  // Device path with the states on the host: adds the gradients still on their way from the
+  // device into the ParamStore. A no-op otherwise.
+  Status FinishGradients();
 
   // The forward value of a named activation (e.g. "logits"); undefined Tensor if absent.
   Tensor Activation(const std::string& name) const;
@@ -108,7 +113,9 @@ class Executor {
   Status DeviceSpecs();
   Status ZeroTensor(const Tensor& t) const;
   Status SyncParamsToDevice();
-  Status AddParamGradsToHost(int first_block, int last_block);
+  // Copies the gradients blocks [first_block, last_block] touched to the host (async) and
+  // zeroes them on the device; FinishGradients adds them into the ParamStore.
+  Status SendParamGradsToHost(int first_block, int last_block);
   // Memory for `bytes` of the executor: a host Buffer, or device memory on the device path.
   StatusOr<char*> Arena(size_t bytes, Buffer* host);
 
@@ -133,7 +140,12 @@ class Executor {
   float loss_host_ = 0;
   int first_block_ = 0;                 // lowest block of any node: it loads the inputs
   std::vector<std::vector<int>> node_slots_;  // per node: indices of the param slots it reads
-  std::vector<float> grad_staging_;
+  // Gradients on their way to the host (Note [Device gradients]): page-locked staging of
+  // staging_bytes_, the flat span [sent_lo_, ...) it holds, and the slots to add.
+  void* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  int64_t sent_lo_ = 0;
+  std::vector<int> sent_slots_;
   double fwd_flops_ = 0, bwd_flops_ = 0;
   int64_t act_bytes_ = 0, grad_bytes_ = 0;
   bool profiling_ = false;

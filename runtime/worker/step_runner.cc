@@ -743,6 +743,11 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     Status s;
     for (int w : in.wait_for())
       if (s.ok()) s = m.WaitFor(w);
+    // Gradients still on their way from a device (the executor's copy stream) land in the
+    // ParamStore before anything reads or zeroes them there.
+    const bool reads_grads = in.kind() != Instruction::LOAD_MICROBATCH && in.kind() != Instruction::FORWARD &&
+                             in.kind() != Instruction::BACKWARD;
+    if (s.ok() && reads_grads) s = m.p.executor->FinishGradients();
     if (s.ok() && in.kind() == Instruction::OPTIMIZER_STEP && !norm_done) {
       // Clipping off: the plan has no norm reduction, but fp16 overflow and the metrics need it.
       s = m.GradNorm();
@@ -762,6 +767,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     }
   }
   const Clock::time_point tail = m.profiling ? Clock::now() : Clock::time_point();
+  DS_RETURN_IF_ERROR(m.p.executor->FinishGradients());
   DS_RETURN_IF_ERROR(m.WaitAll());
   const int64_t gas = m.plan->settings().gradient_accumulation_steps();
   float loss = static_cast<float>(m.loss_sum / gas);
