@@ -36,4 +36,11 @@ struct BucketArena {
 // Empty (no blocks) for stages 0 and 1, whose gradients stay one full flat buffer.
 BucketArena AssignBucketArena(const proto::Plan& plan, int rank);
 
+// Stage 3 with the parameters on a device (no sparse memory there): where each partition
+// unit's gathered parameters live. `bucket` is the unit's index. Persistent units come first,
+// each in its own place; the others share elements when the plan never has them gathered at
+// the same time (live from their GATHER_BUFFER's alloc, at GATHER_PARAMS, to its free, at
+// RELEASE_PARAMS). Empty below stage 3.
+BucketArena AssignGatherArena(const proto::Plan& plan, int rank);
+
 }  // namespace ds::plan
