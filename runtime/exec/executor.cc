@@ -160,8 +160,8 @@ Status Executor::Build() {
         if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
           const DType m = params_->model_dtype();
-          a.in.push_back(Tensor(device_params_ + slot->offset * DTypeSize(m),
-                                slot->shape, m));
+          void* p = opt_.device_param_at ? opt_.device_param_at(slot->offset) : device_params_ + slot->offset * DTypeSize(m);
+          a.in.push_back(Tensor(p, slot->shape, m));
           node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
         } else if (params_->mixed()) {
           NodeExec::ParamUse use{slot, Tensor(sc, slot->shape, DType::kF32),
@@ -373,9 +373,13 @@ Status Executor::BuildDevice() {
   const std::string where = "executor on " + opt_.memory->name();
   if (params_->model_dtype() == DType::kF16)
     return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
-  if (params_->params_partitioned()) return UnimplementedError(where + ": ZeRO stage 3 does not run on a device yet");
+  // ZeRO-3 trains on a device with the states there (their gather arena); an inference
+  // executor uploads the host's flat parameters, gathered by then (Trainer::Evaluate).
+  if (params_->params_partitioned() && opt_.training && !opt_.device_param_at)
+    return UnimplementedError(where + ": ZeRO stage 3 trains on a device only with the model states there "
+                                      "(no offload_optimizer)");
   first_block_ = graph_->num_blocks;
-  if (opt_.device_params) {
+  if (opt_.device_params || opt_.device_param_at) {
     if (opt_.training && !opt_.device_grad_at)
       return InvalidArgumentError(where + ": device_params without device_grad_at");
     states_on_device_ = true;

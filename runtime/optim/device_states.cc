@@ -7,8 +7,12 @@
 namespace ds {
 
 StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(DeviceMemory* memory, ParamStore* params,
-                                                             Optimizer* optimizer) {
+                                                             Optimizer* optimizer,
+                                                             std::vector<DeviceParamBlock> param_blocks,
+                                                             int64_t param_arena_elements) {
   std::unique_ptr<DeviceStates> s(new DeviceStates(memory, params, optimizer));
+  s->param_blocks_ = std::move(param_blocks);
+  s->param_arena_elements_ = param_arena_elements;
   DS_RETURN_IF_ERROR(s->Build());
   return s;
 }
@@ -21,21 +25,26 @@ Status DeviceStates::Build() {
                                       "set zero_optimization.offload_optimizer.device: cpu");
   if (ps.model_dtype() == DType::kF16)
     return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
-  if (ps.params_partitioned())
-    return UnimplementedError(where + ": ZeRO stage 3 keeps its parameter shards on the host; "
-                                      "use stage 2 or set offload_optimizer");
+  const bool stage3 = ps.params_partitioned();
+  if (stage3 && param_blocks_.empty())
+    return InternalError(where + ": ZeRO stage 3 needs the gather arena's blocks");
   // Stages 0-2: at most one owned segment, so shard position + delta is the flat element.
-  if (ps.segments().size() > 1) return InternalError(where + ": more than one owned segment at stages 0-2");
-  if (!ps.segments().empty()) delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
+  // Stage 3 works in shard space throughout.
+  if (!stage3 && ps.segments().size() > 1)
+    return InternalError(where + ": more than one owned segment at stages 0-2");
+  if (!stage3 && !ps.segments().empty()) delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
   tsize_ = DTypeSize(ps.model_dtype());
-  const size_t flat = static_cast<size_t>(ps.total_elements()) * tsize_;
+  const size_t flat = static_cast<size_t>(stage3 ? param_arena_elements_ : ps.total_elements()) * tsize_;
   const size_t shard = static_cast<size_t>(std::max<int64_t>(1, ps.shard_elements())) * sizeof(float);
-  DS_ASSIGN_OR_RETURN(params_, DeviceBuffer::Allocate(memory_, flat));
+  DS_ASSIGN_OR_RETURN(params_, DeviceBuffer::Allocate(memory_, std::max<size_t>(flat, 1)));
+  if (stage3 && ps.mixed()) {
+    DS_ASSIGN_OR_RETURN(pshard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
+  }
   DS_ASSIGN_OR_RETURN(grads_, DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
   if (ps.grads_partitioned()) {
     DS_ASSIGN_OR_RETURN(shard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
   }
-  if (ps.mixed()) {
+  if (ps.mixed() || stage3) {  // fp32 stage 3: the master shard is the parameter shard
     DS_ASSIGN_OR_RETURN(master_, DeviceBuffer::Allocate(memory_, shard));
   }
   DS_ASSIGN_OR_RETURN(m_, DeviceBuffer::Allocate(memory_, shard));
@@ -56,8 +65,35 @@ Status DeviceStates::Build() {
 }
 
 int64_t DeviceStates::bytes() const {
-  return static_cast<int64_t>(params_.size() + grads_.size() + shard_.size() + master_.size() + m_.size() +
-                              v_.size());
+  return static_cast<int64_t>(params_.size() + grads_.size() + shard_.size() + pshard_.size() + master_.size() +
+                              m_.size() + v_.size());
+}
+
+void* DeviceStates::ParamAt(int64_t i) const {
+  char* base = static_cast<char*>(params_.data());
+  if (param_blocks_.empty()) return base + i * tsize_;
+  auto it = std::upper_bound(param_blocks_.begin(), param_blocks_.end(), i,
+                             [](int64_t v, const DeviceParamBlock& b) { return v < b.flat_begin; });
+  if (it == param_blocks_.begin()) return nullptr;
+  --it;
+  if (i >= it->flat_begin + it->count) return nullptr;
+  return base + (it->arena_offset + (i - it->flat_begin)) * tsize_;
+}
+
+void* DeviceStates::ParamShardAt(int64_t pos) const {
+  if (params_store_->mixed()) return static_cast<char*>(pshard_.data()) + pos * tsize_;
+  return static_cast<char*>(master_.data()) + pos * tsize_;
+}
+
+Status DeviceStates::PersistentUnits(bool to_device) {
+  char* host = static_cast<char*>(params_store_->model());
+  for (const DeviceParamBlock& b : param_blocks_) {
+    if (!b.persistent || b.count <= 0) continue;
+    void* dev = ParamAt(b.flat_begin);
+    if (to_device) DS_RETURN_IF_ERROR(memory_->CopyToDevice(dev, host + b.flat_begin * tsize_, b.count * tsize_));
+    else DS_RETURN_IF_ERROR(memory_->CopyToHost(host + b.flat_begin * tsize_, dev, b.count * tsize_));
+  }
+  return OkStatus();
 }
 
 void* DeviceStates::GradAt(int64_t i) const {
@@ -68,9 +104,16 @@ void* DeviceStates::GradAt(int64_t i) const {
 
 Status DeviceStates::Upload() {
   ParamStore& ps = *params_store_;
-  DS_RETURN_IF_ERROR(memory_->CopyToDevice(params_.data(), ps.model(), params_.size()));
   const size_t shard = static_cast<size_t>(ps.shard_elements()) * sizeof(float);
-  if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+  if (ps.params_partitioned()) {  // the shards and the persistent units; the rest is gathered
+    DS_RETURN_IF_ERROR(PersistentUnits(true));
+    if (ps.mixed() && shard > 0)
+      DS_RETURN_IF_ERROR(memory_->CopyToDevice(pshard_.data(), ps.param_shard(), ps.shard_elements() * tsize_));
+    if (shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+  } else {
+    DS_RETURN_IF_ERROR(memory_->CopyToDevice(params_.data(), ps.model(), params_.size()));
+    if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+  }
   const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
   if (shard > 0 && state.size() == 2) {
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(m_.data(), state[0].data, shard));
@@ -89,9 +132,16 @@ void DeviceStates::ReleaseHostCopies() {
 
 Status DeviceStates::Download() {
   ParamStore& ps = *params_store_;
-  DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.model(), params_.data(), params_.size()));
   const size_t shard = static_cast<size_t>(ps.shard_elements()) * sizeof(float);
-  if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
+  if (ps.params_partitioned()) {
+    DS_RETURN_IF_ERROR(PersistentUnits(false));
+    if (ps.mixed() && shard > 0)
+      DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.param_shard(), pshard_.data(), ps.shard_elements() * tsize_));
+    if (shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
+  } else {
+    DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.model(), params_.data(), params_.size()));
+    if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
+  }
   const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
   if (shard > 0 && state.size() == 2) {
     DS_RETURN_IF_ERROR(memory_->CopyToHost(state[0].data, m_.data(), shard));
@@ -126,6 +176,12 @@ Status DeviceStates::AccumulateIntoShard(int64_t flat_lo, const void* values, in
   if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
   char* dst = static_cast<char*>(shard_.data()) + params_store_->ShardPos(flat_lo) * tsize_;
   return kernels_->Accumulate(dst, values, n, params_store_->model_dtype());
+}
+
+Status DeviceStates::AccumulateAtShardPos(int64_t pos, const void* values, int64_t n) {
+  if (n <= 0) return OkStatus();
+  if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
+  return kernels_->Accumulate(static_cast<char*>(shard_.data()) + pos * tsize_, values, n, params_store_->model_dtype());
 }
 
 Status DeviceStates::ShardFromHost(int64_t flat_lo, int64_t n) {
@@ -190,8 +246,19 @@ Status DeviceStates::Step(float lr, float grad_scale) {
   p.step = optimizer_->step() + 1;
   p.decoupled = o.type == OptimizerOptions::Type::kAdamW;
   const ParamStore& ps = *params_store_;
-  char* params = static_cast<char*>(params_.data()) + delta_ * tsize_;
   AdamBuffers b;
+  if (ps.params_partitioned()) {  // everything in shard space
+    b.master = static_cast<float*>(master_.data());
+    b.m = static_cast<float*>(m_.data());
+    b.v = static_cast<float*>(v_.data());
+    b.grad = shard_.data();
+    b.model = ps.mixed() ? pshard_.data() : nullptr;
+    b.dtype = ps.model_dtype();
+    DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
+    optimizer_->set_step(p.step);
+    return OkStatus();
+  }
+  char* params = static_cast<char*>(params_.data()) + delta_ * tsize_;
   b.master = ps.mixed() ? static_cast<float*>(master_.data()) : reinterpret_cast<float*>(params);
   b.m = static_cast<float*>(m_.data());
   b.v = static_cast<float*>(v_.data());

@@ -3,7 +3,11 @@
 // offload_optimizer, as DeepSpeed steps on the GPU unless told to offload). Laid out as the
 // ParamStore is:
 //
-//   params   flat, model dtype: what forward and backward read (fp32: also the master)
+//   params   model dtype, what forward and backward read: flat (stages 0-2; fp32: also the
+//            master), or at stage 3 the gather arena (runtime/plan/bucket_arena.h) where each
+//            partition unit is gathered before use (persistent units stay)
+//   pshard   stage 3, mixed precision: the rank's model-dtype parameter shard (in fp32 the
+//            master shard is the parameter shard)
 //   grads    model dtype, what backward accumulates into: flat (stages 0-1), or the plan's
 //            gradient bucket arena (stage 2), mirroring ParamStore::grad_storage()
 //   shard    stage 2: the reduced gradients of the rank's partition, model dtype
@@ -17,7 +21,7 @@
 // a host one (Gloo).
 //
 // The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
-// initializing or loading them, Download() before saving or exporting. ZeRO stages 0-2;
+// initializing or loading them, Download() before saving or exporting. ZeRO stages 0-3;
 // fp32 and bf16; Adam and AdamW (SGD steps on the host: offload_optimizer).
 // Not thread-safe.
 #pragma once
@@ -34,15 +38,31 @@
 
 namespace ds {
 
+// Stage 3: where partition unit [flat_begin, flat_begin + count) is gathered on the device.
+struct DeviceParamBlock {
+  int64_t flat_begin = 0;
+  int64_t count = 0;
+  int64_t arena_offset = 0;  // elements
+  bool persistent = false;   // never released: uploaded and downloaded with the shards
+};
+
 class DeviceStates {
  public:
   // `memory`, `params` (sharded already) and `optimizer` (over `params`) are borrowed and
-  // must outlive this. Unimplemented, with the reason, for what does not run on the device.
+  // must outlive this. Stage 3 needs `param_blocks` (ascending, one per unit) and the arena's
+  // size. Unimplemented, with the reason, for what does not run on the device.
   static StatusOr<std::unique_ptr<DeviceStates>> Create(DeviceMemory* memory, ParamStore* params,
-                                                        Optimizer* optimizer);
+                                                        Optimizer* optimizer,
+                                                        std::vector<DeviceParamBlock> param_blocks = {},
+                                                        int64_t param_arena_elements = 0);
 
-  // The flat parameters: ParamStore::total_elements() model-dtype elements.
+  // The flat parameters (stages 0-2): ParamStore::total_elements() model-dtype elements.
   void* params() const { return params_.data(); }
+  // Where the parameter of flat element `i` is read (one unit's elements contiguous from
+  // there; stage 3: valid while its unit is gathered).
+  void* ParamAt(int64_t i) const;
+  // Stage 3: the parameter shard at shard position `pos` (model dtype).
+  void* ParamShardAt(int64_t pos) const;
   // The gradient of flat element `i`; one parameter's (one bucket's) are contiguous from there.
   void* GradAt(int64_t i) const;
   DeviceMemory* memory() const { return memory_; }
@@ -70,6 +90,8 @@ class DeviceStates {
   // Stage 2: shard[pos(flat_lo) .. + n) += `values` (device memory, model dtype), owned
   // elements of one segment; and the same range copied from the host ParamStore's shard.
   Status AccumulateIntoShard(int64_t flat_lo, const void* values, int64_t n);
+  // The same at shard position `pos` (stage 3: a unit's chunk).
+  Status AccumulateAtShardPos(int64_t pos, const void* values, int64_t n);
   Status ShardFromHost(int64_t flat_lo, int64_t n);
 
   // The sum of squared gradients over ranges (offset, count), fixed once (a data-parallel
@@ -85,13 +107,17 @@ class DeviceStates {
  private:
   DeviceStates(DeviceMemory* memory, ParamStore* params, Optimizer* optimizer)
       : memory_(memory), params_store_(params), optimizer_(optimizer) {}
+  // Persistent units between the device's arena and the host's flat model copy.
+  Status PersistentUnits(bool to_device);
   Status Build();
 
   DeviceMemory* memory_;
   ParamStore* params_store_;
   Optimizer* optimizer_;
   std::unique_ptr<OptimizerKernels> kernels_;
-  DeviceBuffer params_, grads_, shard_, master_, m_, v_;
+  DeviceBuffer params_, grads_, shard_, pshard_, master_, m_, v_;
+  std::vector<DeviceParamBlock> param_blocks_;  // stage 3
+  int64_t param_arena_elements_ = 0;
   int64_t delta_ = 0;      // flat element = shard position + delta_ (stages 0-2: one segment)
   int optimizer_set_ = -1;
   std::vector<bool> share_in_shard_;  // per norm share

@@ -149,6 +149,9 @@ struct StepRunner::Impl {
   // Device states with a communicator on device buffers (NCCL), reductions in the model
   // dtype: the collective reads and writes the device's buffers (staging in device memory).
   Status PrepareOnDevice(const Instruction& in, Pending* job);
+  // Stage 3 with device states: gathers of units into the gather arena and per-unit
+  // reduce-scatters into the gradient shard, on device buffers (or, at one rank, copies).
+  Status IssueUnitsOnDevice(int index, const Instruction& in);
   // The part of flat range [lo, lo + n) this rank owns, [first, second) (stages 1-2).
   std::pair<int64_t, int64_t> OwnedPart(int64_t lo, int64_t n) const;
   // Starts tracking an issued job (or finishes one that needed no collective).
@@ -212,6 +215,10 @@ void StepRunner::Impl::Recycle(Pending* job) {
 
 Status StepRunner::Impl::Issue(int index, const Instruction& in) {
   Pending job;
+  if (p.device && stage == 3) {
+    if (in.kind() == Instruction::ALL_GATHER && overflow) return OkStatus();
+    return IssueUnitsOnDevice(index, in);
+  }
   if (p.device) {
     if (dp == 1) {  // one rank: the device holds the result already; stage 2 moves it to the shard
       if (stage < 2 || in.kind() == Instruction::ALL_GATHER) return OkStatus();
@@ -436,6 +443,95 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   return OkStatus();
 }
 
+// Note [ZeRO-3 on a device]
+// Units live in the gather arena (DeviceStates::ParamAt) while gathered and in the parameter
+// shard (ParamShardAt, at the unit's shard_offset, `chunk` elements) always. A gather packs
+// this rank's chunks of the instruction's units into device staging, all-gathers them and
+// unpacks rank k's chunk of each unit into the arena; a reduce-scatter packs rank k's part of
+// each unit's gradients (zero-padded to the chunk) at k's place, reduce-scatters, adds this
+// rank's part into the gradient shard and zeroes the units' gradients. RELEASE_PARAMS leaves
+// the arena as it is: the plan's placement gives the place to the next unit only after it.
+// One rank copies instead of communicating.
+Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
+  DeviceStates* d = p.device;
+  DeviceMemory* mem = d->memory();
+  const auto& all = plan->partition().units();
+  std::vector<int> list(in.units().begin(), in.units().end());
+  int64_t per_rank = 0;
+  std::vector<int64_t> at;  // each unit's place in a rank's part of the staging
+  for (int u : list) {
+    at.push_back(per_rank);
+    per_rank += all[u].chunk();
+  }
+  Pending job;
+  switch (in.kind()) {
+    case Instruction::GATHER_PARAMS:
+    case Instruction::ALL_GATHER: {
+      if (dp == 1) {
+        for (int u : list)
+          DS_RETURN_IF_ERROR(mem->Copy(d->ParamAt(all[u].offset()), d->ParamShardAt(all[u].shard_offset()),
+                                       all[u].count() * tsize));
+        return OkStatus();
+      }
+      DS_ASSIGN_OR_RETURN(job.dev_in, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, per_rank) * tsize));
+      DS_ASSIGN_OR_RETURN(job.dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, per_rank * dp) * tsize));
+      char* packed = static_cast<char*>(job.dev_in.data());
+      for (size_t i = 0; i < list.size(); ++i)
+        DS_RETURN_IF_ERROR(mem->Copy(packed + at[i] * tsize, d->ParamShardAt(all[list[i]].shard_offset()),
+                                     all[list[i]].chunk() * tsize));
+      job.handle = p.comm->AllGatherAsync(parallel::BufferView(job.dev_in.data(), per_rank, t),
+                                          parallel::BufferView(job.dev_out.data(), per_rank * dp, t));
+      job.to_device = [this, d, mem, list, at, per_rank](Pending& j) -> Status {
+        const auto& units = plan->partition().units();
+        const char* out = static_cast<const char*>(j.dev_out.data());
+        for (int k = 0; k < dp; ++k)
+          for (size_t i = 0; i < list.size(); ++i) {
+            auto [begin, end] = OwnedOfUnit(units[list[i]], k);
+            if (end > begin)
+              DS_RETURN_IF_ERROR(mem->Copy(d->ParamAt(begin), out + (k * per_rank + at[i]) * tsize, (end - begin) * tsize));
+          }
+        return OkStatus();
+      };
+      return Track(index, in, std::move(job));
+    }
+    case Instruction::REDUCE_SCATTER: {
+      if (dp == 1) {
+        for (int u : list) {
+          DS_RETURN_IF_ERROR(d->AccumulateAtShardPos(all[u].shard_offset(), d->GradAt(all[u].offset()), all[u].count()));
+          DS_RETURN_IF_ERROR(d->ZeroGradRange(all[u].offset(), all[u].count()));
+        }
+        return OkStatus();
+      }
+      DS_ASSIGN_OR_RETURN(job.dev_in, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, per_rank * dp) * tsize));
+      DS_ASSIGN_OR_RETURN(job.dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, per_rank) * tsize));
+      char* packed = static_cast<char*>(job.dev_in.data());
+      DS_RETURN_IF_ERROR(mem->Zero(packed, per_rank * dp * tsize));  // chunk padding must be zero
+      for (int k = 0; k < dp; ++k)
+        for (size_t i = 0; i < list.size(); ++i) {
+          auto [begin, end] = OwnedOfUnit(all[list[i]], k);
+          if (end > begin)
+            DS_RETURN_IF_ERROR(mem->Copy(packed + (k * per_rank + at[i]) * tsize, d->GradAt(begin), (end - begin) * tsize));
+        }
+      job.handle = p.comm->ReduceScatterAsync(parallel::BufferView(job.dev_in.data(), per_rank * dp, t),
+                                              parallel::BufferView(job.dev_out.data(), per_rank, t),
+                                              parallel::ReduceOp::kSum);
+      job.to_device = [this, d, list, at](Pending& j) -> Status {
+        const auto& units = plan->partition().units();
+        const char* out = static_cast<const char*>(j.dev_out.data());
+        for (size_t i = 0; i < list.size(); ++i) {
+          const proto::PartitionUnit& u = units[list[i]];
+          DS_RETURN_IF_ERROR(d->AccumulateAtShardPos(u.shard_offset(), out + at[i] * tsize, u.chunk()));
+          DS_RETURN_IF_ERROR(d->ZeroGradRange(u.offset(), u.count()));
+        }
+        return OkStatus();
+      };
+      return Track(index, in, std::move(job));
+    }
+    default:
+      return UnimplementedError("device states: " + Instruction::Kind_Name(in.kind()) + " at ZeRO stage 3");
+  }
+}
+
 std::pair<int64_t, int64_t> StepRunner::Impl::OwnedPart(int64_t lo, int64_t n) const {
   for (const ShardSegment& s : p.params->segments()) {
     const int64_t a = std::max(lo, s.flat_begin), b = std::min(lo + n, s.flat_begin + s.count);
@@ -626,6 +722,7 @@ Status StepRunner::Impl::Execute(int index, const Instruction& in) {
     case Instruction::ALL_GATHER:
       return Issue(index, in);
     case Instruction::RELEASE_PARAMS:
+      if (p.device) return OkStatus();  // the gather arena's place passes on (Note [ZeRO-3 on a device])
       for (int u : in.units()) {
         const proto::PartitionUnit& unit = plan->partition().units(u);
         p.params->ReleaseModel(unit.offset(), unit.count());
@@ -639,7 +736,7 @@ Status StepRunner::Impl::Execute(int index, const Instruction& in) {
       return OptimizerStep();
     case Instruction::ZERO_GRADS:
       // Stage 2 through the host accumulates the host's gradient shard too.
-      if (p.device && stage >= 2 && dp > 1) p.params->ZeroGrads();
+      if (p.device && stage == 2 && dp > 1 && !(p.comm->device_buffers() && ct == t)) p.params->ZeroGrads();
       if (p.device) return p.device->ZeroGrads();
       p.params->ZeroGrads();
       return OkStatus();
@@ -700,11 +797,16 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
     return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
                                 "states are on the host (offload_optimizer): use a host communicator (Gloo)");
   if (parts.device) {
-    if (impl->stage >= 3) return UnimplementedError("device states: ZeRO stage " + std::to_string(impl->stage));
+    if (impl->stage == 3 && impl->dp > 1 && !parts.comm->device_buffers())
+      return UnimplementedError("ZeRO stage 3 with the model states on the device gathers and reduces on device "
+                                "buffers: it needs NCCL (libds_nccl.so), or offload_optimizer");
+    if (impl->stage == 3 && impl->ct != impl->t)
+      return UnimplementedError("ZeRO stage 3 with the model states on the device reduces in the model dtype: "
+                                "drop communication_data_type");
     // The norm share as on the host: stage 2 its gradient shard, stage 1 its partition, stage 0
     // an equal part of the whole.
     std::vector<std::pair<int64_t, int64_t>> share;
-    if (impl->stage == 2) {
+    if (impl->stage >= 2) {
       DS_ASSIGN_OR_RETURN(impl->norm_share,
                           parts.device->AddNormShare({{0, parts.params->shard_elements()}}, /*in_shard=*/true));
     } else if (impl->stage == 1) {

@@ -17,6 +17,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/cuda_loader.h"
+#include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
@@ -117,6 +118,7 @@ Status Trainer::Build() {
     comm_ = own_comm_.get();
   }
   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
+  if (config_.device.type != DeviceType::kCuda) device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == DeviceType::kCuda && !device_memory_) {
     // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
     auto gpu = LoadCudaMemory(0);
@@ -153,10 +155,20 @@ Status Trainer::Build() {
   optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   ExecutorOptions eo{micro, seq_, true, device_memory_};
   if (device_memory_ && plan_->settings().states_on_device()) {
-    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get());
+    // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
+    std::vector<DeviceParamBlock> blocks;
+    const plan::BucketArena arena = plan::AssignGatherArena(*plan_, comm_->rank());
+    for (const plan::BucketBlock& b : arena.blocks)
+      blocks.push_back({b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
+    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(), std::move(blocks),
+                                       arena.elements);
     if (!states.ok()) return states.status().WithPrefix(src);
     device_states_ = std::move(states).value();
-    eo.device_params = device_states_->params();
+    DeviceStates* on_device_params = device_states_.get();
+    if (params_->params_partitioned())
+      eo.device_param_at = [on_device_params](int64_t i) { return on_device_params->ParamAt(i); };
+    else
+      eo.device_params = device_states_->params();
     DeviceStates* on_device = device_states_.get();
     eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
@@ -199,7 +211,9 @@ Status Trainer::Build() {
   parts.loss_block = graph_.num_blocks;
   parts.memory_profile = MemoryProfileRequested();
   parts.device = device_states_.get();
-  DS_ASSIGN_OR_RETURN(runner_, StepRunner::Create(plan_.get(), comm_->rank(), parts));
+  auto runner = StepRunner::Create(plan_.get(), comm_->rank(), parts);
+  if (!runner.ok()) return runner.status().WithPrefix(src);
+  runner_ = std::move(runner).value();
   DS_LOG_INFO("worker",
               "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
               "seq {}, {} steps, {} threads",
@@ -276,9 +290,12 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
 StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (config_.data.validation.empty()) return FailedPreconditionError(config_.source + ": data.validation is not set");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
+  // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
+  // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
+  const bool host_gather = device_states_ && params_->params_partitioned();
   if (!eval_executor_) {
     ExecutorOptions eo{micro, seq_, false, device_memory_};
-    if (device_states_) eo.device_params = device_states_->params();  // read in place
+    if (device_states_ && !host_gather) eo.device_params = device_states_->params();  // read in place
     DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), eo));
   }
   if (!val_data_) {
@@ -291,6 +308,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     DS_ASSIGN_OR_RETURN(val_data_, DataLoader::Open(d));
   }
   val_data_->Reset();
+  if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3
   double sum = 0;
   Status status;
@@ -300,13 +318,14 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();
+  if (host_gather) device_states_->ReleaseHostCopies();
   DS_RETURN_IF_ERROR(status);
   return sum / std::max<int64_t>(1, iters);
 }
 
 StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch, int64_t seq) {
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   return Executor::Create(graph_, params_.get(), {batch, seq, false});
 }
 

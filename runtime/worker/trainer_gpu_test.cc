@@ -63,10 +63,14 @@ TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (fp32)", "[gp
   const std::vector<double> cpu = Train("cpu", path);
   CHECK(cpu.back() < cpu.front());
   // Stage 2 on one GPU moves each bucket into the gradient shard on the device.
-  for (int stage : {0, 1, 2}) {
+  // Stage 3 gathers every weight matrix into the gather arena (persistence threshold 100).
+  for (int stage : {0, 1, 2, 3}) {
     INFO("stage " << stage);
     const std::vector<double> gpu =
-        Train("cuda", path, "zero_optimization: {stage: " + std::to_string(stage) + ", reduce_bucket_size: 20000}\n");
+        Train("cuda", path, "zero_optimization: {stage: " + std::to_string(stage) + ", reduce_bucket_size: 20000" +
+                                (stage == 3 ? ", stage3_param_persistence_threshold: 100, stage3_max_reuse_distance: 1000"
+                                            : "") +
+                                "}\n");
     for (size_t i = 0; i < cpu.size(); ++i) {
       INFO("step " << i + 1 << ": cpu " << cpu[i] << " gpu " << gpu[i]);
       CHECK(std::abs(gpu[i] - cpu[i]) <= 1e-4 * std::abs(cpu[i]));
