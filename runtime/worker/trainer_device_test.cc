@@ -278,14 +278,17 @@ TEST_CASE("Device states: the host copies hold no memory between checkpoints", "
 }
 
 // What the device holds is what the plan said it would: its model-state bytes for this rank,
-// plus (stage 2) the gradient bucket arena the plan's live ranges place. So `ds-launch plan`
+// plus (stages 2-3) the gradient bucket arena and (stage 3) the gather arena that the plan's
+// live ranges place. So `ds-launch plan`
 // answers "does it fit on the GPU" for these jobs.
 TEST_CASE("Device states: device memory matches the plan's model states", "[worker][device]") {
   const std::string data = MakeData();
   for (const std::string precision : {"", "bf16: {enabled: true}\n"}) {
-    for (int stage : {0, 1, 2}) {  // (stage 3's gather arena is transient, as the plan counts it)
+    for (int stage : {0, 1, 2, 3}) {
       INFO((precision.empty() ? "fp32" : "bf16") << " stage " << stage << ", rank 1 of 2");
-      auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
+      parallel::LoopbackOptions lo;
+      lo.device_buffers = true;  // stage 3 on the device needs it
+      auto comms = parallel::LoopbackCommunicator::CreateGroup(2, lo);
       HostMemory memory;
       auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory);
       REQUIRE(t.ok());
@@ -297,6 +300,12 @@ TEST_CASE("Device states: device memory matches the plan's model states", "[work
         if (r.rank() == 1) want = r.memory().model_state_bytes();
       const int64_t tsize = precision.empty() ? 4 : 2;
       want += plan::AssignBucketArena(plan, 1).elements * tsize;
+      // Stage 3: the gather arena holds the persistent units (model states, counted above)
+      // and the gathered ones (transient, placed by AssignGatherArena).
+      int64_t persistent = 0;
+      for (const proto::PartitionUnit& u : plan.partition().units())
+        if (u.persistent()) persistent += (u.count() + 15) / 16 * 16;
+      if (stage == 3) want += (plan::AssignGatherArena(plan, 1).elements - persistent) * tsize;
       const int64_t got = trainer.device_states()->bytes();
       CHECK(got >= want);
       CHECK(got <= want + 64 * 1024);  // shard rounding and alignment only
