@@ -233,8 +233,9 @@ int RunLaunch(const LaunchOptions& o) {
   co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
   co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(plan->hash());
   // Agents drop the DS_* variables of their own environment (stale rank settings); the
-  // worker diagnostics a user asks for on the ds-launch command line travel with the job.
-  for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS"})
+  // worker diagnostics a user asks for on the ds-launch command line, and the accelerator
+  // choice (runtime/exec/accelerator.h), travel with the job.
+  for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR"})
     if (const char* v = std::getenv(name)) co.config.job.env[name] = v;
   auto server = CoordinatorServer::Start(co);
   if (!server.ok()) return fail_input(server.status());

@@ -16,7 +16,7 @@
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
-#include "runtime/exec/cuda_loader.h"
+#include "runtime/exec/accelerator.h"
 #include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
@@ -121,7 +121,7 @@ Status Trainer::Build() {
   if (config_.device.type != DeviceType::kCuda) device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == DeviceType::kCuda && !device_memory_) {
     // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
-    auto gpu = LoadCudaMemory(0);
+    auto gpu = OpenAccelerator(0);
     if (!gpu.ok()) return gpu.status().WithPrefix(src + ": device.type cuda");
     own_device_memory_ = std::move(gpu).value();
     device_memory_ = own_device_memory_.get();

@@ -18,6 +18,7 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/grpc_store.h"
 #include "parallel/nccl/grpc_kv_store.h"
+#include "runtime/exec/accelerator.h"
 #include "runtime/exec/cuda_loader.h"
 #include "runtime/plan/plan_config.h"
 #include "proto/plan.pb.h"
@@ -130,11 +131,13 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   const auto timeout = std::chrono::milliseconds(60000);
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config));
   if (pc.states_on_device) {
-    DS_ASSIGN_OR_RETURN(g->memory, LoadCudaMemory(0));  // the agent pins one GPU per rank
-    Status nccl = JoinNccl(env, timeout, g.get());
-    if (nccl.ok()) return g;
-    if (nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
-    DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
+    DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
+    if (g->memory->device() == kernels::Device::kCuda) {
+      Status nccl = JoinNccl(env, timeout, g.get());
+      if (nccl.ok()) return g;
+      if (nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
+      DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
+    }
   }
   g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
   parallel::GlooOptions go;

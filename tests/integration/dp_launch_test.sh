@@ -5,7 +5,8 @@
 # so the weight matrices are gathered per block); rank 0's loss curve must match the single-rank curve with
 # the same global batch within a relative 1e-5 at every one of 20 steps. A world size that
 # does not divide the batch is rejected before any process starts. A DP=4 stage-3 checkpoint
-# (one shard file per rank) resumes as DP=2 stage 1 on the same curve.
+# (one shard file per rank) resumes as DP=2 stage 1 on the same curve. device.type cuda with
+# DS_ACCELERATOR=host (model states on a host-emulated device) matches too at stages 1-2.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -84,6 +85,31 @@ if timeout 120 "$LAUNCH" "$BASE/s3.yaml" --hostfile "$BASE/two" --worker "$WORKE
 else
   fail "sharded checkpoint save/resume over Gloo"; tail -8 "$BASE/out"; ls -R "$ck" 2>/dev/null | head
 fi
+
+# device.type cuda with DS_ACCELERATOR=host (runtime/exec/accelerator.h), forwarded by
+# ds-launch: each rank keeps its model states in "device" memory, steps the optimizer there
+# and stages its collectives through the host over Gloo, as a GPU rank without NCCL would.
+for stage in 1 2; do
+  name="device states (DS_ACCELERATOR=host), dp=2 stage $stage"
+  csv=$BASE/dev_s$stage.csv
+  job "$BASE/dev.yaml" 8 "$stage" "$csv"
+  sed -i 's/device: {threads: 1}/device: {type: cuda, threads: 1}/' "$BASE/dev.yaml"
+  if ! DS_ACCELERATOR=host timeout 120 "$LAUNCH" "$BASE/dev.yaml" --hostfile "$BASE/one" --worker "$WORKER" \
+      --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1; then
+    fail "$name: ds-launch failed"; tail -8 "$BASE/out"; continue
+  fi
+  if ! grep -q "optimizer run on cpu (host memory)" "$BASE/out" "$BASE"/home/jobs/*/logs/* 2>/dev/null &&
+     ! grep -rq "optimizer run on cpu (host memory)" "$DS_RUNTIME_HOME" 2>/dev/null; then
+    fail "$name: no rank said its model states were on the (host-emulated) device"; continue
+  fi
+  if paste -d, <(cut -d, -f2 "$BASE/single.csv" | tail -n +2) <(cut -d, -f2 "$csv" | tail -n +2) |
+      awk -F, 'NF == 2 && $1 != "" { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad++ }
+               END { exit !(n == 20 && bad == 0) }'; then
+    pass "$name reproduces the single-rank loss curve"
+  else
+    fail "$name: loss curves differ"; paste -d' ' <(cut -d, -f2 "$BASE/single.csv") <(cut -d, -f2 "$csv") | head -6
+  fi
+done
 
 printf '127.0.0.1 slots=3\n' > "$BASE/three"
 job "$BASE/dp.yaml" 4 1 "$BASE/x.csv"
