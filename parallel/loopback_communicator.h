@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct LoopbackOptions {
   // Claims device_buffers(): stands in for NCCL where the "device" is host memory (the
   // device path on HostMemory in tests). Splits inherit it.
   bool device_buffers = false;
+  // With device_buffers: whether [data, data + bytes) is device memory; an operation with
+  // another buffer fails, naming it (tests: a host pointer handed to an NCCL-like group).
+  std::function<bool(const void* data, size_t bytes)> is_device_memory;
 };
 
 class LoopbackCommunicator final : public Communicator {

@@ -116,6 +116,8 @@ struct StepRunner::Impl {
   int rank;
   StepParts p;
   const proto::RankPlan* mine = nullptr;
+  // Collectives on host memory (staged data, scalars) go here: StepParts::host_comm, or comm.
+  parallel::Communicator* host = nullptr;
   int dp = 1;
   int stage = 0;
   DType t = DType::kF32;  // model dtype
@@ -322,7 +324,7 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
   }
   const bool release = stage >= 2;
   if (in.kind() == Instruction::ALL_REDUCE) {
-    job->handle = p.comm->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
+    job->handle = host->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
     job->finish = [this, lo, n, data, release](Pending&) {
       ApplyReduced(lo, n, data);
       if (release) p.params->ReleaseGrads(lo, n);
@@ -340,7 +342,7 @@ Status StepRunner::Impl::PrepareReduce(const Instruction& in, Pending* job) {
   if (sum != n) return InternalError("reduce-scatter counts do not add up to the bucket");
   job->out = Staging(std::max<int64_t>(1, counts[rank]) * csize, false);
   const int64_t my_lo = lo + before, my_n = counts[rank];
-  job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(data, n, ct),
+  job->handle = host->ReduceScatterVAsync(parallel::BufferView(data, n, ct),
                                             parallel::BufferView(job->out.data(), my_n, ct), counts,
                                             parallel::ReduceOp::kSum);
   job->finish = [this, lo, n, my_lo, my_n, release](Pending& j) {
@@ -366,7 +368,7 @@ Status StepRunner::Impl::PrepareUnitReduceScatter(const Instruction& in, Pending
     }
   }
   job->out = Staging(per_rank * csize, false);
-  job->handle = p.comm->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp, ct),
+  job->handle = host->ReduceScatterAsync(parallel::BufferView(job->in.data(), per_rank * dp, ct),
                                            parallel::BufferView(job->out.data(), per_rank, ct),
                                            parallel::ReduceOp::kSum);
   std::vector<int> list(in.units().begin(), in.units().end());
@@ -396,7 +398,7 @@ Status StepRunner::Impl::PrepareGather(const std::vector<int>& list, Pending* jo
     std::memcpy(dst, shard + units[u].shard_offset() * tsize, units[u].chunk() * tsize);
     dst += units[u].chunk() * tsize;
   }
-  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in.data(), per_rank, t),
+  job->handle = host->AllGatherAsync(parallel::BufferView(job->in.data(), per_rank, t),
                                        parallel::BufferView(job->out.data(), per_rank * dp, t));
   job->finish = [this, list, per_rank](Pending& j) {
     const auto& all = plan->partition().units();
@@ -429,7 +431,7 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
   const int64_t mine_lo = in.ranges(rank).offset();
   const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - mine_lo));
   if (mine_n > 0) std::memcpy(job->in.data(), src + mine_lo * size, mine_n * size);
-  job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->in.data(), len, dt),
+  job->handle = host->AllGatherAsync(parallel::BufferView(job->in.data(), len, dt),
                                        parallel::BufferView(job->out.data(), len * dp, dt));
   std::vector<int64_t> offsets;
   for (const proto::ParamRange& r : in.ranges()) offsets.push_back(r.offset());
@@ -671,7 +673,7 @@ Status StepRunner::Impl::GradNorm() {
   }
   float buf = static_cast<float>(sum);
   if (dp > 1)
-    DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(&buf, 1), parallel::ReduceOp::kSum));
+    DS_RETURN_IF_ERROR(host->AllReduce(parallel::BufferView(&buf, 1), parallel::ReduceOp::kSum));
   norm_sq = buf;
   result.grad_norm = std::sqrt(norm_sq) / p.scaler->scale();
   return OkStatus();
@@ -680,7 +682,7 @@ Status StepRunner::Impl::GradNorm() {
 Status StepRunner::Impl::Overflow() {
   float flag = std::isfinite(norm_sq) ? 0.0f : 1.0f;
   if (dp > 1)
-    DS_RETURN_IF_ERROR(p.comm->AllReduce(parallel::BufferView(&flag, 1), parallel::ReduceOp::kMax));
+    DS_RETURN_IF_ERROR(host->AllReduce(parallel::BufferView(&flag, 1), parallel::ReduceOp::kMax));
   overflow = flag > 0;
   return OkStatus();
 }
@@ -772,6 +774,7 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->rank = rank;
   impl->p = parts;
   impl->dp = std::max(1, plan->topology().dp());
+  impl->host = parts.host_comm ? parts.host_comm : parts.comm;
   impl->stage = plan->settings().zero_stage();
   impl->t = parts.params->model_dtype();
   impl->tsize = DTypeSize(impl->t);
@@ -793,6 +796,9 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
                                 " needs a ParamStore sharded with LayoutFor(plan, rank)");
   if (impl->stage == 3 && !parts.params->params_partitioned())
     return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (LayoutFor)");
+  if (impl->host->device_buffers() || impl->host->size() != parts.comm->size())
+    return InvalidArgumentError("collectives on host memory (norms, the loss, staged buckets, checkpoints) need a "
+                                "host communicator of the same ranks (Gloo) beside the device one");
   if (parts.comm->device_buffers() && !parts.device)
     return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
                                 "states are on the host (offload_optimizer): use a host communicator (Gloo)");
@@ -874,7 +880,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   const int64_t gas = m.plan->settings().gradient_accumulation_steps();
   float loss = static_cast<float>(m.loss_sum / gas);
   if (m.dp > 1)
-    DS_RETURN_IF_ERROR(m.p.comm->AllReduce(parallel::BufferView(&loss, 1), parallel::ReduceOp::kSum));
+    DS_RETURN_IF_ERROR(m.host->AllReduce(parallel::BufferView(&loss, 1), parallel::ReduceOp::kSum));
   m.result.loss = loss / m.dp;
   m.result.skipped = m.overflow;
   DS_RETURN_IF_ERROR(m.p.scaler->Update(m.overflow));

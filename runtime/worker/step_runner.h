@@ -57,6 +57,9 @@ struct StepParts {
   LossScaler* scaler = nullptr;
   const LrSchedule* schedule = nullptr;
   parallel::Communicator* comm = nullptr;  // the data-parallel group
+  // The same ranks for collectives on host memory (scalars, staged data) when `comm` works on
+  // device buffers (NCCL); null: `comm` does both.
+  parallel::Communicator* host_comm = nullptr;
   float max_grad_norm = 0;           // 0: no clipping
   bool fp16 = false;
   uint64_t seed = 0;

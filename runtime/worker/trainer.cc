@@ -96,13 +96,15 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
-Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device)
-    : config_(config), graph_(std::move(graph)), device_memory_(device), comm_(comm) {}
+Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device,
+                 parallel::Communicator* host_comm)
+    : config_(config), graph_(std::move(graph)), device_memory_(device), comm_(comm), host_comm_(host_comm) {}
 Trainer::~Trainer() = default;
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph,
-                                                   parallel::Communicator* comm, DeviceMemory* device) {
-  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm, device));
+                                                   parallel::Communicator* comm, DeviceMemory* device,
+                                                   parallel::Communicator* host_comm) {
+  std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm, device, host_comm));
   DS_RETURN_IF_ERROR(t->Build());
   return t;
 }
@@ -117,6 +119,7 @@ Status Trainer::Build() {
     own_comm_ = std::move(parallel::LoopbackCommunicator::CreateGroup(1)[0]);
     comm_ = own_comm_.get();
   }
+  if (!host_comm_) host_comm_ = comm_;
   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
   if (config_.device.type != DeviceType::kCuda) device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == DeviceType::kCuda && !device_memory_) {
@@ -205,6 +208,7 @@ Status Trainer::Build() {
   parts.scaler = scaler_.get();
   parts.schedule = schedule_.get();
   parts.comm = comm_;
+  parts.host_comm = host_comm_;
   parts.max_grad_norm = static_cast<float>(config_.gradient_clipping);
   parts.fp16 = config_.fp16.enabled;
   parts.seed = config_.seed;

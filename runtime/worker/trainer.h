@@ -61,9 +61,12 @@ class Trainer {
   // plans the step. `comm` (borrowed; null = one rank) is the data-parallel group.
   // `device` (borrowed; null = the one device.type names) replaces the accelerator with
   // this memory and its kernels: tests run the device.type cuda path on HostMemory.
+  // `host_comm` (borrowed): the same ranks for collectives on host memory (norms, the loss,
+  // checkpoints) when `comm` works on device buffers (NCCL); null: `comm` does both.
   static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph,
                                                    parallel::Communicator* comm = nullptr,
-                                                   DeviceMemory* device = nullptr);
+                                                   DeviceMemory* device = nullptr,
+                                                   parallel::Communicator* host_comm = nullptr);
   ~Trainer();
 
   // Initializes weights from the initializers (seeded), or loads the checkpoint that
@@ -110,7 +113,8 @@ class Trainer {
   const DeviceStates* device_states() const { return device_states_.get(); }
 
  private:
-  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device);
+  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device,
+          parallel::Communicator* host_comm);
   Status Build();
   Status BuildPlan();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
@@ -135,6 +139,7 @@ class Trainer {
   std::unique_ptr<DataLoader> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;
+  parallel::Communicator* host_comm_ = nullptr;  // host-memory collectives: the given one, or comm_
   std::unique_ptr<proto::Plan> plan_;
   std::unique_ptr<StepRunner> runner_;
   int64_t step_ = 0;

@@ -174,7 +174,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   const std::string& root = config_.checkpoint.dir;
   const int rank = comm_->rank(), world = comm_->size();
   Status begun = rank == 0 ? ckpt::BeginCheckpoint(root, step_) : OkStatus();
-  DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(comm_, !begun.ok()));
+  DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(host_comm_, !begun.ok()));
   if (begin_failed) return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
 
   const std::vector<std::string> states = StateNames(*optimizer_);
@@ -207,7 +207,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     mine[3] = static_cast<int32_t>(written->file_bytes >> 32);
     for (size_t i = 0; i < descs.size(); ++i) mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
   }
-  DS_RETURN_IF_ERROR(comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
+  DS_RETURN_IF_ERROR(host_comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
                                       parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
   Status committed;
   if (rank == 0) {
@@ -245,7 +245,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
     }
   }
-  DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(comm_, !committed.ok()));
+  DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(host_comm_, !committed.ok()));
   if (!written.ok()) return written.status();
   if (commit_failed) return rank == 0 ? committed : AbortedError("checkpoint: rank 0 failed to commit step " + std::to_string(step_));
   return OkStatus();
@@ -431,7 +431,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
   if (verified.ok()) verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
   if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", comm_->rank(), verified.ToString());
-  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(comm_, !verified.ok()));
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(host_comm_, !verified.ok()));
   if (failed) {
     scaler_->LoadState(old_scaler).IgnoreError();
     train_data_->SetState(old_data).IgnoreError();

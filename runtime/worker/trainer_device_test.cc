@@ -7,7 +7,10 @@
 // keeping the optimizer on the host. bf16 runs too: the CPU's bf16 kernels are the fp32 ones
 // between conversions (kernels/widen.h), so activations round to bf16 as on a GPU.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -58,13 +61,60 @@ std::string Config(const std::string& data, int micro, int stage, bool device, c
 }
 
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml, parallel::Communicator* comm,
-                                               DeviceMemory* memory) {
+                                               DeviceMemory* memory, parallel::Communicator* host_comm = nullptr) {
   auto config = ParseJobConfig(yaml, "device.yaml");
   if (!config.ok()) return config.status();
   auto graph = LoadModelGraph(*config);
   if (!graph.ok()) return graph.status();
-  return Trainer::Create(*config, std::move(graph).value(), comm, memory);
+  return Trainer::Create(*config, std::move(graph).value(), comm, memory, host_comm);
 }
+
+// Host memory standing in for a GPU that knows its allocations, so that a communicator on
+// "device buffers" can refuse anything else (a host pointer handed to NCCL would crash).
+class TrackedMemory final : public DeviceMemory {
+ public:
+  static bool Contains(const void* data, size_t bytes) {
+    std::lock_guard<std::mutex> lock(Mu());
+    const auto p = reinterpret_cast<uintptr_t>(data);
+    auto it = Ranges().upper_bound(p);
+    if (it == Ranges().begin()) return false;
+    --it;
+    return p + bytes <= it->first + it->second;
+  }
+  kernels::Device device() const override { return kernels::Device::kCpu; }
+  std::string name() const override { return host_.name(); }
+  StatusOr<void*> Allocate(size_t bytes) override {
+    auto p = host_.Allocate(bytes);
+    if (p.ok()) {
+      std::lock_guard<std::mutex> lock(Mu());
+      Ranges()[reinterpret_cast<uintptr_t>(*p)] = std::max<size_t>(bytes, 1);
+    }
+    return p;
+  }
+  void Free(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(Mu());
+      Ranges().erase(reinterpret_cast<uintptr_t>(ptr));
+    }
+    host_.Free(ptr);
+  }
+  Status Zero(void* p, size_t n) override { return host_.Zero(p, n); }
+  Status CopyToDevice(void* d, const void* s, size_t n) override { return host_.CopyToDevice(d, s, n); }
+  Status CopyToHost(void* d, const void* s, size_t n) override { return host_.CopyToHost(d, s, n); }
+  Status Copy(void* d, const void* s, size_t n) override { return host_.Copy(d, s, n); }
+  void Bind() override {}
+
+ private:
+  static std::mutex& Mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<uintptr_t, size_t>& Ranges() {
+    static std::map<uintptr_t, size_t> r;
+    return r;
+  }
+  HostMemory host_;
+};
 
 struct Run {
   std::vector<double> losses;   // rank 0's
@@ -78,15 +128,17 @@ struct Run {
 Run Train(const std::string& yaml, int world, int steps, bool save = false, bool device_comm = false) {
   parallel::LoopbackOptions lo;
   lo.device_buffers = device_comm;
+  lo.is_device_memory = &TrackedMemory::Contains;
   auto comms = parallel::LoopbackCommunicator::CreateGroup(world, lo);
-  std::vector<HostMemory> memories(world);
+  auto host_comms = parallel::LoopbackCommunicator::CreateGroup(world);  // beside the "NCCL" one
+  std::vector<TrackedMemory> memories(world);
   std::vector<std::vector<double>> losses(world);
   std::vector<Status> errors(world);
   Run run;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto t = MakeTrainer(yaml, comms[r].get(), &memories[r]);
+      auto t = MakeTrainer(yaml, comms[r].get(), &memories[r], device_comm ? host_comms[r].get() : nullptr);
       if (!t.ok()) return void(errors[r] = t.status());
       if (r == 0) run.states_on_device = (*t)->plan().settings().states_on_device();
       if (Status s = (*t)->Initialize(); !s.ok()) return void(errors[r] = s);
@@ -289,8 +341,9 @@ TEST_CASE("Device states: device memory matches the plan's model states", "[work
       parallel::LoopbackOptions lo;
       lo.device_buffers = true;  // stage 3 on the device needs it
       auto comms = parallel::LoopbackCommunicator::CreateGroup(2, lo);
+      auto host_comms = parallel::LoopbackCommunicator::CreateGroup(2);
       HostMemory memory;
-      auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory);
+      auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory, host_comms[1].get());
       REQUIRE(t.ok());
       const Trainer& trainer = **t;
       REQUIRE(trainer.device_states() != nullptr);

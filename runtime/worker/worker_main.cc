@@ -102,6 +102,8 @@ class Reporter {
 // this build has no NCCL plugin (the same on every rank; a warning says why), Gloo over TCP
 // with this node's advertised address, the device's buffers staged through the host. An NCCL
 // that loads but fails is an error, not a fallback: the ranks must agree on the backend.
+// Beside NCCL a Gloo group of the same ranks carries the collectives on host memory (norms,
+// the loss, checkpoint votes), as PyTorch jobs keep a gloo group beside nccl.
 struct DataParallelGroup {
   std::unique_ptr<launcher::CoordinatorClient> client;
   std::unique_ptr<parallel::GrpcStore> store;
@@ -109,6 +111,7 @@ struct DataParallelGroup {
   std::unique_ptr<parallel::GrpcStore> nccl_grpc;
   std::unique_ptr<parallel::GrpcKvStore> nccl_store;
   std::unique_ptr<parallel::Communicator> comm;
+  std::unique_ptr<parallel::Communicator> host_comm;  // beside NCCL: Gloo
 };
 
 Status JoinNccl(const RankEnv& env, std::chrono::milliseconds timeout, DataParallelGroup* g) {
@@ -134,9 +137,9 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
     DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
     if (g->memory->device() == kernels::Device::kCuda) {
       Status nccl = JoinNccl(env, timeout, g.get());
-      if (nccl.ok()) return g;
-      if (nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
-      DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
+      if (!nccl.ok() && nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
+      if (!nccl.ok())
+        DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
     }
   }
   g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
@@ -146,9 +149,13 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   const char* addr = std::getenv("DS_NODE_ADDR");
   go.hostname = addr && *addr ? addr : "127.0.0.1";
   go.timeout = timeout;
-  DS_ASSIGN_OR_RETURN(g->comm, parallel::GlooCommunicator::Create(go, g->store.get()));
-  DS_LOG_INFO("worker", "joined the data-parallel group: rank {} of {} over Gloo ({})", env.rank,
-              env.world_size, go.hostname);
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GlooCommunicator> gloo,
+                      parallel::GlooCommunicator::Create(go, g->store.get()));
+  DS_LOG_INFO("worker", "{} rank {} of {} over Gloo ({})",
+              g->comm ? "host-memory collectives:" : "joined the data-parallel group:", env.rank, env.world_size,
+              go.hostname);
+  if (g->comm) g->host_comm = std::move(gloo);
+  else g->comm = std::move(gloo);
   return g;
 }
 
@@ -173,7 +180,8 @@ Status Run(const Flags& f) {
   }
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                       Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
-                                      group ? group->memory.get() : nullptr));
+                                      group ? group->memory.get() : nullptr,
+                                      group ? group->host_comm.get() : nullptr));
   // The launcher planned the job once; this rank's own plan must be the same plan.
   if (const char* want = std::getenv("DS_PLAN_HASH"); want && *want && !f.eval) {
     std::string mine = plan::HashHex(trainer->plan().hash());
