@@ -19,9 +19,12 @@
 //
 // With StepParts::device (the plan's states_on_device) the same instructions act on the
 // device's model states: ZERO_GRADS, GRAD_NORM_REDUCE's local sum and OPTIMIZER_STEP run on
-// the device; a reduction copies its bucket to the host ParamStore, reduces it there and copies
-// the result back; the shard all-gather does the same with the updated partition. One rank
-// moves nothing (its plan's collectives are no-ops).
+// the device. With a communicator on device buffers (NCCL) the collectives read and write the
+// device's buffers (Note [ZeRO-3 on a device] for stage 3); with a host one (Gloo, stages 0-2)
+// a reduction copies its bucket to the host ParamStore, reduces it there and copies the result
+// back, and the shard all-gather does the same with the updated partition. One rank moves
+// nothing but ZeRO-2/3's gradient shard and ZeRO-3's gathers, as device copies. Collectives on
+// host memory (scalars, staged data) always go to StepParts::host_comm.
 //
 // Not thread-safe; one thread drives it (collectives run on the communicator's thread).
 #pragma once
