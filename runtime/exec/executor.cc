@@ -160,7 +160,8 @@ Status Executor::Build() {
         if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
           const DType m = params_->model_dtype();
-          void* p = opt_.device_param_at ? opt_.device_param_at(slot->offset) : device_params_ + slot->offset * DTypeSize(m);
+          void* p = opt_.device_param_at ? opt_.device_param_at(slot->offset)
+                                         : device_params_ + slot->offset * DTypeSize(m);
           a.in.push_back(Tensor(p, slot->shape, m));
           node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
         } else if (params_->mixed()) {

@@ -28,7 +28,8 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
   Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& o) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size())) return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
     const float bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
     const float bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
     const float b1 = o.beta1, b2 = o.beta2, eps = o.eps, scale = o.grad_scale;
@@ -57,7 +58,8 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
   StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size())) return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
     double sum = 0;
     for (const OptimizerSegment& s : sets_[set]) {
       const int64_t begin = s.offset, end = s.offset + s.numel;

@@ -40,7 +40,8 @@ Status DeviceStates::Build() {
   if (stage3 && ps.mixed()) {
     DS_ASSIGN_OR_RETURN(pshard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
   }
-  DS_ASSIGN_OR_RETURN(grads_, DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
+  DS_ASSIGN_OR_RETURN(grads_,
+                      DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
   if (ps.grads_partitioned()) {
     DS_ASSIGN_OR_RETURN(shard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
   }
@@ -181,7 +182,8 @@ Status DeviceStates::AccumulateIntoShard(int64_t flat_lo, const void* values, in
 Status DeviceStates::AccumulateAtShardPos(int64_t pos, const void* values, int64_t n) {
   if (n <= 0) return OkStatus();
   if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
-  return kernels_->Accumulate(static_cast<char*>(shard_.data()) + pos * tsize_, values, n, params_store_->model_dtype());
+  char* dst = static_cast<char*>(shard_.data()) + pos * tsize_;
+  return kernels_->Accumulate(dst, values, n, params_store_->model_dtype());
 }
 
 Status DeviceStates::ShardFromHost(int64_t flat_lo, int64_t n) {

@@ -490,7 +490,8 @@ Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
           for (size_t i = 0; i < list.size(); ++i) {
             auto [begin, end] = OwnedOfUnit(units[list[i]], k);
             if (end > begin)
-              DS_RETURN_IF_ERROR(mem->Copy(d->ParamAt(begin), out + (k * per_rank + at[i]) * tsize, (end - begin) * tsize));
+              DS_RETURN_IF_ERROR(
+                  mem->Copy(d->ParamAt(begin), out + (k * per_rank + at[i]) * tsize, (end - begin) * tsize));
           }
         return OkStatus();
       };
@@ -499,7 +500,8 @@ Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
     case Instruction::REDUCE_SCATTER: {
       if (dp == 1) {
         for (int u : list) {
-          DS_RETURN_IF_ERROR(d->AccumulateAtShardPos(all[u].shard_offset(), d->GradAt(all[u].offset()), all[u].count()));
+          DS_RETURN_IF_ERROR(
+              d->AccumulateAtShardPos(all[u].shard_offset(), d->GradAt(all[u].offset()), all[u].count()));
           DS_RETURN_IF_ERROR(d->ZeroGradRange(all[u].offset(), all[u].count()));
         }
         return OkStatus();
@@ -512,7 +514,8 @@ Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
         for (size_t i = 0; i < list.size(); ++i) {
           auto [begin, end] = OwnedOfUnit(all[list[i]], k);
           if (end > begin)
-            DS_RETURN_IF_ERROR(mem->Copy(packed + (k * per_rank + at[i]) * tsize, d->GradAt(begin), (end - begin) * tsize));
+            DS_RETURN_IF_ERROR(
+                mem->Copy(packed + (k * per_rank + at[i]) * tsize, d->GradAt(begin), (end - begin) * tsize));
         }
       job.handle = p.comm->ReduceScatterAsync(parallel::BufferView(job.dev_in.data(), per_rank * dp, t),
                                               parallel::BufferView(job.dev_out.data(), per_rank, t),

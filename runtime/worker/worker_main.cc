@@ -137,7 +137,8 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
     DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
     if (g->memory->device() == kernels::Device::kCuda) {
       Status nccl = JoinNccl(env, timeout, g.get());
-      if (!nccl.ok() && nccl.code() != StatusCode::kNotFound) return nccl.WithPrefix("rank " + std::to_string(env.rank));
+      if (!nccl.ok() && nccl.code() != StatusCode::kNotFound)
+        return nccl.WithPrefix("rank " + std::to_string(env.rank));
       if (!nccl.ok())
         DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
     }
