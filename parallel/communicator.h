@@ -113,6 +113,13 @@ class Communicator {
   // Where the buffers of its operations live: false, host memory (Gloo); true, device memory
   // (NCCL: pointers on its GPU), so callers with data on the device pass it as it is.
   virtual bool device_buffers() const { return false; }
+  // Device-buffer communicators: operations issued from now on start (on the device) after
+  // the work queued on `native_stream` (CUDA: a cudaStream_t) so far, i.e. after an event the
+  // caller places at this point of its plan. Host communicators: nothing to order (OK).
+  virtual Status OrderAfterStream(void* native_stream) {
+    (void)native_stream;
+    return OkStatus();
+  }
   // OK while healthy; afterwards the sticky error every call returns.
   Status status() const;
 

@@ -276,6 +276,7 @@ NcclCommunicator::NcclCommunicator(const NcclOptions& options, KvStore* store, n
 NcclCommunicator::~NcclCommunicator() {
   StopCommThread();
   watchdog_->Stop();
+  if (mark_) (void)cudaEventDestroy(mark_);
   {
     std::lock_guard<std::mutex> lock(comm_mu_);
     if (comm_ != nullptr) {
@@ -307,6 +308,14 @@ Status NcclCommunicator::OrderAfter(cudaEvent_t ready) {
   DS_RETURN_IF_ERROR(status());
   DS_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_.get(), ready, 0));
   return OkStatus();
+}
+
+Status NcclCommunicator::OrderAfterStream(void* native_stream) {
+  std::lock_guard<std::mutex> lock(mark_mu_);
+  DS_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  if (!mark_) DS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&mark_, cudaEventDisableTiming));
+  DS_CUDA_RETURN_IF_ERROR(cudaEventRecord(mark_, static_cast<cudaStream_t>(native_stream)));
+  return OrderAfter(mark_);
 }
 
 ncclResult_t NcclCommunicator::Issue(const CommOp& op) {

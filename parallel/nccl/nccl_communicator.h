@@ -89,6 +89,8 @@ class NcclCommunicator final : public Communicator {
   // Operations issued after this call wait (on the device) for `ready` as recorded now.
   // Any thread that issues operations; the event may be re-recorded right after.
   Status OrderAfter(cudaEvent_t ready);
+  // OrderAfter an event recorded now on `native_stream` (a cudaStream_t).
+  Status OrderAfterStream(void* native_stream) override;
 
  protected:
   Status Run(const CommOp& op) override;
@@ -128,6 +130,9 @@ class NcclCommunicator final : public Communicator {
 
   std::atomic<uint64_t> done_for_{~uint64_t{0}};  // op id done_ was recorded for
   uint64_t next_op_id_ = 0;                       // comm thread only
+
+  std::mutex mark_mu_;
+  cudaEvent_t mark_ = nullptr;  // OrderAfterStream's event, made on first use; guarded by mark_mu_
 
   std::unique_ptr<Probe> probe_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;

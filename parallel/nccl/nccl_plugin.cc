@@ -1,7 +1,8 @@
 // NCCL as a loadable plugin (libds_nccl.so): a data-parallel NcclCommunicator for a rank whose
 // model states are on its GPU, loaded by runtime/exec/cuda_loader.h only for such jobs, so
 // nothing else maps libnccl (and a machine without it still trains on one GPU, or over Gloo).
-// The communicator orders its collectives after the memory's stream (NcclOptions).
+// Its collectives are ordered after the memory's stream by the events the caller places
+// (Communicator::OrderAfterStream), not after everything queued when they start.
 #include <cstdio>
 #include <memory>
 
@@ -26,6 +27,9 @@ ds::parallel::Communicator* ds_nccl_create_communicator(ds::DeviceMemory* memory
   o.name = name;
   o.bootstrap_timeout = std::chrono::milliseconds(timeout_ms);
   o.compute_stream = static_cast<cudaStream_t>(memory->native_stream());
+  // The step runner places the ordering events itself, at each collective of the plan
+  // (OrderAfterStream right after the producers are queued), so later compute overlaps.
+  o.order_after_compute_stream = false;
   auto comm = ds::parallel::NcclCommunicator::Create(o, store);
   if (!comm.ok()) {
     std::snprintf(error, error_size, "%s", comm.status().message().c_str());

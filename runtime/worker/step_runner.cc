@@ -453,7 +453,9 @@ Status StepRunner::Impl::PrepareShardAllGather(const Instruction& in, Pending* j
 // each unit's gradients (zero-padded to the chunk) at k's place, reduce-scatters, adds this
 // rank's part into the gradient shard and zeroes the units' gradients. RELEASE_PARAMS leaves
 // the arena as it is: the plan's placement gives the place to the next unit only after it.
-// One rank copies instead of communicating.
+// One rank copies instead of communicating. Every collective on device buffers is ordered after
+// the compute stream as it is when the instruction issues it (OrderAfterStream: the event the
+// plan's instruction places), so the backward queued after it overlaps the communication.
 Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
   DeviceStates* d = p.device;
   DeviceMemory* mem = d->memory();
@@ -481,6 +483,7 @@ Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
       for (size_t i = 0; i < list.size(); ++i)
         DS_RETURN_IF_ERROR(mem->Copy(packed + at[i] * tsize, d->ParamShardAt(all[list[i]].shard_offset()),
                                      all[list[i]].chunk() * tsize));
+      DS_RETURN_IF_ERROR(p.comm->OrderAfterStream(mem->native_stream()));
       job.handle = p.comm->AllGatherAsync(parallel::BufferView(job.dev_in.data(), per_rank, t),
                                           parallel::BufferView(job.dev_out.data(), per_rank * dp, t));
       job.to_device = [this, d, mem, list, at, per_rank](Pending& j) -> Status {
@@ -517,6 +520,7 @@ Status StepRunner::Impl::IssueUnitsOnDevice(int index, const Instruction& in) {
             DS_RETURN_IF_ERROR(
                 mem->Copy(packed + (k * per_rank + at[i]) * tsize, d->GradAt(begin), (end - begin) * tsize));
         }
+      DS_RETURN_IF_ERROR(p.comm->OrderAfterStream(mem->native_stream()));
       job.handle = p.comm->ReduceScatterAsync(parallel::BufferView(job.dev_in.data(), per_rank * dp, t),
                                               parallel::BufferView(job.dev_out.data(), per_rank, t),
                                               parallel::ReduceOp::kSum);
@@ -595,6 +599,7 @@ Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
     case Instruction::ALL_REDUCE: {  // in place; stage 2 then adds the owned part to the shard
       if (in.ranges_size() != 1) return InternalError("device states: a bucket with several ranges");
       const int64_t lo = in.ranges(0).offset(), n = in.ranges(0).count();
+      DS_RETURN_IF_ERROR(p.comm->OrderAfterStream(mem->native_stream()));
       job->handle = p.comm->AllReduceAsync(parallel::BufferView(d->GradAt(lo), n, t), parallel::ReduceOp::kSum);
       if (stage >= 2) {
         const auto [a, b] = OwnedPart(lo, n);
@@ -615,6 +620,7 @@ Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
       for (int k = 0; k < rank; ++k) my_lo += counts[k];
       const int64_t my_n = counts[rank];
       DS_ASSIGN_OR_RETURN(job->dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, my_n) * tsize));
+      DS_RETURN_IF_ERROR(p.comm->OrderAfterStream(mem->native_stream()));
       job->handle = p.comm->ReduceScatterVAsync(parallel::BufferView(d->GradAt(lo), n, t),
                                                 parallel::BufferView(job->dev_out.data(), my_n, t), counts,
                                                 parallel::ReduceOp::kSum);
@@ -637,6 +643,7 @@ Status StepRunner::Impl::PrepareOnDevice(const Instruction& in, Pending* job) {
       DS_ASSIGN_OR_RETURN(job->dev_in, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, len) * tsize));
       DS_ASSIGN_OR_RETURN(job->dev_out, DeviceBuffer::Allocate(mem, std::max<int64_t>(1, len * dp) * tsize));
       if (mine_n > 0) DS_RETURN_IF_ERROR(mem->Copy(job->dev_in.data(), params + mine_lo * tsize, mine_n * tsize));
+      DS_RETURN_IF_ERROR(p.comm->OrderAfterStream(mem->native_stream()));
       job->handle = p.comm->AllGatherAsync(parallel::BufferView(job->dev_in.data(), len, t),
                                            parallel::BufferView(job->dev_out.data(), len * dp, t));
       std::vector<int64_t> offsets;
