@@ -1,5 +1,5 @@
-// Conformance (GPU): for EVERY op in kernels::RegisteredOps() and dtypes f32 and bf16, the
-// CUDA kernel against the CPU f32 reference on the same inputs (bf16-rounded for bf16),
+// Conformance (GPU): for EVERY op in kernels::RegisteredOps() and dtypes f32, bf16 and f16,
+// the CUDA kernel against the CPU f32 reference on the same inputs (rounded for 16-bit),
 // forward (outputs and saved buffers) and backward (gradients accumulated onto random
 // initial values, as the executor's += contract allows). An op without a CUDA kernel, or
 // without a case in Cases() below, is a failure that names it.
@@ -93,6 +93,7 @@ float Uniform(uint64_t* s, float lo, float hi) {
 }
 
 float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+float RoundF16(float f) { return F16ToFloat(FloatToF16(f)); }
 
 // A host tensor in f32 / i32 and its device twin in `dtype` (f32, bf16 or i32).
 struct Pair {
@@ -127,11 +128,12 @@ struct Pair {
     const int64_t n = host_spec.numel();
     if (is_int()) {
       REQUIRE(cudaMemcpy(dev, host_i.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    } else if (dev_dtype == DType::kBF16) {
+    } else if (dev_dtype == DType::kBF16 || dev_dtype == DType::kF16) {
+      const bool bf = dev_dtype == DType::kBF16;
       std::vector<uint16_t> b(n);
       for (int64_t i = 0; i < n; ++i) {
-        host_f[i] = RoundBf16(host_f[i]);
-        b[i] = FloatToBf16(host_f[i]);
+        host_f[i] = bf ? RoundBf16(host_f[i]) : RoundF16(host_f[i]);
+        b[i] = bf ? FloatToBf16(host_f[i]) : FloatToF16(host_f[i]);
       }
       REQUIRE(cudaMemcpy(dev, b.data(), n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
     } else {
@@ -142,10 +144,10 @@ struct Pair {
     const int64_t n = host_spec.numel();
     std::vector<float> out(n);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    if (dev_dtype == DType::kBF16) {
+    if (dev_dtype == DType::kBF16 || dev_dtype == DType::kF16) {
       std::vector<uint16_t> b(n);
       REQUIRE(cudaMemcpy(b.data(), dev, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(b[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = dev_dtype == DType::kBF16 ? Bf16ToFloat(b[i]) : F16ToFloat(b[i]);
     } else {
       REQUIRE(cudaMemcpy(out.data(), dev, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
     }
@@ -236,7 +238,8 @@ void RunCase(const OpCase& c, DType dt) {
     host.saved.push_back(p.host());
     dev.saved.push_back(p.device());
   }
-  const double tol = dt == DType::kBF16 ? c.tol_bf16 : c.tol_f32;
+  // fp16 keeps 3 more mantissa bits than bf16 (2^-11 relative per rounding): bf16's bounds hold.
+  const double tol = dt == DType::kF32 ? c.tol_f32 : c.tol_bf16;
 
   // Forward.
   REQUIRE(cpu->forward(host).ok());
@@ -297,7 +300,7 @@ TEST_CASE("every registered op has a CUDA kernel matching the CPU reference", "[
     CHECK(covered.count(op) == 1);
   }
   for (const OpCase& c : Cases()) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       DYNAMIC_SECTION(c.op << "/" << DTypeName(dt)) { RunCase(c, dt); }
     }
   }

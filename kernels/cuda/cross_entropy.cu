@@ -139,6 +139,7 @@ cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, 
 
 DS_CROSS_ENTROPY_DEFINE(float)
 DS_CROSS_ENTROPY_DEFINE(__nv_bfloat16)
+DS_CROSS_ENTROPY_DEFINE(__half)
 
 #undef DS_CROSS_ENTROPY_DEFINE
 

@@ -33,6 +33,8 @@ template <typename T>
 constexpr DType kDType = DType::kF32;
 template <>
 constexpr DType kDType<__nv_bfloat16> = DType::kBF16;
+template <>
+constexpr DType kDType<__half> = DType::kF16;
 
 template <typename T>
 T* Ptr(const Tensor& t) {
@@ -330,7 +332,7 @@ bool RegisterAll() {
                         {CrossEntropyForward<T>, CrossEntropyBackward<T>});
 }
 
-const bool kRegistered = RegisterAll<float>() && RegisterAll<__nv_bfloat16>();
+const bool kRegistered = RegisterAll<float>() && RegisterAll<__nv_bfloat16>() && RegisterAll<__half>();
 
 }  // namespace
 }  // namespace ds::kernels

@@ -28,14 +28,14 @@ std::set<std::string> PendingOps() {
   return out;
 }
 
-TEST_CASE("every CPU op has CUDA kernels for f32 and bf16", "[cuda][registry]") {
+TEST_CASE("every CPU op has CUDA kernels for f32, bf16 and f16", "[cuda][registry]") {
   const std::set<std::string> pending = PendingOps();
   std::string missing, stale;
   int checked = 0;
   for (const std::string& op : RegisteredOps()) {
     if (FindKernel(op, Device::kCpu, DType::kF32) == nullptr) continue;
     ++checked;
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       const Kernel* k = FindKernel(op, Device::kCuda, dt);
       const bool have = k != nullptr && k->forward && k->backward;
       if (pending.count(op)) {

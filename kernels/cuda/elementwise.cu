@@ -154,6 +154,7 @@ cudaError_t Grad(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, O
 
 DS_ELEMENTWISE_DEFINE(float)
 DS_ELEMENTWISE_DEFINE(__nv_bfloat16)
+DS_ELEMENTWISE_DEFINE(__half)
 
 #undef DS_ELEMENTWISE_DEFINE
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -48,6 +49,7 @@ namespace ds::kernels {
 
 DS_ELEMENTWISE_DECLARE(float)
 DS_ELEMENTWISE_DECLARE(__nv_bfloat16)
+DS_ELEMENTWISE_DECLARE(__half)
 
 #undef DS_ELEMENTWISE_DECLARE
 

@@ -150,6 +150,7 @@ cudaError_t PositionBackward(const T* dout, T* dx, T* dwpe, int64_t batch, int64
 
 DS_EMBEDDING_DEFINE(float)
 DS_EMBEDDING_DEFINE(__nv_bfloat16)
+DS_EMBEDDING_DEFINE(__half)
 
 #undef DS_EMBEDDING_DEFINE
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -39,6 +40,7 @@ namespace ds::kernels {
 
 DS_EMBEDDING_DECLARE(float)
 DS_EMBEDDING_DECLARE(__nv_bfloat16)
+DS_EMBEDDING_DECLARE(__half)
 
 #undef DS_EMBEDDING_DECLARE
 

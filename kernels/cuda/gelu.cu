@@ -78,5 +78,12 @@ cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy,
                                __nv_bfloat16* dx, int64_t n, cudaStream_t stream) {
   return Backward(x, dy, dx, n, stream);
 }
+cudaError_t LaunchGeluForward(const __half* x, __half* y, int64_t n, cudaStream_t stream) {
+  return Forward(x, y, n, stream);
+}
+cudaError_t LaunchGeluBackward(const __half* x, const __half* dy, __half* dx, int64_t n,
+                               cudaStream_t stream) {
+  return Backward(x, dy, dx, n, stream);
+}
 
 }  // namespace ds::kernels

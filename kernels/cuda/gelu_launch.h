@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,5 +28,10 @@ cudaError_t LaunchGeluForward(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
                               cudaStream_t stream);
 cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy,
                                __nv_bfloat16* dx, int64_t n, cudaStream_t stream);
+
+// And for fp16 storage.
+cudaError_t LaunchGeluForward(const __half* x, __half* y, int64_t n, cudaStream_t stream);
+cudaError_t LaunchGeluBackward(const __half* x, const __half* dy, __half* dx, int64_t n,
+                               cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -182,6 +182,7 @@ cudaError_t Backward(const T* x, const T* gamma, const T* dy, const float* mean,
 
 DS_NORM_DEFINE(float)
 DS_NORM_DEFINE(__nv_bfloat16)
+DS_NORM_DEFINE(__half)
 
 #undef DS_NORM_DEFINE
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +30,7 @@ namespace ds::kernels {
 
 DS_NORM_DECLARE(float)
 DS_NORM_DECLARE(__nv_bfloat16)
+DS_NORM_DECLARE(__half)
 
 #undef DS_NORM_DECLARE
 

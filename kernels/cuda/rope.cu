@@ -73,5 +73,10 @@ cudaError_t LaunchRope(const __nv_bfloat16* src, __nv_bfloat16* dst, int64_t bat
                        float sign, bool accumulate, cudaStream_t stream) {
   return Rope(src, dst, batch, seq, n_head, n_kv_head, head_dim, theta, sign, accumulate, stream);
 }
+cudaError_t LaunchRope(const __half* src, __half* dst, int64_t batch, int64_t seq, int64_t n_head,
+                       int64_t n_kv_head, int64_t head_dim, double theta, float sign, bool accumulate,
+                       cudaStream_t stream) {
+  return Rope(src, dst, batch, seq, n_head, n_kv_head, head_dim, theta, sign, accumulate, stream);
+}
 
 }  // namespace ds::kernels

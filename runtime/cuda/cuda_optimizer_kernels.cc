@@ -121,6 +121,10 @@ class CudaOptimizerKernels final : public OptimizerKernels {
         DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAccumulate(static_cast<const __nv_bfloat16*>(src),
                                                           static_cast<__nv_bfloat16*>(dst), n, stream));
         return OkStatus();
+      case DType::kF16:
+        DS_CUDA_RETURN_IF_ERROR(
+            kernels::LaunchAccumulate(static_cast<const __half*>(src), static_cast<__half*>(dst), n, stream));
+        return OkStatus();
       default:
         return UnimplementedError(std::string("optimizer kernels: no accumulate for ") + DTypeName(dtype));
     }

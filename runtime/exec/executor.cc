@@ -372,8 +372,6 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
 
 Status Executor::BuildDevice() {
   const std::string where = "executor on " + opt_.memory->name();
-  if (params_->model_dtype() == DType::kF16)
-    return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
   // ZeRO-3 trains on a device with the states there (their gather arena); an inference
   // executor uploads the host's flat parameters, gathered by then (Trainer::Evaluate).
   if (params_->params_partitioned() && opt_.training && !opt_.device_param_at)

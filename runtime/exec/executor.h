@@ -10,7 +10,8 @@
 // Device path (ExecutorOptions::memory set): activations, activation gradients, the data
 // inputs, and a copy of the parameters and of their gradients live in that DeviceMemory and
 // the kernels registered for its device run on them (fp32, or bf16 with activations in bf16
-// and the loss in fp32; not fp16; ZeRO-3 with the states on the device, or to infer). The
+// and the loss in fp32, or the same in fp16; ZeRO-3 with the states on the device, or to
+// infer). The
 // ParamStore stays on the host as the source of truth, as with ZeRO-Offload's optimizer on
 // the CPU: the parameters are uploaded when ParamStore::version() moved, the micro-batch when
 // the first block runs, and the gradients of the parameters a BackwardBlocks call touched go

@@ -23,8 +23,6 @@ Status DeviceStates::Build() {
   if (optimizer_->options().type == OptimizerOptions::Type::kSgd)
     return UnimplementedError(where + ": SGD has no device kernel yet (Adam and AdamW do); "
                                       "set zero_optimization.offload_optimizer.device: cpu");
-  if (ps.model_dtype() == DType::kF16)
-    return UnimplementedError(where + ": fp16 does not run on a device yet (fp32 and bf16 do)");
   const bool stage3 = ps.params_partitioned();
   if (stage3 && param_blocks_.empty())
     return InternalError(where + ": ZeRO stage 3 needs the gather arena's blocks");

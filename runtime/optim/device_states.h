@@ -22,7 +22,8 @@
 //
 // The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
 // initializing or loading them, Download() before saving or exporting. ZeRO stages 0-3;
-// fp32 and bf16; Adam and AdamW (SGD steps on the host: offload_optimizer).
+// fp32, bf16 and fp16 (loss scaling: the norm's non-finite flag skips the step); Adam and
+// AdamW (SGD steps on the host: offload_optimizer).
 // Not thread-safe.
 #pragma once
 

@@ -1,5 +1,5 @@
 // GPU test (tag gpu; exits 77 without a device): DeviceStates on a GPU (the CUDA plugin's
-// OptimizerKernels: kernels/cuda/optimizer.cu) against the host Optimizer, for fp32 and bf16,
+// OptimizerKernels: kernels/cuda/optimizer.cu) against the host Optimizer, for fp32, bf16 and fp16,
 // whole and as a ZeRO-1 partition starting mid-parameter. Same operation order as the host,
 // so fp32 master and moments agree to a few fp32 roundings (sqrtf and the division may
 // differ by an ulp), bf16 model copies to one bf16 ulp, and the norm share to 1e-12.
@@ -24,7 +24,7 @@ TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][
   ModelSpec spec = ModelPreset("gpt2-tiny").value();
   spec.vocab_size = 24;
   const Graph g = BuildModelGraph(spec).value();
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (bool partitioned : {false, true}) {
       INFO(DTypeName(dtype) << (partitioned ? " zero-1 rank 1" : " whole"));
       OptimizerOptions o;
@@ -69,7 +69,8 @@ TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][
         const float a = *host.MasterAt(i), b = *dev.MasterAt(i);
         if (std::abs(a - b) > 1e-6f * std::abs(a) + 1e-7f) ++bad;
         const float ma = LoadFloat(host.model(), dtype, i), mb = LoadFloat(dev.model(), dtype, i);
-        if (std::abs(ma - mb) > (dtype == DType::kF32 ? 1e-6f : 1.0f / 128) * std::abs(ma) + 1e-7f) ++bad;
+        const float ulp = dtype == DType::kF32 ? 1e-6f : dtype == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024;
+        if (std::abs(ma - mb) > ulp * std::abs(ma) + 1e-7f) ++bad;
       }
       const auto hs = host_opt.state(), ds = dev_opt.state();
       for (size_t k = 0; k < hs.size(); ++k)

@@ -32,7 +32,7 @@ ShardLayout SecondHalf(int64_t total, int64_t cut) {
 
 TEST_CASE("DeviceStates: the device step equals the host Optimizer element for element", "[optim]") {
   const Graph g = TinyGraph();
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kAdam}) {
       for (bool partitioned : {false, true}) {
         INFO(DTypeName(dtype) << (type == OptimizerOptions::Type::kAdam ? " adam" : " adamw")
@@ -190,13 +190,6 @@ TEST_CASE("DeviceStates: what does not run on a device yet is refused with the r
     REQUIRE(!d.ok());
     CHECK(d.status().message().find("SGD") != std::string::npos);
     CHECK(d.status().message().find("offload_optimizer") != std::string::npos);
-  }
-  {
-    ParamStore ps(g, DType::kF16);
-    Optimizer opt(OptimizerOptions(), &ps);
-    auto d = DeviceStates::Create(&memory, &ps, &opt);
-    REQUIRE(!d.ok());
-    CHECK(d.status().message().find("fp16") != std::string::npos);
   }
   {
     ParamStore ps(g, DType::kBF16);

@@ -89,6 +89,19 @@ TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (bf16)", "[gp
   }
 }
 
+// fp16 (static loss scale): activations and gradients in fp16 on the GPU (attention on the
+// simple kernels), within 2% of the CPU's fp16 curve.
+TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (fp16)", "[gpu][worker]") {
+  const std::string path = MakeData();
+  const std::string fp16 = "fp16: {enabled: true, loss_scale: 1024}\n";
+  const std::vector<double> cpu = Train("cpu", path, fp16);
+  const std::vector<double> gpu = Train("cuda", path, fp16);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("step " << i + 1 << ": cpu " << cpu[i] << " gpu " << gpu[i]);
+    CHECK(std::abs(gpu[i] - cpu[i]) <= 0.02 * std::abs(cpu[i]));
+  }
+}
+
 // ZeRO-Offload: the same curves with the optimizer on the host (stage 1, offload_optimizer).
 TEST_CASE("GPU: offload_optimizer trains on the GPU with the optimizer on the host", "[gpu][worker]") {
   const std::string path = MakeData();

@@ -97,7 +97,7 @@ Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
 }
 
 AttentionType TypeOf(DType t) {
-  return t == DType::kBF16 ? AttentionType::kBF16 : AttentionType::kF32;
+  return t == DType::kBF16 ? AttentionType::kBF16 : t == DType::kF16 ? AttentionType::kF16 : AttentionType::kF32;
 }
 
 template <DType kType>
@@ -138,7 +138,9 @@ const bool kRegistered =
     RegisterKernel("attention", Device::kCuda, DType::kF32,
                    {Forward<DType::kF32>, Backward<DType::kF32>}) &&
     RegisterKernel("attention", Device::kCuda, DType::kBF16,
-                   {Forward<DType::kBF16>, Backward<DType::kBF16>});
+                   {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
+    RegisterKernel("attention", Device::kCuda, DType::kF16,
+                   {Forward<DType::kF16>, Backward<DType::kF16>});
 
 }  // namespace
 }  // namespace ds::kernels::attention

@@ -30,7 +30,8 @@ struct AttentionShape {
   int64_t row() const { return (n_head + 2 * n_kv_head) * head_dim; }  // elements per token
 };
 
-enum class AttentionType : int { kF32 = 0, kBF16 = 1 };
+// kF16 always takes the simple path (the flash kernels use bf16 tensor-core instructions).
+enum class AttentionType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
 // Which kernels a call takes.
 enum class AttentionPath : int { kSimple = 0, kFlash = 1 };

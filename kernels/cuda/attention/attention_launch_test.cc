@@ -31,6 +31,8 @@ TEST_CASE("ChooseAttentionPath: flash only for aligned bf16 with D 64 or 128", "
         AttentionPath::kFlash);
   CHECK(ChooseAttentionPath(Shape4(2, 100, 4, 2, 64), AttentionType::kF32, a, a, nullptr,
                             nullptr) == AttentionPath::kSimple);
+  CHECK(ChooseAttentionPath(Shape4(2, 100, 4, 2, 64), AttentionType::kF16, a, a, nullptr,
+                            nullptr) == AttentionPath::kSimple);  // fp16: the simple kernels
   CHECK(ChooseAttentionPath(Shape4(2, 100, 4, 2, 96), AttentionType::kBF16, a, a, nullptr,
                             nullptr) == AttentionPath::kSimple);
   // A view 8 bytes into a buffer cannot feed 16-byte cp.async copies.

@@ -12,6 +12,7 @@
 //   Each output row has one writer, so no atomics and the result is deterministic.
 //   D_i = rowsum(dO_i * O_i) (LaunchRowDot, also used by the flash path).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kernels/cuda/attention/attention_launch.h"
 
@@ -25,6 +26,8 @@ __device__ __forceinline__ float Load(const float* p) { return *p; }
 __device__ __forceinline__ float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void Store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float Load(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void Store(__half* p, float v) { *p = __float2half_rn(v); }
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -273,6 +276,7 @@ cudaError_t RowDot(const AttentionShape& s, const void* out, const void* dout, f
 cudaError_t LaunchSimpleForward(const AttentionShape& s, AttentionType t, const void* qkv,
                                 void* out, float* lse, cudaStream_t stream) {
   if (s.batch * s.seq == 0) return cudaSuccess;
+  if (t == AttentionType::kF16) return Forward<__half>(s, qkv, out, lse, stream);
   return t == AttentionType::kBF16 ? Forward<__nv_bfloat16>(s, qkv, out, lse, stream)
                                    : Forward<float>(s, qkv, out, lse, stream);
 }
@@ -281,6 +285,7 @@ cudaError_t LaunchSimpleBackward(const AttentionShape& s, AttentionType t, const
                                  const void* dout, const float* lse, const float* d_rows,
                                  void* dqkv, cudaStream_t stream) {
   if (s.batch * s.seq == 0) return cudaSuccess;
+  if (t == AttentionType::kF16) return Backward<__half>(s, qkv, dout, lse, d_rows, dqkv, stream);
   return t == AttentionType::kBF16
              ? Backward<__nv_bfloat16>(s, qkv, dout, lse, d_rows, dqkv, stream)
              : Backward<float>(s, qkv, dout, lse, d_rows, dqkv, stream);
@@ -289,6 +294,7 @@ cudaError_t LaunchSimpleBackward(const AttentionShape& s, AttentionType t, const
 cudaError_t LaunchRowDot(const AttentionShape& s, AttentionType t, const void* out,
                          const void* dout, float* d_rows, cudaStream_t stream) {
   if (s.batch * s.seq == 0) return cudaSuccess;
+  if (t == AttentionType::kF16) return RowDot<__half>(s, out, dout, d_rows, stream);
   return t == AttentionType::kBF16 ? RowDot<__nv_bfloat16>(s, out, dout, d_rows, stream)
                                    : RowDot<float>(s, out, dout, d_rows, stream);
 }

@@ -123,7 +123,9 @@ const bool kRegistered =
     RegisterKernel("linear", Device::kCuda, DType::kF32,
                    {Forward<DType::kF32>, Backward<DType::kF32>}) &&
     RegisterKernel("linear", Device::kCuda, DType::kBF16,
-                   {Forward<DType::kBF16>, Backward<DType::kBF16>});
+                   {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
+    RegisterKernel("linear", Device::kCuda, DType::kF16,
+                   {Forward<DType::kF16>, Backward<DType::kF16>});
 
 }  // namespace
 }  // namespace ds::kernels::blas
