@@ -48,6 +48,27 @@ __global__ void AdamWKernel(const AdamWSegment* __restrict__ segments,
   }
 }
 
+// torch.optim.SGD (dampening 0, not Nesterov): g = G * scale + wd p; buf = mu buf + g (buf
+// starts at zero, so the first step stores g as torch does); p -= lr * (momentum ? buf : g).
+template <typename G>
+__global__ void SgdKernel(const AdamWSegment* __restrict__ segments, float* __restrict__ master,
+                          float* __restrict__ buf_all, const G* __restrict__ grad, G* __restrict__ model,
+                          float lr, float wd, float momentum, float grad_scale) {
+  const AdamWSegment seg = segments[blockIdx.x];
+  const float decay = seg.decay ? wd : 0.f;
+  for (int64_t k = threadIdx.x; k < seg.numel; k += blockDim.x) {
+    const int64_t i = seg.offset + k;
+    float g = ToF32(grad[i]) * grad_scale + decay * master[i];
+    if (buf_all) {
+      g = momentum * buf_all[i] + g;
+      buf_all[i] = g;
+    }
+    const float p = master[i] - lr * g;
+    master[i] = p;
+    if (model) model[i] = FromF32<G>(p);
+  }
+}
+
 template <typename G>
 __global__ void SquaredSumKernel(const AdamWSegment* __restrict__ segments,
                                  const G* __restrict__ grad, float inv_scale,
@@ -111,6 +132,16 @@ cudaError_t AdamW(const AdamWSegment* segments, int64_t num_segments, float* mas
 }
 
 template <typename G>
+cudaError_t Sgd(const AdamWSegment* segments, int64_t num_segments, float* master, float* buf, const G* grad,
+                G* model, const SgdStepParams& p, cudaStream_t stream) {
+  if (BadCount(num_segments)) return cudaErrorInvalidValue;
+  if (num_segments == 0) return cudaSuccess;
+  SgdKernel<G><<<static_cast<unsigned>(num_segments), kOptThreads, 0, stream>>>(
+      segments, master, buf, grad, model, p.lr, p.weight_decay, p.momentum, p.grad_scale);
+  return cudaGetLastError();
+}
+
+template <typename G>
 cudaError_t GradNorm(const AdamWSegment* segments, int64_t num_segments, const G* grad,
                      float inv_scale, double* workspace, GradNormResult* result,
                      cudaStream_t stream) {
@@ -145,6 +176,11 @@ cudaError_t Cast(const S* src, D* dst, int64_t n, cudaStream_t stream) {
                                     const G* grad, float inv_scale, double* workspace,       \
                                     GradNormResult* result, cudaStream_t stream) {           \
     return GradNorm(segments, num_segments, grad, inv_scale, workspace, result, stream);     \
+  }                                                                                           \
+  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
+                            float* momentum_buf, const G* grad, G* model,                    \
+                            const SgdStepParams& params, cudaStream_t stream) {              \
+    return Sgd(segments, num_segments, master, momentum_buf, grad, model, params, stream);   \
   }
 
 DS_ADAMW_DEFINE(float)

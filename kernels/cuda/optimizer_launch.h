@@ -68,6 +68,14 @@ struct AdamWStepParams {
   bool decoupled = true;     // true: AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
 };
 
+// SGD's scalars (torch.optim.SGD without dampening or Nesterov).
+struct SgdStepParams {
+  float lr = 1e-3f;
+  float momentum = 0.f;      // with a null momentum buffer: plain SGD
+  float weight_decay = 0.f;  // added to the gradient (L2), segments with decay == 1
+  float grad_scale = 1.f;
+};
+
 // The global gradient norm's device scalar (LaunchGradSquaredNorm).
 struct GradNormResult {
   double sum_sq;
@@ -86,7 +94,11 @@ struct GradNormResult {
      num_segments doubles of device memory; the sum has a fixed order (deterministic). */   \
   cudaError_t LaunchGradSquaredNorm(const AdamWSegment* segments, int64_t num_segments,      \
                                     const G* grad, float inv_scale, double* workspace,       \
-                                    GradNormResult* result, cudaStream_t stream);
+                                    GradNormResult* result, cudaStream_t stream);            \
+  /* One SGD update of every segment; momentum_buf may be null (no momentum). */             \
+  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
+                            float* momentum_buf, const G* grad, G* model,                    \
+                            const SgdStepParams& params, cudaStream_t stream);
 
 DS_ADAMW_DECLARE(float)
 DS_ADAMW_DECLARE(__nv_bfloat16)

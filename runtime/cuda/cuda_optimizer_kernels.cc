@@ -79,6 +79,39 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     }
   }
 
+  Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& o) override {
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    const Set& s = sets_[set];
+    if (s.count == 0) return OkStatus();
+    kernels::SgdStepParams p;
+    p.lr = o.lr;
+    p.momentum = o.momentum;
+    p.weight_decay = o.weight_decay;
+    p.grad_scale = o.grad_scale;
+    memory_->Bind();
+    const cudaStream_t stream = kernels::CurrentStream();
+    const auto* segs = static_cast<const kernels::AdamWSegment*>(s.segments.data());
+    switch (b.dtype) {
+      case DType::kF32:
+        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m, static_cast<const float*>(b.grad),
+                                                       static_cast<float*>(b.model), p, stream));
+        return OkStatus();
+      case DType::kBF16:
+        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m,
+                                                       static_cast<const __nv_bfloat16*>(b.grad),
+                                                       static_cast<__nv_bfloat16*>(b.model), p, stream));
+        return OkStatus();
+      case DType::kF16:
+        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m,
+                                                       static_cast<const __half*>(b.grad),
+                                                       static_cast<__half*>(b.model), p, stream));
+        return OkStatus();
+      default:
+        return InvalidArgumentError(std::string("optimizer kernels: no SGD for ") + DTypeName(b.dtype));
+    }
+  }
+
   StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
     if (set < 0 || set >= static_cast<int>(sets_.size()))
       return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));

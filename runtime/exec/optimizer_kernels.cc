@@ -57,6 +57,28 @@ class HostOptimizerKernels final : public OptimizerKernels {
     return OkStatus();
   }
 
+  Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& o) override {
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    for (const OptimizerSegment& s : sets_[set]) {
+      const float wd = s.decay ? o.weight_decay : 0.0f, mu = o.momentum, scale = o.grad_scale, lr = o.lr;
+      float* p = b.master + s.offset;
+      float* buf = b.m ? b.m + s.offset : nullptr;
+      const int64_t n = s.numel, off = s.offset;
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) {
+        float grad = LoadFloat(b.grad, b.dtype, off + i) * scale + wd * p[i];
+        if (buf) {
+          buf[i] = mu * buf[i] + grad;  // zero at the first step: buf = grad, as torch
+          grad = buf[i];
+        }
+        p[i] -= lr * grad;
+        if (b.model) StoreFloat(b.model, b.dtype, off + i, p[i]);
+      }
+    }
+    return OkStatus();
+  }
+
   StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
     if (set < 0 || set >= static_cast<int>(sets_.size()))
       return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));

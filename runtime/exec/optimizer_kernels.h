@@ -1,6 +1,6 @@
 // OptimizerKernels: the optimizer's work on model states that live in a DeviceMemory
-// (runtime/optim/device_states.h): one fused Adam/AdamW pass over every owned parameter that
-// also writes the 16-bit model copy, the squared gradient norm with a non-finite flag, and
+// (runtime/optim/device_states.h): one fused Adam/AdamW (or SGD) pass over every owned
+// parameter that also writes the 16-bit model copy, the squared gradient norm with a non-finite flag, and
 // ZeRO-2's accumulation of reduced gradients into the gradient shard.
 // Each device has one implementation, registered like the op kernels:
 //
@@ -46,6 +46,13 @@ struct AdamStepParams {
   bool decoupled = true;   // AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
 };
 
+struct SgdStepParams {
+  float lr = 1e-3f;
+  float momentum = 0.f;
+  float weight_decay = 0.f;
+  float grad_scale = 1.f;
+};
+
 // Device pointers of one update. `grad` and `model` are in `dtype` (f32, bf16 or f16);
 // `model` may be null (fp32 training: the master is the model).
 struct AdamBuffers {
@@ -71,6 +78,9 @@ class OptimizerKernels {
   // Registers a segment set (kept for the object's life: CUDA uploads it once); returns its id.
   virtual StatusOr<int> AddSegments(const std::vector<OptimizerSegment>& segments) = 0;
   virtual Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& params) = 0;
+  // torch.optim.SGD (no dampening, not Nesterov): b.m is the momentum buffer (null without
+  // momentum); b.v is unused; weight decay is added to the gradient.
+  virtual Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& params) = 0;
   virtual StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype,
                                                   float inv_scale) = 0;
   // dst[i] += src[i] for i < n, in `dtype` (computed in fp32, rounded once).

@@ -20,9 +20,6 @@ StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(DeviceMemory* memor
 Status DeviceStates::Build() {
   const std::string where = "optimizer on " + memory_->name();
   const ParamStore& ps = *params_store_;
-  if (optimizer_->options().type == OptimizerOptions::Type::kSgd)
-    return UnimplementedError(where + ": SGD has no device kernel yet (Adam and AdamW do); "
-                                      "set zero_optimization.offload_optimizer.device: cpu");
   const bool stage3 = ps.params_partitioned();
   if (stage3 && param_blocks_.empty())
     return InternalError(where + ": ZeRO stage 3 needs the gather arena's blocks");
@@ -46,8 +43,15 @@ Status DeviceStates::Build() {
   if (ps.mixed() || stage3) {  // fp32 stage 3: the master shard is the parameter shard
     DS_ASSIGN_OR_RETURN(master_, DeviceBuffer::Allocate(memory_, shard));
   }
-  DS_ASSIGN_OR_RETURN(m_, DeviceBuffer::Allocate(memory_, shard));
-  DS_ASSIGN_OR_RETURN(v_, DeviceBuffer::Allocate(memory_, shard));
+  // Adam: m and v; SGD: the momentum buffer (m) when there is momentum.
+  const OptimizerOptions& o = optimizer_->options();
+  const bool adam = o.type != OptimizerOptions::Type::kSgd;
+  if (adam || o.momentum != 0) {
+    DS_ASSIGN_OR_RETURN(m_, DeviceBuffer::Allocate(memory_, shard));
+  }
+  if (adam) {
+    DS_ASSIGN_OR_RETURN(v_, DeviceBuffer::Allocate(memory_, shard));
+  }
   DS_ASSIGN_OR_RETURN(kernels_, OptimizerKernels::Create(memory_));
   // The optimizer's segments: every parameter's owned part, in shard space.
   std::vector<OptimizerSegment> segs;
@@ -113,11 +117,10 @@ Status DeviceStates::Upload() {
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(params_.data(), ps.model(), params_.size()));
     if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
   }
-  const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
-  if (shard > 0 && state.size() == 2) {
-    DS_RETURN_IF_ERROR(memory_->CopyToDevice(m_.data(), state[0].data, shard));
-    DS_RETURN_IF_ERROR(memory_->CopyToDevice(v_.data(), state[1].data, shard));
-  }
+  const std::vector<Optimizer::StateBuffer> state = optimizer_->state();  // (exp_avg, exp_avg_sq) or (momentum)
+  DeviceBuffer* on_device[] = {&m_, &v_};
+  for (size_t k = 0; k < state.size() && k < 2 && shard > 0; ++k)
+    DS_RETURN_IF_ERROR(memory_->CopyToDevice(on_device[k]->data(), state[k].data, shard));
   DS_RETURN_IF_ERROR(ZeroGrads());
   // The device holds the truth now; CopyToDevice returned once the host bytes were read.
   ReleaseHostCopies();
@@ -142,10 +145,9 @@ Status DeviceStates::Download() {
     if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
   }
   const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
-  if (shard > 0 && state.size() == 2) {
-    DS_RETURN_IF_ERROR(memory_->CopyToHost(state[0].data, m_.data(), shard));
-    DS_RETURN_IF_ERROR(memory_->CopyToHost(state[1].data, v_.data(), shard));
-  }
+  const DeviceBuffer* on_device[] = {&m_, &v_};
+  for (size_t k = 0; k < state.size() && k < 2 && shard > 0; ++k)
+    DS_RETURN_IF_ERROR(memory_->CopyToHost(state[k].data, on_device[k]->data(), shard));
   ps.MarkModelChanged();
   return OkStatus();
 }
@@ -236,39 +238,44 @@ StatusOr<SquaredNormResult> DeviceStates::GradSquaredSum(int share) {
 
 Status DeviceStates::Step(float lr, float grad_scale) {
   const OptimizerOptions& o = optimizer_->options();
-  AdamStepParams p;
-  p.lr = lr;
-  p.beta1 = o.beta1;
-  p.beta2 = o.beta2;
-  p.eps = o.eps;
-  p.weight_decay = o.weight_decay;
-  p.grad_scale = grad_scale;
-  p.step = optimizer_->step() + 1;
-  p.decoupled = o.type == OptimizerOptions::Type::kAdamW;
   const ParamStore& ps = *params_store_;
   AdamBuffers b;
-  if (ps.params_partitioned()) {  // everything in shard space
-    b.master = static_cast<float*>(master_.data());
-    b.m = static_cast<float*>(m_.data());
-    b.v = static_cast<float*>(v_.data());
-    b.grad = shard_.data();
-    b.model = ps.mixed() ? pshard_.data() : nullptr;
-    b.dtype = ps.model_dtype();
-    DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
-    optimizer_->set_step(p.step);
-    return OkStatus();
-  }
-  char* params = static_cast<char*>(params_.data()) + delta_ * tsize_;
-  b.master = ps.mixed() ? static_cast<float*>(master_.data()) : reinterpret_cast<float*>(params);
   b.m = static_cast<float*>(m_.data());
   b.v = static_cast<float*>(v_.data());
-  // Stage 2 reads the reduced gradients in shard space; stages 0-1 the flat ones.
-  b.grad = shard_.data() ? static_cast<const char*>(shard_.data())
-                         : static_cast<const char*>(grads_.data()) + delta_ * tsize_;
-  b.model = ps.mixed() ? params : nullptr;
   b.dtype = ps.model_dtype();
-  DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
-  optimizer_->set_step(p.step);
+  if (ps.params_partitioned()) {  // everything in shard space
+    b.master = static_cast<float*>(master_.data());
+    b.grad = shard_.data();
+    b.model = ps.mixed() ? pshard_.data() : nullptr;
+  } else {
+    char* params = static_cast<char*>(params_.data()) + delta_ * tsize_;
+    b.master = ps.mixed() ? static_cast<float*>(master_.data()) : reinterpret_cast<float*>(params);
+    // Stage 2 reads the reduced gradients in shard space; stages 0-1 the flat ones.
+    b.grad = shard_.data() ? static_cast<const char*>(shard_.data())
+                           : static_cast<const char*>(grads_.data()) + delta_ * tsize_;
+    b.model = ps.mixed() ? params : nullptr;
+  }
+  const int64_t step = optimizer_->step() + 1;
+  if (o.type == OptimizerOptions::Type::kSgd) {
+    SgdStepParams p;
+    p.lr = lr;
+    p.momentum = o.momentum;
+    p.weight_decay = o.weight_decay;
+    p.grad_scale = grad_scale;
+    DS_RETURN_IF_ERROR(kernels_->SgdStep(optimizer_set_, b, p));
+  } else {
+    AdamStepParams p;
+    p.lr = lr;
+    p.beta1 = o.beta1;
+    p.beta2 = o.beta2;
+    p.eps = o.eps;
+    p.weight_decay = o.weight_decay;
+    p.grad_scale = grad_scale;
+    p.step = step;
+    p.decoupled = o.type == OptimizerOptions::Type::kAdamW;
+    DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
+  }
+  optimizer_->set_step(step);
   return OkStatus();
 }
 

@@ -12,7 +12,7 @@
 //            gradient bucket arena (stage 2), mirroring ParamStore::grad_storage()
 //   shard    stage 2: the reduced gradients of the rank's partition, model dtype
 //   master   mixed precision: fp32, in the rank's shard space (ZeRO-1/2: its partition only)
-//   m, v     Adam's moments, in shard space
+//   m, v     Adam's moments (SGD: m, the momentum buffer), in shard space
 //
 // The optimizer step (fused AdamW/Adam that writes the 16-bit copy) and the gradient norm
 // run on the device (OptimizerKernels); nothing crosses to the host in a step of one rank.
@@ -22,8 +22,8 @@
 //
 // The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
 // initializing or loading them, Download() before saving or exporting. ZeRO stages 0-3;
-// fp32, bf16 and fp16 (loss scaling: the norm's non-finite flag skips the step); Adam and
-// AdamW (SGD steps on the host: offload_optimizer).
+// fp32, bf16 and fp16 (loss scaling: the norm's non-finite flag skips the step); AdamW, Adam
+// and SGD with momentum, as runtime/optim/optimizer.h defines them.
 // Not thread-safe.
 #pragma once
 

@@ -178,6 +178,16 @@ TEST_CASE("Device states: one rank follows the host-state curve", "[worker][devi
     CHECK(device.states_on_device);
     CheckClose(device.losses, host.losses, 1e-6);
   }
+  // SGD with momentum steps on the device too.
+  auto sgd = [&](bool device) {
+    std::string yaml = Config(data, 8, 1, device);
+    yaml.replace(yaml.find("{type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}"), 53,
+                 "{type: SGD, params: {lr: 0.05, momentum: 0.9, weight_decay: 0.01}}");
+    return Train(yaml, 1, 20).losses;
+  };
+  const std::vector<double> sgd_host = sgd(false);
+  CHECK(sgd_host.back() < sgd_host.front());
+  CheckClose(sgd(true), sgd_host, 1e-6);
 }
 
 // Stage 2 reduces every micro-batch's buckets into the gradient shard (gas 2 here: micro 2 x
