@@ -167,12 +167,11 @@ Status Trainer::Build() {
                                        arena.elements);
     if (!states.ok()) return states.status().WithPrefix(src);
     device_states_ = std::move(states).value();
-    DeviceStates* on_device_params = device_states_.get();
-    if (params_->params_partitioned())
-      eo.device_param_at = [on_device_params](int64_t i) { return on_device_params->ParamAt(i); };
-    else
-      eo.device_params = device_states_->params();
     DeviceStates* on_device = device_states_.get();
+    if (params_->params_partitioned())
+      eo.device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
+    else
+      eo.device_params = on_device->params();
     eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
   auto executor = Executor::Create(graph_, params_.get(), eo);
