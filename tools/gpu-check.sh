@@ -9,7 +9,8 @@
 #   4. benchmarks: bf16 GEMM 8192^3 (cuBLASLt), AdamW over 124M params (GB/s vs copy and
 #      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096, and ds-worker training the
 #      GPT-2 124M shape at ZeRO-1 on the GPU, the optimizer on the GPU and offloaded
-#      (tokens/s, MFU; needs Bazel)
+#      (tokens/s, MFU; needs Bazel), beside PyTorch eager on the same shape when python3 has
+#      torch with CUDA (tools/bench/gpt2_torch_gpu.py)
 #   5. print a table
 #
 # On a bare CUDA machine (no Bazel, no Debian packages): run tools/gpu-deps.sh first where
@@ -432,8 +433,30 @@ YAML
   local tps tf ms
   tps=$(median 5); tf=$(median 6); ms=$(median 10)
   row "$name" "$tps tok/s" "$(awk -v f="$tf" -v p="$PEAK" 'BEGIN { printf "MFU %.1f%% (%.1f TFLOP/s)", 100*f/p, f }'); ${ms} ms/step, micro $micro"
+  if [[ $tag == device ]]; then GPT2_MICRO=$micro; GPT2_TPS=$tps; fi
+}
+# The peer: the same shape in PyTorch eager (bf16 autocast, SDPA attention, fused AdamW) at the
+# micro-batch the ds-runtime row used, when the machine's Python has torch with CUDA.
+GPT2_MICRO=""
+GPT2_TPS=""
+torch_row() {
+  local name="  same, PyTorch eager (peer)"
+  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
+  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
+  if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    row "$name" "not run" "no torch with CUDA in python3"; return
+  fi
+  local micro=${GPT2_MICRO:-8} rc result tps
+  run_step gpt2_torch 240 python3 tools/bench/gpt2_torch_gpu.py --micro "$micro" --peak "$PEAK"
+  rc=$?
+  result=$(grep '^RESULT torch_gpt2' "$RESULTS/logs/gpt2_torch.log" | tail -1)
+  if ((rc != 0)) || [[ -z "$result" ]]; then fail_row "$name" "logs/gpt2_torch.log"; return; fi
+  tps=$(sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p' <<<"$result")
+  row "$name" "$tps tok/s" "$(sed -n 's/.*mfu=\([0-9.]*\).*/MFU \1%/p' <<<"$result") (6N + 6LTC FLOPs/token), micro $micro$(
+      [[ -n "$GPT2_TPS" ]] && awk -v a="$GPT2_TPS" -v b="$tps" 'BEGIN { printf "; ds-runtime/PyTorch %.2fx", a/b }')"
 }
 gpt2_row "gpt-2 124M T=1024 bf16 ZeRO-1" device ""
+torch_row
 gpt2_row "  same, offload_optimizer cpu" offload ", offload_optimizer: {device: cpu}"
 
 # --- 5. table -------------------------------------------------------------------------
