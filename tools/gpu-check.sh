@@ -457,6 +457,16 @@ torch_row() {
 }
 gpt2_row "gpt-2 124M T=1024 bf16 ZeRO-1" device ""
 torch_row
+# Where the step's time goes: 3 steps of the same job with DS_PROFILE_OPS=1 (per op type and
+# per plan instruction, synchronized on the device), kept in logs/gpt2_profile.log.
+if ((RUN_BENCH)) && [[ -n "$GPT2_MICRO" && -f "$WORK/gpt2_device/job.yaml" ]]; then
+  if run_step gpt2_profile 120 env DS_PROFILE_OPS=1 "${BIN[ds-worker]}" --config "$WORK/gpt2_device/job.yaml" \
+       --steps 3; then
+    row "  op profile (DS_PROFILE_OPS=1)" "ok" "logs/gpt2_profile.log"
+  else
+    row "  op profile (DS_PROFILE_OPS=1)" "not run (rc $?)" "logs/gpt2_profile.log"
+  fi
+fi
 gpt2_row "  same, offload_optimizer cpu" offload ", offload_optimizer: {device: cpu}"
 
 # --- 5. table -------------------------------------------------------------------------

@@ -58,6 +58,11 @@ Status CudaMemory::CopyToHostAsync(void* dst, const void* src, size_t bytes) {
   return OkStatus();
 }
 
+Status CudaMemory::Synchronize() {
+  DS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return OkStatus();
+}
+
 Status CudaMemory::WaitCopies() {
   if (!copies_pending_) return OkStatus();
   DS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(copies_done_));

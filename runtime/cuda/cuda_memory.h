@@ -35,6 +35,7 @@ class CudaMemory final : public DeviceMemory {
   Status Copy(void* dst, const void* src, size_t bytes) override;
   Status CopyToHostAsync(void* dst, const void* src, size_t bytes) override;
   Status WaitCopies() override;
+  Status Synchronize() override;
   Status OrderAfterCopies() override;
   StatusOr<void*> AllocateHost(size_t bytes) override;
   void FreeHost(void* ptr) override;

@@ -45,6 +45,8 @@ class DeviceMemory {
   // Work queued on the compute stream from now on starts after those copies (so it may
   // overwrite their sources); the host does not wait.
   virtual Status OrderAfterCopies() { return OkStatus(); }
+  // Returns once everything queued on the compute stream has run (profiles time kernels so).
+  virtual Status Synchronize() { return OkStatus(); }
   // Host memory for CopyToHostAsync destinations (CUDA: page-locked, so the copy is a DMA).
   virtual StatusOr<void*> AllocateHost(size_t bytes);
   virtual void FreeHost(void* ptr);

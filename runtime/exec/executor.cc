@@ -314,6 +314,7 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
     Status s = ne.kernel->forward(ne.args);
     if (!s.ok()) return s.WithPrefix("forward of node \"" + ne.node->name + "\"");
     if (profiling_) {
+      if (device_) DS_RETURN_IF_ERROR(opt_.memory->Synchronize());  // time the kernels, not their launch
       NodeProfile& p = profile_[ne.node->op];
       p.forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ++p.calls;
@@ -359,9 +360,11 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
     Status s = ne.kernel->backward(ne.args);
     if (!s.ok()) return s.WithPrefix("backward of node \"" + ne.node->name + "\"");
     if (!ne.params.empty()) NarrowGrads(ne);
-    if (profiling_)
+    if (profiling_) {
+      if (device_) DS_RETURN_IF_ERROR(opt_.memory->Synchronize());
       profile_[ne.node->op].backward_ms +=
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    }
   }
   if (device_ && !states_on_device_) {
     DS_RETURN_IF_ERROR(FinishGradients());  // the previous call's, which copied meanwhile

@@ -100,7 +100,8 @@ class Executor {
   // Bytes allocated for activations+saved, and for activation gradients.
   int64_t activation_bytes() const { return act_bytes_; }
   int64_t activation_grad_bytes() const { return grad_bytes_; }
-  // Per-op-type time, collected when DS_PROFILE_OPS=1 is set.
+  // Per-op-type time, collected when DS_PROFILE_OPS=1 is set (on a device it synchronizes
+  // after every node, so the times are the kernels' and the run is slower).
   const std::map<std::string, NodeProfile>& profile() const { return profile_; }
 
  private:

@@ -874,6 +874,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     if (in.kind() == Instruction::GRAD_NORM_REDUCE || in.kind() == Instruction::OVERFLOW_REDUCE)
       norm_done = true;
     if (s.ok()) s = m.Execute(index, in);
+    if (m.profiling && m.p.device && s.ok()) s = m.p.device->memory()->Synchronize();  // device time
     if (m.profiling)
       m.profile[Instruction::Kind_Name(in.kind())] +=
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
