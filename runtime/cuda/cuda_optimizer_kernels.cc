@@ -17,6 +17,21 @@
 namespace ds::cuda {
 namespace {
 
+// Calls `launch(T{})` with T the CUDA storage type of `dtype` (a value of that type, only for
+// its type) and turns the launch error into a Status; `what` names the work in errors.
+template <typename F>
+Status ForStorage(DType dtype, const char* what, F launch) {
+  cudaError_t err;
+  switch (dtype) {
+    case DType::kF32: err = launch(float{}); break;
+    case DType::kBF16: err = launch(__nv_bfloat16{}); break;
+    case DType::kF16: err = launch(__half{}); break;
+    default: return InvalidArgumentError(std::string("optimizer kernels: no ") + what + " for " + DTypeName(dtype));
+  }
+  DS_CUDA_RETURN_IF_ERROR(err);
+  return OkStatus();
+}
+
 class CudaOptimizerKernels final : public OptimizerKernels {
  public:
   explicit CudaOptimizerKernels(DeviceMemory* memory) : memory_(memory) {}
@@ -42,10 +57,8 @@ class CudaOptimizerKernels final : public OptimizerKernels {
   }
 
   Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& o) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
-    const Set& s = sets_[set];
-    if (s.count == 0) return OkStatus();
+    DS_ASSIGN_OR_RETURN(const Set* s, Find(set));
+    if (s->count == 0) return OkStatus();
     kernels::AdamWStepParams p;
     p.lr = o.lr;
     p.beta1 = o.beta1;
@@ -55,119 +68,70 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     p.grad_scale = o.grad_scale;
     p.step = o.step;
     p.decoupled = o.decoupled;
-    memory_->Bind();
-    const cudaStream_t stream = kernels::CurrentStream();
-    const auto* segs = static_cast<const kernels::AdamWSegment*>(s.segments.data());
-    switch (b.dtype) {
-      case DType::kF32:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAdamWStep(segs, s.count, b.master, b.m, b.v,
-                                                         static_cast<const float*>(b.grad),
-                                                         static_cast<float*>(b.model), p, stream));
-        return OkStatus();
-      case DType::kBF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAdamWStep(
-            segs, s.count, b.master, b.m, b.v, static_cast<const __nv_bfloat16*>(b.grad),
-            static_cast<__nv_bfloat16*>(b.model), p, stream));
-        return OkStatus();
-      case DType::kF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAdamWStep(segs, s.count, b.master, b.m, b.v,
-                                                         static_cast<const __half*>(b.grad),
-                                                         static_cast<__half*>(b.model), p, stream));
-        return OkStatus();
-      default:
-        return InvalidArgumentError(std::string("optimizer kernels: no AdamW for ") + DTypeName(b.dtype));
-    }
+    const cudaStream_t stream = Stream();
+    return ForStorage(b.dtype, "AdamW", [&](auto tag) {
+      using T = decltype(tag);
+      return kernels::LaunchAdamWStep(s->segs(), s->count, b.master, b.m, b.v, static_cast<const T*>(b.grad),
+                                      static_cast<T*>(b.model), p, stream);
+    });
   }
 
   Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& o) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
-    const Set& s = sets_[set];
-    if (s.count == 0) return OkStatus();
+    DS_ASSIGN_OR_RETURN(const Set* s, Find(set));
+    if (s->count == 0) return OkStatus();
     kernels::SgdStepParams p;
     p.lr = o.lr;
     p.momentum = o.momentum;
     p.weight_decay = o.weight_decay;
     p.grad_scale = o.grad_scale;
-    memory_->Bind();
-    const cudaStream_t stream = kernels::CurrentStream();
-    const auto* segs = static_cast<const kernels::AdamWSegment*>(s.segments.data());
-    switch (b.dtype) {
-      case DType::kF32:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m, static_cast<const float*>(b.grad),
-                                                       static_cast<float*>(b.model), p, stream));
-        return OkStatus();
-      case DType::kBF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m,
-                                                       static_cast<const __nv_bfloat16*>(b.grad),
-                                                       static_cast<__nv_bfloat16*>(b.model), p, stream));
-        return OkStatus();
-      case DType::kF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchSgdStep(segs, s.count, b.master, b.m,
-                                                       static_cast<const __half*>(b.grad),
-                                                       static_cast<__half*>(b.model), p, stream));
-        return OkStatus();
-      default:
-        return InvalidArgumentError(std::string("optimizer kernels: no SGD for ") + DTypeName(b.dtype));
-    }
+    const cudaStream_t stream = Stream();
+    return ForStorage(b.dtype, "SGD", [&](auto tag) {
+      using T = decltype(tag);
+      return kernels::LaunchSgdStep(s->segs(), s->count, b.master, b.m, static_cast<const T*>(b.grad),
+                                    static_cast<T*>(b.model), p, stream);
+    });
   }
 
   StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
-    const Set& s = sets_[set];
-    memory_->Bind();
-    const cudaStream_t stream = kernels::CurrentStream();
-    const auto* segs = static_cast<const kernels::AdamWSegment*>(s.segments.data());
+    DS_ASSIGN_OR_RETURN(const Set* s, Find(set));
+    const cudaStream_t stream = Stream();
     auto* workspace = static_cast<double*>(workspace_.data());
     auto* result = static_cast<kernels::GradNormResult*>(result_.data());
-    switch (dtype) {
-      case DType::kF32:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchGradSquaredNorm(segs, s.count, static_cast<const float*>(grad),
-                                                               inv_scale, workspace, result, stream));
-        break;
-      case DType::kBF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchGradSquaredNorm(
-            segs, s.count, static_cast<const __nv_bfloat16*>(grad), inv_scale, workspace, result, stream));
-        break;
-      case DType::kF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchGradSquaredNorm(segs, s.count, static_cast<const __half*>(grad),
-                                                               inv_scale, workspace, result, stream));
-        break;
-      default:
-        return InvalidArgumentError(std::string("optimizer kernels: no norm for ") + DTypeName(dtype));
-    }
+    DS_RETURN_IF_ERROR(ForStorage(dtype, "norm", [&](auto tag) {
+      using T = decltype(tag);
+      return kernels::LaunchGradSquaredNorm(s->segs(), s->count, static_cast<const T*>(grad), inv_scale, workspace,
+                                            result, stream);
+    }));
     kernels::GradNormResult host{};
     DS_RETURN_IF_ERROR(memory_->CopyToHost(&host, result, sizeof(host)));  // waits for the stream
     return SquaredNormResult{host.sum_sq, host.overflow == 0};
   }
 
   Status Accumulate(void* dst, const void* src, int64_t n, DType dtype) override {
-    memory_->Bind();
-    const cudaStream_t stream = kernels::CurrentStream();
-    switch (dtype) {
-      case DType::kF32:
-        DS_CUDA_RETURN_IF_ERROR(
-            kernels::LaunchAccumulate(static_cast<const float*>(src), static_cast<float*>(dst), n, stream));
-        return OkStatus();
-      case DType::kBF16:
-        DS_CUDA_RETURN_IF_ERROR(kernels::LaunchAccumulate(static_cast<const __nv_bfloat16*>(src),
-                                                          static_cast<__nv_bfloat16*>(dst), n, stream));
-        return OkStatus();
-      case DType::kF16:
-        DS_CUDA_RETURN_IF_ERROR(
-            kernels::LaunchAccumulate(static_cast<const __half*>(src), static_cast<__half*>(dst), n, stream));
-        return OkStatus();
-      default:
-        return UnimplementedError(std::string("optimizer kernels: no accumulate for ") + DTypeName(dtype));
-    }
+    const cudaStream_t stream = Stream();
+    return ForStorage(dtype, "accumulate", [&](auto tag) {
+      using T = decltype(tag);
+      return kernels::LaunchAccumulate(static_cast<const T*>(src), static_cast<T*>(dst), n, stream);
+    });
   }
 
  private:
   struct Set {
     DeviceBuffer segments;  // kernels::AdamWSegment[count]
     int64_t count = 0;
+    const kernels::AdamWSegment* segs() const { return static_cast<const kernels::AdamWSegment*>(segments.data()); }
   };
+  StatusOr<const Set*> Find(int set) const {
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    return &sets_[set];
+  }
+  // The memory's stream, made current for the launches that follow.
+  cudaStream_t Stream() const {
+    memory_->Bind();
+    return kernels::CurrentStream();
+  }
+
   DeviceMemory* memory_;
   std::vector<Set> sets_;
   DeviceBuffer workspace_, result_;

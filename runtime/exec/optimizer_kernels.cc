@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/base/status_macros.h"
+
 namespace ds {
 namespace {
 
@@ -28,8 +30,7 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
   Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& o) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    DS_RETURN_IF_ERROR(Check(set));
     const float bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
     const float bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
     const float b1 = o.beta1, b2 = o.beta2, eps = o.eps, scale = o.grad_scale;
@@ -58,8 +59,7 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
   Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& o) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    DS_RETURN_IF_ERROR(Check(set));
     for (const OptimizerSegment& s : sets_[set]) {
       const float wd = s.decay ? o.weight_decay : 0.0f, mu = o.momentum, scale = o.grad_scale, lr = o.lr;
       float* p = b.master + s.offset;
@@ -80,8 +80,7 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
   StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
-    if (set < 0 || set >= static_cast<int>(sets_.size()))
-      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    DS_RETURN_IF_ERROR(Check(set));
     double sum = 0;
     for (const OptimizerSegment& s : sets_[set]) {
       const int64_t begin = s.offset, end = s.offset + s.numel;
@@ -108,6 +107,11 @@ class HostOptimizerKernels final : public OptimizerKernels {
   }
 
  private:
+  Status Check(int set) const {
+    if (set < 0 || set >= static_cast<int>(sets_.size()))
+      return InvalidArgumentError("optimizer kernels: no segment set " + std::to_string(set));
+    return OkStatus();
+  }
   std::vector<std::vector<OptimizerSegment>> sets_;
 };
 

@@ -17,6 +17,7 @@
 #include "runtime/exec/param_store.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/worker/model_loader.h"
+#include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 
@@ -35,19 +36,7 @@ std::string MakeData() {
 }
 
 std::string Config(const std::string& data, int micro, int stage, const std::string& extra) {
-  return "train_batch_size: 8\n"
-         "train_micro_batch_size_per_gpu: " + std::to_string(micro) + "\n"
-         "gradient_clipping: 1.0\n"
-         "optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}\n"
-         "zero_optimization: {stage: " + std::to_string(stage) + ", reduce_bucket_size: 3000" +
-         (stage == 3 ? ", stage3_param_persistence_threshold: 100, stage3_prefetch_bucket_size: 2000,"
-                       " stage3_max_reuse_distance: 1000"
-                     : "") +
-         "}\n"
-         "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 32, max_seq_len: 16}\n"
-         "data: {train: " + data + ", seq_len: 16, shuffle: true}\n"
-         "training: {train_iters: 20}\n"
-         "device: {threads: 1}\n" + extra;
+  return testing::TinyGptJob(data, micro, stage, "cpu", extra);
 }
 
 // A trainer for one rank of `yaml` over `comm`: the config parsed, the graph loaded.
