@@ -139,4 +139,19 @@ BucketArena AssignGatherArena(const proto::Plan& plan, int rank) {
   return arena;
 }
 
+StagingArena AssignStagingArena(const proto::Plan& plan, int rank) {
+  StagingArena arena;
+  std::vector<BucketBlock> blocks;
+  for (const proto::PlanBuffer& b : plan.buffers())
+    if (b.kind() == proto::PlanBuffer::COMM_STAGING) {
+      blocks.push_back({b.id(), 0, b.bytes(), 0});
+      arena.device = b.device();
+    }
+  const auto live = LiveIntervals(plan, rank, proto::PlanBuffer::COMM_STAGING);
+  if (live.size() != blocks.size()) return arena;
+  arena.bytes = PlaceFirstFit(live, 0, &blocks);
+  for (const BucketBlock& b : blocks) arena.offset[b.bucket] = b.arena_offset;
+  return arena;
+}
+
 }  // namespace ds::plan

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace ds::proto {
@@ -42,5 +43,15 @@ BucketArena AssignBucketArena(const proto::Plan& plan, int rank);
 // the same time (live from their GATHER_BUFFER's alloc, at GATHER_PARAMS, to its free, at
 // RELEASE_PARAMS). Empty below stage 3.
 BucketArena AssignGatherArena(const proto::Plan& plan, int rank);
+
+// Where each COMM_STAGING buffer (a collective's packed input or output) sits in one arena of
+// bytes, allocated once: buffers share bytes only when the plan never has them live together
+// (from the collective's issue to its completion). 16-byte aligned offsets.
+struct StagingArena {
+  std::map<int, int64_t> offset;  // buffer id -> byte offset
+  int64_t bytes = 0;
+  bool device = false;            // the buffers live in device memory (DEVICE collectives)
+};
+StagingArena AssignStagingArena(const proto::Plan& plan, int rank);
 
 }  // namespace ds::plan

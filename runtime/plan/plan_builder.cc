@@ -206,6 +206,7 @@ void EchoSettings(const Context& ctx, const Topology& topo, proto::Plan* plan) {
   s->set_gradient_clipping(c.gradient_clipping);
   s->set_optimizer_states(c.optimizer_states);
   s->set_states_on_device(c.states_on_device);
+  s->set_device_collectives(c.states_on_device && c.device_collectives);
   proto::ProcessGroup* g = plan->add_groups();
   g->set_name(internal::kDpGroup);
   for (int r = 0; r < topo.dp; ++r) g->add_ranks(r);
@@ -255,7 +256,14 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
 }
 
 // The flat ranges rank `rank` updates and takes the gradient norm over: its owned chunks. Stage 0
-// steps everything, but sums its norm over a 1/dp slice so the all-reduced sum is exact.
+// steps everything, but sums its norm over a 1/dp slice so the all-reduced sum is exact. Stages
+// 2-3 sum the norm over their whole gradient shard (positions, in_shard).
+int64_t ShardElements(const Context& ctx) {
+  int64_t shard = 0;
+  for (const Unit& u : ctx.units) shard += u.chunk;
+  return shard;
+}
+
 void SetRankRanges(const Context& ctx, int rank, proto::Instruction* ins) {
   ins->clear_ranges();
   auto add = [ins](int64_t begin, int64_t end) {
@@ -264,14 +272,31 @@ void SetRankRanges(const Context& ctx, int rank, proto::Instruction* ins) {
     q->set_offset(begin);
     q->set_count(end - begin);
   };
+  const int64_t flat = ctx.facts.flat_elements;
+  if (ins->kind() == proto::Instruction::GRAD_NORM_REDUCE && ctx.config.stage >= 2)
+    return add(0, ShardElements(ctx));
   if (ctx.units.empty()) {
-    const int64_t flat = ctx.facts.flat_elements;
     if (ins->kind() == proto::Instruction::OPTIMIZER_STEP) return add(0, flat);
-    const int64_t chunk = AlignUp((flat + ctx.dp - 1) / ctx.dp, kFlatAlign);
-    return add(rank * chunk, std::min(flat, (rank + 1) * chunk));
+    const int64_t chunk = (flat + ctx.dp - 1) / ctx.dp;
+    return add(std::min(flat, rank * chunk), std::min(flat, (rank + 1) * chunk));
   }
   for (const Unit& u : ctx.units)
-    add(u.offset + rank * u.chunk, std::min(u.offset + u.count, u.offset + (rank + 1) * u.chunk));
+    add(u.offset + rank * u.chunk,
+        std::min({u.offset + u.count, u.offset + (rank + 1) * u.chunk, flat}));
+}
+
+// What the step runner would refuse, refused before any process starts.
+Status CheckPlacement(const Context& ctx) {
+  if (!ctx.config.states_on_device || ctx.config.stage != 3) return OkStatus();
+  if (ctx.dp > 1 && !ctx.config.device_collectives)
+    return UnimplementedError(
+        "plan: ZeRO stage 3 with the model states on the device gathers and reduces on device "
+        "buffers: it needs NCCL (libds_nccl.so), or offload_optimizer");
+  if (ctx.comm_dtype != ctx.model_dtype)
+    return UnimplementedError(
+        "plan: ZeRO stage 3 with the model states on the device reduces in the model dtype: "
+        "drop communication_data_type");
+  return OkStatus();
 }
 
 }  // namespace
@@ -289,6 +314,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   ctx.units =
       internal::MakeUnits(ctx.facts, config.stage, ctx.dp, config.param_persistence_threshold);
   DS_RETURN_IF_ERROR(CheckLiveParameters(ctx));
+  DS_RETURN_IF_ERROR(CheckPlacement(ctx));
   ctx.buckets =
       internal::MakeBuckets(ctx.facts, ctx.units, config.stage, ctx.dp, config.reduce_bucket_size);
   proto::Plan plan;
@@ -300,6 +326,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
     internal::BuildStage3Stream(ctx, &stream);
   else
     internal::BuildDenseStream(ctx, &stream);
+  internal::PlaceInstructions(ctx, &plan, &stream);
   for (int rank = 0; rank < topology.world; ++rank) {
     proto::RankPlan* rp = plan.add_ranks();
     rp->set_rank(rank);
@@ -310,6 +337,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
       if (k == proto::Instruction::OPTIMIZER_STEP || k == proto::Instruction::GRAD_NORM_REDUCE ||
           k == proto::Instruction::OVERFLOW_REDUCE)
         SetRankRanges(ctx, rank, q);
+      internal::SetStagingCopies(ctx, rank, q);
     }
   }
   for (int rank = 0; rank < topology.world; ++rank) {

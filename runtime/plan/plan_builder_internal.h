@@ -106,9 +106,20 @@ void EmitReduce(const Context& ctx, int b, Stream* stream);
 void WaitAll(proto::Instruction* ins, Stream* stream);
 // Before a bucket buffer is reused or a third one opened: waits on the oldest pending ones.
 void WaitForBucketSlot(int buffer, proto::Instruction* ins, Stream* stream);
-// OVERFLOW_REDUCE (f16), GRAD_NORM_REDUCE (clipping), OPTIMIZER_STEP, then the all-gathers of
-// updated parameters (stages 1-2: everything; stage 3: persistent units).
+// GRAD_NORM_REDUCE, OVERFLOW_REDUCE (f16), OPTIMIZER_STEP, the all-gathers of updated
+// parameters (stages 1-2: everything; stage 3: persistent units), then LOSS_REDUCE.
 void EmitStepTail(const Context& ctx, Stream* stream);
+
+// ---- placement.cc ----
+// Where each collective runs (Note [Placement] in zero/README.md): LOCAL at one rank, HOST for
+// host states, DEVICE or STAGED for device states.
+proto::Placement CollectivePlacement(const Context& ctx);
+// Sets every instruction's placement (and in_shard), adds the COMM_STAGING buffers each
+// collective packs into, with live ranges from issue to completion, and makes the last
+// instruction wait for any async one nothing waited for.
+void PlaceInstructions(const Context& ctx, proto::Plan* plan, Stream* stream);
+// Rank `rank`'s STAGED copies around its collectives (they name its own part).
+void SetStagingCopies(const Context& ctx, int rank, proto::Instruction* ins);
 
 // ---- dense_stream.cc / stage3_stream.cc ----
 void BuildDenseStream(const Context& ctx, Stream* stream);

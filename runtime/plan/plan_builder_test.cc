@@ -221,7 +221,10 @@ TEST_CASE("Plan: stage 3 gathers each block's parameters before use", "[plan]") 
   CheckTiles(owned, plan.model().flat_elements());
 }
 
-TEST_CASE("Plan: overflow and norm reductions precede the step", "[plan]") {
+// The plan holds every reduction the runner does: the norm always (clipping, the metrics and
+// fp16's overflow need it), the overflow flag after it with fp16, and the loss last, waiting
+// for every collective still in flight.
+TEST_CASE("Plan: norm, overflow and loss reductions are planned around the step", "[plan]") {
   Graph g = PresetGraph("gpt2-tiny");
   for (int stage = 0; stage <= 3; ++stage) {
     PlanConfig c = BaseConfig(stage, DType::kF16);
@@ -231,15 +234,52 @@ TEST_CASE("Plan: overflow and norm reductions precede the step", "[plan]") {
     const int norm = IndexOfLast(rp, Instruction::GRAD_NORM_REDUCE);
     const int step = IndexOfLast(rp, Instruction::OPTIMIZER_STEP);
     CHECK(overflow >= 0);
-    CHECK(overflow < norm);
-    CHECK(norm < step);
+    CHECK(norm < overflow);
+    CHECK(overflow < step);
     CHECK(rp.instructions(norm).collective().count() == 1);
     CHECK(rp.instructions(norm).collective().dtype() == proto::DT_F32);
+    CHECK(rp.instructions(norm).collective().placement() == proto::HOST);
+    const proto::Instruction& loss = rp.instructions(rp.instructions_size() - 1);
+    CHECK(loss.kind() == Instruction::LOSS_REDUCE);
+    CHECK(loss.collective().count() == 1);
     c = BaseConfig(stage, DType::kBF16);
     c.gradient_clipping = false;
     plan = MustPlan(g, 2, c);
     CHECK(Count(plan.ranks(1), Instruction::OVERFLOW_REDUCE) == 0);
-    CHECK(Count(plan.ranks(1), Instruction::GRAD_NORM_REDUCE) == 0);
+    CHECK(Count(plan.ranks(1), Instruction::GRAD_NORM_REDUCE) == 1);
+    CHECK(Count(plan.ranks(1), Instruction::LOSS_REDUCE) == 1);
+    plan = MustPlan(g, 1, c);  // one rank: nothing is communicated
+    for (const proto::Instruction& in : plan.ranks(0).instructions())
+      if (in.has_collective()) CHECK(in.collective().placement() == proto::LOCAL);
+  }
+}
+
+// Every collective's staging buffers are plan buffers, live from its issue to its completion.
+TEST_CASE("Plan: collectives stage through COMM_STAGING buffers with live ranges", "[plan]") {
+  Graph g = PresetGraph("gpt2-tiny");
+  for (int stage = 1; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    proto::Plan plan = MustPlan(g, 2, BaseConfig(stage, DType::kBF16));
+    const proto::RankPlan& rp = plan.ranks(1);
+    int staged = 0;
+    for (int i = 0; i < rp.instructions_size(); ++i) {
+      const proto::Instruction& in = rp.instructions(i);
+      if (in.kind() != Instruction::REDUCE_SCATTER && in.kind() != Instruction::ALL_GATHER &&
+          in.kind() != Instruction::GATHER_PARAMS)
+        continue;
+      const int out = in.collective().staging_out();
+      REQUIRE(out >= 0);
+      CHECK(plan.buffers(out).kind() == proto::PlanBuffer::COMM_STAGING);
+      CHECK(std::count(in.allocs().begin(), in.allocs().end(), out) == 1);
+      int freed = 0;
+      for (int j = i; j < rp.instructions_size(); ++j) {
+        const auto& f = j == i ? rp.instructions(j).frees() : rp.instructions(j).frees_before();
+        freed += static_cast<int>(std::count(f.begin(), f.end(), out));
+      }
+      CHECK(freed == 1);
+      ++staged;
+    }
+    CHECK(staged > 0);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/plan/plan_config.h"
 
+#include <cstdlib>
 #include <string>
 
 namespace ds::plan {
@@ -36,6 +37,9 @@ StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
   c.gradient_clipping = job.gradient_clipping > 0.0;
   c.states_on_device = job.device.type == DeviceType::kCuda &&
                        job.zero.offload_optimizer.device == OffloadDevice::kNone;
+  const char* accelerator = std::getenv("DS_ACCELERATOR");
+  c.device_collectives =
+      c.states_on_device && !(accelerator && std::string(accelerator) == "host");
   const ZeroConfig& z = job.zero;
   c.reduce_bucket_size = z.reduce_bucket_size;
   c.allgather_bucket_size = z.allgather_bucket_size;

@@ -34,8 +34,12 @@ struct PlanConfig {
   DType model_dtype = DType::kF32;  // f32, bf16 or f16 (params and grads)
   DType comm_dtype = DType::kF32;   // gradient collectives (DeepSpeed: follows precision)
   int optimizer_states = 2;         // fp32 states per parameter: Adam 2, SGD+momentum 1
-  bool gradient_clipping = false;   // adds GRAD_NORM_REDUCE before the step
+  bool gradient_clipping = false;   // clip at the (always planned) GRAD_NORM_REDUCE
   bool states_on_device = false;    // model states and the optimizer step on the accelerator
+  // With states_on_device: the data-parallel collectives work on device buffers (NCCL), else
+  // they stage through the host (Gloo). PlanConfigFromJob: true unless DS_ACCELERATOR=host (the
+  // host-emulated device has no NCCL); a trainer sets it from its communicator.
+  bool device_collectives = false;
   // zero_optimization, in elements (defaults as DeepSpeed's code).
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;

@@ -155,11 +155,12 @@ void WaitForBucketSlot(int buffer, proto::Instruction* ins, Stream* stream) {
 }
 
 void EmitStepTail(const Context& ctx, Stream* stream) {
+  // The norm is always reduced (clipping, the metrics and fp16's overflow need it); with fp16 the
+  // overflow flag follows from it, as DeepSpeed's has_overflow all-reduce.
   std::vector<proto::Instruction> tail;
+  tail.push_back(ScalarReduce(ctx, proto::Instruction::GRAD_NORM_REDUCE));
   if (ctx.config.model_dtype == DType::kF16)
     tail.push_back(ScalarReduce(ctx, proto::Instruction::OVERFLOW_REDUCE));
-  if (ctx.config.gradient_clipping)
-    tail.push_back(ScalarReduce(ctx, proto::Instruction::GRAD_NORM_REDUCE));
   proto::Instruction step;
   step.set_kind(proto::Instruction::OPTIMIZER_STEP);
   step.set_micro_batch(-1);
@@ -179,6 +180,12 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
   for (proto::Instruction& ins : tail) stream->Add(std::move(ins));
   if (ctx.config.stage == 1 || ctx.config.stage == 2) EmitShardAllGathers(ctx, stream);
   if (ctx.config.stage == 3) EmitPersistentAllGathers(ctx, stream);
+  proto::Instruction loss;
+  loss.set_kind(proto::Instruction::LOSS_REDUCE);
+  loss.set_micro_batch(-1);
+  SetCollective(&loss, 1, proto::DT_F32, -1, {});
+  WaitAll(&loss, stream);
+  stream->Add(std::move(loss));
 }
 
 }  // namespace ds::plan::internal

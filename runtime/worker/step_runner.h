@@ -1,35 +1,19 @@
 // StepRunner: the interpreter of one rank's step plan (proto/plan.proto, made by the step
-// planner). Each instruction kind has one handler: load a micro-batch, forward or backward a
-// block range, reduce a gradient bucket, reduce the gradient norm and the overflow flag, step
-// the optimizer on the owned shard, all-gather updated parameters, zero gradients. The runner
-// decides nothing: what runs when comes from the plan, so every rank issues the same
-// collectives in the same order by construction.
-//
-// ZeRO: the ParamStore is sharded with LayoutFor(plan, rank) before the optimizer is made;
-// stage 2 keeps reduced gradients in the store's gradient shard, stage 3 gathers units into
-// the flat parameters before use and releases them after (Note [Collectives of the step
-// runner] in step_runner.cc).
+// planner). A table maps each instruction kind to one handler: load a micro-batch, forward or
+// backward a block range, the ZeRO collectives (zero/zero_collectives.h), release gathered
+// units, reduce the gradient norm, the overflow flag and the loss, step the optimizer, zero
+// gradients. The runner decides nothing: what runs when, on which memory and over which
+// communicator comes from the plan's fields (kind, placement, staging, wait_for), so every
+// rank issues the same collectives in the same order by construction.
 //
 // Gradients are averaged over the data-parallel ranks by seeding backward with
 // dL/dloss = loss_scale / (gas * dp) and summing in the collectives.
-//
-// Besides the plan's collectives, every rank all-reduces two scalars at the end of a step for
-// the metrics (the mean loss; and the gradient norm when the plan has no norm reduction because
-// clipping is off): the same calls in the same order on every rank.
-//
-// With StepParts::device (the plan's states_on_device) the same instructions act on the
-// device's model states: ZERO_GRADS, GRAD_NORM_REDUCE's local sum and OPTIMIZER_STEP run on
-// the device. With a communicator on device buffers (NCCL) the collectives read and write the
-// device's buffers (Note [ZeRO-3 on a device] for stage 3); with a host one (Gloo, stages 0-2)
-// a reduction copies its bucket to the host ParamStore, reduces it there and copies the result
-// back, and the shard all-gather does the same with the updated partition. One rank moves
-// nothing but ZeRO-2/3's gradient shard and ZeRO-3's gathers, as device copies. Collectives on
-// host memory (scalars, staged data) always go to StepParts::host_comm.
 //
 // Not thread-safe; one thread drives it (collectives run on the communicator's thread).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,9 +53,10 @@ struct StepParts {
   int loss_block = 0;                // the graph's num_blocks: the block that computes the loss
   bool memory_profile = false;       // sample resident model-state bytes after each instruction
   // The plan's states_on_device: the model states live here (the executor borrows its flat
-  // parameters and gradients), the norm and the optimizer step run on the device, and
-  // collectives stage the ranges they move through the host ParamStore.
+  // parameters and gradients); the plan's placements say what runs on them.
   DeviceStates* device = nullptr;
+  // DS_PROFILE_OPS: waits for the device's queued work after each instruction (null: none).
+  std::function<Status()> synchronize;
 };
 
 struct StepResult {
@@ -91,11 +76,6 @@ class StepRunner {
 
   // Runs optimizer step `step` (0-based): every instruction of this rank, in order.
   StatusOr<StepResult> Run(int64_t step);
-
-  // What rank `rank` owns under the plan's partition (ParamStore::Shard's argument):
-  // everything at stage 0; its chunk of the flat buffer at stages 1-2; its chunk of every
-  // partition unit, in shard space, at stage 3.
-  static ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total_elements);
 
   // Stage 3, outside a step (evaluation, export): gathers every partitioned unit into the
   // flat parameters (a collective: all ranks call it), and releases them again. No-ops at

@@ -21,6 +21,7 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
+#include "zero/shard_layout.h"
 #include "runtime/optim/device_states.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
@@ -154,7 +155,7 @@ Status Trainer::Build() {
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_RETURN_IF_ERROR(BuildPlan());
   // Before the executor: it keeps views of the flat buffers Shard may replace.
-  params_->Shard(StepRunner::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
+  params_->Shard(zero::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
   optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   ExecutorOptions eo{micro, seq_, true, device_memory_};
   if (device_memory_ && plan_->settings().states_on_device()) {
@@ -214,6 +215,10 @@ Status Trainer::Build() {
   parts.loss_block = graph_.num_blocks;
   parts.memory_profile = MemoryProfileRequested();
   parts.device = device_states_.get();
+  if (device_states_) {
+    DeviceMemory* memory = device_memory_;
+    parts.synchronize = [memory]() { return memory->Synchronize(); };
+  }
   auto runner = StepRunner::Create(plan_.get(), comm_->rank(), parts);
   if (!runner.ok()) return runner.status().WithPrefix(src);
   runner_ = std::move(runner).value();
@@ -257,6 +262,8 @@ Status Trainer::BuildPlan() {
   plan::Topology topo;
   topo.world = comm_->size();
   topo.dp = comm_->size();
+  // The plan places the collectives on the memory this communicator works on.
+  pc->device_collectives = pc->states_on_device && comm_->device_buffers();
   auto made = plan::MakePlan(graph_, topo, *pc);
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());

@@ -35,6 +35,7 @@
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/worker/step_runner.h"
+#include "zero/shard_layout.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds {
@@ -181,7 +182,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   std::vector<std::vector<OwnedSlice>> all(world);
   size_t max_slices = 0;
   for (int k = 0; k < world; ++k) {
-    all[k] = SlicesOf(StepRunner::LayoutFor(*plan_, k, params_->total_elements()).segments,
+    all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
                       params_->slots(), states);
     max_slices = std::max(max_slices, all[k].size());
   }

@@ -19,6 +19,7 @@
 #include "runtime/worker/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/step_runner.h"
+#include "zero/shard_layout.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds {
@@ -46,6 +47,19 @@ StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml, parallel
   auto graph = LoadModelGraph(*config);
   if (!graph.ok()) return graph.status();
   return Trainer::Create(*config, std::move(graph).value(), comm);
+}
+
+// DS_TEST_LOSS_LOG=FILE appends every curve trained, bit for bit (hex floats), so that a
+// refactoring can show the curves did not move (tools/bench/behaviour_snapshot.sh).
+void LogCurve(int world, const std::vector<double>& losses) {
+  const char* path = std::getenv("DS_TEST_LOSS_LOG");
+  if (!path) return;
+  FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  std::fprintf(f, "world %d:", world);
+  for (double l : losses) std::fprintf(f, " %a", l);
+  std::fprintf(f, "\n");
+  std::fclose(f);
 }
 
 // Trains `steps` steps on `world` ranks (threads); returns rank 0's loss curve. With `save`,
@@ -76,6 +90,7 @@ std::vector<double> Train(const std::string& yaml, int world, int steps, bool sa
     REQUIRE(errors[r].ok());
   }
   for (int r = 1; r < world; ++r) CHECK(losses[r] == losses[0]);  // every rank reports the global loss
+  LogCurve(world, losses[0]);
   return losses[0];
 }
 
@@ -317,7 +332,7 @@ TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[work
     int64_t all_files = 0;
     for (int r = 0; r < 4; ++r) {
       int64_t owned = 0;  // parameter elements (no alignment padding) in r's segments
-      for (const ShardSegment& g : StepRunner::LayoutFor((*t)->plan(), r, ps.total_elements()).segments)
+      for (const ShardSegment& g : zero::LayoutFor((*t)->plan(), r, ps.total_elements()).segments)
         for (const ParamSlot& s : ps.slots())
           owned += std::max<int64_t>(0, std::min(g.flat_begin + g.count, s.offset + s.numel) -
                                             std::max(g.flat_begin, s.offset));

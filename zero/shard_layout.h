@@ -1,0 +1,26 @@
+// What each rank owns under a plan's ZeRO partition (proto::PlanPartition): the ShardLayout
+// ParamStore::Shard takes, and the owned part of one partition unit. Pure functions of the plan.
+//
+//   params.Shard(zero::LayoutFor(plan, rank, params.total_elements()));
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "runtime/exec/param_store.h"
+
+namespace ds::proto {
+class Plan;
+class PartitionUnit;
+}  // namespace ds::proto
+
+namespace ds::zero {
+
+// Everything at stage 0; its chunk of the flat buffer at stages 1-2; its chunk of every
+// partition unit, in shard space, at stage 3 (with the gradient bucket arena from stage 2).
+ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total_elements);
+
+// The flat range [first, second) rank `rank` owns of unit `u` (empty past the unit's end).
+std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank);
+
+}  // namespace ds::zero

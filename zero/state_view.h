@@ -1,0 +1,83 @@
+// StateView: one place where a rank's model states live (the host ParamStore, or the device's
+// DeviceStates), as the ZeRO collectives and the step's state instructions see it: addresses
+// of flat elements, shard positions, and the memory operations on them (host: memcpy; device:
+// DeviceMemory). Every ZeRO collective is written once over this interface
+// (zero/zero_collectives.cc), not once per memory.
+//
+//   std::unique_ptr<StateView> host = MakeHostView(&params, &optimizer);
+//   DS_RETURN_IF_ERROR(host->Copy(host->Params(lo), staged, n * DTypeSize(host->dtype())));
+//
+// Not thread-safe; borrowed stores must outlive the view.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/core/dtype.h"
+#include "runtime/exec/param_store.h"
+
+namespace ds {
+class DeviceStates;
+class Optimizer;
+namespace proto {
+class Plan;
+class ParamRange;
+}  // namespace proto
+}  // namespace ds
+
+namespace ds::zero {
+
+class StateView {
+ public:
+  virtual ~StateView() = default;
+
+  virtual DType dtype() const = 0;  // the model dtype of parameters and gradients
+  // Flat element `i` of the parameters compute reads (stage 3: where its unit is gathered).
+  virtual char* Params(int64_t i) = 0;
+  virtual char* ParamShard(int64_t pos) = 0;  // stage 3: position `pos` of the parameter shard
+  virtual char* Grads(int64_t i) = 0;         // flat gradient element `i`
+  // What the stage 1-2 shard all-gather moves: the 16-bit copy, or the fp32 master in fp32.
+  virtual char* Updated(int64_t i) = 0;
+  virtual DType updated_dtype() const = 0;
+  // The ZeRO layout (ParamStore::Shard's): owned segments and flat -> shard positions.
+  virtual const ParamStore& layout() const = 0;
+
+  // grad_shard[pos, pos + n) += values (`vt` elements).
+  virtual Status AddToGradShard(int64_t pos, const void* values, DType vt, int64_t n) = 0;
+  // Gradients [i, i + n) are reduced and no longer needed here: zeroed for the next writer.
+  virtual Status ReleaseGrads(int64_t i, int64_t n) = 0;
+  virtual void ParamsChanged() {}
+
+  virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status Zero(void* dst, size_t bytes) = 0;
+  // dst[k] = src[k] converted, k < n (a device copies only between equal dtypes).
+  virtual Status Convert(const void* src, DType st, void* dst, DType dt, int64_t n) = 0;
+  // The compute stream collectives on these buffers must follow (null: host memory).
+  virtual void* stream() const { return nullptr; }
+
+  // The step's state instructions.
+  virtual Status ZeroGrads() = 0;
+  // Sum of squares of the gradients over `ranges` (flat elements, or shard positions).
+  virtual StatusOr<double> SquaredSum(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                      bool in_shard) = 0;
+  virtual Status Step(float lr, float grad_scale) = 0;
+  virtual Status ReleaseParams(int64_t i, int64_t n) = 0;  // a gathered stage-3 unit
+};
+
+// The host ParamStore (sharded already) and the host optimizer over it.
+std::unique_ptr<StateView> MakeHostView(ParamStore* params, Optimizer* optimizer);
+
+// The device's model states. The norm shares of the plan's GRAD_NORM_REDUCE for `rank` are
+// registered at once (DeviceStates::AddNormShare), so the step allocates nothing.
+StatusOr<std::unique_ptr<StateView>> MakeDeviceView(DeviceStates* device, ParamStore* params,
+                                                    const proto::Plan& plan, int rank);
+
+// dst[i] = src[i] converted, for n elements of float types (host memory).
+void ConvertHost(const void* src, DType st, void* dst, DType dt, int64_t n);
+// shard[pos + i] += values[i] for i < n (host memory).
+void AccumulateHost(void* shard, DType t, int64_t pos, const void* values, DType vt, int64_t n);
+
+}  // namespace ds::zero

@@ -1,0 +1,372 @@
+#include "zero/zero_collectives.h"
+
+#include <algorithm>
+
+#include "parallel/communicator.h"
+#include "proto/plan.pb.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/exec/device_memory.h"
+#include "runtime/optim/device_states.h"
+#include "runtime/plan/bucket_arena.h"
+#include "zero/shard_layout.h"
+
+namespace ds::zero {
+namespace {
+
+using proto::Instruction;
+
+DType ToDType(proto::DataType d) {
+  switch (d) {
+    case proto::DT_BF16: return DType::kBF16;
+    case proto::DT_F16: return DType::kF16;
+    default: return DType::kF32;
+  }
+}
+
+// What one collective works with: the plan, its memory, its communicator and its staging.
+struct Op {
+  const proto::Plan& plan;
+  const Instruction& in;
+  int rank;
+  int dp;
+  StateView* v;
+  parallel::Communicator* comm;
+  char* stage_in;
+  char* stage_out;
+  DType t() const { return v->dtype(); }
+  size_t ts() const { return DTypeSize(v->dtype()); }
+  DType ct() const { return ToDType(plan.settings().comm_dtype()); }
+  size_t cs() const { return DTypeSize(ct()); }
+  bool local() const { return in.collective().placement() == proto::LOCAL; }
+  const proto::PartitionUnit& unit(int u) const { return plan.partition().units(u); }
+};
+
+// values[0, n) (dtype vt) of flat elements [lo, lo + n) into the owned part of the shard.
+Status AddOwned(const Op& op, int64_t lo, int64_t n, const char* values, DType vt) {
+  for (const ShardSegment& s : op.v->layout().segments()) {
+    const int64_t a = std::max(lo, s.flat_begin), b = std::min(lo + n, s.flat_begin + s.count);
+    if (a < b)
+      DS_RETURN_IF_ERROR(op.v->AddToGradShard(op.v->layout().ShardPos(a),
+                                              values + (a - lo) * DTypeSize(vt), vt, b - a));
+  }
+  return OkStatus();
+}
+
+// A bucket's flat range, all-reduced or reduce-scattered over the ranks' parts (rank_counts):
+// the result is written back to the flat gradients, or (in_shard) its owned part added into
+// the gradient shard and the bucket released. In place when the comm dtype is the model's.
+Status ReduceRanges(const Op& op, CollectiveJob* job) {
+  if (op.in.ranges_size() != 1) return InternalError("a reduction bucket with several ranges");
+  const int64_t lo = op.in.ranges(0).offset(), n = op.in.ranges(0).count();
+  StateView* v = op.v;
+  char* g = v->Grads(lo);
+  if (op.local()) {  // one rank: the gradients are reduced already
+    if (!op.in.in_shard()) return OkStatus();
+    DS_RETURN_IF_ERROR(AddOwned(op, lo, n, g, op.t()));
+    return v->ReleaseGrads(lo, n);
+  }
+  const DType t = op.t(), ct = op.ct();
+  char* data = g;
+  if (ct != t) {
+    DS_RETURN_IF_ERROR(v->Convert(g, t, op.stage_in, ct, n));
+    data = op.stage_in;
+  }
+  const bool in_shard = op.in.in_shard();
+  if (op.in.kind() == Instruction::ALL_REDUCE) {
+    job->handle = op.comm->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
+    job->finish = [=]() -> Status {
+      if (!in_shard) return data == g ? OkStatus() : v->Convert(data, ct, g, t, n);
+      DS_RETURN_IF_ERROR(AddOwned(op, lo, n, data, ct));
+      return v->ReleaseGrads(lo, n);
+    };
+    return OkStatus();
+  }
+  const auto& rc = op.in.collective().rank_counts();
+  if (rc.size() != op.dp) return InternalError("reduce-scatter without per-rank counts");
+  std::vector<int64_t> counts(rc.begin(), rc.end());
+  int64_t my_lo = lo, sum = 0;
+  for (int k = 0; k < op.dp; ++k) {
+    if (k < op.rank) my_lo += counts[k];
+    sum += counts[k];
+  }
+  if (sum != n) return InternalError("reduce-scatter counts do not add up to the bucket");
+  const int64_t my_n = counts[op.rank];
+  char* out = op.stage_out;
+  job->handle = op.comm->ReduceScatterVAsync(parallel::BufferView(data, n, ct),
+                                             parallel::BufferView(out, my_n, ct), counts,
+                                             parallel::ReduceOp::kSum);
+  job->finish = [=]() -> Status {
+    if (!in_shard) return v->Convert(out, ct, v->Grads(my_lo), t, my_n);
+    DS_RETURN_IF_ERROR(AddOwned(op, my_lo, my_n, out, ct));
+    return v->ReleaseGrads(lo, n);
+  };
+  return OkStatus();
+}
+
+// Stage 3: every unit splits evenly (chunk elements per rank, the tail zero), so rank k's part
+// of the packed input is its chunks of the units, in order; the result is added into the
+// gradient shard and the units' gradients released.
+Status ReduceUnits(const Op& op, CollectiveJob* job) {
+  StateView* v = op.v;
+  std::vector<int> list(op.in.units().begin(), op.in.units().end());
+  if (op.local()) {
+    for (int u : list) {
+      const proto::PartitionUnit& unit = op.unit(u);
+      DS_RETURN_IF_ERROR(v->AddToGradShard(unit.shard_offset(), v->Grads(unit.offset()), op.t(), unit.count()));
+      DS_RETURN_IF_ERROR(v->ReleaseGrads(unit.offset(), unit.count()));
+    }
+    return OkStatus();
+  }
+  const DType t = op.t(), ct = op.ct();
+  const size_t cs = op.cs();
+  std::vector<int64_t> at;  // each unit's place in a rank's part
+  int64_t per_rank = 0;
+  for (int u : list) {
+    at.push_back(per_rank);
+    per_rank += op.unit(u).chunk();
+  }
+  DS_RETURN_IF_ERROR(v->Zero(op.stage_in, per_rank * op.dp * cs));  // chunk padding must be zero
+  for (int k = 0; k < op.dp; ++k)
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto [begin, end] = OwnedOfUnit(op.unit(list[i]), k);
+      if (end > begin)
+        DS_RETURN_IF_ERROR(v->Convert(v->Grads(begin), t, op.stage_in + (k * per_rank + at[i]) * cs, ct, end - begin));
+    }
+  job->handle = op.comm->ReduceScatterAsync(parallel::BufferView(op.stage_in, per_rank * op.dp, ct),
+                                            parallel::BufferView(op.stage_out, per_rank, ct),
+                                            parallel::ReduceOp::kSum);
+  char* out = op.stage_out;
+  job->finish = [=]() -> Status {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const proto::PartitionUnit& u = op.unit(list[i]);
+      DS_RETURN_IF_ERROR(v->AddToGradShard(u.shard_offset(), out + at[i] * cs, ct, u.chunk()));
+      DS_RETURN_IF_ERROR(v->ReleaseGrads(u.offset(), u.count()));
+    }
+    return OkStatus();
+  };
+  return OkStatus();
+}
+
+// Stage 3: every rank's chunks of the units, from the parameter shards into the parameters.
+Status GatherUnits(const Op& op, CollectiveJob* job) {
+  StateView* v = op.v;
+  const size_t ts = op.ts();
+  std::vector<int> list(op.in.units().begin(), op.in.units().end());
+  v->ParamsChanged();
+  if (op.local()) {
+    for (int u : list)
+      DS_RETURN_IF_ERROR(v->Copy(v->Params(op.unit(u).offset()), v->ParamShard(op.unit(u).shard_offset()),
+                                 op.unit(u).count() * ts));
+    return OkStatus();
+  }
+  std::vector<int64_t> at;
+  int64_t per_rank = 0;
+  for (int u : list) {
+    at.push_back(per_rank);
+    per_rank += op.unit(u).chunk();
+  }
+  for (size_t i = 0; i < list.size(); ++i)
+    DS_RETURN_IF_ERROR(v->Copy(op.stage_in + at[i] * ts, v->ParamShard(op.unit(list[i]).shard_offset()),
+                               op.unit(list[i]).chunk() * ts));
+  job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
+                                        parallel::BufferView(op.stage_out, per_rank * op.dp, op.t()));
+  char* out = op.stage_out;
+  job->finish = [=]() -> Status {
+    v->ParamsChanged();
+    for (int k = 0; k < op.dp; ++k)
+      for (size_t i = 0; i < list.size(); ++i) {
+        auto [begin, end] = OwnedOfUnit(op.unit(list[i]), k);
+        if (end > begin)
+          DS_RETURN_IF_ERROR(v->Copy(v->Params(begin), out + (k * per_rank + at[i]) * ts, (end - begin) * ts));
+      }
+    return OkStatus();
+  };
+  return OkStatus();
+}
+
+// Stages 1-2: range k of the instruction is rank k's slice of its updated shard; the 16-bit
+// copy (mixed precision) or the fp32 master (fp32) is gathered whole.
+Status GatherSlices(const Op& op, CollectiveJob* job) {
+  if (op.local()) return OkStatus();  // one rank updated everything in place
+  if (op.in.ranges_size() != op.dp) return InternalError("shard all-gather without one range per rank");
+  StateView* v = op.v;
+  const DType dt = v->updated_dtype();
+  const size_t size = DTypeSize(dt);
+  const int64_t len = op.in.ranges(0).count(), total = v->layout().total_elements();
+  std::vector<int64_t> offsets;
+  for (const proto::ParamRange& r : op.in.ranges()) offsets.push_back(r.offset());
+  const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - offsets[op.rank]));
+  DS_RETURN_IF_ERROR(v->Zero(op.stage_in, len * size));
+  DS_RETURN_IF_ERROR(v->Copy(op.stage_in, v->Updated(offsets[op.rank]), mine_n * size));
+  job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, len, dt),
+                                        parallel::BufferView(op.stage_out, len * op.dp, dt));
+  char* out = op.stage_out;
+  job->finish = [=]() -> Status {
+    v->ParamsChanged();
+    for (int k = 0; k < op.dp; ++k) {
+      const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
+      DS_RETURN_IF_ERROR(v->Copy(v->Updated(offsets[k]), out + k * len * size, n * size));
+    }
+    return OkStatus();
+  };
+  return OkStatus();
+}
+
+// STAGED collectives: the plan's copies between the device states and their host copies.
+Status StagingCopies(DeviceStates* d, const proto::Collective& c, bool to_host) {
+  for (const proto::StagingCopy& s : c.staging()) {
+    if (s.to_host() != to_host) continue;
+    const int64_t lo = s.offset(), n = s.count();
+    switch (s.what()) {
+      case proto::StagingCopy::GRADS:
+        DS_RETURN_IF_ERROR(to_host ? d->GradsToHost(lo, n) : d->GradsFromHost(lo, n));
+        break;
+      case proto::StagingCopy::PARAMS:
+        DS_RETURN_IF_ERROR(to_host ? d->ParamsToHost(lo, n) : d->ParamsFromHost(lo, n));
+        break;
+      case proto::StagingCopy::GRAD_SHARD:
+        DS_RETURN_IF_ERROR(d->ShardFromHost(lo, n));
+        break;
+      case proto::StagingCopy::ZERO_GRADS:
+        DS_RETURN_IF_ERROR(d->ZeroGradRange(lo, n));
+        break;
+      default:
+        return InternalError("an unknown staging copy");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+// The staging arena (host or device memory), allocated once.
+struct ZeroCollectives::Impl {
+  plan::StagingArena arena;
+  std::vector<char> host;
+  DeviceBuffer device;
+  char* base = nullptr;
+  char* At(int id) const { return id < 0 ? nullptr : base + arena.offset.at(id); }
+};
+
+ZeroCollectives::ZeroCollectives(const proto::Plan* plan, int rank, const ZeroParts& parts)
+    : plan_(plan), rank_(rank), parts_(parts), impl_(std::make_unique<Impl>()) {}
+ZeroCollectives::~ZeroCollectives() = default;
+
+Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
+                              char* stage_in, char* stage_out, CollectiveJob* job) {
+  const Op op{*plan_, in, rank_, std::max(1, plan_->topology().dp()), v, comm, stage_in, stage_out};
+  const bool reduce = in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
+  if (reduce) return in.units_size() > 0 ? ReduceUnits(op, job) : ReduceRanges(op, job);
+  return in.units_size() > 0 ? GatherUnits(op, job) : GatherSlices(op, job);
+}
+
+StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::Plan* plan, int rank,
+                                                                   const ZeroParts& parts) {
+  std::unique_ptr<ZeroCollectives> z(new ZeroCollectives(plan, rank, parts));
+  if (!z->parts_.host_comm) z->parts_.host_comm = parts.comm;
+  z->host_ = MakeHostView(parts.params, parts.optimizer);
+  if (parts.device) {
+    DS_ASSIGN_OR_RETURN(z->device_, MakeDeviceView(parts.device, parts.params, *plan, rank));
+  }
+  const proto::RankPlan* mine = nullptr;
+  for (const proto::RankPlan& r : plan->ranks())
+    if (r.rank() == rank) mine = &r;
+  if (!mine) return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
+  DS_RETURN_IF_ERROR(z->CheckPlacements(*mine));
+  Impl& m = *z->impl_;
+  m.arena = plan::AssignStagingArena(*plan, rank);
+  z->staging_bytes_ = m.arena.bytes;
+  if (m.arena.device) {
+    DS_ASSIGN_OR_RETURN(m.device, DeviceBuffer::Allocate(parts.device->memory(), std::max<int64_t>(1, m.arena.bytes)));
+    m.base = static_cast<char*>(m.device.data());
+  } else {
+    m.host.assign(std::max<int64_t>(1, m.arena.bytes), 0);
+    m.base = m.host.data();
+  }
+  return z;
+}
+
+// What the plan places must exist here: device states for DEVICE / STAGED, a device-buffer
+// communicator for DEVICE collectives, a host one for HOST / STAGED ones and the scalars.
+Status ZeroCollectives::CheckPlacements(const proto::RankPlan& mine) const {
+  if (parts_.host_comm->device_buffers())
+    return InvalidArgumentError("collectives on host memory (norms, the loss, staged buckets, checkpoints) need a "
+                                "host communicator of the same ranks (Gloo) beside the device one");
+  for (const Instruction& in : mine.instructions()) {
+    const proto::Placement where = in.collective().placement();
+    if ((in.placement() == proto::DEVICE || in.placement() == proto::STAGED) && !device_)
+      return InvalidArgumentError("the plan keeps the model states on the device (states_on_device) but this "
+                                  "rank has none");
+    if (where == proto::DEVICE && !parts_.comm->device_buffers())
+      return InvalidArgumentError("the plan reduces on device buffers (device_collectives) but the data-parallel "
+                                  "communicator works on host memory");
+    if ((where == proto::HOST || where == proto::STAGED) && in.has_collective() &&
+        in.kind() != Instruction::LOSS_REDUCE && in.kind() != Instruction::GRAD_NORM_REDUCE &&
+        in.kind() != Instruction::OVERFLOW_REDUCE && parts_.comm->device_buffers() && !device_)
+      return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
+                                  "states are on the host (offload_optimizer): use a host communicator (Gloo)");
+  }
+  return OkStatus();
+}
+
+Status ZeroCollectives::Issue(int index, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  const proto::Placement where = c.placement();
+  CollectiveJob job;
+  if (where == proto::STAGED) DS_RETURN_IF_ERROR(StagingCopies(parts_.device, c, /*to_host=*/true));
+  StateView* v = where == proto::DEVICE ? device_.get()
+                 : where == proto::LOCAL ? ViewsFor(in).back()
+                                         : host_.get();
+  parallel::Communicator* comm = where == proto::DEVICE ? parts_.comm : parts_.host_comm;
+  if (where == proto::DEVICE) DS_RETURN_IF_ERROR(comm->OrderAfterStream(v->stream()));
+  DS_RETURN_IF_ERROR(Start(in, v, comm, impl_->At(c.staging_in()), impl_->At(c.staging_out()), &job));
+  if (where == proto::STAGED) {
+    DeviceStates* d = parts_.device;
+    job.finish = [d, &c, f = std::move(job.finish)]() -> Status {
+      if (f) DS_RETURN_IF_ERROR(f());
+      return StagingCopies(d, c, /*to_host=*/false);
+    };
+  }
+  return queue_.Track(index, in.async(), std::move(job));
+}
+
+Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, bool max) {
+  if (in.collective().placement() == proto::LOCAL) return OkStatus();
+  return parts_.host_comm->AllReduce(parallel::BufferView(value, 1),
+                                     max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
+}
+
+std::vector<StateView*> ZeroCollectives::ViewsFor(const Instruction& in) const {
+  switch (in.placement()) {
+    case proto::DEVICE: return {device_.get()};
+    case proto::STAGED: return {host_.get(), device_.get()};
+    default: return {host_.get()};
+  }
+}
+
+Status ZeroCollectives::GatherAll() {
+  if (!parts_.params->params_partitioned()) return OkStatus();
+  Instruction in;
+  in.set_kind(Instruction::GATHER_PARAMS);
+  int64_t per_rank = 0;
+  for (int u = 0; u < plan_->partition().units_size(); ++u)
+    if (!plan_->partition().units(u).persistent()) {
+      in.add_units(u);
+      per_rank += plan_->partition().units(u).chunk();
+    }
+  const int dp = std::max(1, plan_->topology().dp());
+  in.mutable_collective()->set_placement(dp == 1 ? proto::LOCAL : proto::HOST);
+  const size_t ts = DTypeSize(host_->dtype());
+  std::vector<char> stage_in(std::max<int64_t>(1, per_rank) * ts), stage_out(std::max<int64_t>(1, per_rank * dp) * ts);
+  CollectiveJob job;
+  DS_RETURN_IF_ERROR(Start(in, host_.get(), parts_.host_comm, stage_in.data(), stage_out.data(), &job));
+  return CollectiveQueue().Track(0, /*async=*/false, std::move(job));
+}
+
+void ZeroCollectives::ReleaseAll() {
+  if (!parts_.params->params_partitioned()) return;
+  for (const proto::PartitionUnit& u : plan_->partition().units())
+    if (!u.persistent()) parts_.params->ReleaseModel(u.offset(), u.count());
+}
+
+}  // namespace ds::zero

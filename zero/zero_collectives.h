@@ -1,0 +1,95 @@
+// ZeroCollectives: the ZeRO collectives of a step plan, each written once over StateView and
+// picked by the plan's fields alone (Note [Placement] in zero/README.md):
+//
+//   ALL_REDUCE / REDUCE_SCATTER of a bucket's flat range   ReduceRanges
+//   REDUCE_SCATTER of stage-3 units                          ReduceUnits
+//   GATHER_PARAMS / ALL_GATHER of stage-3 units              GatherUnits
+//   ALL_GATHER of the ranks' updated shard slices (1-2)      GatherSlices
+//
+// on the memory the collective's placement names (HOST, DEVICE; STAGED: the host copies, with
+// the plan's staging copies around it; LOCAL: one rank, moved in place), packing through the
+// plan's COMM_STAGING buffers, placed in one arena allocated at creation.
+//
+//   DS_ASSIGN_OR_RETURN(auto zero, ZeroCollectives::Create(&plan, rank, parts));
+//   DS_RETURN_IF_ERROR(zero->Issue(index, instruction));   // completes at WaitFor(index)
+//
+// Not thread-safe; one thread drives it (collectives run on the communicator's thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "zero/collective_queue.h"
+#include "zero/state_view.h"
+
+namespace ds {
+class DeviceStates;
+class DeviceMemory;
+class Optimizer;
+namespace proto {
+class Instruction;
+class Plan;
+class RankPlan;
+}  // namespace proto
+namespace parallel {
+class Communicator;
+}
+}  // namespace ds
+
+namespace ds::zero {
+
+struct ZeroParts {
+  ParamStore* params = nullptr;          // sharded with LayoutFor(plan, rank)
+  Optimizer* optimizer = nullptr;        // over `params`
+  DeviceStates* device = nullptr;        // the plan's states_on_device
+  parallel::Communicator* comm = nullptr;       // the data-parallel group
+  parallel::Communicator* host_comm = nullptr;  // the same ranks on host memory; null: comm
+};
+
+class ZeroCollectives {
+ public:
+  // Checks that the parts can run what the plan places (device buffers need a device
+  // communicator and device states, host ones a host communicator) and allocates the staging.
+  static StatusOr<std::unique_ptr<ZeroCollectives>> Create(const proto::Plan* plan, int rank,
+                                                           const ZeroParts& parts);
+  ~ZeroCollectives();
+
+  // Starts collective instruction `index` (ALL_REDUCE, REDUCE_SCATTER, GATHER_PARAMS,
+  // ALL_GATHER); a sync one completes here, an async one at WaitFor(index).
+  Status Issue(int index, const proto::Instruction& in);
+  Status WaitFor(int index) { return queue_.WaitFor(index); }
+  Status WaitAll() { return queue_.WaitAll(); }
+
+  // One float all-reduced over the group (`in`'s collective: HOST, or LOCAL for one rank).
+  Status AllReduceScalar(const proto::Instruction& in, float* value, bool max);
+
+  // The states an instruction's placement names (STAGED: the host's, then the device's).
+  std::vector<StateView*> ViewsFor(const proto::Instruction& in) const;
+
+  // Stage 3 outside a step (evaluation, export): every partitioned unit gathered into the host
+  // flat parameters (a collective: all ranks call it), and released again. No-ops below 3.
+  Status GatherAll();
+  void ReleaseAll();
+
+  int64_t staging_bytes() const { return staging_bytes_; }
+
+ private:
+  struct Impl;
+  ZeroCollectives(const proto::Plan* plan, int rank, const ZeroParts& parts);
+  Status CheckPlacements(const proto::RankPlan& mine) const;
+  Status Start(const proto::Instruction& in, StateView* v, parallel::Communicator* comm,
+               char* stage_in, char* stage_out, CollectiveJob* job);
+
+  const proto::Plan* plan_;
+  int rank_;
+  ZeroParts parts_;
+  std::unique_ptr<StateView> host_;
+  std::unique_ptr<StateView> device_;
+  CollectiveQueue queue_;
+  std::unique_ptr<Impl> impl_;  // the staging arena
+  int64_t staging_bytes_ = 0;
+};
+
+}  // namespace ds::zero
