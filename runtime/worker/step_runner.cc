@@ -29,6 +29,23 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
          static_cast<uint64_t>(micro);
 }
 
+// The real compute: the executor over the data loader's micro-batches.
+class ExecutorCompute final : public StepCompute {
+ public:
+  ExecutorCompute(Executor* e, DataLoader* d) : e_(e), d_(d) {}
+  Status LoadMicrobatch() override { return d_->Next(e_->ids(), e_->targets()); }
+  Status Forward(uint64_t seed, int first, int last) override { return e_->ForwardBlocks(seed, first, last); }
+  float loss() const override { return e_->loss(); }
+  Status Backward(float loss_grad, uint64_t seed, int first, int last) override {
+    return e_->BackwardBlocks(loss_grad, seed, first, last);
+  }
+  Status FinishGradients() override { return e_->FinishGradients(); }
+
+ private:
+  Executor* e_;
+  DataLoader* d_;
+};
+
 }  // namespace
 
 struct StepRunner::Impl {
@@ -41,6 +58,8 @@ struct StepRunner::Impl {
   const proto::Plan* plan = nullptr;
   int rank = 0;
   StepParts p;
+  std::unique_ptr<StepCompute> own_compute;
+  StepCompute* compute = nullptr;
   const proto::RankPlan* mine = nullptr;
   std::unique_ptr<zero::ZeroCollectives> zero;
   std::array<Entry, Instruction::Kind_ARRAYSIZE> table{};
@@ -96,19 +115,19 @@ void StepRunner::Impl::Fill() {
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
   micro = in.micro_batch();
-  return p.data->Next(p.executor->ids(), p.executor->targets());
+  return compute->LoadMicrobatch();
 }
 
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
-  DS_RETURN_IF_ERROR(p.executor->ForwardBlocks(MicroSeed(p.seed, step, micro), in.first_block(), in.last_block()));
-  if (in.last_block() >= p.loss_block) loss_sum += p.executor->loss();
+  DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in.first_block(), in.last_block()));
+  if (in.last_block() >= p.loss_block) loss_sum += compute->loss();
   return OkStatus();
 }
 
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
   const int64_t gas = plan->settings().gradient_accumulation_steps();
   const float loss_grad = static_cast<float>(p.scaler->scale() / (gas * dp));
-  return p.executor->BackwardBlocks(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(), in.last_block());
+  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(), in.last_block());
 }
 
 Status StepRunner::Impl::Collective(int index, const Instruction& in) { return zero->Issue(index, in); }
@@ -177,7 +196,7 @@ Status StepRunner::Impl::RunOne(int index, const Instruction& in) {
     return UnimplementedError("step runner: instruction kind " + Instruction::Kind_Name(in.kind()) +
                               " is not run yet");
   for (int w : in.wait_for()) DS_RETURN_IF_ERROR(zero->WaitFor(w));
-  if (e.lands_grads) DS_RETURN_IF_ERROR(p.executor->FinishGradients());
+  if (e.lands_grads) DS_RETURN_IF_ERROR(compute->FinishGradients());
   return (this->*e.run)(index, in);
 }
 
@@ -205,6 +224,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->p = parts;
   impl->dp = std::max(1, plan->topology().dp());
   impl->Fill();
+  if (!parts.compute) impl->own_compute = std::make_unique<ExecutorCompute>(parts.executor, parts.data);
+  impl->compute = parts.compute ? parts.compute : impl->own_compute.get();
   for (const proto::PartitionUnit& u : plan->partition().units())
     if (u.persistent()) impl->persistent_ranges.push_back({u.offset(), u.count()});
   const char* profile = std::getenv("DS_PROFILE_OPS");

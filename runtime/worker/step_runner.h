@@ -36,7 +36,21 @@ class LossScaler;
 class LrSchedule;
 class DeviceStates;
 
+// What the runner needs of compute and data, so that tests can run hand-made plans against a
+// fake (step_runner_test.cc). StepParts::executor and ::data make the real one.
+class StepCompute {
+ public:
+  virtual ~StepCompute() = default;
+  virtual Status LoadMicrobatch() = 0;
+  virtual Status Forward(uint64_t seed, int first_block, int last_block) = 0;
+  virtual float loss() const = 0;  // of the last forward that reached the loss block
+  virtual Status Backward(float loss_grad, uint64_t seed, int first_block, int last_block) = 0;
+  // Gradients still on their way from a device land in the ParamStore.
+  virtual Status FinishGradients() = 0;
+};
+
 struct StepParts {
+  StepCompute* compute = nullptr;  // null: the executor and the data loader below
   Executor* executor = nullptr;
   ParamStore* params = nullptr;
   Optimizer* optimizer = nullptr;   // over `params`, sharded with LayoutFor(plan, rank)
