@@ -29,7 +29,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
 #include "parallel/gloo_communicator.h"
-#include "parallel/grpc_store.h"
+#include "launcher/kv/grpc_store.h"
 #include "runtime/base/logging.h"
 
 namespace ds::parallel {

@@ -9,7 +9,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
 #include "parallel/communicator_testing.h"
-#include "parallel/grpc_store.h"
+#include "launcher/kv/grpc_store.h"
 
 namespace ds::parallel {
 namespace {

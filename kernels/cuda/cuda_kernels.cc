@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/cpu_util.h"
+#include "kernels/shape_check.h"
 #include "kernels/cuda/cross_entropy_launch.h"
 #include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/embedding_launch.h"
@@ -25,9 +25,6 @@
 namespace ds::kernels {
 namespace {
 
-using cpu::HeadLayout;
-using cpu::LeadingRows;
-using cpu::StrCat;
 
 template <typename T>
 constexpr DType kDType = DType::kF32;
@@ -211,7 +208,7 @@ Status RmsNormBackward(const OpArgs& a) {
 
 Status RopeLayout(const OpArgs& a, HeadLayout* l) {
   static const Attrs kEmpty;
-  return cpu::InferHeadLayout("rope", a.attrs ? *a.attrs : kEmpty, a.in[0].spec(), l);
+  return InferHeadLayout("rope", a.attrs ? *a.attrs : kEmpty, a.in[0].spec(), l);
 }
 
 template <typename T>

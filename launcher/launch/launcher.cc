@@ -25,7 +25,7 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_hash.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 
 namespace ds::launcher {
 namespace {

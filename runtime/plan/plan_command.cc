@@ -12,7 +12,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_summary.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 
 namespace ds::plan {
 namespace {

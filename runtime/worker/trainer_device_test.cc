@@ -22,7 +22,7 @@
 #include "runtime/exec/device_memory.h"
 #include "runtime/optim/device_states.h"
 #include "runtime/plan/bucket_arena.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
 

@@ -16,7 +16,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/exec/param_store.h"
 #include "runtime/ckpt/safetensors.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/shard_layout.h"

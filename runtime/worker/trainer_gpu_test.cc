@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/data/token_file.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds {

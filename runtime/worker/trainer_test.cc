@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/data/token_file.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 
 namespace ds {
 namespace {

@@ -13,7 +13,7 @@
 #include "parallel/loopback_communicator.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/data/token_file.h"
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
 #include "tools/ds_ckpt/commands.h"
 

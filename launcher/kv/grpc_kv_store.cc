@@ -1,4 +1,4 @@
-#include "parallel/nccl/grpc_kv_store.h"
+#include "launcher/kv/grpc_kv_store.h"
 
 #include <vector>
 

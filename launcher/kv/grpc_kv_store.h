@@ -9,7 +9,7 @@
 //   DS_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::Create(options, &store));
 #pragma once
 
-#include "parallel/grpc_store.h"
+#include "launcher/kv/grpc_store.h"
 #include "parallel/nccl/kv_store.h"
 
 namespace ds::parallel {

@@ -1,5 +1,5 @@
 // GrpcStore against a real CoordinatorServer on 127.0.0.1 (port 0).
-#include "parallel/grpc_store.h"
+#include "launcher/kv/grpc_store.h"
 
 #include <gloo/common/error.h>
 

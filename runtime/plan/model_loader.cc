@@ -1,4 +1,4 @@
-#include "runtime/worker/model_loader.h"
+#include "runtime/plan/model_loader.h"
 
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/graph_io.h"

@@ -1,4 +1,4 @@
-#include "parallel/grpc_store.h"
+#include "launcher/kv/grpc_store.h"
 
 #include <gloo/common/error.h>
 
