@@ -25,8 +25,6 @@ Tables& Get() {
 
 }  // namespace
 
-const char* DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
-
 int64_t Attrs::Int(const std::string& k, int64_t dflt) const {
   auto it = ints_.find(k);
   return it == ints_.end() ? dflt : it->second;

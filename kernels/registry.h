@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "kernels/op.h"
+#include "runtime/core/device.h"
 
 namespace ds::kernels {
 
-enum class Device : uint8_t { kCpu = 0, kCuda = 1 };
-const char* DeviceName(Device d);
+using ds::Device;  // runtime/core/device.h
+using ds::DeviceName;
 
 struct Kernel {
   KernelFn forward;

@@ -4,8 +4,8 @@
 
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/exec/device_memory.h"
-#include "runtime/optim/device_states.h"
+#include "runtime/core/device_memory.h"
+#include "zero/device_states.h"
 #include "zero/state_view.h"
 
 namespace ds::zero {

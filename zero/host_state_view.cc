@@ -1,9 +1,9 @@
 // The host model states as a StateView: the ParamStore's flat buffers and shards, memcpy, and
-// the host optimizer (runtime/optim/optimizer.h) on the owned shard.
+// the host optimizer (zero/optimizer.h) on the owned shard.
 #include <cstring>
 
-#include "runtime/optim/grad_norm.h"
-#include "runtime/optim/optimizer.h"
+#include "zero/grad_norm.h"
+#include "zero/optimizer.h"
 #include "zero/state_view.h"
 
 namespace ds::zero {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds::proto {
 class Plan;

@@ -17,7 +17,7 @@
 
 #include "runtime/base/status.h"
 #include "runtime/core/dtype.h"
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds {
 class DeviceStates;

@@ -5,8 +5,8 @@
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/exec/device_memory.h"
-#include "runtime/optim/device_states.h"
+#include "runtime/core/device_memory.h"
+#include "zero/device_states.h"
 #include "runtime/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
 

@@ -23,7 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/elementwise_launch.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 
 namespace ds::kernels {

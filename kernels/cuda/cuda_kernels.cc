@@ -18,7 +18,7 @@
 #include "kernels/cuda/embedding_launch.h"
 #include "kernels/cuda/gelu_launch.h"
 #include "kernels/cuda/norm_launch.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_status.h"
 

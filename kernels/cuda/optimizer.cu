@@ -4,7 +4,7 @@
 // walks every parameter and each block knows its weight-decay flag without searching.
 // Per element: 3 fp32 reads + 3 fp32 writes (p, m, v), one G read, one optional G write:
 // 28 bytes per parameter with bf16 gradients and model copy, all streaming and coalesced.
-// The arithmetic mirrors runtime/optim/optimizer.cc (same operation order) so CPU and GPU
+// The arithmetic mirrors zero/optimizer.cc (same operation order) so CPU and GPU
 // agree to fp32 rounding.
 //
 // Grad norm: kernel 1 writes one double partial per segment (block reduction in a fixed

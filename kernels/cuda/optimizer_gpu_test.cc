@@ -1,5 +1,5 @@
 // GPU test: multi-tensor AdamW / Adam against a CPU reference that follows
-// runtime/optim/optimizer.cc line for line (three steps, bf16 and fp32 gradients, per-
+// zero/optimizer.cc line for line (three steps, bf16 and fp32 gradients, per-
 // parameter weight decay, grad_scale, 16-bit model copy), the device global grad norm and
 // overflow flag against a double-precision host sum, and the casts against dtype.h.
 // Needs a GPU: without one it prints one SKIPPED line and exits 77 (README.md).
@@ -38,7 +38,7 @@ std::vector<T> Download(const T* dev, size_t n) {
   return host;
 }
 
-// runtime/optim/optimizer.cc StepAdam, on host floats.
+// zero/optimizer.cc StepAdam, on host floats.
 void ReferenceStep(const std::vector<OptimizerParamRange>& params, std::vector<float>& p,
                    std::vector<float>& m, std::vector<float>& v, const std::vector<float>& g,
                    const AdamWStepParams& o) {

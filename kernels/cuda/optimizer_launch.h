@@ -57,7 +57,7 @@ inline std::vector<AdamWSegment> SplitOptimizerSegments(
   return out;
 }
 
-// The step's scalars, as runtime/optim/optimizer.cc uses them (torch.optim semantics).
+// The step's scalars, as zero/optimizer.cc uses them (torch.optim semantics).
 struct AdamWStepParams {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;

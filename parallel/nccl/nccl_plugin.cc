@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "parallel/nccl/nccl_communicator.h"
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 extern "C" {
 

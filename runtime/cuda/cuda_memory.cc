@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_allocator_backend.h"
 #include "runtime/cuda/cuda_status.h"

@@ -1,4 +1,4 @@
-// CudaMemory: the DeviceMemory of one GPU (runtime/exec/device_memory.h). Allocations come
+// CudaMemory: the DeviceMemory of one GPU (runtime/core/device_memory.h). Allocations come
 // from the caching allocator (runtime/cuda/caching_allocator.h) on the memory's own stream;
 // zeroing, copies and the kernels an Executor launches after Bind() are queued on that stream
 // in order. CopyToHost waits for the stream; CopyToDevice returns once the host bytes may be
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "runtime/cuda/caching_allocator.h"
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 namespace ds::cuda {
 
@@ -25,7 +25,7 @@ class CudaMemory final : public DeviceMemory {
   static StatusOr<std::unique_ptr<CudaMemory>> Create(int ordinal);
   ~CudaMemory() override;
 
-  kernels::Device device() const override { return kernels::Device::kCuda; }
+  Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
   StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;

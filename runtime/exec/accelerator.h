@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "runtime/base/status.h"
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 namespace ds {
 

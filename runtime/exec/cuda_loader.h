@@ -17,7 +17,7 @@
 
 #include "parallel/communicator.h"
 #include "runtime/base/status.h"
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 namespace ds {
 namespace parallel {

@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/registry.h"
-#include "runtime/exec/optimizer_kernels.h"
+#include "runtime/core/optimizer_kernels.h"
 
 namespace ds {
 namespace {

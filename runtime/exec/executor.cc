@@ -76,7 +76,7 @@ StatusOr<char*> Executor::Arena(size_t bytes, Buffer* host) {
 Status Executor::Build() {
   const Graph& g = *graph_;
   device_ = opt_.memory != nullptr;
-  const kernels::Device kd = device_ ? opt_.memory->device() : kernels::Device::kCpu;
+  const Device kd = device_ ? opt_.memory->device() : Device::kCpu;
   if (device_) DS_RETURN_IF_ERROR(BuildDevice());
   DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(g, {{"batch", opt_.batch}, {"seq", opt_.seq}},
                                                g.name.empty() ? "graph" : g.name));
@@ -120,7 +120,7 @@ Status Executor::Build() {
     ne->def = kernels::FindOp(n.op);
     ne->kernel = kernels::FindKernel(n.op, kd, kernel_dtype);
     if (!ne->def || !ne->kernel)
-      return UnimplementedError("executor: no " + std::string(kernels::DeviceName(kd)) + "/" +
+      return UnimplementedError("executor: no " + std::string(DeviceName(kd)) + "/" +
                                 DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " + n.name + ")");
     first_block_ = std::min(first_block_, n.block);
     std::vector<TensorSpec> in;

@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "kernels/registry.h"
-#include "runtime/exec/device_memory.h"
-#include "runtime/exec/param_store.h"
+#include "runtime/core/device_memory.h"
+#include "zero/param_store.h"
 #include "runtime/graph/graph.h"
 
 namespace ds {
@@ -49,7 +49,7 @@ struct ExecutorOptions {
   int64_t seq = 1;
   bool training = true;  // false: no gradients, no backward, dropout off
   DeviceMemory* memory = nullptr;  // borrowed; null: host memory, CPU kernels, no copies
-  // Device path with the model states on the device (runtime/optim/device_states.h): the
+  // Device path with the model states on the device (zero/device_states.h): the
   // flat parameters in `memory` laid out as the ParamStore's, and where the gradient of a
   // flat element is (one parameter's contiguous from there; a bucket arena at ZeRO-2). The
   // executor reads and accumulates there and copies nothing to or from the ParamStore.

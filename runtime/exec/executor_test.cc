@@ -102,7 +102,7 @@ TEST_CASE("Executor: block-range forward and backward equal the whole pass", "[e
 class AsyncCopyMemory final : public DeviceMemory {
  public:
   int violations = 0;
-  kernels::Device device() const override { return kernels::Device::kCpu; }
+  Device device() const override { return Device::kCpu; }
   std::string name() const override { return "cpu (host memory, async copies)"; }
   StatusOr<void*> Allocate(size_t bytes) override { return host_.Allocate(bytes); }
   void Free(void* p) override { host_.Free(p); }

@@ -4,10 +4,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/optim/grad_norm.h"
+#include "zero/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/optim/optimizer.h"
+#include "zero/optimizer.h"
 
 namespace ds {
 namespace {

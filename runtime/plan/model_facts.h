@@ -1,5 +1,5 @@
 // ModelFacts: what the planner needs to know about a graph, in one pass: the flat parameter layout
-// (the same as runtime/exec/param_store.h: graph parameter order, each start aligned to 16
+// (the same as zero/param_store.h: graph parameter order, each start aligned to 16
 // elements), which blocks read each parameter, each block's node range, and the activation bytes
 // backward keeps per block for one micro-batch (from the OpDefs' saved-activation data).
 //

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/registry.h"
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/plan_test_util.h"
 

@@ -12,11 +12,11 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/executor.h"
-#include "runtime/optim/device_states.h"
-#include "runtime/optim/grad_norm.h"
+#include "zero/device_states.h"
+#include "zero/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/optim/optimizer.h"
+#include "zero/optimizer.h"
 #include "zero/zero_collectives.h"
 
 namespace ds {

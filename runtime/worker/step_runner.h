@@ -19,7 +19,7 @@
 #include <string>
 
 #include "runtime/base/status.h"
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds {
 

@@ -17,7 +17,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/optim/optimizer.h"
+#include "zero/optimizer.h"
 #include "runtime/plan/plan_test_util.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/shard_layout.h"

@@ -22,10 +22,10 @@
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/shard_layout.h"
-#include "runtime/optim/device_states.h"
+#include "zero/device_states.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/optim/optimizer.h"
+#include "zero/optimizer.h"
 
 extern "C" void openblas_set_num_threads(int);
 

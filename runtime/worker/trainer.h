@@ -21,7 +21,7 @@
 
 #include "runtime/config/job_config.h"
 #include "runtime/exec/executor.h"
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 #include "runtime/graph/graph.h"
 
 namespace ds {

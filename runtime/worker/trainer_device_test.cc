@@ -19,8 +19,8 @@
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/data/token_file.h"
-#include "runtime/exec/device_memory.h"
-#include "runtime/optim/device_states.h"
+#include "runtime/core/device_memory.h"
+#include "zero/device_states.h"
 #include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
@@ -70,7 +70,7 @@ class TrackedMemory final : public DeviceMemory {
     --it;
     return p + bytes <= it->first + it->second;
   }
-  kernels::Device device() const override { return kernels::Device::kCpu; }
+  Device device() const override { return Device::kCpu; }
   std::string name() const override { return host_.name(); }
   StatusOr<void*> Allocate(size_t bytes) override {
     auto p = host_.Allocate(bytes);

@@ -14,7 +14,7 @@
 
 #include "parallel/loopback_communicator.h"
 #include "runtime/data/token_file.h"
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"

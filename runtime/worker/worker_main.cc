@@ -135,7 +135,7 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config));
   if (pc.states_on_device) {
     DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
-    if (g->memory->device() == kernels::Device::kCuda) {
+    if (g->memory->device() == Device::kCuda) {
       Status nccl = JoinNccl(env, timeout, g.get());
       if (!nccl.ok() && nccl.code() != StatusCode::kNotFound)
         return nccl.WithPrefix("rank " + std::to_string(env.rank));

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "kernels/cuda/attention/attention_launch.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_status.h"

@@ -20,7 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/attention/attention_launch.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/core/tensor.h"
 

@@ -9,7 +9,7 @@
 // asynchronous; pointers are device memory.
 #include "kernels/cuda/blas/bias_grad_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_status.h"

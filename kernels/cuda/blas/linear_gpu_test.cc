@@ -18,7 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/blas/lt_matmul.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/core/tensor.h"
 

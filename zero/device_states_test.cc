@@ -4,7 +4,7 @@
 // and for a ZeRO-1 partition that starts mid-
 // parameter; Upload/Download round-trip; the norm share matches the host sum; and what does
 // not run on the device yet is refused with the reason.
-#include "runtime/optim/device_states.h"
+#include "zero/device_states.h"
 
 #include <cstring>
 #include <random>
@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/graph/model_builder.h"
-#include "runtime/optim/grad_norm.h"
+#include "zero/grad_norm.h"
 
 namespace ds {
 namespace {

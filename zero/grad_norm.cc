@@ -1,4 +1,4 @@
-#include "runtime/optim/grad_norm.h"
+#include "zero/grad_norm.h"
 
 #include <algorithm>
 #include <cmath>

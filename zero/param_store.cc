@@ -1,4 +1,4 @@
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // One thread_local definition, so every library sees the same per-thread stream.
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels {
 namespace {

@@ -3,7 +3,7 @@
 // multiplied by `inv_loss_scale` first.
 #pragma once
 
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds {
 

@@ -1,4 +1,4 @@
-// OptimizerKernels on a GPU (runtime/exec/optimizer_kernels.h): kernels/cuda/optimizer.cu's
+// OptimizerKernels on a GPU (runtime/core/optimizer_kernels.h): kernels/cuda/optimizer.cu's
 // multi-tensor AdamW and squared-norm launches on the DeviceMemory's stream. Segment sets are
 // cut into blocks of at most kOptimizerChunk elements and uploaded once; the norm's partials
 // workspace and result scalar are allocated once, sized for the largest set. Registered for
@@ -9,10 +9,10 @@
 
 #include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/optimizer_launch.h"
-#include "kernels/cuda/stream_context.h"
+#include "runtime/cuda/stream_context.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/exec/optimizer_kernels.h"
+#include "runtime/core/optimizer_kernels.h"
 
 namespace ds::cuda {
 namespace {
@@ -142,7 +142,7 @@ StatusOr<std::unique_ptr<OptimizerKernels>> Make(DeviceMemory* memory) {
   return std::unique_ptr<OptimizerKernels>(new CudaOptimizerKernels(memory));
 }
 
-const bool kRegistered = OptimizerKernels::Register(kernels::Device::kCuda, &Make);
+const bool kRegistered = OptimizerKernels::Register(Device::kCuda, &Make);
 
 }  // namespace
 }  // namespace ds::cuda

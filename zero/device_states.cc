@@ -1,4 +1,4 @@
-#include "runtime/optim/device_states.h"
+#include "zero/device_states.h"
 
 #include <algorithm>
 

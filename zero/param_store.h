@@ -72,7 +72,7 @@ struct ParamSlot {
 class ParamStore {
  public:
   // Lays out every param of `graph`; `model_dtype` is f32, bf16 or f16. `sparse_host`: the
-  // model states live on a device (runtime/optim/device_states.h) and these buffers are
+  // model states live on a device (zero/device_states.h) and these buffers are
   // their host copies, used at initialization, checkpoints and exports: every buffer is
   // sparse (no memory until touched) and ReleaseHost() hands the pages back between uses.
   ParamStore(const Graph& graph, DType model_dtype, bool sparse_host = false);

@@ -1,4 +1,4 @@
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -23,7 +23,7 @@
 // The host ParamStore and Optimizer stay what checkpoints read and write: Upload() after
 // initializing or loading them, Download() before saving or exporting. ZeRO stages 0-3;
 // fp32, bf16 and fp16 (loss scaling: the norm's non-finite flag skips the step); AdamW, Adam
-// and SGD with momentum, as runtime/optim/optimizer.h defines them.
+// and SGD with momentum, as zero/optimizer.h defines them.
 // Not thread-safe.
 #pragma once
 
@@ -32,10 +32,10 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/exec/device_memory.h"
-#include "runtime/exec/optimizer_kernels.h"
-#include "runtime/exec/param_store.h"
-#include "runtime/optim/optimizer.h"
+#include "runtime/core/device_memory.h"
+#include "runtime/core/optimizer_kernels.h"
+#include "zero/param_store.h"
+#include "zero/optimizer.h"
 
 namespace ds {
 

@@ -11,8 +11,8 @@
 
 #include "runtime/exec/cuda_loader.h"
 #include "runtime/graph/model_builder.h"
-#include "runtime/optim/device_states.h"
-#include "runtime/optim/grad_norm.h"
+#include "zero/device_states.h"
+#include "zero/grad_norm.h"
 
 namespace ds {
 namespace {

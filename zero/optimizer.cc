@@ -1,4 +1,4 @@
-#include "runtime/optim/optimizer.h"
+#include "zero/optimizer.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,12 +1,12 @@
 // OptimizerKernels: the optimizer's work on model states that live in a DeviceMemory
-// (runtime/optim/device_states.h): one fused Adam/AdamW (or SGD) pass over every owned
+// (zero/device_states.h): one fused Adam/AdamW (or SGD) pass over every owned
 // parameter that also writes the 16-bit model copy, the squared gradient norm with a non-finite flag, and
 // ZeRO-2's accumulation of reduced gradients into the gradient shard.
 // Each device has one implementation, registered like the op kernels:
 //
 //   kCpu    optimizer_kernels.cc, for HostMemory (the device path run on the CPU, which
 //           tests compare with the host Optimizer element for element); built in
-//   kCuda   runtime/cuda/cuda_optimizer_kernels.cc (kernels/cuda/optimizer.cu, one launch
+//   kCuda   kernels/cuda/cuda_optimizer_kernels.cc (kernels/cuda/optimizer.cu, one launch
 //           for all parameters), registered when the CUDA plugin loads
 //
 // Work is described by segments made once: contiguous runs of elements of one parameter, at
@@ -25,7 +25,7 @@
 
 #include "runtime/base/status.h"
 #include "runtime/core/tensor.h"
-#include "runtime/exec/device_memory.h"
+#include "runtime/core/device_memory.h"
 
 namespace ds {
 
@@ -35,7 +35,7 @@ struct OptimizerSegment {
   bool decay = false;  // weight decay applies (parameters of rank >= 2)
 };
 
-// torch.optim semantics, as runtime/optim/optimizer.cc.
+// torch.optim semantics, as zero/optimizer.cc.
 struct AdamStepParams {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
@@ -89,7 +89,7 @@ class OptimizerKernels {
   using Factory = StatusOr<std::unique_ptr<OptimizerKernels>> (*)(DeviceMemory* memory);
   // For a backend plugin's devices (kCpu is built in). Returns true, so it can initialize a
   // static. A second registration for a device aborts.
-  static bool Register(kernels::Device device, Factory factory);
+  static bool Register(Device device, Factory factory);
 };
 
 }  // namespace ds

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/exec/param_store.h"
+#include "zero/param_store.h"
 
 namespace ds {
 

@@ -1,4 +1,4 @@
-#include "runtime/exec/optimizer_kernels.h"
+#include "runtime/core/optimizer_kernels.h"
 
 #include <cmath>
 #include <cstdio>
@@ -16,8 +16,8 @@ std::mutex& RegistryMutex() {
   return m;
 }
 
-std::map<kernels::Device, OptimizerKernels::Factory>& Registry() {
-  static std::map<kernels::Device, OptimizerKernels::Factory> r;
+std::map<Device, OptimizerKernels::Factory>& Registry() {
+  static std::map<Device, OptimizerKernels::Factory> r;
   return r;
 }
 
@@ -117,10 +117,10 @@ class HostOptimizerKernels final : public OptimizerKernels {
 
 }  // namespace
 
-bool OptimizerKernels::Register(kernels::Device device, Factory factory) {
+bool OptimizerKernels::Register(Device device, Factory factory) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
   if (!Registry().emplace(device, factory).second) {
-    std::fprintf(stderr, "optimizer kernels for %s registered twice\n", kernels::DeviceName(device));
+    std::fprintf(stderr, "optimizer kernels for %s registered twice\n", DeviceName(device));
     std::abort();
   }
   return true;
@@ -129,7 +129,7 @@ bool OptimizerKernels::Register(kernels::Device device, Factory factory) {
 StatusOr<std::unique_ptr<OptimizerKernels>> OptimizerKernels::Create(DeviceMemory* memory) {
   // The host implementation is not registered: a plugin that links this file must not
   // register it a second time when it loads.
-  if (memory->device() == kernels::Device::kCpu)
+  if (memory->device() == Device::kCpu)
     return std::unique_ptr<OptimizerKernels>(new HostOptimizerKernels());
   Factory f = nullptr;
   {

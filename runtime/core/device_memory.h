@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/registry.h"
+#include "runtime/core/device.h"
 #include "runtime/base/status.h"
 
 namespace ds {
@@ -26,7 +26,7 @@ class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   // The kernels that run on this memory.
-  virtual kernels::Device device() const = 0;
+  virtual Device device() const = 0;
   // "cpu (host memory)", "cuda:0 (NVIDIA H200)": for logs and errors.
   virtual std::string name() const = 0;
   // `bytes` of zeroed memory, 256-byte aligned; ResourceExhausted names the request.
@@ -60,7 +60,7 @@ class DeviceMemory {
 
 class HostMemory final : public DeviceMemory {
  public:
-  kernels::Device device() const override { return kernels::Device::kCpu; }
+  Device device() const override { return Device::kCpu; }
   std::string name() const override { return "cpu (host memory)"; }
   StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;
