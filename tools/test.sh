@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test. The last line is
 #   tests: N passed, M failed[, K skipped]
-# counted from Bazel's per-target results. Targets tagged "gpu" run only where a CUDA
-# device answers; elsewhere they exit 77 and are counted as skipped, never as passed.
+# counted from Bazel's per-target results, plus one each for the layering check and its
+# tests (tools/layering). Targets tagged "gpu" run only where a CUDA device answers;
+# elsewhere they exit 77 and are counted as skipped, never as passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,16 @@ for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null); 
     failed=$((failed + 1)); echo "$target FAILED (gpu, exit $rc)"; tail -20 "$log.gpu"
   fi
 done
-rm -f "$log" "$log.gpu"
+
+# Layering check (tools/layering): the include check over the tree, then its own tests.
+for script in check_layers check_layers_test; do
+  if python3 "tools/layering/$script.py" > "$log.layering" 2>&1; then
+    passed=$((passed + 1)); echo "//tools/layering:$script PASSED"
+  else
+    failed=$((failed + 1)); echo "//tools/layering:$script FAILED"; tail -20 "$log.layering"
+  fi
+done
+rm -f "$log" "$log.gpu" "$log.layering"
 
 if [[ $skipped -gt 0 ]]; then
   echo "tests: $passed passed, $failed failed, $skipped skipped"

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Tests of check_layers.py on a tiny fake tree. Run: python3 tools/layering/check_layers_test.py"""
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_layers  # noqa: E402
+
+RULES = """\
+# test rules
+exempt *_test.cc
+layer base: lib/base/
+layer core: lib/core/
+core may include: base
+layer app: app/
+app may include: core
+forbid app/ -> lib/base/secret.h : nobody outside base reads it
+"""
+
+
+class CheckLayersTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+        self.rules = os.path.join(self.root, "layers.rules")
+        with open(self.rules, "w") as f:
+            f.write(RULES)
+        self.write("lib/base/base.h", "#pragma once\n")
+        self.write("lib/base/secret.h", "#pragma once\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, path, text):
+        full = os.path.join(self.root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+
+    def check(self, known=None):
+        out = io.StringIO()
+        rc = check_layers.run(self.root, self.rules, out, known_path=known)
+        lines = out.getvalue().splitlines()
+        return rc, lines[:-1], lines[-1]
+
+    def test_allowed_includes_pass(self):
+        self.write("lib/core/core.h", '#include "lib/base/base.h"\n#include <vector>\n')
+        self.write("app/main.cc", '#include "app/x.h"\n#include "lib/core/core.h"\n'
+                                  '#include "lib/base/base.h"\n#include "gtest/gtest.h"\n')
+        self.write("app/x.h", "")
+        rc, violations, summary = self.check()
+        self.assertEqual(violations, [])
+        self.assertEqual(rc, 0)
+        # 5 files; the transitively allowed base include counts, the third-party one not.
+        self.assertEqual(summary, "layering: 5 files, 4 includes checked, 0 new violations, 0 known (issue #10), 0 fixed")
+
+    def test_forbidden_edge_reports_file_line_and_rule(self):
+        self.write("app/a.cc", '// comment\n#include "lib/base/secret.h"\n')
+        rc, violations, summary = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(violations, [
+            'app/a.cc:2: includes "lib/base/secret.h" (app -> base): '
+            "layers.rules:8 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
+        self.assertIn(", 1 new violations, 0 known (issue #10), 0 fixed", summary)
+
+    def test_upward_include_is_reported(self):
+        self.write("app/app.h", "")
+        self.write("lib/core/core.cc", '#include "lib/core/core.h"\n#include "app/app.h"\n')
+        self.write("lib/core/core.h", "")
+        rc, violations, _ = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(violations, [
+            'lib/core/core.cc:2: includes "app/app.h" (core -> app): '
+            "layers.rules:5 core may include: base"])
+
+    def test_test_file_is_exempt_but_not_includable(self):
+        self.write("lib/base/base_test.cc", '#include "app/app.h"\n')
+        self.write("app/app.h", "")
+        rc, violations, summary = self.check()
+        self.assertEqual((rc, violations), (0, []))
+        self.assertTrue(summary.startswith("layering: 3 files,"))
+        self.write("app/app.cc", '#include "lib/base/base_test.cc"\n')
+        rc, violations, _ = self.check()
+        self.assertEqual(violations, [
+            'app/app.cc:1: includes "lib/base/base_test.cc" (app -> test-only): '
+            "layers.rules:2 exempt *_test.cc"])
+
+    def test_unknown_package_is_reported(self):
+        self.write("newpkg/thing.cc", '#include "lib/base/base.h"\n')
+        self.write("app/app.cc", '#include "newpkg/thing.h"\n')
+        rc, violations, _ = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(sorted(violations), [
+            'app/app.cc:1: includes "newpkg/thing.h" (app -> ?): '
+            "layers.rules: the included file is in no layer",
+            "newpkg/thing.cc:1: file is in no layer: place its folder in layers.rules"])
+
+    def test_proto_headers_and_bad_rules(self):
+        with open(self.rules, "a") as f:
+            f.write("layer proto: proto/\nbase may include: proto\n")
+        self.write("lib/base/b.cc", '#include "proto/plan.pb.h"\n')
+        self.write("lib/core/c.cc", '#include "lib/core/gen/x.pb.h"\n')
+        self.assertEqual(self.check()[:2], (0, []))
+        with open(self.rules, "a") as f:
+            f.write("base may include: app\n")  # app -> core -> base -> app
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(check_layers.run(self.root, self.rules, io.StringIO()), 2)
+        self.assertIn("layer base is in a cycle", err.getvalue())
+
+    def write_known(self, *entries):
+        path = os.path.join(self.root, "known_violations.txt")
+        with open(path, "w") as f:
+            f.write("# left from before the check\n\n" + "".join(e + "\n" for e in entries))
+        return path
+
+    def test_known_violation_passes(self):
+        self.write("app/a.cc", '// moved down\n\n#include "lib/base/secret.h"  // still\n')
+        known = self.write_known('app/a.cc: includes "lib/base/secret.h"  # issue 10')
+        rc, lines, summary = self.check(known)
+        self.assertEqual(rc, 0)
+        self.assertEqual(lines, [
+            'known: app/a.cc:3: includes "lib/base/secret.h" (app -> base): '
+            "layers.rules:8 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
+        self.assertTrue(summary.endswith(
+            ", 0 new violations, 1 known (issue #10), 0 fixed"), summary)
+
+    def test_fixed_known_entry_fails(self):
+        self.write("app/a.cc", '#include "lib/base/base.h"\n')
+        known = self.write_known('app/a.cc: includes "lib/base/secret.h"')
+        rc, lines, summary = self.check(known)
+        self.assertEqual(rc, 1)
+        self.assertEqual(lines, ['fixed: app/a.cc: includes "lib/base/secret.h" '
+                                 "\N{EM DASH} remove it from known_violations.txt"])
+        self.assertTrue(summary.endswith(
+            ", 0 new violations, 0 known (issue #10), 1 fixed"), summary)
+
+    def test_new_violation_fails_beside_known_one(self):
+        self.write("app/a.cc", '#include "lib/base/secret.h"\n')
+        self.write("app/b.cc", '#include "lib/base/secret.h"\n')
+        known = self.write_known('app/a.cc: includes "lib/base/secret.h"')
+        rc, lines, summary = self.check(known)
+        self.assertEqual(rc, 1)
+        self.assertEqual([line.split(" (")[0] for line in lines], [
+            'known: app/a.cc:1: includes "lib/base/secret.h"',
+            'app/b.cc:1: includes "lib/base/secret.h"'])
+        self.assertTrue(summary.endswith(
+            ", 1 new violations, 1 known (issue #10), 0 fixed"), summary)
+
+    def test_write_known_then_check_and_bad_entry(self):
+        self.write("app/b.cc", '#include "lib/base/secret.h"\n')
+        self.write("app/a.cc", '#include "lib/base/secret.h"\n#include "newpkg/x.h"\n')
+        self.write("newpkg/x.h", "")
+        known = self.write_known()
+        out = io.StringIO()
+        self.assertEqual(check_layers.run(self.root, self.rules, out, known, write=True), 0)
+        with open(known) as f:
+            self.assertEqual(f.read(), "# left from before the check\n"
+                             'app/a.cc: includes "lib/base/secret.h"\n'
+                             'app/a.cc: includes "newpkg/x.h"\n'
+                             'app/b.cc: includes "lib/base/secret.h"\n'
+                             "newpkg/x.h: file is in no layer\n")
+        rc, _, summary = self.check(known)
+        self.assertEqual(rc, 0)
+        self.assertTrue(summary.endswith(", 0 new violations, 4 known (issue #10), 0 fixed"))
+        self.write_known("app/a.cc:1: includes lib/base/secret.h")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(check_layers.run(self.root, self.rules, out, known), 2)
+        self.assertIn("known_violations.txt:3: expected", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
