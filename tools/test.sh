@@ -44,6 +44,11 @@ for script in check_layers check_layers_test; do
     failed=$((failed + 1)); echo "//tools/layering:$script FAILED"; tail -20 "$log.layering"
   fi
 done
+if tools/layering/check_links.sh > "$log.layering" 2>&1; then
+  passed=$((passed + 1)); echo "//tools/layering:check_links PASSED"
+else
+  failed=$((failed + 1)); echo "//tools/layering:check_links FAILED"; tail -20 "$log.layering"
+fi
 rm -f "$log" "$log.gpu" "$log.layering"
 
 if [[ $skipped -gt 0 ]]; then

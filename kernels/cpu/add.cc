@@ -28,25 +28,7 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-OpDef Def() {
-  OpDef def;
-  def.name = "add";
-  def.min_inputs = def.max_inputs = 2;
-  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-    DS_RETURN_IF_ERROR(CheckArity("add", in, 2, 2));
-    return InferElementwise("add", in, out);
-  };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 1.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 2.0 * in[0].numel();
-  };
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("add", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("add", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -56,29 +56,7 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-OpDef Def() {
-  OpDef def;
-  def.name = "dropout";
-  def.attr_names = {"p"};
-  def.infer = [](const Attrs& attrs, const std::vector<TensorSpec>& in,
-                 std::vector<TensorSpec>* out) {
-    DS_RETURN_IF_ERROR(CheckArity("dropout", in, 1, 1));
-    const double p = attrs.Float("p", 0.0);
-    if (!(p >= 0.0 && p < 1.0))
-      return InvalidArgumentError(StrCat("dropout: p must be in [0, 1), got ", p));
-    return InferElementwise("dropout", in, out);
-  };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 1.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 2.0 * in[0].numel();
-  };
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("dropout", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("dropout", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

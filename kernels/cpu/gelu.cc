@@ -56,25 +56,7 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-OpDef Def() {
-  OpDef def;
-  def.name = "gelu";
-  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-    DS_RETURN_IF_ERROR(CheckArity("gelu", in, 1, 1));
-    return InferElementwise("gelu", in, out);
-  };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 12.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 20.0 * in[0].numel();
-  };
-  def.backward_reads_inputs = 1u << 0;
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("gelu", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("gelu", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

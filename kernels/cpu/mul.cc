@@ -29,26 +29,7 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-OpDef Def() {
-  OpDef def;
-  def.name = "mul";
-  def.min_inputs = def.max_inputs = 2;
-  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-    DS_RETURN_IF_ERROR(CheckArity("mul", in, 2, 2));
-    return InferElementwise("mul", in, out);
-  };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 1.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 4.0 * in[0].numel();
-  };
-  def.backward_reads_inputs = (1u << 0) | (1u << 1);
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("mul", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("mul", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -107,37 +107,7 @@ Status Backward(const OpArgs& args) {
   return Apply<true>(args, args.grad_out[0].f32(), args.grad_in[0].f32(), -1.f);
 }
 
-Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-  DS_RETURN_IF_ERROR(CheckArity("rope", in, 1, 1));
-  HeadLayout l;
-  DS_RETURN_IF_ERROR(InferHeadLayout("rope", attrs, in[0], &l));
-  if (l.head_dim % 2 != 0)
-    return InvalidArgumentError(StrCat("rope: head dim ", l.head_dim, " must be even"));
-  if (!(attrs.Float("theta", 10000.0) > 0.0))
-    return InvalidArgumentError("rope: theta must be > 0");
-  *out = {in[0]};
-  return OkStatus();
-}
-
-// 3 flops per rotated element (2 multiplies, 1 add); v is a copy.
-double Flops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
-  HeadLayout l;
-  if (!InferHeadLayout("rope", attrs, in[0], &l).ok()) return 0.0;
-  return 3.0 * l.batch * l.seq * (l.n_head + l.n_kv_head) * l.head_dim;
-}
-
-OpDef Def() {
-  OpDef def;
-  def.name = "rope";
-  def.attr_names = {"n_head", "n_kv_head", "theta"};
-  def.infer = Infer;
-  def.forward_flops = Flops;
-  def.backward_flops = Flops;
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("rope", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("rope", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -48,25 +48,7 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-OpDef Def() {
-  OpDef def;
-  def.name = "silu";
-  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-    DS_RETURN_IF_ERROR(CheckArity("silu", in, 1, 1));
-    return InferElementwise("silu", in, out);
-  };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 5.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 10.0 * in[0].numel();
-  };
-  def.backward_reads_inputs = 1u << 0;
-  return def;
-}
-
-const bool kRegistered =
-    RegisterOp(Def()) && RegisterKernel("silu", Device::kCpu, DType::kF32, {Forward, Backward});
+const bool kRegistered = RegisterKernel("silu", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -1,0 +1,30 @@
+// The add op's definition (shape inference, FLOPs, saved activations), apart from its
+// kernels: what the planner and graph validation read (kernels/registry.h FindOp).
+#include "kernels/registry.h"
+#include "kernels/shape_check.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::kernels::ops {
+namespace {
+
+OpDef Def() {
+  OpDef def;
+  def.name = "add";
+  def.min_inputs = def.max_inputs = 2;
+  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+    DS_RETURN_IF_ERROR(CheckArity("add", in, 2, 2));
+    return InferElementwise("add", in, out);
+  };
+  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 1.0 * in[0].numel();
+  };
+  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 2.0 * in[0].numel();
+  };
+  return def;
+}
+
+const bool kRegistered = RegisterOp(Def());
+
+}  // namespace
+}  // namespace ds::kernels::ops

@@ -1,0 +1,44 @@
+// The position_embedding op's definition (shape inference, FLOPs, saved activations), apart from its
+// kernels: what the planner and graph validation read (kernels/registry.h FindOp).
+#include "kernels/registry.h"
+#include "kernels/shape_check.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::kernels::ops {
+namespace {
+
+Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+  const char* op = "position_embedding";
+  DS_RETURN_IF_ERROR(CheckArity(op, in, 2, 2));
+  DS_RETURN_IF_ERROR(CheckRank(op, "x", in[0], 3));
+  DS_RETURN_IF_ERROR(CheckRank(op, "wpe", in[1], 2));
+  DS_RETURN_IF_ERROR(CheckFloat(op, "x", in[0]));
+  DS_RETURN_IF_ERROR(CheckFloat(op, "wpe", in[1]));
+  if (in[0].shape[2] != in[1].shape[1])
+    return InvalidArgumentError(
+        StrCat(op, ": x has ", in[0].shape[2], " channels but wpe has ", in[1].shape[1]));
+  if (in[0].shape[1] > in[1].shape[0])
+    return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1], " exceeds the ",
+                                       in[1].shape[0], " positions of wpe (maxT)"));
+  *out = {in[0]};
+  return OkStatus();
+}
+
+OpDef Def() {
+  OpDef def;
+  def.name = "position_embedding";
+  def.min_inputs = def.max_inputs = 2;
+  def.infer = Infer;
+  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 1.0 * in[0].numel();
+  };
+  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
+    return 2.0 * in[0].numel();
+  };
+  return def;
+}
+
+const bool kRegistered = RegisterOp(Def());
+
+}  // namespace
+}  // namespace ds::kernels::ops
