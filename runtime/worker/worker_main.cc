@@ -136,11 +136,16 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   if (pc.states_on_device) {
     DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
     if (g->memory->device() == Device::kCuda) {
+      // The launcher's plan puts the data-parallel collectives on device buffers (the plan's
+      // device_collectives): every rank needs NCCL. Falling back to Gloo here would change this
+      // rank's plan alone (and stage every bucket through the host).
       Status nccl = JoinNccl(env, timeout, g.get());
-      if (!nccl.ok() && nccl.code() != StatusCode::kNotFound)
-        return nccl.WithPrefix("rank " + std::to_string(env.rank));
-      if (!nccl.ok())
-        DS_LOG_WARN("worker", "{}; the data-parallel group uses Gloo, staging through the host", nccl.message());
+      if (nccl.code() == StatusCode::kNotFound)
+        return nccl.WithPrefix("rank " + std::to_string(env.rank) +
+                               ": the plan reduces on device buffers (NCCL) but libds_nccl.so is "
+                               "missing (build with the CUDA toolkit), or keep the model states on "
+                               "the host with offload_optimizer");
+      if (!nccl.ok()) return nccl.WithPrefix("rank " + std::to_string(env.rank));
     }
   }
   g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
