@@ -135,7 +135,7 @@ TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_t
        gelu_gpu_test:kernels/cuda conformance_gpu_test:kernels/cuda optimizer_gpu_test:kernels/cuda
        linear_gpu_test:kernels/cuda/blas attention_gpu_test:kernels/cuda/attention
        allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl cuda_loader_test:runtime/exec
-       device_states_gpu_test:runtime/optim trainer_gpu_test:runtime/worker)
+       device_states_gpu_test:zero trainer_gpu_test:runtime/worker)
 BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention
          ds-worker:runtime/worker)
 defined() { grep -q "name = \"$1\"" "$2/BUILD.bazel" 2>/dev/null; }
@@ -173,10 +173,11 @@ build_direct() {
   [[ -e kernels/cuda/attention/BUILD.bazel ]] && cu+=(kernels/cuda/attention/*.cu)
   local lib_cc=(runtime/base/status.cc runtime/cuda/cuda_status.cc runtime/cuda/device.cc
                 runtime/cuda/stream.cc runtime/core/dtype.cc runtime/core/tensor.cc
-                kernels/registry.cc kernels/cuda/gemm.cc kernels/cuda/stream_context.cc)
+                kernels/registry.cc kernels/shape_check.cc kernels/cuda/gemm.cc
+                runtime/core/device.cc runtime/cuda/stream_context.cc)
   local ops_cc=(kernels/cuda/cuda_kernels.cc)
   local f
-  for f in kernels/cpu/*.cc; do
+  for f in kernels/ops/*.cc kernels/cpu/*.cc; do
     [[ $f == *_test.cc || $f == *_bench.cc || $f == *op_test_util.cc ]] || ops_cc+=("$f")
   done
   for f in kernels/cuda/blas/*.cc kernels/cuda/attention/*.cc; do

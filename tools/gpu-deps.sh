@@ -25,7 +25,7 @@ cp "$blas_inc"/*.h "$D/include/"
 TARGETS=(//runtime/worker:ds-worker //runtime/cuda:libds_cuda.so //parallel/nccl:libds_nccl.so
          //runtime/worker:trainer_gpu_test
          //runtime/exec:cuda_loader_test //runtime/cuda:allocator_gpu_test
-         //runtime/optim:device_states_gpu_test)
+         //zero:device_states_gpu_test)
 bazel build "${TARGETS[@]}"
 B=$D/bundle
 mkdir -p "$B/bin" "$B/lib"
