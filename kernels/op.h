@@ -72,8 +72,7 @@ struct OpDef {
                        std::vector<TensorSpec>* out)>
       infer;
   // Op-private fp32 buffers forward fills for backward (e.g. layernorm mean/rstd).
-  std::function<std::vector<TensorSpec>(const Attrs&, const std::vector<TensorSpec>& in)>
-      saved;
+  std::function<std::vector<TensorSpec>(const Attrs&, const std::vector<TensorSpec>& in)> saved;
   // Forward FLOPs (multiply-add = 2) and backward FLOPs.
   std::function<double(const Attrs&, const std::vector<TensorSpec>& in)> forward_flops;
   std::function<double(const Attrs&, const std::vector<TensorSpec>& in)> backward_flops;
@@ -87,7 +86,6 @@ struct OpDef {
 
 // Bytes backward keeps alive for one call: the read inputs/outputs plus `saved`.
 int64_t SavedActivationBytes(const OpDef& def, const Attrs& attrs,
-                             const std::vector<TensorSpec>& in,
-                             const std::vector<TensorSpec>& out);
+                             const std::vector<TensorSpec>& in, const std::vector<TensorSpec>& out);
 
 }  // namespace ds::kernels

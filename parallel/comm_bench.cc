@@ -28,8 +28,8 @@
 
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
-#include "parallel/gloo_communicator.h"
 #include "launcher/kv/grpc_store.h"
+#include "parallel/gloo_communicator.h"
 #include "runtime/base/logging.h"
 
 namespace ds::parallel {

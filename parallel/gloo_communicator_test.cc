@@ -8,8 +8,8 @@
 
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
-#include "parallel/communicator_testing.h"
 #include "launcher/kv/grpc_store.h"
+#include "parallel/communicator_testing.h"
 
 namespace ds::parallel {
 namespace {

@@ -26,7 +26,10 @@ namespace internal {
 struct LoopbackGroup {
   LoopbackGroup(std::string name, int size, std::chrono::milliseconds timeout, bool device_buffers,
                 std::function<bool(const void*, size_t)> is_device_memory)
-      : name(std::move(name)), size(size), timeout(timeout), device_buffers(device_buffers),
+      : name(std::move(name)),
+        size(size),
+        timeout(timeout),
+        device_buffers(device_buffers),
         is_device_memory(std::move(is_device_memory)) {}
 
   // One collective (Note [Loopback collectives]).
@@ -85,8 +88,8 @@ using internal::LoopbackGroup;
 std::vector<std::unique_ptr<Communicator>> LoopbackCommunicator::CreateGroup(
     int size, const LoopbackOptions& options) {
   DS_CHECK(size >= 1, "LoopbackCommunicator: size {}", size);
-  auto group = std::make_shared<LoopbackGroup>(options.name, size, options.timeout, options.device_buffers,
-                                               options.is_device_memory);
+  auto group = std::make_shared<LoopbackGroup>(options.name, size, options.timeout,
+                                               options.device_buffers, options.is_device_memory);
   std::vector<std::unique_ptr<Communicator>> ranks;
   for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<LoopbackCommunicator>(group, r));
   return ranks;
@@ -107,7 +110,8 @@ void LoopbackCommunicator::Poison(const Status& cause) {
 Status LoopbackCommunicator::Run(const CommOp& op) {
   if (group_->device_buffers && group_->is_device_memory)
     for (const BufferView* b : {&op.in, &op.out})
-      if (b->data && b->count > 0 && !group_->is_device_memory(b->data, static_cast<size_t>(b->bytes())))
+      if (b->data && b->count > 0 &&
+          !group_->is_device_memory(b->data, static_cast<size_t>(b->bytes())))
         return InvalidArgumentError(DescribeOp(op) + " on '" + group_->name + "': a buffer of " +
                                     std::to_string(b->bytes()) + " bytes is not device memory");
   return op.kind == CommOpKind::kSendRecv ? RunSendRecv(op) : RunCollective(op);
@@ -320,9 +324,9 @@ StatusOr<std::unique_ptr<Communicator>> LoopbackCommunicator::RunSplit(
   LoopbackGroup::PendingSplit& pending = g.splits[key];
   if (!pending.group) {
     pending.ranks = ranks;
-    pending.group = std::make_shared<LoopbackGroup>(g.name + "/" + name,
-                                                    static_cast<int>(ranks.size()), g.timeout,
-                                                    g.device_buffers, g.is_device_memory);
+    pending.group =
+        std::make_shared<LoopbackGroup>(g.name + "/" + name, static_cast<int>(ranks.size()),
+                                        g.timeout, g.device_buffers, g.is_device_memory);
   } else if (pending.ranks != ranks) {
     return InvalidArgumentError("Split '" + name + "' of '" + g.name + "': rank " +
                                 std::to_string(rank()) + " passed ranks [" + RankList(ranks) +

@@ -6,10 +6,9 @@
 
 namespace ds {
 
-StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(DeviceMemory* memory, ParamStore* params,
-                                                             Optimizer* optimizer,
-                                                             std::vector<DeviceParamBlock> param_blocks,
-                                                             int64_t param_arena_elements) {
+StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(
+    DeviceMemory* memory, ParamStore* params, Optimizer* optimizer,
+    std::vector<DeviceParamBlock> param_blocks, int64_t param_arena_elements) {
   std::unique_ptr<DeviceStates> s(new DeviceStates(memory, params, optimizer));
   s->param_blocks_ = std::move(param_blocks);
   s->param_arena_elements_ = param_arena_elements;
@@ -27,18 +26,24 @@ Status DeviceStates::Build() {
   // Stage 3 works in shard space throughout.
   if (!stage3 && ps.segments().size() > 1)
     return InternalError(where + ": more than one owned segment at stages 0-2");
-  if (!stage3 && !ps.segments().empty()) delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
+  if (!stage3 && !ps.segments().empty())
+    delta_ = ps.segments()[0].flat_begin - ps.segments()[0].shard_offset;
   tsize_ = DTypeSize(ps.model_dtype());
-  const size_t flat = static_cast<size_t>(stage3 ? param_arena_elements_ : ps.total_elements()) * tsize_;
-  const size_t shard = static_cast<size_t>(std::max<int64_t>(1, ps.shard_elements())) * sizeof(float);
+  const size_t flat =
+      static_cast<size_t>(stage3 ? param_arena_elements_ : ps.total_elements()) * tsize_;
+  const size_t shard =
+      static_cast<size_t>(std::max<int64_t>(1, ps.shard_elements())) * sizeof(float);
   DS_ASSIGN_OR_RETURN(params_, DeviceBuffer::Allocate(memory_, std::max<size_t>(flat, 1)));
   if (stage3 && ps.mixed()) {
-    DS_ASSIGN_OR_RETURN(pshard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
+    DS_ASSIGN_OR_RETURN(pshard_, DeviceBuffer::Allocate(
+                                     memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
   }
-  DS_ASSIGN_OR_RETURN(grads_,
-                      DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
+  DS_ASSIGN_OR_RETURN(
+      grads_,
+      DeviceBuffer::Allocate(memory_, static_cast<size_t>(ps.grad_storage_elements()) * tsize_));
   if (ps.grads_partitioned()) {
-    DS_ASSIGN_OR_RETURN(shard_, DeviceBuffer::Allocate(memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
+    DS_ASSIGN_OR_RETURN(shard_, DeviceBuffer::Allocate(
+                                    memory_, std::max<int64_t>(1, ps.shard_elements()) * tsize_));
   }
   if (ps.mixed() || stage3) {  // fp32 stage 3: the master shard is the parameter shard
     DS_ASSIGN_OR_RETURN(master_, DeviceBuffer::Allocate(memory_, shard));
@@ -68,8 +73,8 @@ Status DeviceStates::Build() {
 }
 
 int64_t DeviceStates::bytes() const {
-  return static_cast<int64_t>(params_.size() + grads_.size() + shard_.size() + pshard_.size() + master_.size() +
-                              m_.size() + v_.size());
+  return static_cast<int64_t>(params_.size() + grads_.size() + shard_.size() + pshard_.size() +
+                              master_.size() + m_.size() + v_.size());
 }
 
 void* DeviceStates::ParamAt(int64_t i) const {
@@ -93,16 +98,19 @@ Status DeviceStates::PersistentUnits(bool to_device) {
   for (const DeviceParamBlock& b : param_blocks_) {
     if (!b.persistent || b.count <= 0) continue;
     void* dev = ParamAt(b.flat_begin);
-    if (to_device) DS_RETURN_IF_ERROR(memory_->CopyToDevice(dev, host + b.flat_begin * tsize_, b.count * tsize_));
-    else DS_RETURN_IF_ERROR(memory_->CopyToHost(host + b.flat_begin * tsize_, dev, b.count * tsize_));
+    if (to_device)
+      DS_RETURN_IF_ERROR(
+          memory_->CopyToDevice(dev, host + b.flat_begin * tsize_, b.count * tsize_));
+    else
+      DS_RETURN_IF_ERROR(memory_->CopyToHost(host + b.flat_begin * tsize_, dev, b.count * tsize_));
   }
   return OkStatus();
 }
 
 void* DeviceStates::GradAt(int64_t i) const {
   const ParamStore& ps = *params_store_;
-  return static_cast<char*>(grads_.data()) +
-         (static_cast<const char*>(ps.FlatGradPtr(i)) - static_cast<const char*>(ps.grad_storage()));
+  return static_cast<char*>(grads_.data()) + (static_cast<const char*>(ps.FlatGradPtr(i)) -
+                                              static_cast<const char*>(ps.grad_storage()));
 }
 
 Status DeviceStates::Upload() {
@@ -111,13 +119,17 @@ Status DeviceStates::Upload() {
   if (ps.params_partitioned()) {  // the shards and the persistent units; the rest is gathered
     DS_RETURN_IF_ERROR(PersistentUnits(true));
     if (ps.mixed() && shard > 0)
-      DS_RETURN_IF_ERROR(memory_->CopyToDevice(pshard_.data(), ps.param_shard(), ps.shard_elements() * tsize_));
-    if (shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+      DS_RETURN_IF_ERROR(
+          memory_->CopyToDevice(pshard_.data(), ps.param_shard(), ps.shard_elements() * tsize_));
+    if (shard > 0)
+      DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
   } else {
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(params_.data(), ps.model(), params_.size()));
-    if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
+    if (ps.mixed() && shard > 0)
+      DS_RETURN_IF_ERROR(memory_->CopyToDevice(master_.data(), ps.master_data(), shard));
   }
-  const std::vector<Optimizer::StateBuffer> state = optimizer_->state();  // (exp_avg, exp_avg_sq) or (momentum)
+  const std::vector<Optimizer::StateBuffer> state =
+      optimizer_->state();  // (exp_avg, exp_avg_sq) or (momentum)
   DeviceBuffer* on_device[] = {&m_, &v_};
   for (size_t k = 0; k < state.size() && k < 2 && shard > 0; ++k)
     DS_RETURN_IF_ERROR(memory_->CopyToDevice(on_device[k]->data(), state[k].data, shard));
@@ -138,11 +150,13 @@ Status DeviceStates::Download() {
   if (ps.params_partitioned()) {
     DS_RETURN_IF_ERROR(PersistentUnits(false));
     if (ps.mixed() && shard > 0)
-      DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.param_shard(), pshard_.data(), ps.shard_elements() * tsize_));
+      DS_RETURN_IF_ERROR(
+          memory_->CopyToHost(ps.param_shard(), pshard_.data(), ps.shard_elements() * tsize_));
     if (shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
   } else {
     DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.model(), params_.data(), params_.size()));
-    if (ps.mixed() && shard > 0) DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
+    if (ps.mixed() && shard > 0)
+      DS_RETURN_IF_ERROR(memory_->CopyToHost(ps.master_data(), master_.data(), shard));
   }
   const std::vector<Optimizer::StateBuffer> state = optimizer_->state();
   const DeviceBuffer* on_device[] = {&m_, &v_};
@@ -191,7 +205,8 @@ Status DeviceStates::ShardFromHost(int64_t flat_lo, int64_t n) {
   if (!shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
   const int64_t pos = params_store_->ShardPos(flat_lo);
   return memory_->CopyToDevice(static_cast<char*>(shard_.data()) + pos * tsize_,
-                               static_cast<const char*>(params_store_->grad_shard()) + pos * tsize_, n * tsize_);
+                               static_cast<const char*>(params_store_->grad_shard()) + pos * tsize_,
+                               n * tsize_);
 }
 
 Status DeviceStates::ParamsToHost(int64_t lo, int64_t n) {
@@ -204,11 +219,14 @@ Status DeviceStates::ParamsToHost(int64_t lo, int64_t n) {
 Status DeviceStates::ParamsFromHost(int64_t lo, int64_t n) {
   if (n <= 0) return OkStatus();
   return memory_->CopyToDevice(static_cast<char*>(params_.data()) + lo * tsize_,
-                               static_cast<const char*>(params_store_->model()) + lo * tsize_, n * tsize_);
+                               static_cast<const char*>(params_store_->model()) + lo * tsize_,
+                               n * tsize_);
 }
 
-StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges, bool in_shard) {
-  if (in_shard && !shard_.data()) return InternalError("device states: no gradient shard below ZeRO stage 2");
+StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                         bool in_shard) {
+  if (in_shard && !shard_.data())
+    return InternalError("device states: no gradient shard below ZeRO stage 2");
   // Flat ranges become runs of the gradient storage (a bucket arena places buckets apart).
   std::vector<OptimizerSegment> segs;
   const ParamStore& ps = *params_store_;
@@ -219,9 +237,11 @@ StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, in
       continue;
     }
     for (const ParamSlot& s : ps.slots()) {  // one parameter's gradients are contiguous
-      const int64_t lo = std::max(offset, s.offset), hi = std::min(offset + count, s.offset + s.numel);
+      const int64_t lo = std::max(offset, s.offset),
+                    hi = std::min(offset + count, s.offset + s.numel);
       if (lo >= hi) continue;
-      const int64_t at = (static_cast<const char*>(ps.FlatGradPtr(lo)) - base) / static_cast<int64_t>(tsize_);
+      const int64_t at =
+          (static_cast<const char*>(ps.FlatGradPtr(lo)) - base) / static_cast<int64_t>(tsize_);
       segs.push_back({at, hi - lo, false});
     }
   }
@@ -232,8 +252,10 @@ StatusOr<int> DeviceStates::AddNormShare(const std::vector<std::pair<int64_t, in
 }
 
 StatusOr<SquaredNormResult> DeviceStates::GradSquaredSum(int share) {
-  const bool in_shard = share >= 0 && share < static_cast<int>(share_in_shard_.size()) && share_in_shard_[share];
-  return kernels_->SquaredNorm(share, in_shard ? shard_.data() : grads_.data(), params_store_->model_dtype(), 1.0f);
+  const bool in_shard =
+      share >= 0 && share < static_cast<int>(share_in_shard_.size()) && share_in_shard_[share];
+  return kernels_->SquaredNorm(share, in_shard ? shard_.data() : grads_.data(),
+                               params_store_->model_dtype(), 1.0f);
 }
 
 Status DeviceStates::Step(float lr, float grad_scale) {

@@ -34,8 +34,8 @@
 
 #include "runtime/core/device_memory.h"
 #include "runtime/core/optimizer_kernels.h"
-#include "zero/param_store.h"
 #include "zero/optimizer.h"
+#include "zero/param_store.h"
 
 namespace ds {
 
@@ -52,10 +52,9 @@ class DeviceStates {
   // `memory`, `params` (sharded already) and `optimizer` (over `params`) are borrowed and
   // must outlive this. Stage 3 needs `param_blocks` (ascending, one per unit) and the arena's
   // size. Unimplemented, with the reason, for what does not run on the device.
-  static StatusOr<std::unique_ptr<DeviceStates>> Create(DeviceMemory* memory, ParamStore* params,
-                                                        Optimizer* optimizer,
-                                                        std::vector<DeviceParamBlock> param_blocks = {},
-                                                        int64_t param_arena_elements = 0);
+  static StatusOr<std::unique_ptr<DeviceStates>> Create(
+      DeviceMemory* memory, ParamStore* params, Optimizer* optimizer,
+      std::vector<DeviceParamBlock> param_blocks = {}, int64_t param_arena_elements = 0);
 
   // The flat parameters (stages 0-2): ParamStore::total_elements() model-dtype elements.
   void* params() const { return params_.data(); }
@@ -98,7 +97,8 @@ class DeviceStates {
   // The sum of squared gradients over ranges (offset, count), fixed once (a data-parallel
   // rank's share of the norm): flat elements of the gradients, or with `in_shard`, shard
   // positions of the gradient shard. AddNormShare returns its id.
-  StatusOr<int> AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges, bool in_shard = false);
+  StatusOr<int> AddNormShare(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                             bool in_shard = false);
   StatusOr<SquaredNormResult> GradSquaredSum(int share);
 
   // One optimizer update of the owned elements with learning rate `lr`, every gradient
@@ -119,7 +119,7 @@ class DeviceStates {
   DeviceBuffer params_, grads_, shard_, pshard_, master_, m_, v_;
   std::vector<DeviceParamBlock> param_blocks_;  // stage 3
   int64_t param_arena_elements_ = 0;
-  int64_t delta_ = 0;      // flat element = shard position + delta_ (stages 0-2: one segment)
+  int64_t delta_ = 0;  // flat element = shard position + delta_ (stages 0-2: one segment)
   int optimizer_set_ = -1;
   std::vector<bool> share_in_shard_;  // per norm share
   size_t tsize_ = 4;

@@ -53,7 +53,8 @@ TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][
       std::normal_distribution<float> normal(0.f, 1.f);
       for (int step = 0; step < 3; ++step) {
         for (const ParamSlot& s : host.slots())
-          for (int64_t i = 0; i < s.numel; ++i) StoreFloat(host.GradView(s).data(), dtype, i, normal(gen));
+          for (int64_t i = 0; i < s.numel; ++i)
+            StoreFloat(host.GradView(s).data(), dtype, i, normal(gen));
         // The same gradients on the device: through the host flat buffer of `dev`.
         std::memcpy(dev.grads(), host.grads(), total * DTypeSize(dtype));
         REQUIRE(d.GradsFromHost(0, total).ok());
@@ -69,13 +70,16 @@ TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][
         const float a = *host.MasterAt(i), b = *dev.MasterAt(i);
         if (std::abs(a - b) > 1e-6f * std::abs(a) + 1e-7f) ++bad;
         const float ma = LoadFloat(host.model(), dtype, i), mb = LoadFloat(dev.model(), dtype, i);
-        const float ulp = dtype == DType::kF32 ? 1e-6f : dtype == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024;
+        const float ulp = dtype == DType::kF32    ? 1e-6f
+                          : dtype == DType::kBF16 ? 1.0f / 128
+                                                  : 1.0f / 1024;
         if (std::abs(ma - mb) > ulp * std::abs(ma) + 1e-7f) ++bad;
       }
       const auto hs = host_opt.state(), ds = dev_opt.state();
       for (size_t k = 0; k < hs.size(); ++k)
         for (int64_t i = 0; i < host.shard_elements(); ++i)
-          if (std::abs(hs[k].data[i] - ds[k].data[i]) > 1e-6f * std::abs(hs[k].data[i]) + 1e-12f) ++bad;
+          if (std::abs(hs[k].data[i] - ds[k].data[i]) > 1e-6f * std::abs(hs[k].data[i]) + 1e-12f)
+            ++bad;
       CHECK(bad == 0);
     }
   }

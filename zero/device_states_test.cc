@@ -31,12 +31,14 @@ ShardLayout SecondHalf(int64_t total, int64_t cut) {
   return l;
 }
 
-TEST_CASE("DeviceStates: the device step equals the host Optimizer element for element", "[optim]") {
+TEST_CASE("DeviceStates: the device step equals the host Optimizer element for element",
+          "[optim]") {
   const Graph g = TinyGraph();
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kAdam, OptimizerOptions::Type::kSgd}) {
+    for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kAdam,
+                      OptimizerOptions::Type::kSgd}) {
       for (bool partitioned : {false, true}) {
-        INFO(DTypeName(dtype) << (type == OptimizerOptions::Type::kAdam   ? " adam"
+        INFO(DTypeName(dtype) << (type == OptimizerOptions::Type::kAdam  ? " adam"
                                   : type == OptimizerOptions::Type::kSgd ? " sgd"
                                                                          : " adamw")
                               << (partitioned ? " zero-1 rank 1" : " whole"));
@@ -66,7 +68,8 @@ TEST_CASE("DeviceStates: the device step equals the host Optimizer element for e
         const size_t tsize = DTypeSize(dtype);
         for (int step = 0; step < 3; ++step) {
           for (const ParamSlot& s : host.slots())
-            for (int64_t i = 0; i < s.numel; ++i) StoreFloat(host.GradView(s).data(), dtype, i, normal(gen));
+            for (int64_t i = 0; i < s.numel; ++i)
+              StoreFloat(host.GradView(s).data(), dtype, i, normal(gen));
           // The device's gradients: the same flat bytes.
           std::memcpy(d.GradAt(0), host.grads(), total * tsize);
           auto sum = d.GradSquaredSum(*share);
@@ -102,7 +105,8 @@ TEST_CASE("DeviceStates: the device step equals the host Optimizer element for e
 // ZeRO-2: gradients in a bucket arena (two buckets sharing bytes, as the plan places buckets
 // live at different times), reduced values accumulated into the gradient shard, the norm over
 // the shard, and the step reading the shard, against the host Optimizer over the host shard.
-TEST_CASE("DeviceStates: stage 2 accumulates into the gradient shard and steps from it", "[optim]") {
+TEST_CASE("DeviceStates: stage 2 accumulates into the gradient shard and steps from it",
+          "[optim]") {
   const Graph g = TinyGraph();
   ParamStore host(g, DType::kBF16), dev(g, DType::kBF16);
   const int64_t total = host.total_elements(), cut = total / 2 + 7, half = 96 * 16;
@@ -131,7 +135,8 @@ TEST_CASE("DeviceStates: stage 2 accumulates into the gradient shard and steps f
   auto share = d.AddNormShare({{0, dev.shard_elements()}}, /*in_shard=*/true);
   REQUIRE(share.ok());
   std::vector<uint16_t> reduced(total - cut);
-  for (size_t i = 0; i < reduced.size(); ++i) reduced[i] = FloatToBf16(0.01f * static_cast<float>(i % 17) - 0.05f);
+  for (size_t i = 0; i < reduced.size(); ++i)
+    reduced[i] = FloatToBf16(0.01f * static_cast<float>(i % 17) - 0.05f);
   for (int micro = 0; micro < 2; ++micro) {  // two micro-batches accumulate
     REQUIRE(d.AccumulateIntoShard(cut, reduced.data(), total - cut).ok());
     for (int64_t i = 0; i < total - cut; ++i) {
@@ -141,7 +146,8 @@ TEST_CASE("DeviceStates: stage 2 accumulates into the gradient shard and steps f
   }
   auto sum = d.GradSquaredSum(*share);
   REQUIRE(sum.ok());
-  CHECK(sum->sum_sq == Approx(SquaredSum(host.grad_shard(), DType::kBF16, 0, total - cut)).epsilon(1e-12));
+  CHECK(sum->sum_sq ==
+        Approx(SquaredSum(host.grad_shard(), DType::kBF16, 0, total - cut)).epsilon(1e-12));
   CHECK(sum->sum_sq > 0);
   host_opt.Step(o.lr, 1.0f);
   REQUIRE(d.Step(o.lr, 1.0f).ok());
@@ -156,7 +162,8 @@ TEST_CASE("DeviceStates: stage 2 accumulates into the gradient shard and steps f
   REQUIRE(d.ShardFromHost(cut + 10, 5).ok());
   auto partial = d.GradSquaredSum(*share);
   REQUIRE(partial.ok());
-  CHECK(partial->sum_sq == Approx(SquaredSum(host.grad_shard(), DType::kBF16, 10, 15)).epsilon(1e-12));
+  CHECK(partial->sum_sq ==
+        Approx(SquaredSum(host.grad_shard(), DType::kBF16, 10, 15)).epsilon(1e-12));
 }
 
 TEST_CASE("DeviceStates: Upload then Download restores the host states bit for bit", "[optim]") {
@@ -166,7 +173,8 @@ TEST_CASE("DeviceStates: Upload then Download restores the host states bit for b
   OptimizerOptions o;
   Optimizer opt(o, &ps);
   for (const Optimizer::StateBuffer& b : opt.state())
-    for (int64_t i = 0; i < ps.shard_elements(); ++i) b.data[i] = 0.25f * static_cast<float>(i % 13);
+    for (int64_t i = 0; i < ps.shard_elements(); ++i)
+      b.data[i] = 0.25f * static_cast<float>(i % 13);
   const std::vector<float> master(ps.master(), ps.master() + ps.total_elements());
   const std::vector<float> m0(opt.state()[0].data, opt.state()[0].data + ps.shard_elements());
   HostMemory memory;

@@ -8,7 +8,7 @@
 namespace ds {
 
 struct GradNorm {
-  double norm = 0;      // L2 norm; inf or nan when some gradient is not finite
+  double norm = 0;  // L2 norm; inf or nan when some gradient is not finite
   bool finite = true;
 };
 

@@ -41,7 +41,9 @@ class HostView final : public StateView {
 
   DType dtype() const override { return t_; }
   char* Params(int64_t i) override { return static_cast<char*>(p_->model()) + i * ts_; }
-  char* ParamShard(int64_t pos) override { return static_cast<char*>(p_->param_shard()) + pos * ts_; }
+  char* ParamShard(int64_t pos) override {
+    return static_cast<char*>(p_->param_shard()) + pos * ts_;
+  }
   char* Grads(int64_t i) override { return static_cast<char*>(p_->FlatGradPtr(i)); }
   char* Updated(int64_t i) override {
     if (p_->mixed()) return Params(i);
@@ -80,7 +82,8 @@ class HostView final : public StateView {
                               bool in_shard) override {
     double sum = 0;
     for (const auto& [lo, n] : ranges)
-      sum += in_shard ? ds::SquaredSum(p_->grad_shard(), t_, lo, lo + n) : GradSquaredSum(*p_, lo, lo + n);
+      sum += in_shard ? ds::SquaredSum(p_->grad_shard(), t_, lo, lo + n)
+                      : GradSquaredSum(*p_, lo, lo + n);
     return sum;
   }
   Status Step(float lr, float grad_scale) override {

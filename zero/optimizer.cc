@@ -10,15 +10,19 @@ StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, boo
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
   if (n == "adamw") return OptimizerOptions::Type::kAdamW;
-  if (n == "adam") return adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
+  if (n == "adam")
+    return adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
   if (n == "sgd") return OptimizerOptions::Type::kSgd;
   return InvalidArgumentError("unsupported optimizer type \"" + name + "\" (Adam, AdamW, SGD)");
 }
 
 Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
     : opt_(options), params_(params) {
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, params->shard_elements())) * sizeof(float);
-  auto alloc = [&] { return params->sparse_host() ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes); };
+  const size_t bytes =
+      static_cast<size_t>(std::max<int64_t>(1, params->shard_elements())) * sizeof(float);
+  auto alloc = [&] {
+    return params->sparse_host() ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes);
+  };
   if (opt_.type == OptimizerOptions::Type::kSgd) {
     if (opt_.momentum != 0) m_ = alloc();
   } else {
@@ -49,14 +53,18 @@ void Optimizer::Step(float lr, float grad_scale) {
   const std::vector<ParamSlot>& slots = params_->slots();  // ascending offsets
   for (const ShardSegment& g : params_->segments()) {
     const int64_t end = g.flat_begin + g.count;
-    auto it = std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
-                               [](int64_t v, const ParamSlot& s) { return v < s.offset + s.numel; });
+    auto it =
+        std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
+                         [](int64_t v, const ParamSlot& s) { return v < s.offset + s.numel; });
     for (; it != slots.end() && it->offset < end; ++it) {
-      const int64_t lo = std::max(it->offset, g.flat_begin), hi = std::min(it->offset + it->numel, end);
+      const int64_t lo = std::max(it->offset, g.flat_begin),
+                    hi = std::min(it->offset + it->numel, end);
       if (lo >= hi) continue;
       const int64_t pos = g.shard_offset + (lo - g.flat_begin);
-      if (opt_.type == OptimizerOptions::Type::kSgd) StepSgd(*it, lo, hi, pos, lr, grad_scale);
-      else StepAdam(*it, lo, hi, pos, lr, grad_scale, bc1, bc2);
+      if (opt_.type == OptimizerOptions::Type::kSgd)
+        StepSgd(*it, lo, hi, pos, lr, grad_scale);
+      else
+        StepAdam(*it, lo, hi, pos, lr, grad_scale, bc1, bc2);
     }
   }
 }

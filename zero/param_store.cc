@@ -70,7 +70,9 @@ Tensor ParamStore::ModelView(const ParamSlot& s) const {
   return Tensor(base, s.shape, model_dtype_);
 }
 
-Tensor ParamStore::GradView(const ParamSlot& s) const { return Tensor(FlatGradPtr(s.offset), s.shape, model_dtype_); }
+Tensor ParamStore::GradView(const ParamSlot& s) const {
+  return Tensor(FlatGradPtr(s.offset), s.shape, model_dtype_);
+}
 
 void* ParamStore::FlatGradPtr(int64_t i) const {
   const size_t size = DTypeSize(model_dtype_);
@@ -95,9 +97,15 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
     }
     std::mt19937_64 gen(seed ^ Fnv1a(s.name));
     switch (init.kind) {
-      case InitSpec::kZeros: std::fill(p, p + s.numel, 0.0f); break;
-      case InitSpec::kOnes: std::fill(p, p + s.numel, 1.0f); break;
-      case InitSpec::kConstant: std::fill(p, p + s.numel, init.value); break;
+      case InitSpec::kZeros:
+        std::fill(p, p + s.numel, 0.0f);
+        break;
+      case InitSpec::kOnes:
+        std::fill(p, p + s.numel, 1.0f);
+        break;
+      case InitSpec::kConstant:
+        std::fill(p, p + s.numel, init.value);
+        break;
       case InitSpec::kNormal: {
         std::normal_distribution<float> dist(init.mean, init.std);
         for (int64_t i = 0; i < s.numel; ++i) p[i] = dist(gen);
@@ -117,9 +125,12 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
 namespace {
 
 void StoreRange(const float* src, void* dst, DType t, int64_t n) {
-  if (t == DType::kF32) std::memcpy(dst, src, n * sizeof(float));
-  else if (t == DType::kBF16) ConvertF32ToBf16(src, static_cast<uint16_t*>(dst), n);
-  else ConvertF32ToF16(src, static_cast<uint16_t*>(dst), n);
+  if (t == DType::kF32)
+    std::memcpy(dst, src, n * sizeof(float));
+  else if (t == DType::kBF16)
+    ConvertF32ToBf16(src, static_cast<uint16_t*>(dst), n);
+  else
+    ConvertF32ToF16(src, static_cast<uint16_t*>(dst), n);
 }
 
 }  // namespace
@@ -143,7 +154,8 @@ void* ParamStore::ModelOutAt(int64_t i) const {
 
 const void* ParamStore::GradAt(int64_t i) const {
   const size_t size = DTypeSize(model_dtype_);
-  if (layout_.partition_grads) return static_cast<const char*>(grad_shard_.data()) + ShardPos(i) * size;
+  if (layout_.partition_grads)
+    return static_cast<const char*>(grad_shard_.data()) + ShardPos(i) * size;
   return FlatGradPtr(i);
 }
 
@@ -159,19 +171,21 @@ void ParamStore::SyncModelFromMaster() {
     return;
   }
   if (layout_.partition_params) {
-    if (mixed()) StoreRange(master_.f32(), param_shard_.data(), model_dtype_, layout_.shard_elements);
+    if (mixed())
+      StoreRange(master_.f32(), param_shard_.data(), model_dtype_, layout_.shard_elements);
     return;
   }
   const size_t size = DTypeSize(model_dtype_);
   for (const ShardSegment& g : layout_.segments)
-    StoreRange(master_.f32() + g.shard_offset, static_cast<char*>(model_.data()) + g.flat_begin * size,
-               model_dtype_, g.count);
+    StoreRange(master_.f32() + g.shard_offset,
+               static_cast<char*>(model_.data()) + g.flat_begin * size, model_dtype_, g.count);
 }
 
 void ParamStore::Shard(const ShardLayout& layout) {
   DS_CHECK(!master_sharded_ && !layout_.partition_grads, "ParamStore::Shard called twice");
   const bool everything = layout.segments.size() == 1 && layout.segments[0].flat_begin == 0 &&
-                          layout.segments[0].count == total_ && layout.segments[0].shard_offset == 0;
+                          layout.segments[0].count == total_ &&
+                          layout.segments[0].shard_offset == 0;
   if (everything && !layout.partition_grads && !layout.partition_params) return;
   layout_ = layout;
   const size_t size = DTypeSize(model_dtype_);
@@ -206,26 +220,29 @@ void ParamStore::Shard(const ShardLayout& layout) {
 
 void ParamStore::ReleaseHost() {
   if (!sparse_host_) return;
-  for (Buffer* b : {&master_, &model_, &param_shard_, &grads_, &grad_shard_}) b->Release(0, b->size(), false);
+  for (Buffer* b : {&master_, &model_, &param_shard_, &grads_, &grad_shard_})
+    b->Release(0, b->size(), false);
   ++version_;
 }
 
 void ParamStore::SetRange(int64_t offset, int64_t count, const float* values) {
   ++version_;
   const size_t size = DTypeSize(model_dtype_);
-  if (model_.data()) StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
+  if (model_.data())
+    StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
   if (!master_sharded_) {
     std::memcpy(master_.f32() + offset, values, count * sizeof(float));
     return;
   }
   for (const ShardSegment& g : layout_.segments) {
-    const int64_t lo = std::max(offset, g.flat_begin), hi = std::min(offset + count, g.flat_begin + g.count);
+    const int64_t lo = std::max(offset, g.flat_begin),
+                  hi = std::min(offset + count, g.flat_begin + g.count);
     if (lo >= hi) continue;
     const int64_t pos = g.shard_offset + (lo - g.flat_begin);
     std::memcpy(master_.f32() + pos, values + (lo - offset), (hi - lo) * sizeof(float));
     if (param_shard_.data())
-      StoreRange(values + (lo - offset), static_cast<char*>(param_shard_.data()) + pos * size, model_dtype_,
-                 hi - lo);
+      StoreRange(values + (lo - offset), static_cast<char*>(param_shard_.data()) + pos * size,
+                 model_dtype_, hi - lo);
   }
 }
 
@@ -244,15 +261,18 @@ void ParamStore::ReleaseGrads(int64_t offset, int64_t count) {
   }
   // Bucket arena: zero the range block by block (a range may cover several buckets' blocks).
   for (const GradBlock& b : grad_blocks_) {
-    const int64_t lo = std::max(offset, b.flat_begin), hi = std::min(offset + count, b.flat_begin + b.count);
+    const int64_t lo = std::max(offset, b.flat_begin),
+                  hi = std::min(offset + count, b.flat_begin + b.count);
     if (lo < hi) std::memset(FlatGradPtr(lo), 0, (hi - lo) * size);
   }
 }
 
 void ParamStore::ZeroGrads() {
   const size_t size = DTypeSize(model_dtype_);
-  if (grads_.sparse()) grads_.Release(0, total_ * size, /*zero_edges=*/true);
-  else std::memset(grads_.data(), 0, grads_.size());
+  if (grads_.sparse())
+    grads_.Release(0, total_ * size, /*zero_edges=*/true);
+  else
+    std::memset(grads_.data(), 0, grads_.size());
   if (grad_shard_.data()) std::memset(grad_shard_.data(), 0, grad_shard_.size());
 }
 
@@ -266,7 +286,8 @@ std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes(
   } else if (layout_.partition_params) {
     params = param_shard_.ResidentBytes();
     size_t kept = 0;
-    for (const auto& [offset, count] : persistent) kept += model_.ResidentBytes(offset * size, count * size);
+    for (const auto& [offset, count] : persistent)
+      kept += model_.ResidentBytes(offset * size, count * size);
     params += kept;
     gathered = model_.ResidentBytes() - kept;
   } else {
@@ -277,7 +298,10 @@ std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes(
     buckets = grads;
     grads = grad_shard_.ResidentBytes();
   }
-  return {{"params", params}, {"gathered", gathered}, {"grads", grads}, {"grad buckets", buckets},
+  return {{"params", params},
+          {"gathered", gathered},
+          {"grads", grads},
+          {"grad buckets", buckets},
           {"master", master}};
 }
 

@@ -62,11 +62,11 @@ struct ShardLayout {
 
 struct ParamSlot {
   std::string name;
-  int tensor = -1;      // graph tensor index
+  int tensor = -1;  // graph tensor index
   Shape shape;
-  int64_t offset = 0;   // element offset into the flat buffers
+  int64_t offset = 0;  // element offset into the flat buffers
   int64_t numel = 0;
-  bool decay = true;    // weight decay applies (matrices and embeddings, not biases/norms)
+  bool decay = true;  // weight decay applies (matrices and embeddings, not biases/norms)
 };
 
 class ParamStore {
@@ -97,9 +97,7 @@ class ParamStore {
   // Shard position of owned flat element `i`.
   int64_t ShardPos(int64_t i) const;
   // Master element of flat index `i` (owned when the master is sharded).
-  float* MasterAt(int64_t i) const {
-    return master_.f32() + (master_sharded_ ? ShardPos(i) : i);
-  }
+  float* MasterAt(int64_t i) const { return master_.f32() + (master_sharded_ ? ShardPos(i) : i); }
   // The fp32 master in shard space (sharded) or flat (not), for checkpoints.
   float* master_data() const { return master_.f32(); }
   // Where the optimizer writes the updated model-dtype value of owned element `i`; nullptr
@@ -158,7 +156,9 @@ class ParamStore {
   // Where FlatGradPtr points into: the flat gradients, or the bucket arena, of
   // grad_storage_elements() model-dtype elements (a device copy of the gradients mirrors it).
   const void* grad_storage() const { return grads_.data(); }
-  int64_t grad_storage_elements() const { return grad_blocks_.empty() ? total_ : layout_.grad_arena_elements; }
+  int64_t grad_storage_elements() const {
+    return grad_blocks_.empty() ? total_ : layout_.grad_arena_elements;
+  }
   // Views of one parameter.
   Tensor MasterView(const ParamSlot& s) const;
   Tensor ModelView(const ParamSlot& s) const;
@@ -170,7 +170,9 @@ class ParamStore {
   // Sets flat elements [offset, offset + count) from fp32 `values` everywhere they live.
   void SetRange(int64_t offset, int64_t count, const float* values);
   // A zeroed buffer: sparse with sparse_host_.
-  Buffer Alloc(size_t bytes) const { return sparse_host_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes); }
+  Buffer Alloc(size_t bytes) const {
+    return sparse_host_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes);
+  }
 
   DType model_dtype_;
   bool sparse_host_ = false;
@@ -185,7 +187,7 @@ class ParamStore {
   Buffer param_shard_;  // stage 3 mixed precision: model-dtype parameter shard
   Buffer grads_;        // flat, model dtype; or the bucket arena (grad_blocks_)
   std::vector<GradBlock> grad_blocks_;
-  Buffer grad_shard_;   // stages 2-3: model dtype, shard space
+  Buffer grad_shard_;  // stages 2-3: model dtype, shard space
 };
 
 }  // namespace ds

@@ -6,8 +6,8 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device_memory.h"
-#include "zero/device_states.h"
 #include "runtime/plan/bucket_arena.h"
+#include "zero/device_states.h"
 #include "zero/shard_layout.h"
 
 namespace ds::zero {
@@ -17,9 +17,12 @@ using proto::Instruction;
 
 DType ToDType(proto::DataType d) {
   switch (d) {
-    case proto::DT_BF16: return DType::kBF16;
-    case proto::DT_F16: return DType::kF16;
-    default: return DType::kF32;
+    case proto::DT_BF16:
+      return DType::kBF16;
+    case proto::DT_F16:
+      return DType::kF16;
+    default:
+      return DType::kF32;
   }
 }
 
@@ -73,7 +76,8 @@ Status ReduceRanges(const Op& op, CollectiveJob* job) {
   }
   const bool in_shard = op.in.in_shard();
   if (op.in.kind() == Instruction::ALL_REDUCE) {
-    job->handle = op.comm->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
+    job->handle =
+        op.comm->AllReduceAsync(parallel::BufferView(data, n, ct), parallel::ReduceOp::kSum);
     job->finish = [=]() -> Status {
       if (!in_shard) return data == g ? OkStatus() : v->Convert(data, ct, g, t, n);
       DS_RETURN_IF_ERROR(AddOwned(op, lo, n, data, ct));
@@ -112,7 +116,8 @@ Status ReduceUnits(const Op& op, CollectiveJob* job) {
   if (op.local()) {
     for (int u : list) {
       const proto::PartitionUnit& unit = op.unit(u);
-      DS_RETURN_IF_ERROR(v->AddToGradShard(unit.shard_offset(), v->Grads(unit.offset()), op.t(), unit.count()));
+      DS_RETURN_IF_ERROR(
+          v->AddToGradShard(unit.shard_offset(), v->Grads(unit.offset()), op.t(), unit.count()));
       DS_RETURN_IF_ERROR(v->ReleaseGrads(unit.offset(), unit.count()));
     }
     return OkStatus();
@@ -130,7 +135,8 @@ Status ReduceUnits(const Op& op, CollectiveJob* job) {
     for (size_t i = 0; i < list.size(); ++i) {
       auto [begin, end] = OwnedOfUnit(op.unit(list[i]), k);
       if (end > begin)
-        DS_RETURN_IF_ERROR(v->Convert(v->Grads(begin), t, op.stage_in + (k * per_rank + at[i]) * cs, ct, end - begin));
+        DS_RETURN_IF_ERROR(v->Convert(v->Grads(begin), t, op.stage_in + (k * per_rank + at[i]) * cs,
+                                      ct, end - begin));
     }
   job->handle = op.comm->ReduceScatterAsync(parallel::BufferView(op.stage_in, per_rank * op.dp, ct),
                                             parallel::BufferView(op.stage_out, per_rank, ct),
@@ -155,7 +161,8 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
   v->ParamsChanged();
   if (op.local()) {
     for (int u : list)
-      DS_RETURN_IF_ERROR(v->Copy(v->Params(op.unit(u).offset()), v->ParamShard(op.unit(u).shard_offset()),
+      DS_RETURN_IF_ERROR(v->Copy(v->Params(op.unit(u).offset()),
+                                 v->ParamShard(op.unit(u).shard_offset()),
                                  op.unit(u).count() * ts));
     return OkStatus();
   }
@@ -166,10 +173,12 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
     per_rank += op.unit(u).chunk();
   }
   for (size_t i = 0; i < list.size(); ++i)
-    DS_RETURN_IF_ERROR(v->Copy(op.stage_in + at[i] * ts, v->ParamShard(op.unit(list[i]).shard_offset()),
+    DS_RETURN_IF_ERROR(v->Copy(op.stage_in + at[i] * ts,
+                               v->ParamShard(op.unit(list[i]).shard_offset()),
                                op.unit(list[i]).chunk() * ts));
-  job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
-                                        parallel::BufferView(op.stage_out, per_rank * op.dp, op.t()));
+  job->handle =
+      op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
+                              parallel::BufferView(op.stage_out, per_rank * op.dp, op.t()));
   char* out = op.stage_out;
   job->finish = [=]() -> Status {
     v->ParamsChanged();
@@ -177,7 +186,8 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
       for (size_t i = 0; i < list.size(); ++i) {
         auto [begin, end] = OwnedOfUnit(op.unit(list[i]), k);
         if (end > begin)
-          DS_RETURN_IF_ERROR(v->Copy(v->Params(begin), out + (k * per_rank + at[i]) * ts, (end - begin) * ts));
+          DS_RETURN_IF_ERROR(
+              v->Copy(v->Params(begin), out + (k * per_rank + at[i]) * ts, (end - begin) * ts));
       }
     return OkStatus();
   };
@@ -188,7 +198,8 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
 // copy (mixed precision) or the fp32 master (fp32) is gathered whole.
 Status GatherSlices(const Op& op, CollectiveJob* job) {
   if (op.local()) return OkStatus();  // one rank updated everything in place
-  if (op.in.ranges_size() != op.dp) return InternalError("shard all-gather without one range per rank");
+  if (op.in.ranges_size() != op.dp)
+    return InternalError("shard all-gather without one range per rank");
   StateView* v = op.v;
   const DType dt = v->updated_dtype();
   const size_t size = DTypeSize(dt);
@@ -255,12 +266,14 @@ ZeroCollectives::~ZeroCollectives() = default;
 Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
                               char* stage_in, char* stage_out, CollectiveJob* job) {
   const Op op{*plan_, in, rank_, std::max(1, plan_->topology().dp()), v, comm, stage_in, stage_out};
-  const bool reduce = in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
+  const bool reduce =
+      in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
   if (reduce) return in.units_size() > 0 ? ReduceUnits(op, job) : ReduceRanges(op, job);
   return in.units_size() > 0 ? GatherUnits(op, job) : GatherSlices(op, job);
 }
 
-StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::Plan* plan, int rank,
+StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::Plan* plan,
+                                                                   int rank,
                                                                    const ZeroParts& parts) {
   std::unique_ptr<ZeroCollectives> z(new ZeroCollectives(plan, rank, parts));
   if (!z->parts_.host_comm) z->parts_.host_comm = parts.comm;
@@ -271,13 +284,15 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
   const proto::RankPlan* mine = nullptr;
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) mine = &r;
-  if (!mine) return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
+  if (!mine)
+    return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
   DS_RETURN_IF_ERROR(z->CheckPlacements(*mine));
   Impl& m = *z->impl_;
   m.arena = plan::AssignStagingArena(*plan, rank);
   z->staging_bytes_ = m.arena.bytes;
   if (m.arena.device) {
-    DS_ASSIGN_OR_RETURN(m.device, DeviceBuffer::Allocate(parts.device->memory(), std::max<int64_t>(1, m.arena.bytes)));
+    DS_ASSIGN_OR_RETURN(m.device, DeviceBuffer::Allocate(parts.device->memory(),
+                                                         std::max<int64_t>(1, m.arena.bytes)));
     m.base = static_cast<char*>(m.device.data());
   } else {
     m.host.assign(std::max<int64_t>(1, m.arena.bytes), 0);
@@ -290,21 +305,25 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
 // communicator for DEVICE collectives, a host one for HOST / STAGED ones and the scalars.
 Status ZeroCollectives::CheckPlacements(const proto::RankPlan& mine) const {
   if (parts_.host_comm->device_buffers())
-    return InvalidArgumentError("collectives on host memory (norms, the loss, staged buckets, checkpoints) need a "
-                                "host communicator of the same ranks (Gloo) beside the device one");
+    return InvalidArgumentError(
+        "collectives on host memory (norms, the loss, staged buckets, checkpoints) need a "
+        "host communicator of the same ranks (Gloo) beside the device one");
   for (const Instruction& in : mine.instructions()) {
     const proto::Placement where = in.collective().placement();
     if ((in.placement() == proto::DEVICE || in.placement() == proto::STAGED) && !device_)
-      return InvalidArgumentError("the plan keeps the model states on the device (states_on_device) but this "
-                                  "rank has none");
+      return InvalidArgumentError(
+          "the plan keeps the model states on the device (states_on_device) but this "
+          "rank has none");
     if (where == proto::DEVICE && !parts_.comm->device_buffers())
-      return InvalidArgumentError("the plan reduces on device buffers (device_collectives) but the data-parallel "
-                                  "communicator works on host memory");
+      return InvalidArgumentError(
+          "the plan reduces on device buffers (device_collectives) but the data-parallel "
+          "communicator works on host memory");
     if ((where == proto::HOST || where == proto::STAGED) && in.has_collective() &&
         in.kind() != Instruction::LOSS_REDUCE && in.kind() != Instruction::GRAD_NORM_REDUCE &&
         in.kind() != Instruction::OVERFLOW_REDUCE && parts_.comm->device_buffers() && !device_)
-      return InvalidArgumentError("the data-parallel communicator works on device buffers (NCCL) but the model "
-                                  "states are on the host (offload_optimizer): use a host communicator (Gloo)");
+      return InvalidArgumentError(
+          "the data-parallel communicator works on device buffers (NCCL) but the model "
+          "states are on the host (offload_optimizer): use a host communicator (Gloo)");
   }
   return OkStatus();
 }
@@ -314,12 +333,13 @@ Status ZeroCollectives::Issue(int index, const Instruction& in) {
   const proto::Placement where = c.placement();
   CollectiveJob job;
   if (where == proto::STAGED) DS_RETURN_IF_ERROR(StagingCopies(parts_.device, c, /*to_host=*/true));
-  StateView* v = where == proto::DEVICE ? device_.get()
+  StateView* v = where == proto::DEVICE  ? device_.get()
                  : where == proto::LOCAL ? ViewsFor(in).back()
                                          : host_.get();
   parallel::Communicator* comm = where == proto::DEVICE ? parts_.comm : parts_.host_comm;
   if (where == proto::DEVICE) DS_RETURN_IF_ERROR(comm->OrderAfterStream(v->stream()));
-  DS_RETURN_IF_ERROR(Start(in, v, comm, impl_->At(c.staging_in()), impl_->At(c.staging_out()), &job));
+  DS_RETURN_IF_ERROR(
+      Start(in, v, comm, impl_->At(c.staging_in()), impl_->At(c.staging_out()), &job));
   if (where == proto::STAGED) {
     DeviceStates* d = parts_.device;
     job.finish = [d, &c, f = std::move(job.finish)]() -> Status {
@@ -338,9 +358,12 @@ Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, boo
 
 std::vector<StateView*> ZeroCollectives::ViewsFor(const Instruction& in) const {
   switch (in.placement()) {
-    case proto::DEVICE: return {device_.get()};
-    case proto::STAGED: return {host_.get(), device_.get()};
-    default: return {host_.get()};
+    case proto::DEVICE:
+      return {device_.get()};
+    case proto::STAGED:
+      return {host_.get(), device_.get()};
+    default:
+      return {host_.get()};
   }
 }
 
@@ -357,9 +380,11 @@ Status ZeroCollectives::GatherAll() {
   const int dp = std::max(1, plan_->topology().dp());
   in.mutable_collective()->set_placement(dp == 1 ? proto::LOCAL : proto::HOST);
   const size_t ts = DTypeSize(host_->dtype());
-  std::vector<char> stage_in(std::max<int64_t>(1, per_rank) * ts), stage_out(std::max<int64_t>(1, per_rank * dp) * ts);
+  std::vector<char> stage_in(std::max<int64_t>(1, per_rank) * ts),
+      stage_out(std::max<int64_t>(1, per_rank * dp) * ts);
   CollectiveJob job;
-  DS_RETURN_IF_ERROR(Start(in, host_.get(), parts_.host_comm, stage_in.data(), stage_out.data(), &job));
+  DS_RETURN_IF_ERROR(
+      Start(in, host_.get(), parts_.host_comm, stage_in.data(), stage_out.data(), &job));
   return CollectiveQueue().Track(0, /*async=*/false, std::move(job));
 }
 

@@ -41,9 +41,9 @@ class Communicator;
 namespace ds::zero {
 
 struct ZeroParts {
-  ParamStore* params = nullptr;          // sharded with LayoutFor(plan, rank)
-  Optimizer* optimizer = nullptr;        // over `params`
-  DeviceStates* device = nullptr;        // the plan's states_on_device
+  ParamStore* params = nullptr;                 // sharded with LayoutFor(plan, rank)
+  Optimizer* optimizer = nullptr;               // over `params`
+  DeviceStates* device = nullptr;               // the plan's states_on_device
   parallel::Communicator* comm = nullptr;       // the data-parallel group
   parallel::Communicator* host_comm = nullptr;  // the same ranks on host memory; null: comm
 };

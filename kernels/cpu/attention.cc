@@ -212,8 +212,8 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("attention", Device::kCpu, DType::kF32,
-                                                             {Forward, Backward});
+const bool kRegistered =
+    RegisterKernel("attention", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

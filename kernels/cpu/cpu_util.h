@@ -1,6 +1,6 @@
 // Helpers shared by the CPU fp32 kernels (kernels/cpu/*.cc only; not a public API):
-// OpenMP parallel-for, row-major sgemm, a vectorized exp (shape checks: kernels/shape_check.h) and the
-// counter-based hash dropout uses.
+// OpenMP parallel-for, row-major sgemm, a vectorized exp (shape checks: kernels/shape_check.h) and
+// the counter-based hash dropout uses.
 //
 // Note [One thread pool]
 // Every kernel runs its parallel work on the OpenMP pool (sized by the runtime with
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/shape_check.h"
 #include "kernels/op.h"
+#include "kernels/shape_check.h"
 #include "runtime/base/status.h"
 #include "runtime/base/status_macros.h"
 

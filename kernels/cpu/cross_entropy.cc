@@ -88,8 +88,8 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("cross_entropy", Device::kCpu,
-                                                             DType::kF32, {Forward, Backward});
+const bool kRegistered =
+    RegisterKernel("cross_entropy", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

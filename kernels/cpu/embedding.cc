@@ -53,8 +53,8 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("embedding", Device::kCpu, DType::kF32,
-                                                             {Forward, Backward});
+const bool kRegistered =
+    RegisterKernel("embedding", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

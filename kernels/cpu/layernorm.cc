@@ -94,8 +94,8 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("layernorm", Device::kCpu, DType::kF32,
-                                                             {Forward, Backward});
+const bool kRegistered =
+    RegisterKernel("layernorm", Device::kCpu, DType::kF32, {Forward, Backward});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -23,13 +23,13 @@
 
 namespace {
 
-#define BENCH_CHECK(call)                                                                    \
-  do {                                                                                       \
-    const cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                                  \
+#define BENCH_CHECK(call)                                                                        \
+  do {                                                                                           \
+    const cudaError_t e = (call);                                                                \
+    if (e != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 // Median milliseconds of `iters` timed runs of fn (after two warm-ups).
@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
   int64_t n = 124'000'000;
   int iters = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--params")) n = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--params"))
+      n = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--iters"))
+      iters = std::atoi(argv[i + 1]);
   }
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
@@ -88,8 +90,8 @@ int main(int argc, char** argv) {
   float *p, *m, *v;
   __nv_bfloat16 *g, *model;
   BENCH_CHECK(cudaMalloc(&d_segs, segs.size() * sizeof(segs[0])));
-  BENCH_CHECK(cudaMemcpy(d_segs, segs.data(), segs.size() * sizeof(segs[0]),
-                         cudaMemcpyHostToDevice));
+  BENCH_CHECK(
+      cudaMemcpy(d_segs, segs.data(), segs.size() * sizeof(segs[0]), cudaMemcpyHostToDevice));
   BENCH_CHECK(cudaMalloc(&p, n * 4));
   BENCH_CHECK(cudaMalloc(&m, n * 4));
   BENCH_CHECK(cudaMalloc(&v, n * 4));
@@ -115,9 +117,8 @@ int main(int argc, char** argv) {
   void *src, *dst;
   BENCH_CHECK(cudaMalloc(&src, copy_bytes));
   BENCH_CHECK(cudaMalloc(&dst, copy_bytes));
-  const float copy_ms = MedianMs(iters, [&] {
-    BENCH_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice));
-  });
+  const float copy_ms = MedianMs(
+      iters, [&] { BENCH_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
   const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
 
   cudaDeviceProp prop;
@@ -126,9 +127,9 @@ int main(int argc, char** argv) {
               segs.size(), 100.0 * gbps / copy_gbps, 100.0 * gbps / peak);
   std::printf("RESULT adamw gbps=%.1f copy_gbps=%.1f peak_gbps=%.1f ms=%.3f params=%lld\n", gbps,
               copy_gbps, peak, ms, static_cast<long long>(n));
-  for (void* ptr : {static_cast<void*>(d_segs), static_cast<void*>(p), static_cast<void*>(m),
-                    static_cast<void*>(v), static_cast<void*>(g), static_cast<void*>(model), src,
-                    dst})
+  for (void* ptr :
+       {static_cast<void*>(d_segs), static_cast<void*>(p), static_cast<void*>(m),
+        static_cast<void*>(v), static_cast<void*>(g), static_cast<void*>(model), src, dst})
     cudaFree(ptr);
   return 0;
 }

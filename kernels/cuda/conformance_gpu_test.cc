@@ -23,8 +23,8 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/elementwise_launch.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels {
 namespace {
@@ -68,19 +68,34 @@ std::vector<OpCase> Cases() {
       {"gelu", {F({3, 37, 129}, -6.f, 6.f)}, {}, 1e-5, 2e-2},
       {"silu", {F({3, 37, 129}, -8.f, 8.f)}, {}, 1e-5, 2e-2},
       {"dropout", {F({5, 1001})}, MakeAttrs({{"p", 0.3}}), 1e-6, 1e-2},
-      {"layernorm", {F({4, 33, 200}, -2.f, 3.f), F({200}, 0.5f, 1.5f), F({200})},
-       MakeAttrs({{"eps", 1e-5}}), 1e-4, 3e-2},
-      {"rmsnorm", {F({4, 33, 200}, -2.f, 3.f), F({200}, 0.5f, 1.5f)},
-       MakeAttrs({{"eps", 1e-6}}), 1e-4, 3e-2},
-      {"rope", {F({2, 19, (4 + 2 * 2) * 16})}, MakeAttrs({{"n_head", 4}, {"n_kv_head", 2}}),
-       1e-5, 2e-2},
+      {"layernorm",
+       {F({4, 33, 200}, -2.f, 3.f), F({200}, 0.5f, 1.5f), F({200})},
+       MakeAttrs({{"eps", 1e-5}}),
+       1e-4,
+       3e-2},
+      {"rmsnorm",
+       {F({4, 33, 200}, -2.f, 3.f), F({200}, 0.5f, 1.5f)},
+       MakeAttrs({{"eps", 1e-6}}),
+       1e-4,
+       3e-2},
+      {"rope",
+       {F({2, 19, (4 + 2 * 2) * 16})},
+       MakeAttrs({{"n_head", 4}, {"n_kv_head", 2}}),
+       1e-5,
+       2e-2},
       {"embedding", {Ids({3, 41}, 500), F({500, 72})}, {}, 1e-6, 2e-2},
       {"position_embedding", {F({3, 41, 72}), F({64, 72})}, {}, 1e-6, 2e-2},
-      {"cross_entropy", {F({3, 29, 1000}, -4.f, 4.f), Targets({3, 29}, 1000)},
-       MakeAttrs({{"ignore_index", -100}}), 1e-5, 2e-2},
+      {"cross_entropy",
+       {F({3, 29, 1000}, -4.f, 4.f), Targets({3, 29}, 1000)},
+       MakeAttrs({{"ignore_index", -100}}),
+       1e-5,
+       2e-2},
       {"linear", {F({3, 21, 96}), F({80, 96}, -0.2f, 0.2f), F({80})}, {}, 1e-4, 3e-2},
-      {"attention", {F({2, 67, (4 + 2 * 2) * 32})}, MakeAttrs({{"n_head", 4}, {"n_kv_head", 2}}),
-       1e-4, 3e-2},
+      {"attention",
+       {F({2, 67, (4 + 2 * 2) * 32})},
+       MakeAttrs({{"n_head", 4}, {"n_kv_head", 2}}),
+       1e-4,
+       3e-2},
   };
 }
 
@@ -120,8 +135,10 @@ struct Pair {
     host_spec = {shape, is_int_tensor ? DType::kI32 : DType::kF32};
     dev_dtype = dtype;
     const int64_t n = NumElements(shape);
-    if (is_int_tensor) host_i.assign(n, 0);
-    else host_f.assign(n, 0.f);
+    if (is_int_tensor)
+      host_i.assign(n, 0);
+    else
+      host_f.assign(n, 0.f);
     REQUIRE(cudaMalloc(&dev, std::max<size_t>(1, n * DTypeSize(dtype))) == cudaSuccess);
   }
   void Upload() {
@@ -147,7 +164,8 @@ struct Pair {
     if (dev_dtype == DType::kBF16 || dev_dtype == DType::kF16) {
       std::vector<uint16_t> b(n);
       REQUIRE(cudaMemcpy(b.data(), dev, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-      for (int64_t i = 0; i < n; ++i) out[i] = dev_dtype == DType::kBF16 ? Bf16ToFloat(b[i]) : F16ToFloat(b[i]);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = dev_dtype == DType::kBF16 ? Bf16ToFloat(b[i]) : F16ToFloat(b[i]);
     } else {
       REQUIRE(cudaMemcpy(out.data(), dev, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
     }
@@ -263,8 +281,8 @@ void RunCase(const OpCase& c, DType dt) {
     dev.grad_out.push_back(gout[i].device());
   }
   for (size_t i = 0; i < n_in; ++i) {
-    const bool wanted = !(def->non_differentiable_inputs & (1u << i)) &&
-                        c.inputs[i].kind == InputGen::kFloat;
+    const bool wanted =
+        !(def->non_differentiable_inputs & (1u << i)) && c.inputs[i].kind == InputGen::kFloat;
     if (wanted) {
       gin[i].Init(c.inputs[i].shape, dt, false);
       gin[i].Fill(&rng, -0.5f, 0.5f);
@@ -282,8 +300,8 @@ void RunCase(const OpCase& c, DType dt) {
   ok = true;
   for (size_t i = 0; i < n_in; ++i)
     if (gin[i].dev)
-      ok &= Close(tag + " grad_in[" + std::to_string(i) + "]", gin[i].DownloadF(),
-                  gin[i].host_f, tol);
+      ok &= Close(tag + " grad_in[" + std::to_string(i) + "]", gin[i].DownloadF(), gin[i].host_f,
+                  tol);
   CHECK(ok);
 
   // No gradient wanted: must succeed and write nothing.

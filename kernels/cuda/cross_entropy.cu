@@ -102,8 +102,8 @@ cudaError_t Forward(const T* logits, const int32_t* targets, float* lse, float* 
                     int64_t vocab, int64_t ignore, cudaStream_t stream) {
   if (rows < 0 || vocab <= 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
   if (rows > 0) {
-    LogSumExpKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        logits, targets, lse, vocab, ignore);
+    LogSumExpKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, targets,
+                                                                                lse, vocab, ignore);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
@@ -113,8 +113,7 @@ cudaError_t Forward(const T* logits, const int32_t* targets, float* lse, float* 
 
 template <typename T>
 cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, const float* dloss,
-                     T* dlogits, int64_t rows, int64_t vocab, int64_t ignore,
-                     cudaStream_t stream) {
+                     T* dlogits, int64_t rows, int64_t vocab, int64_t ignore, cudaStream_t stream) {
   if (rows < 0 || vocab <= 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
   if (rows == 0 || dlogits == nullptr) return cudaSuccess;
   CrossEntropyBackwardKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
@@ -124,17 +123,16 @@ cudaError_t Backward(const T* logits, const int32_t* targets, const float* lse, 
 
 }  // namespace
 
-#define DS_CROSS_ENTROPY_DEFINE(T)                                                             \
-  cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,   \
-                                        float* loss, int64_t rows, int64_t vocab,                  \
-                                        int64_t ignore_index, cudaStream_t stream) {           \
-    return Forward(logits, targets, lse, loss, rows, vocab, ignore_index, stream);             \
-  }                                                                                            \
-  cudaError_t LaunchCrossEntropyBackward(const T* logits, const int32_t* targets,              \
-                                         const float* lse, const float* dloss, T* dlogits,         \
-                                         int64_t rows, int64_t vocab, int64_t ignore_index,    \
-                                         cudaStream_t stream) {                                \
-    return Backward(logits, targets, lse, dloss, dlogits, rows, vocab, ignore_index, stream);  \
+#define DS_CROSS_ENTROPY_DEFINE(T)                                                               \
+  cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,     \
+                                        float* loss, int64_t rows, int64_t vocab,                \
+                                        int64_t ignore_index, cudaStream_t stream) {             \
+    return Forward(logits, targets, lse, loss, rows, vocab, ignore_index, stream);               \
+  }                                                                                              \
+  cudaError_t LaunchCrossEntropyBackward(                                                        \
+      const T* logits, const int32_t* targets, const float* lse, const float* dloss, T* dlogits, \
+      int64_t rows, int64_t vocab, int64_t ignore_index, cudaStream_t stream) {                  \
+    return Backward(logits, targets, lse, dloss, dlogits, rows, vocab, ignore_index, stream);    \
   }
 
 DS_CROSS_ENTROPY_DEFINE(float)

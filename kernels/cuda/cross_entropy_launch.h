@@ -7,8 +7,8 @@
 // reduces the fp32 loss = mean over non-ignored rows of lse - logit[target] (0 when every row
 // is ignored) into loss[0]. A target outside [0, vocab) that is not ignore_index makes the
 // loss NaN (the CPU kernel returns InvalidArgument; a device kernel cannot without a sync).
-// Backward: dlogits[r, :] += dloss[0] (fp32, like the loss) / count * (softmax_r - onehot(target_r)), reading
-// each row once; the probabilities are never stored.
+// Backward: dlogits[r, :] += dloss[0] (fp32, like the loss) / count * (softmax_r -
+// onehot(target_r)), reading each row once; the probabilities are never stored.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,14 +19,13 @@
 
 namespace ds::kernels {
 
-#define DS_CROSS_ENTROPY_DECLARE(T)                                                            \
-  cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,   \
-                                        float* loss, int64_t rows, int64_t vocab,                  \
-                                        int64_t ignore_index, cudaStream_t stream);            \
-  cudaError_t LaunchCrossEntropyBackward(const T* logits, const int32_t* targets,              \
-                                         const float* lse, const float* dloss, T* dlogits,         \
-                                         int64_t rows, int64_t vocab, int64_t ignore_index,    \
-                                         cudaStream_t stream);
+#define DS_CROSS_ENTROPY_DECLARE(T)                                                              \
+  cudaError_t LaunchCrossEntropyForward(const T* logits, const int32_t* targets, float* lse,     \
+                                        float* loss, int64_t rows, int64_t vocab,                \
+                                        int64_t ignore_index, cudaStream_t stream);              \
+  cudaError_t LaunchCrossEntropyBackward(                                                        \
+      const T* logits, const int32_t* targets, const float* lse, const float* dloss, T* dlogits, \
+      int64_t rows, int64_t vocab, int64_t ignore_index, cudaStream_t stream);
 
 DS_CROSS_ENTROPY_DECLARE(float)
 DS_CROSS_ENTROPY_DECLARE(__nv_bfloat16)

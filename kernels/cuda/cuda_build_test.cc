@@ -162,7 +162,8 @@ TEST_CASE("CUDA build: launchers report errors without a GPU", "[cuda]") {
 TEST_CASE("CUDA build: the linked GELU carries sm_80 and sm_90 cubins and compute_90 PTX",
           "[cuda]") {
   const std::string object = ObjectContaining(reinterpret_cast<const void*>(
-      static_cast<cudaError_t (*)(const float*, float*, int64_t, cudaStream_t)>(&LaunchGeluForward)));
+      static_cast<cudaError_t (*)(const float*, float*, int64_t, cudaStream_t)>(
+          &LaunchGeluForward)));
   INFO("object: " << object);
   REQUIRE_FALSE(object.empty());
   const std::string section = ReadSection(object, ".nv_fatbin");

@@ -12,19 +12,18 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/shape_check.h"
 #include "kernels/cuda/cross_entropy_launch.h"
 #include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/embedding_launch.h"
 #include "kernels/cuda/gelu_launch.h"
 #include "kernels/cuda/norm_launch.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
+#include "kernels/shape_check.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels {
 namespace {
-
 
 template <typename T>
 constexpr DType kDType = DType::kF32;
@@ -77,8 +76,8 @@ Status AddBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("add", a));
   for (int k = 0; k < 2; ++k)
     if (a.grad_in[k].defined())
-      DS_LAUNCH(LaunchAccumulate(Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[k]),
-                                 a.grad_out[0].numel(), CurrentStream()));
+      DS_LAUNCH(LaunchAccumulate(Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[k]), a.grad_out[0].numel(),
+                                 CurrentStream()));
   return OkStatus();
 }
 
@@ -101,8 +100,7 @@ Status MulBackward(const OpArgs& a) {
 template <typename T>
 Status GeluForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("gelu", a));
-  DS_LAUNCH(LaunchGeluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(),
-                              CurrentStream()));
+  DS_LAUNCH(LaunchGeluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -117,8 +115,7 @@ Status GeluBackward(const OpArgs& a) {
 template <typename T>
 Status SiluForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("silu", a));
-  DS_LAUNCH(LaunchSiluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(),
-                              CurrentStream()));
+  DS_LAUNCH(LaunchSiluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -149,8 +146,8 @@ template <typename T>
 Status DropoutForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("dropout", a));
   const DropoutMask m = MakeDropoutMask(a);
-  DS_LAUNCH(LaunchDropout(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), a.seed,
-                          m.threshold, m.scale, /*accumulate=*/false, CurrentStream()));
+  DS_LAUNCH(LaunchDropout(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), a.seed, m.threshold,
+                          m.scale, /*accumulate=*/false, CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -169,18 +166,17 @@ template <typename T>
 Status LayerNormForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("layernorm", a));
   const float eps = static_cast<float>(AttrFloat(a, "eps", 1e-5));
-  DS_LAUNCH(LaunchLayerNormForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.in[2]),
-                                   Ptr<T>(a.out[0]), a.saved[0].f32(), a.saved[1].f32(),
-                                   LeadingRows(a.in[0].shape()), a.in[0].dim(-1), eps,
-                                   CurrentStream()));
+  DS_LAUNCH(LaunchLayerNormForward(
+      Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.in[2]), Ptr<T>(a.out[0]), a.saved[0].f32(),
+      a.saved[1].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1), eps, CurrentStream()));
   return OkStatus();
 }
 template <typename T>
 Status LayerNormBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("layernorm", a));
   DS_LAUNCH(LaunchLayerNormBackward(
-      Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]), a.saved[0].f32(),
-      a.saved[1].f32(), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]), Ptr<T>(a.grad_in[2]),
+      Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]), a.saved[0].f32(), a.saved[1].f32(),
+      Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]), Ptr<T>(a.grad_in[2]),
       LeadingRows(a.in[0].shape()), a.in[0].dim(-1), CurrentStream()));
   return OkStatus();
 }
@@ -190,8 +186,8 @@ Status RmsNormForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rmsnorm", a));
   const float eps = static_cast<float>(AttrFloat(a, "eps", 1e-6));
   DS_LAUNCH(LaunchRmsNormForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
-                                 a.saved[0].f32(), LeadingRows(a.in[0].shape()),
-                                 a.in[0].dim(-1), eps, CurrentStream()));
+                                 a.saved[0].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
+                                 eps, CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -199,8 +195,7 @@ Status RmsNormBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rmsnorm", a));
   DS_LAUNCH(LaunchRmsNormBackward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]),
                                   a.saved[0].f32(), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]),
-                                  LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
-                                  CurrentStream()));
+                                  LeadingRows(a.in[0].shape()), a.in[0].dim(-1), CurrentStream()));
   return OkStatus();
 }
 
@@ -217,9 +212,8 @@ Status RopeApply(const OpArgs& a, const Tensor& src, const Tensor& dst, float si
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rope", a));
   HeadLayout l;
   DS_RETURN_IF_ERROR(RopeLayout(a, &l));
-  DS_LAUNCH(LaunchRope(Ptr<T>(src), Ptr<T>(dst), l.batch, l.seq, l.n_head, l.n_kv_head,
-                       l.head_dim, AttrFloat(a, "theta", 10000.0), sign, accumulate,
-                       CurrentStream()));
+  DS_LAUNCH(LaunchRope(Ptr<T>(src), Ptr<T>(dst), l.batch, l.seq, l.n_head, l.n_kv_head, l.head_dim,
+                       AttrFloat(a, "theta", 10000.0), sign, accumulate, CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -262,9 +256,8 @@ template <typename T>
 Status PositionEmbeddingBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
   const Tensor& dy = a.grad_out[0];
-  DS_LAUNCH(LaunchPositionEmbeddingBackward(Ptr<T>(dy), Ptr<T>(a.grad_in[0]),
-                                            Ptr<T>(a.grad_in[1]), dy.dim(0), dy.dim(1),
-                                            dy.dim(2), CurrentStream()));
+  DS_LAUNCH(LaunchPositionEmbeddingBackward(Ptr<T>(dy), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]),
+                                            dy.dim(0), dy.dim(1), dy.dim(2), CurrentStream()));
   return OkStatus();
 }
 
@@ -290,9 +283,8 @@ template <typename T>
 Status CrossEntropyForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckCrossEntropyDTypes<T>(a));
   DS_LAUNCH(LaunchCrossEntropyForward(Ptr<T>(a.in[0]), a.in[1].i32(), a.saved[0].f32(),
-                                      a.out[0].f32(), LeadingRows(a.in[0].shape()),
-                                      a.in[0].dim(-1), AttrInt(a, "ignore_index", -100),
-                                      CurrentStream()));
+                                      a.out[0].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
+                                      AttrInt(a, "ignore_index", -100), CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -329,7 +321,8 @@ bool RegisterAll() {
                         {CrossEntropyForward<T>, CrossEntropyBackward<T>});
 }
 
-const bool kRegistered = RegisterAll<float>() && RegisterAll<__nv_bfloat16>() && RegisterAll<__half>();
+const bool kRegistered =
+    RegisterAll<float>() && RegisterAll<__nv_bfloat16>() && RegisterAll<__half>();
 
 }  // namespace
 }  // namespace ds::kernels

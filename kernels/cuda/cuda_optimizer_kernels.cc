@@ -9,10 +9,10 @@
 
 #include "kernels/cuda/elementwise_launch.h"
 #include "kernels/cuda/optimizer_launch.h"
-#include "runtime/cuda/stream_context.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/cuda/cuda_status.h"
 #include "runtime/core/optimizer_kernels.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::cuda {
 namespace {
@@ -23,10 +23,18 @@ template <typename F>
 Status ForStorage(DType dtype, const char* what, F launch) {
   cudaError_t err;
   switch (dtype) {
-    case DType::kF32: err = launch(float{}); break;
-    case DType::kBF16: err = launch(__nv_bfloat16{}); break;
-    case DType::kF16: err = launch(__half{}); break;
-    default: return InvalidArgumentError(std::string("optimizer kernels: no ") + what + " for " + DTypeName(dtype));
+    case DType::kF32:
+      err = launch(float{});
+      break;
+    case DType::kBF16:
+      err = launch(__nv_bfloat16{});
+      break;
+    case DType::kF16:
+      err = launch(__half{});
+      break;
+    default:
+      return InvalidArgumentError(std::string("optimizer kernels: no ") + what + " for " +
+                                  DTypeName(dtype));
   }
   DS_CUDA_RETURN_IF_ERROR(err);
   return OkStatus();
@@ -49,8 +57,10 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     }
     if (set.count > workspace_count_ || !result_.data()) {
       workspace_count_ = std::max<int64_t>(set.count, 1);
-      DS_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(memory_, workspace_count_ * sizeof(double)));
-      DS_ASSIGN_OR_RETURN(result_, DeviceBuffer::Allocate(memory_, sizeof(kernels::GradNormResult)));
+      DS_ASSIGN_OR_RETURN(workspace_,
+                          DeviceBuffer::Allocate(memory_, workspace_count_ * sizeof(double)));
+      DS_ASSIGN_OR_RETURN(result_,
+                          DeviceBuffer::Allocate(memory_, sizeof(kernels::GradNormResult)));
     }
     sets_.push_back(std::move(set));
     return static_cast<int>(sets_.size()) - 1;
@@ -71,8 +81,9 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     const cudaStream_t stream = Stream();
     return ForStorage(b.dtype, "AdamW", [&](auto tag) {
       using T = decltype(tag);
-      return kernels::LaunchAdamWStep(s->segs(), s->count, b.master, b.m, b.v, static_cast<const T*>(b.grad),
-                                      static_cast<T*>(b.model), p, stream);
+      return kernels::LaunchAdamWStep(s->segs(), s->count, b.master, b.m, b.v,
+                                      static_cast<const T*>(b.grad), static_cast<T*>(b.model), p,
+                                      stream);
     });
   }
 
@@ -87,20 +98,22 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     const cudaStream_t stream = Stream();
     return ForStorage(b.dtype, "SGD", [&](auto tag) {
       using T = decltype(tag);
-      return kernels::LaunchSgdStep(s->segs(), s->count, b.master, b.m, static_cast<const T*>(b.grad),
-                                    static_cast<T*>(b.model), p, stream);
+      return kernels::LaunchSgdStep(s->segs(), s->count, b.master, b.m,
+                                    static_cast<const T*>(b.grad), static_cast<T*>(b.model), p,
+                                    stream);
     });
   }
 
-  StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
+  StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype,
+                                          float inv_scale) override {
     DS_ASSIGN_OR_RETURN(const Set* s, Find(set));
     const cudaStream_t stream = Stream();
     auto* workspace = static_cast<double*>(workspace_.data());
     auto* result = static_cast<kernels::GradNormResult*>(result_.data());
     DS_RETURN_IF_ERROR(ForStorage(dtype, "norm", [&](auto tag) {
       using T = decltype(tag);
-      return kernels::LaunchGradSquaredNorm(s->segs(), s->count, static_cast<const T*>(grad), inv_scale, workspace,
-                                            result, stream);
+      return kernels::LaunchGradSquaredNorm(s->segs(), s->count, static_cast<const T*>(grad),
+                                            inv_scale, workspace, result, stream);
     }));
     kernels::GradNormResult host{};
     DS_RETURN_IF_ERROR(memory_->CopyToHost(&host, result, sizeof(host)));  // waits for the stream
@@ -119,7 +132,9 @@ class CudaOptimizerKernels final : public OptimizerKernels {
   struct Set {
     DeviceBuffer segments;  // kernels::AdamWSegment[count]
     int64_t count = 0;
-    const kernels::AdamWSegment* segs() const { return static_cast<const kernels::AdamWSegment*>(segments.data()); }
+    const kernels::AdamWSegment* segs() const {
+      return static_cast<const kernels::AdamWSegment*>(segments.data());
+    }
   };
   StatusOr<const Set*> Find(int set) const {
     if (set < 0 || set >= static_cast<int>(sets_.size()))

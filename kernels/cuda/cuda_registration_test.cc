@@ -79,8 +79,8 @@ TEST_CASE("without a GPU a CUDA kernel returns Unavailable", "[cuda][registry]")
 
 TEST_CASE("SplitOptimizerSegments cuts parameters into bounded segments", "[cuda][optim]") {
   const int64_t c = kOptimizerChunk;
-  const std::vector<AdamWSegment> segs = SplitOptimizerSegments(
-      {{0, 2 * c + 5, true}, {2 * c + 5, 0, false}, {2 * c + 5, 7, false}});
+  const std::vector<AdamWSegment> segs =
+      SplitOptimizerSegments({{0, 2 * c + 5, true}, {2 * c + 5, 0, false}, {2 * c + 5, 7, false}});
   REQUIRE(segs.size() == 4);
   CHECK(segs[0].offset == 0);
   CHECK(segs[0].numel == c);

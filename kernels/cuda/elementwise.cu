@@ -114,42 +114,40 @@ cudaError_t Grad(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, O
 
 }  // namespace
 
-#define DS_ELEMENTWISE_DEFINE(T)                                                               \
-  cudaError_t LaunchAddForward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) { \
-    return Map(a, b, y, n, AddOp{}, stream);                                                   \
-  }                                                                                            \
-  cudaError_t LaunchAccumulate(const T* src, T* dst, int64_t n, cudaStream_t stream) {         \
-    return Grad<T>(nullptr, nullptr, src, dst, nullptr, n, AccumulateGrad{}, stream);          \
-  }                                                                                            \
-  cudaError_t LaunchMulForward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) { \
-    return Map(a, b, y, n, MulOp{}, stream);                                                   \
-  }                                                                                            \
-  cudaError_t LaunchMulBackward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n,  \
-                                cudaStream_t stream) {                                         \
-    return Grad(a, b, dy, da, db, n, MulGrad{}, stream);                                       \
-  }                                                                                            \
-  cudaError_t LaunchSiluForward(const T* x, T* y, int64_t n, cudaStream_t stream) {            \
-    return Map<T>(x, nullptr, y, n, SiluOp{}, stream);                                         \
-  }                                                                                            \
-  cudaError_t LaunchSiluBackward(const T* x, const T* dy, T* dx, int64_t n,                    \
-                                 cudaStream_t stream) {                                        \
-    return Grad<T>(x, nullptr, dy, dx, nullptr, n, SiluGrad{}, stream);                        \
-  }                                                                                            \
-  cudaError_t LaunchSwiGluForward(const T* a, const T* b, T* y, int64_t n,                     \
-                                  cudaStream_t stream) {                                       \
-    return Map(a, b, y, n, SwiGluOp{}, stream);                                                \
-  }                                                                                            \
-  cudaError_t LaunchSwiGluBackward(const T* a, const T* b, const T* dy, T* da, T* db,          \
-                                   int64_t n, cudaStream_t stream) {                           \
-    return Grad(a, b, dy, da, db, n, SwiGluGrad{}, stream);                                    \
-  }                                                                                            \
-  cudaError_t LaunchDropout(const T* src, T* dst, int64_t n, uint64_t seed, uint64_t threshold, \
-                            float scale, bool accumulate, cudaStream_t stream) {               \
-    if (n < 0) return cudaErrorInvalidValue;                                                   \
-    if (n == 0) return cudaSuccess;                                                            \
-    DropoutKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(src, dst, n, seed, threshold,      \
-                                                             scale, accumulate);               \
-    return cudaGetLastError();                                                                 \
+#define DS_ELEMENTWISE_DEFINE(T)                                                                   \
+  cudaError_t LaunchAddForward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) {     \
+    return Map(a, b, y, n, AddOp{}, stream);                                                       \
+  }                                                                                                \
+  cudaError_t LaunchAccumulate(const T* src, T* dst, int64_t n, cudaStream_t stream) {             \
+    return Grad<T>(nullptr, nullptr, src, dst, nullptr, n, AccumulateGrad{}, stream);              \
+  }                                                                                                \
+  cudaError_t LaunchMulForward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) {     \
+    return Map(a, b, y, n, MulOp{}, stream);                                                       \
+  }                                                                                                \
+  cudaError_t LaunchMulBackward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n,      \
+                                cudaStream_t stream) {                                             \
+    return Grad(a, b, dy, da, db, n, MulGrad{}, stream);                                           \
+  }                                                                                                \
+  cudaError_t LaunchSiluForward(const T* x, T* y, int64_t n, cudaStream_t stream) {                \
+    return Map<T>(x, nullptr, y, n, SiluOp{}, stream);                                             \
+  }                                                                                                \
+  cudaError_t LaunchSiluBackward(const T* x, const T* dy, T* dx, int64_t n, cudaStream_t stream) { \
+    return Grad<T>(x, nullptr, dy, dx, nullptr, n, SiluGrad{}, stream);                            \
+  }                                                                                                \
+  cudaError_t LaunchSwiGluForward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) {  \
+    return Map(a, b, y, n, SwiGluOp{}, stream);                                                    \
+  }                                                                                                \
+  cudaError_t LaunchSwiGluBackward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n,   \
+                                   cudaStream_t stream) {                                          \
+    return Grad(a, b, dy, da, db, n, SwiGluGrad{}, stream);                                        \
+  }                                                                                                \
+  cudaError_t LaunchDropout(const T* src, T* dst, int64_t n, uint64_t seed, uint64_t threshold,    \
+                            float scale, bool accumulate, cudaStream_t stream) {                   \
+    if (n < 0) return cudaErrorInvalidValue;                                                       \
+    if (n == 0) return cudaSuccess;                                                                \
+    DropoutKernel<T>                                                                               \
+        <<<BlocksFor(n), kThreads, 0, stream>>>(src, dst, n, seed, threshold, scale, accumulate);  \
+    return cudaGetLastError();                                                                     \
   }
 
 DS_ELEMENTWISE_DEFINE(float)

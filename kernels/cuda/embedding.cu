@@ -19,8 +19,8 @@ constexpr int kVocabSplits = 128;  // vocab ranges in the backward grid
 
 template <typename T>
 __global__ void EmbeddingForwardKernel(const int32_t* __restrict__ ids,
-                                       const T* __restrict__ weight, T* __restrict__ out,
-                                       int64_t n, int64_t vocab, int64_t cols) {
+                                       const T* __restrict__ weight, T* __restrict__ out, int64_t n,
+                                       int64_t vocab, int64_t cols) {
   const int64_t total = n * cols;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -33,9 +33,9 @@ __global__ void EmbeddingForwardKernel(const int32_t* __restrict__ ids,
 
 // grid (column tiles, kVocabSplits), one warp per block.
 template <typename T>
-__global__ void EmbeddingBackwardKernel(const int32_t* __restrict__ ids,
-                                        const T* __restrict__ dout, T* __restrict__ dweight,
-                                        int64_t n, int64_t vocab, int64_t cols) {
+__global__ void EmbeddingBackwardKernel(const int32_t* __restrict__ ids, const T* __restrict__ dout,
+                                        T* __restrict__ dweight, int64_t n, int64_t vocab,
+                                        int64_t cols) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const int64_t lo = vocab * blockIdx.y / gridDim.y, hi = vocab * (blockIdx.y + 1) / gridDim.y;
   if (lo >= hi) return;
@@ -75,18 +75,17 @@ __global__ void PositionBackwardKernel(const T* __restrict__ dout, T* __restrict
 template <typename T>
 __global__ void AccumulateKernel(const T* __restrict__ src, T* __restrict__ dst, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     AddTo(dst, i, ToF32(src[i]));
 }
 
 template <typename T>
-cudaError_t EmbeddingForward(const int32_t* ids, const T* weight, T* out, int64_t n,
-                             int64_t vocab, int64_t cols, cudaStream_t stream) {
+cudaError_t EmbeddingForward(const int32_t* ids, const T* weight, T* out, int64_t n, int64_t vocab,
+                             int64_t cols, cudaStream_t stream) {
   if (n < 0 || vocab < 0 || cols < 0) return cudaErrorInvalidValue;
   if (n == 0 || cols == 0) return cudaSuccess;
-  EmbeddingForwardKernel<T><<<BlocksFor(n * cols), kThreads, 0, stream>>>(ids, weight, out, n,
-                                                                           vocab, cols);
+  EmbeddingForwardKernel<T>
+      <<<BlocksFor(n * cols), kThreads, 0, stream>>>(ids, weight, out, n, vocab, cols);
   return cudaGetLastError();
 }
 
@@ -107,8 +106,8 @@ cudaError_t PositionForward(const T* x, const T* wpe, T* out, int64_t batch, int
   if (batch < 0 || seq < 0 || cols < 0) return cudaErrorInvalidValue;
   const int64_t total = batch * seq * cols;
   if (total == 0) return cudaSuccess;
-  PositionForwardKernel<T><<<BlocksFor(total), kThreads, 0, stream>>>(x, wpe, out, total, seq,
-                                                                      cols);
+  PositionForwardKernel<T>
+      <<<BlocksFor(total), kThreads, 0, stream>>>(x, wpe, out, total, seq, cols);
   return cudaGetLastError();
 }
 
@@ -120,32 +119,29 @@ cudaError_t PositionBackward(const T* dout, T* dx, T* dwpe, int64_t batch, int64
   if (total == 0) return cudaSuccess;
   if (dx) AccumulateKernel<T><<<BlocksFor(total), kThreads, 0, stream>>>(dout, dx, total);
   if (dwpe)
-    PositionBackwardKernel<T><<<BlocksFor(seq * cols), kThreads, 0, stream>>>(dout, dwpe, batch,
-                                                                             seq, cols);
+    PositionBackwardKernel<T>
+        <<<BlocksFor(seq * cols), kThreads, 0, stream>>>(dout, dwpe, batch, seq, cols);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-#define DS_EMBEDDING_DEFINE(T)                                                                 \
-  cudaError_t LaunchEmbeddingForward(const int32_t* ids, const T* weight, T* out, int64_t n,   \
-                                     int64_t vocab, int64_t cols, cudaStream_t stream) {       \
-    return EmbeddingForward(ids, weight, out, n, vocab, cols, stream);                         \
-  }                                                                                            \
-  cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const T* dout, T* dweight,           \
-                                      int64_t n, int64_t vocab, int64_t cols,                  \
-                                      cudaStream_t stream) {                                   \
-    return EmbeddingBackward(ids, dout, dweight, n, vocab, cols, stream);                      \
-  }                                                                                            \
-  cudaError_t LaunchPositionEmbeddingForward(const T* x, const T* wpe, T* out, int64_t batch,  \
-                                             int64_t seq, int64_t cols,                        \
-                                             cudaStream_t stream) {                            \
-    return PositionForward(x, wpe, out, batch, seq, cols, stream);                             \
-  }                                                                                            \
-  cudaError_t LaunchPositionEmbeddingBackward(const T* dout, T* dx, T* dwpe, int64_t batch,    \
-                                              int64_t seq, int64_t cols,                       \
-                                              cudaStream_t stream) {                           \
-    return PositionBackward(dout, dx, dwpe, batch, seq, cols, stream);                         \
+#define DS_EMBEDDING_DEFINE(T)                                                                  \
+  cudaError_t LaunchEmbeddingForward(const int32_t* ids, const T* weight, T* out, int64_t n,    \
+                                     int64_t vocab, int64_t cols, cudaStream_t stream) {        \
+    return EmbeddingForward(ids, weight, out, n, vocab, cols, stream);                          \
+  }                                                                                             \
+  cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const T* dout, T* dweight, int64_t n, \
+                                      int64_t vocab, int64_t cols, cudaStream_t stream) {       \
+    return EmbeddingBackward(ids, dout, dweight, n, vocab, cols, stream);                       \
+  }                                                                                             \
+  cudaError_t LaunchPositionEmbeddingForward(const T* x, const T* wpe, T* out, int64_t batch,   \
+                                             int64_t seq, int64_t cols, cudaStream_t stream) {  \
+    return PositionForward(x, wpe, out, batch, seq, cols, stream);                              \
+  }                                                                                             \
+  cudaError_t LaunchPositionEmbeddingBackward(const T* dout, T* dx, T* dwpe, int64_t batch,     \
+                                              int64_t seq, int64_t cols, cudaStream_t stream) { \
+    return PositionBackward(dout, dx, dwpe, batch, seq, cols, stream);                          \
   }
 
 DS_EMBEDDING_DEFINE(float)

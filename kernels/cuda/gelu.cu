@@ -74,8 +74,8 @@ cudaError_t LaunchGeluForward(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
                               cudaStream_t stream) {
   return Forward(x, y, n, stream);
 }
-cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy,
-                               __nv_bfloat16* dx, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy, __nv_bfloat16* dx,
+                               int64_t n, cudaStream_t stream) {
   return Backward(x, dy, dx, n, stream);
 }
 cudaError_t LaunchGeluForward(const __half* x, __half* y, int64_t n, cudaStream_t stream) {

@@ -26,8 +26,8 @@ cudaError_t LaunchGeluBackward(const float* x, const float* dy, float* dx, int64
 // The same for bf16 storage.
 cudaError_t LaunchGeluForward(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n,
                               cudaStream_t stream);
-cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy,
-                               __nv_bfloat16* dx, int64_t n, cudaStream_t stream);
+cudaError_t LaunchGeluBackward(const __nv_bfloat16* x, const __nv_bfloat16* dy, __nv_bfloat16* dx,
+                               int64_t n, cudaStream_t stream);
 
 // And for fp16 storage.
 cudaError_t LaunchGeluForward(const __half* x, __half* y, int64_t n, cudaStream_t stream);

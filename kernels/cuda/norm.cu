@@ -119,9 +119,7 @@ __global__ void NormBackwardParamKernel(const T* __restrict__ x, const T* __rest
 
 bool BadShape(int64_t rows, int64_t cols) { return rows < 0 || cols <= 0; }
 
-int RowBlocks(int64_t rows) {
-  return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-}
+int RowBlocks(int64_t rows) { return static_cast<int>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 template <typename T, bool kCentered>
 cudaError_t Forward(const T* x, const T* gamma, const T* beta, T* y, float* mean, float* rstd,
@@ -134,9 +132,8 @@ cudaError_t Forward(const T* x, const T* gamma, const T* beta, T* y, float* mean
 }
 
 template <typename T, bool kCentered>
-cudaError_t Backward(const T* x, const T* gamma, const T* dy, const float* mean,
-                     const float* rstd, T* dx, T* dgamma, T* dbeta, int64_t rows, int64_t cols,
-                     cudaStream_t stream) {
+cudaError_t Backward(const T* x, const T* gamma, const T* dy, const float* mean, const float* rstd,
+                     T* dx, T* dgamma, T* dbeta, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (BadShape(rows, cols)) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (dx) {
@@ -147,37 +144,34 @@ cudaError_t Backward(const T* x, const T* gamma, const T* dy, const float* mean,
   }
   if (dgamma || dbeta) {
     const int blocks = static_cast<int>((cols + kColTile - 1) / kColTile);
-    NormBackwardParamKernel<T, kCentered>
-        <<<blocks, dim3(kColTile, kColRowGroups), 0, stream>>>(x, dy, mean, rstd, dgamma, dbeta,
-                                                              rows, cols);
+    NormBackwardParamKernel<T, kCentered><<<blocks, dim3(kColTile, kColRowGroups), 0, stream>>>(
+        x, dy, mean, rstd, dgamma, dbeta, rows, cols);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-#define DS_NORM_DEFINE(T)                                                                      \
-  cudaError_t LaunchLayerNormForward(const T* x, const T* gamma, const T* beta, T* y,          \
-                                     float* mean, float* rstd, int64_t rows, int64_t cols,     \
-                                     float eps, cudaStream_t stream) {                         \
-    return Forward<T, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);           \
-  }                                                                                            \
-  cudaError_t LaunchLayerNormBackward(const T* x, const T* gamma, const T* dy,                 \
-                                      const float* mean, const float* rstd, T* dx, T* dgamma,  \
-                                      T* dbeta, int64_t rows, int64_t cols,                    \
-                                      cudaStream_t stream) {                                   \
-    return Backward<T, true>(x, gamma, dy, mean, rstd, dx, dgamma, dbeta, rows, cols, stream); \
-  }                                                                                            \
-  cudaError_t LaunchRmsNormForward(const T* x, const T* gamma, T* y, float* rstd,              \
-                                   int64_t rows, int64_t cols, float eps,                      \
-                                   cudaStream_t stream) {                                      \
-    return Forward<T, false>(x, gamma, nullptr, y, nullptr, rstd, rows, cols, eps, stream);    \
-  }                                                                                            \
-  cudaError_t LaunchRmsNormBackward(const T* x, const T* gamma, const T* dy, const float* rstd, \
-                                    T* dx, T* dgamma, int64_t rows, int64_t cols,              \
-                                    cudaStream_t stream) {                                     \
-    return Backward<T, false>(x, gamma, dy, nullptr, rstd, dx, dgamma, nullptr, rows, cols,    \
-                              stream);                                                         \
+#define DS_NORM_DEFINE(T)                                                                          \
+  cudaError_t LaunchLayerNormForward(const T* x, const T* gamma, const T* beta, T* y, float* mean, \
+                                     float* rstd, int64_t rows, int64_t cols, float eps,           \
+                                     cudaStream_t stream) {                                        \
+    return Forward<T, true>(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);               \
+  }                                                                                                \
+  cudaError_t LaunchLayerNormBackward(const T* x, const T* gamma, const T* dy, const float* mean,  \
+                                      const float* rstd, T* dx, T* dgamma, T* dbeta, int64_t rows, \
+                                      int64_t cols, cudaStream_t stream) {                         \
+    return Backward<T, true>(x, gamma, dy, mean, rstd, dx, dgamma, dbeta, rows, cols, stream);     \
+  }                                                                                                \
+  cudaError_t LaunchRmsNormForward(const T* x, const T* gamma, T* y, float* rstd, int64_t rows,    \
+                                   int64_t cols, float eps, cudaStream_t stream) {                 \
+    return Forward<T, false>(x, gamma, nullptr, y, nullptr, rstd, rows, cols, eps, stream);        \
+  }                                                                                                \
+  cudaError_t LaunchRmsNormBackward(const T* x, const T* gamma, const T* dy, const float* rstd,    \
+                                    T* dx, T* dgamma, int64_t rows, int64_t cols,                  \
+                                    cudaStream_t stream) {                                         \
+    return Backward<T, false>(x, gamma, dy, nullptr, rstd, dx, dgamma, nullptr, rows, cols,        \
+                              stream);                                                             \
   }
 
 DS_NORM_DEFINE(float)

@@ -14,18 +14,17 @@
 
 namespace ds::kernels {
 
-#define DS_NORM_DECLARE(T)                                                                     \
-  cudaError_t LaunchLayerNormForward(const T* x, const T* gamma, const T* beta, T* y,          \
-                                     float* mean, float* rstd, int64_t rows, int64_t cols,     \
-                                     float eps, cudaStream_t stream);                          \
-  cudaError_t LaunchLayerNormBackward(const T* x, const T* gamma, const T* dy,                 \
-                                      const float* mean, const float* rstd, T* dx, T* dgamma,  \
-                                      T* dbeta, int64_t rows, int64_t cols,                    \
-                                      cudaStream_t stream);                                    \
-  cudaError_t LaunchRmsNormForward(const T* x, const T* gamma, T* y, float* rstd,              \
-                                   int64_t rows, int64_t cols, float eps, cudaStream_t stream); \
-  cudaError_t LaunchRmsNormBackward(const T* x, const T* gamma, const T* dy, const float* rstd, \
-                                    T* dx, T* dgamma, int64_t rows, int64_t cols,              \
+#define DS_NORM_DECLARE(T)                                                                         \
+  cudaError_t LaunchLayerNormForward(const T* x, const T* gamma, const T* beta, T* y, float* mean, \
+                                     float* rstd, int64_t rows, int64_t cols, float eps,           \
+                                     cudaStream_t stream);                                         \
+  cudaError_t LaunchLayerNormBackward(const T* x, const T* gamma, const T* dy, const float* mean,  \
+                                      const float* rstd, T* dx, T* dgamma, T* dbeta, int64_t rows, \
+                                      int64_t cols, cudaStream_t stream);                          \
+  cudaError_t LaunchRmsNormForward(const T* x, const T* gamma, T* y, float* rstd, int64_t rows,    \
+                                   int64_t cols, float eps, cudaStream_t stream);                  \
+  cudaError_t LaunchRmsNormBackward(const T* x, const T* gamma, const T* dy, const float* rstd,    \
+                                    T* dx, T* dgamma, int64_t rows, int64_t cols,                  \
                                     cudaStream_t stream);
 
 DS_NORM_DECLARE(float)

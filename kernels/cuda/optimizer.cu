@@ -27,10 +27,9 @@ struct AdamWScalars {
 };
 
 template <typename G>
-__global__ void AdamWKernel(const AdamWSegment* __restrict__ segments,
-                            float* __restrict__ master, float* __restrict__ m_all,
-                            float* __restrict__ v_all, const G* __restrict__ grad,
-                            G* __restrict__ model, AdamWScalars s) {
+__global__ void AdamWKernel(const AdamWSegment* __restrict__ segments, float* __restrict__ master,
+                            float* __restrict__ m_all, float* __restrict__ v_all,
+                            const G* __restrict__ grad, G* __restrict__ model, AdamWScalars s) {
   const AdamWSegment seg = segments[blockIdx.x];
   const float decay = seg.decay ? s.decay_factor : 1.f;
   const float l2 = seg.decay ? s.l2 : 0.f;
@@ -52,8 +51,9 @@ __global__ void AdamWKernel(const AdamWSegment* __restrict__ segments,
 // starts at zero, so the first step stores g as torch does); p -= lr * (momentum ? buf : g).
 template <typename G>
 __global__ void SgdKernel(const AdamWSegment* __restrict__ segments, float* __restrict__ master,
-                          float* __restrict__ buf_all, const G* __restrict__ grad, G* __restrict__ model,
-                          float lr, float wd, float momentum, float grad_scale) {
+                          float* __restrict__ buf_all, const G* __restrict__ grad,
+                          G* __restrict__ model, float lr, float wd, float momentum,
+                          float grad_scale) {
   const AdamWSegment seg = segments[blockIdx.x];
   const float decay = seg.decay ? wd : 0.f;
   for (int64_t k = threadIdx.x; k < seg.numel; k += blockDim.x) {
@@ -99,14 +99,11 @@ __global__ void FinishNormKernel(const double* __restrict__ partials, int64_t n,
 template <typename S, typename D>
 __global__ void CastKernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     dst[i] = FromF32<D>(ToF32(src[i]));
 }
 
-bool BadCount(int64_t num_segments) {
-  return num_segments < 0 || num_segments > 0x7fffffffLL;
-}
+bool BadCount(int64_t num_segments) { return num_segments < 0 || num_segments > 0x7fffffffLL; }
 
 template <typename G>
 cudaError_t AdamW(const AdamWSegment* segments, int64_t num_segments, float* master, float* m,
@@ -132,8 +129,8 @@ cudaError_t AdamW(const AdamWSegment* segments, int64_t num_segments, float* mas
 }
 
 template <typename G>
-cudaError_t Sgd(const AdamWSegment* segments, int64_t num_segments, float* master, float* buf, const G* grad,
-                G* model, const SgdStepParams& p, cudaStream_t stream) {
+cudaError_t Sgd(const AdamWSegment* segments, int64_t num_segments, float* master, float* buf,
+                const G* grad, G* model, const SgdStepParams& p, cudaStream_t stream) {
   if (BadCount(num_segments)) return cudaErrorInvalidValue;
   if (num_segments == 0) return cudaSuccess;
   SgdKernel<G><<<static_cast<unsigned>(num_segments), kOptThreads, 0, stream>>>(
@@ -166,21 +163,21 @@ cudaError_t Cast(const S* src, D* dst, int64_t n, cudaStream_t stream) {
 
 }  // namespace
 
-#define DS_ADAMW_DEFINE(G)                                                                    \
-  cudaError_t LaunchAdamWStep(const AdamWSegment* segments, int64_t num_segments,            \
-                              float* master, float* m, float* v, const G* grad, G* model,    \
-                              const AdamWStepParams& params, cudaStream_t stream) {          \
-    return AdamW(segments, num_segments, master, m, v, grad, model, params, stream);         \
-  }                                                                                           \
-  cudaError_t LaunchGradSquaredNorm(const AdamWSegment* segments, int64_t num_segments,      \
-                                    const G* grad, float inv_scale, double* workspace,       \
-                                    GradNormResult* result, cudaStream_t stream) {           \
-    return GradNorm(segments, num_segments, grad, inv_scale, workspace, result, stream);     \
-  }                                                                                           \
-  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
-                            float* momentum_buf, const G* grad, G* model,                    \
-                            const SgdStepParams& params, cudaStream_t stream) {              \
-    return Sgd(segments, num_segments, master, momentum_buf, grad, model, params, stream);   \
+#define DS_ADAMW_DEFINE(G)                                                                       \
+  cudaError_t LaunchAdamWStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
+                              float* m, float* v, const G* grad, G* model,                       \
+                              const AdamWStepParams& params, cudaStream_t stream) {              \
+    return AdamW(segments, num_segments, master, m, v, grad, model, params, stream);             \
+  }                                                                                              \
+  cudaError_t LaunchGradSquaredNorm(const AdamWSegment* segments, int64_t num_segments,          \
+                                    const G* grad, float inv_scale, double* workspace,           \
+                                    GradNormResult* result, cudaStream_t stream) {               \
+    return GradNorm(segments, num_segments, grad, inv_scale, workspace, result, stream);         \
+  }                                                                                              \
+  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master,   \
+                            float* momentum_buf, const G* grad, G* model,                        \
+                            const SgdStepParams& params, cudaStream_t stream) {                  \
+    return Sgd(segments, num_segments, master, momentum_buf, grad, model, params, stream);       \
   }
 
 DS_ADAMW_DEFINE(float)

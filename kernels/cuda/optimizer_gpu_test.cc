@@ -76,14 +76,15 @@ void CheckClose(const char* what, const std::vector<float>& got, const std::vect
 }
 
 // Parameters: a matrix over two segments plus change, a bias, a tiny gain.
-const std::vector<OptimizerParamRange> kParams = {
-    {0, kOptimizerChunk + 1234, true}, {kOptimizerChunk + 1234, 777, false},
-    {kOptimizerChunk + 2011, 5, false}};
+const std::vector<OptimizerParamRange> kParams = {{0, kOptimizerChunk + 1234, true},
+                                                  {kOptimizerChunk + 1234, 777, false},
+                                                  {kOptimizerChunk + 2011, 5, false}};
 const size_t kTotal = kOptimizerChunk + 2016;
 
 template <typename G>
 void RunAdam(bool decoupled) {
-  std::vector<float> p = testing::RandomValues(kTotal, -1.f, 1.f, 1), m(kTotal, 0.f), v(kTotal, 0.f);
+  std::vector<float> p = testing::RandomValues(kTotal, -1.f, 1.f, 1), m(kTotal, 0.f),
+                     v(kTotal, 0.f);
   const std::vector<AdamWSegment> segs = SplitOptimizerSegments(kParams);
   AdamWSegment* d_segs = Upload(segs);
   float* d_p = Upload(p);
@@ -133,8 +134,7 @@ void RunAdam(bool decoupled) {
     }
   }
   for (void* ptr : {static_cast<void*>(d_segs), static_cast<void*>(d_p), static_cast<void*>(d_m),
-                    static_cast<void*>(d_v), static_cast<void*>(d_g),
-                    static_cast<void*>(d_model)})
+                    static_cast<void*>(d_v), static_cast<void*>(d_g), static_cast<void*>(d_model)})
     cudaFree(ptr);
 }
 

@@ -85,19 +85,19 @@ struct GradNormResult {
 // One AdamW (or Adam) update of every segment: reads grad (G), updates master, m, v (fp32)
 // and, when `model` is non-null, writes the rounded 16-bit (or fp32) model copy in the same
 // pass. Matches ds::Optimizer::StepAdam element for element up to fp32 rounding.
-#define DS_ADAMW_DECLARE(G)                                                                   \
-  cudaError_t LaunchAdamWStep(const AdamWSegment* segments, int64_t num_segments,            \
-                              float* master, float* m, float* v, const G* grad, G* model,    \
-                              const AdamWStepParams& params, cudaStream_t stream);           \
-  /* Global norm: result->sum_sq = sum over segments of (g * inv_scale)^2 (double), and     \
-     result->overflow = 1 when that sum is inf or nan (some gradient was). `workspace` is   \
-     num_segments doubles of device memory; the sum has a fixed order (deterministic). */   \
-  cudaError_t LaunchGradSquaredNorm(const AdamWSegment* segments, int64_t num_segments,      \
-                                    const G* grad, float inv_scale, double* workspace,       \
-                                    GradNormResult* result, cudaStream_t stream);            \
-  /* One SGD update of every segment; momentum_buf may be null (no momentum). */             \
-  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
-                            float* momentum_buf, const G* grad, G* model,                    \
+#define DS_ADAMW_DECLARE(G)                                                                      \
+  cudaError_t LaunchAdamWStep(const AdamWSegment* segments, int64_t num_segments, float* master, \
+                              float* m, float* v, const G* grad, G* model,                       \
+                              const AdamWStepParams& params, cudaStream_t stream);               \
+  /* Global norm: result->sum_sq = sum over segments of (g * inv_scale)^2 (double), and          \
+     result->overflow = 1 when that sum is inf or nan (some gradient was). `workspace` is        \
+     num_segments doubles of device memory; the sum has a fixed order (deterministic). */        \
+  cudaError_t LaunchGradSquaredNorm(const AdamWSegment* segments, int64_t num_segments,          \
+                                    const G* grad, float inv_scale, double* workspace,           \
+                                    GradNormResult* result, cudaStream_t stream);                \
+  /* One SGD update of every segment; momentum_buf may be null (no momentum). */                 \
+  cudaError_t LaunchSgdStep(const AdamWSegment* segments, int64_t num_segments, float* master,   \
+                            float* momentum_buf, const G* grad, G* model,                        \
                             const SgdStepParams& params, cudaStream_t stream);
 
 DS_ADAMW_DECLARE(float)

@@ -48,16 +48,15 @@ __global__ void RopeKernel(const T* __restrict__ src, T* __restrict__ dst, int64
 
 template <typename T>
 cudaError_t Rope(const T* src, T* dst, int64_t batch, int64_t seq, int64_t n_head,
-                 int64_t n_kv_head, int64_t head_dim, double theta, float sign,
-                 bool accumulate, cudaStream_t stream) {
-  if (batch < 0 || seq < 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 ||
-      head_dim % 2 != 0 || !(theta > 0.0))
+                 int64_t n_kv_head, int64_t head_dim, double theta, float sign, bool accumulate,
+                 cudaStream_t stream) {
+  if (batch < 0 || seq < 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 || head_dim % 2 != 0 ||
+      !(theta > 0.0))
     return cudaErrorInvalidValue;
   const int64_t row = (n_head + 2 * n_kv_head) * head_dim, rows = batch * seq;
   if (rows == 0) return cudaSuccess;
   RopeKernel<T><<<BlocksFor(rows * row), kThreads, 0, stream>>>(
-      src, dst, rows, seq, row, (n_head + n_kv_head) * head_dim, head_dim, theta, sign,
-      accumulate);
+      src, dst, rows, seq, row, (n_head + n_kv_head) * head_dim, head_dim, theta, sign, accumulate);
   return cudaGetLastError();
 }
 
@@ -74,8 +73,8 @@ cudaError_t LaunchRope(const __nv_bfloat16* src, __nv_bfloat16* dst, int64_t bat
   return Rope(src, dst, batch, seq, n_head, n_kv_head, head_dim, theta, sign, accumulate, stream);
 }
 cudaError_t LaunchRope(const __half* src, __half* dst, int64_t batch, int64_t seq, int64_t n_head,
-                       int64_t n_kv_head, int64_t head_dim, double theta, float sign, bool accumulate,
-                       cudaStream_t stream) {
+                       int64_t n_kv_head, int64_t head_dim, double theta, float sign,
+                       bool accumulate, cudaStream_t stream) {
   return Rope(src, dst, batch, seq, n_head, n_kv_head, head_dim, theta, sign, accumulate, stream);
 }
 

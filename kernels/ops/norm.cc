@@ -11,7 +11,7 @@ namespace {
 
 struct Norm {
   const char* name;
-  int inputs;            // x and its per-channel parameters
+  int inputs;  // x and its per-channel parameters
   double default_eps;
   int saved_per_row;     // fp32 statistics per row
   double forward_flops;  // per element

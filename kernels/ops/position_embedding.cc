@@ -1,5 +1,5 @@
-// The position_embedding op's definition (shape inference, FLOPs, saved activations), apart from its
-// kernels: what the planner and graph validation read (kernels/registry.h FindOp).
+// The position_embedding op's definition (shape inference, FLOPs, saved activations), apart from
+// its kernels: what the planner and graph validation read (kernels/registry.h FindOp).
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"

@@ -32,7 +32,8 @@ std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -86,8 +87,8 @@ class Agent {
   int grace_ms_ = 10000;
 
   mutable std::mutex mu_;
-  std::vector<LogLine> pending_logs_;            // guarded by mu_
-  std::vector<WorkerReport> workers_;            // guarded by mu_
+  std::vector<LogLine> pending_logs_;  // guarded by mu_
+  std::vector<WorkerReport> workers_;  // guarded by mu_
 };
 
 void Agent::OnLog(int id, bool is_stderr, std::string_view line) {
@@ -102,8 +103,10 @@ void Agent::OnExit(int id, ExitInfo info) {
     std::lock_guard<std::mutex> lock(mu_);
     if (id < 0 || id >= static_cast<int>(workers_.size())) return;
     WorkerReport& w = workers_[id];
-    w.phase = (!info.signaled && info.code_or_signal == 0) ? WorkerPhase::kSucceeded : WorkerPhase::kFailed;
-    r = {opt_.node_name, join_.round, w.rank, w.pid, info.signaled, info.code_or_signal, info.last_lines};
+    w.phase = (!info.signaled && info.code_or_signal == 0) ? WorkerPhase::kSucceeded
+                                                           : WorkerPhase::kFailed;
+    r = {opt_.node_name, join_.round,         w.rank,         w.pid,
+         info.signaled,  info.code_or_signal, info.last_lines};
   }
   FlushLogs();  // the worker's last lines reach the coordinator before its exit
   DS_LOG_INFO("agent", "rank {} (pid {}) exited: {}", r.rank, r.pid, info.ToString());
@@ -222,8 +225,13 @@ int Agent::Run() {
     grace_ms_ = join_.job.grace_ms > 0 ? join_.job.grace_ms : 10000;
     if (Status s = StartWorkers(join_); !s.ok()) {
       DS_LOG_ERROR("agent", "starting workers: {}", s.ToString());
-      ExitReport r{opt_.node_name, join_.round, join_.global_ranks.empty() ? 0 : join_.global_ranks[0],
-                   0, false, 127, {s.ToString()}};
+      ExitReport r{opt_.node_name,
+                   join_.round,
+                   join_.global_ranks.empty() ? 0 : join_.global_ranks[0],
+                   0,
+                   false,
+                   127,
+                   {s.ToString()}};
       client_->ReportExit(r).IgnoreError();
     }
     const milliseconds interval(std::max(50, join_.job.heartbeat_interval_ms));
@@ -278,7 +286,8 @@ int RunAgent(const AgentOptions& options) {
   if (o.token_file.empty()) {  // workers read the token from a 0600 file we own
     char path[] = "/tmp/ds-agent-token-XXXXXX";
     int fd = mkstemp(path);
-    if (fd < 0 || fchmod(fd, 0600) != 0 || write(fd, o.token.data(), o.token.size()) != (ssize_t)o.token.size()) {
+    if (fd < 0 || fchmod(fd, 0600) != 0 ||
+        write(fd, o.token.data(), o.token.size()) != (ssize_t)o.token.size()) {
       std::perror("ds-agent: token file");
       return 1;
     }

@@ -20,10 +20,10 @@ struct AgentOptions {
   std::string node_name;       // the host as the hostfile names it
   std::string advertise_addr;  // "" = the source address of our connection (coordinator's view)
   int slots = 1;
-  std::string token;           // the job token (from --token_file or stdin)
-  std::string token_file;      // file the workers read the token from ("" = write a private one)
-  bool watch_stdin = false;    // stdin EOF = the launcher is gone: stop everything
-  std::string tls_ca;          // PEM CA of the coordinator's certificate ("" = plaintext)
+  std::string token;         // the job token (from --token_file or stdin)
+  std::string token_file;    // file the workers read the token from ("" = write a private one)
+  bool watch_stdin = false;  // stdin EOF = the launcher is gone: stop everything
+  std::string tls_ca;        // PEM CA of the coordinator's certificate ("" = plaintext)
   // No successful heartbeat for this long = the coordinator is gone: stop and exit.
   std::chrono::milliseconds coordinator_timeout{6000};
 };

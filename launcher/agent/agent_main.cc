@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   app.add_flag("--watch_stdin", o.watch_stdin, "stop everything when stdin closes (launcher gone)");
   app.add_flag("--slurm", slurm, "node name from SLURM_NODEID / SLURM_JOB_NODELIST");
   app.add_option("--tls_ca", o.tls_ca, "PEM CA of the coordinator's certificate");
-  app.add_option("--coordinator_timeout_ms", timeout_ms, "stop when the coordinator is silent this long");
+  app.add_option("--coordinator_timeout_ms", timeout_ms,
+                 "stop when the coordinator is silent this long");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   try {
     app.parse(argc, argv);

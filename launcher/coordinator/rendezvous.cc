@@ -114,10 +114,10 @@ void Rendezvous::Close(SteadyTime now) {
     members_.push_back(m);
     if (members_.size() > 8) continue;  // the log line names the first 8 nodes
     if (!summary.empty()) summary += ", ";
-    summary += config_.nodes[index].name +
-               (entry.slots == 1 ? ": rank " + std::to_string(m.first_rank)
-                                 : ": ranks " + std::to_string(m.first_rank) + "-" +
-                                       std::to_string(next_rank - 1));
+    summary +=
+        config_.nodes[index].name + (entry.slots == 1 ? ": rank " + std::to_string(m.first_rank)
+                                                      : ": ranks " + std::to_string(m.first_rank) +
+                                                            "-" + std::to_string(next_rank - 1));
   }
   world_size_ = next_rank;
   if (members_.size() > 8) summary += ", ...";

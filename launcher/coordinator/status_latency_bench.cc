@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,8 +69,8 @@ int RunClients(const std::string& address, const std::string& token, int threads
       "p99 %.2f ms, max %.2f ms, %.0f calls/s (target p99 <= 10 ms) on %u CPUs\n",
       threads, calls,
       interval_ms > 0 ? ("every " + std::to_string(interval_ms) + " ms").c_str() : "back to back",
-      nodes > 0 ? (std::to_string(nodes) + " nodes x 8 ranks").c_str() : "a running job", pct(0.50), pct(0.99), all.back(), all.size() / seconds,
-      std::thread::hardware_concurrency());
+      nodes > 0 ? (std::to_string(nodes) + " nodes x 8 ranks").c_str() : "a running job", pct(0.50),
+      pct(0.99), all.back(), all.size() / seconds, std::thread::hardware_concurrency());
   return 0;
 }
 

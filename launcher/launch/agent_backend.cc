@@ -53,8 +53,12 @@ AgentBackend::~AgentBackend() {
 }
 
 std::vector<std::string> AgentBackend::AgentArgv(const NodeSpec& node, bool slurm) const {
-  std::vector<std::string> argv = {opt_.agent, "--coordinator", opt_.coordinator, "--token_stdin",
-                                   "--watch_stdin", "--coordinator_timeout_ms",
+  std::vector<std::string> argv = {opt_.agent,
+                                   "--coordinator",
+                                   opt_.coordinator,
+                                   "--token_stdin",
+                                   "--watch_stdin",
+                                   "--coordinator_timeout_ms",
                                    std::to_string(opt_.heartbeat_timeout_ms)};
   if (slurm) {
     argv.push_back("--slurm");
@@ -114,7 +118,8 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
     if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       // EPIPE: the agent command (ssh to an unreachable host, say) already exited. The
       // supervisor reports its exit status and last lines through OnExit, which names the host.
-      if (errno != EPIPE) return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
+      if (errno != EPIPE)
+        return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
       close(child.stdin_fd);
     } else {
       stdin_fds_[static_cast<int>(i)] = child.stdin_fd;
@@ -133,9 +138,11 @@ void AgentBackend::OnExit(int id, ExitInfo info) {
   bool joined = false;
   for (const NodeStatus& n : s.nodes)
     if (n.name == host && n.last_heartbeat_ms_ago >= 0) joined = true;
-  std::fprintf(stderr, "ds-launch: the agent for %s exited (%s)%s\n", host.c_str(), info.ToString().c_str(),
+  std::fprintf(stderr, "ds-launch: the agent for %s exited (%s)%s\n", host.c_str(),
+               info.ToString().c_str(),
                joined ? "; its node will be declared lost" : " before joining");
-  for (const std::string& l : info.last_lines) std::fprintf(stderr, "    [agent %s] %s\n", host.c_str(), l.c_str());
+  for (const std::string& l : info.last_lines)
+    std::fprintf(stderr, "    [agent %s] %s\n", host.c_str(), l.c_str());
   if (!joined) {
     std::string why = info.last_lines.empty() ? info.ToString() : info.last_lines.back();
     state_->Stop("the agent for " + host + " failed before joining: " + why).IgnoreError();

@@ -25,7 +25,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t 
   std::string tmp = path + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoToStatus(errno, "open(" + tmp + ")");
-  bool ok = fchmod(fd, mode) == 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  bool ok = fchmod(fd, mode) == 0 &&
+            write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   int err = errno;
   close(fd);
   if (!ok) return ErrnoToStatus(err, "write(" + tmp + ")");
@@ -34,14 +35,16 @@ Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t 
 }
 
 Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoToStatus(errno, "mkdir(" + path + ")");
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    return ErrnoToStatus(errno, "mkdir(" + path + ")");
   return OkStatus();
 }
 
 StatusOr<std::string> ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line) || line.empty()) return NotFoundError(path + ": missing or empty");
+  if (!in || !std::getline(in, line) || line.empty())
+    return NotFoundError(path + ": missing or empty");
   return line;
 }
 
@@ -69,8 +72,9 @@ StatusOr<JobDir> CreateJobDir(const std::string& token) {
   DS_RETURN_IF_ERROR(MakeDir(home + "/jobs"));
   auto now = std::chrono::system_clock::now().time_since_epoch();
   JobDir d;
-  d.job_id = "job-" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) +
-             "-" + token.substr(0, 6);
+  d.job_id = "job-" +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "-" +
+             token.substr(0, 6);
   d.path = home + "/jobs/" + d.job_id;
   DS_RETURN_IF_ERROR(MakeDir(d.path));
   DS_RETURN_IF_ERROR(WriteFileAtomic(d.token_path(), token + "\n", 0600));
@@ -86,15 +90,18 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat(" + path + ")");
   if (st.st_mode & 077)
-    return PermissionDeniedError(path + ": the token file must not be readable by others (chmod 600)");
+    return PermissionDeniedError(path +
+                                 ": the token file must not be readable by others (chmod 600)");
   return ReadFirstLine(path);
 }
 
 StatusOr<JobAccess> CurrentJob() {
   const std::string home = Home();
   auto dir = ReadFirstLine(home + "/current");
-  if (!dir.ok()) return NotFoundError("no job launched from here (" + home + "/current is missing); "
-                                      "pass --coordinator and --token_file");
+  if (!dir.ok())
+    return NotFoundError("no job launched from here (" + home +
+                         "/current is missing); "
+                         "pass --coordinator and --token_file");
   JobAccess a;
   a.job_dir = *dir;
   DS_ASSIGN_OR_RETURN(a.coordinator, ReadFirstLine(*dir + "/coordinator"));

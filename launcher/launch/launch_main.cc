@@ -48,7 +48,8 @@ int Status_(int argc, char** argv) {
   CLI::App app{"ds-launch status: the job service's view of the current job"};
   Access a;
   bool json = false, watch = false;
-  app.add_option("--coordinator", a.coordinator, "coordinator host:port (default: the current job)");
+  app.add_option("--coordinator", a.coordinator,
+                 "coordinator host:port (default: the current job)");
   app.add_option("--token_file", a.token_file, "the job token (0600 file)");
   app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
   app.add_flag("--json", json, "print JSON");
@@ -82,10 +83,12 @@ int Status_(int argc, char** argv) {
   if (!s.ok()) {
     std::fprintf(stderr, "ds-launch status: %s\n", s.status().ToString().c_str());
     if (s.status().code() == StatusCode::kUnavailable)
-      std::fprintf(stderr, "ds-launch status: the job's coordinator is not running: the job has "
-                           "ended or its launcher is gone%s\n",
+      std::fprintf(stderr,
+                   "ds-launch status: the job's coordinator is not running: the job has "
+                   "ended or its launcher is gone%s\n",
                    a.coordinator.empty() ? " (see launch output, or launch.log in the job "
-                                           "directory for --detach jobs)" : "");
+                                           "directory for --detach jobs)"
+                                         : "");
     return 1;
   }
   print(*s);
@@ -96,7 +99,8 @@ int Stop(int argc, char** argv) {
   CLI::App app{"ds-launch stop: stop the current job (SIGTERM, grace, SIGKILL on every node)"};
   Access a;
   std::string reason = "ds-launch stop";
-  app.add_option("--coordinator", a.coordinator, "coordinator host:port (default: the current job)");
+  app.add_option("--coordinator", a.coordinator,
+                 "coordinator host:port (default: the current job)");
   app.add_option("--token_file", a.token_file, "the job token (0600 file)");
   app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
   app.add_option("--reason", reason, "recorded in the job status");
@@ -119,7 +123,8 @@ int Launch(int argc, char** argv) {
   CLI::App app{"ds-launch: start a ds-runtime job (see also: ds-launch status|stop)"};
   LaunchOptions o;
   app.add_option("config", o.config, "job config (YAML or JSON)")->required();
-  app.add_option("--hostfile", o.hostfile, "DeepSpeed hostfile (host slots=N); default: this machine");
+  app.add_option("--hostfile", o.hostfile,
+                 "DeepSpeed hostfile (host slots=N); default: this machine");
   app.add_option("--include", o.include, "hosts/slots to use, e.g. host1:0,2@host2");
   app.add_option("--exclude", o.exclude, "hosts/slots to leave out");
   app.add_option("--num_nodes", o.num_nodes, "use the first N hosts");
@@ -130,10 +135,12 @@ int Launch(int argc, char** argv) {
   app.add_option("--ssh_user", o.ssh_user, "ssh user");
   app.add_option("--ssh_identity", o.ssh_identity, "ssh identity file");
   app.add_option("--ssh_config", o.ssh_config, "ssh config file");
-  app.add_option("--max_restarts", o.max_restarts, "restart rounds after a failure (resume from checkpoint)");
+  app.add_option("--max_restarts", o.max_restarts,
+                 "restart rounds after a failure (resume from checkpoint)");
   app.add_option("--rdzv_timeout", o.rdzv_timeout_s, "seconds for all nodes to join");
   app.add_option("--heartbeat", o.heartbeat_s, "agent heartbeat interval, seconds");
-  app.add_option("--node_timeout", o.node_timeout_s, "no heartbeat for this long = node lost, seconds");
+  app.add_option("--node_timeout", o.node_timeout_s,
+                 "no heartbeat for this long = node lost, seconds");
   app.add_option("--grace", o.grace_s, "SIGTERM -> SIGKILL grace when stopping workers, seconds");
   app.add_flag("--detach", o.detach, "run in the background; follow with ds-launch status");
   app.add_option("--worker", o.worker, "ds-worker path (default: next to ds-launch)");
@@ -153,8 +160,10 @@ int Launch(int argc, char** argv) {
 }  // namespace ds::launcher
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return ds::launcher::Status_(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "status") == 0)
+    return ds::launcher::Status_(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "stop") == 0) return ds::launcher::Stop(argc - 1, argv + 1);
-  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0) return ds::plan::RunPlanCommand(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0)
+    return ds::plan::RunPlanCommand(argc - 1, argv + 1);
   return ds::launcher::Launch(argc, argv);
 }

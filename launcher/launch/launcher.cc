@@ -18,14 +18,14 @@
 #include "launcher/launch/job_dir.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
+#include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "proto/plan.pb.h"
 #include "runtime/config/job_config.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_hash.h"
-#include "runtime/plan/model_loader.h"
 
 namespace ds::launcher {
 namespace {
@@ -57,7 +57,8 @@ StatusOr<std::string> FindBinary(const std::string& flag, const std::string& nam
       if (access(c.c_str(), X_OK) == 0) return c;
   }
   return NotFoundError("cannot find " + name + " next to ds-launch; pass --" +
-                       (name == "ds-worker" ? std::string("worker") : std::string("agent")) + " PATH");
+                       (name == "ds-worker" ? std::string("worker") : std::string("agent")) +
+                       " PATH");
 }
 
 bool IsLoopback(const std::string& host) {
@@ -131,9 +132,10 @@ class Console {
       eta = left >= 60 ? std::to_string(left / 60) + "m" + std::to_string(left % 60) + "s"
                        : std::to_string(left) + "s";
     }
-    std::printf("\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks | ETA %s",
-                s.job_id.c_str(), s.round, static_cast<long long>(step), static_cast<long long>(total),
-                loss, tps, s.ranks.size(), eta.c_str());
+    std::printf(
+        "\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks | ETA %s",
+        s.job_id.c_str(), s.round, static_cast<long long>(step), static_cast<long long>(total),
+        loss, tps, s.ranks.size(), eta.c_str());
     progress_shown_ = true;
   }
   CoordinatorState* state_;
@@ -150,9 +152,11 @@ void PrintFailure(const JobOutcome& out) {
   if (!out.first_failure) return;
   const Failure& f = *out.first_failure;
   if (f.rank >= 0)
-    std::fprintf(stderr, "ds-launch: first failure: rank %d on %s: %s\n", f.rank, f.host.c_str(), f.cause.c_str());
+    std::fprintf(stderr, "ds-launch: first failure: rank %d on %s: %s\n", f.rank, f.host.c_str(),
+                 f.cause.c_str());
   else
-    std::fprintf(stderr, "ds-launch: first failure: node %s: %s\n", f.host.c_str(), f.cause.c_str());
+    std::fprintf(stderr, "ds-launch: first failure: node %s: %s\n", f.host.c_str(),
+                 f.cause.c_str());
   if (!f.last_lines.empty()) {
     std::fprintf(stderr, "ds-launch: last lines of rank %d:\n", f.rank);
     for (const std::string& l : f.last_lines) std::fprintf(stderr, "    %s\n", l.c_str());
@@ -176,14 +180,16 @@ int RunLaunch(const LaunchOptions& o) {
   auto agent = FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent");
   if (!agent.ok()) return fail_input(agent.status());
   if (o.backend != "local" && o.backend != "ssh" && o.backend != "slurm")
-    return fail_input(InvalidArgumentError("--launcher must be local, ssh or slurm, got \"" + o.backend + "\""));
+    return fail_input(
+        InvalidArgumentError("--launcher must be local, ssh or slurm, got \"" + o.backend + "\""));
   bool all_loopback = true;
   for (const NodeSpec& n : *nodes) all_loopback = all_loopback && IsLoopback(n.name);
   std::string bind = o.coordinator;
   if (bind.empty()) {
     if (!all_loopback)
-      return fail_input(InvalidArgumentError("the hosts are not all on this machine: pass --coordinator "
-                                             "HOST:PORT with an address they can reach"));
+      return fail_input(
+          InvalidArgumentError("the hosts are not all on this machine: pass --coordinator "
+                               "HOST:PORT with an address they can reach"));
     bind = "127.0.0.1:0";
   }
   int world = 0;
@@ -196,7 +202,8 @@ int RunLaunch(const LaunchOptions& o) {
   auto plan_config = plan::PlanConfigFromJob(*config);
   if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
   auto plan = plan::MakePlan(*graph, plan::Topology{world, world}, *plan_config);
-  if (!plan.ok()) return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
+  if (!plan.ok())
+    return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
 
   auto token = NewJobToken();
   if (!token.ok()) return fail_input(token.status());
@@ -206,8 +213,10 @@ int RunLaunch(const LaunchOptions& o) {
     pid_t pid = fork();
     if (pid < 0) return fail_input(ErrnoToStatus(errno, "fork"));
     if (pid > 0) {
-      std::printf("ds-launch: job %s detached (pid %d); ds-launch status / ds-launch stop; log %s/launch.log\n",
-                  dir->job_id.c_str(), pid, dir->path.c_str());
+      std::printf(
+          "ds-launch: job %s detached (pid %d); ds-launch status / ds-launch stop; log "
+          "%s/launch.log\n",
+          dir->job_id.c_str(), pid, dir->path.c_str());
       return 0;
     }
     setsid();
@@ -241,9 +250,11 @@ int RunLaunch(const LaunchOptions& o) {
   if (!server.ok()) return fail_input(server.status());
   CoordinatorServer& srv = **server;
   if (Status s = WriteCoordinatorAddress(*dir, srv.address()); !s.ok()) return fail_input(s);
-  std::printf("ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
-              "launcher %s\n", dir->job_id.c_str(), nodes->size(), world, config->zero.stage,
-              plan::HashHex(plan->hash()).c_str(), srv.address().c_str(), o.backend.c_str());
+  std::printf(
+      "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
+      "launcher %s\n",
+      dir->job_id.c_str(), nodes->size(), world, config->zero.stage,
+      plan::HashHex(plan->hash()).c_str(), srv.address().c_str(), o.backend.c_str());
   std::fflush(stdout);
 
   struct sigaction sa {};

@@ -10,8 +10,8 @@
 namespace ds::launcher {
 
 struct LaunchOptions {
-  std::string config;           // job YAML/JSON
-  std::string hostfile;         // "" = this machine, one slot per core
+  std::string config;    // job YAML/JSON
+  std::string hostfile;  // "" = this machine, one slot per core
   std::string include, exclude;
   int num_nodes = -1, num_slots = -1;
   std::string backend = "local";  // local | ssh | slurm
@@ -24,8 +24,8 @@ struct LaunchOptions {
   double node_timeout_s = 5.0;
   double grace_s = 5.0;
   bool detach = false;
-  std::string worker;             // ds-worker path ("" = next to ds-launch)
-  std::string agent;              // ds-agent path ("" = next to ds-launch)
+  std::string worker;  // ds-worker path ("" = next to ds-launch)
+  std::string agent;   // ds-agent path ("" = next to ds-launch)
   std::string tls_cert, tls_key, tls_ca;
 };
 

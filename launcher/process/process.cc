@@ -235,7 +235,8 @@ StatusOr<Child> Spawn(const SpawnOptions& options) {
   int null_fd = -1;
   int in[2] = {-1, -1};
   auto close_all = [&] {
-    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &null_fd, &in[0], &in[1]}) {
+    for (int* fd :
+         {&out[0], &out[1], &err[0], &err[1], &report[0], &report[1], &null_fd, &in[0], &in[1]}) {
       CloseFd(fd);
     }
   };

@@ -37,7 +37,8 @@ struct SpawnOptions {
   // PR_SET_PDEATHSIG semantics), so call Spawn from a thread that lives as long as the
   // agent. 0 = none.
   int parent_death_signal = SIGKILL;
-  bool stdin_pipe = false;  // true: stdin is a pipe whose write end is Child::stdin_fd, else /dev/null
+  bool stdin_pipe =
+      false;  // true: stdin is a pipe whose write end is Child::stdin_fd, else /dev/null
 };
 
 // A started child. The fds are owned by whoever holds the Child (Supervisor::Add takes
@@ -47,7 +48,8 @@ struct Child {
   pid_t sid = -1;      // session id (= pid) with new_session, else -1 (caller's session)
   int stdout_fd = -1;  // read end of the child's stdout pipe, O_NONBLOCK | O_CLOEXEC
   int stderr_fd = -1;  // read end of the child's stderr pipe, O_NONBLOCK | O_CLOEXEC
-  int stdin_fd = -1;   // with stdin_pipe: write end of the child's stdin (O_CLOEXEC); the caller owns it
+  int stdin_fd =
+      -1;  // with stdin_pipe: write end of the child's stdin (O_CLOEXEC); the caller owns it
 };
 
 // Starts the child described by `options`. Returns InvalidArgument for an empty argv or

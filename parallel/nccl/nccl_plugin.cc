@@ -17,9 +17,11 @@ int ds_nccl_plugin_abi_version() { return 1; }
 // A communicator of `size` ranks over `memory`'s GPU and stream, bootstrapped through `store`
 // under `name`; nullptr with the reason in `error` (NUL-terminated, truncated to error_size).
 // The caller owns the result; `memory` and `store` must outlive it.
-ds::parallel::Communicator* ds_nccl_create_communicator(ds::DeviceMemory* memory, int rank, int size,
-                                                        const char* name, ds::parallel::KvStore* store,
-                                                        long long timeout_ms, char* error, size_t error_size) {
+ds::parallel::Communicator* ds_nccl_create_communicator(ds::DeviceMemory* memory, int rank,
+                                                        int size, const char* name,
+                                                        ds::parallel::KvStore* store,
+                                                        long long timeout_ms, char* error,
+                                                        size_t error_size) {
   ds::parallel::NcclOptions o;
   o.rank = rank;
   o.size = size;

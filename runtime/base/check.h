@@ -8,9 +8,9 @@ namespace ds::internal {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* cond, const std::string& msg);
 }  // namespace ds::internal
 
-#define DS_CHECK(cond, ...)                                                          \
-  do {                                                                               \
-    if (__builtin_expect(!(cond), 0))                                                \
+#define DS_CHECK(cond, ...)                                                             \
+  do {                                                                                  \
+    if (__builtin_expect(!(cond), 0))                                                   \
       ::ds::internal::CheckFailed(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)
 

@@ -80,10 +80,10 @@ Status ErrnoToStatus(int err, const std::string& context);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : status_(status) { assert(!status_.ok()); }  // NOLINT
+  StatusOr(const Status& status) : status_(status) { assert(!status_.ok()); }        // NOLINT
   StatusOr(Status&& status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+  StatusOr(const T& value) : value_(value) {}                                        // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}                                  // NOLINT
   template <typename U, typename = std::enable_if_t<std::is_convertible_v<U&&, T> &&
                                                     !std::is_same_v<std::decay_t<U>, Status>>>
   StatusOr(U&& value) : value_(T(std::forward<U>(value))) {}  // NOLINT
@@ -92,9 +92,18 @@ class [[nodiscard]] StatusOr {
   const Status& status() const& { return status_; }
   Status status() && { return std::move(status_); }
 
-  const T& value() const& { CheckOk(); return *value_; }
-  T& value() & { CheckOk(); return *value_; }
-  T&& value() && { CheckOk(); return std::move(*value_); }
+  const T& value() const& {
+    CheckOk();
+    return *value_;
+  }
+  T& value() & {
+    CheckOk();
+    return *value_;
+  }
+  T&& value() && {
+    CheckOk();
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

@@ -4,10 +4,10 @@
 
 #include "runtime/base/status.h"
 
-#define DS_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::ds::Status _ds_status = (expr);            \
-    if (!_ds_status.ok()) return _ds_status;     \
+#define DS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::ds::Status _ds_status = (expr);        \
+    if (!_ds_status.ok()) return _ds_status; \
   } while (0)
 
 #define DS_STATUS_CONCAT_INNER(a, b) a##b

@@ -11,8 +11,8 @@
 #include "runtime/ckpt/checkpoint.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>

@@ -81,8 +81,8 @@ class SafetensorsStreamWriter {
   std::unique_ptr<FileWriter> out_;
   std::vector<uint64_t> ends_;  // data offset where tensor i ends
   SafetensorsWriteResult result_;
-  uint64_t written_ = 0;        // data bytes so far
-  size_t current_ = 0;          // tensor receiving bytes
+  uint64_t written_ = 0;  // data bytes so far
+  size_t current_ = 0;    // tensor receiving bytes
   bool finished_ = false;
 };
 

@@ -31,8 +31,8 @@ bool ParseSliceName(const std::string& name, std::string* state, std::string* pa
                     int64_t* begin) {
   const size_t slash = name.find('/');
   const size_t hash = name.rfind('#');
-  if (slash == std::string::npos || hash == std::string::npos || hash <= slash + 1 ||
-      slash == 0 || hash + 1 == name.size() || name.size() - hash > 19) {
+  if (slash == std::string::npos || hash == std::string::npos || hash <= slash + 1 || slash == 0 ||
+      hash + 1 == name.size() || name.size() - hash > 19) {
     return false;
   }
   int64_t v = 0;
@@ -54,10 +54,17 @@ bool IsSafetensors(const std::string& name) {
 void CopyAsF32(const SafetensorsEntry& e, int64_t at, int64_t n, float* dst) {
   const auto* half = static_cast<const uint16_t*>(e.data) + at;
   switch (e.spec.dtype) {
-    case DType::kF32: std::memcpy(dst, static_cast<const float*>(e.data) + at, n * 4); break;
-    case DType::kBF16: ConvertBf16ToF32(half, dst, n); break;
-    case DType::kF16: ConvertF16ToF32(half, dst, n); break;
-    default: break;  // Verify rejects non-float slices
+    case DType::kF32:
+      std::memcpy(dst, static_cast<const float*>(e.data) + at, n * 4);
+      break;
+    case DType::kBF16:
+      ConvertBf16ToF32(half, dst, n);
+      break;
+    case DType::kF16:
+      ConvertF16ToF32(half, dst, n);
+      break;
+    default:
+      break;  // Verify rejects non-float slices
   }
 }
 
@@ -161,13 +168,15 @@ Status CheckpointReader::BuildIndex() {
     world_size_ = std::atoi(ws->second.c_str());
     for (int k = 0; k < world_size_; ++k) {
       if (!ranks.count(k)) {
-        return DataLossError(JoinPath(dir_, ZeroShardFileName(k)) + ": not in the manifest (world size " +
-                             std::to_string(world_size_) + ")");
+        return DataLossError(JoinPath(dir_, ZeroShardFileName(k)) +
+                             ": not in the manifest (world size " + std::to_string(world_size_) +
+                             ")");
       }
     }
     if (*ranks.rbegin() >= world_size_) {
       return DataLossError(JoinPath(dir_, ZeroShardFileName(*ranks.rbegin())) +
-                           ": rank beyond the manifest's world size " + std::to_string(world_size_));
+                           ": rank beyond the manifest's world size " +
+                           std::to_string(world_size_));
     }
   }
   std::map<std::string, size_t> param_at;
@@ -345,7 +354,8 @@ Status CheckpointReader::VerifyFile(const FileRecord& f) {
     listed.insert(t.name);
     const SafetensorsEntry* e = sf->Find(t.name);
     if (e == nullptr || e->spec.dtype != t.spec.dtype || e->spec.shape != t.spec.shape) {
-      return DataLossError(path + ": tensor " + t.name + " is missing or differs from the manifest");
+      return DataLossError(path + ": tensor " + t.name +
+                           " is missing or differs from the manifest");
     }
   }
   for (const SafetensorsEntry& e : sf->tensors()) {

@@ -123,7 +123,7 @@ class CheckpointReader {
   std::vector<std::pair<std::string, Shape>> params_;
   std::map<std::pair<std::string, std::string>, std::vector<SliceRef>> index_;
   std::map<std::string, SafetensorsFile> files_;  // mapped lazily
-  std::set<size_t> verified_;                      // records whose CRC matched
+  std::set<size_t> verified_;                     // records whose CRC matched
 };
 
 }  // namespace ds::ckpt

@@ -93,7 +93,8 @@ TEST_CASE("ZeroShards: rank files read back by element range across files", "[ck
   for (const FileRecord& file : r->manifest().files) CHECK(r->VerifyFile(file).ok());
 }
 
-TEST_CASE("ZeroShards: gaps, overlaps, corrupt bytes and bad metadata name the file", "[ckpt][zero]") {
+TEST_CASE("ZeroShards: gaps, overlaps, corrupt bytes and bad metadata name the file",
+          "[ckpt][zero]") {
   Fixture f;
   SECTION("gap") {
     const std::string root = testing::MakeTempDir("zero_gap");
@@ -107,7 +108,8 @@ TEST_CASE("ZeroShards: gaps, overlaps, corrupt bytes and bad metadata name the f
     REQUIRE(f.Save(root, /*cut=*/6).ok());
     auto r = CheckpointReader::Open(root);
     REQUIRE_FALSE(r.ok());
-    CHECK(Has(r.status().message(), "zero_shard_rank_00001.safetensors: exp_avg/w elements [6, 12) overlap"));
+    CHECK(Has(r.status().message(),
+              "zero_shard_rank_00001.safetensors: exp_avg/w elements [6, 12) overlap"));
   }
   SECTION("a flipped data byte fails the slice and the file naming the rank file") {
     const std::string root = testing::MakeTempDir("zero_flip");

@@ -12,7 +12,9 @@ namespace ds {
 StatusOr<void*> HostMemory::Allocate(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = std::aligned_alloc(256, rounded);
-  if (!p) return ResourceExhaustedError("host memory: cannot allocate " + std::to_string(bytes) + " bytes");
+  if (!p)
+    return ResourceExhaustedError("host memory: cannot allocate " + std::to_string(bytes) +
+                                  " bytes");
   std::memset(p, 0, rounded);
   return p;
 }
@@ -22,7 +24,9 @@ void HostMemory::Free(void* ptr) { std::free(ptr); }
 StatusOr<void*> DeviceMemory::AllocateHost(size_t bytes) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = std::aligned_alloc(256, rounded);
-  if (!p) return ResourceExhaustedError("host memory: cannot allocate " + std::to_string(bytes) + " bytes");
+  if (!p)
+    return ResourceExhaustedError("host memory: cannot allocate " + std::to_string(bytes) +
+                                  " bytes");
   return p;
 }
 

@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <string>
 
-#include "runtime/core/device.h"
 #include "runtime/base/status.h"
+#include "runtime/core/device.h"
 
 namespace ds {
 
@@ -39,7 +39,9 @@ class DeviceMemory {
   virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
   // Device -> host after the work queued so far, on the copy stream; returns at once.
   // The defaults copy synchronously (host memory has nothing to overlap).
-  virtual Status CopyToHostAsync(void* dst, const void* src, size_t bytes) { return CopyToHost(dst, src, bytes); }
+  virtual Status CopyToHostAsync(void* dst, const void* src, size_t bytes) {
+    return CopyToHost(dst, src, bytes);
+  }
   // Returns once every CopyToHostAsync issued so far has landed on the host.
   virtual Status WaitCopies() { return OkStatus(); }
   // Work queued on the compute stream from now on starts after those copies (so it may

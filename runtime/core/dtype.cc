@@ -6,36 +6,55 @@ namespace ds {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU16: return 2;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU16:
+      return 2;
   }
   return 0;
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU16: return "u16";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU16:
+      return "u16";
   }
   return "?";
 }
 
 bool ParseDType(const std::string& n, DType* out) {
-  if (n == "f32" || n == "float32" || n == "fp32" || n == "F32") *out = DType::kF32;
-  else if (n == "bf16" || n == "bfloat16" || n == "BF16") *out = DType::kBF16;
-  else if (n == "f16" || n == "float16" || n == "fp16" || n == "F16") *out = DType::kF16;
-  else if (n == "i32" || n == "int32" || n == "I32") *out = DType::kI32;
-  else if (n == "i64" || n == "int64" || n == "I64") *out = DType::kI64;
-  else if (n == "u16" || n == "uint16" || n == "U16") *out = DType::kU16;
-  else return false;
+  if (n == "f32" || n == "float32" || n == "fp32" || n == "F32")
+    *out = DType::kF32;
+  else if (n == "bf16" || n == "bfloat16" || n == "BF16")
+    *out = DType::kBF16;
+  else if (n == "f16" || n == "float16" || n == "fp16" || n == "F16")
+    *out = DType::kF16;
+  else if (n == "i32" || n == "int32" || n == "I32")
+    *out = DType::kI32;
+  else if (n == "i64" || n == "int64" || n == "I64")
+    *out = DType::kI64;
+  else if (n == "u16" || n == "uint16" || n == "U16")
+    *out = DType::kU16;
+  else
+    return false;
   return true;
 }
 

@@ -38,16 +38,24 @@ float F16ToFloat(uint16_t h);
 // Element i of a float buffer of type t (f32, bf16 or f16) as fp32, and back (rounded).
 inline float LoadFloat(const void* data, DType t, int64_t i) {
   switch (t) {
-    case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return F16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
   }
 }
 inline void StoreFloat(void* data, DType t, int64_t i, float v) {
   switch (t) {
-    case DType::kBF16: static_cast<uint16_t*>(data)[i] = FloatToBf16(v); break;
-    case DType::kF16: static_cast<uint16_t*>(data)[i] = FloatToF16(v); break;
-    default: static_cast<float*>(data)[i] = v;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = FloatToBf16(v);
+      break;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = FloatToF16(v);
+      break;
+    default:
+      static_cast<float*>(data)[i] = v;
   }
 }
 

@@ -61,7 +61,8 @@ class HostOptimizerKernels final : public OptimizerKernels {
   Status SgdStep(int set, const AdamBuffers& b, const SgdStepParams& o) override {
     DS_RETURN_IF_ERROR(Check(set));
     for (const OptimizerSegment& s : sets_[set]) {
-      const float wd = s.decay ? o.weight_decay : 0.0f, mu = o.momentum, scale = o.grad_scale, lr = o.lr;
+      const float wd = s.decay ? o.weight_decay : 0.0f, mu = o.momentum, scale = o.grad_scale,
+                  lr = o.lr;
       float* p = b.master + s.offset;
       float* buf = b.m ? b.m + s.offset : nullptr;
       const int64_t n = s.numel, off = s.offset;
@@ -79,7 +80,8 @@ class HostOptimizerKernels final : public OptimizerKernels {
     return OkStatus();
   }
 
-  StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype, float inv_scale) override {
+  StatusOr<SquaredNormResult> SquaredNorm(int set, const void* grad, DType dtype,
+                                          float inv_scale) override {
     DS_RETURN_IF_ERROR(Check(set));
     double sum = 0;
     for (const OptimizerSegment& s : sets_[set]) {
@@ -102,7 +104,8 @@ class HostOptimizerKernels final : public OptimizerKernels {
       return OkStatus();
     }
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) StoreFloat(dst, dtype, i, LoadFloat(dst, dtype, i) + LoadFloat(src, dtype, i));
+    for (int64_t i = 0; i < n; ++i)
+      StoreFloat(dst, dtype, i, LoadFloat(dst, dtype, i) + LoadFloat(src, dtype, i));
     return OkStatus();
   }
 

@@ -1,8 +1,8 @@
 // OptimizerKernels: the optimizer's work on model states that live in a DeviceMemory
 // (zero/device_states.h): one fused Adam/AdamW (or SGD) pass over every owned
-// parameter that also writes the 16-bit model copy, the squared gradient norm with a non-finite flag, and
-// ZeRO-2's accumulation of reduced gradients into the gradient shard.
-// Each device has one implementation, registered like the op kernels:
+// parameter that also writes the 16-bit model copy, the squared gradient norm with a non-finite
+// flag, and ZeRO-2's accumulation of reduced gradients into the gradient shard. Each device has one
+// implementation, registered like the op kernels:
 //
 //   kCpu    optimizer_kernels.cc, for HostMemory (the device path run on the CPU, which
 //           tests compare with the host Optimizer element for element); built in
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "runtime/base/status.h"
-#include "runtime/core/tensor.h"
 #include "runtime/core/device_memory.h"
+#include "runtime/core/tensor.h"
 
 namespace ds {
 
@@ -65,8 +65,8 @@ struct AdamBuffers {
 };
 
 struct SquaredNormResult {
-  double sum_sq = 0;     // sum of (g * inv_scale)^2 over the segments
-  bool finite = true;    // false when some gradient is inf or nan
+  double sum_sq = 0;   // sum of (g * inv_scale)^2 over the segments
+  bool finite = true;  // false when some gradient is inf or nan
 };
 
 class OptimizerKernels {

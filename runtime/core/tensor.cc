@@ -113,8 +113,10 @@ size_t Buffer::ResidentBytes(size_t offset, size_t bytes) const {
 
 void Buffer::Free() {
   if (!data_) return;
-  if (sparse_) munmap(data_, (size_ + PageSize() - 1) / PageSize() * PageSize());
-  else std::free(data_);
+  if (sparse_)
+    munmap(data_, (size_ + PageSize() - 1) / PageSize() * PageSize());
+  else
+    std::free(data_);
   data_ = nullptr;
   size_ = 0;
   sparse_ = false;

@@ -34,7 +34,8 @@ TEST_CASE("Buffer: sparse pages are committed on touch and handed back by Releas
   CHECK(p[4 * mib + 10] == 1);
 }
 
-TEST_CASE("Buffer: dense buffers are zero-filled, Release zeroes, moves transfer ownership", "[core]") {
+TEST_CASE("Buffer: dense buffers are zero-filled, Release zeroes, moves transfer ownership",
+          "[core]") {
   Buffer b = Buffer::Allocate(1000);
   CHECK_FALSE(b.sparse());
   char* p = static_cast<char*>(b.data());

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "runtime/cuda/stream_context.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_allocator_backend.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/device.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::cuda {
 

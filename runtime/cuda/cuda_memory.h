@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/cuda/caching_allocator.h"
 #include "runtime/core/device_memory.h"
+#include "runtime/cuda/caching_allocator.h"
 
 namespace ds::cuda {
 
@@ -51,9 +51,9 @@ class CudaMemory final : public DeviceMemory {
   int ordinal_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;    // CopyToHostAsync
-  cudaEvent_t compute_mark_ = nullptr;    // recorded on stream_ before each async copy
-  cudaEvent_t copies_done_ = nullptr;     // recorded on copy_stream_ after each async copy
+  cudaStream_t copy_stream_ = nullptr;  // CopyToHostAsync
+  cudaEvent_t compute_mark_ = nullptr;  // recorded on stream_ before each async copy
+  cudaEvent_t copies_done_ = nullptr;   // recorded on copy_stream_ after each async copy
   bool copies_pending_ = false;
   std::unique_ptr<CachingAllocator> allocator_;
 };

@@ -12,7 +12,8 @@ StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal) {
   const std::string which = env ? env : "";
   if (which.empty() || which == "cuda") return LoadCudaMemory(ordinal);
   if (which == "host") return std::unique_ptr<DeviceMemory>(new HostMemory());
-  return InvalidArgumentError("DS_ACCELERATOR=\"" + which + "\": expected cuda (the GPU) or host (host memory "
+  return InvalidArgumentError("DS_ACCELERATOR=\"" + which +
+                              "\": expected cuda (the GPU) or host (host memory "
                               "standing in for it)");
 }
 

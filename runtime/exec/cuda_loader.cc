@@ -20,12 +20,14 @@ std::string ExecutablePath() {
 }
 
 // `file` from $`env`, beside the executable, or at `package`/`file` in its runfiles.
-std::vector<std::string> Candidates(const char* env, const std::string& file, const std::string& package) {
+std::vector<std::string> Candidates(const char* env, const std::string& file,
+                                    const std::string& package) {
   std::vector<std::string> paths;
   if (const char* p = std::getenv(env); p && *p) paths.push_back(p);
   const std::string exe = ExecutablePath();
   const size_t slash = exe.rfind('/');
-  paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" + file);
+  paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" +
+                  file);
   std::vector<std::string> runfiles;
   if (const char* r = std::getenv("RUNFILES_DIR")) runfiles.push_back(r);
   if (const char* r = std::getenv("TEST_SRCDIR")) runfiles.push_back(r);
@@ -57,40 +59,45 @@ StatusOr<std::unique_ptr<DeviceMemory>> LoadCudaMemory(int ordinal) {
     return UnavailableError(std::string("the CUDA backend ") + kPlugin +
                             " could not be loaded (it is built only where the CUDA toolkit is; "
                             "tools/build.sh installs it next to ds-worker; DS_CUDA_BACKEND names "
-                            "another file):" + tried);
+                            "another file):" +
+                            tried);
   using Abi = int (*)();
   using Create = DeviceMemory* (*)(int, char*, size_t);
   auto abi = reinterpret_cast<Abi>(dlsym(handle, "ds_cuda_plugin_abi_version"));
   auto create = reinterpret_cast<Create>(dlsym(handle, "ds_cuda_create_memory"));
   if (!abi || !create || abi() != 1)
-    return FailedPreconditionError(std::string(kPlugin) + " is not a ds-runtime CUDA backend of ABI 1");
+    return FailedPreconditionError(std::string(kPlugin) +
+                                   " is not a ds-runtime CUDA backend of ABI 1");
   char error[1024] = "";
   DeviceMemory* memory = create(ordinal, error, sizeof(error));
   if (!memory) return UnavailableError(error);
   return std::unique_ptr<DeviceMemory>(memory);
 }
 
-StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(DeviceMemory* memory, int rank, int size,
-                                                                       const std::string& name,
-                                                                       parallel::KvStore* store,
-                                                                       std::chrono::milliseconds timeout) {
+StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(
+    DeviceMemory* memory, int rank, int size, const std::string& name, parallel::KvStore* store,
+    std::chrono::milliseconds timeout) {
   static void* handle = nullptr;
   std::string tried;
   if (!handle) handle = Open(Candidates("DS_NCCL_BACKEND", kNcclPlugin, "parallel/nccl"), &tried);
   if (!handle)
-    return NotFoundError(std::string("the NCCL backend ") + kNcclPlugin +
-                            " could not be loaded (it is built only where the CUDA toolkit and NCCL are; "
-                            "DS_NCCL_BACKEND names another file):" + tried);
+    return NotFoundError(
+        std::string("the NCCL backend ") + kNcclPlugin +
+        " could not be loaded (it is built only where the CUDA toolkit and NCCL are; "
+        "DS_NCCL_BACKEND names another file):" +
+        tried);
   using Abi = int (*)();
-  using Create = parallel::Communicator* (*)(DeviceMemory*, int, int, const char*, parallel::KvStore*, long long,
-                                             char*, size_t);
+  using Create = parallel::Communicator* (*)(DeviceMemory*, int, int, const char*,
+                                             parallel::KvStore*, long long, char*, size_t);
   auto abi = reinterpret_cast<Abi>(dlsym(handle, "ds_nccl_plugin_abi_version"));
   auto create = reinterpret_cast<Create>(dlsym(handle, "ds_nccl_create_communicator"));
   if (!abi || !create || abi() != 1)
-    return FailedPreconditionError(std::string(kNcclPlugin) + " is not a ds-runtime NCCL backend of ABI 1");
+    return FailedPreconditionError(std::string(kNcclPlugin) +
+                                   " is not a ds-runtime NCCL backend of ABI 1");
   char error[1024] = "";
   parallel::Communicator* comm =
-      create(memory, rank, size, name.c_str(), store, static_cast<long long>(timeout.count()), error, sizeof(error));
+      create(memory, rank, size, name.c_str(), store, static_cast<long long>(timeout.count()),
+             error, sizeof(error));
   if (!comm) return UnavailableError(std::string("NCCL: ") + error);
   return std::unique_ptr<parallel::Communicator>(comm);
 }

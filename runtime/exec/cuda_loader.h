@@ -30,9 +30,8 @@ StatusOr<std::unique_ptr<DeviceMemory>> LoadCudaMemory(int ordinal);
 // through `store` under `name` within `timeout`. `memory` and `store` must outlive it.
 // NotFound when the plugin cannot be loaded (the same on every rank of one build); other
 // errors come from NCCL.
-StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(DeviceMemory* memory, int rank, int size,
-                                                                       const std::string& name,
-                                                                       parallel::KvStore* store,
-                                                                       std::chrono::milliseconds timeout);
+StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(
+    DeviceMemory* memory, int rank, int size, const std::string& name, parallel::KvStore* store,
+    std::chrono::milliseconds timeout);
 
 }  // namespace ds

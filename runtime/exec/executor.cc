@@ -14,7 +14,7 @@ struct Executor::NodeExec {
   const NodeInfo* node = nullptr;
   const kernels::OpDef* def = nullptr;
   const kernels::Kernel* kernel = nullptr;
-  kernels::OpArgs args;          // forward and backward share one argument set
+  kernels::OpArgs args;                      // forward and backward share one argument set
   std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
   // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view).
   struct ParamUse {
@@ -95,7 +95,8 @@ Status Executor::Build() {
     if (g.tensors[t].role == TensorRole::kInput) ids = t;
     if (g.tensors[t].role == TensorRole::kTarget) targets = t;
   }
-  if (ids < 0 || targets < 0) return InvalidArgumentError("executor: graph needs an input and a target");
+  if (ids < 0 || targets < 0)
+    return InvalidArgumentError("executor: graph needs an input and a target");
   const int64_t tokens = opt_.batch * opt_.seq;
   data_arena_ = Buffer::Allocate(2 * tokens * sizeof(int32_t));
   int32_t* data = static_cast<int32_t*>(data_arena_.data());
@@ -121,7 +122,8 @@ Status Executor::Build() {
     ne->kernel = kernels::FindKernel(n.op, kd, kernel_dtype);
     if (!ne->def || !ne->kernel)
       return UnimplementedError("executor: no " + std::string(DeviceName(kd)) + "/" +
-                                DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " + n.name + ")");
+                                DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " +
+                                n.name + ")");
     first_block_ = std::min(first_block_, n.block);
     std::vector<TensorSpec> in;
     for (int t : n.inputs) in.push_back(f32_specs[t]);
@@ -157,7 +159,8 @@ Status Executor::Build() {
     for (int t : ne.node->inputs) {
       if (g.tensors[t].role == TensorRole::kParam) {
         const ParamSlot* slot = params_->ForTensor(t);
-        if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
+        if (!slot)
+          return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
           const DType m = params_->model_dtype();
           void* p = opt_.device_param_at ? opt_.device_param_at(slot->offset)
@@ -172,7 +175,8 @@ Status Executor::Build() {
           a.in.push_back(use.scratch);
           ne.params.push_back(use);
         } else {
-          a.in.push_back(params_->ModelView(*slot));  // fp32: the master, or stage 3's gathered copy
+          a.in.push_back(
+              params_->ModelView(*slot));  // fp32: the master, or stage 3's gathered copy
         }
       } else {
         a.in.push_back(views_[t]);
@@ -211,7 +215,10 @@ Status Executor::PlanActivationGrads() {
     }
   }
   start[g.loss] = 0;
-  struct Block { size_t offset, size; int end; };
+  struct Block {
+    size_t offset, size;
+    int end;
+  };
   std::vector<Block> live;
   std::vector<size_t> offset(nt, 0);
   size_t arena = 0;
@@ -220,9 +227,11 @@ Status Executor::PlanActivationGrads() {
     if (start[t] >= 0 && end[t] >= 0) order.push_back(t);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return start[a] < start[b]; });
   for (int t : order) {
-    live.erase(std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.end < start[t]; }),
-               live.end());
-    std::sort(live.begin(), live.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
+    live.erase(
+        std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.end < start[t]; }),
+        live.end());
+    std::sort(live.begin(), live.end(),
+              [](const Block& a, const Block& b) { return a.offset < b.offset; });
     size_t need = AlignUp(specs_[t].nbytes()), at = 0;
     for (const Block& b : live) {
       if (b.offset >= at + need) break;
@@ -252,10 +261,13 @@ Status Executor::PlanActivationGrads() {
         if (device_) {
           const ParamSlot* slot = params_->ForTensor(t);
           const DType m = params_->model_dtype();
-          void* g = states_on_device_ ? opt_.device_grad_at(slot->offset) : device_grads_ + slot->offset * DTypeSize(m);
+          void* g = states_on_device_ ? opt_.device_grad_at(slot->offset)
+                                      : device_grads_ + slot->offset * DTypeSize(m);
           a.grad_in.push_back(Tensor(g, slot->shape, m));
-        } else if (params_->mixed()) a.grad_in.push_back(ne.params[p++].grad_scratch);
-        else a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
+        } else if (params_->mixed())
+          a.grad_in.push_back(ne.params[p++].grad_scratch);
+        else
+          a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
         a.grad_in.push_back(grad_views_[t]);
       } else {
@@ -269,8 +281,10 @@ Status Executor::PlanActivationGrads() {
 void Executor::WidenParams(const NodeExec& n) const {
   for (const NodeExec::ParamUse& u : n.params) {
     const uint16_t* src = static_cast<const uint16_t*>(params_->ModelView(*u.slot).data());
-    if (params_->model_dtype() == DType::kBF16) ConvertBf16ToF32(src, u.scratch.f32(), u.slot->numel);
-    else ConvertF16ToF32(src, u.scratch.f32(), u.slot->numel);
+    if (params_->model_dtype() == DType::kBF16)
+      ConvertBf16ToF32(src, u.scratch.f32(), u.slot->numel);
+    else
+      ConvertF16ToF32(src, u.scratch.f32(), u.slot->numel);
   }
 }
 
@@ -282,15 +296,15 @@ void Executor::NarrowGrads(const NodeExec& n) const {
     const int64_t count = u.slot->numel;
 #pragma omp parallel for schedule(static) if (count > (1 << 16))
     for (int64_t i = 0; i < count; ++i) {
-      if (bf16) g[i] = FloatToBf16(Bf16ToFloat(g[i]) + s[i]);
-      else g[i] = FloatToF16(F16ToFloat(g[i]) + s[i]);
+      if (bf16)
+        g[i] = FloatToBf16(Bf16ToFloat(g[i]) + s[i]);
+      else
+        g[i] = FloatToF16(F16ToFloat(g[i]) + s[i]);
     }
   }
 }
 
-Status Executor::Forward(uint64_t seed) {
-  return ForwardBlocks(seed, -1, graph_->num_blocks);
-}
+Status Executor::Forward(uint64_t seed) { return ForwardBlocks(seed, -1, graph_->num_blocks); }
 
 Status Executor::Backward(float loss_grad, uint64_t seed) {
   return BackwardBlocks(loss_grad, seed, -1, graph_->num_blocks);
@@ -314,7 +328,8 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
     Status s = ne.kernel->forward(ne.args);
     if (!s.ok()) return s.WithPrefix("forward of node \"" + ne.node->name + "\"");
     if (profiling_) {
-      if (device_) DS_RETURN_IF_ERROR(opt_.memory->Synchronize());  // time the kernels, not their launch
+      if (device_)
+        DS_RETURN_IF_ERROR(opt_.memory->Synchronize());  // time the kernels, not their launch
       NodeProfile& p = profile_[ne.node->op];
       p.forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ++p.calls;
@@ -323,8 +338,9 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
   if (device_ && last_block >= graph_->num_blocks) {
     const Tensor& l = views_[graph_->loss];
     uint16_t half = 0;
-    DS_RETURN_IF_ERROR(opt_.memory->CopyToHost(l.dtype() == DType::kF32 ? static_cast<void*>(&loss_host_) : &half,
-                                               l.data(), DTypeSize(l.dtype())));
+    DS_RETURN_IF_ERROR(
+        opt_.memory->CopyToHost(l.dtype() == DType::kF32 ? static_cast<void*>(&loss_host_) : &half,
+                                l.data(), DTypeSize(l.dtype())));
     if (l.dtype() != DType::kF32) loss_host_ = LoadFloat(&half, l.dtype(), 0);
   }
   return OkStatus();
@@ -341,7 +357,8 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
       uint16_t half = 0;
       if (seed_grad.dtype() != DType::kF32) StoreFloat(&half, seed_grad.dtype(), 0, loss_grad);
       DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(
-          seed_grad.data(), seed_grad.dtype() == DType::kF32 ? static_cast<const void*>(&loss_grad) : &half,
+          seed_grad.data(),
+          seed_grad.dtype() == DType::kF32 ? static_cast<const void*>(&loss_grad) : &half,
           DTypeSize(seed_grad.dtype())));
     }
   } else if (last_block >= graph_->num_blocks) {
@@ -378,8 +395,9 @@ Status Executor::BuildDevice() {
   // ZeRO-3 trains on a device with the states there (their gather arena); an inference
   // executor uploads the host's flat parameters, gathered by then (Trainer::Evaluate).
   if (params_->params_partitioned() && opt_.training && !opt_.device_param_at)
-    return UnimplementedError(where + ": ZeRO stage 3 trains on a device only with the model states there "
-                                      "(no offload_optimizer)");
+    return UnimplementedError(where +
+                              ": ZeRO stage 3 trains on a device only with the model states there "
+                              "(no offload_optimizer)");
   first_block_ = graph_->num_blocks;
   if (opt_.device_params || opt_.device_param_at) {
     if (opt_.training && !opt_.device_grad_at)
@@ -388,7 +406,8 @@ Status Executor::BuildDevice() {
     device_params_ = static_cast<char*>(opt_.device_params);
     return OkStatus();
   }
-  const size_t bytes = static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());
+  const size_t bytes =
+      static_cast<size_t>(params_->total_elements()) * DTypeSize(params_->model_dtype());
   DS_ASSIGN_OR_RETURN(own_params_, DeviceBuffer::Allocate(opt_.memory, bytes));
   device_params_ = static_cast<char*>(own_params_.data());
   if (opt_.training) {
@@ -409,7 +428,8 @@ Status Executor::ZeroTensor(const Tensor& t) const {
 Status Executor::SyncParamsToDevice() {
   if (states_on_device_) return OkStatus();
   if (uploaded_version_ == params_->version()) return OkStatus();
-  DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_params_, params_->model(), own_params_.size()));
+  DS_RETURN_IF_ERROR(
+      opt_.memory->CopyToDevice(device_params_, params_->model(), own_params_.size()));
   uploaded_version_ = params_->version();
   return OkStatus();
 }
@@ -475,7 +495,8 @@ Status Executor::FinishGradients() {
       for (int64_t j = 0; j < n; ++j) h[j] += a[j];
     } else {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t j = 0; j < n; ++j) StoreFloat(host, m, j, LoadFloat(host, m, j) + LoadFloat(add, m, j));
+      for (int64_t j = 0; j < n; ++j)
+        StoreFloat(host, m, j, LoadFloat(host, m, j) + LoadFloat(add, m, j));
     }
   }
   sent_slots_.clear();
@@ -492,12 +513,14 @@ Status Executor::DeviceSpecs() {
     if (g.tensors[t].role == TensorRole::kParam) specs_[t].dtype = m;
   for (const NodeInfo& n : g.nodes) {
     const kernels::OpDef* def = kernels::FindOp(n.op);
-    if (!def || !def->infer) return UnimplementedError("executor: unknown op \"" + n.op + "\" (node " + n.name + ")");
+    if (!def || !def->infer)
+      return UnimplementedError("executor: unknown op \"" + n.op + "\" (node " + n.name + ")");
     std::vector<TensorSpec> in, out;
     for (int t : n.inputs) in.push_back(specs_[t]);
     Status s = def->infer(n.attrs, in, &out);
     if (!s.ok())
-      return s.WithPrefix("executor on " + opt_.memory->name() + ": node \"" + n.name + "\" in " + DTypeName(m));
+      return s.WithPrefix("executor on " + opt_.memory->name() + ": node \"" + n.name + "\" in " +
+                          DTypeName(m));
     for (size_t k = 0; k < n.outputs.size() && k < out.size(); ++k) specs_[n.outputs[k]] = out[k];
   }
   return OkStatus();

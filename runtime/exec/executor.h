@@ -39,15 +39,15 @@
 
 #include "kernels/registry.h"
 #include "runtime/core/device_memory.h"
-#include "zero/param_store.h"
 #include "runtime/graph/graph.h"
+#include "zero/param_store.h"
 
 namespace ds {
 
 struct ExecutorOptions {
   int64_t batch = 1;
   int64_t seq = 1;
-  bool training = true;  // false: no gradients, no backward, dropout off
+  bool training = true;            // false: no gradients, no backward, dropout off
   DeviceMemory* memory = nullptr;  // borrowed; null: host memory, CPU kernels, no copies
   // Device path with the model states on the device (zero/device_states.h): the
   // flat parameters in `memory` laid out as the ParamStore's, and where the gradient of a
@@ -126,22 +126,22 @@ class Executor {
   ParamStore* params_;
   ExecutorOptions opt_;
   std::vector<TensorSpec> specs_;
-  std::vector<Tensor> views_;        // forward value of every tensor
-  std::vector<Tensor> grad_views_;   // activation gradients (aliasing by liveness)
-  std::vector<int32_t*> inputs_;     // ids, targets
+  std::vector<Tensor> views_;       // forward value of every tensor
+  std::vector<Tensor> grad_views_;  // activation gradients (aliasing by liveness)
+  std::vector<int32_t*> inputs_;    // ids, targets
   std::vector<std::unique_ptr<NodeExec>> nodes_;
   Buffer act_arena_, grad_arena_, scratch_, grad_scratch_, data_arena_;
   // Device path.
   bool device_ = false;
   std::vector<DeviceBuffer> device_buffers_;  // activations, gradients, inputs
-  DeviceBuffer own_params_, own_grads_;  // flat copies, unless the options lend them
+  DeviceBuffer own_params_, own_grads_;       // flat copies, unless the options lend them
   char* device_params_ = nullptr;
   char* device_grads_ = nullptr;
   bool states_on_device_ = false;  // lent: no uploads, no gradient copies
   char* device_inputs_ = nullptr;
   uint64_t uploaded_version_ = ~0ull;
   float loss_host_ = 0;
-  int first_block_ = 0;                 // lowest block of any node: it loads the inputs
+  int first_block_ = 0;                       // lowest block of any node: it loads the inputs
   std::vector<std::vector<int>> node_slots_;  // per node: indices of the param slots it reads
   // Gradients on their way to the host (Note [Device gradients]): page-locked staging of
   // staging_bytes_, the flat span [sent_lo_, ...) it holds, and the slots to add.

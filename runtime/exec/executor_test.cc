@@ -177,41 +177,43 @@ TEST_CASE("Executor: the async-copy checker catches what it should", "[exec]") {
 TEST_CASE("Executor: the device path on host memory equals the host path", "[exec]") {
   HostMemory plain;
   AsyncCopyMemory async;
-  for (DeviceMemory* memory : {static_cast<DeviceMemory*>(&plain), static_cast<DeviceMemory*>(&async)})
-  for (const std::string preset : {"gpt2-tiny", "llama-tiny"}) {
-    INFO(preset << " on " << memory->name());
-    Fixture host(preset, DType::kF32, 2, 9);
-    Fixture dev(preset, DType::kF32, 2, 9, memory);
-    const int L = dev.graph.num_blocks;
-    for (int step = 0; step < 3; ++step) {
-      for (Fixture* f : {&host, &dev}) f->params->ZeroGrads();
-      REQUIRE(host.ex->Forward(step).ok());
-      REQUIRE(host.ex->Backward(0.5f, step).ok());
-      for (int b = -1; b <= L; ++b) REQUIRE(dev.ex->ForwardBlocks(step, b, b).ok());
-      CHECK(dev.ex->loss() == Approx(host.ex->loss()).epsilon(1e-6));
-      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, L, L).ok());
-      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, 0, L - 1).ok());
-      REQUIRE(dev.ex->BackwardBlocks(0.5f, step, -1, -1).ok());
-      REQUIRE(dev.ex->FinishGradients().ok());  // the last call's gradients are still staged
-      const float* a = host.params->grads_f32();
-      const float* b = dev.params->grads_f32();
-      for (int64_t i = 0; i < host.params->total_elements(); ++i) {
-        INFO("step " << step << " element " << i);
-        REQUIRE(std::abs(a[i] - b[i]) <= 1e-5f * std::abs(a[i]) + 1e-7f);
-      }
-      // An "optimizer step": the executor on the device must see the new parameters.
-      for (Fixture* f : {&host, &dev}) {
-        float* p = f->params->master();
-        for (int64_t i = 0; i < f->params->total_elements(); ++i) p[i] -= 0.05f * f->params->grads_f32()[i];
-        f->params->MarkModelChanged();
-      }
-      // New tokens for the next step: uploaded when the first block runs.
-      for (int64_t i = 0; i < 18; ++i) {
-        host.ex->ids()[i] = dev.ex->ids()[i] = (i * 5 + step) % 24;
-        host.ex->targets()[i] = dev.ex->targets()[i] = (i * 7 + step) % 24;
+  for (DeviceMemory* memory :
+       {static_cast<DeviceMemory*>(&plain), static_cast<DeviceMemory*>(&async)})
+    for (const std::string preset : {"gpt2-tiny", "llama-tiny"}) {
+      INFO(preset << " on " << memory->name());
+      Fixture host(preset, DType::kF32, 2, 9);
+      Fixture dev(preset, DType::kF32, 2, 9, memory);
+      const int L = dev.graph.num_blocks;
+      for (int step = 0; step < 3; ++step) {
+        for (Fixture* f : {&host, &dev}) f->params->ZeroGrads();
+        REQUIRE(host.ex->Forward(step).ok());
+        REQUIRE(host.ex->Backward(0.5f, step).ok());
+        for (int b = -1; b <= L; ++b) REQUIRE(dev.ex->ForwardBlocks(step, b, b).ok());
+        CHECK(dev.ex->loss() == Approx(host.ex->loss()).epsilon(1e-6));
+        REQUIRE(dev.ex->BackwardBlocks(0.5f, step, L, L).ok());
+        REQUIRE(dev.ex->BackwardBlocks(0.5f, step, 0, L - 1).ok());
+        REQUIRE(dev.ex->BackwardBlocks(0.5f, step, -1, -1).ok());
+        REQUIRE(dev.ex->FinishGradients().ok());  // the last call's gradients are still staged
+        const float* a = host.params->grads_f32();
+        const float* b = dev.params->grads_f32();
+        for (int64_t i = 0; i < host.params->total_elements(); ++i) {
+          INFO("step " << step << " element " << i);
+          REQUIRE(std::abs(a[i] - b[i]) <= 1e-5f * std::abs(a[i]) + 1e-7f);
+        }
+        // An "optimizer step": the executor on the device must see the new parameters.
+        for (Fixture* f : {&host, &dev}) {
+          float* p = f->params->master();
+          for (int64_t i = 0; i < f->params->total_elements(); ++i)
+            p[i] -= 0.05f * f->params->grads_f32()[i];
+          f->params->MarkModelChanged();
+        }
+        // New tokens for the next step: uploaded when the first block runs.
+        for (int64_t i = 0; i < 18; ++i) {
+          host.ex->ids()[i] = dev.ex->ids()[i] = (i * 5 + step) % 24;
+          host.ex->targets()[i] = dev.ex->targets()[i] = (i * 7 + step) % 24;
+        }
       }
     }
-  }
   CHECK(async.violations == 0);
 }
 
@@ -221,35 +223,37 @@ TEST_CASE("Executor: the device path on host memory equals the host path", "[exe
 // kernel with bf16 storage rounds. Against the host path (bf16 parameters widened, fp32
 // activations): the loss within 1%, every parameter gradient pointing the same way (cosine
 // > 0.99) with the same norm within 5%. fp16 (10 mantissa bits) the same way.
-TEST_CASE("Executor: the 16-bit device path on host memory follows the host 16-bit path", "[exec]") {
+TEST_CASE("Executor: the 16-bit device path on host memory follows the host 16-bit path",
+          "[exec]") {
   HostMemory memory;
   for (DType dt : {DType::kBF16, DType::kF16})
-  for (const std::string preset : {"gpt2-tiny", "llama-tiny"}) {
-    INFO(preset << " " << DTypeName(dt));
-    Fixture host(preset, dt, 2, 9);
-    Fixture dev(preset, dt, 2, 9, &memory);
-    CHECK(dev.ex->Activation("logits").dtype() == dt);
-    REQUIRE(host.ex->Forward(1).ok());
-    REQUIRE(dev.ex->Forward(1).ok());
-    CHECK(dev.ex->loss() == Approx(host.ex->loss()).epsilon(1e-2));
-    REQUIRE(host.ex->Backward(1.0f, 1).ok());
-    REQUIRE(dev.ex->Backward(1.0f, 1).ok());
-    REQUIRE(dev.ex->FinishGradients().ok());
-    for (const ParamSlot& s : host.params->slots()) {
-      INFO(s.name);
-      const Tensor a = host.params->GradView(s), b = dev.params->GradView(*dev.params->Find(s.name));
-      double ab = 0, aa = 0, bb = 0;
-      for (int64_t i = 0; i < s.numel; ++i) {
-        const double x = LoadFloat(a.data(), dt, i), y = LoadFloat(b.data(), dt, i);
-        ab += x * y;
-        aa += x * x;
-        bb += y * y;
+    for (const std::string preset : {"gpt2-tiny", "llama-tiny"}) {
+      INFO(preset << " " << DTypeName(dt));
+      Fixture host(preset, dt, 2, 9);
+      Fixture dev(preset, dt, 2, 9, &memory);
+      CHECK(dev.ex->Activation("logits").dtype() == dt);
+      REQUIRE(host.ex->Forward(1).ok());
+      REQUIRE(dev.ex->Forward(1).ok());
+      CHECK(dev.ex->loss() == Approx(host.ex->loss()).epsilon(1e-2));
+      REQUIRE(host.ex->Backward(1.0f, 1).ok());
+      REQUIRE(dev.ex->Backward(1.0f, 1).ok());
+      REQUIRE(dev.ex->FinishGradients().ok());
+      for (const ParamSlot& s : host.params->slots()) {
+        INFO(s.name);
+        const Tensor a = host.params->GradView(s),
+                     b = dev.params->GradView(*dev.params->Find(s.name));
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t i = 0; i < s.numel; ++i) {
+          const double x = LoadFloat(a.data(), dt, i), y = LoadFloat(b.data(), dt, i);
+          ab += x * y;
+          aa += x * x;
+          bb += y * y;
+        }
+        REQUIRE(aa > 0);
+        CHECK(ab / std::sqrt(aa * bb) > 0.99);
+        CHECK(std::sqrt(bb) == Approx(std::sqrt(aa)).epsilon(0.05));
       }
-      REQUIRE(aa > 0);
-      CHECK(ab / std::sqrt(aa * bb) > 0.99);
-      CHECK(std::sqrt(bb) == Approx(std::sqrt(aa)).epsilon(0.05));
     }
-  }
 }
 
 TEST_CASE("Executor: activation gradients share memory by liveness", "[exec]") {

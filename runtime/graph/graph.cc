@@ -4,10 +4,14 @@ namespace ds {
 
 const char* TensorRoleName(TensorRole r) {
   switch (r) {
-    case TensorRole::kParam: return "param";
-    case TensorRole::kInput: return "input";
-    case TensorRole::kTarget: return "target";
-    case TensorRole::kActivation: return "activation";
+    case TensorRole::kParam:
+      return "param";
+    case TensorRole::kInput:
+      return "input";
+    case TensorRole::kTarget:
+      return "target";
+    case TensorRole::kActivation:
+      return "activation";
   }
   return "?";
 }

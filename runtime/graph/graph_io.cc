@@ -17,29 +17,43 @@ namespace ds {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 StatusOr<DType> FromProtoDType(proto::DataType t, const std::string& where) {
   switch (t) {
-    case proto::DT_F32: return DType::kF32;
-    case proto::DT_BF16: return DType::kBF16;
-    case proto::DT_F16: return DType::kF16;
-    case proto::DT_I32: return DType::kI32;
-    case proto::DT_I64: return DType::kI64;
-    case proto::DT_U16: return DType::kU16;
-    default: return InvalidArgumentError(where + ": missing or invalid dtype");
+    case proto::DT_F32:
+      return DType::kF32;
+    case proto::DT_BF16:
+      return DType::kBF16;
+    case proto::DT_F16:
+      return DType::kF16;
+    case proto::DT_I32:
+      return DType::kI32;
+    case proto::DT_I64:
+      return DType::kI64;
+    case proto::DT_U16:
+      return DType::kU16;
+    default:
+      return InvalidArgumentError(where + ": missing or invalid dtype");
   }
 }
 
 proto::DataType ToProtoDType(DType t) {
   switch (t) {
-    case DType::kF32: return proto::DT_F32;
-    case DType::kBF16: return proto::DT_BF16;
-    case DType::kF16: return proto::DT_F16;
-    case DType::kI32: return proto::DT_I32;
-    case DType::kI64: return proto::DT_I64;
-    case DType::kU16: return proto::DT_U16;
+    case DType::kF32:
+      return proto::DT_F32;
+    case DType::kBF16:
+      return proto::DT_BF16;
+    case DType::kF16:
+      return proto::DT_F16;
+    case DType::kI32:
+      return proto::DT_I32;
+    case DType::kI64:
+      return proto::DT_I64;
+    case DType::kU16:
+      return proto::DT_U16;
   }
   return proto::DT_INVALID;
 }
@@ -49,7 +63,8 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
     if (first_.empty())
-      first_ = "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+      first_ =
+          "line " + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
   }
   const std::string& first() const { return first_; }
 
@@ -69,18 +84,30 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
     std::string where = source + ": tensor \"" + t.name() + "\"";
     if (info.name.empty()) return InvalidArgumentError(source + ": a tensor has no name");
     for (const proto::Dim& d : t.shape()) {
-      if (d.kind_case() == proto::Dim::kSymbol) info.shape.push_back(Dim::Sym(d.symbol()));
-      else if (d.size() > 0) info.shape.push_back(Dim::Fixed(d.size()));
-      else return InvalidArgumentError(where + ": dimension " + std::to_string(d.size()) +
-                                       " must be positive or a symbol");
+      if (d.kind_case() == proto::Dim::kSymbol)
+        info.shape.push_back(Dim::Sym(d.symbol()));
+      else if (d.size() > 0)
+        info.shape.push_back(Dim::Fixed(d.size()));
+      else
+        return InvalidArgumentError(where + ": dimension " + std::to_string(d.size()) +
+                                    " must be positive or a symbol");
     }
     DS_ASSIGN_OR_RETURN(info.dtype, FromProtoDType(t.dtype(), where));
     switch (t.role()) {
-      case proto::PARAM: info.role = TensorRole::kParam; break;
-      case proto::INPUT: info.role = TensorRole::kInput; break;
-      case proto::TARGET: info.role = TensorRole::kTarget; break;
-      case proto::ACTIVATION: info.role = TensorRole::kActivation; break;
-      default: return InvalidArgumentError(where + ": missing role (param/input/target/activation)");
+      case proto::PARAM:
+        info.role = TensorRole::kParam;
+        break;
+      case proto::INPUT:
+        info.role = TensorRole::kInput;
+        break;
+      case proto::TARGET:
+        info.role = TensorRole::kTarget;
+        break;
+      case proto::ACTIVATION:
+        info.role = TensorRole::kActivation;
+        break;
+      default:
+        return InvalidArgumentError(where + ": missing role (param/input/target/activation)");
     }
     const proto::Initializer& in = t.init();
     info.init.kind = static_cast<InitSpec::Kind>(in.kind());
@@ -117,10 +144,17 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
     }
     for (const auto& [k, v] : n.attrs()) {
       switch (v.value_case()) {
-        case proto::AttrValue::kI: node.attrs.SetInt(k, v.i()); break;
-        case proto::AttrValue::kF: node.attrs.SetFloat(k, v.f()); break;
-        case proto::AttrValue::kS: node.attrs.SetString(k, v.s()); break;
-        default: return InvalidArgumentError(where + ": attribute \"" + k + "\" has no value");
+        case proto::AttrValue::kI:
+          node.attrs.SetInt(k, v.i());
+          break;
+        case proto::AttrValue::kF:
+          node.attrs.SetFloat(k, v.f());
+          break;
+        case proto::AttrValue::kS:
+          node.attrs.SetString(k, v.s());
+          break;
+        default:
+          return InvalidArgumentError(where + ": attribute \"" + k + "\" has no value");
       }
     }
     g.nodes.push_back(std::move(node));
@@ -143,15 +177,25 @@ void ToProto(const Graph& g, proto::GraphDef* p) {
     proto::TensorDef* d = p->add_tensors();
     d->set_name(t.name);
     for (const Dim& dim : t.shape) {
-      if (dim.symbol.empty()) d->add_shape()->set_size(dim.size);
-      else d->add_shape()->set_symbol(dim.symbol);
+      if (dim.symbol.empty())
+        d->add_shape()->set_size(dim.size);
+      else
+        d->add_shape()->set_symbol(dim.symbol);
     }
     d->set_dtype(ToProtoDType(t.dtype));
     switch (t.role) {
-      case TensorRole::kParam: d->set_role(proto::PARAM); break;
-      case TensorRole::kInput: d->set_role(proto::INPUT); break;
-      case TensorRole::kTarget: d->set_role(proto::TARGET); break;
-      case TensorRole::kActivation: d->set_role(proto::ACTIVATION); break;
+      case TensorRole::kParam:
+        d->set_role(proto::PARAM);
+        break;
+      case TensorRole::kInput:
+        d->set_role(proto::INPUT);
+        break;
+      case TensorRole::kTarget:
+        d->set_role(proto::TARGET);
+        break;
+      case TensorRole::kActivation:
+        d->set_role(proto::ACTIVATION);
+        break;
     }
     if (t.role == TensorRole::kParam) {
       proto::Initializer* in = d->mutable_init();
@@ -201,7 +245,8 @@ StatusOr<Graph> LoadGraph(const std::string& path) {
   if (EndsWith(path, ".pbtxt") || EndsWith(path, ".txtpb")) return ParseGraphText(data, path);
   proto::GraphDef p;
   if (!p.ParseFromString(data))
-    return InvalidArgumentError(path + ": not a valid binary graph (expected a GraphDef; "
+    return InvalidArgumentError(path +
+                                ": not a valid binary graph (expected a GraphDef; "
                                 "text graphs need the .pbtxt extension)");
   return FromProto(p, path);
 }
@@ -212,7 +257,8 @@ Status SaveGraph(const Graph& graph, const std::string& path) {
   std::string data;
   if (EndsWith(path, ".pbtxt") || EndsWith(path, ".txtpb")) {
     google::protobuf::TextFormat::Printer printer;
-    if (!printer.PrintToString(p, &data)) return InternalError(path + ": text serialization failed");
+    if (!printer.PrintToString(p, &data))
+      return InternalError(path + ": text serialization failed");
   } else if (!p.SerializeToString(&data)) {
     return InternalError(path + ": serialization failed");
   }

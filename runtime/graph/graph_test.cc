@@ -66,7 +66,8 @@ TEST_CASE("Graph: malformed graphs are rejected naming the node and the file", "
   SECTION("unknown op") {
     Graph g = Tiny("gpt2-tiny");
     g.nodes[3].op = "conv2d";
-    RequireError(ValidateGraph(g, "m.pbtxt"), {"m.pbtxt", g.nodes[3].name, "unknown op \"conv2d\""});
+    RequireError(ValidateGraph(g, "m.pbtxt"),
+                 {"m.pbtxt", g.nodes[3].name, "unknown op \"conv2d\""});
   }
   SECTION("wrong arity") {
     Graph g = Tiny("gpt2-tiny");
@@ -126,16 +127,19 @@ TEST_CASE("Graph: malformed graphs are rejected naming the node and the file", "
 }
 
 TEST_CASE("Graph: unreadable files name the file", "[graph]") {
-  RequireError(LoadGraph(TmpPath("does-not-exist.pb")).status(), {"does-not-exist.pb", "cannot open"});
+  RequireError(LoadGraph(TmpPath("does-not-exist.pb")).status(),
+               {"does-not-exist.pb", "cannot open"});
   std::string bad_txt = TmpPath("bad.pbtxt");
-  std::ofstream(bad_txt) << "tensors { name: \"x\" shape { size: 3 } dtype: DT_F32 role: PARAM }\nnodes { op: ";
+  std::ofstream(bad_txt)
+      << "tensors { name: \"x\" shape { size: 3 } dtype: DT_F32 role: PARAM }\nnodes { op: ";
   RequireError(LoadGraph(bad_txt).status(), {"bad.pbtxt", "line"});
   std::string bad_bin = TmpPath("bad.pb");
   std::ofstream(bad_bin) << "\xff\xff\xff garbage";
   RequireError(LoadGraph(bad_bin).status(), {"bad.pb", "not a valid binary graph"});
   std::string undeclared = TmpPath("undeclared.pbtxt");
   std::ofstream(undeclared) << "nodes { name: \"n\" op: \"gelu\" inputs: \"nope\" outputs: \"y\" }";
-  RequireError(LoadGraph(undeclared).status(), {"undeclared.pbtxt", "\"nope\" is not a declared tensor"});
+  RequireError(LoadGraph(undeclared).status(),
+               {"undeclared.pbtxt", "\"nope\" is not a declared tensor"});
 }
 
 }  // namespace

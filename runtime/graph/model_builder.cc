@@ -32,12 +32,14 @@ class Builder {
   }
   // Adds node `op` producing a new activation `out` of shape [batch, seq, width]
   // (width 0: a scalar [1]).
-  int Node(const std::string& op, const std::string& out, std::vector<int> inputs,
-           int64_t width, int block, kernels::Attrs attrs = {}) {
+  int Node(const std::string& op, const std::string& out, std::vector<int> inputs, int64_t width,
+           int block, kernels::Attrs attrs = {}) {
     TensorInfo t;
     t.name = out;
-    if (width > 0) t.shape = {Dim::Sym("batch"), Dim::Sym("seq"), Dim::Fixed(width)};
-    else t.shape = {Dim::Fixed(1)};
+    if (width > 0)
+      t.shape = {Dim::Sym("batch"), Dim::Sym("seq"), Dim::Fixed(width)};
+    else
+      t.shape = {Dim::Fixed(1)};
     t.role = TensorRole::kActivation;
     int o = Add(std::move(t));
     NodeInfo n;
@@ -123,7 +125,8 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   int lnfb = b.Param("ln_f.bias", {C}, Zeros(), ShardKind::kReplicated);
   x = b.Node("layernorm", "ln_f", {x, lnfw, lnfb}, C, L, Eps(eps));
   int head = wte;
-  if (s.tie_embeddings == 0) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  if (s.tie_embeddings == 0)
+    head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int logits = b.Node("linear", "logits", {x, head}, V, L);
   g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
 }
@@ -148,7 +151,8 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   for (int i = 0; i < L; ++i) {
     std::string p = "layers." + std::to_string(i) + ".";
     int n1w = b.Param(p + "input_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
-    int qkvw = b.Param(p + "attn.qkv.weight", {qkv_rows, C}, Normal(s.init_std), ShardKind::kColumn);
+    int qkvw =
+        b.Param(p + "attn.qkv.weight", {qkv_rows, C}, Normal(s.init_std), ShardKind::kColumn);
     int ow = b.Param(p + "attn.o_proj.weight", {C, H * D}, Normal(s.init_std), ShardKind::kRow);
     int n2w = b.Param(p + "post_attention_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
     int gw = b.Param(p + "mlp.gate_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
@@ -171,7 +175,8 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   int nw = b.Param("norm.weight", {C}, Ones(), ShardKind::kReplicated);
   x = b.Node("rmsnorm", "norm", {x, nw}, C, L, Eps(eps));
   int head = emb;
-  if (s.tie_embeddings != 1) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  if (s.tie_embeddings != 1)
+    head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int logits = b.Node("linear", "logits", {x, head}, V, L);
   g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
 }
@@ -184,12 +189,15 @@ Status CheckModelSpec(const ModelSpec& s) {
     return bad("unknown family \"" + s.family + "\" (gpt2 or llama)");
   if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.vocab_size <= 0 || s.max_seq_len <= 0)
     return bad("n_layer, n_embd, n_head, vocab_size and max_seq_len must be positive");
-  if (s.n_embd % s.n_head) return bad("n_embd " + std::to_string(s.n_embd) +
-                                      " is not divisible by n_head " + std::to_string(s.n_head));
+  if (s.n_embd % s.n_head)
+    return bad("n_embd " + std::to_string(s.n_embd) + " is not divisible by n_head " +
+               std::to_string(s.n_head));
   int kv = s.n_kv_head > 0 ? s.n_kv_head : s.n_head;
-  if (s.n_head % kv) return bad("n_head " + std::to_string(s.n_head) +
-                                " is not divisible by n_kv_head " + std::to_string(kv));
-  if (s.family == "gpt2" && kv != s.n_head) return bad("gpt2 uses multi-head attention (n_kv_head = n_head)");
+  if (s.n_head % kv)
+    return bad("n_head " + std::to_string(s.n_head) + " is not divisible by n_kv_head " +
+               std::to_string(kv));
+  if (s.family == "gpt2" && kv != s.n_head)
+    return bad("gpt2 uses multi-head attention (n_kv_head = n_head)");
   if (s.family == "llama" && (s.n_embd / s.n_head) % 2) return bad("RoPE needs an even head size");
   if (s.dropout < 0 || s.dropout >= 1) return bad("dropout must be in [0, 1)");
   if (s.ffn_hidden < 0) return bad("ffn_hidden must be positive (or 0 for the default)");
@@ -205,14 +213,16 @@ StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
   g.config = {{"n_layer", s.n_layer},       {"n_embd", s.n_embd},
               {"n_head", s.n_head},         {"n_kv_head", s.n_kv_head > 0 ? s.n_kv_head : s.n_head},
               {"vocab_size", s.vocab_size}, {"max_seq_len", s.max_seq_len}};
-  if (s.family == "gpt2") BuildGpt2(s, &g);
-  else BuildLlama(s, &g);
+  if (s.family == "gpt2")
+    BuildGpt2(s, &g);
+  else
+    BuildLlama(s, &g);
   return g;
 }
 
 std::vector<std::string> ModelPresetNames() {
-  return {"gpt2-tiny", "gpt2-small-test", "gpt2-124m", "gpt2-350m",
-          "llama-tiny", "llama-small", "llama-1b"};
+  return {"gpt2-tiny",  "gpt2-small-test", "gpt2-124m", "gpt2-350m",
+          "llama-tiny", "llama-small",     "llama-1b"};
 }
 
 StatusOr<ModelSpec> ModelPreset(const std::string& name) {

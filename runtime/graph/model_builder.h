@@ -19,15 +19,15 @@ struct ModelSpec {
   int n_layer = 4;
   int n_embd = 256;
   int n_head = 4;
-  int n_kv_head = 0;     // 0: n_head (multi-head attention)
+  int n_kv_head = 0;  // 0: n_head (multi-head attention)
   int vocab_size = 8192;
   int max_seq_len = 256;
   int ffn_hidden = 0;    // 0: 4*C for gpt2, SwiGLU's 8C/3 rounded up to 64 for llama
   float dropout = 0.0f;  // gpt2 only: after embeddings, attention and MLP projections
   float rope_theta = 10000.0f;
-  float norm_eps = 0.0f;     // 0: 1e-5
+  float norm_eps = 0.0f;  // 0: 1e-5
   float init_std = 0.02f;
-  int tie_embeddings = -1;   // -1: family default (gpt2 tied, llama untied)
+  int tie_embeddings = -1;  // -1: family default (gpt2 tied, llama untied)
 };
 
 // The named presets ds-model offers: gpt2-tiny, gpt2-small-test, gpt2-124m, gpt2-350m,

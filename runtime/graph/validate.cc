@@ -32,9 +32,10 @@ Status CheckStructure(const Graph& g, const std::string& source) {
                                   "\" (known ops: " + Join(kernels::RegisteredOps()) + ")");
     int ni_in = static_cast<int>(n.inputs.size());
     if (ni_in < def->min_inputs || ni_in > def->max_inputs) {
-      std::string want = def->min_inputs == def->max_inputs
-                             ? std::to_string(def->min_inputs)
-                             : std::to_string(def->min_inputs) + "-" + std::to_string(def->max_inputs);
+      std::string want =
+          def->min_inputs == def->max_inputs
+              ? std::to_string(def->min_inputs)
+              : std::to_string(def->min_inputs) + "-" + std::to_string(def->max_inputs);
       return InvalidArgumentError(NodeWhere(source, n) + ": has " + std::to_string(ni_in) +
                                   " inputs, " + n.op + " takes " + want);
     }
@@ -50,7 +51,8 @@ Status CheckStructure(const Graph& g, const std::string& source) {
       const TensorInfo& t = g.tensors[o];
       if (t.role != TensorRole::kActivation)
         return InvalidArgumentError(NodeWhere(source, n) + ": writes " + TensorRoleName(t.role) +
-                                    " tensor \"" + t.name + "\"; nodes may only produce activations");
+                                    " tensor \"" + t.name +
+                                    "\"; nodes may only produce activations");
       if (producer[o] >= 0)
         return InvalidArgumentError(NodeWhere(source, n) + ": output \"" + t.name +
                                     "\" is already produced by node \"" +
@@ -83,7 +85,8 @@ Status CheckStructure(const Graph& g, const std::string& source) {
             if (producer[in] >= 0) stack.push_back(producer[in]);
         }
         if (cycle)
-          return InvalidArgumentError(NodeWhere(source, n) + ": cycle through tensor \"" + t.name + "\"");
+          return InvalidArgumentError(NodeWhere(source, n) + ": cycle through tensor \"" + t.name +
+                                      "\"");
         return InvalidArgumentError(NodeWhere(source, n) + ": input \"" + t.name +
                                     "\" is produced later by node \"" + g.nodes[producer[i]].name +
                                     "\"; nodes must be in topological order");
@@ -94,7 +97,8 @@ Status CheckStructure(const Graph& g, const std::string& source) {
     const TensorInfo& t = g.tensors[i];
     if (uses[i] == 0 && producer[i] < 0)
       return InvalidArgumentError(source + ": tensor \"" + t.name + "\" (" +
-                                  TensorRoleName(t.role) + ") is dangling: nothing uses or produces it");
+                                  TensorRoleName(t.role) +
+                                  ") is dangling: nothing uses or produces it");
     if (t.role == TensorRole::kActivation && producer[i] < 0)
       return InvalidArgumentError(source + ": activation \"" + t.name + "\" is never produced");
     if (t.role == TensorRole::kParam) {
@@ -109,7 +113,8 @@ Status CheckStructure(const Graph& g, const std::string& source) {
   }
   if (g.loss < 0) return InvalidArgumentError(source + ": the graph names no loss tensor");
   if (producer[g.loss] < 0)
-    return InvalidArgumentError(source + ": loss \"" + g.tensors[g.loss].name + "\" is not produced by a node");
+    return InvalidArgumentError(source + ": loss \"" + g.tensors[g.loss].name +
+                                "\" is not produced by a node");
   return OkStatus();
 }
 
@@ -145,7 +150,8 @@ StatusOr<std::vector<TensorSpec>> InferTensorSpecs(const Graph& g, const DimBind
       const TensorInfo& t = g.tensors[o];
       if (!t.shape.empty()) {
         auto declared = BindShape(t.shape, bindings);
-        if (!declared.ok()) return declared.status().WithPrefix(source + ": tensor \"" + t.name + "\"");
+        if (!declared.ok())
+          return declared.status().WithPrefix(source + ": tensor \"" + t.name + "\"");
         if (*declared != out[k].shape)
           return InvalidArgumentError(NodeWhere(source, n) + ": output \"" + t.name +
                                       "\" is declared " + SymShapeToString(t.shape) + " = " +
@@ -154,8 +160,8 @@ StatusOr<std::vector<TensorSpec>> InferTensorSpecs(const Graph& g, const DimBind
       }
       if (t.dtype != out[k].dtype)
         return InvalidArgumentError(NodeWhere(source, n) + ": output \"" + t.name +
-                                    "\" is declared " + DTypeName(t.dtype) + " but the op computes " +
-                                    DTypeName(out[k].dtype));
+                                    "\" is declared " + DTypeName(t.dtype) +
+                                    " but the op computes " + DTypeName(out[k].dtype));
       specs[o] = out[k];
       known[o] = true;
     }

@@ -15,8 +15,7 @@ Status ValidateGraph(const Graph& graph, const std::string& source);
 
 // Concrete specs of every tensor under `bindings`, computed by shape inference and
 // checked against the declared shapes. Index = tensor index.
-StatusOr<std::vector<TensorSpec>> InferTensorSpecs(const Graph& graph,
-                                                   const DimBindings& bindings,
+StatusOr<std::vector<TensorSpec>> InferTensorSpecs(const Graph& graph, const DimBindings& bindings,
                                                    const std::string& source);
 
 }  // namespace ds

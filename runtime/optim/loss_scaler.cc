@@ -10,7 +10,9 @@ namespace ds {
 LossScaler::LossScaler(const LossScalerOptions& o)
     : opt_(o),
       dynamic_(o.enabled && o.loss_scale == 0),
-      scale_(!o.enabled ? 1.0 : (o.loss_scale > 0 ? o.loss_scale : std::ldexp(1.0, o.initial_scale_power))),
+      scale_(!o.enabled
+                 ? 1.0
+                 : (o.loss_scale > 0 ? o.loss_scale : std::ldexp(1.0, o.initial_scale_power))),
       cur_hysteresis_(std::max(1, o.hysteresis)) {}
 
 // DeepSpeed's DynamicLossScaler.update_scale.
@@ -24,8 +26,9 @@ Status LossScaler::Update(bool overflow) {
   if (overflow) {
     if (delayed_shift == 1 || cur_hysteresis_ == 1) {
       if (scale_ <= opt_.min_loss_scale)
-        return FailedPreconditionError("fp16: gradient overflow with the loss scale already at its minimum (" +
-                                       std::to_string(opt_.min_loss_scale) + ")");
+        return FailedPreconditionError(
+            "fp16: gradient overflow with the loss scale already at its minimum (" +
+            std::to_string(opt_.min_loss_scale) + ")");
       scale_ = std::max(scale_ / 2.0, opt_.min_loss_scale);
     } else {
       --cur_hysteresis_;

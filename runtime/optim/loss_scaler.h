@@ -13,8 +13,8 @@
 namespace ds {
 
 struct LossScalerOptions {
-  bool enabled = false;        // fp16 only
-  double loss_scale = 0;       // 0: dynamic
+  bool enabled = false;   // fp16 only
+  double loss_scale = 0;  // 0: dynamic
   int initial_scale_power = 16;
   int64_t loss_scale_window = 1000;
   int hysteresis = 2;

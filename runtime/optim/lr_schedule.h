@@ -11,8 +11,8 @@
 namespace ds {
 
 struct LrScheduleOptions {
-  std::string type;  // "" (constant), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
-  double base_lr = 1e-3;           // the optimizer's lr (WarmupCosineLR scales it)
+  std::string type;       // "" (constant), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
+  double base_lr = 1e-3;  // the optimizer's lr (WarmupCosineLR scales it)
   double warmup_min_lr = 0;
   double warmup_max_lr = 1e-3;
   int64_t warmup_num_steps = 1000;

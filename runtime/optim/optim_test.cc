@@ -4,9 +4,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "zero/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
+#include "zero/grad_norm.h"
 #include "zero/optimizer.h"
 
 namespace ds {
@@ -46,7 +46,8 @@ std::vector<float> RunThreeSteps(OptimizerOptions o, DType model_dtype = DType::
 
 void CheckClose(const std::vector<float>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(2e-6).margin(1e-7));
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(got[i] == Approx(want[i]).epsilon(2e-6).margin(1e-7));
 }
 
 // Reference values printed by torch 1.13 (torch.optim.AdamW / Adam / SGD) for the same
@@ -70,9 +71,9 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
   sgd.lr = 0.1f;
   sgd.momentum = 0.9f;
   sgd.weight_decay = 0.1f;
-  CheckClose(RunThreeSteps(sgd), {0.1886264830827713, -0.8498579859733582, 1.6997159719467163,
-                                  -0.7091152667999268, 1.8904199600219727, -1.1808892488479614,
-                                  0.05244999751448631, 0.18039999902248383});
+  CheckClose(RunThreeSteps(sgd),
+             {0.1886264830827713, -0.8498579859733582, 1.6997159719467163, -0.7091152667999268,
+              1.8904199600219727, -1.1808892488479614, 0.05244999751448631, 0.18039999902248383});
   CHECK(*ParseOptimizerType("Adam", true) == OptimizerOptions::Type::kAdamW);
   CHECK(*ParseOptimizerType("adam", false) == OptimizerOptions::Type::kAdam);
   CHECK_FALSE(ParseOptimizerType("Lamb", true).ok());
@@ -85,7 +86,8 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
 TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (ZeRO)", "[optim]") {
   for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kSgd}) {
     for (bool stage3 : {false, true}) {
-      INFO((type == OptimizerOptions::Type::kSgd ? "sgd" : "adamw") << (stage3 ? " stage 3" : " stage 1"));
+      INFO((type == OptimizerOptions::Type::kSgd ? "sgd" : "adamw")
+           << (stage3 ? " stage 3" : " stage 1"));
       Graph g = TwoParams();
       ParamStore whole(g, DType::kBF16);
       whole.Initialize(g, 3);
@@ -99,8 +101,10 @@ TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (Z
       const int64_t cut = 3, total = whole.total_elements();
       std::vector<ShardLayout> layouts(2);
       layouts[0].segments = {{0, cut, 0}};
-      if (stage3) layouts[1].segments = {{cut, 5, total - cut - 5}, {cut + 5, total - cut - 5, 0}};
-      else layouts[1].segments = {{cut, total - cut, 0}};
+      if (stage3)
+        layouts[1].segments = {{cut, 5, total - cut - 5}, {cut + 5, total - cut - 5, 0}};
+      else
+        layouts[1].segments = {{cut, total - cut, 0}};
       for (ShardLayout& l : layouts) {
         l.shard_elements = total;
         l.partition_grads = l.partition_params = stage3;
@@ -156,8 +160,7 @@ TEST_CASE("Optimizer: bf16 model copy is the rounded master", "[optim]") {
   ParamStore ps(g, DType::kBF16);
   ps.Initialize(g, 7);
   const ParamSlot& sw = *ps.Find("w");
-  for (int i = 0; i < 6; ++i)
-    ps.GradView(sw).u16()[i] = FloatToBf16(0.5f * (i + 1));
+  for (int i = 0; i < 6; ++i) ps.GradView(sw).u16()[i] = FloatToBf16(0.5f * (i + 1));
   OptimizerOptions o;
   o.lr = 0.1f;
   Optimizer opt(o, &ps);
@@ -226,9 +229,9 @@ TEST_CASE("LossScaler: DeepSpeed's dynamic scaling with hysteresis", "[optim]") 
   o.min_loss_scale = 4;
   LossScaler s(o);
   CHECK(s.scale() == 16);
-  REQUIRE(s.Update(true).ok());   // first overflow: hysteresis absorbs it
+  REQUIRE(s.Update(true).ok());  // first overflow: hysteresis absorbs it
   CHECK(s.scale() == 16);
-  REQUIRE(s.Update(true).ok());   // second: halve
+  REQUIRE(s.Update(true).ok());  // second: halve
   CHECK(s.scale() == 8);
   REQUIRE(s.Update(false).ok());
   REQUIRE(s.Update(false).ok());

@@ -39,7 +39,8 @@ std::vector<std::vector<std::pair<int, int>>> LiveIntervals(const proto::Plan& p
         open[it->second] = -1;
       }
     for (int id : in.allocs())
-      if (auto it = index_of.find(id); it != index_of.end() && open[it->second] < 0) open[it->second] = k;
+      if (auto it = index_of.find(id); it != index_of.end() && open[it->second] < 0)
+        open[it->second] = k;
     for (int id : in.frees())
       if (auto it = index_of.find(id); it != index_of.end() && open[it->second] >= 0) {
         live[it->second].push_back({open[it->second], k});
@@ -65,7 +66,8 @@ int64_t PlaceFirstFit(const std::vector<std::vector<std::pair<int, int>>>& live,
   std::vector<int> order(n);
   for (int b = 0; b < n; ++b) order[b] = b;
   auto first_use = [&](int b) { return live[b].empty() ? INT32_MAX : live[b].front().first; };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first_use(a) < first_use(b); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return first_use(a) < first_use(b); });
   std::vector<int> placed;
   int64_t end_of_arena = base;
   for (int b : order) {
@@ -73,7 +75,8 @@ int64_t PlaceFirstFit(const std::vector<std::vector<std::pair<int, int>>>& live,
     std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of conflicting blocks
     for (int p : placed)
       if (overlap(b, p))
-        taken.push_back({(*blocks)[p].arena_offset, (*blocks)[p].arena_offset + AlignUp((*blocks)[p].count)});
+        taken.push_back(
+            {(*blocks)[p].arena_offset, (*blocks)[p].arena_offset + AlignUp((*blocks)[p].count)});
     std::sort(taken.begin(), taken.end());
     int64_t at = base;
     for (const auto& [begin, end] : taken) {

@@ -50,7 +50,7 @@ BucketArena AssignGatherArena(const proto::Plan& plan, int rank);
 struct StagingArena {
   std::map<int, int64_t> offset;  // buffer id -> byte offset
   int64_t bytes = 0;
-  bool device = false;            // the buffers live in device memory (DEVICE collectives)
+  bool device = false;  // the buffers live in device memory (DEVICE collectives)
 };
 StagingArena AssignStagingArena(const proto::Plan& plan, int rank);
 

@@ -18,8 +18,9 @@ using testing::MustPlan;
 using testing::PresetGraph;
 
 // Live intervals per buffer id of `kind`, replayed as the plan's allocs / frees say.
-std::map<int, std::vector<std::pair<int, int>>> Live(const proto::Plan& plan, int rank,
-                                                     proto::PlanBuffer::Kind kind = proto::PlanBuffer::GRAD_BUCKET) {
+std::map<int, std::vector<std::pair<int, int>>> Live(
+    const proto::Plan& plan, int rank,
+    proto::PlanBuffer::Kind kind = proto::PlanBuffer::GRAD_BUCKET) {
   std::map<int, int> open;
   std::map<int, std::vector<std::pair<int, int>>> live;
   std::set<int> buckets;
@@ -56,11 +57,13 @@ TEST_CASE("Bucket arena: tiles the parameters, separates live buckets, reuses th
         REQUIRE(static_cast<int>(arena.blocks.size()) == plan.buckets_size());
         // Tiling: ascending, disjoint, covering every parameter.
         for (size_t i = 1; i < arena.blocks.size(); ++i)
-          CHECK(arena.blocks[i].flat_begin >= arena.blocks[i - 1].flat_begin + arena.blocks[i - 1].count);
+          CHECK(arena.blocks[i].flat_begin >=
+                arena.blocks[i - 1].flat_begin + arena.blocks[i - 1].count);
         for (const proto::PlanParam& p : plan.model().params()) {
           bool covered = false;
           for (const BucketBlock& b : arena.blocks)
-            covered |= p.offset() >= b.flat_begin && p.offset() + p.numel() <= b.flat_begin + b.count;
+            covered |=
+                p.offset() >= b.flat_begin && p.offset() + p.numel() <= b.flat_begin + b.count;
           CHECK(covered);
         }
         // Buckets live at the same time never share arena bytes.
@@ -78,8 +81,10 @@ TEST_CASE("Bucket arena: tiles the parameters, separates live buckets, reuses th
             if (a.bucket >= b.bucket) continue;
             bool together = false;
             for (auto x : live[buffer_of[a.bucket]])
-              for (auto y : live[buffer_of[b.bucket]]) together |= x.first <= y.second && y.first <= x.second;
-            const bool share = a.arena_offset < b.arena_offset + b.count && b.arena_offset < a.arena_offset + a.count;
+              for (auto y : live[buffer_of[b.bucket]])
+                together |= x.first <= y.second && y.first <= x.second;
+            const bool share = a.arena_offset < b.arena_offset + b.count &&
+                               b.arena_offset < a.arena_offset + a.count;
             INFO("buckets " << a.bucket << " and " << b.bucket);
             CHECK_FALSE((together && share));
           }
@@ -111,8 +116,10 @@ TEST_CASE("Gather arena: units gathered together never share, persistent ones ne
     size_t next = 0;
     int persistent = 0;
     for (int u = 0; u < units.size(); ++u) {
-      if (units[u].persistent()) ++persistent;
-      else buffer_of[u] = ids.at(next++);
+      if (units[u].persistent())
+        ++persistent;
+      else
+        buffer_of[u] = ids.at(next++);
     }
     REQUIRE(persistent > 0);
     REQUIRE(next == ids.size());
@@ -125,11 +132,13 @@ TEST_CASE("Gather arena: units gathered together never share, persistent ones ne
       CHECK(a.arena_offset + a.count <= arena.elements);
       for (const BucketBlock& b : arena.blocks) {
         if (a.bucket >= b.bucket) continue;
-        const bool share = a.arena_offset < b.arena_offset + b.count && b.arena_offset < a.arena_offset + a.count;
+        const bool share =
+            a.arena_offset < b.arena_offset + b.count && b.arena_offset < a.arena_offset + a.count;
         bool together = units[a.bucket].persistent() || units[b.bucket].persistent();
         if (!together)
           for (auto x : live[buffer_of[a.bucket]])
-            for (auto y : live[buffer_of[b.bucket]]) together |= x.first <= y.second && y.first <= x.second;
+            for (auto y : live[buffer_of[b.bucket]])
+              together |= x.first <= y.second && y.first <= x.second;
         INFO("units " << a.bucket << " and " << b.bucket);
         CHECK_FALSE((together && share));
       }
@@ -141,7 +150,8 @@ TEST_CASE("Gather arena: units gathered together never share, persistent ones ne
 
 TEST_CASE("Bucket arena: none for stages 0 and 1", "[plan]") {
   Graph g = PresetGraph("gpt2-tiny");
-  for (int stage : {0, 1}) CHECK(AssignBucketArena(MustPlan(g, 2, BaseConfig(stage)), 0).blocks.empty());
+  for (int stage : {0, 1})
+    CHECK(AssignBucketArena(MustPlan(g, 2, BaseConfig(stage)), 0).blocks.empty());
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/registry.h"
-#include "zero/param_store.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/plan_test_util.h"
+#include "zero/param_store.h"
 
 namespace ds::plan {
 namespace {

@@ -28,7 +28,8 @@ std::pair<int64_t, int64_t> StagingBytes(const Context& ctx, const Instruction& 
   const int64_t dp = ctx.dp, c = Size(ctx.comm_dtype), t = Size(ctx.model_dtype);
   int64_t per_rank = 0;
   for (int u : ins.units()) per_rank += ctx.units[u].chunk;
-  const bool reduce = ins.kind() == Instruction::ALL_REDUCE || ins.kind() == Instruction::REDUCE_SCATTER;
+  const bool reduce =
+      ins.kind() == Instruction::ALL_REDUCE || ins.kind() == Instruction::REDUCE_SCATTER;
   if (reduce && ins.units_size() > 0) return {per_rank * dp * c, per_rank * c};
   if (ins.units_size() > 0) return {per_rank * t, per_rank * dp * t};
   const int64_t n = ins.ranges(0).count();

@@ -10,9 +10,9 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_summary.h"
-#include "runtime/plan/model_loader.h"
 
 namespace ds::plan {
 namespace {

@@ -38,8 +38,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
   c.states_on_device = job.device.type == DeviceType::kCuda &&
                        job.zero.offload_optimizer.device == OffloadDevice::kNone;
   const char* accelerator = std::getenv("DS_ACCELERATOR");
-  c.device_collectives =
-      c.states_on_device && !(accelerator && std::string(accelerator) == "host");
+  c.device_collectives = c.states_on_device && !(accelerator && std::string(accelerator) == "host");
   const ZeroConfig& z = job.zero;
   c.reduce_bucket_size = z.reduce_bucket_size;
   c.allgather_bucket_size = z.allgather_bucket_size;

@@ -176,7 +176,8 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
     cols.clear();
     for (const proto::RankSummary& r : s.ranks()) cols.push_back(&r);
   }
-  out += Fmt("%-34s", c.states_on_device() ? "device memory per rank (MiB)" : "memory per rank (MiB)");
+  out +=
+      Fmt("%-34s", c.states_on_device() ? "device memory per rank (MiB)" : "memory per rank (MiB)");
   for (const proto::RankSummary* r : cols)
     out += same ? Fmt("%12s", "each rank") : Fmt("%12s", Fmt("rank %d", r->rank()).c_str());
   out += Fmt("%12s  %s\n", "ZeRO paper", "DeepSpeed estimate");

@@ -40,8 +40,10 @@ void EnsureBlasKernels(int argc, char** argv) {
   const char* now = openblas_get_corename();
   if (!best || Rank(now) >= Rank(best)) return;
   setenv("OPENBLAS_CORETYPE", best, 1);
-  std::fprintf(stderr, "ds-worker: OpenBLAS chose %s kernels on a CPU that runs %s; "
-               "restarting with OPENBLAS_CORETYPE=%s\n", now ? now : "generic", best, best);
+  std::fprintf(stderr,
+               "ds-worker: OpenBLAS chose %s kernels on a CPU that runs %s; "
+               "restarting with OPENBLAS_CORETYPE=%s\n",
+               now ? now : "generic", best, best);
   execv("/proc/self/exe", argv);
   std::perror("ds-worker: re-exec failed; continuing with the slower kernels");
 }

@@ -11,9 +11,12 @@ std::string FormatDuration(double s) {
   char buf[32];
   if (!std::isfinite(s) || s < 0) return "?";
   long t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t % 3600) / 60);
-  else if (t >= 60) std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof(buf), "%lds", t);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%lds", t);
   return buf;
 }
 
@@ -26,11 +29,12 @@ void Progress::Report(const StepMetrics& m) {
   if (!tty_ && m.step % interval_ != 0 && m.step != total_) return;
   double eta = (total_ - m.step) * (ms_sum_ / n_) / 1e3;
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "step %lld/%lld | loss %.4f | lr %.2e | grad %.3f | %.0f tok/s | %.1f ms | ETA %s%s",
-                static_cast<long long>(m.step), static_cast<long long>(total_), m.loss, m.lr,
-                m.grad_norm, m.tokens_per_s, m.step_ms, FormatDuration(eta).c_str(),
-                m.skipped ? " | SKIPPED (overflow)" : "");
+  std::snprintf(
+      line, sizeof(line),
+      "step %lld/%lld | loss %.4f | lr %.2e | grad %.3f | %.0f tok/s | %.1f ms | ETA %s%s",
+      static_cast<long long>(m.step), static_cast<long long>(total_), m.loss, m.lr, m.grad_norm,
+      m.tokens_per_s, m.step_ms, FormatDuration(eta).c_str(),
+      m.skipped ? " | SKIPPED (overflow)" : "");
   if (tty_) {
     std::printf("\r\033[K%s", line);
     open_line_ = true;
@@ -65,15 +69,18 @@ Status MetricsCsv::Open(const std::string& path, bool append) {
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!f_) return ErrnoToStatus(errno, "open(" + path + ")");
   if (!append || !exists)
-    std::fprintf(f_, "step,loss,lr,grad_norm,tokens_per_s,tflops,peak_rss_bytes,skipped,loss_scale,step_ms,val_loss\n");
+    std::fprintf(f_,
+                 "step,loss,lr,grad_norm,tokens_per_s,tflops,peak_rss_bytes,skipped,loss_scale,"
+                 "step_ms,val_loss\n");
   return OkStatus();
 }
 
 void MetricsCsv::Write(const StepMetrics& m, double val_loss) {
   if (!f_) return;
-  std::fprintf(f_, "%lld,%.6f,%.6e,%.6f,%.1f,%.4f,%lld,%d,%.1f,%.2f,", static_cast<long long>(m.step),
-               m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.tflops,
-               static_cast<long long>(m.peak_rss_bytes), m.skipped ? 1 : 0, m.loss_scale, m.step_ms);
+  std::fprintf(f_, "%lld,%.6f,%.6e,%.6f,%.1f,%.4f,%lld,%d,%.1f,%.2f,",
+               static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.tflops,
+               static_cast<long long>(m.peak_rss_bytes), m.skipped ? 1 : 0, m.loss_scale,
+               m.step_ms);
   if (std::isfinite(val_loss)) std::fprintf(f_, "%.6f", val_loss);
   std::fprintf(f_, "\n");
   std::fflush(f_);

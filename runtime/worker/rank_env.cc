@@ -38,8 +38,8 @@ StatusOr<RankEnv> ReadRankEnv() {
   e.coordinator = StrVar("DS_COORDINATOR");
   e.token_file = StrVar("DS_JOB_TOKEN_FILE");
   if (e.world_size < 1 || e.rank >= e.world_size)
-    return InvalidArgumentError("RANK=" + std::to_string(e.rank) + " is outside WORLD_SIZE=" +
-                                std::to_string(e.world_size));
+    return InvalidArgumentError("RANK=" + std::to_string(e.rank) +
+                                " is outside WORLD_SIZE=" + std::to_string(e.world_size));
   if (e.local_size < 1 || e.local_rank >= e.local_size)
     return InvalidArgumentError("LOCAL_RANK=" + std::to_string(e.local_rank) +
                                 " is outside LOCAL_SIZE=" + std::to_string(e.local_size));

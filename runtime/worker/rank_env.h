@@ -16,10 +16,10 @@ struct RankEnv {
   int local_size = 1;
   int node_rank = 0;
   int round = 0;
-  bool launched = false;     // started by ds-agent
-  bool resume = false;       // DS_RESUME=1: resume from the latest checkpoint
-  std::string coordinator;   // host:port, "" standalone
-  std::string token_file;    // file holding the job token
+  bool launched = false;    // started by ds-agent
+  bool resume = false;      // DS_RESUME=1: resume from the latest checkpoint
+  std::string coordinator;  // host:port, "" standalone
+  std::string token_file;   // file holding the job token
 };
 
 // Reads the variables; malformed or inconsistent values are errors naming the variable.

@@ -12,10 +12,10 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/executor.h"
-#include "zero/device_states.h"
-#include "zero/grad_norm.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
+#include "zero/device_states.h"
+#include "zero/grad_norm.h"
 #include "zero/optimizer.h"
 #include "zero/zero_collectives.h"
 
@@ -34,7 +34,9 @@ class ExecutorCompute final : public StepCompute {
  public:
   ExecutorCompute(Executor* e, DataLoader* d) : e_(e), d_(d) {}
   Status LoadMicrobatch() override { return d_->Next(e_->ids(), e_->targets()); }
-  Status Forward(uint64_t seed, int first, int last) override { return e_->ForwardBlocks(seed, first, last); }
+  Status Forward(uint64_t seed, int first, int last) override {
+    return e_->ForwardBlocks(seed, first, last);
+  }
   float loss() const override { return e_->loss(); }
   Status Backward(float loss_grad, uint64_t seed, int first, int last) override {
     return e_->BackwardBlocks(loss_grad, seed, first, last);
@@ -119,7 +121,8 @@ Status StepRunner::Impl::Load(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
-  DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in.first_block(), in.last_block()));
+  DS_RETURN_IF_ERROR(
+      compute->Forward(MicroSeed(p.seed, step, micro), in.first_block(), in.last_block()));
   if (in.last_block() >= p.loss_block) loss_sum += compute->loss();
   return OkStatus();
 }
@@ -127,10 +130,13 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
   const int64_t gas = plan->settings().gradient_accumulation_steps();
   const float loss_grad = static_cast<float>(p.scaler->scale() / (gas * dp));
-  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(), in.last_block());
+  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(),
+                           in.last_block());
 }
 
-Status StepRunner::Impl::Collective(int index, const Instruction& in) { return zero->Issue(index, in); }
+Status StepRunner::Impl::Collective(int index, const Instruction& in) {
+  return zero->Issue(index, in);
+}
 
 // After a skipped step (fp16 overflow, agreed by every rank) the parameters did not change.
 Status StepRunner::Impl::GatherUpdated(int index, const Instruction& in) {
@@ -139,7 +145,8 @@ Status StepRunner::Impl::GatherUpdated(int index, const Instruction& in) {
 
 Status StepRunner::Impl::Release(int, const Instruction& in) {
   for (zero::StateView* v : zero->ViewsFor(in))
-    for (const proto::ParamRange& r : in.ranges()) DS_RETURN_IF_ERROR(v->ReleaseParams(r.offset(), r.count()));
+    for (const proto::ParamRange& r : in.ranges())
+      DS_RETURN_IF_ERROR(v->ReleaseParams(r.offset(), r.count()));
   return OkStatus();
 }
 
@@ -166,7 +173,8 @@ Status StepRunner::Impl::Overflow(int, const Instruction& in) {
 Status StepRunner::Impl::OptimizerStep(int, const Instruction& in) {
   result.lr = p.schedule->LrAt(step);
   if (!std::isfinite(result.grad_norm)) {
-    if (!p.fp16) return DataLossError("step " + std::to_string(step + 1) + ": gradient norm is not finite");
+    if (!p.fp16)
+      return DataLossError("step " + std::to_string(step + 1) + ": gradient norm is not finite");
     overflow = true;
   }
   if (!overflow) {
@@ -224,7 +232,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->p = parts;
   impl->dp = std::max(1, plan->topology().dp());
   impl->Fill();
-  if (!parts.compute) impl->own_compute = std::make_unique<ExecutorCompute>(parts.executor, parts.data);
+  if (!parts.compute)
+    impl->own_compute = std::make_unique<ExecutorCompute>(parts.executor, parts.data);
   impl->compute = parts.compute ? parts.compute : impl->own_compute.get();
   for (const proto::PartitionUnit& u : plan->partition().units())
     if (u.persistent()) impl->persistent_ranges.push_back({u.offset(), u.count()});
@@ -232,10 +241,12 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->profiling = profile && profile[0] == '1';
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) impl->mine = &r;
-  if (!impl->mine) return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
+  if (!impl->mine)
+    return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
   if (impl->dp != parts.comm->size())
-    return InvalidArgumentError("the plan is for dp " + std::to_string(impl->dp) + " but the communicator has " +
-                                std::to_string(parts.comm->size()) + " ranks");
+    return InvalidArgumentError("the plan is for dp " + std::to_string(impl->dp) +
+                                " but the communicator has " + std::to_string(parts.comm->size()) +
+                                " ranks");
   const int stage = plan->settings().zero_stage();
   if (stage >= 2 && !parts.params->grads_partitioned())
     return InvalidArgumentError("ZeRO stage " + std::to_string(stage) +
@@ -273,8 +284,8 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
     if (m.p.memory_profile) m.SampleMemory();
     if (!s.ok()) {
       m.zero->WaitAll().IgnoreError();  // no operation may outlive its staging
-      return s.WithPrefix("rank " + std::to_string(m.rank) + " instruction " + std::to_string(index) + " " +
-                          Instruction::Kind_Name(in.kind()));
+      return s.WithPrefix("rank " + std::to_string(m.rank) + " instruction " +
+                          std::to_string(index) + " " + Instruction::Kind_Name(in.kind()));
     }
   }
   // The plan waits for everything; a collective still in flight is the plan's error.
@@ -284,7 +295,9 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   return m.result;
 }
 
-const std::map<std::string, double>& StepRunner::InstructionProfile() const { return impl_->profile; }
+const std::map<std::string, double>& StepRunner::InstructionProfile() const {
+  return impl_->profile;
+}
 
 Status StepRunner::GatherAllParams() { return impl_->zero->GatherAll(); }
 

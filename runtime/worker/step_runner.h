@@ -53,7 +53,7 @@ struct StepParts {
   StepCompute* compute = nullptr;  // null: the executor and the data loader below
   Executor* executor = nullptr;
   ParamStore* params = nullptr;
-  Optimizer* optimizer = nullptr;   // over `params`, sharded with LayoutFor(plan, rank)
+  Optimizer* optimizer = nullptr;  // over `params`, sharded with LayoutFor(plan, rank)
   DataLoader* data = nullptr;
   LossScaler* scaler = nullptr;
   const LrSchedule* schedule = nullptr;
@@ -61,11 +61,11 @@ struct StepParts {
   // The same ranks for collectives on host memory (scalars, staged data) when `comm` works on
   // device buffers (NCCL); null: `comm` does both.
   parallel::Communicator* host_comm = nullptr;
-  float max_grad_norm = 0;           // 0: no clipping
+  float max_grad_norm = 0;  // 0: no clipping
   bool fp16 = false;
   uint64_t seed = 0;
-  int loss_block = 0;                // the graph's num_blocks: the block that computes the loss
-  bool memory_profile = false;       // sample resident model-state bytes after each instruction
+  int loss_block = 0;           // the graph's num_blocks: the block that computes the loss
+  bool memory_profile = false;  // sample resident model-state bytes after each instruction
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.
   DeviceStates* device = nullptr;

@@ -17,9 +17,9 @@
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "zero/optimizer.h"
 #include "runtime/plan/plan_test_util.h"
 #include "runtime/worker/step_runner.h"
+#include "zero/optimizer.h"
 #include "zero/shard_layout.h"
 
 namespace ds {
@@ -47,7 +47,9 @@ struct Timeline {
 class RecordingComm final : public parallel::Communicator {
  public:
   RecordingComm(parallel::Communicator* inner, Timeline* timeline)
-      : Communicator(inner->rank(), inner->size(), "recording"), inner_(inner), timeline_(timeline) {}
+      : Communicator(inner->rank(), inner->size(), "recording"),
+        inner_(inner),
+        timeline_(timeline) {}
   ~RecordingComm() override { StopCommThread(); }
 
  protected:
@@ -109,7 +111,8 @@ Instruction Make(Instruction::Kind kind, proto::Placement where = proto::HOST) {
   return in;
 }
 
-Instruction Collective(Instruction::Kind kind, int64_t lo, int64_t n, proto::Placement where, bool async) {
+Instruction Collective(Instruction::Kind kind, int64_t lo, int64_t n, proto::Placement where,
+                       bool async) {
   Instruction in = Make(kind);
   proto::ParamRange* r = in.add_ranges();
   r->set_offset(lo);
@@ -213,7 +216,8 @@ std::vector<std::unique_ptr<RankState>> RunStep(const Graph& g, const proto::Pla
   return ranks;
 }
 
-TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made plan", "[worker][runner]") {
+TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made plan",
+          "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
   const int64_t flat = ParamStore(g, DType::kF32).total_elements();
   const proto::Plan plan = HandMadePlan(2, flat, 2);
@@ -225,15 +229,17 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
     REQUIRE(s.result.ok());
     CHECK(s.result->loss == Approx(1.5));  // (1 + 2) / 2 over the group
     // Every compute call in plan order, gradients landed before each collective.
-    const std::vector<std::string> compute = {"finish", "load", "forward 0-2", "backward 1-2", "finish",
-                                              "backward 0-0", "finish", "finish", "finish", "finish"};
+    const std::vector<std::string> compute = {
+        "finish",       "load",   "forward 0-2", "backward 1-2", "finish",
+        "backward 0-0", "finish", "finish",      "finish",       "finish"};
     std::vector<std::string> seen;
     for (const std::string& e : s.timeline.events)
       if (e.rfind("comm", 0) != 0) seen.push_back(e);
     CHECK(seen == compute);
     // The first all-reduce is held back 150 ms: backward of block 0 runs while it is in flight,
     // and the norm (comm 2) starts only after both reductions completed.
-    const std::string first = "comm 0 " + std::to_string(flat - half), second = "comm 1 " + std::to_string(half);
+    const std::string first = "comm 0 " + std::to_string(flat - half),
+                      second = "comm 1 " + std::to_string(half);
     CHECK(s.timeline.IndexOf("backward 0-0") < s.timeline.IndexOf(first + " end"));
     CHECK(s.timeline.IndexOf(first + " end") < s.timeline.IndexOf("comm 2 1 begin"));
     CHECK(s.timeline.IndexOf(second + " end") < s.timeline.IndexOf("comm 2 1 begin"));
@@ -262,7 +268,8 @@ TEST_CASE("StepRunner: one rank communicates nothing (LOCAL placements)", "[work
   CHECK(static_cast<const float*>(s.params.GradAt(0))[8] == 2.0f);  // (0 + 1) * (8 % 7 + 1)
 }
 
-TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming it", "[worker][runner]") {
+TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming it",
+          "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(1, ParamStore(g, DType::kF32).total_elements(), 2);
   Instruction send = Make(Instruction::SEND);
@@ -273,7 +280,8 @@ TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming 
   CHECK_THAT(ranks[0]->result.status().message(), Catch::Contains("instruction 1 SEND"));
 }
 
-TEST_CASE("StepRunner: device placements without device states are refused at creation", "[worker][runner]") {
+TEST_CASE("StepRunner: device placements without device states are refused at creation",
+          "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(1, ParamStore(g, DType::kF32).total_elements(), 2);
   plan.mutable_ranks(0)->mutable_instructions(8)->set_placement(proto::DEVICE);

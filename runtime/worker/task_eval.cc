@@ -26,7 +26,8 @@ StatusOr<std::string> ReadText(const std::string& path) {
 
 // Greedy decoding of `answer_length` tokens for a batch of prompts; the model sees the
 // whole example width each time (causal attention ignores what lies to the right).
-Status GenerateAnswers(Executor& ex, const AdditionTask& task, const std::vector<AdditionProblem>& batch,
+Status GenerateAnswers(Executor& ex, const AdditionTask& task,
+                       const std::vector<AdditionProblem>& batch,
                        std::vector<std::vector<int32_t>>* answers) {
   const int64_t T = ex.seq(), B = ex.batch();
   const int prompt = task.prompt_length();
@@ -49,7 +50,8 @@ Status GenerateAnswers(Executor& ex, const AdditionTask& task, const std::vector
   }
   answers->clear();
   for (size_t r = 0; r < batch.size(); ++r)
-    answers->emplace_back(ex.ids() + r * T + prompt, ex.ids() + r * T + prompt + task.answer_length());
+    answers->emplace_back(ex.ids() + r * T + prompt,
+                          ex.ids() + r * T + prompt + task.answer_length());
   return OkStatus();
 }
 
@@ -69,7 +71,8 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
   std::istringstream lines(text);
   uint64_t a, b, sum;
   while (lines >> a >> b >> sum) problems.push_back({a, b});
-  if (max_problems > 0 && static_cast<int64_t>(problems.size()) > max_problems) problems.resize(max_problems);
+  if (max_problems > 0 && static_cast<int64_t>(problems.size()) > max_problems)
+    problems.resize(max_problems);
   if (problems.empty()) return DataLossError(dir + "/val_problems.txt: no problems");
   const int64_t batch = 64;
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex,

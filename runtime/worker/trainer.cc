@@ -9,23 +9,23 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/base/logging.h"
-#include "runtime/base/status_macros.h"
-#include "runtime/ckpt/checkpoint.h"
 #include "parallel/communicator.h"
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ckpt/checkpoint.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/accelerator.h"
+#include "runtime/optim/loss_scaler.h"
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
-#include "zero/shard_layout.h"
 #include "zero/device_states.h"
-#include "runtime/optim/loss_scaler.h"
-#include "runtime/optim/lr_schedule.h"
 #include "zero/optimizer.h"
+#include "zero/shard_layout.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -35,11 +35,15 @@ namespace {
 OptimizerOptions ToOptimizerOptions(const OptimizerConfig& c) {
   OptimizerOptions o;
   switch (c.type) {
-    case OptimizerType::kAdamW: o.type = OptimizerOptions::Type::kAdamW; break;
+    case OptimizerType::kAdamW:
+      o.type = OptimizerOptions::Type::kAdamW;
+      break;
     case OptimizerType::kAdam:
       o.type = c.adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
       break;
-    case OptimizerType::kSGD: o.type = OptimizerOptions::Type::kSgd; break;
+    case OptimizerType::kSGD:
+      o.type = OptimizerOptions::Type::kSgd;
+      break;
   }
   o.lr = static_cast<float>(c.lr);
   o.beta1 = static_cast<float>(c.beta1);
@@ -54,10 +58,18 @@ LrScheduleOptions ToScheduleOptions(const JobConfig& c) {
   LrScheduleOptions o;
   const SchedulerConfig& s = c.scheduler;
   switch (s.type) {
-    case SchedulerType::kNone: o.type = ""; break;
-    case SchedulerType::kWarmupLR: o.type = "WarmupLR"; break;
-    case SchedulerType::kWarmupDecayLR: o.type = "WarmupDecayLR"; break;
-    case SchedulerType::kWarmupCosineLR: o.type = "WarmupCosineLR"; break;
+    case SchedulerType::kNone:
+      o.type = "";
+      break;
+    case SchedulerType::kWarmupLR:
+      o.type = "WarmupLR";
+      break;
+    case SchedulerType::kWarmupDecayLR:
+      o.type = "WarmupDecayLR";
+      break;
+    case SchedulerType::kWarmupCosineLR:
+      o.type = "WarmupCosineLR";
+      break;
   }
   o.base_lr = c.optimizer.lr;
   o.warmup_min_lr = s.warmup_min_lr;
@@ -97,13 +109,18 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
-Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device,
-                 parallel::Communicator* host_comm)
-    : config_(config), graph_(std::move(graph)), device_memory_(device), comm_(comm), host_comm_(host_comm) {}
+Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm,
+                 DeviceMemory* device, parallel::Communicator* host_comm)
+    : config_(config),
+      graph_(std::move(graph)),
+      device_memory_(device),
+      comm_(comm),
+      host_comm_(host_comm) {}
 Trainer::~Trainer() = default;
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph,
-                                                   parallel::Communicator* comm, DeviceMemory* device,
+                                                   parallel::Communicator* comm,
+                                                   DeviceMemory* device,
                                                    parallel::Communicator* host_comm) {
   std::unique_ptr<Trainer> t(new Trainer(config, std::move(graph), comm, device, host_comm));
   DS_RETURN_IF_ERROR(t->Build());
@@ -122,7 +139,8 @@ Status Trainer::Build() {
   }
   if (!host_comm_) host_comm_ = comm_;
   DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
-  if (config_.device.type != DeviceType::kCuda) device_memory_ = nullptr;  // a given memory stands for a GPU
+  if (config_.device.type != DeviceType::kCuda)
+    device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == DeviceType::kCuda && !device_memory_) {
     // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
     auto gpu = OpenAccelerator(0);
@@ -137,12 +155,14 @@ Status Trainer::Build() {
   }
   int64_t max_seq = graph_.config.count("max_seq_len") ? graph_.config.at("max_seq_len") : 0;
   seq_ = config_.data.seq_len > 0 ? config_.data.seq_len : max_seq;
-  if (seq_ <= 0) return InvalidArgumentError(src + ": data.seq_len is not set and the graph has no max_seq_len");
+  if (seq_ <= 0)
+    return InvalidArgumentError(src + ": data.seq_len is not set and the graph has no max_seq_len");
   if (max_seq > 0 && seq_ > max_seq)
     return InvalidArgumentError(src + ": data.seq_len " + std::to_string(seq_) +
                                 " exceeds the model's max_seq_len " + std::to_string(max_seq));
   total_steps_ = config_.train_iters;
-  if (total_steps_ <= 0 && config_.scheduler.total_num_steps > 0) total_steps_ = config_.scheduler.total_num_steps;
+  if (total_steps_ <= 0 && config_.scheduler.total_num_steps > 0)
+    total_steps_ = config_.scheduler.total_num_steps;
   if (total_steps_ <= 0) return InvalidArgumentError(src + ": training.train_iters is not set");
 
   DType model_dtype = DType::kF32;
@@ -163,9 +183,10 @@ Status Trainer::Build() {
     std::vector<DeviceParamBlock> blocks;
     const plan::BucketArena arena = plan::AssignGatherArena(*plan_, comm_->rank());
     for (const plan::BucketBlock& b : arena.blocks)
-      blocks.push_back({b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
-    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(), std::move(blocks),
-                                       arena.elements);
+      blocks.push_back(
+          {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
+    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),
+                                       std::move(blocks), arena.elements);
     if (!states.ok()) return states.status().WithPrefix(src);
     device_states_ = std::move(states).value();
     DeviceStates* on_device = device_states_.get();
@@ -179,10 +200,12 @@ Status Trainer::Build() {
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
   if (device_states_)
-    DS_LOG_INFO("worker", "forward, backward and the optimizer run on {}; model states there: {:.1f} MiB",
+    DS_LOG_INFO("worker",
+                "forward, backward and the optimizer run on {}; model states there: {:.1f} MiB",
                 device_memory_->name(), device_states_->bytes() / double(1 << 20));
   else if (device_memory_)
-    DS_LOG_INFO("worker", "forward and backward run on {}; the optimizer on the host (offload_optimizer)",
+    DS_LOG_INFO("worker",
+                "forward and backward run on {}; the optimizer on the host (offload_optimizer)",
                 device_memory_->name());
   auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
@@ -228,7 +251,8 @@ Status Trainer::Build() {
               graph_.name, params_->num_parameters() / 1e6, graph_.nodes.size(),
               DTypeName(model_dtype), config_.train_batch_size, micro,
               config_.gradient_accumulation_steps, seq_, total_steps_, omp_get_max_threads());
-  DS_LOG_INFO("worker", "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
+  DS_LOG_INFO("worker",
+              "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
               params_->total_elements() *
                   (4.0 /* master */ + 8.0 /* Adam m, v */ + DTypeSize(model_dtype) /* grads */ +
                    (model_dtype == DType::kF32 ? 0.0 : DTypeSize(model_dtype)) /* 16-bit copy */) /
@@ -268,7 +292,8 @@ Status Trainer::BuildPlan() {
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
   if (plan_->model().flat_elements() != params_->total_elements())
-    return InternalError("the plan's flat layout (" + std::to_string(plan_->model().flat_elements()) +
+    return InternalError("the plan's flat layout (" +
+                         std::to_string(plan_->model().flat_elements()) +
                          " elements) differs from the parameter store's (" +
                          std::to_string(params_->total_elements()) + ")");
   return OkStatus();
@@ -286,26 +311,30 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   r.loss_scale = scale;
   r.skipped = s.skipped;
   if (r.skipped)
-    DS_LOG_WARN("worker", "step {}: fp16 gradient overflow at loss scale {}: step skipped", step_ + 1, scale);
+    DS_LOG_WARN("worker", "step {}: fp16 gradient overflow at loss scale {}: step skipped",
+                step_ + 1, scale);
   ++step_;
   r.step = step_;
   r.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   r.tokens_per_s = tokens_per_step() / (r.step_ms / 1e3);
   const int64_t gas = config_.gradient_accumulation_steps;
-  r.tflops = (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
+  r.tflops =
+      (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
   r.peak_rss_bytes = PeakRssBytes();
   return r;
 }
 
 StatusOr<double> Trainer::Evaluate(int64_t iters) {
-  if (config_.data.validation.empty()) return FailedPreconditionError(config_.source + ": data.validation is not set");
+  if (config_.data.validation.empty())
+    return FailedPreconditionError(config_.source + ": data.validation is not set");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
   // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
   const bool host_gather = device_states_ && params_->params_partitioned();
   if (!eval_executor_) {
     ExecutorOptions eo{micro, seq_, false, device_memory_};
-    if (device_states_ && !host_gather) eo.device_params = device_states_->params();  // read in place
+    if (device_states_ && !host_gather)
+      eo.device_params = device_states_->params();  // read in place
     DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), eo));
   }
   if (!val_data_) {

@@ -21,8 +21,8 @@
 
 #include "runtime/config/job_config.h"
 #include "runtime/exec/executor.h"
-#include "zero/param_store.h"
 #include "runtime/graph/graph.h"
+#include "zero/param_store.h"
 
 namespace ds {
 
@@ -43,15 +43,15 @@ class LossScaler;
 class DeviceStates;
 
 struct StepMetrics {
-  int64_t step = 0;          // optimizer steps done after this one
-  double loss = 0;           // mean over the micro-batches
+  int64_t step = 0;  // optimizer steps done after this one
+  double loss = 0;   // mean over the micro-batches
   double lr = 0;
-  double grad_norm = 0;      // before clipping, unscaled
+  double grad_norm = 0;  // before clipping, unscaled
   double loss_scale = 1;
-  bool skipped = false;      // fp16 overflow: no update
+  bool skipped = false;  // fp16 overflow: no update
   double step_ms = 0;
   double tokens_per_s = 0;
-  double tflops = 0;         // achieved model TFLOP/s (forward + backward)
+  double tflops = 0;  // achieved model TFLOP/s (forward + backward)
   int64_t peak_rss_bytes = 0;
 };
 

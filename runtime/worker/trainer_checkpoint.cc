@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <tuple>
-#include <cstring>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -28,15 +28,15 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/json.h"
-#include "zero/device_states.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
-#include "zero/optimizer.h"
 #include "runtime/worker/step_runner.h"
-#include "zero/shard_layout.h"
 #include "runtime/worker/trainer.h"
+#include "zero/device_states.h"
+#include "zero/optimizer.h"
+#include "zero/shard_layout.h"
 
 namespace ds {
 namespace {
@@ -55,14 +55,21 @@ std::string EngineState(int64_t step, int64_t opt_step, uint64_t seed, DType dty
 // Copies a checkpoint tensor into an fp32 destination of the same shape.
 Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
   if (src.shape() != dst.shape())
-    return DataLossError(what + " has shape " + ShapeToString(src.shape()) + ", the model expects " +
-                         ShapeToString(dst.shape()));
+    return DataLossError(what + " has shape " + ShapeToString(src.shape()) +
+                         ", the model expects " + ShapeToString(dst.shape()));
   const int64_t n = dst.numel();
   switch (src.dtype()) {
-    case DType::kF32: std::memcpy(dst.f32(), src.data(), n * 4); break;
-    case DType::kBF16: ConvertBf16ToF32(static_cast<const uint16_t*>(src.data()), dst.f32(), n); break;
-    case DType::kF16: ConvertF16ToF32(static_cast<const uint16_t*>(src.data()), dst.f32(), n); break;
-    default: return DataLossError(what + " has non-float dtype " + std::string(DTypeName(src.dtype())));
+    case DType::kF32:
+      std::memcpy(dst.f32(), src.data(), n * 4);
+      break;
+    case DType::kBF16:
+      ConvertBf16ToF32(static_cast<const uint16_t*>(src.data()), dst.f32(), n);
+      break;
+    case DType::kF16:
+      ConvertF16ToF32(static_cast<const uint16_t*>(src.data()), dst.f32(), n);
+      break;
+    default:
+      return DataLossError(what + " has non-float dtype " + std::string(DTypeName(src.dtype())));
   }
   return OkStatus();
 }
@@ -71,12 +78,14 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 
 Status Trainer::ExportWeights(const std::string& path) const {
   if (params_->master_sharded())
-    return FailedPreconditionError("ExportWeights needs the whole master weights; with ZeRO use a "
-                                   "checkpoint and ds-ckpt consolidate");
+    return FailedPreconditionError(
+        "ExportWeights needs the whole master weights; with ZeRO use a "
+        "checkpoint and ds-ckpt consolidate");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   std::vector<ckpt::NamedTensor> tensors;
   for (const ParamSlot& s : params_->slots()) tensors.push_back({s.name, params_->MasterView(s)});
-  auto r = ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
+  auto r =
+      ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
   if (device_states_) device_states_->ReleaseHostCopies();
   return r.status();
 }
@@ -109,8 +118,9 @@ std::vector<OwnedSlice> SlicesOf(const std::vector<ShardSegment>& segments,
   std::vector<OwnedSlice> out;
   for (const std::string& state : states) {
     for (const ShardSegment& g : segments) {
-      auto it = std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
-                                 [](int64_t f, const ParamSlot& s) { return f < s.offset + s.numel; });
+      auto it =
+          std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
+                           [](int64_t f, const ParamSlot& s) { return f < s.offset + s.numel; });
       for (; it != slots.end() && it->offset < g.flat_begin + g.count; ++it) {
         const int64_t lo = std::max(g.flat_begin, it->offset);
         const int64_t hi = std::min(g.flat_begin + g.count, it->offset + it->numel);
@@ -153,11 +163,12 @@ Status Trainer::SaveConsolidated(const ckpt::CheckpointContents& base) {
   ckpt::CheckpointContents c = base;
   std::deque<std::vector<float>> copies;
   auto view = [&](const float* shard_base, bool shard_space, const ParamSlot& s) {
-    const float* p = shard_space ? ShardSpan(*params_, shard_base, s.offset, s.numel)
-                                 : shard_base + s.offset;
+    const float* p =
+        shard_space ? ShardSpan(*params_, shard_base, s.offset, s.numel) : shard_base + s.offset;
     if (p == nullptr) {
       copies.emplace_back(s.numel);
-      for (int64_t i = 0; i < s.numel; ++i) copies.back()[i] = shard_base[params_->ShardPos(s.offset + i)];
+      for (int64_t i = 0; i < s.numel; ++i)
+        copies.back()[i] = shard_base[params_->ShardPos(s.offset + i)];
       p = copies.back().data();
     }
     return Tensor(const_cast<float*>(p), s.shape, DType::kF32);
@@ -176,7 +187,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   const int rank = comm_->rank(), world = comm_->size();
   Status begun = rank == 0 ? ckpt::BeginCheckpoint(root, step_) : OkStatus();
   DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(host_comm_, !begun.ok()));
-  if (begin_failed) return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
+  if (begin_failed)
+    return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
 
   const std::vector<std::string> states = StateNames(*optimizer_);
   std::vector<std::vector<OwnedSlice>> all(world);
@@ -206,10 +218,12 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     mine[1] = static_cast<int32_t>(written->file_crc32c);
     mine[2] = static_cast<int32_t>(written->file_bytes & 0xffffffffu);
     mine[3] = static_cast<int32_t>(written->file_bytes >> 32);
-    for (size_t i = 0; i < descs.size(); ++i) mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
+    for (size_t i = 0; i < descs.size(); ++i)
+      mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
   }
-  DS_RETURN_IF_ERROR(host_comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
-                                      parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
+  DS_RETURN_IF_ERROR(
+      host_comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
+                            parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
   Status committed;
   if (rank == 0) {
     auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
@@ -218,14 +232,19 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     std::vector<std::pair<std::tuple<int64_t, size_t, int64_t>, ckpt::TensorRecord>> records;
     for (int k = 0; k < world; ++k) {
       const int32_t* r = rows.data() + k * row;
-      if (r[0] != 1) { failed.push_back(k); continue; }
-      files.files.push_back({ckpt::ZeroShardFileName(k), (uint64_t{u32(r[3])} << 32) | u32(r[2]), u32(r[1])});
+      if (r[0] != 1) {
+        failed.push_back(k);
+        continue;
+      }
+      files.files.push_back(
+          {ckpt::ZeroShardFileName(k), (uint64_t{u32(r[3])} << 32) | u32(r[2]), u32(r[1])});
       for (size_t i = 0; i < all[k].size(); ++i) {
         const OwnedSlice& o = all[k][i];
         const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
         // Manifest order: by parameter (flat), then state, then position, so a reader can
         // stream one parameter at a time.
-        records.push_back({{o.flat - o.desc.begin, si, o.desc.begin}, ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
+        records.push_back({{o.flat - o.desc.begin, si, o.desc.begin},
+                           ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
       }
     }
     std::sort(records.begin(), records.end(),
@@ -242,13 +261,17 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file.
       if (!params_->master_sharded())
-        for (const ParamSlot& s : params_->slots()) c.model.push_back({s.name, params_->MasterView(s)});
+        for (const ParamSlot& s : params_->slots())
+          c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
     }
   }
   DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(host_comm_, !committed.ok()));
   if (!written.ok()) return written.status();
-  if (commit_failed) return rank == 0 ? committed : AbortedError("checkpoint: rank 0 failed to commit step " + std::to_string(step_));
+  if (commit_failed)
+    return rank == 0
+               ? committed
+               : AbortedError("checkpoint: rank 0 failed to commit step " + std::to_string(step_));
   return OkStatus();
 }
 
@@ -260,7 +283,8 @@ Status Trainer::SaveCheckpoint() {
   c.state["scheduler"] = "{\"last_batch_iteration\": " + std::to_string(step_ - 1) + "}";
   c.state["loss_scaler"] = scaler_->SaveState();
   c.state["data"] = train_data_->state().ToJson();
-  c.state["rng"] = "{\"seed\": " + std::to_string(config_.seed) + ", \"next_step\": " + std::to_string(step_) + "}";
+  c.state["rng"] = "{\"seed\": " + std::to_string(config_.seed) +
+                   ", \"next_step\": " + std::to_string(step_) + "}";
   c.info["family"] = graph_.family;
   c.info["graph"] = graph_.name;
   c.info["world_size"] = std::to_string(comm_->size());
@@ -272,8 +296,8 @@ Status Trainer::SaveCheckpoint() {
   if (device_states_) device_states_->ReleaseHostCopies();
   DS_RETURN_IF_ERROR(saved);
   if (comm_->rank() == 0)
-    DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir, ckpt::StepDirName(step_),
-                sharded ? " (one shard file per rank)" : "");
+    DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir,
+                ckpt::StepDirName(step_), sharded ? " (one shard file per rank)" : "");
   return OkStatus();
 }
 
@@ -290,8 +314,8 @@ Status Trainer::LoadWeights(const std::string& path) {
   runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   if (file.tensors().size() != params_->slots().size())
-    DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored", path,
-                file.tensors().size(), params_->slots().size());
+    DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored",
+                path, file.tensors().size(), params_->slots().size());
   DS_LOG_INFO("worker", "initialized weights from {}", path);
   return OkStatus();
 }
@@ -304,8 +328,8 @@ namespace {
 
 // The parts of parameter `s` that the flat ranges `ranges` cut, parameter-local, in order.
 // Not merged: each part stays inside one range (one segment, contiguous in shard space).
-std::vector<std::pair<int64_t, int64_t>> LocalRanges(const ParamSlot& s,
-                                                     const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+std::vector<std::pair<int64_t, int64_t>> LocalRanges(
+    const ParamSlot& s, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const auto& [b, e] : ranges) {
     const int64_t lo = std::max(b, s.offset), hi = std::min(e, s.offset + s.numel);
@@ -317,9 +341,14 @@ std::vector<std::pair<int64_t, int64_t>> LocalRanges(const ParamSlot& s,
 
 void StoreModel(void* model, DType dtype, int64_t at, const float* src, int64_t n) {
   switch (dtype) {
-    case DType::kBF16: ConvertF32ToBf16(src, static_cast<uint16_t*>(model) + at, n); break;
-    case DType::kF16: ConvertF32ToF16(src, static_cast<uint16_t*>(model) + at, n); break;
-    default: std::memcpy(static_cast<float*>(model) + at, src, n * sizeof(float));
+    case DType::kBF16:
+      ConvertF32ToBf16(src, static_cast<uint16_t*>(model) + at, n);
+      break;
+    case DType::kF16:
+      ConvertF32ToF16(src, static_cast<uint16_t*>(model) + at, n);
+      break;
+    default:
+      std::memcpy(static_cast<float*>(model) + at, src, n * sizeof(float));
   }
 }
 
@@ -344,9 +373,12 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   // owned: the optimizer state's segments; master: the fp32 master's (all of it unless
   // sharded); model: the separate model copy's flat ranges this rank keeps.
   std::vector<std::pair<int64_t, int64_t>> owned, master, model_ranges;
-  for (const ShardSegment& g : params_->segments()) owned.push_back({g.flat_begin, g.flat_begin + g.count});
-  if (params_->master_sharded()) master = owned;
-  else master.push_back({0, params_->total_elements()});
+  for (const ShardSegment& g : params_->segments())
+    owned.push_back({g.flat_begin, g.flat_begin + g.count});
+  if (params_->master_sharded())
+    master = owned;
+  else
+    master.push_back({0, params_->total_elements()});
   const bool model_separate = params_->model() != static_cast<void*>(params_->master_data());
   // An unsharded master converts into the model copy in full (SyncModelFromMaster below).
   if (model_separate && params_->master_sharded()) {
@@ -368,18 +400,26 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     for (const ParamSlot& s : params_->slots()) {
       auto found = shapes.find(s.name);
       const Shape* shape = found == shapes.end() ? nullptr : found->second;
-      if (shape == nullptr) return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
+      if (shape == nullptr)
+        return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
       if (*shape != s.shape)
-        return DataLossError(where + ": parameter \"" + s.name + "\" has shape " + ShapeToString(*shape) +
-                             ", the model expects " + ShapeToString(s.shape));
+        return DataLossError(where + ": parameter \"" + s.name + "\" has shape " +
+                             ShapeToString(*shape) + ", the model expects " +
+                             ShapeToString(s.shape));
       for (const auto& [lo, hi] : LocalRanges(s, master)) {
-        if (commit) DS_RETURN_IF_ERROR(reader->Read(ckpt::kMasterState, s.name, lo, hi, params_->MasterAt(s.offset + lo)));
-        else DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
+        if (commit)
+          DS_RETURN_IF_ERROR(
+              reader->Read(ckpt::kMasterState, s.name, lo, hi, params_->MasterAt(s.offset + lo)));
+        else
+          DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
       }
       for (const auto& [lo, hi] : LocalRanges(s, owned)) {
         for (const Optimizer::StateBuffer& b : buffers) {
-          if (commit) DS_RETURN_IF_ERROR(reader->Read(b.name, s.name, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
-          else DS_RETURN_IF_ERROR(reader->Verify(b.name, s.name, lo, hi));
+          if (commit)
+            DS_RETURN_IF_ERROR(
+                reader->Read(b.name, s.name, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
+          else
+            DS_RETURN_IF_ERROR(reader->Verify(b.name, s.name, lo, hi));
         }
       }
       for (const auto& [lo, hi] : LocalRanges(s, model_ranges)) {
@@ -389,7 +429,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
         }
         scratch.resize(hi - lo);
         DS_RETURN_IF_ERROR(reader->Read(ckpt::kMasterState, s.name, lo, hi, scratch.data()));
-        StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(), hi - lo);
+        StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(),
+                   hi - lo);
       }
     }
     return OkStatus();
@@ -408,7 +449,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   if (verified.ok()) {
     auto state = [&](const char* key) -> StatusOr<std::string> {
       auto it = reader->state().find(key);
-      if (it == reader->state().end()) return DataLossError(reader->dir() + ": state \"" + std::string(key) + "\" is missing");
+      if (it == reader->state().end())
+        return DataLossError(reader->dir() + ": state \"" + std::string(key) + "\" is missing");
       return it->second;
     };
     verified = [&]() -> Status {
@@ -430,7 +472,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   const std::string old_scaler = scaler_->SaveState();
   const DataLoaderState old_data = train_data_->state();
   if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
-  if (verified.ok()) verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
+  if (verified.ok())
+    verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
   if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", comm_->rank(), verified.ToString());
   DS_ASSIGN_OR_RETURN(bool failed, AnyRank(host_comm_, !verified.ok()));
   if (failed) {

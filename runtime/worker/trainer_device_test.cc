@@ -18,13 +18,13 @@
 
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
-#include "runtime/data/token_file.h"
 #include "runtime/core/device_memory.h"
-#include "zero/device_states.h"
+#include "runtime/data/token_file.h"
 #include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
+#include "zero/device_states.h"
 
 namespace ds {
 namespace {
@@ -45,12 +45,14 @@ std::string MakeData() {
 }
 
 // `device`: device.type cuda on HostMemory; else the CPU with host states.
-std::string Config(const std::string& data, int micro, int stage, bool device, const std::string& extra = "") {
+std::string Config(const std::string& data, int micro, int stage, bool device,
+                   const std::string& extra = "") {
   return testing::TinyGptJob(data, micro, stage, device ? "cuda" : "cpu", extra);
 }
 
-StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml, parallel::Communicator* comm,
-                                               DeviceMemory* memory, parallel::Communicator* host_comm = nullptr) {
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml,
+                                               parallel::Communicator* comm, DeviceMemory* memory,
+                                               parallel::Communicator* host_comm = nullptr) {
   auto config = ParseJobConfig(yaml, "device.yaml");
   if (!config.ok()) return config.status();
   auto graph = LoadModelGraph(*config);
@@ -88,7 +90,9 @@ class TrackedMemory final : public DeviceMemory {
     host_.Free(ptr);
   }
   Status Zero(void* p, size_t n) override { return host_.Zero(p, n); }
-  Status CopyToDevice(void* d, const void* s, size_t n) override { return host_.CopyToDevice(d, s, n); }
+  Status CopyToDevice(void* d, const void* s, size_t n) override {
+    return host_.CopyToDevice(d, s, n);
+  }
   Status CopyToHost(void* d, const void* s, size_t n) override { return host_.CopyToHost(d, s, n); }
   Status Copy(void* d, const void* s, size_t n) override { return host_.Copy(d, s, n); }
   void Bind() override {}
@@ -106,7 +110,7 @@ class TrackedMemory final : public DeviceMemory {
 };
 
 struct Run {
-  std::vector<double> losses;   // rank 0's
+  std::vector<double> losses;  // rank 0's
   bool states_on_device = false;
 };
 
@@ -114,7 +118,8 @@ struct Run {
 // own HostMemory standing in for its GPU; with `save`, every rank checkpoints at the end. With
 // `device_comm` the communicator claims device buffers, standing in for NCCL: collectives then
 // run on the device states' buffers instead of staging through the host.
-Run Train(const std::string& yaml, int world, int steps, bool save = false, bool device_comm = false) {
+Run Train(const std::string& yaml, int world, int steps, bool save = false,
+          bool device_comm = false) {
   parallel::LoopbackOptions lo;
   lo.device_buffers = device_comm;
   lo.is_device_memory = &TrackedMemory::Contains;
@@ -127,7 +132,8 @@ Run Train(const std::string& yaml, int world, int steps, bool save = false, bool
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto t = MakeTrainer(yaml, comms[r].get(), &memories[r], device_comm ? host_comms[r].get() : nullptr);
+      auto t = MakeTrainer(yaml, comms[r].get(), &memories[r],
+                           device_comm ? host_comms[r].get() : nullptr);
       if (!t.ok()) return void(errors[r] = t.status());
       if (r == 0) run.states_on_device = (*t)->plan().settings().states_on_device();
       if (Status s = (*t)->Initialize(); !s.ok()) return void(errors[r] = s);
@@ -186,18 +192,23 @@ TEST_CASE("Device states: DP = 2 at stages 0-2 follows the single-rank curve", "
   const Run single = Train(Config(data, 8, 0, false), 1, 20);
   for (bool device_comm : {false, true}) {
     for (int stage : {0, 1, 2}) {
-      INFO("dp 2 stage " << stage << (device_comm ? ", collectives on device buffers" : ", through the host"));
+      INFO("dp 2 stage " << stage
+                         << (device_comm ? ", collectives on device buffers"
+                                         : ", through the host"));
       const Run dp = Train(Config(data, 4, stage, true), 2, 20, false, device_comm);
       CHECK(dp.states_on_device);
       CheckClose(dp.losses, single.losses, 1e-5);
     }
   }
   // The same bits either way: the collectives see the same values.
-  CHECK(Train(Config(data, 4, 1, true), 2, 5, false, true).losses == Train(Config(data, 4, 1, true), 2, 5).losses);
+  CHECK(Train(Config(data, 4, 1, true), 2, 5, false, true).losses ==
+        Train(Config(data, 4, 1, true), 2, 5).losses);
   for (bool device_comm : {false, true}) {
-    INFO("dp 2 stage 2, gas 2" << (device_comm ? ", collectives on device buffers" : ", through the host"));
+    INFO("dp 2 stage 2, gas 2" << (device_comm ? ", collectives on device buffers"
+                                               : ", through the host"));
     std::string yaml = Config(data, 2, 2, true);
-    yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24, "reduce_bucket_size: 3000, overlap_comm: true");
+    yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                 "reduce_bucket_size: 3000, overlap_comm: true");
     CheckClose(Train(yaml, 2, 20, false, device_comm).losses, single.losses, 1e-5);
   }
 }
@@ -205,14 +216,16 @@ TEST_CASE("Device states: DP = 2 at stages 0-2 follows the single-rank curve", "
 // ZeRO-3 with the states on the device: every weight matrix (persistence threshold 100) is
 // gathered into the device's gather arena before its block and its place reused after; the
 // gradients reduce-scatter per unit into the gradient shard. On device buffers (NCCL's way).
-TEST_CASE("Device states: ZeRO-3 at DP = 2 and 4 follows the single-rank curve", "[worker][device]") {
+TEST_CASE("Device states: ZeRO-3 at DP = 2 and 4 follows the single-rank curve",
+          "[worker][device]") {
   const std::string data = MakeData();
   const Run single = Train(Config(data, 8, 0, false), 1, 20);
   for (int world : {2, 4}) {
     for (int micro : {8 / world, 1}) {  // gas 1, and gas 8 / world
       INFO("dp " << world << " micro " << micro);
       std::string yaml = Config(data, micro, 3, true);
-      yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24, "reduce_bucket_size: 3000, overlap_comm: true");
+      yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                   "reduce_bucket_size: 3000, overlap_comm: true");
       const Run dp = Train(yaml, world, 20, false, /*device_comm=*/true);
       CHECK(dp.states_on_device);
       CheckClose(dp.losses, single.losses, 1e-5);
@@ -225,12 +238,14 @@ TEST_CASE("Device states: ZeRO-3 at DP = 2 and 4 follows the single-rank curve",
   CheckClose(Train(Config(data, 4, 3, true, bf16), 2, 15, false, true).losses, one.losses, 0.01);
 }
 
-TEST_CASE("Device states: checkpoints resume exactly, on the device and on the host", "[worker][device][ckpt]") {
+TEST_CASE("Device states: checkpoints resume exactly, on the device and on the host",
+          "[worker][device][ckpt]") {
   const std::string data = MakeData();
   const std::string dir = TmpDir() + "/device_ckpt";
   std::system(("rm -rf " + dir).c_str());
   auto with_ckpt = [&](int world, bool device, bool load) {
-    return Config(data, 8 / world, 1, device, "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
+    return Config(data, 8 / world, 1, device,
+                  "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
   };
   const Run whole = Train(with_ckpt(2, true, false), 2, 20);
   std::system(("rm -rf " + dir).c_str());
@@ -247,7 +262,8 @@ TEST_CASE("Device states: checkpoints resume exactly, on the device and on the h
   CheckClose(host.losses, tail, 1e-5);
   // ZeRO-3 on the device: its shard files resume on the device bit for bit, and as one CPU rank.
   auto stage3 = [&](int world, bool device, bool load) {
-    return Config(data, 8 / world, 3, device, "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
+    return Config(data, 8 / world, 3, device,
+                  "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
   };
   std::system(("rm -rf " + dir).c_str());
   const Run whole3 = Train(stage3(2, true, false), 2, 20, false, true);
@@ -276,7 +292,8 @@ TEST_CASE("Device states: offload_optimizer keeps the optimizer on the host", "[
 // bf16 on the device keeps activations and their gradients in bf16 where the host path keeps
 // them in fp32: within 2% of the host bf16 curve, as trainer_gpu_test allows the GPU. DP = 2
 // at stage 1 against one device rank: within 1%, the DP bf16 bound of trainer_dp_test.
-TEST_CASE("Device states: bf16 follows the host bf16 curve, one rank and DP = 2", "[worker][device]") {
+TEST_CASE("Device states: bf16 follows the host bf16 curve, one rank and DP = 2",
+          "[worker][device]") {
   const std::string data = MakeData();
   const std::string bf16 = "bf16: {enabled: true}\n";
   const Run host = Train(Config(data, 8, 1, false, bf16), 1, 15);
@@ -303,7 +320,8 @@ TEST_CASE("Device states: the host copies hold no memory between checkpoints", "
   const std::string dir = TmpDir() + "/device_sparse_ckpt";
   std::system(("rm -rf " + dir).c_str());
   HostMemory memory;
-  std::string yaml = Config(data, 8, 1, true, "bf16: {enabled: true}\ncheckpoint: {dir: " + dir + "}\n");
+  std::string yaml =
+      Config(data, 8, 1, true, "bf16: {enabled: true}\ncheckpoint: {dir: " + dir + "}\n");
   yaml.replace(yaml.find("n_embd: 32"), 10, "n_embd: 128");  // 0.4M parameters
   auto t = MakeTrainer(yaml, nullptr, &memory);
   REQUIRE(t.ok());
@@ -342,7 +360,8 @@ TEST_CASE("Device states: device memory matches the plan's model states", "[work
       auto comms = parallel::LoopbackCommunicator::CreateGroup(2, lo);
       auto host_comms = parallel::LoopbackCommunicator::CreateGroup(2);
       HostMemory memory;
-      auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory, host_comms[1].get());
+      auto t = MakeTrainer(Config(data, 4, stage, true, precision), comms[1].get(), &memory,
+                           host_comms[1].get());
       REQUIRE(t.ok());
       const Trainer& trainer = **t;
       REQUIRE(trainer.device_states() != nullptr);
@@ -383,8 +402,8 @@ TEST_CASE("Device states: fp16 with loss scaling", "[worker][device]") {
   CheckClose(Train(Config(data, 4, 2, true, fixed), 2, 15, false, true).losses, one.losses, 0.01);
 
   HostMemory memory;
-  auto t = MakeTrainer(Config(data, 8, 1, true, "fp16: {enabled: true, initial_scale_power: 30}\n"), nullptr,
-                       &memory);
+  auto t = MakeTrainer(Config(data, 8, 1, true, "fp16: {enabled: true, initial_scale_power: 30}\n"),
+                       nullptr, &memory);
   REQUIRE(t.ok());
   REQUIRE((*t)->Initialize().ok());
   int skipped = 0;
@@ -407,7 +426,8 @@ TEST_CASE("Device states: fp16 with loss scaling", "[worker][device]") {
   CHECK(last < first);
 }
 
-TEST_CASE("Device states: ZeRO-3 over a host communicator is refused with the way out", "[worker][device]") {
+TEST_CASE("Device states: ZeRO-3 over a host communicator is refused with the way out",
+          "[worker][device]") {
   const std::string data = MakeData();
   auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
   HostMemory memory;

@@ -13,14 +13,14 @@
 #include <catch2/catch.hpp>
 
 #include "parallel/loopback_communicator.h"
-#include "runtime/data/token_file.h"
-#include "zero/param_store.h"
 #include "runtime/ckpt/safetensors.h"
+#include "runtime/data/token_file.h"
 #include "runtime/plan/model_loader.h"
-#include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/step_runner.h"
-#include "zero/shard_layout.h"
+#include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
+#include "zero/param_store.h"
+#include "zero/shard_layout.h"
 
 namespace ds {
 namespace {
@@ -41,7 +41,8 @@ std::string Config(const std::string& data, int micro, int stage, const std::str
 }
 
 // A trainer for one rank of `yaml` over `comm`: the config parsed, the graph loaded.
-StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml, parallel::Communicator* comm) {
+StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml,
+                                               parallel::Communicator* comm) {
   auto config = ParseJobConfig(yaml, "dp.yaml");
   if (!config.ok()) return config.status();
   auto graph = LoadModelGraph(*config);
@@ -89,41 +90,45 @@ std::vector<double> Train(const std::string& yaml, int world, int steps, bool sa
     INFO("rank " << r << ": " << errors[r].ToString());
     REQUIRE(errors[r].ok());
   }
-  for (int r = 1; r < world; ++r) CHECK(losses[r] == losses[0]);  // every rank reports the global loss
+  for (int r = 1; r < world; ++r)
+    CHECK(losses[r] == losses[0]);  // every rank reports the global loss
   LogCurve(world, losses[0]);
   return losses[0];
 }
 
-TEST_CASE("DP: 2 and 4 ranks reproduce the single-rank fp32 loss curve, stages 0-3", "[worker][dp]") {
+TEST_CASE("DP: 2 and 4 ranks reproduce the single-rank fp32 loss curve, stages 0-3",
+          "[worker][dp]") {
   const std::string data = MakeData();
   const std::vector<double> single = Train(Config(data, 8, 0, ""), 1, 20);
   CHECK(single.back() < single.front());
   for (int world : {2, 4}) {
     for (int stage : {0, 1, 2, 3}) {
-     for (const std::string overlap : {"false", "true"}) {
-      INFO("dp " << world << " stage " << stage << " overlap_comm " << overlap);
-      std::string yaml = Config(data, 8 / world, stage, "");
-      yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
-                   "reduce_bucket_size: 3000, overlap_comm: " + overlap);
-      std::vector<double> dp = Train(yaml, world, 20);
-      for (size_t i = 0; i < single.size(); ++i) {
-        INFO("step " << i + 1 << ": single " << single[i] << " dp " << dp[i]);
-        CHECK(std::abs(dp[i] - single[i]) <= 1e-5 * std::abs(single[i]));
+      for (const std::string overlap : {"false", "true"}) {
+        INFO("dp " << world << " stage " << stage << " overlap_comm " << overlap);
+        std::string yaml = Config(data, 8 / world, stage, "");
+        yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                     "reduce_bucket_size: 3000, overlap_comm: " + overlap);
+        std::vector<double> dp = Train(yaml, world, 20);
+        for (size_t i = 0; i < single.size(); ++i) {
+          INFO("step " << i + 1 << ": single " << single[i] << " dp " << dp[i]);
+          CHECK(std::abs(dp[i] - single[i]) <= 1e-5 * std::abs(single[i]));
+        }
       }
-     }
     }
   }
 }
 
 // Stages 2 and 3 reduce every micro-batch's buckets into the gradient shard as they fill:
 // with gradient accumulation the shard sums the micro-batches (gas 2 at DP = 2).
-TEST_CASE("DP: gradient accumulation under stages 2 and 3 follows the single-rank curve", "[worker][dp]") {
+TEST_CASE("DP: gradient accumulation under stages 2 and 3 follows the single-rank curve",
+          "[worker][dp]") {
   const std::string data = MakeData();
   const std::vector<double> single = Train(Config(data, 8, 0, ""), 1, 20);
   for (int stage : {2, 3}) {
     INFO("dp 2, micro 2, gas 2, stage " << stage);
     std::string yaml = Config(data, 2, stage, "");
-    yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24, "reduce_bucket_size: 3000, overlap_comm: true");
+    yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                 "reduce_bucket_size: 3000, overlap_comm: true");
     const std::vector<double> dp = Train(yaml, 2, 20);
     for (size_t i = 0; i < single.size(); ++i) {
       INFO("step " << i + 1);
@@ -138,7 +143,8 @@ TEST_CASE("DP: gradient accumulation under stages 2 and 3 follows the single-ran
 // gradients differ by a few bf16 roundings (2^-8 relative each), and the curves agree to 1%.
 // Stages 2 and 3 keep the gradient shard in bf16 too, and DP = 4 rounds the partial sums of
 // the ring once more per hop; fp32 communication (communication_data_type) is checked too.
-TEST_CASE("DP: bf16 with 2 and 4 ranks follows the single-rank curve within bf16 rounding", "[worker][dp]") {
+TEST_CASE("DP: bf16 with 2 and 4 ranks follows the single-rank curve within bf16 rounding",
+          "[worker][dp]") {
   const std::string data = MakeData();
   const std::vector<double> single = Train(Config(data, 8, 1, "bf16: {enabled: true}\n"), 1, 15);
   for (int world : {2, 4})
@@ -146,14 +152,16 @@ TEST_CASE("DP: bf16 with 2 and 4 ranks follows the single-rank curve within bf16
       for (const char* comm : {"", "communication_data_type: fp32\n"}) {
         INFO("dp " << world << " stage " << stage << " " << comm);
         const std::vector<double> dp =
-            Train(Config(data, 8 / world, stage, std::string("bf16: {enabled: true}\n") + comm), world, 15);
+            Train(Config(data, 8 / world, stage, std::string("bf16: {enabled: true}\n") + comm),
+                  world, 15);
         for (size_t i = 0; i < single.size(); ++i) CHECK(dp[i] == Approx(single[i]).epsilon(0.01));
       }
 }
 
 // A checkpoint of sharded optimizer state (DP = 2, stage 1) is consolidated on save and
 // resumes exactly at the same topology, and as one rank or as DP = 4 stage 2 (resharded).
-TEST_CASE("DP: sharded checkpoints resume at the same and at other world sizes and stages", "[worker][dp]") {
+TEST_CASE("DP: sharded checkpoints resume at the same and at other world sizes and stages",
+          "[worker][dp]") {
   const std::string data = MakeData();
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string ckpt = std::string(d ? d : "/tmp") + "/dp_ckpt";
@@ -221,8 +229,9 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string ckpt = std::string(d ? d : "/tmp") + "/dp_bf16_ckpt";
   auto yaml = [&](int micro, bool load) {
-    return Config(data, micro, 1, "bf16: {enabled: true}\ncheckpoint: {dir: " + ckpt +
-                                      (load ? ", load: latest" : "") + "}\n");
+    return Config(data, micro, 1,
+                  "bf16: {enabled: true}\ncheckpoint: {dir: " + ckpt +
+                      (load ? ", load: latest" : "") + "}\n");
   };
   {
     auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
@@ -245,7 +254,8 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
   }
 }
 
-TEST_CASE("DP: a world size that does not divide the batch is rejected before training", "[worker][dp]") {
+TEST_CASE("DP: a world size that does not divide the batch is rejected before training",
+          "[worker][dp]") {
   const std::string data = MakeData();
   auto comms = parallel::LoopbackCommunicator::CreateGroup(3);
   auto t = MakeTrainer(Config(data, 4, 0, ""), comms[0].get());
@@ -253,7 +263,6 @@ TEST_CASE("DP: a world size that does not divide the batch is rejected before tr
   INFO(t.status().ToString());
   CHECK(t.status().message().find("8") != std::string::npos);
 }
-
 
 // Creates every rank's trainer and loads `yaml`'s checkpoint (Initialize); returns each
 // rank's status (no REQUIRE: the load is expected to fail on some checkpoints).
@@ -272,13 +281,16 @@ std::vector<Status> LoadOnly(const std::string& yaml, int world) {
   return errors;
 }
 
-std::string CkptYaml(const std::string& data, const std::string& dir, int world, int stage, bool load) {
-  return Config(data, 8 / world, stage, "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
+std::string CkptYaml(const std::string& data, const std::string& dir, int world, int stage,
+                     bool load) {
+  return Config(data, 8 / world, stage,
+                "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
 }
 
 // Per-rank shard files: saved at (world, stage), resumed bit for bit at the same topology and
 // within 1e-5 at each of `others` ({world, stage}), against 20 uninterrupted steps.
-void CheckResume(const std::string& data, int world, int stage, std::vector<std::pair<int, int>> others) {
+void CheckResume(const std::string& data, int world, int stage,
+                 std::vector<std::pair<int, int>> others) {
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_resume";
   std::system(("rm -rf '" + dir + "'").c_str());
@@ -301,13 +313,15 @@ void CheckResume(const std::string& data, int world, int stage, std::vector<std:
   for (const auto& [w, st] : others) {
     const std::vector<double> other = Train(CkptYaml(data, dir, w, st, true), w, 8);
     for (size_t i = 0; i < 8; ++i) {
-      INFO("DP=" << world << " stage " << stage << " resumed as DP=" << w << " stage " << st << ", step " << i + 9);
+      INFO("DP=" << world << " stage " << stage << " resumed as DP=" << w << " stage " << st
+                 << ", step " << i + 9);
       CHECK(std::abs(other[i] - straight[8 + i]) <= 1e-5 * std::abs(straight[8 + i]));
     }
   }
 }
 
-TEST_CASE("DP: per-rank shard checkpoints resume exactly and at other world sizes and stages", "[worker][dp][ckpt]") {
+TEST_CASE("DP: per-rank shard checkpoints resume exactly and at other world sizes and stages",
+          "[worker][dp][ckpt]") {
   const std::string data = MakeData();
   SECTION("DP=2 stage 1") { CheckResume(data, 2, 1, {{1, 0}, {4, 3}, {4, 2}}); }
   SECTION("DP=4 stage 2") { CheckResume(data, 4, 2, {{1, 0}, {2, 3}, {2, 1}}); }
@@ -354,7 +368,8 @@ TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[work
   }
 }
 
-TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, naming it", "[worker][dp][ckpt]") {
+TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, naming it",
+          "[worker][dp][ckpt]") {
   const std::string data = MakeData();
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_corrupt";
@@ -367,8 +382,9 @@ TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, nami
     for (const Status& s : errors) {
       INFO(what << ": " << s.ToString());
       CHECK_FALSE(s.ok());
-      named = named || (s.message().find("zero_shard_rank_00002.safetensors") != std::string::npos &&
-                        s.message().find(what) != std::string::npos);
+      named =
+          named || (s.message().find("zero_shard_rank_00002.safetensors") != std::string::npos &&
+                    s.message().find(what) != std::string::npos);
     }
     CHECK(named);
   };

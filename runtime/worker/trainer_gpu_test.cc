@@ -21,15 +21,19 @@ namespace {
 
 std::vector<double> Train(const std::string& device, const std::string& data,
                           const std::string& extra = "") {
-  const std::string yaml = extra +
+  const std::string yaml =
+      extra +
       "train_batch_size: 8\n"
       "train_micro_batch_size_per_gpu: 4\n"
       "gradient_clipping: 1.0\n"
       "optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}\n"
       "model: {family: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 32, max_seq_len: 32}\n"
-      "data: {train: " + data + ", seq_len: 32, shuffle: true}\n"
+      "data: {train: " +
+      data +
+      ", seq_len: 32, shuffle: true}\n"
       "training: {train_iters: 20}\n"
-      "device: {type: " + device + ", threads: 2}\n";
+      "device: {type: " +
+      device + ", threads: 2}\n";
   auto config = ParseJobConfig(yaml, device + ".yaml");
   REQUIRE(config.ok());
   auto graph = LoadModelGraph(*config);
@@ -66,11 +70,13 @@ TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (fp32)", "[gp
   // Stage 3 gathers every weight matrix into the gather arena (persistence threshold 100).
   for (int stage : {0, 1, 2, 3}) {
     INFO("stage " << stage);
-    const std::vector<double> gpu =
-        Train("cuda", path, "zero_optimization: {stage: " + std::to_string(stage) + ", reduce_bucket_size: 20000" +
-                                (stage == 3 ? ", stage3_param_persistence_threshold: 100, stage3_max_reuse_distance: 1000"
-                                            : "") +
-                                "}\n");
+    const std::vector<double> gpu = Train(
+        "cuda", path,
+        "zero_optimization: {stage: " + std::to_string(stage) + ", reduce_bucket_size: 20000" +
+            (stage == 3
+                 ? ", stage3_param_persistence_threshold: 100, stage3_max_reuse_distance: 1000"
+                 : "") +
+            "}\n");
     for (size_t i = 0; i < cpu.size(); ++i) {
       INFO("step " << i + 1 << ": cpu " << cpu[i] << " gpu " << gpu[i]);
       CHECK(std::abs(gpu[i] - cpu[i]) <= 1e-4 * std::abs(cpu[i]));
@@ -103,7 +109,8 @@ TEST_CASE("GPU: the tiny GPT on one GPU follows the CPU loss curve (fp16)", "[gp
 }
 
 // ZeRO-Offload: the same curves with the optimizer on the host (stage 1, offload_optimizer).
-TEST_CASE("GPU: offload_optimizer trains on the GPU with the optimizer on the host", "[gpu][worker]") {
+TEST_CASE("GPU: offload_optimizer trains on the GPU with the optimizer on the host",
+          "[gpu][worker]") {
   const std::string path = MakeData();
   const std::string offload = "zero_optimization: {stage: 1, offload_optimizer: {device: cpu}}\n";
   for (const std::string precision : {"", "bf16: {enabled: true}\n"}) {

@@ -38,12 +38,16 @@ std::string Config(const std::string& dir, const std::string& extra, const std::
          "gradient_accumulation_steps: 1\n"
          "gradient_clipping: 1.0\n"
          "optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}\n"
-         "scheduler: {type: WarmupLR, params: {warmup_max_lr: 0.003, warmup_num_steps: 5, warmup_type: linear}}\n"
-         "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 32, max_seq_len: 16, dropout: 0.1}\n"
-         "data: {train: " + dir + "/train.tok, seq_len: 16, shuffle: true}\n"
+         "scheduler: {type: WarmupLR, params: {warmup_max_lr: 0.003, warmup_num_steps: 5, "
+         "warmup_type: linear}}\n"
+         "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 32, max_seq_len: "
+         "16, dropout: 0.1}\n"
+         "data: {train: " +
+         dir +
+         "/train.tok, seq_len: 16, shuffle: true}\n"
          "training: {train_iters: 20}\n"
-         "checkpoint: {dir: " + dir + "/ckpt" + (load.empty() ? "" : ", load: " + load) + "}\n" +
-         extra;
+         "checkpoint: {dir: " +
+         dir + "/ckpt" + (load.empty() ? "" : ", load: " + load) + "}\n" + extra;
 }
 
 std::unique_ptr<Trainer> MakeTrainer(const std::string& yaml) {
@@ -79,7 +83,8 @@ std::vector<float> Weights(Trainer& t) {
 }
 
 TEST_CASE("Trainer: 20 steps straight equal 10 + restart + 10, bit for bit", "[worker]") {
-  for (const std::string precision : {"", "bf16: {enabled: true}\n", "fp16: {enabled: true, initial_scale_power: 8}\n"}) {
+  for (const std::string precision :
+       {"", "bf16: {enabled: true}\n", "fp16: {enabled: true, initial_scale_power: 8}\n"}) {
     INFO("precision block: " << precision);
     std::string dir = TmpDir("resume");
     MakeData(dir);
@@ -140,7 +145,8 @@ TEST_CASE("Trainer: fp16 overflow skips the step and lowers the scale", "[worker
   std::string dir = TmpDir("overflow");
   MakeData(dir);
   // 2^30 makes the fp16 gradients overflow; hysteresis 1 halves at once.
-  auto t = MakeTrainer(Config(dir, "fp16: {enabled: true, initial_scale_power: 30, hysteresis: 1}\n"));
+  auto t =
+      MakeTrainer(Config(dir, "fp16: {enabled: true, initial_scale_power: 30, hysteresis: 1}\n"));
   std::vector<float> before = Weights(*t);
   std::vector<StepMetrics> m;
   Train(*t, 1, &m);
@@ -155,7 +161,8 @@ TEST_CASE("Trainer: fp16 overflow skips the step and lowers the scale", "[worker
   CHECK(m.back().loss < m[skipped].loss);  // training continues once the scale fits
 }
 
-TEST_CASE("Trainer: Llama (RMSNorm, RoPE, SwiGLU, GQA) trains; weights load from safetensors", "[worker]") {
+TEST_CASE("Trainer: Llama (RMSNorm, RoPE, SwiGLU, GQA) trains; weights load from safetensors",
+          "[worker]") {
   std::string dir = TmpDir("llama");
   MakeData(dir);
   std::string yaml = Config(dir, "");
@@ -180,7 +187,8 @@ TEST_CASE("Trainer: bad checkpoints are rejected naming the file", "[worker]") {
   Train(*t, 2);
   REQUIRE(t->SaveCheckpoint().ok());
   // A checkpoint of another model shape.
-  auto other = ParseJobConfig(Config(dir, "").replace(Config(dir, "").find("n_embd: 32"), 10, "n_embd: 64"), "o.yaml");
+  auto other = ParseJobConfig(
+      Config(dir, "").replace(Config(dir, "").find("n_embd: 32"), 10, "n_embd: 64"), "o.yaml");
   REQUIRE(other.ok());
   auto g = LoadModelGraph(*other);
   REQUIRE(g.ok());

@@ -15,19 +15,19 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/coordinator/coordinator_client.h"
-#include "parallel/gloo_communicator.h"
-#include "launcher/kv/grpc_store.h"
 #include "launcher/kv/grpc_kv_store.h"
+#include "launcher/kv/grpc_store.h"
+#include "parallel/gloo_communicator.h"
+#include "proto/plan.pb.h"
 #include "runtime/exec/accelerator.h"
 #include "runtime/exec/cuda_loader.h"
 #include "runtime/plan/plan_config.h"
-#include "proto/plan.pb.h"
 #include "runtime/plan/plan_hash.h"
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/worker/blas_setup.h"
 #include "runtime/plan/model_loader.h"
+#include "runtime/worker/blas_setup.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
 #include "runtime/worker/task_eval.h"
@@ -124,12 +124,14 @@ Status JoinNccl(const RankEnv& env, std::chrono::milliseconds timeout, DataParal
   return OkStatus();
 }
 
-StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env, const JobConfig& config) {
+StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env,
+                                                                   const JobConfig& config) {
   auto g = std::make_unique<DataParallelGroup>();
   std::ifstream in(env.token_file);
   launcher::ClientOptions o;
   o.address = env.coordinator;
-  if (!std::getline(in, o.token)) return FailedPreconditionError("no job token in " + env.token_file);
+  if (!std::getline(in, o.token))
+    return FailedPreconditionError("no job token in " + env.token_file);
   DS_ASSIGN_OR_RETURN(g->client, launcher::CoordinatorClient::Create(o));
   const auto timeout = std::chrono::milliseconds(60000);
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config));
@@ -158,10 +160,12 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   DS_ASSIGN_OR_RETURN(std::unique_ptr<parallel::GlooCommunicator> gloo,
                       parallel::GlooCommunicator::Create(go, g->store.get()));
   DS_LOG_INFO("worker", "{} rank {} of {} over Gloo ({})",
-              g->comm ? "host-memory collectives:" : "joined the data-parallel group:", env.rank, env.world_size,
-              go.hostname);
-  if (g->comm) g->host_comm = std::move(gloo);
-  else g->comm = std::move(gloo);
+              g->comm ? "host-memory collectives:" : "joined the data-parallel group:", env.rank,
+              env.world_size, go.hostname);
+  if (g->comm)
+    g->host_comm = std::move(gloo);
+  else
+    g->comm = std::move(gloo);
   return g;
 }
 
@@ -216,7 +220,8 @@ Status Run(const Flags& f) {
                            config.checkpoint.load + "\" under \"" + config.checkpoint.dir + "\")");
     if (!c.data.validation.empty()) {
       DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
-      std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()), val);
+      std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()),
+                  val);
     }
     return EvaluateTask(*trainer).status();
   }
@@ -225,8 +230,7 @@ Status Run(const Flags& f) {
   MetricsCsv csv;
   if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
-  if (trainer->step() > 0)
-    progress.Note("resumed from step " + std::to_string(trainer->step()));
+  if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
   while (trainer->step() < trainer->total_steps()) {
     DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
     progress.Report(m);
@@ -243,7 +247,8 @@ Status Run(const Flags& f) {
     }
     csv.Write(m, val);
     if (!c.checkpoint.dir.empty() &&
-        ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) || last)) {
+        ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) ||
+         last)) {
       DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
     }
   }
@@ -256,7 +261,8 @@ Status Run(const Flags& f) {
   }
   if (!trainer->InstructionProfile().empty()) {
     std::printf("%-36s %12s\n", "step plan instruction", "ms");
-    for (const auto& [kind, ms] : trainer->InstructionProfile()) std::printf("%-36s %12.1f\n", kind.c_str(), ms);
+    for (const auto& [kind, ms] : trainer->InstructionProfile())
+      std::printf("%-36s %12.1f\n", kind.c_str(), ms);
   }
   std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
               PeakRssBytes() / double(1 << 20));

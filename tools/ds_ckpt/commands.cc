@@ -3,8 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
@@ -121,12 +121,16 @@ StatusOr<std::string> VerifyCheckpoint(const std::string& path) {
 // checkpoints), so memory stays at one parameter whatever the model size.
 Status RunConsolidate(const ConsolidateOptions& o) {
   DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(o.input));
-  for (const ckpt::FileRecord& f : reader.manifest().files) DS_RETURN_IF_ERROR(reader.VerifyFile(f));
+  for (const ckpt::FileRecord& f : reader.manifest().files)
+    DS_RETURN_IF_ERROR(reader.VerifyFile(f));
   std::vector<std::pair<std::string, TensorSpec>> specs;
   for (const auto& [name, shape] : reader.params())
-    if (reader.Slices(ckpt::kMasterState, name) != nullptr) specs.push_back({name, {shape, DType::kF32}});
-  if (specs.empty()) return DataLossError(reader.dir() + ": no weights (no master state) to consolidate");
-  std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", std::to_string(reader.step())}};
+    if (reader.Slices(ckpt::kMasterState, name) != nullptr)
+      specs.push_back({name, {shape, DType::kF32}});
+  if (specs.empty())
+    return DataLossError(reader.dir() + ": no weights (no master state) to consolidate");
+  std::map<std::string, std::string> meta = {{"format", "pt"},
+                                             {"step", std::to_string(reader.step())}};
   auto family = reader.manifest().info.find("family");
   if (family != reader.manifest().info.end()) meta["family"] = family->second;
   DS_ASSIGN_OR_RETURN(auto writer, ckpt::SafetensorsStreamWriter::Create(o.output, specs, meta));
@@ -139,8 +143,9 @@ Status RunConsolidate(const ConsolidateOptions& o) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsWriteResult r, writer->Finish());
   std::printf("consolidated %s (step %lld, %s): %zu fp32 tensors, %.1f MiB -> %s\n",
               reader.dir().c_str(), static_cast<long long>(reader.step()),
-              reader.sharded() ? ("from " + reader.manifest().info.at("world_size") + " rank files").c_str()
-                               : "consolidated",
+              reader.sharded()
+                  ? ("from " + reader.manifest().info.at("world_size") + " rank files").c_str()
+                  : "consolidated",
               specs.size(), r.file_bytes / double(1 << 20), o.output.c_str());
   return OkStatus();
 }

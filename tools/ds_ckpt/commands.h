@@ -37,7 +37,8 @@ struct ConsolidateOptions {
 };
 
 // Writes the checkpoint's weights as one fp32 safetensors file (what zero_to_fp32 does),
-// after verifying every file; one parameter in memory at a time. See Note [consolidate] in commands.cc.
+// after verifying every file; one parameter in memory at a time. See Note [consolidate] in
+// commands.cc.
 Status RunConsolidate(const ConsolidateOptions& options);
 
 }  // namespace ds::tools

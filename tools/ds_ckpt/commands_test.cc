@@ -54,7 +54,8 @@ TEST_CASE("ds-ckpt: inspect and verify a checkpoint", "[ckpt][tools]") {
   CHECK_FALSE(InspectCheckpoint(root).ok());
 }
 
-TEST_CASE("ds-ckpt: consolidate of a missing checkpoint fails; bad dtype is an argument error", "[ckpt][tools]") {
+TEST_CASE("ds-ckpt: consolidate of a missing checkpoint fails; bad dtype is an argument error",
+          "[ckpt][tools]") {
   Status s = RunConsolidate({"in", "out"});
   CHECK_FALSE(s.ok());
   ConvertOptions o{"gpt2", "in.safetensors", "out.safetensors", "i32", 0, 0};

@@ -25,15 +25,21 @@ std::string TmpDir() {
   return d ? d : "/tmp";
 }
 
-std::string Yaml(const std::string& data, const std::string& ckpt, int world, int stage, bool load) {
+std::string Yaml(const std::string& data, const std::string& ckpt, int world, int stage,
+                 bool load) {
   return "train_batch_size: 8\ntrain_micro_batch_size_per_gpu: " + std::to_string(8 / world) +
          "\noptimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}\n"
          "bf16: {enabled: true}\n"
-         "zero_optimization: {stage: " + std::to_string(stage) +
+         "zero_optimization: {stage: " +
+         std::to_string(stage) +
          ", stage3_param_persistence_threshold: 100}\n"
-         "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 32, max_seq_len: 16}\n"
-         "data: {train: " + data + ", seq_len: 16}\ntraining: {train_iters: 20}\n"
-         "device: {threads: 1}\ncheckpoint: {dir: " + ckpt + (load ? ", load: latest" : "") + "}\n";
+         "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 32, max_seq_len: "
+         "16}\n"
+         "data: {train: " +
+         data +
+         ", seq_len: 16}\ntraining: {train_iters: 20}\n"
+         "device: {threads: 1}\ncheckpoint: {dir: " +
+         ckpt + (load ? ", load: latest" : "") + "}\n";
 }
 
 // Runs `world` ranks for `steps` steps, then saves (all ranks).

@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
     for (const std::string& n : ds::ModelPresetNames()) {
       ds::ModelSpec s = ds::ModelPreset(n).value();
       auto g = ds::BuildModelGraph(s);
-      std::printf("%-16s %-6s L=%-3d C=%-5d H=%-3d KV=%-3d V=%-7d T=%-5d params=%.1fM\n",
-                  n.c_str(), s.family.c_str(), s.n_layer, s.n_embd, s.n_head,
+      std::printf("%-16s %-6s L=%-3d C=%-5d H=%-3d KV=%-3d V=%-7d T=%-5d params=%.1fM\n", n.c_str(),
+                  s.family.c_str(), s.n_layer, s.n_embd, s.n_head,
                   s.n_kv_head > 0 ? s.n_kv_head : s.n_head, s.vocab_size, s.max_seq_len,
                   g.ok() ? g->NumParameters() / 1e6 : 0.0);
     }
@@ -61,17 +61,28 @@ int main(int argc, char** argv) {
     for (CLI::Option* opt : app.get_options()) {
       if (opt->count() == 0) continue;
       const std::string n = opt->get_name();
-      if (n == "--family") base.family = spec.family;
-      else if (n == "--n_layer") base.n_layer = spec.n_layer;
-      else if (n == "--n_embd") base.n_embd = spec.n_embd;
-      else if (n == "--n_head") base.n_head = spec.n_head;
-      else if (n == "--n_kv_head") base.n_kv_head = spec.n_kv_head;
-      else if (n == "--vocab_size") base.vocab_size = spec.vocab_size;
-      else if (n == "--max_seq_len") base.max_seq_len = spec.max_seq_len;
-      else if (n == "--ffn_hidden") base.ffn_hidden = spec.ffn_hidden;
-      else if (n == "--dropout") base.dropout = spec.dropout;
-      else if (n == "--rope_theta") base.rope_theta = spec.rope_theta;
-      else if (n == "--tie_embeddings") base.tie_embeddings = spec.tie_embeddings;
+      if (n == "--family")
+        base.family = spec.family;
+      else if (n == "--n_layer")
+        base.n_layer = spec.n_layer;
+      else if (n == "--n_embd")
+        base.n_embd = spec.n_embd;
+      else if (n == "--n_head")
+        base.n_head = spec.n_head;
+      else if (n == "--n_kv_head")
+        base.n_kv_head = spec.n_kv_head;
+      else if (n == "--vocab_size")
+        base.vocab_size = spec.vocab_size;
+      else if (n == "--max_seq_len")
+        base.max_seq_len = spec.max_seq_len;
+      else if (n == "--ffn_hidden")
+        base.ffn_hidden = spec.ffn_hidden;
+      else if (n == "--dropout")
+        base.dropout = spec.dropout;
+      else if (n == "--rope_theta")
+        base.rope_theta = spec.rope_theta;
+      else if (n == "--tie_embeddings")
+        base.tie_embeddings = spec.tie_embeddings;
     }
     spec = base;
   }

@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "kernels/cuda/attention/attention_launch.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels::attention {
 namespace {
@@ -75,9 +75,9 @@ Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
                                 std::to_string(s->n_kv_head));
   const int64_t per_dim = s->n_head + 2 * s->n_kv_head;
   if (qkv.dim(2) % per_dim != 0)
-    return InvalidArgumentError("attention (cuda): qkv width " + std::to_string(qkv.dim(2)) +
-                                " is not a multiple of n_head + 2 n_kv_head = " +
-                                std::to_string(per_dim));
+    return InvalidArgumentError(
+        "attention (cuda): qkv width " + std::to_string(qkv.dim(2)) +
+        " is not a multiple of n_head + 2 n_kv_head = " + std::to_string(per_dim));
   s->head_dim = qkv.dim(2) / per_dim;
   if (s->head_dim < 1 || s->head_dim > kMaxHeadDim)
     return InvalidArgumentError("attention (cuda): head dim " + std::to_string(s->head_dim) +
@@ -89,15 +89,16 @@ Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
                                 " and lse " + ShapeToString(lse_shape) + ", got " +
                                 ShapeToString(args.out[0].shape()) + " and " +
                                 ShapeToString(args.saved[0].shape()));
-  if (qkv.dtype() != dtype || args.out[0].dtype() != dtype ||
-      args.saved[0].dtype() != DType::kF32)
+  if (qkv.dtype() != dtype || args.out[0].dtype() != dtype || args.saved[0].dtype() != DType::kF32)
     return InvalidArgumentError(std::string("attention (cuda): expected ") + DTypeName(dtype) +
                                 " qkv and out and an f32 lse");
   return OkStatus();
 }
 
 AttentionType TypeOf(DType t) {
-  return t == DType::kBF16 ? AttentionType::kBF16 : t == DType::kF16 ? AttentionType::kF16 : AttentionType::kF32;
+  return t == DType::kBF16  ? AttentionType::kBF16
+         : t == DType::kF16 ? AttentionType::kF16
+                            : AttentionType::kF32;
 }
 
 template <DType kType>
@@ -107,9 +108,8 @@ Status Forward(const OpArgs& args) {
   const AttentionType t = TypeOf(kType);
   const AttentionPath path =
       ChooseAttentionPath(s, t, args.in[0].data(), args.out[0].data(), nullptr, nullptr);
-  DS_CUDA_RETURN_IF_ERROR(LaunchAttentionForward(s, t, path, args.in[0].data(),
-                                                 args.out[0].data(), args.saved[0].f32(),
-                                                 CurrentStream()));
+  DS_CUDA_RETURN_IF_ERROR(LaunchAttentionForward(s, t, path, args.in[0].data(), args.out[0].data(),
+                                                 args.saved[0].f32(), CurrentStream()));
   return OkStatus();
 }
 
@@ -123,24 +123,22 @@ Status Backward(const OpArgs& args) {
       args.grad_in[0].dtype() != kType)
     return InvalidArgumentError("attention (cuda): dout and dqkv must match out and qkv");
   const AttentionType t = TypeOf(kType);
-  const AttentionPath path = ChooseAttentionPath(s, t, args.in[0].data(),
-                                                 args.grad_out[0].data(),
+  const AttentionPath path = ChooseAttentionPath(s, t, args.in[0].data(), args.grad_out[0].data(),
                                                  args.grad_in[0].data(), nullptr);
   const cudaStream_t stream = CurrentStream();
   DS_ASSIGN_OR_RETURN(void* scratch, Scratch().Get(stream, AttentionScratchBytes(s, path)));
-  DS_CUDA_RETURN_IF_ERROR(LaunchAttentionBackward(
-      s, t, path, args.in[0].data(), args.out[0].data(), args.grad_out[0].data(),
-      args.saved[0].f32(), args.grad_in[0].data(), scratch, stream));
+  DS_CUDA_RETURN_IF_ERROR(LaunchAttentionBackward(s, t, path, args.in[0].data(), args.out[0].data(),
+                                                  args.grad_out[0].data(), args.saved[0].f32(),
+                                                  args.grad_in[0].data(), scratch, stream));
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("attention", Device::kCuda, DType::kF32,
-                   {Forward<DType::kF32>, Backward<DType::kF32>}) &&
-    RegisterKernel("attention", Device::kCuda, DType::kBF16,
-                   {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
-    RegisterKernel("attention", Device::kCuda, DType::kF16,
-                   {Forward<DType::kF16>, Backward<DType::kF16>});
+const bool kRegistered = RegisterKernel("attention", Device::kCuda, DType::kF32,
+                                        {Forward<DType::kF32>, Backward<DType::kF32>}) &&
+                         RegisterKernel("attention", Device::kCuda, DType::kBF16,
+                                        {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
+                         RegisterKernel("attention", Device::kCuda, DType::kF16,
+                                        {Forward<DType::kF16>, Backward<DType::kF16>});
 
 }  // namespace
 }  // namespace ds::kernels::attention

@@ -74,7 +74,8 @@ std::vector<int64_t> ParseList(const char* text, const char* dflt) {
   size_t pos = 0;
   while (pos <= s.size()) {
     const size_t comma = s.find(',', pos);
-    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     out.push_back(std::atoll(item.c_str()));
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -121,7 +122,8 @@ int RunOne(AttentionShape s, int warmup, int iters) {
   BENCH_CUDA(cudaMemcpy(qkv, h_qkv.data(), n_qkv * 2, cudaMemcpyHostToDevice));
   BENCH_CUDA(cudaMemcpy(dout, h_dout.data(), n_out * 2, cudaMemcpyHostToDevice));
   BENCH_CUDA(cudaMemset(dqkv, 0, n_qkv * 2));
-  const AttentionPath path = ds::kernels::attention::ChooseAttentionPath(s, t, qkv, out, dout, dqkv);
+  const AttentionPath path =
+      ds::kernels::attention::ChooseAttentionPath(s, t, qkv, out, dout, dqkv);
   BENCH_CUDA(cudaMalloc(&scratch, ds::kernels::attention::AttentionScratchBytes(s, path)));
 
   const float fwd_ms = TimeMs(warmup, iters, [&] {
@@ -175,9 +177,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attention_bench: bad arguments\n");
     return 2;
   }
-  std::printf("# attention_bench bf16 causal B=%lld H=%lld Hkv=%lld (FLOPs: fwd 4BHT^2D/2, bwd 2.5x)\n",
-              static_cast<long long>(base.batch), static_cast<long long>(base.n_head),
-              static_cast<long long>(base.n_kv_head));
+  std::printf(
+      "# attention_bench bf16 causal B=%lld H=%lld Hkv=%lld (FLOPs: fwd 4BHT^2D/2, bwd 2.5x)\n",
+      static_cast<long long>(base.batch), static_cast<long long>(base.n_head),
+      static_cast<long long>(base.n_kv_head));
   int status = 0;
   for (int64_t d : dims) {
     for (int64_t t : seqs) {

@@ -20,9 +20,9 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/attention/attention_launch.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/core/tensor.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels::attention {
 namespace {
@@ -86,11 +86,13 @@ void ExpectClose(const char* what, const std::vector<float>& got, const std::vec
 // Runs the CPU op (fp32) and the CUDA kernel of type t on the same values.
 void CompareWithCpu(const Case& c, DType t) {
   const int64_t width = (c.h + 2 * c.hkv) * c.d;
-  const Shape qkv_shape{c.b, c.t, width}, out_shape{c.b, c.t, c.h * c.d},
-      lse_shape{c.b, c.h, c.t};
-  const std::vector<float> qkv = testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -1.5f, 1.5f, 1), t);
-  const std::vector<float> dout = testing::RoundedTo(testing::RandomValues(c.b * c.t * c.h * c.d, -1, 1, 2), t);
-  const std::vector<float> dqkv0 = testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -0.05f, 0.05f, 3), t);
+  const Shape qkv_shape{c.b, c.t, width}, out_shape{c.b, c.t, c.h * c.d}, lse_shape{c.b, c.h, c.t};
+  const std::vector<float> qkv =
+      testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -1.5f, 1.5f, 1), t);
+  const std::vector<float> dout =
+      testing::RoundedTo(testing::RandomValues(c.b * c.t * c.h * c.d, -1, 1, 2), t);
+  const std::vector<float> dqkv0 =
+      testing::RoundedTo(testing::RandomValues(c.b * c.t * width, -0.05f, 0.05f, 3), t);
   Attrs attrs;
   attrs.SetInt("n_head", c.h);
   attrs.SetInt("n_kv_head", c.hkv);
@@ -137,14 +139,14 @@ void CompareWithCpu(const Case& c, DType t) {
 
 TEST_CASE("CUDA attention matches the CPU op", "[cuda][attention]") {
   const DType t = GENERATE(DType::kF32, DType::kBF16);
-  const Case c = GENERATE(Case{1, 1, 1, 1, 64},      // one token
-                          Case{2, 77, 4, 2, 64},     // GQA, T not a multiple of 64
-                          Case{1, 200, 4, 4, 128},   // MHA, D 128
-                          Case{2, 130, 6, 2, 128},   // GQA 3:1, D 128
-                          Case{1, 300, 8, 1, 64},    // MQA, several key blocks
-                          Case{1, 256, 2, 2, 128},   // T a multiple of the tiles
-                          Case{2, 45, 4, 2, 32},     // bf16 simple path (D 32)
-                          Case{1, 70, 2, 1, 80});    // bf16 simple path (D 80)
+  const Case c = GENERATE(Case{1, 1, 1, 1, 64},     // one token
+                          Case{2, 77, 4, 2, 64},    // GQA, T not a multiple of 64
+                          Case{1, 200, 4, 4, 128},  // MHA, D 128
+                          Case{2, 130, 6, 2, 128},  // GQA 3:1, D 128
+                          Case{1, 300, 8, 1, 64},   // MQA, several key blocks
+                          Case{1, 256, 2, 2, 128},  // T a multiple of the tiles
+                          Case{2, 45, 4, 2, 32},    // bf16 simple path (D 32)
+                          Case{1, 70, 2, 1, 80});   // bf16 simple path (D 80)
   CAPTURE(DTypeName(t), c.b, c.t, c.h, c.hkv, c.d);
   CompareWithCpu(c, t);
 }
@@ -159,18 +161,20 @@ TEST_CASE("CUDA attention: bf16 flash and simple kernels agree", "[cuda][attenti
   CAPTURE(s.head_dim);
   const int64_t n_qkv = s.batch * s.seq * s.row(), n_out = s.batch * s.seq * s.n_head * s.head_dim;
   const int64_t n_lse = s.batch * s.n_head * s.seq;
-  const std::vector<float> qkv = testing::RandomValues(n_qkv, -1.5f, 1.5f, 9), dout = testing::RandomValues(n_out, -1, 1, 10);
+  const std::vector<float> qkv = testing::RandomValues(n_qkv, -1.5f, 1.5f, 9),
+                           dout = testing::RandomValues(n_out, -1, 1, 10);
   DeviceTensor d_qkv(qkv, DType::kBF16), d_dout(dout, DType::kBF16);
   std::vector<std::vector<float>> outs, grads;
   for (AttentionPath path : {AttentionPath::kSimple, AttentionPath::kFlash}) {
-    DeviceTensor d_out(std::vector<float>(n_out), DType::kBF16), d_lse(std::vector<float>(n_lse), DType::kF32),
+    DeviceTensor d_out(std::vector<float>(n_out), DType::kBF16),
+        d_lse(std::vector<float>(n_lse), DType::kF32),
         d_dqkv(std::vector<float>(n_qkv), DType::kBF16);
     DeviceTensor scratch(std::vector<float>(AttentionScratchBytes(s, path) / 4 + 1), DType::kF32);
     REQUIRE(LaunchAttentionForward(s, AttentionType::kBF16, path, d_qkv.get(), d_out.get(),
                                    static_cast<float*>(d_lse.get()), nullptr) == cudaSuccess);
     REQUIRE(LaunchAttentionBackward(s, AttentionType::kBF16, path, d_qkv.get(), d_out.get(),
-                                    d_dout.get(), static_cast<float*>(d_lse.get()),
-                                    d_dqkv.get(), scratch.get(), nullptr) == cudaSuccess);
+                                    d_dout.get(), static_cast<float*>(d_lse.get()), d_dqkv.get(),
+                                    scratch.get(), nullptr) == cudaSuccess);
     outs.push_back(d_out.Download());
     grads.push_back(d_dqkv.Download());
   }

@@ -63,9 +63,8 @@ TEST_CASE("Attention launchers reject shapes the kernels cannot take", "[attenti
   CHECK(LaunchAttentionForward(Shape4(1, 8, 2, 1, 64), t, AttentionPath::kFlash, Addr(0x1000),
                                const_cast<void*>(Addr(0x2000)), nullptr,
                                nullptr) == cudaErrorInvalidValue);
-  CHECK(LaunchAttentionForward(Shape4(1, 8, 2, 1, 64), AttentionType::kBF16,
-                               AttentionPath::kFlash, Addr(0x1002),
-                               const_cast<void*>(Addr(0x2000)), nullptr,
+  CHECK(LaunchAttentionForward(Shape4(1, 8, 2, 1, 64), AttentionType::kBF16, AttentionPath::kFlash,
+                               Addr(0x1002), const_cast<void*>(Addr(0x2000)), nullptr,
                                nullptr) == cudaErrorInvalidValue);
   // Empty batch or sequence: nothing to do.
   CHECK(LaunchAttentionForward(Shape4(0, 8, 2, 1, 64), t, simple, nullptr, nullptr, nullptr,

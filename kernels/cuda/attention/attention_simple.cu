@@ -145,8 +145,8 @@ __global__ void SimpleDqKernel(const T* __restrict__ qkv, const T* __restrict__ 
   const T* seq_base = qkv + b * g.seq * g.row;
   float q[kPerLane], go[kPerLane], dq[kPerLane];
   LoadVec(q, seq_base + i * g.row + static_cast<int64_t>(h) * g.head_dim, g.head_dim, lane);
-  LoadVec(go, dout + (b * g.seq + i) * g.out_ld + static_cast<int64_t>(h) * g.head_dim,
-          g.head_dim, lane);
+  LoadVec(go, dout + (b * g.seq + i) * g.out_ld + static_cast<int64_t>(h) * g.head_dim, g.head_dim,
+          lane);
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) dq[e] = 0.f;
   const T* k = seq_base + static_cast<int64_t>(g.n_head + kv) * g.head_dim;
@@ -247,8 +247,8 @@ cudaError_t Forward(const AttentionShape& s, const void* qkv, void* out, float* 
 }
 
 template <typename T>
-cudaError_t Backward(const AttentionShape& s, const void* qkv, const void* dout,
-                     const float* lse, const float* d_rows, void* dqkv, cudaStream_t stream) {
+cudaError_t Backward(const AttentionShape& s, const void* qkv, const void* dout, const float* lse,
+                     const float* d_rows, void* dqkv, cudaStream_t stream) {
   const Geometry g = MakeGeometry(s);
   const int64_t q_rows = s.batch * s.n_head * s.seq, kv_rows = s.batch * s.n_kv_head * s.seq;
   SimpleDqKernel<T><<<Blocks(q_rows), kBlockThreads, 0, stream>>>(

@@ -53,9 +53,9 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(const BackwardPa
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* s_k = reinterpret_cast<bf16*>(smem);
   bf16* s_v = s_k + kBc * D;
-  bf16* s_q = s_v + kBc * D;      // [2][kBr][D]
-  bf16* s_do = s_q + 2 * kBr * D;  // [2][kBr][D]
-  bf16* s_ds = s_do + 2 * kBr * D;  // dS^T [kBc][kBr]
+  bf16* s_q = s_v + kBc * D;                                  // [2][kBr][D]
+  bf16* s_do = s_q + 2 * kBr * D;                             // [2][kBr][D]
+  bf16* s_ds = s_do + 2 * kBr * D;                            // dS^T [kBc][kBr]
   float* s_lse = reinterpret_cast<float*>(s_ds + kBc * kBr);  // [2][kBr], log2 domain
   float* s_di = s_lse + 2 * kBr;                              // [2][kBr]
 
@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(const BackwardPa
   auto prefetch = [&](int it, int buf) {
     const int h = kv * group + it / per_head;
     const int q0 = (qb_first + it % per_head) * kBr;
-    LoadTile<kBr, D, kThreads>(s_q + buf * kBr * D, base + static_cast<int64_t>(h) * D, p.row,
+    LoadTile<kBr, D, kThreads>(s_q + buf * kBr * D, base + static_cast<int64_t>(h) * D, p.row, q0,
+                               T);
+    LoadTile<kBr, D, kThreads>(s_do + buf * kBr * D, dout_b + static_cast<int64_t>(h) * D, out_ld,
                                q0, T);
-    LoadTile<kBr, D, kThreads>(s_do + buf * kBr * D, dout_b + static_cast<int64_t>(h) * D,
-                               out_ld, q0, T);
     if (tid < kBr) {
       const int64_t i = (static_cast<int64_t>(b) * p.n_head + h) * T + q0 + tid;
       const bool valid = q0 + tid < T;
@@ -239,8 +239,8 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(const BackwardPa
 }
 
 // dqkv[b, i, h D + d] += scale dq_acc[b, h, i, d]; one thread per bf16 pair.
-__global__ void FinishDqKernel(const float* __restrict__ dq_acc, bf16* dqkv, int64_t row,
-                               int seq, int n_head, int head_dim, float scale, int64_t pairs) {
+__global__ void FinishDqKernel(const float* __restrict__ dq_acc, bf16* dqkv, int64_t row, int seq,
+                               int n_head, int head_dim, float scale, int64_t pairs) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
        i += stride) {
@@ -251,8 +251,8 @@ __global__ void FinishDqKernel(const float* __restrict__ dq_acc, bf16* dqkv, int
     const int64_t bh = r / seq;
     const int h = static_cast<int>(bh % n_head);
     const int64_t b = bh / n_head;
-    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(
-        dqkv + (b * seq + tok) * row + static_cast<int64_t>(h) * head_dim + d);
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(dqkv + (b * seq + tok) * row +
+                                                            static_cast<int64_t>(h) * head_dim + d);
     const float2 old = __bfloat1622float2(*dst);
     const float2 add = *reinterpret_cast<const float2*>(dq_acc + e);
     *dst = __floats2bfloat162_rn(old.x + scale * add.x, old.y + scale * add.y);

@@ -46,8 +46,8 @@ template <int D>
 __global__ void __launch_bounds__(kThreads) FlashForwardKernel(const ForwardParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* s_q = reinterpret_cast<bf16*>(smem);
-  bf16* s_k = s_q + kBr * D;       // [2][kBc][D]
-  bf16* s_v = s_k + 2 * kBc * D;   // [2][kBc][D]
+  bf16* s_k = s_q + kBr * D;      // [2][kBc][D]
+  bf16* s_v = s_k + 2 * kBc * D;  // [2][kBc][D]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -216,9 +216,12 @@ cudaError_t LaunchFlashForward(const AttentionShape& s, const void* qkv, void* o
       s.batch * s.n_head > 0x7fffffff)
     return cudaErrorInvalidValue;
   switch (s.head_dim) {
-    case 64: return Launch<64>(s, qkv, out, lse, stream);
-    case 128: return Launch<128>(s, qkv, out, lse, stream);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return Launch<64>(s, qkv, out, lse, stream);
+    case 128:
+      return Launch<128>(s, qkv, out, lse, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -43,8 +43,8 @@ __device__ __forceinline__ int Swz(int row, int col) {
 // 16-byte asynchronous copy; when !valid the destination is zero-filled and nothing is read.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
-               "l"(gmem), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(src_bytes));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
@@ -121,7 +121,7 @@ __device__ __forceinline__ int BtRow(int lane) { return (lane & 7) + ((lane >> 3
 __device__ __forceinline__ int BtCol(int lane) { return (lane >> 4) * 8; }
 // A operand, tile stored [k][row] (.trans): matrices (k 0-7, r 0-7) -> a0, (k 0-7, r 8-15)
 // -> a1, (k 8-15, r 0-7) -> a2, (k 8-15, r 8-15) -> a3.
-__device__ __forceinline__ int AtRow(int lane) { return (lane & 7) + (lane >> 4) * 8; }   // k
-__device__ __forceinline__ int AtCol(int lane) { return ((lane >> 3) & 1) * 8; }       // row
+__device__ __forceinline__ int AtRow(int lane) { return (lane & 7) + (lane >> 4) * 8; }  // k
+__device__ __forceinline__ int AtCol(int lane) { return ((lane >> 3) & 1) * 8; }         // row
 
 }  // namespace ds::kernels::attention::internal

@@ -44,22 +44,29 @@ template <typename T>
 void Launch(const void* dy, int64_t rows, int64_t cols, void* db, cudaStream_t stream) {
   const dim3 block(kCols, kRowThreads);
   const dim3 grid(static_cast<unsigned>((cols + kCols - 1) / kCols));
-  BiasGradKernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(dy), rows, cols,
-                                                 static_cast<T*>(db));
+  BiasGradKernel<T>
+      <<<grid, block, 0, stream>>>(static_cast<const T*>(dy), rows, cols, static_cast<T*>(db));
 }
 
 }  // namespace
 
-cudaError_t LaunchBiasGrad(const void* dy, int64_t rows, int64_t cols, BiasGradType type,
-                           void* db, cudaStream_t stream) {
+cudaError_t LaunchBiasGrad(const void* dy, int64_t rows, int64_t cols, BiasGradType type, void* db,
+                           cudaStream_t stream) {
   if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   if ((cols + kCols - 1) / kCols > 0x7fffffff) return cudaErrorInvalidValue;
   switch (type) {
-    case BiasGradType::kF32: Launch<float>(dy, rows, cols, db, stream); break;
-    case BiasGradType::kBF16: Launch<__nv_bfloat16>(dy, rows, cols, db, stream); break;
-    case BiasGradType::kF16: Launch<__half>(dy, rows, cols, db, stream); break;
-    default: return cudaErrorInvalidValue;
+    case BiasGradType::kF32:
+      Launch<float>(dy, rows, cols, db, stream);
+      break;
+    case BiasGradType::kBF16:
+      Launch<__nv_bfloat16>(dy, rows, cols, db, stream);
+      break;
+    case BiasGradType::kF16:
+      Launch<__half>(dy, rows, cols, db, stream);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -9,10 +9,10 @@
 // asynchronous; pointers are device memory.
 #include "kernels/cuda/blas/bias_grad_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels::blas {
 namespace {
@@ -49,15 +49,16 @@ Status CheckArgs(const OpArgs& args, DType dtype, Dims* d) {
       return InvalidArgumentError(std::string("linear (cuda): expected ") + DTypeName(dtype) +
                                   " tensors, got " + DTypeName(t->dtype()));
   if (d->has_bias && (args.in[2].dtype() != dtype || args.in[2].numel() != d->out))
-    return InvalidArgumentError("linear (cuda): b must be " + std::string(DTypeName(dtype)) +
-                                " [" + std::to_string(d->out) + "], got " +
+    return InvalidArgumentError("linear (cuda): b must be " + std::string(DTypeName(dtype)) + " [" +
+                                std::to_string(d->out) + "], got " +
                                 ShapeToString(args.in[2].shape()));
   return OkStatus();
 }
 
 BiasGradType ToBiasGradType(DType t) {
-  return t == DType::kBF16 ? BiasGradType::kBF16
-                           : t == DType::kF16 ? BiasGradType::kF16 : BiasGradType::kF32;
+  return t == DType::kBF16  ? BiasGradType::kBF16
+         : t == DType::kF16 ? BiasGradType::kF16
+                            : BiasGradType::kF32;
 }
 
 template <DType kType>
@@ -114,18 +115,17 @@ Status Backward(const OpArgs& args) {
     DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
   }
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
-    DS_CUDA_RETURN_IF_ERROR(LaunchBiasGrad(dy, d.n, d.out, ToBiasGradType(kType),
-                                           args.grad_in[2].data(), stream));
+    DS_CUDA_RETURN_IF_ERROR(
+        LaunchBiasGrad(dy, d.n, d.out, ToBiasGradType(kType), args.grad_in[2].data(), stream));
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("linear", Device::kCuda, DType::kF32,
-                   {Forward<DType::kF32>, Backward<DType::kF32>}) &&
-    RegisterKernel("linear", Device::kCuda, DType::kBF16,
-                   {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
-    RegisterKernel("linear", Device::kCuda, DType::kF16,
-                   {Forward<DType::kF16>, Backward<DType::kF16>});
+const bool kRegistered = RegisterKernel("linear", Device::kCuda, DType::kF32,
+                                        {Forward<DType::kF32>, Backward<DType::kF32>}) &&
+                         RegisterKernel("linear", Device::kCuda, DType::kBF16,
+                                        {Forward<DType::kBF16>, Backward<DType::kBF16>}) &&
+                         RegisterKernel("linear", Device::kCuda, DType::kF16,
+                                        {Forward<DType::kF16>, Backward<DType::kF16>});
 
 }  // namespace
 }  // namespace ds::kernels::blas

@@ -18,9 +18,9 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/blas/lt_matmul.h"
-#include "runtime/cuda/stream_context.h"
 #include "kernels/registry.h"
 #include "runtime/core/tensor.h"
+#include "runtime/cuda/stream_context.h"
 
 namespace ds::kernels::blas {
 namespace {
@@ -82,10 +82,10 @@ struct LinearShape {
 
 TEST_CASE("CUDA linear matches the CPU op (forward, accumulating backward)", "[cuda][linear]") {
   const DType t = GENERATE(DType::kF32, DType::kBF16);
-  const LinearShape shape = GENERATE(LinearShape{{1, 1}, 1, true}, LinearShape{{3, 7}, 5, false},
-                                     LinearShape{{2, 19, 65}, 129, true},
-                                     LinearShape{{257, 96}, 200, true},
-                                     LinearShape{{4, 128, 256}, 768, true});
+  const LinearShape shape =
+      GENERATE(LinearShape{{1, 1}, 1, true}, LinearShape{{3, 7}, 5, false},
+               LinearShape{{2, 19, 65}, 129, true}, LinearShape{{257, 96}, 200, true},
+               LinearShape{{4, 128, 256}, 768, true});
   CAPTURE(DTypeName(t), ShapeToString(shape.x), shape.out, shape.bias);
   const int64_t in = shape.x.back(), rows = NumElements(shape.x) / in, out = shape.out;
   Shape y_shape = shape.x;
@@ -139,7 +139,8 @@ TEST_CASE("CUDA linear matches the CPU op (forward, accumulating backward)", "[c
 
 TEST_CASE("CUDA linear: undefined grads are skipped, others still accumulate", "[cuda][linear]") {
   const int64_t rows = 9, in = 24, out = 40;
-  const std::vector<float> x = testing::RandomValues(rows * in, -1, 1, 11), w = testing::RandomValues(out * in, -1, 1, 12);
+  const std::vector<float> x = testing::RandomValues(rows * in, -1, 1, 11),
+                           w = testing::RandomValues(out * in, -1, 1, 12);
   const std::vector<float> dy = testing::RandomValues(rows * out, -1, 1, 13), dw0(out * in, 0.5f);
   DeviceTensor d_x(x, DType::kF32), d_w(w, DType::kF32), d_dy(dy, DType::kF32),
       d_y(std::vector<float>(rows * out), DType::kF32), d_dw(dw0, DType::kF32);
@@ -225,7 +226,8 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
 TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") {
   LtMatmul lt;
   const int64_t m = 64, n = 48, k = 80;
-  DeviceTensor d_a(testing::RandomValues(m * k, -1, 1, 31), DType::kBF16), d_b(testing::RandomValues(k * n, -1, 1, 32), DType::kBF16),
+  DeviceTensor d_a(testing::RandomValues(m * k, -1, 1, 31), DType::kBF16),
+      d_b(testing::RandomValues(k * n, -1, 1, 32), DType::kBF16),
       d_d(std::vector<float>(m * n), DType::kBF16);
   MatmulArgs args;
   args.m = m;
@@ -248,7 +250,8 @@ TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") 
   CHECK(s.misses == 2);
   CHECK(s.entries == 2);
   // TF32 (explicit) stays within TF32's precision; default f32 does not use it.
-  DeviceTensor f_a(testing::RandomValues(m * k, -1, 1, 33), DType::kF32), f_b(testing::RandomValues(k * n, -1, 1, 34), DType::kF32),
+  DeviceTensor f_a(testing::RandomValues(m * k, -1, 1, 33), DType::kF32),
+      f_b(testing::RandomValues(k * n, -1, 1, 34), DType::kF32),
       f_d(std::vector<float>(m * n), DType::kF32);
   MatmulArgs f;
   f.m = m;

@@ -20,30 +20,38 @@
 namespace ds::kernels::blas {
 namespace {
 
-#define DS_CUBLASLT_RETURN_IF_ERROR(call)                                  \
-  do {                                                                     \
-    const cublasStatus_t _ds_lt_status = (call);                           \
-    if (_ds_lt_status != CUBLAS_STATUS_SUCCESS)                            \
-      return CublasToStatus(_ds_lt_status, #call, __FILE__, __LINE__);     \
+#define DS_CUBLASLT_RETURN_IF_ERROR(call)                              \
+  do {                                                                 \
+    const cublasStatus_t _ds_lt_status = (call);                       \
+    if (_ds_lt_status != CUBLAS_STATUS_SUCCESS)                        \
+      return CublasToStatus(_ds_lt_status, #call, __FILE__, __LINE__); \
   } while (0)
 
 bool FitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 cudaDataType_t CudaType(DType t) {
   switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    default:
+      return CUDA_R_32F;
   }
 }
 
 cublasLtEpilogue_t LtEpilogue(Epilogue e) {
   switch (e) {
-    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case Epilogue::kGeluBias: return CUBLASLT_EPILOGUE_GELU_BIAS;
-    case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
-    default: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGeluBias:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::kGeluAuxBias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kDGelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    default:
+      return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
 
@@ -71,11 +79,16 @@ Status MakeLayout(DType t, int64_t rows, int64_t cols, cublasLtMatrixLayout_t* o
 
 const char* EpilogueName(Epilogue e) {
   switch (e) {
-    case Epilogue::kNone: return "none";
-    case Epilogue::kBias: return "bias";
-    case Epilogue::kGeluBias: return "gelu_bias";
-    case Epilogue::kGeluAuxBias: return "gelu_aux_bias";
-    case Epilogue::kDGelu: return "dgelu";
+    case Epilogue::kNone:
+      return "none";
+    case Epilogue::kBias:
+      return "bias";
+    case Epilogue::kGeluBias:
+      return "gelu_bias";
+    case Epilogue::kGeluAuxBias:
+      return "gelu_aux_bias";
+    case Epilogue::kDGelu:
+      return "dgelu";
   }
   return "?";
 }
@@ -92,13 +105,15 @@ std::string MatmulKey::ToString() const {
          (trans_a ? " A^T" : "") + (trans_b ? " B^T" : "") + " " + DTypeName(dtype) +
          (tf32 ? " tf32" : "") + " epilogue=" + EpilogueName(epilogue) +
          (accumulate ? " beta!=0" : "") + " align=" + std::to_string(align_a) + "/" +
-         std::to_string(align_b) + "/" + std::to_string(align_d) + " device=" +
-         std::to_string(device);
+         std::to_string(align_b) + "/" + std::to_string(align_d) +
+         " device=" + std::to_string(device);
 }
 
 size_t MatmulKeyHash::operator()(const MatmulKey& k) const {
   size_t h = std::hash<int64_t>()(k.m);
-  auto mix = [&h](uint64_t v) { h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  auto mix = [&h](uint64_t v) {
+    h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
   mix(static_cast<uint64_t>(k.n));
   mix(static_cast<uint64_t>(k.k));
   mix(static_cast<uint64_t>(k.device));
@@ -135,8 +150,7 @@ Status ValidateMatmul(const MatmulArgs& g) {
   if (g.k > 0 && (g.a == nullptr || g.b == nullptr))
     return InvalidArgumentError(where + "A or B is null");
   if (EpilogueUsesBias(g.epilogue) && g.bias == nullptr)
-    return InvalidArgumentError(where + "epilogue " + EpilogueName(g.epilogue) +
-                                " needs a bias");
+    return InvalidArgumentError(where + "epilogue " + EpilogueName(g.epilogue) + " needs a bias");
   if (EpilogueUsesAux(g.epilogue)) {
     if (g.aux == nullptr)
       return InvalidArgumentError(where + "epilogue " + EpilogueName(g.epilogue) +
@@ -170,8 +184,7 @@ MatmulKey MakeMatmulKey(const MatmulArgs& g, int device) {
 
 StatusOr<MatmulRequest> MatmulRequest::Build(const MatmulKey& key, size_t workspace_bytes) {
   MatmulRequest r;
-  const cublasComputeType_t compute =
-      key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&r.op_, compute, CUDA_R_32F));
   // See Note [Row-major through cuBLASLt]: cuBLASLt's A is our B.
   const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -265,12 +278,10 @@ StatusOr<LtMatmul::Algo> LtMatmul::FindAlgo(cublasLtHandle_t handle, const Matmu
   ++misses_;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(handle, request.op(), request.a(),
-                                                             request.b(), request.d(),
-                                                             request.d(), request.preference(),
-                                                             1, &result, &found));
-  if (found == 0)
-    return UnimplementedError("cuBLASLt has no algorithm for " + key.ToString());
+  DS_CUBLASLT_RETURN_IF_ERROR(
+      cublasLtMatmulAlgoGetHeuristic(handle, request.op(), request.a(), request.b(), request.d(),
+                                     request.d(), request.preference(), 1, &result, &found));
+  if (found == 0) return UnimplementedError("cuBLASLt has no algorithm for " + key.ToString());
   Algo algo{result.algo, result.workspaceSize};
   algos_.emplace(key, algo);
   return algo;
@@ -292,10 +303,9 @@ Status LtMatmul::Run(const MatmulArgs& g, cudaStream_t stream) {
     DS_RETURN_IF_ERROR(SetDesc(request.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux));
   DS_ASSIGN_OR_RETURN(Algo algo, FindAlgo(handle, key, request));
   // cuBLASLt's A is our B (Note [Row-major through cuBLASLt]); C is D.
-  DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(handle, request.op(), &g.alpha, g.b, request.a(),
-                                             g.a, request.b(), &g.beta, g.d, request.d(), g.d,
-                                             request.d(), &algo.algo, workspace,
-                                             algo.workspace_bytes, stream));
+  DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatmul(
+      handle, request.op(), &g.alpha, g.b, request.a(), g.a, request.b(), &g.beta, g.d, request.d(),
+      g.d, request.d(), &algo.algo, workspace, algo.workspace_bytes, stream));
   return OkStatus();
 }
 

@@ -165,10 +165,10 @@ class LtMatmul {
 
   const size_t workspace_bytes_;
   mutable std::mutex mu_;
-  std::map<int, cublasLtHandle_t> handles_;                         // guarded by mu_
-  std::map<std::pair<int, cudaStream_t>, void*> workspaces_;        // guarded by mu_
-  std::unordered_map<MatmulKey, Algo, MatmulKeyHash> algos_;        // guarded by mu_
-  int64_t hits_ = 0, misses_ = 0;                                   // guarded by mu_
+  std::map<int, cublasLtHandle_t> handles_;                   // guarded by mu_
+  std::map<std::pair<int, cudaStream_t>, void*> workspaces_;  // guarded by mu_
+  std::unordered_map<MatmulKey, Algo, MatmulKeyHash> algos_;  // guarded by mu_
+  int64_t hits_ = 0, misses_ = 0;                             // guarded by mu_
 };
 
 // The process-wide instance the registered kernels use (32 MiB workspaces). Never destroyed.
