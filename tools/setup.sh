@@ -9,7 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2
   libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev
-  openssh-server openssh-client procps
+  openssh-server openssh-client procps clang-format
 )
 
 missing=()

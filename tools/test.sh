@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test. The last line is
 #   tests: N passed, M failed[, K skipped]
-# counted from Bazel's per-target results, plus one each for the layering check and its
-# tests (tools/layering). Targets tagged "gpu" run only where a CUDA device answers;
-# elsewhere they exit 77 and are counted as skipped, never as passed.
+# counted from Bazel's per-target results, plus one each for the layering checks, their
+# tests (tools/layering) and the formatting check (clang-format). Targets tagged "gpu" run
+# only where a CUDA device answers; elsewhere they exit 77 and are counted as skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +48,14 @@ if tools/layering/check_links.sh > "$log.layering" 2>&1; then
   passed=$((passed + 1)); echo "//tools/layering:check_links PASSED"
 else
   failed=$((failed + 1)); echo "//tools/layering:check_links FAILED"; tail -20 "$log.layering"
+fi
+# The tree stays formatted with .clang-format.
+if git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | grep -v '^tools/bazel/' |
+    xargs clang-format --dry-run -Werror > "$log.layering" 2>&1; then
+  passed=$((passed + 1)); echo "//tools:clang_format PASSED"
+else
+  failed=$((failed + 1)); echo "//tools:clang_format FAILED (run clang-format -i on these)"
+  grep -o '^[^:]*:[0-9]*' "$log.layering" | sort -u | head -20
 fi
 rm -f "$log" "$log.gpu" "$log.layering"
 
