@@ -1,6 +1,8 @@
 #include "zero/zero_collectives.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
@@ -277,6 +279,7 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
                                                                    const ZeroParts& parts) {
   std::unique_ptr<ZeroCollectives> z(new ZeroCollectives(plan, rank, parts));
   if (!z->parts_.host_comm) z->parts_.host_comm = parts.comm;
+  DS_RETURN_IF_ERROR(z->CheckParts());
   z->host_ = MakeHostView(parts.params, parts.optimizer);
   if (parts.device) {
     DS_ASSIGN_OR_RETURN(z->device_, MakeDeviceView(parts.device, parts.params, *plan, rank));
@@ -348,6 +351,38 @@ Status ZeroCollectives::Issue(int index, const Instruction& in) {
     };
   }
   return queue_.Track(index, in.async(), std::move(job));
+}
+
+// The stores must be sharded as the plan partitions them, the groups sized as its dp.
+Status ZeroCollectives::CheckParts() const {
+  const int dp = std::max(1, plan_->topology().dp());
+  if (dp != parts_.comm->size() || parts_.host_comm->size() != parts_.comm->size())
+    return InvalidArgumentError("the plan is for dp " + std::to_string(dp) +
+                                " but the communicators have " +
+                                std::to_string(parts_.comm->size()) + " and " +
+                                std::to_string(parts_.host_comm->size()) + " ranks");
+  const int stage = plan_->settings().zero_stage();
+  if (stage >= 2 && !parts_.params->grads_partitioned())
+    return InvalidArgumentError("ZeRO stage " + std::to_string(stage) +
+                                " needs a ParamStore sharded with zero::LayoutFor(plan, rank)");
+  if (stage == 3 && !parts_.params->params_partitioned())
+    return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (zero::LayoutFor)");
+  return OkStatus();
+}
+
+Status ZeroCollectives::AllReduceMean(const Instruction& in, float* value) {
+  DS_RETURN_IF_ERROR(AllReduceScalar(in, value, /*max=*/false));
+  const int size = in.collective().placement() == proto::LOCAL ? 1 : parts_.host_comm->size();
+  *value = *value / size;
+  return OkStatus();
+}
+
+std::string ZeroCollectives::DeviceStatesLine() const {
+  if (!parts_.device) return "";
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.1f", parts_.device->bytes() / 1048576.0);
+  return "model states on " + parts_.device->memory()->name() + ": " + mib +
+         " MiB allocated; host ";
 }
 
 Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, bool max) {

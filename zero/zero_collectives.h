@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/base/status.h"
@@ -64,6 +65,11 @@ class ZeroCollectives {
 
   // One float all-reduced over the group (`in`'s collective: HOST, or LOCAL for one rank).
   Status AllReduceScalar(const proto::Instruction& in, float* value, bool max);
+  // The same, summed and divided by the group's size: the mean over the ranks.
+  Status AllReduceMean(const proto::Instruction& in, float* value);
+
+  // "model states on <device>: N MiB allocated; host " with device states, else empty.
+  std::string DeviceStatesLine() const;
 
   // The states an instruction's placement names (STAGED: the host's, then the device's).
   std::vector<StateView*> ViewsFor(const proto::Instruction& in) const;
@@ -78,6 +84,7 @@ class ZeroCollectives {
  private:
   struct Impl;
   ZeroCollectives(const proto::Plan* plan, int rank, const ZeroParts& parts);
+  Status CheckParts() const;
   Status CheckPlacements(const proto::RankPlan& mine) const;
   Status Start(const proto::Instruction& in, StateView* v, parallel::Communicator* comm,
                char* stage_in, char* stage_out, CollectiveJob* job);

@@ -87,6 +87,8 @@ proto::Instruction Compute(const Context& ctx, Kind kind, int mb, int lo, int hi
   ins.set_last_block(ctx.facts.blocks[hi].block);
   ins.set_node_begin(ctx.facts.blocks[lo].node_begin);
   ins.set_node_end(ctx.facts.blocks[hi].node_end);
+  if (kind == proto::Instruction::BACKWARD)
+    ins.set_mean_over(ctx.config.gradient_accumulation_steps * ctx.dp);
   return ins;
 }
 
@@ -182,6 +184,7 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
   if (ctx.config.stage == 3) EmitPersistentAllGathers(ctx, stream);
   proto::Instruction loss;
   loss.set_kind(proto::Instruction::LOSS_REDUCE);
+  loss.set_mean_over(ctx.config.gradient_accumulation_steps);
   loss.set_micro_batch(-1);
   SetCollective(&loss, 1, proto::DT_F32, -1, {});
   WaitAll(&loss, stream);

@@ -14,7 +14,6 @@
 #include "runtime/exec/executor.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "zero/device_states.h"
 #include "zero/grad_norm.h"
 #include "zero/optimizer.h"
 #include "zero/zero_collectives.h"
@@ -65,7 +64,6 @@ struct StepRunner::Impl {
   const proto::RankPlan* mine = nullptr;
   std::unique_ptr<zero::ZeroCollectives> zero;
   std::array<Entry, Instruction::Kind_ARRAYSIZE> table{};
-  int dp = 1;
 
   // Per step.
   int64_t step = 0;
@@ -128,8 +126,7 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
-  const int64_t gas = plan->settings().gradient_accumulation_steps();
-  const float loss_grad = static_cast<float>(p.scaler->scale() / (gas * dp));
+  const float loss_grad = static_cast<float>(p.scaler->scale() / in.mean_over());
   return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(),
                            in.last_block());
 }
@@ -191,10 +188,9 @@ Status StepRunner::Impl::ZeroGrads(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Loss(int, const Instruction& in) {
-  const int64_t gas = plan->settings().gradient_accumulation_steps();
-  float loss = static_cast<float>(loss_sum / gas);
-  DS_RETURN_IF_ERROR(zero->AllReduceScalar(in, &loss, /*max=*/false));
-  result.loss = loss / dp;
+  float loss = static_cast<float>(loss_sum / in.mean_over());
+  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss));
+  result.loss = loss;
   return OkStatus();
 }
 
@@ -230,7 +226,6 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   impl->plan = plan;
   impl->rank = rank;
   impl->p = parts;
-  impl->dp = std::max(1, plan->topology().dp());
   impl->Fill();
   if (!parts.compute)
     impl->own_compute = std::make_unique<ExecutorCompute>(parts.executor, parts.data);
@@ -243,18 +238,11 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
     if (r.rank() == rank) impl->mine = &r;
   if (!impl->mine)
     return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
-  if (impl->dp != parts.comm->size())
-    return InvalidArgumentError("the plan is for dp " + std::to_string(impl->dp) +
-                                " but the communicator has " + std::to_string(parts.comm->size()) +
-                                " ranks");
-  const int stage = plan->settings().zero_stage();
-  if (stage >= 2 && !parts.params->grads_partitioned())
-    return InvalidArgumentError("ZeRO stage " + std::to_string(stage) +
-                                " needs a ParamStore sharded with zero::LayoutFor(plan, rank)");
-  if (stage == 3 && !parts.params->params_partitioned())
-    return InvalidArgumentError("ZeRO stage 3 needs partitioned parameters (zero::LayoutFor)");
-  if (parts.host_comm && parts.host_comm->size() != parts.comm->size())
-    return InvalidArgumentError("the host communicator must have the data-parallel group's ranks");
+  for (const Instruction& in : impl->mine->instructions())
+    if ((in.kind() == Instruction::BACKWARD || in.kind() == Instruction::LOSS_REDUCE) &&
+        in.mean_over() <= 0)
+      return InvalidArgumentError("the plan's " + Instruction::Kind_Name(in.kind()) +
+                                  " has no mean_over (a plan older than version 2?)");
   zero::ZeroParts z{parts.params, parts.optimizer, parts.device, parts.comm, parts.host_comm};
   DS_ASSIGN_OR_RETURN(impl->zero, zero::ZeroCollectives::Create(plan, rank, z));
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
@@ -310,10 +298,7 @@ std::string StepRunner::MemoryReport() const {
     std::snprintf(text, sizeof(text), "%.1f", b / 1048576.0);
     return std::string(text);
   };
-  std::string s;
-  if (m.p.device)  // the host ParamStore below holds only the copies checkpoints use
-    s = "model states on " + m.p.device->memory()->name() + ": " + mib(m.p.device->bytes()) +
-        " MiB allocated; host ";
+  std::string s = m.zero->DeviceStatesLine();  // the host ParamStore: checkpoint copies
   s += "model states peak " + mib(m.peak_model_states) + " MiB (";
   bool first = true;
   for (const auto& [role, bytes] : m.peak_by_role) {

@@ -151,6 +151,7 @@ proto::Plan HandMadePlan(int world, int64_t flat, int blocks) {
     fwd.set_last_block(blocks);
     add(fwd);
     Instruction bwd = Make(Instruction::BACKWARD);
+    bwd.set_mean_over(world);  // gas 1 x dp
     bwd.set_first_block(1);
     bwd.set_last_block(blocks);
     add(bwd);
@@ -167,6 +168,7 @@ proto::Plan HandMadePlan(int world, int64_t flat, int blocks) {
     add(Make(Instruction::OPTIMIZER_STEP));
     Instruction loss = Collective(Instruction::LOSS_REDUCE, 0, 1, comm, false);
     loss.clear_ranges();
+    loss.set_mean_over(1);  // gas
     add(loss);
   }
   return plan;
