@@ -8,6 +8,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device_memory.h"
+#include "runtime/core/proto_dtype.h"
 #include "runtime/plan/bucket_arena.h"
 #include "zero/device_states.h"
 #include "zero/shard_layout.h"
@@ -16,17 +17,6 @@ namespace ds::zero {
 namespace {
 
 using proto::Instruction;
-
-DType ToDType(proto::DataType d) {
-  switch (d) {
-    case proto::DT_BF16:
-      return DType::kBF16;
-    case proto::DT_F16:
-      return DType::kF16;
-    default:
-      return DType::kF32;
-  }
-}
 
 // What one collective works with: the plan, its memory, its communicator and its staging.
 struct Op {
@@ -38,9 +28,10 @@ struct Op {
   parallel::Communicator* comm;
   char* stage_in;
   char* stage_out;
+  DType comm_type;  // the plan's comm dtype of gradient reductions
   DType t() const { return v->dtype(); }
   size_t ts() const { return DTypeSize(v->dtype()); }
-  DType ct() const { return ToDType(plan.settings().comm_dtype()); }
+  DType ct() const { return comm_type; }
   size_t cs() const { return DTypeSize(ct()); }
   bool local() const { return in.collective().placement() == proto::LOCAL; }
   const proto::PartitionUnit& unit(int u) const { return plan.partition().units(u); }
@@ -267,7 +258,8 @@ ZeroCollectives::~ZeroCollectives() = default;
 
 Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
                               char* stage_in, char* stage_out, CollectiveJob* job) {
-  const Op op{*plan_, in, rank_, std::max(1, plan_->topology().dp()), v, comm, stage_in, stage_out};
+  const Op op{*plan_,   in,        rank_,      std::max(1, plan_->topology().dp()), v, comm,
+              stage_in, stage_out, comm_dtype_};
   const bool reduce =
       in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
   if (reduce) return in.units_size() > 0 ? ReduceUnits(op, job) : ReduceRanges(op, job);
@@ -280,6 +272,8 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
   std::unique_ptr<ZeroCollectives> z(new ZeroCollectives(plan, rank, parts));
   if (!z->parts_.host_comm) z->parts_.host_comm = parts.comm;
   DS_RETURN_IF_ERROR(z->CheckParts());
+  DS_ASSIGN_OR_RETURN(z->comm_dtype_,
+                      FromProtoDType(plan->settings().comm_dtype(), "plan comm dtype"));
   z->host_ = MakeHostView(parts.params, parts.optimizer);
   if (parts.device) {
     DS_ASSIGN_OR_RETURN(z->device_, MakeDeviceView(parts.device, parts.params, *plan, rank));

@@ -97,6 +97,7 @@ class ZeroCollectives {
   CollectiveQueue queue_;
   std::unique_ptr<Impl> impl_;  // the staging arena
   int64_t staging_bytes_ = 0;
+  DType comm_dtype_ = DType::kF32;  // of gradient reductions (the plan's)
 };
 
 }  // namespace ds::zero

@@ -4,14 +4,13 @@
 #include <map>
 #include <string>
 
+#include "runtime/core/proto_dtype.h"
 #include "runtime/plan/plan_builder_internal.h"
 
 namespace ds::plan::internal {
 namespace {
 
 using proto::Instruction;
-
-int64_t Size(proto::DataType t) { return t == proto::DT_F32 ? 4 : 2; }
 
 proto::Placement StatesPlacement(const Context& ctx) {
   return ctx.config.states_on_device ? proto::DEVICE : proto::HOST;
@@ -25,7 +24,8 @@ bool IsCollective(Instruction::Kind k) {
 // Bytes of the packed input and output of collective `ins` (0: none, it works in place). The
 // same on host and device memory: reductions pack in the comm dtype, gathers in the model's.
 std::pair<int64_t, int64_t> StagingBytes(const Context& ctx, const Instruction& ins) {
-  const int64_t dp = ctx.dp, c = Size(ctx.comm_dtype), t = Size(ctx.model_dtype);
+  const int64_t dp = ctx.dp, c = ProtoDTypeSize(ctx.comm_dtype),
+                t = ProtoDTypeSize(ctx.model_dtype);
   int64_t per_rank = 0;
   for (int u : ins.units()) per_rank += ctx.units[u].chunk;
   const bool reduce =

@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "runtime/core/proto_dtype.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_hash.h"
 
@@ -12,22 +13,6 @@ namespace ds::plan {
 namespace {
 
 using Buf = proto::PlanBuffer;
-
-int64_t DSize(proto::DataType t) {
-  switch (t) {
-    case proto::DT_F32:
-    case proto::DT_I32:
-      return 4;
-    case proto::DT_BF16:
-    case proto::DT_F16:
-    case proto::DT_U16:
-      return 2;
-    case proto::DT_I64:
-      return 8;
-    default:
-      return 0;
-  }
-}
 
 int64_t Kind(const proto::MemorySummary& m, Buf::Kind kind) {
   for (const proto::KindBytes& k : m.peak_by_kind())
@@ -39,10 +24,10 @@ int64_t Kind(const proto::MemorySummary& m, Buf::Kind kind) {
 // everything but the rank's own part.
 int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
   const proto::Collective& c = ins.collective();
-  const int64_t payload = c.count() * DSize(c.dtype());
+  const int64_t payload = c.count() * ProtoDTypeSize(c.dtype());
   if (n <= 1) return 0;
   if (c.rank_counts_size() == 0) return 2 * (n - 1) * payload / n;
-  return (c.count() - c.rank_counts(rank)) * DSize(c.dtype());
+  return (c.count() - c.rank_counts(rank)) * ProtoDTypeSize(c.dtype());
 }
 
 proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rp) {
@@ -64,7 +49,7 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
     v.set_kind(proto::Instruction::Kind_Name(ins.kind()));
     v.set_calls(v.calls() + 1);
     v.set_payload_bytes(v.payload_bytes() +
-                        ins.collective().count() * DSize(ins.collective().dtype()));
+                        ins.collective().count() * ProtoDTypeSize(ins.collective().dtype()));
     v.set_sent_bytes(v.sent_bytes() + SentBytes(ins, rp.rank(), plan.topology().dp()));
   }
   for (auto& [kind, v] : by_kind) {
@@ -77,7 +62,7 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
 void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
   const proto::PlanSettings& c = plan.settings();
   const int64_t psi = plan.model().num_parameters(), n = plan.topology().dp();
-  const int64_t p = DSize(c.model_dtype()), g = p;
+  const int64_t p = ProtoDTypeSize(c.model_dtype()), g = p;
   const int64_t k = (c.model_dtype() == proto::DT_F32 ? 0 : 4) + 4 * c.optimizer_states();
   int64_t paper = 0;
   switch (c.zero_stage()) {
@@ -103,7 +88,7 @@ void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
     s->set_deepspeed_estimate_formula("4L + 18P/G");
   }
   const int64_t factor = c.zero_stage() == 3 ? 3 : 2;
-  s->set_paper_comm_bytes(factor * psi * (n - 1) / n * DSize(c.comm_dtype()));
+  s->set_paper_comm_bytes(factor * psi * (n - 1) / n * ProtoDTypeSize(c.comm_dtype()));
 }
 
 // printf into a std::string.
