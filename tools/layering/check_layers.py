@@ -8,21 +8,10 @@ including one "may include" (transitively), and must match no `forbid` line. Fil
 match an `exempt` glob (tests, benchmarks, *_main.cc) are not checked, and other files may
 not include them. A source file in no layer is a violation, so new folders must be placed.
 
-Known violations (a ratchet): --known FILE (default known_violations.txt next to this
-script, when it exists) lists violations left from before the check, one a line as
-`FILE: includes "HEADER"` (or `FILE: file is in no layer`), '#' comments allowed. A listed
-violation is printed as `known: ...` and does not fail; a listed entry that no longer
-occurs is printed as `fixed: ...` and fails, so the list only shrinks; any other
-violation fails. --write-known rewrites the file from the current violations (sorted,
-keeping its leading comment block), for bootstrapping.
-
-Run:  python3 tools/layering/check_layers.py [--root DIR] [--rules FILE] [--known FILE]
-                                             [--write-known]
-Prints `FILE:LINE: includes "X" (FROM -> TO): RULE` per new violation (the same with a
-`known: ` prefix for listed ones), `fixed: ...` per stale entry, then
-`layering: N files, M includes checked, K new violations, J known (issue #10), F fixed`.
-Exit 0 when there is nothing new and nothing fixed, 1 otherwise, 2 on a bad rules or
-known file. Stdlib only.
+Run:  python3 tools/layering/check_layers.py [--root DIR] [--rules FILE]
+Prints `FILE:LINE: includes "X" (FROM -> TO): RULE` per violation, then
+`layering: N files, M includes checked, K violations`. Exit 0 when there is none, 1
+otherwise, 2 on a bad rules file. Stdlib only.
 """
 import argparse
 import collections
@@ -36,13 +25,7 @@ SOURCE_EXTS = (".h", ".cc", ".cu", ".cuh")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 Rule = collections.namedtuple("Rule", "cite")  # "layers.rules:N <line text>"
 Forbid = collections.namedtuple("Forbid", "src dst rule")
-# key: `FILE: includes "HEADER"` (no line number), what known_violations.txt lists.
-Violation = collections.namedtuple("Violation", "key text")
-KNOWN_RE = re.compile(r'\S+: (includes "[^"]+"|file is in no layer)')
-DEFAULT_KNOWN_HEADER = """\
-# Known layering violations, read by tools/layering/check_layers.py (--known).
-# One a line: FILE: includes "HEADER". Entries may only be removed, never added.
-"""
+Violation = collections.namedtuple("Violation", "key text")  # key: FILE: includes "HEADER"
 
 
 class RulesError(Exception):
@@ -203,46 +186,10 @@ def check_file(rules, root, path, top_dirs, out):
     return checked
 
 
-def read_known(path):
-    """Returns the entries of a known-violations file, in file order."""
-    entries = []
-    with open(path, encoding="utf-8") as f:
-        for n, raw in enumerate(f, 1):
-            text = raw.split("#", 1)[0].strip()
-            if not text:
-                continue
-            if not KNOWN_RE.fullmatch(text):
-                raise RulesError(f'{os.path.basename(path)}:{n}: expected FILE: includes '
-                                 f'"HEADER", got: {text}')
-            entries.append(text)
-    return entries
-
-
-def write_known(path, violations):
-    """Rewrites path with the current violations' keys, keeping its leading comments."""
-    header = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip() and not line.lstrip().startswith("#"):
-                    break
-                header += line
-    keys = sorted({v.key for v in violations})
-    with open(path, "w", encoding="utf-8") as f:
-        f.write((header.rstrip("\n") + "\n" if header.strip() else DEFAULT_KNOWN_HEADER)
-                + "".join(k + "\n" for k in keys))
-    return len(keys)
-
-
-def run(root, rules_path, out_stream=sys.stdout, known_path=None, write=False):
-    """Checks the tree under root; prints the report and returns the exit status.
-
-    known_path: the known-violations file (None: no ratchet). write: rewrite it from the
-    current violations instead of checking against it.
-    """
+def run(root, rules_path, out_stream=sys.stdout):
+    """Checks the tree under root; prints the report and returns the exit status."""
     try:
         rules = parse_rules(rules_path)
-        known = read_known(known_path) if known_path and not write else []
     except (OSError, RulesError) as e:
         print(f"check_layers: {e}", file=sys.stderr)
         return 2
@@ -252,24 +199,11 @@ def run(root, rules_path, out_stream=sys.stdout, known_path=None, write=False):
     checked_files = [p for p in sources if not rules.exempt_rule(p)]
     violations = []
     checked = sum(check_file(rules, root, p, top_dirs, violations) for p in checked_files)
-    if write:
-        n = write_known(known_path, violations)
-        print(f"check_layers: wrote {n} known violations to {known_path}", file=out_stream)
-        return 0
-    listed = set(known)
-    new = [v for v in violations if v.key not in listed]
-    old = [v for v in violations if v.key in listed]
-    seen = {v.key for v in old}
-    fixed = [k for k in dict.fromkeys(known) if k not in seen]
-    name = os.path.basename(known_path) if known_path else "known_violations.txt"
     for v in violations:
-        print(("known: " if v.key in listed else "") + v.text, file=out_stream)
-    for key in fixed:
-        print(f"fixed: {key} \N{EM DASH} remove it from {name}", file=out_stream)
+        print(v.text, file=out_stream)
     print(f"layering: {len(checked_files)} files, {checked} includes checked, "
-          f"{len(new)} new violations, {len(old)} known (issue #10), {len(fixed)} fixed",
-          file=out_stream)
-    return 1 if new or fixed else 0
+          f"{len(violations)} violations", file=out_stream)
+    return 1 if violations else 0
 
 
 def main(argv=None):
@@ -279,17 +213,8 @@ def main(argv=None):
                         help="repository root (default: two folders above this script)")
     parser.add_argument("--rules", default=os.path.join(here, "layers.rules"),
                         help="rules file (default: layers.rules next to this script)")
-    parser.add_argument("--known", default=None,
-                        help="known violations (default: known_violations.txt next to this "
-                             "script, if it exists)")
-    parser.add_argument("--write-known", action="store_true",
-                        help="write the current violations to the known file and exit 0")
     args = parser.parse_args(argv)
-    known = args.known
-    if known is None:
-        default = os.path.join(here, "known_violations.txt")
-        known = default if os.path.exists(default) or args.write_known else None
-    return run(args.root, args.rules, known_path=known, write=args.write_known)
+    return run(args.root, args.rules)
 
 
 if __name__ == "__main__":

@@ -41,9 +41,9 @@ class CheckLayersTest(unittest.TestCase):
         with open(full, "w") as f:
             f.write(text)
 
-    def check(self, known=None):
+    def check(self):
         out = io.StringIO()
-        rc = check_layers.run(self.root, self.rules, out, known_path=known)
+        rc = check_layers.run(self.root, self.rules, out)
         lines = out.getvalue().splitlines()
         return rc, lines[:-1], lines[-1]
 
@@ -56,7 +56,7 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(violations, [])
         self.assertEqual(rc, 0)
         # 5 files; the transitively allowed base include counts, the third-party one not.
-        self.assertEqual(summary, "layering: 5 files, 4 includes checked, 0 new violations, 0 known (issue #10), 0 fixed")
+        self.assertEqual(summary, "layering: 5 files, 4 includes checked, 0 violations")
 
     def test_forbidden_edge_reports_file_line_and_rule(self):
         self.write("app/a.cc", '// comment\n#include "lib/base/secret.h"\n')
@@ -65,7 +65,7 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(violations, [
             'app/a.cc:2: includes "lib/base/secret.h" (app -> base): '
             "layers.rules:8 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
-        self.assertIn(", 1 new violations, 0 known (issue #10), 0 fixed", summary)
+        self.assertTrue(summary.endswith(", 1 violations"), summary)
 
     def test_upward_include_is_reported(self):
         self.write("app/app.h", "")
@@ -111,67 +111,6 @@ class CheckLayersTest(unittest.TestCase):
         with contextlib.redirect_stderr(err):
             self.assertEqual(check_layers.run(self.root, self.rules, io.StringIO()), 2)
         self.assertIn("layer base is in a cycle", err.getvalue())
-
-    def write_known(self, *entries):
-        path = os.path.join(self.root, "known_violations.txt")
-        with open(path, "w") as f:
-            f.write("# left from before the check\n\n" + "".join(e + "\n" for e in entries))
-        return path
-
-    def test_known_violation_passes(self):
-        self.write("app/a.cc", '// moved down\n\n#include "lib/base/secret.h"  // still\n')
-        known = self.write_known('app/a.cc: includes "lib/base/secret.h"  # issue 10')
-        rc, lines, summary = self.check(known)
-        self.assertEqual(rc, 0)
-        self.assertEqual(lines, [
-            'known: app/a.cc:3: includes "lib/base/secret.h" (app -> base): '
-            "layers.rules:8 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
-        self.assertTrue(summary.endswith(
-            ", 0 new violations, 1 known (issue #10), 0 fixed"), summary)
-
-    def test_fixed_known_entry_fails(self):
-        self.write("app/a.cc", '#include "lib/base/base.h"\n')
-        known = self.write_known('app/a.cc: includes "lib/base/secret.h"')
-        rc, lines, summary = self.check(known)
-        self.assertEqual(rc, 1)
-        self.assertEqual(lines, ['fixed: app/a.cc: includes "lib/base/secret.h" '
-                                 "\N{EM DASH} remove it from known_violations.txt"])
-        self.assertTrue(summary.endswith(
-            ", 0 new violations, 0 known (issue #10), 1 fixed"), summary)
-
-    def test_new_violation_fails_beside_known_one(self):
-        self.write("app/a.cc", '#include "lib/base/secret.h"\n')
-        self.write("app/b.cc", '#include "lib/base/secret.h"\n')
-        known = self.write_known('app/a.cc: includes "lib/base/secret.h"')
-        rc, lines, summary = self.check(known)
-        self.assertEqual(rc, 1)
-        self.assertEqual([line.split(" (")[0] for line in lines], [
-            'known: app/a.cc:1: includes "lib/base/secret.h"',
-            'app/b.cc:1: includes "lib/base/secret.h"'])
-        self.assertTrue(summary.endswith(
-            ", 1 new violations, 1 known (issue #10), 0 fixed"), summary)
-
-    def test_write_known_then_check_and_bad_entry(self):
-        self.write("app/b.cc", '#include "lib/base/secret.h"\n')
-        self.write("app/a.cc", '#include "lib/base/secret.h"\n#include "newpkg/x.h"\n')
-        self.write("newpkg/x.h", "")
-        known = self.write_known()
-        out = io.StringIO()
-        self.assertEqual(check_layers.run(self.root, self.rules, out, known, write=True), 0)
-        with open(known) as f:
-            self.assertEqual(f.read(), "# left from before the check\n"
-                             'app/a.cc: includes "lib/base/secret.h"\n'
-                             'app/a.cc: includes "newpkg/x.h"\n'
-                             'app/b.cc: includes "lib/base/secret.h"\n'
-                             "newpkg/x.h: file is in no layer\n")
-        rc, _, summary = self.check(known)
-        self.assertEqual(rc, 0)
-        self.assertTrue(summary.endswith(", 0 new violations, 4 known (issue #10), 0 fixed"))
-        self.write_known("app/a.cc:1: includes lib/base/secret.h")
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            self.assertEqual(check_layers.run(self.root, self.rules, out, known), 2)
-        self.assertIn("known_violations.txt:3: expected", err.getvalue())
 
 
 if __name__ == "__main__":
