@@ -7,7 +7,7 @@ PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-rules-java
   g++ python3 python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev
   openssh-server openssh-client procps clang-format
 )

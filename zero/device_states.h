@@ -4,7 +4,7 @@
 // ParamStore is:
 //
 //   params   model dtype, what forward and backward read: flat (stages 0-2; fp32: also the
-//            master), or at stage 3 the gather arena (runtime/plan/bucket_arena.h) where each
+//            master), or at stage 3 the gather arena (zero/plan/bucket_arena.h) where each
 //            partition unit is gathered before use (persistent units stay)
 //   pshard   stage 3, mixed precision: the rank's model-dtype parameter shard (in fp32 the
 //            master shard is the parameter shard)

@@ -39,7 +39,7 @@ struct ShardSegment {
   int64_t shard_offset = 0;
 };
 
-// Stages 2-3 (runtime/plan/bucket_arena.h): the gradients of flat elements
+// Stages 2-3 (zero/plan/bucket_arena.h): the gradients of flat elements
 // [flat_begin, flat_begin + count) live at [arena_offset, arena_offset + count) of one
 // reusable bucket arena.
 struct GradBlock {

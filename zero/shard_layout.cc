@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "proto/plan.pb.h"
-#include "runtime/plan/bucket_arena.h"
+#include "zero/plan/bucket_arena.h"
 
 namespace ds::zero {
 
@@ -29,8 +29,8 @@ ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
   layout.shard_elements = plan.partition().shard_elements();
   layout.partition_grads = stage >= 2;
   layout.partition_params = stage == 3;
-  const plan::BucketArena arena = plan::AssignBucketArena(plan, rank);
-  for (const plan::BucketBlock& b : arena.blocks)
+  const zero::BucketArena arena = zero::AssignBucketArena(plan, rank);
+  for (const zero::BucketBlock& b : arena.blocks)
     layout.grad_blocks.push_back({b.flat_begin, b.count, b.arena_offset});
   layout.grad_arena_elements = arena.elements;
   return layout;

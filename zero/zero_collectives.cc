@@ -9,8 +9,8 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/proto_dtype.h"
-#include "runtime/plan/bucket_arena.h"
 #include "zero/device_states.h"
+#include "zero/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
 
 namespace ds::zero {
@@ -245,7 +245,7 @@ Status StagingCopies(DeviceStates* d, const proto::Collective& c, bool to_host) 
 
 // The staging arena (host or device memory), allocated once.
 struct ZeroCollectives::Impl {
-  plan::StagingArena arena;
+  zero::StagingArena arena;
   std::vector<char> host;
   DeviceBuffer device;
   char* base = nullptr;
@@ -285,7 +285,7 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
     return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
   DS_RETURN_IF_ERROR(z->CheckPlacements(*mine));
   Impl& m = *z->impl_;
-  m.arena = plan::AssignStagingArena(*plan, rank);
+  m.arena = zero::AssignStagingArena(*plan, rank);
   z->staging_bytes_ = m.arena.bytes;
   if (m.arena.device) {
     DS_ASSIGN_OR_RETURN(m.device, DeviceBuffer::Allocate(parts.device->memory(),

@@ -1,10 +1,6 @@
 #include "runtime/ckpt/json.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdio>
-
-#include "runtime/base/status_macros.h"
+#include <nlohmann/json.hpp>
 
 namespace ds::ckpt {
 
@@ -99,119 +95,45 @@ bool Json::operator==(const Json& o) const {
   return false;
 }
 
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      case '\b':
-        *out += "\\b";
-        break;
-      case '\f':
-        *out += "\\f";
-        break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", u);
-          *out += buf;
-        } else {
-          out->push_back(c);  // UTF-8 passes through unchanged.
-        }
-    }
-  }
-  out->push_back('"');
-}
-
 namespace {
 
-void Newline(std::string* out, int indent, int depth) {
-  if (indent < 0) return;
-  out->push_back('\n');
-  out->append(static_cast<size_t>(indent) * depth, ' ');
+using Ordered = nlohmann::ordered_json;
+
+Ordered ToLibrary(const Json& j) {
+  switch (j.type()) {
+    case Json::Type::kNull:
+      return nullptr;
+    case Json::Type::kBool:
+      return j.as_bool();
+    case Json::Type::kInt:
+      return j.as_int();
+    case Json::Type::kDouble:
+      return j.as_double();  // NaN and inf dump as null
+    case Json::Type::kString:
+      return j.as_string();
+    case Json::Type::kArray: {
+      Ordered a = Ordered::array();
+      for (const Json& item : j.items()) a.push_back(ToLibrary(item));
+      return a;
+    }
+    case Json::Type::kObject: {
+      Ordered o = Ordered::object();
+      for (const Json::Member& m : j.members()) o[m.first] = ToLibrary(m.second);
+      return o;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-void Json::DumpTo(std::string* out, int indent, int depth) const {
-  switch (type_) {
-    case Type::kNull:
-      *out += "null";
-      return;
-    case Type::kBool:
-      *out += bool_ ? "true" : "false";
-      return;
-    case Type::kInt:
-      *out += std::to_string(int_);
-      return;
-    case Type::kDouble: {
-      if (!std::isfinite(double_)) {
-        *out += "null";
-        return;
-      }
-      char buf[32];
-      auto r = std::to_chars(buf, buf + sizeof(buf), double_);
-      std::string_view text(buf, r.ptr - buf);
-      *out += text;
-      // Keep it a double when parsed back ("1" would come back as an integer).
-      if (text.find_first_of(".eEn") == std::string_view::npos) *out += ".0";
-      return;
-    }
-    case Type::kString:
-      AppendJsonString(str_, out);
-      return;
-    case Type::kArray: {
-      // Pretty output keeps arrays of scalars (shapes, offsets) on one line.
-      bool flat = indent < 0;
-      if (!flat) {
-        flat = true;
-        for (const Json& j : items_) flat = flat && !j.is_array() && !j.is_object();
-      }
-      out->push_back('[');
-      for (size_t i = 0; i < items_.size(); ++i) {
-        if (i) *out += (flat && indent >= 0) ? ", " : ",";
-        if (!flat) Newline(out, indent, depth + 1);
-        items_[i].DumpTo(out, indent, depth + 1);
-      }
-      if (!items_.empty() && !flat) Newline(out, indent, depth);
-      out->push_back(']');
-      return;
-    }
-    case Type::kObject: {
-      out->push_back('{');
-      for (size_t i = 0; i < members_.size(); ++i) {
-        if (i) out->push_back(',');
-        Newline(out, indent, depth + 1);
-        AppendJsonString(members_[i].first, out);
-        *out += indent < 0 ? ":" : ": ";
-        members_[i].second.DumpTo(out, indent, depth + 1);
-      }
-      if (!members_.empty()) Newline(out, indent, depth);
-      out->push_back('}');
-      return;
-    }
-  }
+std::string Json::Dump(int indent) const {
+  // Invalid UTF-8 in a string is written as U+FFFD rather than aborting the write.
+  return ToLibrary(*this).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string Json::Dump(int indent) const {
-  std::string out;
-  DumpTo(&out, indent, 0);
-  return out;
+void AppendJsonString(std::string_view s, std::string* out) {
+  *out += Ordered(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace ds::ckpt

@@ -1,9 +1,12 @@
-// A small JSON value, reader and writer for checkpoint manifests and safetensors headers.
+// The JSON value of checkpoint manifests and safetensors headers, read and written by
+// nlohmann/json (Debian's nlohmann-json3-dev): json_parser.cc drives its SAX parser, Dump its
+// serializer.
 //
-// Covers RFC 8259: objects (member order kept, duplicate keys kept so callers can reject
-// them with their own message), arrays, strings with all escapes (\uXXXX incl. surrogate
-// pairs, emitted as UTF-8), numbers, bools, null. Integers that fit int64 are kept exactly;
-// other numbers are doubles. No dependency beyond the standard library.
+// RFC 8259, strictly: objects (member order kept, duplicate keys kept so callers can reject
+// them with their own message, which the library's own value type cannot do), arrays,
+// strings with all escapes (\uXXXX incl. surrogate pairs, emitted as UTF-8; ill-formed UTF-8
+// rejected), numbers, bools, null. Integers that fit int64 are kept exactly; other numbers
+// are doubles.
 // Values are plain data: not thread-safe for concurrent mutation, safe to share read-only.
 //
 //   DS_ASSIGN_OR_RETURN(Json doc, ParseJson(text));
@@ -63,7 +66,8 @@ class Json {
   }
 
   // Serializes; indent < 0 gives the compact form, else pretty-printed with that many spaces.
-  // Doubles use the shortest text that parses back to the same value; NaN/inf become null.
+  // Doubles use the shortest text that parses back to the same value (and keep a ".0" so they
+  // stay doubles); NaN/inf become null; ill-formed UTF-8 in a string becomes U+FFFD.
   std::string Dump(int indent = -1) const;
 
   // Structural equality (object member order matters; 1 and 1.0 differ).
@@ -71,8 +75,6 @@ class Json {
   bool operator!=(const Json& o) const { return !(*this == o); }
 
  private:
-  void DumpTo(std::string* out, int indent, int depth) const;
-
   Type type_ = Type::kNull;
   bool bool_ = false;
   int64_t int_ = 0;

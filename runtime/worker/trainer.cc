@@ -19,12 +19,12 @@
 #include "runtime/exec/accelerator.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
+#include "zero/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -181,8 +181,8 @@ Status Trainer::Build() {
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<DeviceParamBlock> blocks;
-    const plan::BucketArena arena = plan::AssignGatherArena(*plan_, comm_->rank());
-    for (const plan::BucketBlock& b : arena.blocks)
+    const zero::BucketArena arena = zero::AssignGatherArena(*plan_, comm_->rank());
+    for (const zero::BucketBlock& b : arena.blocks)
       blocks.push_back(
           {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
     auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),

@@ -20,11 +20,11 @@
 #include "proto/plan.pb.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/data/token_file.h"
-#include "runtime/plan/bucket_arena.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
+#include "zero/plan/bucket_arena.h"
 
 namespace ds {
 namespace {
@@ -370,13 +370,13 @@ TEST_CASE("Device states: device memory matches the plan's model states", "[work
       for (const proto::RankPlan& r : plan.ranks())
         if (r.rank() == 1) want = r.memory().model_state_bytes();
       const int64_t tsize = precision.empty() ? 4 : 2;
-      want += plan::AssignBucketArena(plan, 1).elements * tsize;
+      want += zero::AssignBucketArena(plan, 1).elements * tsize;
       // Stage 3: the gather arena holds the persistent units (model states, counted above)
       // and the gathered ones (transient, placed by AssignGatherArena).
       int64_t persistent = 0;
       for (const proto::PartitionUnit& u : plan.partition().units())
         if (u.persistent()) persistent += (u.count() + 15) / 16 * 16;
-      if (stage == 3) want += (plan::AssignGatherArena(plan, 1).elements - persistent) * tsize;
+      if (stage == 3) want += (zero::AssignGatherArena(plan, 1).elements - persistent) * tsize;
       const int64_t got = trainer.device_states()->bytes();
       CHECK(got >= want);
       CHECK(got <= want + 64 * 1024);  // shard rounding and alignment only

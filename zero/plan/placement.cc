@@ -5,9 +5,9 @@
 #include <string>
 
 #include "runtime/core/proto_dtype.h"
-#include "runtime/plan/plan_builder_internal.h"
+#include "zero/plan/builder_context.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 namespace {
 
 using proto::Instruction;
@@ -162,4 +162,4 @@ void SetStagingCopies(const Context& ctx, int rank, Instruction* ins) {
   copy(proto::StagingCopy::GRADS, false, back_lo, back_n);
 }
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

@@ -1,9 +1,9 @@
 // Stages 0-2: every rank holds all parameters; one FORWARD over all blocks per micro-batch and a
 // BACKWARD cut where gradient buckets become ready, with the reductions in between.
 // See Note [Plan layout] in plan_builder.cc.
-#include "runtime/plan/plan_builder_internal.h"
+#include "zero/plan/builder_context.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 namespace {
 
 int NumBlocks(const Context& ctx) { return static_cast<int>(ctx.facts.blocks.size()); }
@@ -101,4 +101,4 @@ void BuildDenseStream(const Context& ctx, Stream* stream) {
   EmitStepTail(ctx, stream);
 }
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

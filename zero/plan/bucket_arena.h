@@ -20,7 +20,7 @@ namespace ds::proto {
 class Plan;
 }
 
-namespace ds::plan {
+namespace ds::zero {
 
 struct BucketBlock {
   int bucket = 0;
@@ -54,4 +54,4 @@ struct StagingArena {
 };
 StagingArena AssignStagingArena(const proto::Plan& plan, int rank);
 
-}  // namespace ds::plan
+}  // namespace ds::zero

@@ -1,4 +1,4 @@
-#include "runtime/plan/bucket_arena.h"
+#include "zero/plan/bucket_arena.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include "proto/plan.pb.h"
 
-namespace ds::plan {
+namespace ds::zero {
 namespace {
 
 constexpr int64_t kAlign = 16;  // elements, as the flat layout aligns parameters
@@ -157,4 +157,4 @@ StagingArena AssignStagingArena(const proto::Plan& plan, int rank) {
   return arena;
 }
 
-}  // namespace ds::plan
+}  // namespace ds::zero

@@ -1,6 +1,6 @@
-// Package-private pieces of MakePlan: partition units, gradient buckets, buffer ids and the
-// instruction-stream builders for stages 0-2 (dense_stream.cc) and stage 3 (stage3_stream.cc).
-// See Note [Plan layout] in plan_builder.cc.
+// Package-private pieces of the ZeRO builders (zero_builder.h): partition units, gradient
+// buckets, buffer ids and the instruction-stream builders for stages 0-2 (dense_stream.cc) and
+// stage 3 (stage3_stream.cc). See Note [Plan layout] in zero_builder.cc.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,16 @@
 #include "proto/plan.pb.h"
 #include "runtime/plan/model_facts.h"
 #include "runtime/plan/plan_config.h"
+#include "zero/plan/zero_builder.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 
-inline constexpr const char* kDpGroup = "dp";
+using plan::AlignUp;
+using plan::BlockFacts;
+using plan::kFlatAlign;
+using plan::ModelFacts;
+using plan::ParamFacts;
+using plan::PlanConfig;
 
 // A contiguous flat range split over the dp ranks (proto::PartitionUnit).
 struct Unit {
@@ -125,4 +131,4 @@ void SetStagingCopies(const Context& ctx, int rank, proto::Instruction* ins);
 void BuildDenseStream(const Context& ctx, Stream* stream);
 void BuildStage3Stream(const Context& ctx, Stream* stream);
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

@@ -1,9 +1,9 @@
 // Partition units and gradient buckets. See Note [Plan layout] in plan_builder.cc.
 #include <algorithm>
 
-#include "runtime/plan/plan_builder_internal.h"
+#include "zero/plan/builder_context.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 namespace {
 
 int64_t ChunkFor(int64_t count, int dp) { return AlignUp((count + dp - 1) / dp, kFlatAlign); }
@@ -134,4 +134,4 @@ int64_t GatheredElements(const Context& ctx, int pos) {
   return n;
 }
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "runtime/base/check.h"
-#include "runtime/plan/plan_builder_internal.h"
+#include "zero/plan/builder_context.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 namespace {
 
 struct Step {
@@ -249,4 +249,4 @@ class Stage3Builder {
 
 void BuildStage3Stream(const Context& ctx, Stream* stream) { Stage3Builder(ctx, stream).Build(); }
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

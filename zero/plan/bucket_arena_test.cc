@@ -1,7 +1,7 @@
 // Bucket arena placement: blocks tile the parameters, buckets live at the same time never
 // share bytes, and buckets that do not overlap in time do share them (the arena is smaller
 // than the gradients), for stages 2 and 3, with and without overlap_comm and accumulation.
-#include "runtime/plan/bucket_arena.h"
+#include "zero/plan/bucket_arena.h"
 
 #include <algorithm>
 #include <map>
@@ -10,12 +10,13 @@
 #include "proto/plan.pb.h"
 #include "runtime/plan/plan_test_util.h"
 
-namespace ds::plan {
+namespace ds::zero {
 namespace {
 
-using testing::BaseConfig;
-using testing::MustPlan;
-using testing::PresetGraph;
+using plan::PlanConfig;
+using plan::testing::BaseConfig;
+using plan::testing::MustPlan;
+using plan::testing::PresetGraph;
 
 // Live intervals per buffer id of `kind`, replayed as the plan's allocs / frees say.
 std::map<int, std::vector<std::pair<int, int>>> Live(
@@ -155,4 +156,4 @@ TEST_CASE("Bucket arena: none for stages 0 and 1", "[plan]") {
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::zero

@@ -1,9 +1,9 @@
 // Instruction helpers shared by the stage 0-2 and stage 3 stream builders.
 #include <algorithm>
 
-#include "runtime/plan/plan_builder_internal.h"
+#include "zero/plan/builder_context.h"
 
-namespace ds::plan::internal {
+namespace ds::zero::internal {
 namespace {
 
 using Kind = proto::Instruction::Kind;
@@ -191,4 +191,4 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
   stream->Add(std::move(loss));
 }
 
-}  // namespace ds::plan::internal
+}  // namespace ds::zero::internal

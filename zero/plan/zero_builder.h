@@ -1,0 +1,36 @@
+// The ZeRO stage builders the planner calls (runtime/plan/plan_builder.cc). For ZeRO stage 0-3
+// over the dp ranks they partition the model (Note [Plan layout] in zero_builder.cc), add the
+// model-state, activation, gradient-bucket and gather buffers, build the step's instruction
+// stream (dense_stream.cc for stages 0-2, stage3_stream.cc for stage 3), place every
+// instruction and collective (placement.cc, Note [Placement] in zero/README.md) and write one
+// RankPlan per rank with the ranges that rank steps and sums its norm over.
+//
+//   DS_RETURN_IF_ERROR(zero::CheckZeroSettings(config));
+//   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, dp, &plan));
+//
+// Pure and deterministic, like MakePlan.
+#pragma once
+
+#include "proto/plan.pb.h"
+#include "runtime/base/status.h"
+#include "runtime/plan/model_facts.h"
+#include "runtime/plan/plan_config.h"
+
+namespace ds::zero {
+
+// The process group ZeRO shards over.
+inline constexpr const char* kDpGroup = "dp";
+
+// InvalidArgument naming the zero_optimization key for a setting that cannot work: a stage
+// outside 0..3, a bucket size <= 0, a negative stage-3 knob.
+Status CheckZeroSettings(const plan::PlanConfig& config);
+
+// Fills plan's model, partition, buckets, buffers and ranks (one per dp rank; settings,
+// topology and groups are the caller's). `config` has its batch triad resolved.
+// InvalidArgument when stage3_max_live_parameters is below what one block gathers;
+// Unimplemented for a placement the runtime cannot carry out (stage 3 with the states on the
+// device without device collectives, or with a communication dtype apart from the model's).
+Status BuildZeroPlan(const plan::ModelFacts& facts, const plan::PlanConfig& config, int dp,
+                     proto::Plan* plan);
+
+}  // namespace ds::zero
