@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 #include "parallel/reduce.h"
@@ -490,6 +491,24 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Split(const std::vector<in
     return std::unique_ptr<Communicator>();
   }
   return RunSplit(ranks, name, split_seq);
+}
+
+Communicator::SplitChild Communicator::ChildOfSplit(const std::vector<int>& ranks,
+                                                    const std::string& name,
+                                                    uint64_t split_seq) const {
+  SplitChild child;
+  child.name = name_ + "/" + name;
+  child.size = static_cast<int>(ranks.size());
+  child.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+  uint32_t h = 2166136261u;  // FNV-1a over the rank list: "3,5,7" -> 8 hex digits
+  for (int r : ranks) {
+    for (int i = 0; i < 4; ++i)
+      h = (h ^ ((static_cast<uint32_t>(r) >> (8 * i)) & 0xff)) * 16777619u;
+  }
+  char hash[9];
+  std::snprintf(hash, sizeof(hash), "%08x", h);
+  child.key_prefix = child.name + "#" + std::to_string(split_seq) + "." + hash;
+  return child;
 }
 
 }  // namespace ds::parallel

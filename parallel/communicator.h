@@ -186,6 +186,18 @@ class Communicator {
   virtual StatusOr<std::unique_ptr<Communicator>> RunSplit(const std::vector<int>& ranks,
                                                            const std::string& name,
                                                            uint64_t split_seq) = 0;
+  // The member of a Split group a store-backed backend (Gloo, NCCL) connects in RunSplit:
+  // named "<this name>/<name>", its size, this rank's index in `ranks`, and the store key
+  // prefix every member derives alike ("<child name>#<split_seq>.<hash of ranks>", so members
+  // passing different rank lists use different keys and time out instead of joining one mesh).
+  struct SplitChild {
+    std::string name;
+    int size = 0;
+    int rank = 0;
+    std::string key_prefix;
+  };
+  SplitChild ChildOfSplit(const std::vector<int>& ranks, const std::string& name,
+                          uint64_t split_seq) const;
   // Releases the operation in flight and makes peers' operations with this rank fail. Called
   // once, when the communicator fails or is aborted, from any thread.
   virtual void Poison(const Status& cause) = 0;

@@ -54,19 +54,6 @@ Status RendezvousError(const GlooOptions& o, const std::string& key_prefix,
   return UnavailableError(std::move(msg));
 }
 
-// "3,5,7" -> 8 hex digits, so that members passing different rank lists to Split use
-// different keys (and time out) instead of joining one mesh.
-std::string RanksHash(const std::vector<int>& ranks) {
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (int r : ranks) {
-    for (int i = 0; i < 4; ++i)
-      h = (h ^ ((static_cast<uint32_t>(r) >> (8 * i)) & 0xff)) * 16777619u;
-  }
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", h);
-  return buf;
-}
-
 // Gloo's CreateDeviceAttr checks getaddrinfo's result against -1 only, and dereferences a null
 // result for a name that does not resolve (SIGSEGV, seen with "no-such-host.invalid"): resolve
 // it here first.
@@ -193,15 +180,13 @@ void GlooCommunicator::Poison(const Status& cause) {
 StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::RunSplit(const std::vector<int>& ranks,
                                                                    const std::string& name,
                                                                    uint64_t split_seq) {
+  const SplitChild split = ChildOfSplit(ranks, name, split_seq);
   GlooOptions child = options_;
-  child.name = options_.name + "/" + name;
-  child.size = static_cast<int>(ranks.size());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i] == rank()) child.rank = static_cast<int>(i);
-  }
-  const std::string prefix = child.name + "#" + std::to_string(split_seq) + "." + RanksHash(ranks);
+  child.name = split.name;
+  child.size = split.size;
+  child.rank = split.rank;
   DS_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> comm,
-                      Connect(child, store_, device_, prefix));
+                      Connect(child, store_, device_, split.key_prefix));
   return std::unique_ptr<Communicator>(std::move(comm));
 }
 

@@ -1,0 +1,138 @@
+// layernorm and rmsnorm over the last dim: x [..., C] viewed as N rows of C; gamma [C]
+// (layernorm also beta [C]); attr eps. One row kernel, with the centring switched on for
+// layernorm (Kind::kCentered) and off for rmsnorm (Llama):
+//   mean = sum(x) / C (rmsnorm: 0),  rstd = 1 / sqrt(sum((x - mean)^2) / C + eps)
+//   xhat = (x - mean) rstd,  y = xhat gamma (+ beta)
+// saved: layernorm mean [N], rstd [N]; rmsnorm rstd [N] (fp32). Backward, per row with
+// g = dy gamma:
+//   dx += rstd (g - mean(g) - xhat mean(g xhat))   (rmsnorm: no mean(g) term),
+//   dgamma += sum_rows dy xhat,  dbeta += sum_rows dy.
+// dgamma/dbeta: each thread sums its rows into a private slice of scratch, then the slices
+// are added in chunk order (deterministic for a fixed thread count).
+// Backward reads x and gamma.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/registry.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+struct LayerNorm {
+  static constexpr bool kCentered = true;
+  static constexpr double kDefaultEps = 1e-5;
+};
+struct RmsNorm {
+  static constexpr bool kCentered = false;
+  static constexpr double kDefaultEps = 1e-6;
+};
+
+int64_t RowGrain(int64_t c) { return kElementwiseGrain / std::max<int64_t>(c, 1) + 1; }
+
+template <class Kind>
+Status Forward(const OpArgs& args) {
+  constexpr bool kC = Kind::kCentered;
+  const Tensor& x = args.in[0];
+  const int64_t c = x.dim(-1), n = LeadingRows(x.shape());
+  const float eps = static_cast<float>(args.attrs ? args.attrs->Float("eps", Kind::kDefaultEps)
+                                                  : Kind::kDefaultEps);
+  const float* xp = x.f32();
+  const float* gamma = args.in[1].f32();
+  const float* beta = kC ? args.in[2].f32() : nullptr;
+  float* y = args.out[0].f32();
+  float* mean_out = kC ? args.saved[0].f32() : nullptr;
+  float* rstd_out = args.saved[kC ? 1 : 0].f32();
+  ParallelFor(n, RowGrain(c), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = xp + r * c;
+      float mean = 0.f;
+      if constexpr (kC) {
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < c; ++j) sum += row[j];
+        mean = sum / c;
+      }
+      float var = 0.f;
+#pragma omp simd reduction(+ : var)
+      for (int64_t j = 0; j < c; ++j) var += (row[j] - mean) * (row[j] - mean);
+      const float rstd = 1.f / std::sqrt(var / c + eps);
+      float* out = y + r * c;
+      if constexpr (kC) {
+        for (int64_t j = 0; j < c; ++j) out[j] = (row[j] - mean) * rstd * gamma[j] + beta[j];
+        mean_out[r] = mean;
+      } else {
+        for (int64_t j = 0; j < c; ++j) out[j] = row[j] * rstd * gamma[j];
+      }
+      rstd_out[r] = rstd;
+    }
+  });
+  return OkStatus();
+}
+
+// One row's backward: dx (when wanted) and the row's dgamma (pg) and dbeta (pb) partials.
+template <bool kC>
+inline void BackwardRow(const float* xr, const float* dyr, const float* gamma, float m, float s,
+                        int64_t c, float* dxr, float* pg, float* pb) {
+  float sum_g = 0.f, sum_gx = 0.f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+  for (int64_t j = 0; j < c; ++j) {
+    const float gj = dyr[j] * gamma[j];
+    if constexpr (kC) sum_g += gj;
+    sum_gx += gj * (xr[j] - m) * s;
+  }
+  const float mean_g = sum_g / c, mean_gx = sum_gx / c;
+  for (int64_t j = 0; j < c; ++j) {
+    const float xhat = (xr[j] - m) * s;
+    pg[j] += dyr[j] * xhat;
+    if constexpr (kC) {
+      pb[j] += dyr[j];
+      if (dxr) dxr[j] += s * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    } else {
+      if (dxr) dxr[j] += s * (dyr[j] * gamma[j] - xhat * mean_gx);
+    }
+  }
+}
+
+template <class Kind>
+Status Backward(const OpArgs& args) {
+  constexpr bool kC = Kind::kCentered;
+  constexpr int kWidth = kC ? 2 : 1;  // partial rows per chunk: dgamma (and dbeta)
+  const Tensor& x = args.in[0];
+  const int64_t c = x.dim(-1), n = LeadingRows(x.shape());
+  const float* xp = x.f32();
+  const float* gamma = args.in[1].f32();
+  const float* dy = args.grad_out[0].f32();
+  const float* mean = kC ? args.saved[0].f32() : nullptr;
+  const float* rstd = args.saved[kC ? 1 : 0].f32();
+  float* dx = args.grad_in[0].defined() ? args.grad_in[0].f32() : nullptr;
+  float* grads[kWidth];
+  for (int k = 0; k < kWidth; ++k)
+    grads[k] = args.grad_in[1 + k].defined() ? args.grad_in[1 + k].f32() : nullptr;
+
+  const int chunks = PlannedThreads(n, RowGrain(c));
+  const size_t slice = static_cast<size_t>(kWidth) * c;
+  float* partial = ThreadScratch(0, chunks * slice);
+  std::fill(partial, partial + chunks * slice, 0.f);
+  ParallelChunks(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
+    float* pg = partial + chunk * slice;
+    for (int64_t r = begin; r < end; ++r)
+      BackwardRow<kC>(xp + r * c, dy + r * c, gamma, kC ? mean[r] : 0.f, rstd[r], c,
+                      dx ? dx + r * c : nullptr, pg, pg + c);
+  });
+  for (int k = 0; k < chunks; ++k)
+    for (int w = 0; w < kWidth; ++w) {
+      if (!grads[w]) continue;
+      const float* p = partial + k * slice + w * c;
+      for (int64_t j = 0; j < c; ++j) grads[w][j] += p[j];
+    }
+  return OkStatus();
+}
+
+const bool kRegistered =
+    RegisterKernel("layernorm", Device::kCpu, DType::kF32,
+                   {Forward<LayerNorm>, Backward<LayerNorm>}) &&
+    RegisterKernel("rmsnorm", Device::kCpu, DType::kF32, {Forward<RmsNorm>, Backward<RmsNorm>});
+
+}  // namespace
+}  // namespace ds::kernels::cpu
