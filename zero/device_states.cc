@@ -4,7 +4,7 @@
 
 #include "runtime/base/status_macros.h"
 
-namespace ds {
+namespace ds::zero {
 
 StatusOr<std::unique_ptr<DeviceStates>> DeviceStates::Create(
     DeviceMemory* memory, ParamStore* params, Optimizer* optimizer,
@@ -301,4 +301,4 @@ Status DeviceStates::Step(float lr, float grad_scale) {
   return OkStatus();
 }
 
-}  // namespace ds
+}  // namespace ds::zero

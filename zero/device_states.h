@@ -37,7 +37,7 @@
 #include "zero/optimizer.h"
 #include "zero/param_store.h"
 
-namespace ds {
+namespace ds::zero {
 
 // Stage 3: where partition unit [flat_begin, flat_begin + count) is gathered on the device.
 struct DeviceParamBlock {
@@ -125,4 +125,4 @@ class DeviceStates {
   size_t tsize_ = 4;
 };
 
-}  // namespace ds
+}  // namespace ds::zero

@@ -14,11 +14,11 @@
 #include "zero/device_states.h"
 #include "zero/grad_norm.h"
 
-namespace ds {
+namespace ds::zero {
 namespace {
 
 TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][optim]") {
-  auto gpu = LoadCudaMemory(0);
+  auto gpu = exec::LoadCudaMemory(0);
   INFO(gpu.status().ToString());
   REQUIRE(gpu.ok());
   ModelSpec spec = ModelPreset("gpt2-tiny").value();
@@ -86,4 +86,4 @@ TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::zero

@@ -14,7 +14,7 @@
 #include "runtime/graph/model_builder.h"
 #include "zero/grad_norm.h"
 
-namespace ds {
+namespace ds::zero {
 namespace {
 
 Graph TinyGraph() {
@@ -207,4 +207,4 @@ TEST_CASE("DeviceStates: what does not run on a device yet is refused with the r
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::zero

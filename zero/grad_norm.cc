@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ds {
+namespace ds::zero {
 
 double GradSquaredSum(const ParamStore& params, int64_t begin, int64_t end) {
   return SquaredSum(params.grads(), params.model_dtype(), begin, end);
@@ -38,4 +38,4 @@ float ClipCoefficient(double norm, float max_norm) {
   return static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
 }
 
-}  // namespace ds
+}  // namespace ds::zero

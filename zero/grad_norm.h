@@ -5,7 +5,7 @@
 
 #include "zero/param_store.h"
 
-namespace ds {
+namespace ds::zero {
 
 struct GradNorm {
   double norm = 0;  // L2 norm; inf or nan when some gradient is not finite
@@ -23,4 +23,4 @@ double SquaredSum(const void* data, DType dtype, int64_t begin, int64_t end);
 // DeepSpeed's clip coefficient: min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0.
 float ClipCoefficient(double norm, float max_norm);
 
-}  // namespace ds
+}  // namespace ds::zero

@@ -82,7 +82,7 @@ class HostView final : public StateView {
                               bool in_shard) override {
     double sum = 0;
     for (const auto& [lo, n] : ranges)
-      sum += in_shard ? ds::SquaredSum(p_->grad_shard(), t_, lo, lo + n)
+      sum += in_shard ? zero::SquaredSum(p_->grad_shard(), t_, lo, lo + n)
                       : GradSquaredSum(*p_, lo, lo + n);
     return sum;
   }

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cmath>
 
-namespace ds {
+namespace ds::zero {
 
 StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, bool adam_w_mode) {
   std::string n = name;
@@ -122,4 +122,4 @@ void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos,
   }
 }
 
-}  // namespace ds
+}  // namespace ds::zero

@@ -13,7 +13,7 @@
 
 #include "zero/param_store.h"
 
-namespace ds {
+namespace ds::zero {
 
 struct OptimizerOptions {
   enum class Type { kAdamW, kAdam, kSgd };
@@ -68,4 +68,4 @@ class Optimizer {
   Buffer m_, v_;
 };
 
-}  // namespace ds
+}  // namespace ds::zero

@@ -8,7 +8,7 @@
 
 #include "runtime/base/check.h"
 
-namespace ds {
+namespace ds::zero {
 namespace {
 
 constexpr int64_t kAlign = 16;
@@ -305,4 +305,4 @@ std::vector<std::pair<std::string, size_t>> ParamStore::ResidentBytes(
           {"master", master}};
 }
 
-}  // namespace ds
+}  // namespace ds::zero

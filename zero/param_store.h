@@ -29,7 +29,7 @@
 #include "runtime/core/tensor.h"
 #include "runtime/graph/graph.h"
 
-namespace ds {
+namespace ds::zero {
 
 // A flat element range [flat_begin, flat_begin + count) this rank owns, stored at
 // [shard_offset, shard_offset + count) of its shard buffers.
@@ -190,4 +190,4 @@ class ParamStore {
   Buffer grad_shard_;  // stages 2-3: model dtype, shard space
 };
 
-}  // namespace ds
+}  // namespace ds::zero

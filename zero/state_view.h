@@ -19,14 +19,15 @@
 #include "runtime/core/dtype.h"
 #include "zero/param_store.h"
 
-namespace ds {
-class DeviceStates;
-class Optimizer;
-namespace proto {
+namespace ds::proto {
 class Plan;
 class ParamRange;
-}  // namespace proto
-}  // namespace ds
+}  // namespace ds::proto
+
+namespace ds::zero {
+class DeviceStates;
+class Optimizer;
+}  // namespace ds::zero
 
 namespace ds::zero {
 

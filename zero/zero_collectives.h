@@ -26,9 +26,7 @@
 #include "zero/state_view.h"
 
 namespace ds {
-class DeviceStates;
 class DeviceMemory;
-class Optimizer;
 namespace proto {
 class Instruction;
 class Plan;
@@ -37,6 +35,10 @@ class RankPlan;
 namespace parallel {
 class Communicator;
 }
+namespace zero {
+class DeviceStates;
+class Optimizer;
+}  // namespace zero
 }  // namespace ds
 
 namespace ds::zero {

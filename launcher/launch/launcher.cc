@@ -171,7 +171,7 @@ int RunLaunch(const LaunchOptions& o) {
     return 2;
   };
   // 1. Validate everything before anything starts.
-  auto config = LoadJobConfig(o.config);
+  auto config = config::LoadJobConfig(o.config);
   if (!config.ok()) return fail_input(config.status());
   auto nodes = SelectNodes(o);
   if (!nodes.ok()) return fail_input(nodes.status());
@@ -197,7 +197,7 @@ int RunLaunch(const LaunchOptions& o) {
   // The step plan, made once here: a configuration the planner rejects (a world size that
   // does not divide the batch, impossible buckets) fails before any process starts, and
   // every worker checks its own plan against this hash.
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   if (!graph.ok()) return fail_input(graph.status());
   auto plan_config = plan::PlanConfigFromJob(*config);
   if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));

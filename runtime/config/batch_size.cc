@@ -9,7 +9,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 
-namespace ds {
+namespace ds::config {
 namespace {
 
 constexpr const char* kRule =
@@ -87,4 +87,4 @@ Status ResolveBatchSizes(JobConfig* c, int dp_world_size) {
   return Error(*c, "give train_batch_size or train_micro_batch_size_per_gpu (or both)");
 }
 
-}  // namespace ds
+}  // namespace ds::config

@@ -5,7 +5,7 @@
 
 #include "runtime/config/job_config.h"
 
-namespace ds {
+namespace ds::config {
 namespace {
 
 struct Row {
@@ -85,4 +85,4 @@ TEST_CASE("ResolveBatchSizes: from a parsed config", "[config]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::config

@@ -11,7 +11,7 @@
 #include "runtime/config/config_reader.h"
 #include "runtime/config/job_config_internal.h"
 
-namespace ds {
+namespace ds::config {
 namespace {
 
 using config::internal::MapReader;
@@ -191,4 +191,4 @@ const char* SchedulerTypeName(SchedulerType type) {
   return "?";
 }
 
-}  // namespace ds
+}  // namespace ds::config

@@ -21,7 +21,7 @@
 #include "runtime/base/status.h"
 #include "runtime/data/token_format.h"
 
-namespace ds {
+namespace ds::config {
 
 // ---- DeepSpeed blocks ----
 
@@ -134,12 +134,12 @@ struct ModelConfig {
 };
 
 // data.format: auto (by header magic), ds, uint16, llmc; the readers' own enum.
-using TokenFormat = TokenFileFormat;
+using TokenFormat = data::TokenFileFormat;
 
 struct DataConfig {
   std::string train;       // token file
   std::string validation;  // token file; empty = no evaluation
-  TokenFormat format = TokenFormat::kAuto;
+  config::TokenFormat format = TokenFormat::kAuto;
   int seq_len = 0;  // 0 = model.max_seq_len
   bool shuffle = true;
   uint64_t seed = 1234;  // unset in the file: the job's seed
@@ -223,4 +223,4 @@ Status ResolveBatchSizes(JobConfig* config, int dp_world_size);
 const char* OptimizerTypeName(OptimizerType type);
 const char* SchedulerTypeName(SchedulerType type);
 
-}  // namespace ds
+}  // namespace ds::config

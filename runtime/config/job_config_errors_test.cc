@@ -6,7 +6,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/config/key_suggest.h"
 
-namespace ds {
+namespace ds::config {
 namespace {
 
 // The error message of parsing `text` as job.yaml; "" when it parses.
@@ -134,4 +134,4 @@ TEST_CASE("Config errors: edit distance and suggestions", "[config]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::config

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ds {
+namespace ds::config {
 namespace {
 
 // The same job, once in YAML and once in JSON.
@@ -98,7 +98,7 @@ void CheckJob(const JobConfig& c) {
   CHECK(c.model.vocab_size == 50304);
   CHECK(c.model.tie_embeddings);
   CHECK(c.data.train == "data/train.tok");
-  CHECK(c.data.format == TokenFormat::kAuto);
+  CHECK(c.data.format == config::TokenFormat::kAuto);
   CHECK(c.data.seq_len == 128);
   CHECK(c.data.shuffle);
   CHECK(c.data.seed == 42);  // follows the job seed
@@ -310,4 +310,4 @@ TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::config

@@ -74,13 +74,13 @@ void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   if (r.Get("format", &format)) {
     const std::string f = Lower(format);
     if (f == "auto") {
-      d->format = TokenFormat::kAuto;
+      d->format = config::TokenFormat::kAuto;
     } else if (f == "ds") {
-      d->format = TokenFormat::kDs;
+      d->format = config::TokenFormat::kDs;
     } else if (f == "uint16") {
-      d->format = TokenFormat::kUint16;
+      d->format = config::TokenFormat::kUint16;
     } else if (f == "llmc") {
-      d->format = TokenFormat::kLlmc;
+      d->format = config::TokenFormat::kLlmc;
     } else {
       r.Fail("format", "must be auto, ds, uint16 or llmc, got \"" + format + "\"");
     }

@@ -9,7 +9,7 @@
 #include "runtime/base/check.h"
 #include "runtime/data/random.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 // Appends `value` as exactly `width` digits, most significant first.
@@ -204,4 +204,4 @@ StatusOr<AdditionTask> ParseAdditionTaskJson(const std::string& json) {
   }
 }
 
-}  // namespace ds
+}  // namespace ds::data

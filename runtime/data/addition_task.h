@@ -24,7 +24,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds {
+namespace ds::data {
 
 inline constexpr int32_t kAdditionPlus = 10;
 inline constexpr int32_t kAdditionEquals = 11;
@@ -82,4 +82,4 @@ std::string AdditionTaskJson(const AdditionTask& task, int64_t train_count,
 // example_length agree. InvalidArgument otherwise.
 StatusOr<AdditionTask> ParseAdditionTaskJson(const std::string& json);
 
-}  // namespace ds
+}  // namespace ds::data

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 std::string Str(const std::vector<int32_t>& t) {
@@ -106,4 +106,4 @@ TEST_CASE("AdditionTask: task.json round trip", "[data]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::data

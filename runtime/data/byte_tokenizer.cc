@@ -1,6 +1,6 @@
 #include "runtime/data/byte_tokenizer.h"
 
-namespace ds {
+namespace ds::data {
 
 std::vector<uint32_t> ByteEncode(std::string_view text) {
   std::vector<uint32_t> tokens(text.size());
@@ -20,4 +20,4 @@ StatusOr<std::string> ByteDecode(const int32_t* tokens, size_t count) {
   return text;
 }
 
-}  // namespace ds
+}  // namespace ds::data

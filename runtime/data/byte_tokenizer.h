@@ -12,7 +12,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds {
+namespace ds::data {
 
 inline constexpr int kByteVocabSize = 256;
 
@@ -21,4 +21,4 @@ std::vector<uint32_t> ByteEncode(std::string_view text);
 // InvalidArgument when a token is outside [0, 256).
 StatusOr<std::string> ByteDecode(const int32_t* tokens, size_t count);
 
-}  // namespace ds
+}  // namespace ds::data

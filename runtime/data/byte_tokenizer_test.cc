@@ -8,7 +8,7 @@
 #include "runtime/data/test_files.h"
 #include "runtime/data/token_file.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 TEST_CASE("ByteTokenizer: every byte round-trips, through a token file too", "[data]") {
@@ -40,4 +40,4 @@ TEST_CASE("ByteTokenizer: decode rejects non-byte tokens", "[data]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::data

@@ -10,7 +10,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/random.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
@@ -156,4 +156,4 @@ const std::vector<uint32_t>& DataLoader::Order(int64_t epoch) {
   return slot.order;
 }
 
-}  // namespace ds
+}  // namespace ds::data

@@ -29,7 +29,7 @@
 #include "runtime/base/status.h"
 #include "runtime/data/token_file.h"
 
-namespace ds {
+namespace ds::data {
 
 struct DataLoaderOptions {
   std::string path;  // token file
@@ -98,4 +98,4 @@ class DataLoader {
   CachedOrder cache_[2];
 };
 
-}  // namespace ds
+}  // namespace ds::data

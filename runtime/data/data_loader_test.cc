@@ -9,7 +9,7 @@
 
 #include "runtime/data/test_files.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 using testing::TempPath;
@@ -250,4 +250,4 @@ TEST_CASE("DataLoader: files too small and bad options are errors", "[data]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::data

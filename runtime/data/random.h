@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-namespace ds {
+namespace ds::data {
 
 // SplitMix64's finalizer: spreads nearby seeds (1, 2, 3 ...) over the whole 64-bit range.
 inline uint64_t MixSeed(uint64_t x) {
@@ -34,4 +34,4 @@ void DeterministicShuffle(std::mt19937_64& rng, std::vector<T>* v) {
   }
 }
 
-}  // namespace ds
+}  // namespace ds::data

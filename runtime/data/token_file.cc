@@ -14,7 +14,7 @@
 #include "runtime/base/check.h"
 #include "runtime/base/status_macros.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 // Little-endian field access, independent of the host's byte order.
@@ -248,4 +248,4 @@ Status WriteTokenFile(const std::string& path, const std::vector<uint32_t>& toke
                         vocab_size);
 }
 
-}  // namespace ds
+}  // namespace ds::data

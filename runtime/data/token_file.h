@@ -16,7 +16,7 @@
 #include "runtime/base/status.h"
 #include "runtime/data/token_format.h"
 
-namespace ds {
+namespace ds::data {
 
 // Bytes per stored token; the numbers are the ones in the DSTOKENS header.
 enum class TokenDType : uint32_t { kUint16 = 2, kUint32 = 4 };
@@ -71,4 +71,4 @@ Status WriteTokenFile(const std::string& path, const uint32_t* tokens, int64_t c
 Status WriteTokenFile(const std::string& path, const std::vector<uint32_t>& tokens,
                       TokenDType dtype, uint64_t vocab_size);
 
-}  // namespace ds
+}  // namespace ds::data

@@ -8,7 +8,7 @@
 
 #include "runtime/data/test_files.h"
 
-namespace ds {
+namespace ds::data {
 namespace {
 
 using testing::PutU16;
@@ -182,4 +182,4 @@ TEST_CASE("TokenFile: each broken file names the file and the problem", "[data]"
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::data

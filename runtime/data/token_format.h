@@ -1,7 +1,7 @@
 // The token-file formats, shared by the job config (data.format) and the readers.
 #pragma once
 
-namespace ds {
+namespace ds::data {
 
 // How to read a token file. kAuto looks at the first bytes: "DSTOKENS" -> kDs, the int32
 // 20240520 -> kLlmc, anything else -> kUint16 (headerless). See runtime/data/README.md.
@@ -22,4 +22,4 @@ inline const char* TokenFileFormatName(TokenFileFormat format) {
   return "?";
 }
 
-}  // namespace ds
+}  // namespace ds::data

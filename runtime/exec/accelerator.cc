@@ -5,7 +5,7 @@
 
 #include "runtime/exec/cuda_loader.h"
 
-namespace ds {
+namespace ds::exec {
 
 StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal) {
   const char* env = std::getenv("DS_ACCELERATOR");
@@ -17,4 +17,4 @@ StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal) {
                               "standing in for it)");
 }
 
-}  // namespace ds
+}  // namespace ds::exec

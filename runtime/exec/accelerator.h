@@ -11,8 +11,8 @@
 #include "runtime/base/status.h"
 #include "runtime/core/device_memory.h"
 
-namespace ds {
+namespace ds::exec {
 
 StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal);
 
-}  // namespace ds
+}  // namespace ds::exec

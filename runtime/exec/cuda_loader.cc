@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ds {
+namespace ds::exec {
 namespace {
 
 constexpr char kPlugin[] = "libds_cuda.so";
@@ -102,4 +102,4 @@ StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(
   return std::unique_ptr<parallel::Communicator>(comm);
 }
 
-}  // namespace ds
+}  // namespace ds::exec

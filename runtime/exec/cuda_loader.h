@@ -19,10 +19,11 @@
 #include "runtime/base/status.h"
 #include "runtime/core/device_memory.h"
 
-namespace ds {
-namespace parallel {
+namespace ds::parallel {
 class KvStore;
-}  // namespace parallel
+}  // namespace ds::parallel
+
+namespace ds::exec {
 
 StatusOr<std::unique_ptr<DeviceMemory>> LoadCudaMemory(int ordinal);
 
@@ -34,4 +35,4 @@ StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(
     DeviceMemory* memory, int rank, int size, const std::string& name, parallel::KvStore* store,
     std::chrono::milliseconds timeout);
 
-}  // namespace ds
+}  // namespace ds::exec

@@ -11,7 +11,7 @@
 #include "kernels/registry.h"
 #include "runtime/core/optimizer_kernels.h"
 
-namespace ds {
+namespace ds::exec {
 namespace {
 
 // Stands in for a GPU's memory in the optimizer-kernel lookup (nothing is allocated).
@@ -79,4 +79,4 @@ TEST_CASE("NCCL backend: a missing plugin is NotFound, naming where it looked", 
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::exec

@@ -8,7 +8,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/validate.h"
 
-namespace ds {
+namespace ds::exec {
 
 struct Executor::NodeExec {
   const NodeInfo* node = nullptr;
@@ -18,7 +18,7 @@ struct Executor::NodeExec {
   std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
   // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view).
   struct ParamUse {
-    const ParamSlot* slot;
+    const zero::ParamSlot* slot;
     Tensor scratch;
     Tensor grad_scratch;
   };
@@ -40,7 +40,7 @@ uint64_t Mix(uint64_t a, uint64_t b) {
 
 }  // namespace
 
-Executor::Executor(const Graph& graph, ParamStore* params, const ExecutorOptions& options)
+Executor::Executor(const Graph& graph, zero::ParamStore* params, const ExecutorOptions& options)
     : graph_(&graph), params_(params), opt_(options) {
   const char* p = std::getenv("DS_PROFILE_OPS");
   profiling_ = p && p[0] == '1';
@@ -53,7 +53,7 @@ Executor::~Executor() {
   }
 }
 
-StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, ParamStore* params,
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, zero::ParamStore* params,
                                                      const ExecutorOptions& options) {
   if (options.batch <= 0 || options.seq <= 0)
     return InvalidArgumentError("executor: batch and seq must be positive");
@@ -158,7 +158,7 @@ Status Executor::Build() {
     char* gsc = static_cast<char*>(grad_scratch_.data());
     for (int t : ne.node->inputs) {
       if (g.tensors[t].role == TensorRole::kParam) {
-        const ParamSlot* slot = params_->ForTensor(t);
+        const zero::ParamSlot* slot = params_->ForTensor(t);
         if (!slot)
           return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
@@ -259,7 +259,7 @@ Status Executor::PlanActivationGrads() {
         a.grad_in.push_back(Tensor());
       } else if (g.tensors[t].role == TensorRole::kParam) {
         if (device_) {
-          const ParamSlot* slot = params_->ForTensor(t);
+          const zero::ParamSlot* slot = params_->ForTensor(t);
           const DType m = params_->model_dtype();
           void* g = states_on_device_ ? opt_.device_grad_at(slot->offset)
                                       : device_grads_ + slot->offset * DTypeSize(m);
@@ -446,7 +446,7 @@ Status Executor::SyncParamsToDevice() {
 // hold zero gradients on the device and are skipped. A parameter read by blocks of two calls
 // (tied embeddings) is added once per call.
 Status Executor::SendParamGradsToHost(int first_block, int last_block) {
-  const std::vector<ParamSlot>& slots = params_->slots();
+  const std::vector<zero::ParamSlot>& slots = params_->slots();
   std::vector<bool> touched(slots.size(), false);
   int64_t lo = INT64_MAX, hi = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -480,7 +480,7 @@ Status Executor::SendParamGradsToHost(int first_block, int last_block) {
 Status Executor::FinishGradients() {
   if (sent_slots_.empty()) return OkStatus();
   DS_RETURN_IF_ERROR(opt_.memory->WaitCopies());
-  const std::vector<ParamSlot>& slots = params_->slots();
+  const std::vector<zero::ParamSlot>& slots = params_->slots();
   const DType m = params_->model_dtype();
   const size_t size = DTypeSize(m);
   const char* staged = static_cast<const char*>(staging_);
@@ -532,4 +532,4 @@ Tensor Executor::Activation(const std::string& name) const {
   return views_[t];
 }
 
-}  // namespace ds
+}  // namespace ds::exec

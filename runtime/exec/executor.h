@@ -42,7 +42,7 @@
 #include "runtime/graph/graph.h"
 #include "zero/param_store.h"
 
-namespace ds {
+namespace ds::exec {
 
 struct ExecutorOptions {
   int64_t batch = 1;
@@ -65,7 +65,7 @@ struct NodeProfile {
 
 class Executor {
  public:
-  static StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, ParamStore* params,
+  static StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, zero::ParamStore* params,
                                                     const ExecutorOptions& options);
   ~Executor();
 
@@ -106,7 +106,7 @@ class Executor {
 
  private:
   struct NodeExec;
-  Executor(const Graph& graph, ParamStore* params, const ExecutorOptions& options);
+  Executor(const Graph& graph, zero::ParamStore* params, const ExecutorOptions& options);
   Status Build();
   Status PlanActivationGrads();
   void WidenParams(const NodeExec& n) const;
@@ -123,7 +123,7 @@ class Executor {
   StatusOr<char*> Arena(size_t bytes, Buffer* host);
 
   const Graph* graph_;
-  ParamStore* params_;
+  zero::ParamStore* params_;
   ExecutorOptions opt_;
   std::vector<TensorSpec> specs_;
   std::vector<Tensor> views_;       // forward value of every tensor
@@ -155,4 +155,4 @@ class Executor {
   std::map<std::string, NodeProfile> profile_;
 };
 
-}  // namespace ds
+}  // namespace ds::exec

@@ -11,19 +11,19 @@
 
 #include "runtime/graph/model_builder.h"
 
-namespace ds {
+namespace ds::exec {
 namespace {
 
 struct Fixture {
   Graph graph;
-  std::unique_ptr<ParamStore> params;
+  std::unique_ptr<zero::ParamStore> params;
   std::unique_ptr<Executor> ex;
   Fixture(const std::string& preset, DType dtype, int64_t B, int64_t T,
           DeviceMemory* memory = nullptr) {
     ModelSpec spec = ModelPreset(preset).value();
     spec.vocab_size = 24;
     graph = BuildModelGraph(spec).value();
-    params = std::make_unique<ParamStore>(graph, dtype);
+    params = std::make_unique<zero::ParamStore>(graph, dtype);
     params->Initialize(graph, 3);
     auto e = Executor::Create(graph, params.get(), {B, T, true, memory});
     REQUIRE(e.ok());
@@ -49,7 +49,7 @@ TEST_CASE("Executor: whole-model gradients match finite differences", "[exec]") 
     REQUIRE(f.ex->Backward(1.0f, 0).ok());
     std::mt19937 gen(1);
     int checked = 0;
-    for (const ParamSlot& s : f.params->slots()) {
+    for (const zero::ParamSlot& s : f.params->slots()) {
       // A few elements of every parameter, including the tied embedding.
       for (int k = 0; k < 3; ++k) {
         int64_t i = gen() % s.numel;
@@ -238,7 +238,7 @@ TEST_CASE("Executor: the 16-bit device path on host memory follows the host 16-b
       REQUIRE(host.ex->Backward(1.0f, 1).ok());
       REQUIRE(dev.ex->Backward(1.0f, 1).ok());
       REQUIRE(dev.ex->FinishGradients().ok());
-      for (const ParamSlot& s : host.params->slots()) {
+      for (const zero::ParamSlot& s : host.params->slots()) {
         INFO(s.name);
         const Tensor a = host.params->GradView(s),
                      b = dev.params->GradView(*dev.params->Find(s.name));
@@ -284,7 +284,7 @@ TEST_CASE("Executor: bf16 and fp16 parameter storage track fp32", "[exec]") {
     REQUIRE(f->ex->Backward(1.0f, 0).ok());
   }
   // Gradients agree after narrowing to 16 bits.
-  const ParamSlot& s = *f32.params->Find("h.0.mlp.fc.weight");
+  const zero::ParamSlot& s = *f32.params->Find("h.0.mlp.fc.weight");
   double num = 0, den = 0;
   for (int64_t i = 0; i < s.numel; ++i) {
     double a = f32.params->GradView(s).f32()[i];
@@ -296,4 +296,4 @@ TEST_CASE("Executor: bf16 and fp16 parameter storage track fp32", "[exec]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::exec

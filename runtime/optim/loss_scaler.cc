@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ds {
+namespace ds::optim {
 
 LossScaler::LossScaler(const LossScalerOptions& o)
     : opt_(o),
@@ -72,4 +72,4 @@ Status LossScaler::LoadState(const std::string& json) {
   return OkStatus();
 }
 
-}  // namespace ds
+}  // namespace ds::optim

@@ -10,7 +10,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds {
+namespace ds::optim {
 
 struct LossScalerOptions {
   bool enabled = false;   // fp16 only
@@ -47,4 +47,4 @@ class LossScaler {
   int64_t skipped_ = 0;
 };
 
-}  // namespace ds
+}  // namespace ds::optim

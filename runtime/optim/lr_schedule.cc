@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ds {
+namespace ds::optim {
 
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& o) {
   const std::string& t = o.type;
@@ -56,4 +56,4 @@ double LrSchedule::LrAt(int64_t step) const {
   return opt_.warmup_min_lr + delta * gamma;
 }
 
-}  // namespace ds
+}  // namespace ds::optim

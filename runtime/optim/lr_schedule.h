@@ -8,7 +8,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds {
+namespace ds::optim {
 
 struct LrScheduleOptions {
   std::string type;       // "" (constant), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"
@@ -34,4 +34,4 @@ class LrSchedule {
   LrScheduleOptions opt_;
 };
 
-}  // namespace ds
+}  // namespace ds::optim

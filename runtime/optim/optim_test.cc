@@ -9,7 +9,7 @@
 #include "zero/grad_norm.h"
 #include "zero/optimizer.h"
 
-namespace ds {
+namespace ds::optim {
 namespace {
 
 // A graph holding only w [2,3] (decayed) and b [2] (not decayed).
@@ -22,17 +22,17 @@ Graph TwoParams() {
 }
 
 // Runs 3 steps with the gradients of the reference script (step k: grads x (k+1)).
-std::vector<float> RunThreeSteps(OptimizerOptions o, DType model_dtype = DType::kF32) {
+std::vector<float> RunThreeSteps(zero::OptimizerOptions o, DType model_dtype = DType::kF32) {
   Graph g = TwoParams();
-  ParamStore ps(g, model_dtype);
+  zero::ParamStore ps(g, model_dtype);
   const float w0[] = {0.5f, -1.0f, 2.0f, 0.25f, 0.0f, -0.75f}, b0[] = {0.1f, -0.2f};
   const float gw[] = {0.3f, -0.1f, 0.2f, 1.0f, -2.0f, 0.5f}, gb[] = {0.05f, -0.4f};
-  const ParamSlot& sw = *ps.Find("w");
-  const ParamSlot& sb = *ps.Find("b");
+  const zero::ParamSlot& sw = *ps.Find("w");
+  const zero::ParamSlot& sb = *ps.Find("b");
   std::copy(w0, w0 + 6, ps.MasterView(sw).f32());
   std::copy(b0, b0 + 2, ps.MasterView(sb).f32());
   ps.SyncModelFromMaster();
-  Optimizer opt(o, &ps);
+  zero::Optimizer opt(o, &ps);
   for (int k = 0; k < 3; ++k) {
     ps.ZeroGrads();
     for (int i = 0; i < 6; ++i) ps.GradView(sw).f32()[i] = gw[i] * (k + 1);
@@ -53,7 +53,7 @@ void CheckClose(const std::vector<float>& got, const std::vector<double>& want) 
 // Reference values printed by torch 1.13 (torch.optim.AdamW / Adam / SGD) for the same
 // parameters, gradients and hyper-parameters, with weight_decay 0.1 on w and 0 on b.
 TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
-  OptimizerOptions adamw;
+  zero::OptimizerOptions adamw;
   adamw.lr = 0.01f;
   adamw.beta1 = 0.9f;
   adamw.beta2 = 0.95f;
@@ -61,22 +61,22 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
   CheckClose(RunThreeSteps(adamw), {0.4695061147212982, -0.9680077433586121, 1.9650107622146606,
                                     0.22025537490844727, 0.028995389118790627, -0.7767475843429565,
                                     0.07097505033016205, -0.17097504436969757});
-  OptimizerOptions adam = adamw;
-  adam.type = OptimizerOptions::Type::kAdam;
+  zero::OptimizerOptions adam = adamw;
+  adam.type = zero::OptimizerOptions::Type::kAdam;
   CheckClose(RunThreeSteps(adam), {0.47080567479133606, -0.97036212682724, 1.9703651666641235,
                                    0.22094623744487762, 0.029025515541434288, -0.7788353562355042,
                                    0.07097505033016205, -0.17097504436969757});
-  OptimizerOptions sgd;
-  sgd.type = OptimizerOptions::Type::kSgd;
+  zero::OptimizerOptions sgd;
+  sgd.type = zero::OptimizerOptions::Type::kSgd;
   sgd.lr = 0.1f;
   sgd.momentum = 0.9f;
   sgd.weight_decay = 0.1f;
   CheckClose(RunThreeSteps(sgd),
              {0.1886264830827713, -0.8498579859733582, 1.6997159719467163, -0.7091152667999268,
               1.8904199600219727, -1.1808892488479614, 0.05244999751448631, 0.18039999902248383});
-  CHECK(*ParseOptimizerType("Adam", true) == OptimizerOptions::Type::kAdamW);
-  CHECK(*ParseOptimizerType("adam", false) == OptimizerOptions::Type::kAdam);
-  CHECK_FALSE(ParseOptimizerType("Lamb", true).ok());
+  CHECK(*zero::ParseOptimizerType("Adam", true) == zero::OptimizerOptions::Type::kAdamW);
+  CHECK(*zero::ParseOptimizerType("adam", false) == zero::OptimizerOptions::Type::kAdam);
+  CHECK_FALSE(zero::ParseOptimizerType("Lamb", true).ok());
 }
 
 // Two "ranks" own complementary parts of the flat buffer. ZeRO-1 style: one segment each,
@@ -84,46 +84,46 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
 // two segments stored in its shard in reverse order. Every owned element must update exactly
 // as the unsharded optimizer updates it, and the 16-bit copy must be its rounding.
 TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (ZeRO)", "[optim]") {
-  for (auto type : {OptimizerOptions::Type::kAdamW, OptimizerOptions::Type::kSgd}) {
+  for (auto type : {zero::OptimizerOptions::Type::kAdamW, zero::OptimizerOptions::Type::kSgd}) {
     for (bool stage3 : {false, true}) {
-      INFO((type == OptimizerOptions::Type::kSgd ? "sgd" : "adamw")
+      INFO((type == zero::OptimizerOptions::Type::kSgd ? "sgd" : "adamw")
            << (stage3 ? " stage 3" : " stage 1"));
       Graph g = TwoParams();
-      ParamStore whole(g, DType::kBF16);
+      zero::ParamStore whole(g, DType::kBF16);
       whole.Initialize(g, 3);
-      OptimizerOptions o;
+      zero::OptimizerOptions o;
       o.type = type;
       o.lr = 0.05f;
       o.momentum = 0.9f;
       o.weight_decay = 0.1f;
-      Optimizer full(o, &whole);
+      zero::Optimizer full(o, &whole);
       // Cuts through the middle of "w" (elements 0-5) and across the padding.
       const int64_t cut = 3, total = whole.total_elements();
-      std::vector<ShardLayout> layouts(2);
+      std::vector<zero::ShardLayout> layouts(2);
       layouts[0].segments = {{0, cut, 0}};
       if (stage3)
         layouts[1].segments = {{cut, 5, total - cut - 5}, {cut + 5, total - cut - 5, 0}};
       else
         layouts[1].segments = {{cut, total - cut, 0}};
-      for (ShardLayout& l : layouts) {
+      for (zero::ShardLayout& l : layouts) {
         l.shard_elements = total;
         l.partition_grads = l.partition_params = stage3;
       }
-      std::vector<std::unique_ptr<ParamStore>> ranks;
-      std::vector<std::unique_ptr<Optimizer>> opts;
-      for (const ShardLayout& l : layouts) {
-        ranks.push_back(std::make_unique<ParamStore>(g, DType::kBF16));
+      std::vector<std::unique_ptr<zero::ParamStore>> ranks;
+      std::vector<std::unique_ptr<zero::Optimizer>> opts;
+      for (const zero::ShardLayout& l : layouts) {
+        ranks.push_back(std::make_unique<zero::ParamStore>(g, DType::kBF16));
         ranks.back()->Shard(l);
         ranks.back()->Initialize(g, 3);
-        opts.push_back(std::make_unique<Optimizer>(o, ranks.back().get()));
+        opts.push_back(std::make_unique<zero::Optimizer>(o, ranks.back().get()));
       }
-      auto owns = [](const ParamStore& ps, int64_t i) {
-        for (const ShardSegment& s : ps.segments())
+      auto owns = [](const zero::ParamStore& ps, int64_t i) {
+        for (const zero::ShardSegment& s : ps.segments())
           if (i >= s.flat_begin && i < s.flat_begin + s.count) return true;
         return false;
       };
       for (int k = 0; k < 3; ++k) {
-        for (const ParamSlot& s : whole.slots())
+        for (const zero::ParamSlot& s : whole.slots())
           for (int64_t i = 0; i < s.numel; ++i) {
             const uint16_t v = FloatToBf16(0.1f * (i + 1) * (k + 1) * (s.decay ? 1 : -1));
             whole.GradView(s).u16()[i] = v;
@@ -140,7 +140,7 @@ TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (Z
       }
       int64_t checked = 0;
       for (auto& ps : ranks) {
-        for (const ShardSegment& seg : ps->segments())
+        for (const zero::ShardSegment& seg : ps->segments())
           for (int64_t i = seg.flat_begin; i < seg.flat_begin + seg.count; ++i) {
             CHECK(*ps->MasterAt(i) == whole.master()[i]);
             const uint16_t* model16 =
@@ -157,13 +157,13 @@ TEST_CASE("Optimizer: shards of the flat buffer update exactly like the whole (Z
 
 TEST_CASE("Optimizer: bf16 model copy is the rounded master", "[optim]") {
   Graph g = TwoParams();
-  ParamStore ps(g, DType::kBF16);
+  zero::ParamStore ps(g, DType::kBF16);
   ps.Initialize(g, 7);
-  const ParamSlot& sw = *ps.Find("w");
+  const zero::ParamSlot& sw = *ps.Find("w");
   for (int i = 0; i < 6; ++i) ps.GradView(sw).u16()[i] = FloatToBf16(0.5f * (i + 1));
-  OptimizerOptions o;
+  zero::OptimizerOptions o;
   o.lr = 0.1f;
-  Optimizer opt(o, &ps);
+  zero::Optimizer opt(o, &ps);
   opt.Step(o.lr, 1.0f);
   for (int i = 0; i < 6; ++i)
     CHECK(ps.ModelView(sw).u16()[i] == FloatToBf16(ps.MasterView(sw).f32()[i]));
@@ -171,18 +171,18 @@ TEST_CASE("Optimizer: bf16 model copy is the rounded master", "[optim]") {
 
 TEST_CASE("GradNorm: norm, unscaling, overflow and clipping", "[optim]") {
   Graph g = TwoParams();
-  ParamStore ps(g, DType::kF16);
-  const ParamSlot& sw = *ps.Find("w");
+  zero::ParamStore ps(g, DType::kF16);
+  const zero::ParamSlot& sw = *ps.Find("w");
   ps.GradView(sw).u16()[0] = FloatToF16(3.0f * 128);
   ps.GradView(sw).u16()[4] = FloatToF16(4.0f * 128);
-  GradNorm n = ComputeGradNorm(ps, 1.0f / 128);
+  zero::GradNorm n = ComputeGradNorm(ps, 1.0f / 128);
   CHECK(n.finite);
   CHECK(n.norm == Approx(5.0));
-  CHECK(ClipCoefficient(n.norm, 1.0f) == Approx(0.2).epsilon(1e-5));
-  CHECK(ClipCoefficient(n.norm, 0.0f) == 1.0f);
-  CHECK(ClipCoefficient(n.norm, 10.0f) == 1.0f);
+  CHECK(zero::ClipCoefficient(n.norm, 1.0f) == Approx(0.2).epsilon(1e-5));
+  CHECK(zero::ClipCoefficient(n.norm, 0.0f) == 1.0f);
+  CHECK(zero::ClipCoefficient(n.norm, 10.0f) == 1.0f);
   ps.GradView(*ps.Find("b")).u16()[1] = FloatToF16(1e6f);  // overflows to inf in fp16
-  CHECK_FALSE(ComputeGradNorm(ps, 1.0f).finite);
+  CHECK_FALSE(zero::ComputeGradNorm(ps, 1.0f).finite);
 }
 
 // Values from DeepSpeed's formulas (lr_schedules.py), worked by hand.
@@ -258,4 +258,4 @@ TEST_CASE("LossScaler: DeepSpeed's dynamic scaling with hysteresis", "[optim]") 
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::optim

@@ -18,7 +18,7 @@ TEST_CASE("ModelFacts: flat layout is ParamStore's", "[plan]") {
     Graph g = PresetGraph(name);
     auto facts = AnalyzeModel(g, 2, 16);
     REQUIRE(facts.ok());
-    ParamStore store(g, DType::kBF16);
+    zero::ParamStore store(g, DType::kBF16);
     REQUIRE(facts->params.size() == store.slots().size());
     for (size_t i = 0; i < store.slots().size(); ++i) {
       CHECK(facts->params[i].name == store.slots()[i].name);

@@ -5,19 +5,19 @@
 #include "runtime/graph/model_builder.h"
 #include "runtime/graph/validate.h"
 
-namespace ds {
+namespace ds::plan {
 
-StatusOr<Graph> LoadModelGraph(const JobConfig& config) {
-  const ModelConfig& m = config.model;
+StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
+  const config::ModelConfig& m = config.model;
   if (!m.graph.empty()) {
     DS_ASSIGN_OR_RETURN(Graph g, LoadGraph(m.graph));
     DS_RETURN_IF_ERROR(ValidateGraph(g, m.graph));
     return g;
   }
-  if (m.family == ModelFamily::kNone)
+  if (m.family == config::ModelFamily::kNone)
     return InvalidArgumentError(config.source + ": the model section needs `graph` or `family`");
   ModelSpec s;
-  s.family = m.family == ModelFamily::kGpt2 ? "gpt2" : "llama";
+  s.family = m.family == config::ModelFamily::kGpt2 ? "gpt2" : "llama";
   s.n_layer = m.n_layer;
   s.n_embd = m.n_embd;
   s.n_head = m.n_head;
@@ -34,4 +34,4 @@ StatusOr<Graph> LoadModelGraph(const JobConfig& config) {
   return g;
 }
 
-}  // namespace ds
+}  // namespace ds::plan

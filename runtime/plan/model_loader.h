@@ -5,8 +5,8 @@
 #include "runtime/config/job_config.h"
 #include "runtime/graph/graph.h"
 
-namespace ds {
+namespace ds::plan {
 
-StatusOr<Graph> LoadModelGraph(const JobConfig& config);
+StatusOr<Graph> LoadModelGraph(const config::JobConfig& config);
 
-}  // namespace ds
+}  // namespace ds::plan

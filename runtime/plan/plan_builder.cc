@@ -33,12 +33,12 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
 
 // DeepSpeed's batch triad for this dp size, with ResolveBatchSizes' rules and messages.
 Status ResolveBatch(const Topology& topo, PlanConfig* c) {
-  JobConfig job;
+  config::JobConfig job;
   job.source = "plan for world size " + Str(topo.world);
   job.train_batch_size = c->train_batch_size;
   job.train_micro_batch_size_per_gpu = c->micro_batch_size;
   job.gradient_accumulation_steps = c->gradient_accumulation_steps;
-  DS_RETURN_IF_ERROR(ResolveBatchSizes(&job, topo.dp));
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&job, topo.dp));
   c->train_batch_size = job.train_batch_size;
   c->micro_batch_size = job.train_micro_batch_size_per_gpu;
   c->gradient_accumulation_steps = job.gradient_accumulation_steps;

@@ -26,7 +26,7 @@ struct Flags {
 };
 
 StatusOr<std::string> Run(const Flags& f) {
-  DS_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(f.job));
+  DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(f.job));
   if (f.stage >= 0) job.zero.stage = f.stage;
   DS_ASSIGN_OR_RETURN(PlanConfig config, PlanConfigFromJob(job));
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(job));

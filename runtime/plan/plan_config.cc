@@ -5,7 +5,7 @@
 
 namespace ds::plan {
 
-StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
+StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   PlanConfig c;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
@@ -26,20 +26,20 @@ StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job) {
                                 "\" is not fp32, fp16 or bf16");
   }
   switch (job.optimizer.type) {
-    case OptimizerType::kAdam:
-    case OptimizerType::kAdamW:
+    case config::OptimizerType::kAdam:
+    case config::OptimizerType::kAdamW:
       c.optimizer_states = 2;
       break;
-    case OptimizerType::kSGD:
+    case config::OptimizerType::kSGD:
       c.optimizer_states = job.optimizer.momentum != 0.0 ? 1 : 0;
       break;
   }
   c.gradient_clipping = job.gradient_clipping > 0.0;
-  c.states_on_device = job.device.type == DeviceType::kCuda &&
-                       job.zero.offload_optimizer.device == OffloadDevice::kNone;
+  c.states_on_device = job.device.type == config::DeviceType::kCuda &&
+                       job.zero.offload_optimizer.device == config::OffloadDevice::kNone;
   const char* accelerator = std::getenv("DS_ACCELERATOR");
   c.device_collectives = c.states_on_device && !(accelerator && std::string(accelerator) == "host");
-  const ZeroConfig& z = job.zero;
+  const config::ZeroConfig& z = job.zero;
   c.reduce_bucket_size = z.reduce_bucket_size;
   c.allgather_bucket_size = z.allgather_bucket_size;
   c.overlap_comm = z.overlap_comm;

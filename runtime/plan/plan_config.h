@@ -54,6 +54,6 @@ struct PlanConfig {
 // The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len
 // (data.seq_len, else model.max_seq_len), bf16/fp16/f32, communication_data_type, optimizer state
 // count and clipping. InvalidArgument for a communication_data_type it cannot map.
-StatusOr<PlanConfig> PlanConfigFromJob(const JobConfig& job);
+StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job);
 
 }  // namespace ds::plan

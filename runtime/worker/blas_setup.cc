@@ -8,7 +8,7 @@
 
 extern "C" char* openblas_get_corename(void);
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 // The best OpenBLAS core this CPU can run, or nullptr.
@@ -54,4 +54,4 @@ std::string BlasCoreDescription() {
   return env ? core + " (OPENBLAS_CORETYPE=" + env + ")" : core + " (detected)";
 }
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -8,10 +8,10 @@
 
 #include <string>
 
-namespace ds {
+namespace ds::worker {
 
 void EnsureBlasKernels(int argc, char** argv);
 // "SkylakeX (OPENBLAS_CORETYPE=SkylakeX)" or "Haswell (detected)", for logs and benchmarks.
 std::string BlasCoreDescription();
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace ds {
+namespace ds::worker {
 
 std::string FormatDuration(double s) {
   char buf[32];
@@ -86,4 +86,4 @@ void MetricsCsv::Write(const StepMetrics& m, double val_loss) {
   std::fflush(f_);
 }
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -11,7 +11,7 @@
 #include "runtime/base/status.h"
 #include "runtime/worker/trainer.h"
 
-namespace ds {
+namespace ds::worker {
 
 // Prints a progress line: rewritten in place on a terminal, one line per `interval` steps
 // otherwise (logs, the agent). Tracks the ETA from the mean step time.
@@ -43,4 +43,4 @@ class MetricsCsv {
 
 std::string FormatDuration(double seconds);  // "1h02m", "3m05s", "12s"
 
-}  // namespace ds
+}  // namespace ds::worker

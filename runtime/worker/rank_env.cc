@@ -4,7 +4,7 @@
 
 #include "runtime/base/status_macros.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 StatusOr<int> IntVar(const char* name, int dflt) {
@@ -46,4 +46,4 @@ StatusOr<RankEnv> ReadRankEnv() {
   return e;
 }
 
-}  // namespace ds
+}  // namespace ds::worker

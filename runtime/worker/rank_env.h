@@ -7,7 +7,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds {
+namespace ds::worker {
 
 struct RankEnv {
   int rank = 0;
@@ -25,4 +25,4 @@ struct RankEnv {
 // Reads the variables; malformed or inconsistent values are errors naming the variable.
 StatusOr<RankEnv> ReadRankEnv();
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -18,7 +18,7 @@
 #include "zero/optimizer.h"
 #include "zero/zero_collectives.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 using proto::Instruction;
@@ -31,7 +31,7 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
 // The real compute: the executor over the data loader's micro-batches.
 class ExecutorCompute final : public StepCompute {
  public:
-  ExecutorCompute(Executor* e, DataLoader* d) : e_(e), d_(d) {}
+  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {}
   Status LoadMicrobatch() override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, int first, int last) override {
     return e_->ForwardBlocks(seed, first, last);
@@ -43,8 +43,8 @@ class ExecutorCompute final : public StepCompute {
   Status FinishGradients() override { return e_->FinishGradients(); }
 
  private:
-  Executor* e_;
-  DataLoader* d_;
+  exec::Executor* e_;
+  data::DataLoader* d_;
 };
 
 }  // namespace
@@ -175,7 +175,7 @@ Status StepRunner::Impl::OptimizerStep(int, const Instruction& in) {
     overflow = true;
   }
   if (!overflow) {
-    const float clip = ClipCoefficient(result.grad_norm, p.max_grad_norm);
+    const float clip = zero::ClipCoefficient(result.grad_norm, p.max_grad_norm);
     const float scale = static_cast<float>(clip / p.scaler->scale());
     DS_RETURN_IF_ERROR(zero->ViewsFor(in).back()->Step(static_cast<float>(result.lr), scale));
   }
@@ -308,4 +308,4 @@ std::string StepRunner::MemoryReport() const {
   return s + "), planned " + mib(m.mine->memory().model_state_bytes()) + " MiB";
 }
 
-}  // namespace ds
+}  // namespace ds::worker

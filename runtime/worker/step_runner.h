@@ -22,19 +22,29 @@
 #include "zero/param_store.h"
 
 namespace ds {
-
 namespace proto {
 class Plan;
 }
 namespace parallel {
 class Communicator;
 }
+namespace exec {
 class Executor;
-class Optimizer;
+}
+namespace data {
 class DataLoader;
+}
+namespace optim {
 class LossScaler;
 class LrSchedule;
+}  // namespace optim
+namespace zero {
 class DeviceStates;
+class Optimizer;
+}  // namespace zero
+}  // namespace ds
+
+namespace ds::worker {
 
 // What the runner needs of compute and data, so that tests can run hand-made plans against a
 // fake (step_runner_test.cc). StepParts::executor and ::data make the real one.
@@ -51,12 +61,12 @@ class StepCompute {
 
 struct StepParts {
   StepCompute* compute = nullptr;  // null: the executor and the data loader below
-  Executor* executor = nullptr;
-  ParamStore* params = nullptr;
-  Optimizer* optimizer = nullptr;  // over `params`, sharded with LayoutFor(plan, rank)
-  DataLoader* data = nullptr;
-  LossScaler* scaler = nullptr;
-  const LrSchedule* schedule = nullptr;
+  exec::Executor* executor = nullptr;
+  zero::ParamStore* params = nullptr;
+  zero::Optimizer* optimizer = nullptr;  // over `params`, sharded with LayoutFor(plan, rank)
+  data::DataLoader* data = nullptr;
+  optim::LossScaler* scaler = nullptr;
+  const optim::LrSchedule* schedule = nullptr;
   parallel::Communicator* comm = nullptr;  // the data-parallel group
   // The same ranks for collectives on host memory (scalars, staged data) when `comm` works on
   // device buffers (NCCL); null: `comm` does both.
@@ -68,7 +78,7 @@ struct StepParts {
   bool memory_profile = false;  // sample resident model-state bytes after each instruction
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.
-  DeviceStates* device = nullptr;
+  zero::DeviceStates* device = nullptr;
   // DS_PROFILE_OPS: waits for the device's queued work after each instruction (null: none).
   std::function<Status()> synchronize;
 };
@@ -112,4 +122,4 @@ class StepRunner {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ds
+}  // namespace ds::worker

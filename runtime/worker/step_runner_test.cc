@@ -22,7 +22,7 @@
 #include "zero/optimizer.h"
 #include "zero/shard_layout.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 using proto::Instruction;
@@ -78,7 +78,8 @@ class RecordingComm final : public parallel::Communicator {
 // flat gradients, of block 0 over the lower half; the loss is rank + 1.
 class FakeCompute final : public StepCompute {
  public:
-  FakeCompute(ParamStore* params, int rank, Timeline* t) : params_(params), rank_(rank), t_(t) {}
+  FakeCompute(zero::ParamStore* params, int rank, Timeline* t)
+      : params_(params), rank_(rank), t_(t) {}
   Status LoadMicrobatch() override { return Log("load"); }
   Status Forward(uint64_t, int first, int last) override {
     return Log("forward " + std::to_string(first) + "-" + std::to_string(last));
@@ -98,7 +99,7 @@ class FakeCompute final : public StepCompute {
     t_->Add(e);
     return OkStatus();
   }
-  ParamStore* params_;
+  zero::ParamStore* params_;
   int rank_;
   Timeline* t_;
 };
@@ -176,15 +177,16 @@ proto::Plan HandMadePlan(int world, int64_t flat, int blocks) {
 
 struct RankState {
   explicit RankState(const Graph& g, const proto::Plan& plan, int rank)
-      : params(g, DType::kF32), scaler(LossScalerOptions()) {
+      : params(g, DType::kF32), scaler(optim::LossScalerOptions()) {
     params.Shard(zero::LayoutFor(plan, rank, params.total_elements()));
-    optimizer = std::make_unique<Optimizer>(OptimizerOptions(), &params);
-    schedule = std::make_unique<LrSchedule>(*LrSchedule::Create(LrScheduleOptions()));
+    optimizer = std::make_unique<zero::Optimizer>(zero::OptimizerOptions(), &params);
+    schedule =
+        std::make_unique<optim::LrSchedule>(*optim::LrSchedule::Create(optim::LrScheduleOptions()));
   }
-  ParamStore params;
-  LossScaler scaler;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<LrSchedule> schedule;
+  zero::ParamStore params;
+  optim::LossScaler scaler;
+  std::unique_ptr<zero::Optimizer> optimizer;
+  std::unique_ptr<optim::LrSchedule> schedule;
   Timeline timeline;
   std::vector<std::string> comm_ops;
   StatusOr<StepResult> result = InternalError("not run");
@@ -221,7 +223,7 @@ std::vector<std::unique_ptr<RankState>> RunStep(const Graph& g, const proto::Pla
 TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made plan",
           "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
-  const int64_t flat = ParamStore(g, DType::kF32).total_elements();
+  const int64_t flat = zero::ParamStore(g, DType::kF32).total_elements();
   const proto::Plan plan = HandMadePlan(2, flat, 2);
   auto ranks = RunStep(g, plan);
   const int64_t half = flat / 2;
@@ -261,7 +263,7 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
 
 TEST_CASE("StepRunner: one rank communicates nothing (LOCAL placements)", "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
-  const int64_t flat = ParamStore(g, DType::kF32).total_elements();
+  const int64_t flat = zero::ParamStore(g, DType::kF32).total_elements();
   auto ranks = RunStep(g, HandMadePlan(1, flat, 2));
   RankState& s = *ranks[0];
   REQUIRE(s.result.ok());
@@ -273,7 +275,7 @@ TEST_CASE("StepRunner: one rank communicates nothing (LOCAL placements)", "[work
 TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming it",
           "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
-  proto::Plan plan = HandMadePlan(1, ParamStore(g, DType::kF32).total_elements(), 2);
+  proto::Plan plan = HandMadePlan(1, zero::ParamStore(g, DType::kF32).total_elements(), 2);
   Instruction send = Make(Instruction::SEND);
   *plan.mutable_ranks(0)->mutable_instructions(1) = send;
   auto ranks = RunStep(g, plan);
@@ -285,7 +287,7 @@ TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming 
 TEST_CASE("StepRunner: device placements without device states are refused at creation",
           "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
-  proto::Plan plan = HandMadePlan(1, ParamStore(g, DType::kF32).total_elements(), 2);
+  proto::Plan plan = HandMadePlan(1, zero::ParamStore(g, DType::kF32).total_elements(), 2);
   plan.mutable_ranks(0)->mutable_instructions(8)->set_placement(proto::DEVICE);
   auto ranks = RunStep(g, plan);
   REQUIRE_FALSE(ranks[0]->result.ok());
@@ -293,4 +295,4 @@ TEST_CASE("StepRunner: device placements without device states are refused at cr
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker

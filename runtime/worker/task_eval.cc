@@ -8,7 +8,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/addition_task.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 std::string DirOf(const std::string& path) {
@@ -26,8 +26,8 @@ StatusOr<std::string> ReadText(const std::string& path) {
 
 // Greedy decoding of `answer_length` tokens for a batch of prompts; the model sees the
 // whole example width each time (causal attention ignores what lies to the right).
-Status GenerateAnswers(Executor& ex, const AdditionTask& task,
-                       const std::vector<AdditionProblem>& batch,
+Status GenerateAnswers(exec::Executor& ex, const data::AdditionTask& task,
+                       const std::vector<data::AdditionProblem>& batch,
                        std::vector<std::vector<int32_t>>* answers) {
   const int64_t T = ex.seq(), B = ex.batch();
   const int prompt = task.prompt_length();
@@ -35,9 +35,9 @@ Status GenerateAnswers(Executor& ex, const AdditionTask& task,
   if (!logits.defined()) return FailedPreconditionError("the model has no \"logits\" tensor");
   const int64_t V = logits.dim(-1);
   std::fill(ex.targets(), ex.targets() + B * T, 0);
-  std::fill(ex.ids(), ex.ids() + B * T, kAdditionPad);
+  std::fill(ex.ids(), ex.ids() + B * T, data::kAdditionPad);
   for (size_t r = 0; r < batch.size(); ++r) {
-    std::vector<int32_t> p = EncodeAdditionPrompt(task, batch[r].a, batch[r].b);
+    std::vector<int32_t> p = data::EncodeAdditionPrompt(task, batch[r].a, batch[r].b);
     std::copy(p.begin(), p.end(), ex.ids() + r * T);
   }
   for (int j = 0; j < task.answer_length(); ++j) {
@@ -64,10 +64,10 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
   const std::string dir = DirOf(val);
   auto task_json = ReadText(dir + "/task.json");
   if (!task_json.ok()) return result;  // not a task directory
-  auto task = ParseAdditionTaskJson(*task_json);
+  auto task = data::ParseAdditionTaskJson(*task_json);
   if (!task.ok()) return task.status().WithPrefix(dir + "/task.json");
   DS_ASSIGN_OR_RETURN(std::string text, ReadText(dir + "/val_problems.txt"));
-  std::vector<AdditionProblem> problems;
+  std::vector<data::AdditionProblem> problems;
   std::istringstream lines(text);
   uint64_t a, b, sum;
   while (lines >> a >> b >> sum) problems.push_back({a, b});
@@ -75,21 +75,21 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
     problems.resize(max_problems);
   if (problems.empty()) return DataLossError(dir + "/val_problems.txt: no problems");
   const int64_t batch = 64;
-  DS_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex,
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> ex,
                       trainer.MakeInferenceExecutor(batch, task->example_length()));
   std::vector<std::vector<int32_t>> answers;
   std::string first_wrong;
   for (size_t start = 0; start < problems.size(); start += batch) {
-    std::vector<AdditionProblem> chunk(problems.begin() + start,
-                                       problems.begin() + std::min(problems.size(), start + batch));
+    std::vector<data::AdditionProblem> chunk(
+        problems.begin() + start, problems.begin() + std::min(problems.size(), start + batch));
     DS_RETURN_IF_ERROR(GenerateAnswers(*ex, *task, chunk, &answers));
     for (size_t r = 0; r < chunk.size(); ++r) {
-      auto got = DecodeAdditionAnswer(*task, answers[r].data(), answers[r].size());
+      auto got = data::DecodeAdditionAnswer(*task, answers[r].data(), answers[r].size());
       bool ok = got.ok() && *got == chunk[r].a + chunk[r].b;
       result.correct += ok;
       if (!ok && first_wrong.empty())
         first_wrong = std::to_string(chunk[r].a) + "+" + std::to_string(chunk[r].b) + " -> " +
-                      AdditionTokensToString(answers[r].data(), answers[r].size());
+                      data::AdditionTokensToString(answers[r].data(), answers[r].size());
     }
   }
   result.ran = true;
@@ -101,4 +101,4 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
   return result;
 }
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -6,7 +6,7 @@
 
 #include "runtime/worker/trainer.h"
 
-namespace ds {
+namespace ds::worker {
 
 struct TaskResult {
   bool ran = false;
@@ -18,4 +18,4 @@ struct TaskResult {
 // Evaluates and prints "eval: addition exact match 97.3% (1946/2000) ...".
 StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems = 0);
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -29,20 +29,21 @@
 
 extern "C" void openblas_set_num_threads(int);
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
-OptimizerOptions ToOptimizerOptions(const OptimizerConfig& c) {
-  OptimizerOptions o;
+zero::OptimizerOptions ToOptimizerOptions(const config::OptimizerConfig& c) {
+  zero::OptimizerOptions o;
   switch (c.type) {
-    case OptimizerType::kAdamW:
-      o.type = OptimizerOptions::Type::kAdamW;
+    case config::OptimizerType::kAdamW:
+      o.type = zero::OptimizerOptions::Type::kAdamW;
       break;
-    case OptimizerType::kAdam:
-      o.type = c.adam_w_mode ? OptimizerOptions::Type::kAdamW : OptimizerOptions::Type::kAdam;
+    case config::OptimizerType::kAdam:
+      o.type = c.adam_w_mode ? zero::OptimizerOptions::Type::kAdamW
+                             : zero::OptimizerOptions::Type::kAdam;
       break;
-    case OptimizerType::kSGD:
-      o.type = OptimizerOptions::Type::kSgd;
+    case config::OptimizerType::kSGD:
+      o.type = zero::OptimizerOptions::Type::kSgd;
       break;
   }
   o.lr = static_cast<float>(c.lr);
@@ -54,20 +55,20 @@ OptimizerOptions ToOptimizerOptions(const OptimizerConfig& c) {
   return o;
 }
 
-LrScheduleOptions ToScheduleOptions(const JobConfig& c) {
-  LrScheduleOptions o;
-  const SchedulerConfig& s = c.scheduler;
+optim::LrScheduleOptions ToScheduleOptions(const config::JobConfig& c) {
+  optim::LrScheduleOptions o;
+  const config::SchedulerConfig& s = c.scheduler;
   switch (s.type) {
-    case SchedulerType::kNone:
+    case config::SchedulerType::kNone:
       o.type = "";
       break;
-    case SchedulerType::kWarmupLR:
+    case config::SchedulerType::kWarmupLR:
       o.type = "WarmupLR";
       break;
-    case SchedulerType::kWarmupDecayLR:
+    case config::SchedulerType::kWarmupDecayLR:
       o.type = "WarmupDecayLR";
       break;
-    case SchedulerType::kWarmupCosineLR:
+    case config::SchedulerType::kWarmupCosineLR:
       o.type = "WarmupCosineLR";
       break;
   }
@@ -75,15 +76,15 @@ LrScheduleOptions ToScheduleOptions(const JobConfig& c) {
   o.warmup_min_lr = s.warmup_min_lr;
   o.warmup_max_lr = s.warmup_max_lr;
   o.warmup_num_steps = s.warmup_num_steps;
-  o.warmup_type = s.warmup_type == WarmupType::kLog ? "log" : "linear";
+  o.warmup_type = s.warmup_type == config::WarmupType::kLog ? "log" : "linear";
   o.total_num_steps = s.total_num_steps;
   o.warmup_min_ratio = s.warmup_min_ratio;
   o.cos_min_ratio = s.cos_min_ratio;
   return o;
 }
 
-LossScalerOptions ToScalerOptions(const Fp16Config& f) {
-  LossScalerOptions o;
+optim::LossScalerOptions ToScalerOptions(const config::Fp16Config& f) {
+  optim::LossScalerOptions o;
   o.enabled = f.enabled;
   o.loss_scale = f.loss_scale;
   o.initial_scale_power = f.initial_scale_power;
@@ -109,7 +110,7 @@ int64_t PeakRssBytes() {
   return 0;
 }
 
-Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm,
+Trainer::Trainer(const config::JobConfig& config, Graph graph, parallel::Communicator* comm,
                  DeviceMemory* device, parallel::Communicator* host_comm)
     : config_(config),
       graph_(std::move(graph)),
@@ -118,7 +119,7 @@ Trainer::Trainer(const JobConfig& config, Graph graph, parallel::Communicator* c
       host_comm_(host_comm) {}
 Trainer::~Trainer() = default;
 
-StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& config, Graph graph,
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const config::JobConfig& config, Graph graph,
                                                    parallel::Communicator* comm,
                                                    DeviceMemory* device,
                                                    parallel::Communicator* host_comm) {
@@ -138,12 +139,12 @@ Status Trainer::Build() {
     comm_ = own_comm_.get();
   }
   if (!host_comm_) host_comm_ = comm_;
-  DS_RETURN_IF_ERROR(ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
-  if (config_.device.type != DeviceType::kCuda)
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
+  if (config_.device.type != config::DeviceType::kCuda)
     device_memory_ = nullptr;  // a given memory stands for a GPU
-  if (config_.device.type == DeviceType::kCuda && !device_memory_) {
+  if (config_.device.type == config::DeviceType::kCuda && !device_memory_) {
     // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
-    auto gpu = OpenAccelerator(0);
+    auto gpu = exec::OpenAccelerator(0);
     if (!gpu.ok()) return gpu.status().WithPrefix(src + ": device.type cuda");
     own_device_memory_ = std::move(gpu).value();
     device_memory_ = own_device_memory_.get();
@@ -171,32 +172,34 @@ Status Trainer::Build() {
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   auto pc = plan::PlanConfigFromJob(config_);
   const bool states_on_device = device_memory_ && pc.ok() && pc->states_on_device;
-  params_ = std::make_unique<ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
+  params_ =
+      std::make_unique<zero::ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_RETURN_IF_ERROR(BuildPlan());
   // Before the executor: it keeps views of the flat buffers Shard may replace.
   params_->Shard(zero::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
-  optimizer_ = std::make_unique<Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
-  ExecutorOptions eo{micro, seq_, true, device_memory_};
+  optimizer_ =
+      std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
-    std::vector<DeviceParamBlock> blocks;
+    std::vector<zero::DeviceParamBlock> blocks;
     const zero::BucketArena arena = zero::AssignGatherArena(*plan_, comm_->rank());
     for (const zero::BucketBlock& b : arena.blocks)
       blocks.push_back(
           {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
-    auto states = DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),
-                                       std::move(blocks), arena.elements);
+    auto states = zero::DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),
+                                             std::move(blocks), arena.elements);
     if (!states.ok()) return states.status().WithPrefix(src);
     device_states_ = std::move(states).value();
-    DeviceStates* on_device = device_states_.get();
+    zero::DeviceStates* on_device = device_states_.get();
     if (params_->params_partitioned())
       eo.device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
     else
       eo.device_params = on_device->params();
     eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
-  auto executor = Executor::Create(graph_, params_.get(), eo);
+  auto executor = exec::Executor::Create(graph_, params_.get(), eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
   if (device_states_)
@@ -207,13 +210,13 @@ Status Trainer::Build() {
     DS_LOG_INFO("worker",
                 "forward and backward run on {}; the optimizer on the host (offload_optimizer)",
                 device_memory_->name());
-  auto schedule = LrSchedule::Create(ToScheduleOptions(config_));
+  auto schedule = optim::LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
-  schedule_ = std::make_unique<LrSchedule>(*schedule);
-  scaler_ = std::make_unique<LossScaler>(ToScalerOptions(config_.fp16));
+  schedule_ = std::make_unique<optim::LrSchedule>(*schedule);
+  scaler_ = std::make_unique<optim::LossScaler>(ToScalerOptions(config_.fp16));
 
   if (config_.data.train.empty()) return InvalidArgumentError(src + ": data.train is not set");
-  DataLoaderOptions d;
+  data::DataLoaderOptions d;
   d.path = config_.data.train;
   d.format = config_.data.format;
   d.batch = micro;
@@ -222,7 +225,7 @@ Status Trainer::Build() {
   d.seed = config_.data.seed;
   d.dp_rank = comm_->rank();
   d.dp_size = comm_->size();
-  DS_ASSIGN_OR_RETURN(train_data_, DataLoader::Open(d));
+  DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
   StepParts parts;
   parts.executor = executor_.get();
   parts.params = params_.get();
@@ -332,19 +335,19 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
   const bool host_gather = device_states_ && params_->params_partitioned();
   if (!eval_executor_) {
-    ExecutorOptions eo{micro, seq_, false, device_memory_};
+    exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
     if (device_states_ && !host_gather)
       eo.device_params = device_states_->params();  // read in place
-    DS_ASSIGN_OR_RETURN(eval_executor_, Executor::Create(graph_, params_.get(), eo));
+    DS_ASSIGN_OR_RETURN(eval_executor_, exec::Executor::Create(graph_, params_.get(), eo));
   }
   if (!val_data_) {
-    DataLoaderOptions d;
+    data::DataLoaderOptions d;
     d.path = config_.data.validation;
     d.format = config_.data.format;
     d.batch = micro;
     d.seq = seq_;
     d.shuffle = false;
-    DS_ASSIGN_OR_RETURN(val_data_, DataLoader::Open(d));
+    DS_ASSIGN_OR_RETURN(val_data_, data::DataLoader::Open(d));
   }
   val_data_->Reset();
   if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
@@ -362,10 +365,11 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   return sum / std::max<int64_t>(1, iters);
 }
 
-StatusOr<std::unique_ptr<Executor>> Trainer::MakeInferenceExecutor(int64_t batch, int64_t seq) {
+StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
+                                                                         int64_t seq) {
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
-  return Executor::Create(graph_, params_.get(), {batch, seq, false});
+  return exec::Executor::Create(graph_, params_.get(), {batch, seq, false});
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
@@ -374,4 +378,4 @@ const std::map<std::string, double>& Trainer::InstructionProfile() const {
   return runner_->InstructionProfile();
 }
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -25,9 +25,6 @@
 #include "zero/param_store.h"
 
 namespace ds {
-
-class DataLoader;
-class StepRunner;
 namespace proto {
 class Plan;
 }
@@ -37,10 +34,22 @@ class Communicator;
 namespace ckpt {
 struct CheckpointContents;
 }
-class Optimizer;
-class LrSchedule;
+namespace data {
+class DataLoader;
+}
+namespace optim {
 class LossScaler;
+class LrSchedule;
+}  // namespace optim
+namespace zero {
 class DeviceStates;
+class Optimizer;
+}  // namespace zero
+}  // namespace ds
+
+namespace ds::worker {
+
+class StepRunner;
 
 struct StepMetrics {
   int64_t step = 0;  // optimizer steps done after this one
@@ -63,7 +72,7 @@ class Trainer {
   // this memory and its kernels: tests run the device.type cuda path on HostMemory.
   // `host_comm` (borrowed): the same ranks for collectives on host memory (norms, the loss,
   // checkpoints) when `comm` works on device buffers (NCCL); null: `comm` does both.
-  static StatusOr<std::unique_ptr<Trainer>> Create(const JobConfig& config, Graph graph,
+  static StatusOr<std::unique_ptr<Trainer>> Create(const config::JobConfig& config, Graph graph,
                                                    parallel::Communicator* comm = nullptr,
                                                    DeviceMemory* device = nullptr,
                                                    parallel::Communicator* host_comm = nullptr);
@@ -94,7 +103,7 @@ class Trainer {
   // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered. With the
   // model states on a device it downloads them into the host copies now; a later checkpoint
   // hands those back (make a new executor after one).
-  StatusOr<std::unique_ptr<Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+  StatusOr<std::unique_ptr<exec::Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;
@@ -104,39 +113,39 @@ class Trainer {
   int64_t step() const { return step_; }
   int64_t total_steps() const { return total_steps_; }
   int64_t tokens_per_step() const;
-  const JobConfig& config() const { return config_; }
+  const config::JobConfig& config() const { return config_; }
   const proto::Plan& plan() const { return *plan_; }
   const Graph& graph() const { return graph_; }
-  ParamStore& params() { return *params_; }
-  Executor& executor() { return *executor_; }
+  zero::ParamStore& params() { return *params_; }
+  exec::Executor& executor() { return *executor_; }
   // The model states on the device (the plan's states_on_device), or null.
-  const DeviceStates* device_states() const { return device_states_.get(); }
+  const zero::DeviceStates* device_states() const { return device_states_.get(); }
 
  private:
-  Trainer(const JobConfig& config, Graph graph, parallel::Communicator* comm, DeviceMemory* device,
-          parallel::Communicator* host_comm);
+  Trainer(const config::JobConfig& config, Graph graph, parallel::Communicator* comm,
+          DeviceMemory* device, parallel::Communicator* host_comm);
   Status Build();
   Status BuildPlan();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);
 
-  JobConfig config_;
+  config::JobConfig config_;
   Graph graph_;
   // device.type cuda: the GPU the executors run on (outlives them: declared first), or
   // the memory Create was given.
   std::unique_ptr<DeviceMemory> own_device_memory_;
   DeviceMemory* device_memory_ = nullptr;
-  std::unique_ptr<ParamStore> params_;
-  std::unique_ptr<Executor> executor_;
-  std::unique_ptr<Executor> eval_executor_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<zero::ParamStore> params_;
+  std::unique_ptr<exec::Executor> executor_;
+  std::unique_ptr<exec::Executor> eval_executor_;
+  std::unique_ptr<zero::Optimizer> optimizer_;
   // The plan's states_on_device: the model states on device_memory_ (optimizer there too).
-  std::unique_ptr<DeviceStates> device_states_;
-  std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<LossScaler> scaler_;
-  std::unique_ptr<DataLoader> train_data_;
-  std::unique_ptr<DataLoader> val_data_;
+  std::unique_ptr<zero::DeviceStates> device_states_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::LossScaler> scaler_;
+  std::unique_ptr<data::DataLoader> train_data_;
+  std::unique_ptr<data::DataLoader> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;
   parallel::Communicator* host_comm_ = nullptr;  // host-memory collectives: the given one, or comm_
@@ -153,4 +162,4 @@ bool HasLatestCheckpoint(const std::string& root);
 // Peak resident set size of this process (VmHWM), in bytes; 0 if unknown.
 int64_t PeakRssBytes();
 
-}  // namespace ds
+}  // namespace ds::worker

@@ -38,7 +38,7 @@
 #include "zero/optimizer.h"
 #include "zero/shard_layout.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 using ckpt::Json;
@@ -83,7 +83,8 @@ Status Trainer::ExportWeights(const std::string& path) const {
         "checkpoint and ds-ckpt consolidate");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   std::vector<ckpt::NamedTensor> tensors;
-  for (const ParamSlot& s : params_->slots()) tensors.push_back({s.name, params_->MasterView(s)});
+  for (const zero::ParamSlot& s : params_->slots())
+    tensors.push_back({s.name, params_->MasterView(s)});
   auto r =
       ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
   if (device_states_) device_states_->ReleaseHostCopies();
@@ -112,15 +113,15 @@ struct OwnedSlice {
 };
 
 // The slices `segments` store: per state, per segment, per parameter it cuts, in that order.
-std::vector<OwnedSlice> SlicesOf(const std::vector<ShardSegment>& segments,
-                                 const std::vector<ParamSlot>& slots,
+std::vector<OwnedSlice> SlicesOf(const std::vector<zero::ShardSegment>& segments,
+                                 const std::vector<zero::ParamSlot>& slots,
                                  const std::vector<std::string>& states) {
   std::vector<OwnedSlice> out;
   for (const std::string& state : states) {
-    for (const ShardSegment& g : segments) {
-      auto it =
-          std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
-                           [](int64_t f, const ParamSlot& s) { return f < s.offset + s.numel; });
+    for (const zero::ShardSegment& g : segments) {
+      auto it = std::upper_bound(
+          slots.begin(), slots.end(), g.flat_begin,
+          [](int64_t f, const zero::ParamSlot& s) { return f < s.offset + s.numel; });
       for (; it != slots.end() && it->offset < g.flat_begin + g.count; ++it) {
         const int64_t lo = std::max(g.flat_begin, it->offset);
         const int64_t hi = std::min(g.flat_begin + g.count, it->offset + it->numel);
@@ -132,16 +133,16 @@ std::vector<OwnedSlice> SlicesOf(const std::vector<ShardSegment>& segments,
   return out;
 }
 
-std::vector<std::string> StateNames(Optimizer& optimizer) {
+std::vector<std::string> StateNames(zero::Optimizer& optimizer) {
   std::vector<std::string> names = {ckpt::kMasterState};
-  for (const Optimizer::StateBuffer& b : optimizer.state()) names.push_back(b.name);
+  for (const zero::Optimizer::StateBuffer& b : optimizer.state()) names.push_back(b.name);
   return names;
 }
 
 // Where owned flat elements [flat, flat + n) of a shard-space buffer are, or nullptr when they
 // are not contiguous in shard space (they span segments).
-const float* ShardSpan(const ParamStore& ps, const float* base, int64_t flat, int64_t n) {
-  for (const ShardSegment& g : ps.segments())
+const float* ShardSpan(const zero::ParamStore& ps, const float* base, int64_t flat, int64_t n) {
+  for (const zero::ShardSegment& g : ps.segments())
     if (flat >= g.flat_begin && flat + n <= g.flat_begin + g.count)
       return base + g.shard_offset + (flat - g.flat_begin);
   return nullptr;
@@ -162,7 +163,7 @@ Status Trainer::SaveConsolidated(const ckpt::CheckpointContents& base) {
   if (comm_->rank() != 0) return OkStatus();
   ckpt::CheckpointContents c = base;
   std::deque<std::vector<float>> copies;
-  auto view = [&](const float* shard_base, bool shard_space, const ParamSlot& s) {
+  auto view = [&](const float* shard_base, bool shard_space, const zero::ParamSlot& s) {
     const float* p =
         shard_space ? ShardSpan(*params_, shard_base, s.offset, s.numel) : shard_base + s.offset;
     if (p == nullptr) {
@@ -173,10 +174,10 @@ Status Trainer::SaveConsolidated(const ckpt::CheckpointContents& base) {
     }
     return Tensor(const_cast<float*>(p), s.shape, DType::kF32);
   };
-  for (const ParamSlot& s : params_->slots())
+  for (const zero::ParamSlot& s : params_->slots())
     c.model.push_back({s.name, view(params_->master_data(), params_->master_sharded(), s)});
-  for (const Optimizer::StateBuffer& b : optimizer_->state())
-    for (const ParamSlot& s : params_->slots())
+  for (const zero::Optimizer::StateBuffer& b : optimizer_->state())
+    for (const zero::ParamSlot& s : params_->slots())
       c.optimizer.push_back({b.name + "/" + s.name, view(b.data, true, s)});
   return ckpt::SaveCheckpoint(config_.checkpoint.dir, c, config_.checkpoint.keep_last);
 }
@@ -200,7 +201,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   }
   // This rank's file, straight from its buffers.
   std::vector<float*> bases = {params_->master_data()};
-  for (const Optimizer::StateBuffer& b : optimizer_->state()) bases.push_back(b.data);
+  for (const zero::Optimizer::StateBuffer& b : optimizer_->state()) bases.push_back(b.data);
   std::vector<ckpt::SliceDesc> descs;
   std::vector<const float*> data;
   for (const OwnedSlice& o : all[rank]) {
@@ -261,7 +262,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file.
       if (!params_->master_sharded())
-        for (const ParamSlot& s : params_->slots())
+        for (const zero::ParamSlot& s : params_->slots())
           c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
     }
@@ -304,7 +305,7 @@ Status Trainer::SaveCheckpoint() {
 Status Trainer::LoadWeights(const std::string& path) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
   std::vector<float> full(params_->total_elements(), 0.0f);
-  for (const ParamSlot& s : params_->slots()) {
+  for (const zero::ParamSlot& s : params_->slots()) {
     auto t = file.Get(s.name);
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
     DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data() + s.offset, s.shape, DType::kF32),
@@ -329,7 +330,7 @@ namespace {
 // The parts of parameter `s` that the flat ranges `ranges` cut, parameter-local, in order.
 // Not merged: each part stays inside one range (one segment, contiguous in shard space).
 std::vector<std::pair<int64_t, int64_t>> LocalRanges(
-    const ParamSlot& s, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+    const zero::ParamSlot& s, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const auto& [b, e] : ranges) {
     const int64_t lo = std::max(b, s.offset), hi = std::min(e, s.offset + s.numel);
@@ -373,7 +374,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   // owned: the optimizer state's segments; master: the fp32 master's (all of it unless
   // sharded); model: the separate model copy's flat ranges this rank keeps.
   std::vector<std::pair<int64_t, int64_t>> owned, master, model_ranges;
-  for (const ShardSegment& g : params_->segments())
+  for (const zero::ShardSegment& g : params_->segments())
     owned.push_back({g.flat_begin, g.flat_begin + g.count});
   if (params_->master_sharded())
     master = owned;
@@ -389,7 +390,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
       model_ranges.push_back({0, params_->total_elements()});
     }
   }
-  const std::vector<Optimizer::StateBuffer> buffers = optimizer_->state();
+  const std::vector<zero::Optimizer::StateBuffer> buffers = optimizer_->state();
   // Phase 1 (and, with `commit`, phase 2): visits every range this rank keeps.
   std::vector<float> scratch;
   std::map<std::string, const Shape*> shapes;
@@ -397,7 +398,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     for (const auto& [name, shape] : reader->params()) shapes[name] = &shape;
   auto visit = [&](bool commit) -> Status {
     const std::string& where = reader->dir();
-    for (const ParamSlot& s : params_->slots()) {
+    for (const zero::ParamSlot& s : params_->slots()) {
       auto found = shapes.find(s.name);
       const Shape* shape = found == shapes.end() ? nullptr : found->second;
       if (shape == nullptr)
@@ -414,7 +415,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
           DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
       }
       for (const auto& [lo, hi] : LocalRanges(s, owned)) {
-        for (const Optimizer::StateBuffer& b : buffers) {
+        for (const zero::Optimizer::StateBuffer& b : buffers) {
           if (commit)
             DS_RETURN_IF_ERROR(
                 reader->Read(b.name, s.name, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
@@ -445,7 +446,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   // Engine, loss scaler and data states: parsed now, applied after the vote.
   int64_t step = 0, opt_step = 0;
   std::string scaler_text;
-  DataLoaderState data_state;
+  data::DataLoaderState data_state;
   if (verified.ok()) {
     auto state = [&](const char* key) -> StatusOr<std::string> {
       auto it = reader->state().find(key);
@@ -462,7 +463,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
       opt_step = engine->Find("optimizer_step")->as_int();
       DS_ASSIGN_OR_RETURN(scaler_text, state("loss_scaler"));
       DS_ASSIGN_OR_RETURN(std::string data, state("data"));
-      auto ds = DataLoaderState::FromJson(data);
+      auto ds = data::DataLoaderState::FromJson(data);
       if (!ds.ok()) return ds.status().WithPrefix(reader->dir() + ": data state");
       data_state = *ds;
       return OkStatus();
@@ -470,7 +471,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   }
   // Scaler and data loader validate while they load: keep their old states to roll back.
   const std::string old_scaler = scaler_->SaveState();
-  const DataLoaderState old_data = train_data_->state();
+  const data::DataLoaderState old_data = train_data_->state();
   if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
   if (verified.ok())
     verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
@@ -496,4 +497,4 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   return OkStatus();
 }
 
-}  // namespace ds
+}  // namespace ds::worker

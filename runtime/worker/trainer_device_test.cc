@@ -26,7 +26,7 @@
 #include "zero/device_states.h"
 #include "zero/plan/bucket_arena.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 std::string TmpDir() {
@@ -40,7 +40,7 @@ std::string MakeData() {
   std::vector<uint32_t> tokens(30000);
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = gen() % 4 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 5) % 31);
-  REQUIRE(WriteTokenFile(path, tokens, TokenDType::kUint16, 32).ok());
+  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
   return path;
 }
 
@@ -53,9 +53,9 @@ std::string Config(const std::string& data, int micro, int stage, bool device,
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml,
                                                parallel::Communicator* comm, DeviceMemory* memory,
                                                parallel::Communicator* host_comm = nullptr) {
-  auto config = ParseJobConfig(yaml, "device.yaml");
+  auto config = config::ParseJobConfig(yaml, "device.yaml");
   if (!config.ok()) return config.status();
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   if (!graph.ok()) return graph.status();
   return Trainer::Create(*config, std::move(graph).value(), comm, memory, host_comm);
 }
@@ -439,4 +439,4 @@ TEST_CASE("Device states: ZeRO-3 over a host communicator is refused with the wa
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker

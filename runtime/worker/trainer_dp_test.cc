@@ -22,7 +22,7 @@
 #include "zero/param_store.h"
 #include "zero/shard_layout.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 std::string MakeData() {
@@ -32,7 +32,7 @@ std::string MakeData() {
   std::vector<uint32_t> tokens(30000);
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = gen() % 4 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 7) % 29);
-  REQUIRE(WriteTokenFile(path, tokens, TokenDType::kUint16, 32).ok());
+  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
   return path;
 }
 
@@ -43,9 +43,9 @@ std::string Config(const std::string& data, int micro, int stage, const std::str
 // A trainer for one rank of `yaml` over `comm`: the config parsed, the graph loaded.
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml,
                                                parallel::Communicator* comm) {
-  auto config = ParseJobConfig(yaml, "dp.yaml");
+  auto config = config::ParseJobConfig(yaml, "dp.yaml");
   if (!config.ok()) return config.status();
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   if (!graph.ok()) return graph.status();
   return Trainer::Create(*config, std::move(graph).value(), comm);
 }
@@ -205,11 +205,11 @@ TEST_CASE("DP: stage 3 releases partitioned parameters outside the step", "[work
   REQUIRE(t.ok());
   REQUIRE((*t)->Initialize().ok());
   REQUIRE((*t)->TrainStep().ok());
-  const ParamStore& ps = (*t)->params();
+  const zero::ParamStore& ps = (*t)->params();
   CHECK(ps.params_partitioned());
   CHECK(ps.grads_partitioned());
   int64_t zero_matrices = 0, matrices = 0;
-  for (const ParamSlot& s : ps.slots()) {
+  for (const zero::ParamSlot& s : ps.slots()) {
     if (s.numel <= 100) continue;  // persistent
     ++matrices;
     const float* w = static_cast<const float*>(ps.model()) + s.offset;
@@ -237,7 +237,7 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
     auto comms = parallel::LoopbackCommunicator::CreateGroup(2);
     auto t = MakeTrainer(yaml(4, false), comms[0].get());
     REQUIRE(t.ok());
-    const ParamStore& ps = (*t)->params();
+    const zero::ParamStore& ps = (*t)->params();
     CHECK(ps.master_sharded());
     CHECK(ps.shard_elements() <= (ps.total_elements() + 1) / 2 + 16);
   }
@@ -342,12 +342,13 @@ TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[work
     auto comms = parallel::LoopbackCommunicator::CreateGroup(4);
     auto t = MakeTrainer(CkptYaml(data, dir, 4, stage, false), comms[0].get());
     REQUIRE(t.ok());
-    const ParamStore& ps = (*t)->params();
+    const zero::ParamStore& ps = (*t)->params();
     int64_t all_files = 0;
     for (int r = 0; r < 4; ++r) {
       int64_t owned = 0;  // parameter elements (no alignment padding) in r's segments
-      for (const ShardSegment& g : zero::LayoutFor((*t)->plan(), r, ps.total_elements()).segments)
-        for (const ParamSlot& s : ps.slots())
+      for (const zero::ShardSegment& g :
+           zero::LayoutFor((*t)->plan(), r, ps.total_elements()).segments)
+        for (const zero::ParamSlot& s : ps.slots())
           owned += std::max<int64_t>(0, std::min(g.flat_begin + g.count, s.offset + s.numel) -
                                             std::max(g.flat_begin, s.offset));
       char name[64];
@@ -415,4 +416,4 @@ TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, nami
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker

@@ -16,7 +16,7 @@
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 std::vector<double> Train(const std::string& device, const std::string& data,
@@ -34,9 +34,9 @@ std::vector<double> Train(const std::string& device, const std::string& data,
       "training: {train_iters: 20}\n"
       "device: {type: " +
       device + ", threads: 2}\n";
-  auto config = ParseJobConfig(yaml, device + ".yaml");
+  auto config = config::ParseJobConfig(yaml, device + ".yaml");
   REQUIRE(config.ok());
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   REQUIRE(graph.ok());
   auto t = Trainer::Create(*config, std::move(graph).value());
   INFO(t.status().ToString());
@@ -58,7 +58,7 @@ std::string MakeData() {
   std::mt19937 gen(3);
   std::vector<uint32_t> tokens(40000);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = gen() % 3 == 0 ? gen() % 32 : (i * 5) % 31;
-  REQUIRE(WriteTokenFile(path, tokens, TokenDType::kUint16, 32).ok());
+  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
   return path;
 }
 
@@ -126,4 +126,4 @@ TEST_CASE("GPU: offload_optimizer trains on the GPU with the optimizer on the ho
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker

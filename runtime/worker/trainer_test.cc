@@ -12,7 +12,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/plan/model_loader.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 std::string TmpDir(const std::string& name) {
@@ -29,7 +29,7 @@ std::string MakeData(const std::string& dir) {
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = gen() % 5 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 7) % 29);
   std::string path = dir + "/train.tok";
-  REQUIRE(WriteTokenFile(path, tokens, TokenDType::kUint16, 32).ok());
+  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
   return path;
 }
 
@@ -51,10 +51,10 @@ std::string Config(const std::string& dir, const std::string& extra, const std::
 }
 
 std::unique_ptr<Trainer> MakeTrainer(const std::string& yaml) {
-  auto config = ParseJobConfig(yaml, "test.yaml");
+  auto config = config::ParseJobConfig(yaml, "test.yaml");
   INFO(config.status().ToString());
   REQUIRE(config.ok());
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   REQUIRE(graph.ok());
   auto t = Trainer::Create(*config, std::move(graph).value());
   INFO(t.status().ToString());
@@ -78,7 +78,7 @@ std::vector<double> Train(Trainer& t, int steps, std::vector<StepMetrics>* all =
 }
 
 std::vector<float> Weights(Trainer& t) {
-  ParamStore& p = t.params();
+  zero::ParamStore& p = t.params();
   return std::vector<float>(p.master(), p.master() + p.total_elements());
 }
 
@@ -187,10 +187,10 @@ TEST_CASE("Trainer: bad checkpoints are rejected naming the file", "[worker]") {
   Train(*t, 2);
   REQUIRE(t->SaveCheckpoint().ok());
   // A checkpoint of another model shape.
-  auto other = ParseJobConfig(
+  auto other = config::ParseJobConfig(
       Config(dir, "").replace(Config(dir, "").find("n_embd: 32"), 10, "n_embd: 64"), "o.yaml");
   REQUIRE(other.ok());
-  auto g = LoadModelGraph(*other);
+  auto g = plan::LoadModelGraph(*other);
   REQUIRE(g.ok());
   auto t2 = Trainer::Create(*other, std::move(g).value());
   REQUIRE(t2.ok());
@@ -202,4 +202,4 @@ TEST_CASE("Trainer: bad checkpoints are rejected naming the file", "[worker]") {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker

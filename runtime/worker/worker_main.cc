@@ -33,7 +33,7 @@
 #include "runtime/worker/task_eval.h"
 #include "runtime/worker/trainer.h"
 
-namespace ds {
+namespace ds::worker {
 namespace {
 
 struct Flags {
@@ -117,15 +117,15 @@ struct DataParallelGroup {
 Status JoinNccl(const RankEnv& env, std::chrono::milliseconds timeout, DataParallelGroup* g) {
   g->nccl_grpc = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "nccl", timeout);
   g->nccl_store = std::make_unique<parallel::GrpcKvStore>(g->nccl_grpc.get());
-  DS_ASSIGN_OR_RETURN(g->comm, LoadNcclCommunicator(g->memory.get(), env.rank, env.world_size, "dp",
-                                                    g->nccl_store.get(), timeout));
+  DS_ASSIGN_OR_RETURN(g->comm, exec::LoadNcclCommunicator(g->memory.get(), env.rank, env.world_size,
+                                                          "dp", g->nccl_store.get(), timeout));
   DS_LOG_INFO("worker", "joined the data-parallel group: rank {} of {} over NCCL on {}", env.rank,
               env.world_size, g->memory->name());
   return OkStatus();
 }
 
-StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv& env,
-                                                                   const JobConfig& config) {
+StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(
+    const RankEnv& env, const config::JobConfig& config) {
   auto g = std::make_unique<DataParallelGroup>();
   std::ifstream in(env.token_file);
   launcher::ClientOptions o;
@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
   const auto timeout = std::chrono::milliseconds(60000);
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config));
   if (pc.states_on_device) {
-    DS_ASSIGN_OR_RETURN(g->memory, OpenAccelerator(0));  // the agent pins one GPU per rank
+    DS_ASSIGN_OR_RETURN(g->memory, exec::OpenAccelerator(0));  // the agent pins one GPU per rank
     if (g->memory->device() == Device::kCuda) {
       // The launcher's plan puts the data-parallel collectives on device buffers (the plan's
       // device_collectives): every rank needs NCCL. Falling back to Gloo here would change this
@@ -172,7 +172,7 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(const RankEnv
 Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
-  DS_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(f.config));
+  DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(f.config));
   // Rank 0 alone writes metrics; checkpoints are written by rank 0 after every rank took
   // part in gathering sharded state (Trainer::SaveCheckpoint).
   if (env.rank != 0) config.monitor.csv.clear();
@@ -183,7 +183,7 @@ Status Run(const Flags& f) {
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
-  DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(config));
+  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   std::unique_ptr<DataParallelGroup> group;
   if (env.launched && env.world_size > 1 && !f.eval) {
     DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
@@ -207,7 +207,7 @@ Status Run(const Flags& f) {
                                   std::to_string(trainer->step()) + "): pick one");
     DS_RETURN_IF_ERROR(trainer->LoadWeights(f.init_weights));
   }
-  const JobConfig& c = trainer->config();
+  const config::JobConfig& c = trainer->config();
   if (!f.export_init.empty()) {
     DS_RETURN_IF_ERROR(trainer->ExportWeights(f.export_init));
     std::printf("ds-worker: wrote weights of step %lld to %s\n",
@@ -273,12 +273,12 @@ Status Run(const Flags& f) {
 }
 
 }  // namespace
-}  // namespace ds
+}  // namespace ds::worker
 
 int main(int argc, char** argv) {
-  ds::EnsureBlasKernels(argc, argv);
+  ds::worker::EnsureBlasKernels(argc, argv);
   CLI::App app{"ds-worker: train one rank (standalone, or started by ds-agent)"};
-  ds::Flags f;
+  ds::worker::Flags f;
   app.add_option("--config,-c", f.config, "job config (YAML or JSON)")->required();
   app.add_option("--steps", f.steps, "override training.train_iters");
   app.add_option("--threads", f.threads, "compute threads (default: device.threads or all cores)");
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (!f.log_level.empty()) ds::SetLogLevel(f.log_level);
-  ds::Status s = ds::Run(f);
+  ds::Status s = ds::worker::Run(f);
   if (!s.ok()) {
     std::fflush(stdout);
     std::fprintf(stderr, "ds-worker: error: %s\n", s.ToString().c_str());

@@ -49,11 +49,11 @@ void TrainAndSave(const std::string& yaml, int world, int steps) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto config = ParseJobConfig(yaml, "c.yaml");
+      auto config = config::ParseJobConfig(yaml, "c.yaml");
       if (!config.ok()) return void(errors[r] = config.status());
-      auto graph = LoadModelGraph(*config);
+      auto graph = plan::LoadModelGraph(*config);
       if (!graph.ok()) return void(errors[r] = graph.status());
-      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
+      auto t = worker::Trainer::Create(*config, std::move(graph).value(), comms[r].get());
       if (!t.ok()) return void(errors[r] = t.status());
       Status s = (*t)->Initialize();
       for (int i = 0; i < steps && s.ok(); ++i) s = (*t)->TrainStep().status();
@@ -74,7 +74,7 @@ TEST_CASE("ds-ckpt consolidate: a DP=4 stage-3 bf16 checkpoint equals a one-rank
   std::mt19937 gen(3);
   std::vector<uint32_t> tokens(5000);
   for (uint32_t& t : tokens) t = gen() % 32;
-  REQUIRE(WriteTokenFile(data, tokens, TokenDType::kUint16, 32).ok());
+  REQUIRE(data::WriteTokenFile(data, tokens, data::TokenDType::kUint16, 32).ok());
   const std::string ckpt = TmpDir() + "/consolidate_ckpt";
   std::system(("rm -rf '" + ckpt + "'").c_str());
   TrainAndSave(Yaml(data, ckpt, 4, 3, false), 4, 3);
@@ -84,17 +84,17 @@ TEST_CASE("ds-ckpt consolidate: a DP=4 stage-3 bf16 checkpoint equals a one-rank
   auto file = ckpt::SafetensorsFile::Open(out);
   REQUIRE(file.ok());
 
-  auto config = ParseJobConfig(Yaml(data, ckpt, 1, 0, true), "c.yaml");
+  auto config = config::ParseJobConfig(Yaml(data, ckpt, 1, 0, true), "c.yaml");
   REQUIRE(config.ok());
-  auto graph = LoadModelGraph(*config);
+  auto graph = plan::LoadModelGraph(*config);
   REQUIRE(graph.ok());
-  auto t = Trainer::Create(*config, std::move(graph).value());
+  auto t = worker::Trainer::Create(*config, std::move(graph).value());
   REQUIRE(t.ok());
   REQUIRE((*t)->Initialize().ok());
   REQUIRE((*t)->step() == 3);
-  const ParamStore& ps = (*t)->params();
+  const zero::ParamStore& ps = (*t)->params();
   REQUIRE(file->tensors().size() == ps.slots().size());
-  for (const ParamSlot& s : ps.slots()) {
+  for (const zero::ParamSlot& s : ps.slots()) {
     INFO(s.name);
     auto got = file->Get(s.name);
     REQUIRE(got.ok());

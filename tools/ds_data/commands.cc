@@ -49,11 +49,11 @@ Status CheckTokenizeOptions(const TokenizeOptions& o) {
 }
 
 // The examples of `problems`, back to back.
-std::vector<uint32_t> EncodeAll(const AdditionTask& task,
-                                const std::vector<AdditionProblem>& problems) {
+std::vector<uint32_t> EncodeAll(const data::AdditionTask& task,
+                                const std::vector<data::AdditionProblem>& problems) {
   std::vector<uint32_t> tokens;
   tokens.reserve(problems.size() * static_cast<size_t>(task.example_length()));
-  for (const AdditionProblem& p : problems) {
+  for (const data::AdditionProblem& p : problems) {
     for (int32_t t : EncodeAdditionExample(task, p.a, p.b)) {
       tokens.push_back(static_cast<uint32_t>(t));
     }
@@ -85,7 +85,7 @@ Status RunTokenize(const TokenizeOptions& o) {
   DS_RETURN_IF_ERROR(CheckTokenizeOptions(o));
   DS_ASSIGN_OR_RETURN(std::string text, ReadFile(o.input));
   if (text.empty()) return InvalidArgumentError("tokenize: " + o.input + " is empty");
-  const std::vector<uint32_t> tokens = ByteEncode(text);
+  const std::vector<uint32_t> tokens = data::ByteEncode(text);
   const int64_t n = static_cast<int64_t>(tokens.size());
   // nanoGPT's split: the first (1 - f) of the text trains, the rest validates.
   const int64_t val = static_cast<int64_t>(std::llround(static_cast<double>(n) * o.val_fraction));
@@ -94,11 +94,11 @@ Status RunTokenize(const TokenizeOptions& o) {
     return InvalidArgumentError("tokenize: " + std::to_string(n) + " tokens cannot be split " +
                                 "with --val_fraction " + std::to_string(o.val_fraction));
   }
-  DS_RETURN_IF_ERROR(
-      WriteTokenFile(o.output, tokens.data(), train, TokenDType::kUint16, kByteVocabSize));
+  DS_RETURN_IF_ERROR(data::WriteTokenFile(o.output, tokens.data(), train, data::TokenDType::kUint16,
+                                          data::kByteVocabSize));
   if (val > 0) {
-    DS_RETURN_IF_ERROR(WriteTokenFile(o.val_output, tokens.data() + train, val, TokenDType::kUint16,
-                                      kByteVocabSize));
+    DS_RETURN_IF_ERROR(data::WriteTokenFile(o.val_output, tokens.data() + train, val,
+                                            data::TokenDType::kUint16, data::kByteVocabSize));
   }
   DS_LOG_INFO("tools", "tokenize: {} bytes -> {} train tokens in {}{}", n, train, o.output,
               val > 0 ? ", " + std::to_string(val) + " validation tokens in " + o.val_output
@@ -108,37 +108,38 @@ Status RunTokenize(const TokenizeOptions& o) {
 
 Status RunAddition(const AdditionOptions& o) {
   if (o.output_dir.empty()) return InvalidArgumentError("addition: --output_dir is required");
-  const AdditionTask task{o.digits};
-  DS_ASSIGN_OR_RETURN(AdditionSplit split,
-                      GenerateAdditionProblems(task, o.train_examples, o.val_examples, o.seed));
+  const data::AdditionTask task{o.digits};
+  DS_ASSIGN_OR_RETURN(
+      data::AdditionSplit split,
+      data::GenerateAdditionProblems(task, o.train_examples, o.val_examples, o.seed));
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "mkdir(" + o.output_dir + ")");
   const std::string dir = o.output_dir + "/";
 
-  DS_RETURN_IF_ERROR(WriteTokenFile(dir + "train.tok", EncodeAll(task, split.train),
-                                    TokenDType::kUint16, kAdditionVocabSize));
-  DS_RETURN_IF_ERROR(WriteTokenFile(dir + "val.tok", EncodeAll(task, split.validation),
-                                    TokenDType::kUint16, kAdditionVocabSize));
+  DS_RETURN_IF_ERROR(data::WriteTokenFile(dir + "train.tok", EncodeAll(task, split.train),
+                                          data::TokenDType::kUint16, data::kAdditionVocabSize));
+  DS_RETURN_IF_ERROR(data::WriteTokenFile(dir + "val.tok", EncodeAll(task, split.validation),
+                                          data::TokenDType::kUint16, data::kAdditionVocabSize));
   std::string problems;
-  for (const AdditionProblem& p : split.validation) {
+  for (const data::AdditionProblem& p : split.validation) {
     problems +=
         std::to_string(p.a) + " " + std::to_string(p.b) + " " + std::to_string(p.a + p.b) + "\n";
   }
   DS_RETURN_IF_ERROR(WriteTextFile(dir + "val_problems.txt", problems));
   DS_RETURN_IF_ERROR(WriteTextFile(
-      dir + "task.json", AdditionTaskJson(task, o.train_examples, o.val_examples, o.seed)));
+      dir + "task.json", data::AdditionTaskJson(task, o.train_examples, o.val_examples, o.seed)));
   DS_LOG_INFO("tools",
               "addition: {}-digit, {} train + {} validation examples of {} tokens in {} "
               "(vocab {})",
               o.digits, o.train_examples, o.val_examples, task.example_length(), o.output_dir,
-              kAdditionVocabSize);
+              data::kAdditionVocabSize);
   return OkStatus();
 }
 
 StatusOr<std::string> DescribeTokenFile(const std::string& path) {
-  DS_ASSIGN_OR_RETURN(std::unique_ptr<TokenFile> f, TokenFile::Open(path));
-  std::string line = path + ": format " + TokenFileFormatName(f->format()) + ", uint" +
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<data::TokenFile> f, data::TokenFile::Open(path));
+  std::string line = path + ": format " + data::TokenFileFormatName(f->format()) + ", uint" +
                      std::to_string(8 * static_cast<int>(f->dtype())) + ", " +
                      std::to_string(f->size()) + " tokens, vocab " +
                      (f->vocab_size() > 0 ? std::to_string(f->vocab_size()) : "unknown") +

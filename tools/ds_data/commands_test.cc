@@ -31,7 +31,7 @@ std::string Slurp(const std::string& path) {
 }
 
 std::vector<int32_t> Tokens(const std::string& path) {
-  StatusOr<std::unique_ptr<TokenFile>> f = TokenFile::Open(path);
+  StatusOr<std::unique_ptr<data::TokenFile>> f = data::TokenFile::Open(path);
   REQUIRE(f.ok());
   std::vector<int32_t> t(static_cast<size_t>((*f)->size()));
   (*f)->Copy(0, (*f)->size(), t.data());
@@ -54,7 +54,7 @@ TEST_CASE("ds-data tokenize: bytes round-trip and the split is by position", "[t
   const std::vector<int32_t> val = Tokens(o.val_output);
   CHECK(val.size() == static_cast<size_t>(std::llround(text.size() * 0.1)));
   train.insert(train.end(), val.begin(), val.end());
-  StatusOr<std::string> back = ByteDecode(train.data(), train.size());
+  StatusOr<std::string> back = data::ByteDecode(train.data(), train.size());
   REQUIRE(back.ok());
   CHECK(*back == text);
 
@@ -91,7 +91,7 @@ TEST_CASE("ds-data addition: files, lengths, disjointness and determinism", "[to
   o.seed = 5;
   o.output_dir = Temp("addition/a");
   REQUIRE(RunAddition(o).ok());
-  const AdditionTask task{2};
+  const data::AdditionTask task{2};
   const std::string dir = o.output_dir + "/";
 
   const std::vector<int32_t> train = Tokens(dir + "train.tok");
@@ -103,12 +103,12 @@ TEST_CASE("ds-data addition: files, lengths, disjointness and determinism", "[to
   std::set<std::pair<uint64_t, uint64_t>> train_pairs;
   for (size_t e = 0; e < 3000; ++e) {
     const int32_t* ex = train.data() + e * task.example_length();
-    CHECK(ex[task.equals_position()] == kAdditionEquals);
-    CHECK(ex[task.example_length() - 1] == kAdditionEnd);
+    CHECK(ex[task.equals_position()] == data::kAdditionEquals);
+    CHECK(ex[task.example_length() - 1] == data::kAdditionEnd);
     const uint64_t a = ex[0] * 10 + ex[1];
     const uint64_t b = ex[3] * 10 + ex[4];
     StatusOr<uint64_t> sum =
-        DecodeAdditionAnswer(task, ex + task.prompt_length(), task.answer_length() + 1);
+        data::DecodeAdditionAnswer(task, ex + task.prompt_length(), task.answer_length() + 1);
     REQUIRE(sum.ok());
     CHECK(*sum == a + b);
     train_pairs.insert({a, b});
@@ -121,13 +121,13 @@ TEST_CASE("ds-data addition: files, lengths, disjointness and determinism", "[to
   while (problems >> a >> b >> sum) {
     CHECK(sum == a + b);
     CHECK(train_pairs.count({a, b}) == 0);
-    const std::vector<int32_t> ex = EncodeAdditionExample(task, a, b);
+    const std::vector<int32_t> ex = data::EncodeAdditionExample(task, a, b);
     CHECK(std::equal(ex.begin(), ex.end(), val.begin() + lines * task.example_length()));
     ++lines;
   }
   CHECK(lines == 200);
 
-  StatusOr<AdditionTask> parsed = ParseAdditionTaskJson(Slurp(dir + "task.json"));
+  StatusOr<data::AdditionTask> parsed = data::ParseAdditionTaskJson(Slurp(dir + "task.json"));
   REQUIRE(parsed.ok());
   CHECK(parsed->digits == 2);
 
@@ -147,7 +147,7 @@ TEST_CASE("ds-data addition: files, lengths, disjointness and determinism", "[to
 
 TEST_CASE("ds-data info describes a token file", "[tools]") {
   const std::string path = Temp("info.tok");
-  REQUIRE(WriteTokenFile(path, {1, 2, 3}, TokenDType::kUint16, 14).ok());
+  REQUIRE(data::WriteTokenFile(path, {1, 2, 3}, data::TokenDType::kUint16, 14).ok());
   StatusOr<std::string> line = DescribeTokenFile(path);
   REQUIRE(line.ok());
   CHECK(*line == path + ": format ds, uint16, 3 tokens, vocab 14, first: 1 2 3");
