@@ -70,30 +70,6 @@ Status Forward(const OpArgs& args) {
   return OkStatus();
 }
 
-// One row's backward: dx (when wanted) and the row's dgamma (pg) and dbeta (pb) partials.
-template <bool kC>
-inline void BackwardRow(const float* xr, const float* dyr, const float* gamma, float m, float s,
-                        int64_t c, float* dxr, float* pg, float* pb) {
-  float sum_g = 0.f, sum_gx = 0.f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-  for (int64_t j = 0; j < c; ++j) {
-    const float gj = dyr[j] * gamma[j];
-    if constexpr (kC) sum_g += gj;
-    sum_gx += gj * (xr[j] - m) * s;
-  }
-  const float mean_g = sum_g / c, mean_gx = sum_gx / c;
-  for (int64_t j = 0; j < c; ++j) {
-    const float xhat = (xr[j] - m) * s;
-    pg[j] += dyr[j] * xhat;
-    if constexpr (kC) {
-      pb[j] += dyr[j];
-      if (dxr) dxr[j] += s * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
-    } else {
-      if (dxr) dxr[j] += s * (dyr[j] * gamma[j] - xhat * mean_gx);
-    }
-  }
-}
-
 template <class Kind>
 Status Backward(const OpArgs& args) {
   constexpr bool kC = Kind::kCentered;
@@ -115,10 +91,31 @@ Status Backward(const OpArgs& args) {
   float* partial = ThreadScratch(0, chunks * slice);
   std::fill(partial, partial + chunks * slice, 0.f);
   ParallelChunks(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
-    float* pg = partial + chunk * slice;
-    for (int64_t r = begin; r < end; ++r)
-      BackwardRow<kC>(xp + r * c, dy + r * c, gamma, kC ? mean[r] : 0.f, rstd[r], c,
-                      dx ? dx + r * c : nullptr, pg, pg + c);
+    float* pg = partial + chunk * slice;  // dgamma partial
+    float* pb = pg + c;                   // dbeta partial (layernorm)
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xp + r * c;
+      const float* dyr = dy + r * c;
+      const float m = kC ? mean[r] : 0.f, s = rstd[r];
+      float sum_g = 0.f, sum_gx = 0.f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (int64_t j = 0; j < c; ++j) {
+        const float gj = dyr[j] * gamma[j];
+        if constexpr (kC) sum_g += gj;
+        sum_gx += gj * (xr[j] - m) * s;
+      }
+      const float mean_g = sum_g / c, mean_gx = sum_gx / c;
+      for (int64_t j = 0; j < c; ++j) {
+        const float xhat = (xr[j] - m) * s;
+        pg[j] += dyr[j] * xhat;
+        if constexpr (kC) {
+          pb[j] += dyr[j];
+          if (dx) dx[r * c + j] += s * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+        } else {
+          if (dx) dx[r * c + j] += s * (dyr[j] * gamma[j] - xhat * mean_gx);
+        }
+      }
+    }
   });
   for (int k = 0; k < chunks; ++k)
     for (int w = 0; w < kWidth; ++w) {
