@@ -36,6 +36,7 @@ namespace ds::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using launcher::GrpcStore;
 
 struct Flags {
   std::vector<int> worlds = {2, 4};

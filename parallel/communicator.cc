@@ -426,47 +426,37 @@ std::unique_ptr<CommHandle> Communicator::BarrierAsync() {
   return Submit(op, OkStatus());
 }
 
-// The sync variants: the async one, run inline when nothing is pending (see Submit).
+// The sync variants: the async one through Sync (inline when nothing is pending).
 Status Communicator::AllReduce(BufferView data, ReduceOp op) {
-  issue_inline_ = true;
-  return AllReduceAsync(data, op)->Wait();
+  return Sync([&] { return AllReduceAsync(data, op); });
 }
 Status Communicator::ReduceScatter(BufferView in, BufferView out, ReduceOp op) {
-  issue_inline_ = true;
-  return ReduceScatterAsync(in, out, op)->Wait();
+  return Sync([&] { return ReduceScatterAsync(in, out, op); });
 }
 Status Communicator::ReduceScatterV(BufferView in, BufferView out, std::vector<int64_t> counts,
                                     ReduceOp op) {
-  issue_inline_ = true;
-  return ReduceScatterVAsync(in, out, std::move(counts), op)->Wait();
+  return Sync([&] { return ReduceScatterVAsync(in, out, std::move(counts), op); });
 }
 Status Communicator::AllGather(BufferView in, BufferView out) {
-  issue_inline_ = true;
-  return AllGatherAsync(in, out)->Wait();
+  return Sync([&] { return AllGatherAsync(in, out); });
 }
 Status Communicator::Broadcast(BufferView data, int root) {
-  issue_inline_ = true;
-  return BroadcastAsync(data, root)->Wait();
+  return Sync([&] { return BroadcastAsync(data, root); });
 }
 Status Communicator::AllToAll(BufferView in, BufferView out) {
-  issue_inline_ = true;
-  return AllToAllAsync(in, out)->Wait();
+  return Sync([&] { return AllToAllAsync(in, out); });
 }
 Status Communicator::Send(BufferView data, int dst, int tag) {
-  issue_inline_ = true;
-  return SendAsync(data, dst, tag)->Wait();
+  return Sync([&] { return SendAsync(data, dst, tag); });
 }
 Status Communicator::Recv(BufferView data, int src, int tag) {
-  issue_inline_ = true;
-  return RecvAsync(data, src, tag)->Wait();
+  return Sync([&] { return RecvAsync(data, src, tag); });
 }
 Status Communicator::SendRecv(BufferView send, int dst, BufferView recv, int src, int tag) {
-  issue_inline_ = true;
-  return SendRecvAsync(send, dst, recv, src, tag)->Wait();
+  return Sync([&] { return SendRecvAsync(send, dst, recv, src, tag); });
 }
 Status Communicator::Barrier() {
-  issue_inline_ = true;
-  return BarrierAsync()->Wait();
+  return Sync([&] { return BarrierAsync(); });
 }
 
 StatusOr<std::unique_ptr<Communicator>> Communicator::Split(const std::vector<int>& ranks,

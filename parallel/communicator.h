@@ -211,6 +211,13 @@ class Communicator {
   class QueuedHandle;
 
   std::unique_ptr<CommHandle> Enqueue(CommOp op);
+  // A sync call: issues through `async` (one of the *Async calls) with issue_inline_ set, so
+  // that Submit runs it on the calling thread when nothing is pending, and waits for it.
+  template <class Async>
+  Status Sync(Async async) {
+    issue_inline_ = true;
+    return async()->Wait();
+  }
   // Validates, numbers and queues `op`, or runs it inline when issue_inline_ is set (a sync
   // call) and nothing is pending.
   std::unique_ptr<CommHandle> Submit(CommOp op, Status validation);

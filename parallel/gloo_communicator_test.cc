@@ -14,6 +14,7 @@
 namespace ds::parallel {
 namespace {
 
+using launcher::GrpcStore;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::RunOnRanks;

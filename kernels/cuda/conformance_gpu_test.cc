@@ -381,12 +381,12 @@ TEST_CASE("CUDA kernels run on the thread's current stream", "[cuda]") {
   args.in = {Tensor(a, {n}, DType::kF32), Tensor(b, {n}, DType::kF32)};
   args.out = {Tensor(y, {n}, DType::kF32)};
   {
-    ScopedStream scope(stream);
-    CHECK(CurrentStream() == stream);
+    cuda::ScopedStream scope(stream);
+    CHECK(cuda::CurrentStream() == stream);
     REQUIRE(k->forward(args).ok());
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   }
-  CHECK(CurrentStream() == nullptr);
+  CHECK(cuda::CurrentStream() == nullptr);
   std::vector<float> host(n);
   REQUIRE(cudaMemcpy(host.data(), y, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(host.front() == 2.f);

@@ -1,7 +1,7 @@
 // Registry glue: registers the CUDA kernels of every op except "attention" (attention/)
 // and "linear" (blas/) for Device::kCuda, f32 and bf16. Each entry checks dtypes, reads
 // the op's attributes exactly as the CPU kernel does (kernels/cpu/*.cc), launches on the
-// thread's CurrentStream() (stream_context.h) and turns the launch error into a Status.
+// thread's cuda::CurrentStream() (stream_context.h) and turns the launch error into a Status.
 //
 // Tensors passed to these kernels are device memory. For a bf16 kernel every float tensor
 // of the call (inputs, outputs, gradients) is bf16; `saved` buffers are fp32 as the OpDef
@@ -68,7 +68,7 @@ template <typename T>
 Status AddForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("add", a));
   DS_LAUNCH(LaunchAddForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]), a.in[0].numel(),
-                             CurrentStream()));
+                             cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -77,7 +77,7 @@ Status AddBackward(const OpArgs& a) {
   for (int k = 0; k < 2; ++k)
     if (a.grad_in[k].defined())
       DS_LAUNCH(LaunchAccumulate(Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[k]), a.grad_out[0].numel(),
-                                 CurrentStream()));
+                                 cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -85,7 +85,7 @@ template <typename T>
 Status MulForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("mul", a));
   DS_LAUNCH(LaunchMulForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]), a.in[0].numel(),
-                             CurrentStream()));
+                             cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -93,14 +93,15 @@ Status MulBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("mul", a));
   DS_LAUNCH(LaunchMulBackward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]),
                               Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]), a.grad_out[0].numel(),
-                              CurrentStream()));
+                              cuda::CurrentStream()));
   return OkStatus();
 }
 
 template <typename T>
 Status GeluForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("gelu", a));
-  DS_LAUNCH(LaunchGeluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), CurrentStream()));
+  DS_LAUNCH(
+      LaunchGeluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -108,14 +109,15 @@ Status GeluBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("gelu", a));
   if (!a.grad_in[0].defined()) return OkStatus();
   DS_LAUNCH(LaunchGeluBackward(Ptr<T>(a.in[0]), Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[0]),
-                               a.in[0].numel(), CurrentStream()));
+                               a.in[0].numel(), cuda::CurrentStream()));
   return OkStatus();
 }
 
 template <typename T>
 Status SiluForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("silu", a));
-  DS_LAUNCH(LaunchSiluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), CurrentStream()));
+  DS_LAUNCH(
+      LaunchSiluForward(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -123,7 +125,7 @@ Status SiluBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("silu", a));
   if (!a.grad_in[0].defined()) return OkStatus();
   DS_LAUNCH(LaunchSiluBackward(Ptr<T>(a.in[0]), Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[0]),
-                               a.in[0].numel(), CurrentStream()));
+                               a.in[0].numel(), cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -147,7 +149,7 @@ Status DropoutForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("dropout", a));
   const DropoutMask m = MakeDropoutMask(a);
   DS_LAUNCH(LaunchDropout(Ptr<T>(a.in[0]), Ptr<T>(a.out[0]), a.in[0].numel(), a.seed, m.threshold,
-                          m.scale, /*accumulate=*/false, CurrentStream()));
+                          m.scale, /*accumulate=*/false, cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -156,7 +158,8 @@ Status DropoutBackward(const OpArgs& a) {
   if (!a.grad_in[0].defined()) return OkStatus();
   const DropoutMask m = MakeDropoutMask(a);
   DS_LAUNCH(LaunchDropout(Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[0]), a.grad_out[0].numel(),
-                          a.seed, m.threshold, m.scale, /*accumulate=*/true, CurrentStream()));
+                          a.seed, m.threshold, m.scale, /*accumulate=*/true,
+                          cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -168,7 +171,7 @@ Status LayerNormForward(const OpArgs& a) {
   const float eps = static_cast<float>(AttrFloat(a, "eps", 1e-5));
   DS_LAUNCH(LaunchLayerNormForward(
       Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.in[2]), Ptr<T>(a.out[0]), a.saved[0].f32(),
-      a.saved[1].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1), eps, CurrentStream()));
+      a.saved[1].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1), eps, cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -177,7 +180,7 @@ Status LayerNormBackward(const OpArgs& a) {
   DS_LAUNCH(LaunchLayerNormBackward(
       Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]), a.saved[0].f32(), a.saved[1].f32(),
       Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]), Ptr<T>(a.grad_in[2]),
-      LeadingRows(a.in[0].shape()), a.in[0].dim(-1), CurrentStream()));
+      LeadingRows(a.in[0].shape()), a.in[0].dim(-1), cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -187,7 +190,7 @@ Status RmsNormForward(const OpArgs& a) {
   const float eps = static_cast<float>(AttrFloat(a, "eps", 1e-6));
   DS_LAUNCH(LaunchRmsNormForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
                                  a.saved[0].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
-                                 eps, CurrentStream()));
+                                 eps, cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -195,7 +198,8 @@ Status RmsNormBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rmsnorm", a));
   DS_LAUNCH(LaunchRmsNormBackward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.grad_out[0]),
                                   a.saved[0].f32(), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]),
-                                  LeadingRows(a.in[0].shape()), a.in[0].dim(-1), CurrentStream()));
+                                  LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
+                                  cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -213,7 +217,7 @@ Status RopeApply(const OpArgs& a, const Tensor& src, const Tensor& dst, float si
   HeadLayout l;
   DS_RETURN_IF_ERROR(RopeLayout(a, &l));
   DS_LAUNCH(LaunchRope(Ptr<T>(src), Ptr<T>(dst), l.batch, l.seq, l.n_head, l.n_kv_head, l.head_dim,
-                       AttrFloat(a, "theta", 10000.0), sign, accumulate, CurrentStream()));
+                       AttrFloat(a, "theta", 10000.0), sign, accumulate, cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -231,7 +235,7 @@ Status EmbeddingForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("embedding", a));
   DS_LAUNCH(LaunchEmbeddingForward(a.in[0].i32(), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
                                    a.in[0].numel(), a.in[1].dim(0), a.in[1].dim(1),
-                                   CurrentStream()));
+                                   cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -240,7 +244,7 @@ Status EmbeddingBackward(const OpArgs& a) {
   if (!a.grad_in[1].defined()) return OkStatus();
   DS_LAUNCH(LaunchEmbeddingBackward(a.in[0].i32(), Ptr<T>(a.grad_out[0]), Ptr<T>(a.grad_in[1]),
                                     a.in[0].numel(), a.in[1].dim(0), a.in[1].dim(1),
-                                    CurrentStream()));
+                                    cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -249,7 +253,7 @@ Status PositionEmbeddingForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
   DS_LAUNCH(LaunchPositionEmbeddingForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
                                            a.in[0].dim(0), a.in[0].dim(1), a.in[0].dim(2),
-                                           CurrentStream()));
+                                           cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -257,7 +261,8 @@ Status PositionEmbeddingBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
   const Tensor& dy = a.grad_out[0];
   DS_LAUNCH(LaunchPositionEmbeddingBackward(Ptr<T>(dy), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]),
-                                            dy.dim(0), dy.dim(1), dy.dim(2), CurrentStream()));
+                                            dy.dim(0), dy.dim(1), dy.dim(2),
+                                            cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -284,7 +289,7 @@ Status CrossEntropyForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckCrossEntropyDTypes<T>(a));
   DS_LAUNCH(LaunchCrossEntropyForward(Ptr<T>(a.in[0]), a.in[1].i32(), a.saved[0].f32(),
                                       a.out[0].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
-                                      AttrInt(a, "ignore_index", -100), CurrentStream()));
+                                      AttrInt(a, "ignore_index", -100), cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
@@ -294,7 +299,7 @@ Status CrossEntropyBackward(const OpArgs& a) {
   DS_LAUNCH(LaunchCrossEntropyBackward(Ptr<T>(a.in[0]), a.in[1].i32(), a.saved[0].f32(),
                                        a.grad_out[0].f32(), Ptr<T>(a.grad_in[0]),
                                        LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
-                                       AttrInt(a, "ignore_index", -100), CurrentStream()));
+                                       AttrInt(a, "ignore_index", -100), cuda::CurrentStream()));
   return OkStatus();
 }
 

@@ -144,7 +144,7 @@ class CudaOptimizerKernels final : public OptimizerKernels {
   // The memory's stream, made current for the launches that follow.
   cudaStream_t Stream() const {
     memory_->Bind();
-    return kernels::CurrentStream();
+    return cuda::CurrentStream();
   }
 
   DeviceMemory* memory_;

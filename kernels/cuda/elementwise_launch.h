@@ -9,7 +9,7 @@
 // gradient pointer means "not wanted" and is skipped. Outputs may alias inputs only in
 // forward launchers.
 //
-//   DS_CUDA_RETURN_IF_ERROR(LaunchAddForward(a, b, y, n, CurrentStream()));
+//   DS_CUDA_RETURN_IF_ERROR(LaunchAddForward(a, b, y, n, cuda::CurrentStream()));
 #pragma once
 
 #include <cuda_bf16.h>

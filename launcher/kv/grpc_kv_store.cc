@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace ds::parallel {
+namespace ds::launcher {
 
 Status GrpcKvStore::Set(const std::string& key, const std::string& value) {
   return store_->Set(key, std::vector<char>(value.begin(), value.end()));
@@ -14,4 +14,4 @@ StatusOr<std::string> GrpcKvStore::Get(const std::string& key, std::chrono::mill
   return std::string(value->begin(), value->end());
 }
 
-}  // namespace ds::parallel
+}  // namespace ds::launcher

@@ -1,4 +1,4 @@
-// GrpcKvStore: KvStore over parallel::GrpcStore, i.e. the coordinator's KV store, so a
+// GrpcKvStore: parallel::KvStore over GrpcStore, i.e. the coordinator's KV store, so a
 // launched job's ranks exchange the NCCL unique id through the control plane (keys get the
 // GrpcStore's prefix and round, see grpc_store.h).
 //
@@ -12,9 +12,9 @@
 #include "launcher/kv/grpc_store.h"
 #include "parallel/nccl/kv_store.h"
 
-namespace ds::parallel {
+namespace ds::launcher {
 
-class GrpcKvStore final : public KvStore {
+class GrpcKvStore final : public parallel::KvStore {
  public:
   explicit GrpcKvStore(GrpcStore* store) : store_(store) {}
   // Errors keep GrpcStore's codes (Unavailable: coordinator gone; DeadlineExceeded).
@@ -25,4 +25,4 @@ class GrpcKvStore final : public KvStore {
   GrpcStore* const store_;
 };
 
-}  // namespace ds::parallel
+}  // namespace ds::launcher

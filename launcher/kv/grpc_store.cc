@@ -5,7 +5,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "runtime/base/status_macros.h"
 
-namespace ds::parallel {
+namespace ds::launcher {
 namespace {
 
 [[noreturn]] void Throw(const Status& status) {
@@ -14,7 +14,7 @@ namespace {
 
 }  // namespace
 
-GrpcStore::GrpcStore(launcher::CoordinatorClient* client, int round, std::string prefix,
+GrpcStore::GrpcStore(CoordinatorClient* client, int round, std::string prefix,
                      std::chrono::milliseconds timeout)
     : client_(client), round_(round), prefix_(std::move(prefix)), timeout_(timeout) {}
 
@@ -54,4 +54,4 @@ void GrpcStore::wait(const std::vector<std::string>& keys,
   if (!s.ok()) Throw(s);
 }
 
-}  // namespace ds::parallel
+}  // namespace ds::launcher

@@ -23,15 +23,13 @@
 #include "runtime/base/status.h"
 
 namespace ds::launcher {
-class CoordinatorClient;
-}  // namespace ds::launcher
 
-namespace ds::parallel {
+class CoordinatorClient;
 
 class GrpcStore final : public gloo::rendezvous::Store {
  public:
   // `client` is borrowed and must outlive the store.
-  GrpcStore(launcher::CoordinatorClient* client, int round, std::string prefix,
+  GrpcStore(CoordinatorClient* client, int round, std::string prefix,
             std::chrono::milliseconds timeout);
 
   // Errors keep the client's codes (Unavailable when the coordinator is gone,
@@ -54,10 +52,10 @@ class GrpcStore final : public gloo::rendezvous::Store {
  private:
   std::string Key(const std::string& key) const { return prefix_ + "/" + key; }
 
-  launcher::CoordinatorClient* const client_;
+  CoordinatorClient* const client_;
   const int round_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;
 };
 
-}  // namespace ds::parallel
+}  // namespace ds::launcher

@@ -10,7 +10,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
 
-namespace ds::parallel {
+namespace ds::launcher {
 namespace {
 
 using std::chrono::milliseconds;
@@ -98,4 +98,4 @@ TEST_CASE("GrpcStore: timeouts name the missing keys; Gloo's interface throws",
 }
 
 }  // namespace
-}  // namespace ds::parallel
+}  // namespace ds::launcher

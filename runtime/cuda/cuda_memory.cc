@@ -128,7 +128,7 @@ Status CudaMemory::CopyToHost(void* dst, const void* src, size_t bytes) {
 
 void CudaMemory::Bind() {
   cudaSetDevice(ordinal_);
-  kernels::SetCurrentStream(stream_);
+  SetCurrentStream(stream_);
 }
 
 }  // namespace ds::cuda

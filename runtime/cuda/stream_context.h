@@ -3,7 +3,7 @@
 // Kernels in the registry receive no stream argument (OpArgs is device-neutral), so the
 // CUDA glue launches on CurrentStream(). The executor (or a test) sets it once per thread:
 //
-//   ds::kernels::SetCurrentStream(compute_stream);
+//   ds::cuda::SetCurrentStream(compute_stream);
 //   DS_RETURN_IF_ERROR(kernel->forward(args));   // launches on compute_stream
 //
 // Thread-local: each thread has its own current stream; a new thread starts with the
@@ -13,7 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
-namespace ds::kernels {
+namespace ds::cuda {
 
 // The calling thread's current stream; 0 (the legacy default stream) until set.
 cudaStream_t CurrentStream();
@@ -35,4 +35,4 @@ class ScopedStream {
   cudaStream_t previous_;
 };
 
-}  // namespace ds::kernels
+}  // namespace ds::cuda

@@ -106,17 +106,17 @@ class Reporter {
 // the loss, checkpoint votes), as PyTorch jobs keep a gloo group beside nccl.
 struct DataParallelGroup {
   std::unique_ptr<launcher::CoordinatorClient> client;
-  std::unique_ptr<parallel::GrpcStore> store;
+  std::unique_ptr<launcher::GrpcStore> store;
   std::unique_ptr<DeviceMemory> memory;  // NCCL: this rank's GPU (the trainer borrows it)
-  std::unique_ptr<parallel::GrpcStore> nccl_grpc;
-  std::unique_ptr<parallel::GrpcKvStore> nccl_store;
+  std::unique_ptr<launcher::GrpcStore> nccl_grpc;
+  std::unique_ptr<launcher::GrpcKvStore> nccl_store;
   std::unique_ptr<parallel::Communicator> comm;
   std::unique_ptr<parallel::Communicator> host_comm;  // beside NCCL: Gloo
 };
 
 Status JoinNccl(const RankEnv& env, std::chrono::milliseconds timeout, DataParallelGroup* g) {
-  g->nccl_grpc = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "nccl", timeout);
-  g->nccl_store = std::make_unique<parallel::GrpcKvStore>(g->nccl_grpc.get());
+  g->nccl_grpc = std::make_unique<launcher::GrpcStore>(g->client.get(), env.round, "nccl", timeout);
+  g->nccl_store = std::make_unique<launcher::GrpcKvStore>(g->nccl_grpc.get());
   DS_ASSIGN_OR_RETURN(g->comm, exec::LoadNcclCommunicator(g->memory.get(), env.rank, env.world_size,
                                                           "dp", g->nccl_store.get(), timeout));
   DS_LOG_INFO("worker", "joined the data-parallel group: rank {} of {} over NCCL on {}", env.rank,
@@ -150,7 +150,7 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(
       if (!nccl.ok()) return nccl.WithPrefix("rank " + std::to_string(env.rank));
     }
   }
-  g->store = std::make_unique<parallel::GrpcStore>(g->client.get(), env.round, "dp", timeout);
+  g->store = std::make_unique<launcher::GrpcStore>(g->client.get(), env.round, "dp", timeout);
   parallel::GlooOptions go;
   go.rank = env.rank;
   go.size = env.world_size;

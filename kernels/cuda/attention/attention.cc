@@ -3,7 +3,7 @@
 // [B, T, H D], attrs n_head (required) and n_kv_head (default n_head), saved lse [B, H, T]
 // fp32. Backward accumulates into dqkv and does nothing when dqkv is undefined.
 //
-// Launches go to the thread's CurrentStream(). bf16 with D 64 or 128 (16-byte aligned
+// Launches go to the thread's cuda::CurrentStream(). bf16 with D 64 or 128 (16-byte aligned
 // tensors) takes the tensor-core flash kernels, everything else the simple kernels
 // (attention_launch.h). Backward scratch (D_i, and the flash path's fp32 dQ accumulator) is
 // kept per (device, stream) and only grows: allocation happens on the first call of a new
@@ -109,7 +109,7 @@ Status Forward(const OpArgs& args) {
   const AttentionPath path =
       ChooseAttentionPath(s, t, args.in[0].data(), args.out[0].data(), nullptr, nullptr);
   DS_CUDA_RETURN_IF_ERROR(LaunchAttentionForward(s, t, path, args.in[0].data(), args.out[0].data(),
-                                                 args.saved[0].f32(), CurrentStream()));
+                                                 args.saved[0].f32(), cuda::CurrentStream()));
   return OkStatus();
 }
 
@@ -125,7 +125,7 @@ Status Backward(const OpArgs& args) {
   const AttentionType t = TypeOf(kType);
   const AttentionPath path = ChooseAttentionPath(s, t, args.in[0].data(), args.grad_out[0].data(),
                                                  args.grad_in[0].data(), nullptr);
-  const cudaStream_t stream = CurrentStream();
+  const cudaStream_t stream = cuda::CurrentStream();
   DS_ASSIGN_OR_RETURN(void* scratch, Scratch().Get(stream, AttentionScratchBytes(s, path)));
   DS_CUDA_RETURN_IF_ERROR(LaunchAttentionBackward(s, t, path, args.in[0].data(), args.out[0].data(),
                                                   args.grad_out[0].data(), args.saved[0].f32(),

@@ -196,7 +196,7 @@ TEST_CASE("CUDA attention: undefined dqkv is skipped; the current stream is used
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   {
-    ScopedStream scope(stream);
+    cuda::ScopedStream scope(stream);
     const Kernel* gpu = FindKernel("attention", Device::kCuda, DType::kBF16);
     OpArgs a;
     a.attrs = &attrs;

@@ -5,7 +5,7 @@
 //   backward  dx [N, in]  += dy . W             m=N,   n=in,  k=out  beta=1
 //             dW [out, in] += dy^T . x          m=out, n=in,  k=N    A^T, beta=1
 //             db [out]    += column sums of dy  (LaunchBiasGrad, fp32 sums, deterministic)
-// fp32 is true fp32 (no TF32). Launches go to the thread's CurrentStream() and are
+// fp32 is true fp32 (no TF32). Launches go to the thread's cuda::CurrentStream() and are
 // asynchronous; pointers are device memory.
 #include "kernels/cuda/blas/bias_grad_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
@@ -78,7 +78,7 @@ Status Forward(const OpArgs& args) {
     g.epilogue = Epilogue::kBias;
     g.bias = args.in[2].data();
   }
-  return DefaultLtMatmul().Run(g, CurrentStream());
+  return DefaultLtMatmul().Run(g, cuda::CurrentStream());
 }
 
 template <DType kType>
@@ -88,7 +88,7 @@ Status Backward(const OpArgs& args) {
   if (args.grad_out.empty() || !args.grad_out[0].defined())
     return InvalidArgumentError("linear (cuda): backward needs dy");
   const void* dy = args.grad_out[0].data();
-  const cudaStream_t stream = CurrentStream();
+  const cudaStream_t stream = cuda::CurrentStream();
   if (args.grad_in.size() > 0 && args.grad_in[0].defined()) {
     MatmulArgs g;
     g.m = d.n;

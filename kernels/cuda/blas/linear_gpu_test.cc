@@ -205,7 +205,7 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
   for (Epilogue e : {Epilogue::kBias, Epilogue::kGeluBias, Epilogue::kGeluAuxBias}) {
     CAPTURE(EpilogueName(e));
     args.epilogue = e;
-    REQUIRE(lt.Run(args, CurrentStream()).ok());
+    REQUIRE(lt.Run(args, cuda::CurrentStream()).ok());
     std::vector<float> want(m * n), pre(m * n);
     for (int64_t i = 0; i < m * n; ++i) {
       pre[i] = static_cast<float>(g[i] + bias[i % n]);
@@ -217,7 +217,7 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
   // DGELU reads the aux just written: D = G * gelu'(aux).
   const std::vector<float> aux = d_aux.Download();
   args.epilogue = Epilogue::kDGelu;
-  REQUIRE(lt.Run(args, CurrentStream()).ok());
+  REQUIRE(lt.Run(args, cuda::CurrentStream()).ok());
   std::vector<float> want(m * n);
   for (int64_t i = 0; i < m * n; ++i) want[i] = static_cast<float>(g[i] * GeluGrad(aux[i]));
   CHECK(WorstRatio(d_d.Download(), want, atol, rtol) <= 1.0);
@@ -237,7 +237,7 @@ TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") 
   args.a = d_a.get();
   args.b = d_b.get();
   args.d = d_d.get();
-  for (int i = 0; i < 3; ++i) REQUIRE(lt.Run(args, CurrentStream()).ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(lt.Run(args, cuda::CurrentStream()).ok());
   MatmulCacheStats s = lt.cache_stats();
   CHECK(s.misses == 1);
   CHECK(s.hits == 2);
@@ -245,7 +245,7 @@ TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") 
   args.trans_a = true;  // A^T stored [k, m]: another key
   args.m = k;
   args.k = m;
-  REQUIRE(lt.Run(args, CurrentStream()).ok());
+  REQUIRE(lt.Run(args, cuda::CurrentStream()).ok());
   s = lt.cache_stats();
   CHECK(s.misses == 2);
   CHECK(s.entries == 2);
@@ -262,7 +262,7 @@ TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") 
   f.a = f_a.get();
   f.b = f_b.get();
   f.d = f_d.get();
-  REQUIRE(lt.Run(f, CurrentStream()).ok());
+  REQUIRE(lt.Run(f, cuda::CurrentStream()).ok());
   const std::vector<float> fa = f_a.Download(), fb = f_b.Download(), fd = f_d.Download();
   double worst = 0;
   for (int64_t i = 0; i < m; ++i)
