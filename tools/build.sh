@@ -10,6 +10,7 @@ BINARIES=(
   //runtime/worker:ds-worker
   //launcher/launch:ds-launch
   //launcher/agent:ds-agent
+  //zero/aio:ds-io-bench
 )
 
 bazel build //... "$@"
