@@ -1,5 +1,7 @@
 #include "zero/optimizer.h"
 
+#include "runtime/core/cpu_adam.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -70,7 +72,8 @@ void Optimizer::Step(float lr, float grad_scale) {
 }
 
 // torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead.
+// p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead. The fused
+// loop and its rounding: runtime/core/cpu_adam.h.
 void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr,
                          float grad_scale, float bc1, float bc2) {
   const int64_t n = hi - lo;
@@ -82,21 +85,16 @@ void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos
   void* model = params_->ModelOutAt(lo);
   const float wd = s.decay ? opt_.weight_decay : 0.0f;
   const bool decoupled = opt_.type == OptimizerOptions::Type::kAdamW;
-  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps;
-  const float step_size = lr / bc1, inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
-  const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
-  const float l2 = decoupled ? 0.0f : wd;
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    float grad = LoadFloat(g, gt, i) * grad_scale + l2 * p[i];
-    float mi = b1 * m[i] + (1.0f - b1) * grad;
-    float vi = b2 * v[i] + (1.0f - b2) * grad * grad;
-    m[i] = mi;
-    v[i] = vi;
-    float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-    p[i] = pi;
-    if (model) StoreFloat(model, gt, i, pi);
-  }
+  AdamRun r{p, m, v, g, model, gt, n};
+  r.grad_scale = grad_scale;
+  r.l2 = decoupled ? 0.0f : wd;
+  r.b1 = opt_.beta1;
+  r.b2 = opt_.beta2;
+  r.eps = opt_.eps;
+  r.step_size = lr / bc1;
+  r.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  r.decay = decoupled ? 1.0f - lr * wd : 1.0f;
+  AdamUpdateThreaded(r);  // runtime/core/cpu_adam.h: AVX-512, AVX2 or scalar
 }
 
 // torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
@@ -108,18 +106,13 @@ void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos,
   const DType gt = params_->model_dtype();
   const void* g = params_->GradAt(lo);
   void* model = params_->ModelOutAt(lo);
-  const float wd = s.decay ? opt_.weight_decay : 0.0f, mu = opt_.momentum;
-  const bool first = step_ == 1;
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    float grad = LoadFloat(g, gt, i) * grad_scale + wd * p[i];
-    if (buf) {
-      buf[i] = first ? grad : mu * buf[i] + grad;
-      grad = buf[i];
-    }
-    p[i] -= lr * grad;
-    if (model) StoreFloat(model, gt, i, p[i]);
-  }
+  SgdRun r{p, buf, g, model, gt, n};
+  r.grad_scale = grad_scale;
+  r.wd = s.decay ? opt_.weight_decay : 0.0f;
+  r.mu = opt_.momentum;
+  r.lr = lr;
+  r.first = step_ == 1;
+  SgdUpdateThreaded(r);
 }
 
 }  // namespace ds::zero

@@ -1,5 +1,7 @@
 #include "runtime/core/optimizer_kernels.h"
 
+#include "runtime/core/cpu_adam.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,13 @@ std::map<Device, OptimizerKernels::Factory>& Registry() {
   return r;
 }
 
+const void* Shifted(const void* p, DType t, int64_t n) {
+  return p ? static_cast<const char*>(p) + n * DTypeSize(t) : nullptr;
+}
+void* Shifted(void* p, DType t, int64_t n) {
+  return p ? static_cast<char*>(p) + n * DTypeSize(t) : nullptr;
+}
+
 // The host implementation: the same element update as Optimizer::StepAdam, in segments.
 class HostOptimizerKernels final : public OptimizerKernels {
  public:
@@ -39,21 +48,23 @@ class HostOptimizerKernels final : public OptimizerKernels {
       const float wd = s.decay ? o.weight_decay : 0.0f;
       const float decay = o.decoupled ? 1.0f - o.lr * wd : 1.0f;
       const float l2 = o.decoupled ? 0.0f : wd;
-      float* p = b.master + s.offset;
-      float* m = b.m + s.offset;
-      float* v = b.v + s.offset;
-      const int64_t n = s.numel, off = s.offset;
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-      for (int64_t i = 0; i < n; ++i) {
-        const float grad = LoadFloat(b.grad, b.dtype, off + i) * scale + l2 * p[i];
-        const float mi = b1 * m[i] + (1.0f - b1) * grad;
-        const float vi = b2 * v[i] + (1.0f - b2) * grad * grad;
-        m[i] = mi;
-        v[i] = vi;
-        const float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-        p[i] = pi;
-        if (b.model) StoreFloat(b.model, b.dtype, off + i, pi);
-      }
+      const int64_t off = s.offset;
+      AdamRun r{b.master + off,
+                b.m + off,
+                b.v + off,
+                Shifted(b.grad, b.dtype, off),
+                Shifted(b.model, b.dtype, off),
+                b.dtype,
+                s.numel};
+      r.grad_scale = scale;
+      r.l2 = l2;
+      r.b1 = b1;
+      r.b2 = b2;
+      r.eps = eps;
+      r.step_size = step_size;
+      r.inv_sqrt_bc2 = inv_sqrt_bc2;
+      r.decay = decay;
+      AdamUpdateThreaded(r);  // cpu_adam.h: the host Optimizer's loop, to the bit
     }
     return OkStatus();
   }
@@ -63,19 +74,19 @@ class HostOptimizerKernels final : public OptimizerKernels {
     for (const OptimizerSegment& s : sets_[set]) {
       const float wd = s.decay ? o.weight_decay : 0.0f, mu = o.momentum, scale = o.grad_scale,
                   lr = o.lr;
-      float* p = b.master + s.offset;
-      float* buf = b.m ? b.m + s.offset : nullptr;
-      const int64_t n = s.numel, off = s.offset;
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-      for (int64_t i = 0; i < n; ++i) {
-        float grad = LoadFloat(b.grad, b.dtype, off + i) * scale + wd * p[i];
-        if (buf) {
-          buf[i] = mu * buf[i] + grad;  // zero at the first step: buf = grad, as torch
-          grad = buf[i];
-        }
-        p[i] -= lr * grad;
-        if (b.model) StoreFloat(b.model, b.dtype, off + i, p[i]);
-      }
+      const int64_t off = s.offset;
+      // buf is zero before the first step, so mu buf + g = g there, as torch starts it.
+      SgdRun r{b.master + off,
+               b.m ? b.m + off : nullptr,
+               Shifted(b.grad, b.dtype, off),
+               Shifted(b.model, b.dtype, off),
+               b.dtype,
+               s.numel};
+      r.grad_scale = scale;
+      r.wd = wd;
+      r.mu = mu;
+      r.lr = lr;
+      SgdUpdateThreaded(r);
     }
     return OkStatus();
   }
