@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -94,11 +95,24 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
   }
   result.ran = true;
   result.problems = static_cast<int64_t>(problems.size());
-  std::printf("eval: addition exact match %.1f%% (%lld/%lld held-out problems, %d digits)%s%s\n",
-              100.0 * result.accuracy(), static_cast<long long>(result.correct),
-              static_cast<long long>(result.problems), task->digits,
-              first_wrong.empty() ? "" : "; first miss: ", first_wrong.c_str());
+  std::printf("eval: addition exact match %s%% (%lld/%lld held-out problems, %d digits)%s%s\n",
+              ExactPercent(result.correct, static_cast<int64_t>(problems.size())).c_str(),
+              static_cast<long long>(result.correct), static_cast<long long>(result.problems),
+              task->digits, first_wrong.empty() ? "" : "; first miss: ", first_wrong.c_str());
   return result;
+}
+
+std::string ExactPercent(int64_t part, int64_t whole) {
+  if (whole <= 0) return "0.0";
+  const double pct = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  char buf[32];
+  // One decimal, more where that would round a miss up to 100% or a hit down to 0%.
+  for (int digits = 1; digits <= 6; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*f", digits, pct);
+    const double shown = std::atof(buf);
+    if ((part == whole || shown < 100.0) && (part == 0 || shown > 0.0)) break;
+  }
+  return buf;
 }
 
 }  // namespace ds::worker

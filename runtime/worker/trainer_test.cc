@@ -1,6 +1,7 @@
 // End-to-end tests of the single-rank engine: exact resume, accumulation equivalence,
 // mixed precision against fp32, and fp16 overflow skipping.
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/task_eval.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -199,6 +200,15 @@ TEST_CASE("Trainer: bad checkpoints are rejected naming the file", "[worker]") {
   CHECK_FALSE(s.ok());
   CHECK(s.message().find("step_00000002") != std::string::npos);
   CHECK(s.message().find("shape") != std::string::npos);
+}
+
+TEST_CASE("ExactPercent never rounds a miss to 100% or a hit to 0%", "[worker]") {
+  CHECK(ExactPercent(1946, 2000) == "97.3");
+  CHECK(ExactPercent(1999, 2000) == "99.95");
+  CHECK(ExactPercent(2000, 2000) == "100.0");
+  CHECK(ExactPercent(199999, 200000) == "99.999");  // 99.9995 rounds down here, not to 100
+  CHECK(ExactPercent(1, 20000) == "0.01");          // 0.005: the first rounding that is not 0
+  CHECK(ExactPercent(0, 2000) == "0.0");
 }
 
 }  // namespace
