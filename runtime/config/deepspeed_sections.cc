@@ -284,4 +284,32 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   r.Finish();
 }
 
+// DeepSpeed's aio block. DeepSpeed itself now ignores thread_count silently; here it is the
+// old name of intra_op_parallelism, with a warning. use_gds (GPUDirect Storage) warns.
+void ParseAio(MapReader& root, AioConfig* a) {
+  MapReader r = root.Block("aio");
+  a->present = r.present();
+  r.Get("block_size", &a->block_size);
+  r.Require(a->block_size > 0 && a->block_size % 4096 == 0, "block_size",
+            "must be a positive multiple of 4096 bytes");
+  r.Get("queue_depth", &a->queue_depth);
+  r.Require(a->queue_depth >= 1 && a->queue_depth <= 4096, "queue_depth", "must be in 1..4096");
+  const bool has_new = r.Get("intra_op_parallelism", &a->intra_op_parallelism);
+  int threads = 0;
+  if (r.Get("thread_count", &threads)) {
+    r.Warn("\"" + r.KeyPath("thread_count") + "\" is the old name of intra_op_parallelism" +
+           (has_new ? "; intra_op_parallelism is given too and wins" : "; read as it"));
+    if (!has_new) a->intra_op_parallelism = threads;
+  }
+  r.Require(a->intra_op_parallelism >= 1 && a->intra_op_parallelism <= 64,
+            has_new ? "intra_op_parallelism" : "thread_count", "must be in 1..64");
+  r.Get("single_submit", &a->single_submit);
+  r.Get("overlap_events", &a->overlap_events);
+  bool gds = false;
+  if (r.Get("use_gds", &gds) && gds)
+    r.Warn("\"" + r.KeyPath("use_gds") +
+           "\": GPUDirect Storage is not supported; the swapper reads into host memory");
+  r.Finish();
+}
+
 }  // namespace ds::config::internal

@@ -29,7 +29,6 @@ constexpr const char* kUnsupportedTopLevel[] = {"activation_checkpointing",
                                                 "sparse_attention",
                                                 "elasticity",
                                                 "compression_training",
-                                                "aio",
                                                 "data_efficiency",
                                                 "curriculum_learning",
                                                 "autotuning",
@@ -98,6 +97,10 @@ void CrossCheck(MapReader& r, JobConfig* c) {
   if (c->monitor.eval_interval > 0 && c->data.validation.empty()) {
     r.Fail("monitor", "monitor.eval_interval needs data.validation");
   }
+  if (c->aio.present)
+    r.Warn(
+        "\"aio\" configures the NVMe swapper's I/O engine, which training does not use "
+        "yet (bin/ds-io-bench --config reads it); it changes nothing in this job");
 }
 
 void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
@@ -108,6 +111,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseScheduler(r, &c->scheduler);
   in::ParsePrecision(r, &c->fp16, &c->bf16);
   in::ParseZero(r, &c->zero);
+  in::ParseAio(r, &c->aio);
   in::ParseModel(r, &c->model);
   in::ParseData(r, c->seed, &c->data);
   in::ParseCheckpoint(r, &c->checkpoint);

@@ -113,6 +113,17 @@ struct ZeroConfig {
   OffloadConfig offload_param{OffloadDevice::kNone, "", 5};
 };
 
+// DeepSpeed's `aio` block: how the NVMe swapper's I/O engine (zero/aio/io_engine.h) reads and
+// writes; its keys and defaults are DeepSpeed's.
+struct AioConfig {
+  int64_t block_size = 1048576;  // bytes per request, a multiple of 4096
+  int queue_depth = 8;
+  int intra_op_parallelism = 1;  // `thread_count` is its old name (a warning)
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool present = false;  // the block was given
+};
+
 // ---- our sections ----
 
 enum class ModelFamily { kNone, kGpt2, kLlama };
@@ -192,6 +203,7 @@ struct JobConfig {
   Fp16Config fp16;
   Bf16Config bf16;
   ZeroConfig zero;
+  AioConfig aio;
 
   ModelConfig model;
   DataConfig data;

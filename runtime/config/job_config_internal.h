@@ -14,6 +14,7 @@ void ParseOptimizer(MapReader& root, OptimizerConfig* out);
 void ParseScheduler(MapReader& root, SchedulerConfig* out);
 void ParsePrecision(MapReader& root, Fp16Config* fp16, Bf16Config* bf16);
 void ParseZero(MapReader& root, ZeroConfig* out);
+void ParseAio(MapReader& root, AioConfig* out);
 
 // Our blocks (our_sections.cc).
 void ParseModel(MapReader& root, ModelConfig* out);

@@ -291,6 +291,47 @@ checkpoint: {dir: ckpt, tag_validation: Warn}
   CHECK(all.find("partition_activations") == std::string::npos);  // one per block, not per key
 }
 
+TEST_CASE("JobConfig: the aio block has DeepSpeed's keys, defaults and old name", "[config]") {
+  StatusOr<JobConfig> d = ParseJobConfig("train_batch_size: 8\n", "job.yaml");
+  REQUIRE(d.ok());
+  CHECK_FALSE(d->aio.present);
+  CHECK(d->aio.block_size == 1048576);
+  CHECK(d->aio.queue_depth == 8);
+  CHECK(d->aio.intra_op_parallelism == 1);
+  CHECK_FALSE(d->aio.single_submit);
+  CHECK(d->aio.overlap_events);
+  StatusOr<JobConfig> c = ParseJobConfig(R"(
+train_batch_size: 8
+aio: {block_size: 8388608, queue_depth: 32, thread_count: 4, single_submit: true,
+      overlap_events: false, use_gds: true}
+)",
+                                         "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->aio.present);
+  CHECK(c->aio.block_size == 8388608);
+  CHECK(c->aio.queue_depth == 32);
+  CHECK(c->aio.intra_op_parallelism == 4);
+  CHECK(c->aio.single_submit);
+  CHECK_FALSE(c->aio.overlap_events);
+  REQUIRE(c->warnings.size() == 3);
+  CHECK(c->warnings[0].find("\"aio.thread_count\" is the old name of intra_op_parallelism") !=
+        std::string::npos);
+  CHECK(c->warnings[1].find("\"aio.use_gds\"") != std::string::npos);
+  CHECK(c->warnings[2].find("training does not use") != std::string::npos);
+  StatusOr<JobConfig> both = ParseJobConfig(
+      "train_batch_size: 8\naio: {thread_count: 4, intra_op_parallelism: 2}\n", "job.yaml");
+  REQUIRE(both.ok());
+  CHECK(both->aio.intra_op_parallelism == 2);
+  for (const char* bad : {"aio: {block_size: 1000}", "aio: {queue_depth: 0}",
+                          "aio: {intra_op_parallelism: 0}", "aio: {queue_dept: 8}"}) {
+    INFO(bad);
+    StatusOr<JobConfig> e = ParseJobConfig(std::string("train_batch_size: 8\n") + bad, "job.yaml");
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.status().message().find("job.yaml") != std::string::npos);
+    CHECK(e.status().message().find("aio.") != std::string::npos);
+  }
+}
+
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";

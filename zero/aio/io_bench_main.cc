@@ -10,6 +10,7 @@
 //
 //   bin/ds-io-bench --path /nvme --size 1G
 //   bin/ds-io-bench --path /nvme --size 256M --sweep
+//   bin/ds-io-bench --path /nvme --config job.yaml        (the job's aio block)
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/job_config.h"
 #include "zero/aio/aligned_buffer.h"
 #include "zero/aio/io_engine.h"
 
@@ -160,7 +162,19 @@ int Main(int argc, char** argv) {
   app.add_option("--loops", loops, "repetitions per direction; the median is printed");
   app.add_option("--only", only, "read or write (default: both)");
   app.add_flag("--sweep", sweep, "try the grid and print the best aio block");
+  std::string config_path;
+  app.add_option("--config", config_path, "a job config whose aio block sets the options");
   CLI11_PARSE(app, argc, argv);
+  if (!config_path.empty()) {
+    StatusOr<config::JobConfig> job = config::LoadJobConfig(config_path);
+    if (!job.ok())
+      return std::fprintf(stderr, "ds-io-bench: %s\n", job.status().ToString().c_str()), 2;
+    o.block_size = job->aio.block_size;
+    o.queue_depth = job->aio.queue_depth;
+    o.intra_op_parallelism = job->aio.intra_op_parallelism;
+    o.single_submit = job->aio.single_submit;
+    o.overlap_events = job->aio.overlap_events;
+  }
   const int64_t size = ParseSize(size_text);
   if (Status s = CheckIoOptions(o); !s.ok() || size < 1 || loops < 1) {
     std::fprintf(stderr, "ds-io-bench: %s\n",
