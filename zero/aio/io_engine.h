@@ -21,6 +21,7 @@
 // Thread-safe: any thread may submit and wait.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,7 +82,7 @@ class IoEngine {
 
   IoOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  uint64_t next_worker_ = 0;
+  std::atomic<uint64_t> next_worker_{0};  // round-robin over workers_, from any thread
 };
 
 }  // namespace ds::zero
