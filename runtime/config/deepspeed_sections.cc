@@ -101,10 +101,36 @@ constexpr const char* kUnsupportedZeroKeys[] = {"load_from_fp32_weights",
                                                 "pipeline_loading_checkpoint",
                                                 "override_module_apply",
                                                 "log_trace_cache_warnings",
-                                                "cpu_offload",
-                                                "cpu_offload_param",
-                                                "cpu_offload_use_pin_memory",
                                                 "grad_hooks"};
+
+// DeepSpeed's deprecated ZeRO-Offload switches, with their meaning: cpu_offload: true is
+// offload_optimizer {device: cpu}, cpu_offload_param: true is offload_param {device: cpu}.
+// Given beside the block that replaces them they are an error, as in DeepSpeed;
+// cpu_offload_use_pin_memory has no effect there either, and warns.
+void ParseLegacyOffload(MapReader& r, ZeroConfig* z) {
+  struct Legacy {
+    const char* key;
+    const char* block;
+    OffloadConfig* target;
+  };
+  for (const Legacy& l : {Legacy{"cpu_offload", "offload_optimizer", &z->offload_optimizer},
+                          Legacy{"cpu_offload_param", "offload_param", &z->offload_param}}) {
+    bool on = false;
+    if (!r.Get(l.key, &on)) continue;
+    if (r.Has(l.block)) {
+      r.Fail(l.key, std::string("is the deprecated form of ") + l.block +
+                        ", which is given too: keep " + l.block);
+      continue;
+    }
+    if (on) l.target->device = OffloadDevice::kCpu;
+    r.Warn("\"" + r.KeyPath(l.key) + "\" is deprecated; read as " + l.block +
+           (on ? ": {device: cpu}" : ": none"));
+  }
+  bool pin = false;
+  if (r.Get("cpu_offload_use_pin_memory", &pin))
+    r.Warn("\"" + r.KeyPath("cpu_offload_use_pin_memory") +
+           "\" is deprecated and has no effect (as in DeepSpeed); use offload_*.pin_memory");
+}
 
 }  // namespace
 
@@ -268,6 +294,7 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
         &z->param_persistence_threshold);
   ParseOffload(r, "offload_optimizer", /*optimizer=*/true, &z->offload_optimizer);
   ParseOffload(r, "offload_param", /*optimizer=*/false, &z->offload_param);
+  ParseLegacyOffload(r, z);
   const OffloadConfig& oo = z->offload_optimizer;
   if (oo.device != OffloadDevice::kNone) {
     r.Require(z->stage >= 1, "offload_optimizer", "optimizer offload needs stage 1, 2 or 3");

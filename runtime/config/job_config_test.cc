@@ -332,6 +332,35 @@ aio: {block_size: 8388608, queue_depth: 32, thread_count: 4, single_submit: true
   }
 }
 
+TEST_CASE("JobConfig: the deprecated cpu_offload switches mean what they meant", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"(
+train_batch_size: 8
+zero_optimization: {stage: 3, cpu_offload: true, cpu_offload_param: true,
+                    cpu_offload_use_pin_memory: true}
+)",
+                                         "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->zero.offload_optimizer.device == OffloadDevice::kCpu);
+  CHECK(c->zero.offload_param.device == OffloadDevice::kCpu);
+  REQUIRE(c->warnings.size() == 3);
+  CHECK(c->warnings[0].find("\"zero_optimization.cpu_offload\" is deprecated; read as "
+                            "offload_optimizer: {device: cpu}") != std::string::npos);
+  CHECK(c->warnings[1].find("offload_param: {device: cpu}") != std::string::npos);
+  CHECK(c->warnings[2].find("cpu_offload_use_pin_memory") != std::string::npos);
+  StatusOr<JobConfig> off = ParseJobConfig(
+      "train_batch_size: 8\nzero_optimization: {stage: 2, cpu_offload: false}\n", "job.yaml");
+  REQUIRE(off.ok());
+  CHECK(off->zero.offload_optimizer.device == OffloadDevice::kNone);
+  StatusOr<JobConfig> both = ParseJobConfig(R"(
+train_batch_size: 8
+zero_optimization: {stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}
+)",
+                                            "job.yaml");
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message().find("zero_optimization.cpu_offload") != std::string::npos);
+  CHECK(both.status().message().find("keep offload_optimizer") != std::string::npos);
+}
+
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";
