@@ -361,6 +361,21 @@ zero_optimization: {stage: 2, cpu_offload: true, offload_optimizer: {device: cpu
   CHECK(both.status().message().find("keep offload_optimizer") != std::string::npos);
 }
 
+TEST_CASE("JobConfig: NVMe offload says it is not swapped to disk yet", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"(
+train_batch_size: 8
+zero_optimization:
+  stage: 3
+  offload_optimizer: {device: nvme, nvme_path: /local_nvme}
+)",
+                                         "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->zero.offload_optimizer.device == OffloadDevice::kNvme);
+  REQUIRE(c->warnings.size() == 1);
+  CHECK(c->warnings[0].find("zero_optimization.offload_optimizer.device") != std::string::npos);
+  CHECK(c->warnings[0].find("host memory") != std::string::npos);
+}
+
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";
