@@ -32,6 +32,7 @@
 #include "runtime/worker/rank_env.h"
 #include "runtime/worker/task_eval.h"
 #include "runtime/worker/trainer.h"
+#include "zero/aio/nvme_path.h"
 
 namespace ds::worker {
 namespace {
@@ -182,6 +183,12 @@ Status Run(const Flags& f) {
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
+  // This node's swap directories, before any step (each node checks its own).
+  for (const auto& [key, o] :
+       {std::pair{"zero_optimization.offload_optimizer.nvme_path", &config.zero.offload_optimizer},
+        std::pair{"zero_optimization.offload_param.nvme_path", &config.zero.offload_param}})
+    if (o->device == config::OffloadDevice::kNvme)
+      DS_RETURN_IF_ERROR(zero::CheckSwapDir(key, o->nvme_path).WithPrefix(f.config));
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   std::unique_ptr<DataParallelGroup> group;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zero/aio/aligned_buffer.h"
+#include "zero/aio/nvme_path.h"
 
 namespace ds::zero {
 namespace {
@@ -167,6 +168,22 @@ TEST_CASE("aio: bad requests and options are refused, reads past the end are Dat
   auto missing = IoFile::Open(TempPath("no/such/dir/x.bin"), IoFile::kRead);
   CHECK_FALSE(missing.ok());
   CHECK(missing.status().message().find("no/such/dir/x.bin") != std::string::npos);
+}
+
+TEST_CASE("aio: a swap directory is checked before any step, naming the key", "[aio]") {
+  const std::string key = "zero_optimization.offload_optimizer.nvme_path";
+  CHECK(CheckSwapDir(key, TempPath("")).ok());
+  Status missing = CheckSwapDir(key, TempPath("no_such_dir"));
+  CHECK(missing.code() == StatusCode::kNotFound);
+  CHECK(missing.message().find(key + " ") == 0);
+  CHECK(missing.message().find("no_such_dir") != std::string::npos);
+  auto f = IoFile::Open(TempPath("plain_file"), IoFile::kCreate);
+  REQUIRE(f.ok());
+  CHECK(CheckSwapDir(key, TempPath("plain_file")).code() == StatusCode::kFailedPrecondition);
+  // Not writable even for root: procfs takes no new files.
+  Status ro = CheckSwapDir(key, "/proc/self");
+  CHECK(ro.code() == StatusCode::kPermissionDenied);
+  CHECK(ro.message().find("/proc/self") != std::string::npos);
 }
 
 }  // namespace
