@@ -90,7 +90,7 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
     const kernels::OpDef* def = kernels::FindOp(n.op);
     if (def == nullptr)
       return InvalidArgumentError("op " + n.op + " of node " + n.name +
-                                  " is not registered (link //kernels/cpu:cpu_kernels)");
+                                  " is not registered (link //kernels/ops:op_defs)");
     std::vector<TensorSpec> in;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       in.push_back(specs[n.inputs[i]]);

@@ -3,7 +3,7 @@
 // elements), which blocks read each parameter, each block's node range, and the activation bytes
 // backward keeps per block for one micro-batch (from the OpDefs' saved-activation data).
 //
-// Needs the op registry populated (link //kernels/cpu:cpu_kernels).
+// Needs the op registry populated (link //kernels/ops:op_defs).
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@ inline constexpr int kPlanVersion = 2;
 // world size that does not divide the batch (train = micro x gas x dp), dp != world, a stage
 // outside 0..3, a bucket size <= 0, negative stage-3 knobs, a stage-3 max_live_parameters below
 // what one block reads, a non-float dtype, or a graph whose shapes do not infer for (micro batch,
-// seq_len). Needs the op registry populated (link //kernels/cpu:cpu_kernels).
+// seq_len). Needs the op registry populated (link //kernels/ops:op_defs).
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                                const PlanConfig& config);
 

@@ -6,8 +6,8 @@
 // zero_optimization.stage.
 //
 // RunPlanCommand is the whole command as a function, so ds-launch can run it as `ds-launch plan
-// ...` (argv[0] is the command name). The binary linking it must also link the op registry's
-// kernels (//kernels/cpu:cpu_kernels).
+// ...` (argv[0] is the command name). The binary linking it must also link the op definitions
+// (//kernels/ops:op_defs); no kernels are needed.
 #pragma once
 
 #include <ostream>
