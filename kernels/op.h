@@ -84,6 +84,9 @@ struct OpDef {
   uint32_t non_differentiable_inputs = 0;
 };
 
+// FLOPs proportional to the first input's elements: `forward` and `backward` per element.
+void SetPerElementFlops(OpDef* def, double forward, double backward);
+
 // Bytes backward keeps alive for one call: the read inputs/outputs plus `saved`.
 int64_t SavedActivationBytes(const OpDef& def, const Attrs& attrs,
                              const std::vector<TensorSpec>& in, const std::vector<TensorSpec>& out);

@@ -50,6 +50,15 @@ std::vector<std::string> Attrs::Names() const {
   return names;
 }
 
+void SetPerElementFlops(OpDef* def, double forward, double backward) {
+  def->forward_flops = [forward](const Attrs&, const std::vector<TensorSpec>& in) {
+    return forward * in[0].numel();
+  };
+  def->backward_flops = [backward](const Attrs&, const std::vector<TensorSpec>& in) {
+    return backward * in[0].numel();
+  };
+}
+
 int64_t SavedActivationBytes(const OpDef& def, const Attrs& attrs,
                              const std::vector<TensorSpec>& in,
                              const std::vector<TensorSpec>& out) {

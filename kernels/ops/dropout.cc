@@ -19,12 +19,7 @@ OpDef Def() {
       return InvalidArgumentError(StrCat("dropout: p must be in [0, 1), got ", p));
     return InferElementwise("dropout", in, out);
   };
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 1.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 2.0 * in[0].numel();
-  };
+  SetPerElementFlops(&def, 1.0, 2.0);
   return def;
 }
 

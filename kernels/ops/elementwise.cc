@@ -34,13 +34,7 @@ OpDef Def(const Elementwise& e) {
     DS_RETURN_IF_ERROR(CheckArity(name.c_str(), in, inputs, inputs));
     return InferElementwise(name.c_str(), in, out);
   };
-  const double fwd = e.forward_flops, bwd = e.backward_flops;
-  def.forward_flops = [fwd](const Attrs&, const std::vector<TensorSpec>& in) {
-    return fwd * in[0].numel();
-  };
-  def.backward_flops = [bwd](const Attrs&, const std::vector<TensorSpec>& in) {
-    return bwd * in[0].numel();
-  };
+  SetPerElementFlops(&def, e.forward_flops, e.backward_flops);
   def.backward_reads_inputs = e.backward_reads_inputs;
   return def;
 }

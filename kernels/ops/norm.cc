@@ -52,12 +52,7 @@ OpDef Def(const Norm& n) {
     const int64_t rows = LeadingRows(in[0].shape);
     return std::vector<TensorSpec>(n.saved_per_row, TensorSpec{{rows}, DType::kF32});
   };
-  def.forward_flops = [n](const Attrs&, const std::vector<TensorSpec>& in) {
-    return n.forward_flops * in[0].numel();
-  };
-  def.backward_flops = [n](const Attrs&, const std::vector<TensorSpec>& in) {
-    return n.backward_flops * in[0].numel();
-  };
+  SetPerElementFlops(&def, n.forward_flops, n.backward_flops);
   def.backward_reads_inputs = (1u << 0) | (1u << 1);
   return def;
 }

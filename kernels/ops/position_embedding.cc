@@ -29,12 +29,7 @@ OpDef Def() {
   def.name = "position_embedding";
   def.min_inputs = def.max_inputs = 2;
   def.infer = Infer;
-  def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 1.0 * in[0].numel();
-  };
-  def.backward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
-    return 2.0 * in[0].numel();
-  };
+  SetPerElementFlops(&def, 1.0, 2.0);
   return def;
 }
 
