@@ -57,7 +57,7 @@ StatusOr<proto::MemorySummary> WalkMemory(const proto::Plan& plan, int rank) {
   std::vector<bool> live(n, false);
   Live now;
   for (const proto::PlanBuffer& b : plan.buffers())
-    if (b.whole_step()) {
+    if (b.whole_step() && !b.nvme()) {  // swap files are not memory
       live[b.id()] = true;
       now.Add(b, 1);
     }

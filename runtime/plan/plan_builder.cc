@@ -72,6 +72,14 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   s->set_optimizer_states(c.optimizer_states);
   s->set_states_on_device(c.states_on_device);
   s->set_device_collectives(c.states_on_device && c.device_collectives);
+  if (c.optimizer_nvme) {
+    proto::SwapSettings* w = s->mutable_optimizer_swap();
+    w->set_enabled(true);
+    w->set_sub_group_size(c.sub_group_size);
+    w->set_buffer_count(c.swap_buffer_count);
+    w->set_pipeline_read(c.pipeline_read);
+    w->set_pipeline_write(c.pipeline_write);
+  }
   proto::ProcessGroup* g = plan->add_groups();
   g->set_name(zero::kDpGroup);
   for (int r = 0; r < topo.dp; ++r) g->add_ranks(r);

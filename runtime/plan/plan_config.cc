@@ -48,6 +48,12 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.max_live_parameters = z.max_live_parameters;
   c.max_reuse_distance = z.max_reuse_distance;
   c.param_persistence_threshold = z.param_persistence_threshold;
+  const config::OffloadConfig& oo = z.offload_optimizer;
+  c.optimizer_nvme = oo.device == config::OffloadDevice::kNvme;
+  c.sub_group_size = z.sub_group_size;
+  c.swap_buffer_count = oo.buffer_count;
+  c.pipeline_read = oo.pipeline_read;
+  c.pipeline_write = oo.pipeline_write;
   return c;
 }
 

@@ -49,6 +49,13 @@ struct PlanConfig {
   int64_t max_live_parameters = 1000000000;
   int64_t max_reuse_distance = 1000000000;
   int64_t param_persistence_threshold = 100000;
+  // offload_optimizer device nvme: the optimizer states (and a separate fp32 master) live in
+  // swap files, stepped sub-group by sub-group through swap_buffer_count buffers.
+  bool optimizer_nvme = false;
+  int64_t sub_group_size = 1000000000;  // elements
+  int swap_buffer_count = 4;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
 };
 
 // The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len

@@ -42,6 +42,8 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_bucket_peak_bytes(Kind(m, Buf::GRAD_BUCKET));
   r.set_gather_peak_bytes(Kind(m, Buf::GATHER_BUFFER));
   r.set_peak_bytes(m.peak_bytes());
+  r.set_nvme_bytes(plan.swap().file_bytes());
+  r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
     if (!IsCollective(ins.kind())) continue;
@@ -150,6 +152,13 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
             "threshold %lld elements\n",
             (long long)c.prefetch_bucket_size(), (long long)c.max_live_parameters(),
             (long long)c.max_reuse_distance(), (long long)c.param_persistence_threshold());
+  if (c.optimizer_swap().enabled()) {
+    const proto::SwapSettings& w = c.optimizer_swap();
+    out += Fmt("offload_optimizer nvme: sub_group_size %lld elements, buffer_count %d, "
+               "pipeline_read %s, pipeline_write %s\n",
+               (long long)w.sub_group_size(), w.buffer_count(), w.pipeline_read() ? "on" : "off",
+               w.pipeline_write() ? "on" : "off");
+  }
   out += Fmt("plan %s: %lld instructions per rank\n\n", s.hash().c_str(),
              (long long)s.instructions_per_rank());
 
@@ -182,6 +191,11 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
   row("activations (peak)", &proto::RankSummary::activation_peak_bytes, "");
   row("gradient buckets (peak)", &proto::RankSummary::bucket_peak_bytes, "");
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
+  if (c.optimizer_swap().enabled()) {
+    row("swap buffers (peak)", &proto::RankSummary::swap_buffer_bytes, "");
+    row("on NVMe (swap file)", &proto::RankSummary::nvme_bytes,
+        "  master and optimizer state: not in memory");
+  }
   row("peak total", &proto::RankSummary::peak_bytes, "");
 
   out += Fmt("\n%-34s%7s %12s %9s\n",

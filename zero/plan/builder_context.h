@@ -54,6 +54,7 @@ struct BufferIds {
   std::vector<int> activations;  // per block position
   std::vector<int> buckets;      // per bucket (stages 2-3)
   std::vector<int> gathers;      // per unit (stage 3; -1 for persistent units)
+  std::vector<int> swap_slots;   // SWAP_BUFFER per slot (offload_optimizer nvme)
 };
 
 struct Context {
@@ -65,6 +66,7 @@ struct Context {
   BufferIds buf;
   proto::DataType model_dtype = proto::DT_F32;
   proto::DataType comm_dtype = proto::DT_F32;
+  proto::SwapPlan swap;  // offload_optimizer nvme (MakeSwapPlan); sub_groups empty otherwise
 };
 
 // An async instruction not yet waited for, and the bucket buffer it frees when it completes.
@@ -126,6 +128,19 @@ proto::Placement CollectivePlacement(const Context& ctx);
 void PlaceInstructions(const Context& ctx, proto::Plan* plan, Stream* stream);
 // Rank `rank`'s STAGED copies around its collectives (they name its own part).
 void SetStagingCopies(const Context& ctx, int rank, proto::Instruction* ins);
+
+// ---- swap_stream.cc ----
+// offload_optimizer nvme: the sub-groups of the rank's shard, the swap file and buffers
+// (Note [Optimizer swapping] in swap_stream.cc). InvalidArgument naming buffer_count when one
+// sub-group's states do not fit the buffers.
+Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan* swap);
+// The step tail's `scalars` (GRAD_NORM_REDUCE, OVERFLOW_REDUCE) and OPTIMIZER_STEP: one step
+// over the whole shard, or with a swap plan, swap-in, step and swap-out per sub-group (with
+// pipeline_read, the first reads go before the scalars).
+void EmitOptimizerSteps(const Context& ctx, std::vector<proto::Instruction> scalars,
+                        Stream* stream);
+// OPTIMIZER_STEP's reads and writes: gradients, weights, master, optimizer states.
+proto::Instruction StepInstruction(const Context& ctx);
 
 // ---- dense_stream.cc / stage3_stream.cc ----
 void BuildDenseStream(const Context& ctx, Stream* stream);

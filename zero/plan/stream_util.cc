@@ -156,13 +156,7 @@ void WaitForBucketSlot(int buffer, proto::Instruction* ins, Stream* stream) {
   }
 }
 
-void EmitStepTail(const Context& ctx, Stream* stream) {
-  // The norm is always reduced (clipping, the metrics and fp16's overflow need it); with fp16 the
-  // overflow flag follows from it, as DeepSpeed's has_overflow all-reduce.
-  std::vector<proto::Instruction> tail;
-  tail.push_back(ScalarReduce(ctx, proto::Instruction::GRAD_NORM_REDUCE));
-  if (ctx.config.model_dtype == DType::kF16)
-    tail.push_back(ScalarReduce(ctx, proto::Instruction::OVERFLOW_REDUCE));
+proto::Instruction StepInstruction(const Context& ctx) {
   proto::Instruction step;
   step.set_kind(proto::Instruction::OPTIMIZER_STEP);
   step.set_micro_batch(-1);
@@ -177,9 +171,18 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
     step.add_reads(id);
     step.add_writes(id);
   }
-  tail.push_back(std::move(step));
-  WaitAll(&tail.front(), stream);
-  for (proto::Instruction& ins : tail) stream->Add(std::move(ins));
+  return step;
+}
+
+void EmitStepTail(const Context& ctx, Stream* stream) {
+  // The norm is always reduced (clipping, the metrics and fp16's overflow need it); with fp16 the
+  // overflow flag follows from it, as DeepSpeed's has_overflow all-reduce.
+  std::vector<proto::Instruction> scalars;
+  scalars.push_back(ScalarReduce(ctx, proto::Instruction::GRAD_NORM_REDUCE));
+  if (ctx.config.model_dtype == DType::kF16)
+    scalars.push_back(ScalarReduce(ctx, proto::Instruction::OVERFLOW_REDUCE));
+  WaitAll(&scalars.front(), stream);
+  EmitOptimizerSteps(ctx, std::move(scalars), stream);
   if (ctx.config.stage == 1 || ctx.config.stage == 2) EmitShardAllGathers(ctx, stream);
   if (ctx.config.stage == 3) EmitPersistentAllGathers(ctx, stream);
   proto::Instruction loss;

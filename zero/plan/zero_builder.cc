@@ -16,6 +16,7 @@
 #include "zero/plan/zero_builder.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "runtime/base/status_macros.h"
@@ -98,11 +99,19 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
       ids.params = AddBuffer(plan, "params.persistent", K::PARAM_FULL, persistent, m, true);
   }
   if (mixed) ids.master = AddBuffer(plan, "master", K::MASTER_WEIGHTS, shard, DType::kF32, true);
+  const bool nvme = ctx->swap.sub_groups_size() > 0;  // the swap file holds them
+  if (nvme && ids.master >= 0) plan->mutable_buffers(ids.master)->set_nvme(true);
   ids.grads = c.stage < 2 ? AddBuffer(plan, "grads", K::GRAD_FULL, flat, m, true)
                           : AddBuffer(plan, "grads.shard", K::GRAD_SHARD, shard, m, true);
   for (int i = 0; i < c.optimizer_states; ++i)
     ids.states.push_back(
         AddBuffer(plan, "optimizer_state." + Str(i), K::OPTIMIZER_STATE, shard, DType::kF32, true));
+  for (int id : ids.states) plan->mutable_buffers(id)->set_nvme(nvme);
+  for (int i = 0; nvme && i < ctx->swap.slots(); ++i) {
+    ids.swap_slots.push_back(
+        AddBuffer(plan, "swap.slot" + Str(i), K::SWAP_BUFFER, 0, DType::kF32, false));
+    plan->mutable_buffers(ids.swap_slots.back())->set_bytes(ctx->swap.slot_bytes());
+  }
   ids.batch = AddBytesBuffer(plan, "micro_batch", ctx->facts.input_bytes);
   for (const BlockFacts& b : ctx->facts.blocks)
     ids.activations.push_back(
@@ -173,23 +182,32 @@ int64_t ShardElements(const Context& ctx) {
 
 void SetRankRanges(const Context& ctx, int rank, proto::Instruction* ins) {
   ins->clear_ranges();
-  auto add = [ins](int64_t begin, int64_t end) {
-    if (end <= begin) return;
+  // A sub-group's step (offload_optimizer nvme) names its shard positions' part of the ranges.
+  int64_t lo = 0, hi = INT64_MAX;
+  if (ins->has_swap()) {
+    const proto::SubGroup& g = ctx.swap.sub_groups(ins->swap().sub_group());
+    lo = g.shard_begin();
+    hi = lo + g.count();
+  }
+  // Flat [begin, end) at shard position `pos`.
+  auto add = [&](int64_t begin, int64_t end, int64_t pos) {
+    const int64_t from = std::max(pos, lo), to = std::min(pos + (end - begin), hi);
+    if (to <= from) return;
     proto::ParamRange* q = ins->add_ranges();
-    q->set_offset(begin);
-    q->set_count(end - begin);
+    q->set_offset(begin + (from - pos));
+    q->set_count(to - from);
   };
   const int64_t flat = ctx.facts.flat_elements;
   if (ins->kind() == proto::Instruction::GRAD_NORM_REDUCE && ctx.config.stage >= 2)
-    return add(0, ShardElements(ctx));
+    return add(0, ShardElements(ctx), 0);
   if (ctx.units.empty()) {
-    if (ins->kind() == proto::Instruction::OPTIMIZER_STEP) return add(0, flat);
+    if (ins->kind() == proto::Instruction::OPTIMIZER_STEP) return add(0, flat, 0);
     const int64_t chunk = (flat + ctx.dp - 1) / ctx.dp;
-    return add(std::min(flat, rank * chunk), std::min(flat, (rank + 1) * chunk));
+    return add(std::min(flat, rank * chunk), std::min(flat, (rank + 1) * chunk), 0);
   }
   for (const Unit& u : ctx.units)
     add(u.offset + rank * u.chunk,
-        std::min({u.offset + u.count, u.offset + (rank + 1) * u.chunk, flat}));
+        std::min({u.offset + u.count, u.offset + (rank + 1) * u.chunk, flat}), u.shard_offset);
 }
 
 // What the step runner would refuse, refused before any process starts.
@@ -243,6 +261,12 @@ Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, 
   ctx.buckets =
       internal::MakeBuckets(ctx.facts, ctx.units, config.stage, dp, config.reduce_bucket_size);
   EchoLayout(ctx, plan);
+  if (config.optimizer_nvme) {
+    const int64_t shard =
+        config.stage == 0 ? facts.flat_elements : plan->partition().shard_elements();
+    DS_RETURN_IF_ERROR(internal::MakeSwapPlan(ctx, shard, &ctx.swap));
+    *plan->mutable_swap() = ctx.swap;
+  }
   AddBuffers(&ctx, plan);
   internal::Stream stream;
   if (config.stage == 3)
