@@ -7,13 +7,14 @@ namespace {
 
 Status Complete(CollectiveJob& job) {
   if (job.handle) DS_RETURN_IF_ERROR(job.handle->Wait());
+  if (job.wait) DS_RETURN_IF_ERROR(job.wait());
   return job.finish ? job.finish() : OkStatus();
 }
 
 }  // namespace
 
 Status CollectiveQueue::Track(int index, bool async, CollectiveJob job) {
-  if (!job.handle || !async) return Complete(job);
+  if ((!job.handle && !job.wait) || !async) return Complete(job);
   pending_.emplace(index, std::move(job));
   return OkStatus();
 }

@@ -1,7 +1,7 @@
-// CollectiveQueue: the collectives of one step that are in flight, by instruction index. A
-// job is a communicator handle and the step that moves its result where it belongs; a sync
-// instruction waits at once, an async one when a later instruction's wait_for names it (the
-// plan places every wait, and releases the job's staging there).
+// CollectiveQueue: the collectives (and swaps) of one step that are in flight, by instruction
+// index. A job is a communicator handle (or a wait) and the step that moves its result where it
+// belongs; a sync instruction waits at once, an async one when a later instruction's wait_for
+// names it (the plan places every wait, and releases the job's staging there).
 //
 // Not thread-safe; the step runner's thread drives it.
 #pragma once
@@ -17,6 +17,7 @@ namespace ds::zero {
 
 struct CollectiveJob {
   std::unique_ptr<parallel::CommHandle> handle;  // null: nothing to wait for
+  std::function<Status()> wait;                  // or this waits (an NVMe swap's transfer)
   std::function<Status()> finish;                // after completion; may be empty
 };
 

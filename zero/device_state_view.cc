@@ -66,7 +66,11 @@ class DeviceView final : public StateView {
     DS_ASSIGN_OR_RETURN(SquaredNormResult r, d_->GradSquaredSum(it->second));
     return r.sum_sq;
   }
-  Status Step(float lr, float grad_scale) override { return d_->Step(lr, grad_scale); }
+  Status Step(const proto::Instruction& in, float lr, float grad_scale) override {
+    if (in.has_swap())
+      return FailedPreconditionError("the device's optimizer step does not swap sub-groups");
+    return d_->Step(lr, grad_scale);
+  }
   // The gather arena's place passes on by the plan's placement (Note [ZeRO-3 on a device]).
   Status ReleaseParams(int64_t, int64_t) override { return OkStatus(); }
 

@@ -2,8 +2,10 @@
 // the host optimizer (zero/optimizer.h) on the owned shard.
 #include <cstring>
 
+#include "proto/plan.pb.h"
 #include "zero/grad_norm.h"
 #include "zero/optimizer.h"
+#include "zero/optimizer_swapper.h"
 #include "zero/state_view.h"
 
 namespace ds::zero {
@@ -37,7 +39,8 @@ namespace {
 
 class HostView final : public StateView {
  public:
-  HostView(ParamStore* p, Optimizer* o) : p_(p), o_(o), t_(p->model_dtype()), ts_(DTypeSize(t_)) {}
+  HostView(ParamStore* p, Optimizer* o, OptimizerSwapper* w)
+      : p_(p), o_(o), swapper_(w), t_(p->model_dtype()), ts_(DTypeSize(t_)) {}
 
   DType dtype() const override { return t_; }
   char* Params(int64_t i) override { return static_cast<char*>(p_->model()) + i * ts_; }
@@ -86,7 +89,14 @@ class HostView final : public StateView {
                       : GradSquaredSum(*p_, lo, lo + n);
     return sum;
   }
-  Status Step(float lr, float grad_scale) override {
+  Status Step(const proto::Instruction& in, float lr, float grad_scale) override {
+    if (in.has_swap()) {
+      if (!swapper_)
+        return FailedPreconditionError("the plan steps sub-group " +
+                                       std::to_string(in.swap().sub_group()) +
+                                       " from NVMe, and this rank has no optimizer swapper");
+      return swapper_->Step(in, lr, grad_scale);
+    }
     o_->Step(lr, grad_scale);
     return OkStatus();
   }
@@ -98,14 +108,16 @@ class HostView final : public StateView {
  private:
   ParamStore* p_;
   Optimizer* o_;
+  OptimizerSwapper* swapper_;
   DType t_;
   size_t ts_;
 };
 
 }  // namespace
 
-std::unique_ptr<StateView> MakeHostView(ParamStore* params, Optimizer* optimizer) {
-  return std::make_unique<HostView>(params, optimizer);
+std::unique_ptr<StateView> MakeHostView(ParamStore* params, Optimizer* optimizer,
+                                        OptimizerSwapper* swapper) {
+  return std::make_unique<HostView>(params, optimizer, swapper);
 }
 
 }  // namespace ds::zero

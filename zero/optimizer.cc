@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 
 namespace ds::zero {
 
@@ -22,9 +23,8 @@ Optimizer::Optimizer(const OptimizerOptions& options, ParamStore* params)
     : opt_(options), params_(params) {
   const size_t bytes =
       static_cast<size_t>(std::max<int64_t>(1, params->shard_elements())) * sizeof(float);
-  auto alloc = [&] {
-    return params->sparse_host() ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes);
-  };
+  sparse_ = params->sparse_host() || params->states_swapped();
+  auto alloc = [&] { return sparse_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes); };
   if (opt_.type == OptimizerOptions::Type::kSgd) {
     if (opt_.momentum != 0) m_ = alloc();
   } else {
@@ -39,6 +39,11 @@ void Optimizer::ReleaseState() {
   v_.Release(0, v_.size(), false);
 }
 
+void Optimizer::ReleaseStateRange(int64_t pos, int64_t n) {
+  for (Buffer* b : {&m_, &v_})
+    if (b->data()) b->Release(pos * sizeof(float), n * sizeof(float), false);
+}
+
 std::vector<Optimizer::StateBuffer> Optimizer::state() {
   if (opt_.type == OptimizerOptions::Type::kSgd) {
     if (!m_.data()) return {};
@@ -47,26 +52,38 @@ std::vector<Optimizer::StateBuffer> Optimizer::state() {
   return {{"exp_avg", m_.f32()}, {"exp_avg_sq", v_.f32()}};
 }
 
-void Optimizer::Step(float lr, float grad_scale) {
+void Optimizer::BeginStep() {
   ++step_;
   params_->MarkModelChanged();
-  const float bc1 = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
-  const float bc2 = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
+  bc1_ = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
+  bc2_ = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
+}
+
+void Optimizer::Step(float lr, float grad_scale) {
+  BeginStep();
+  StepShard(0, INT64_MAX, ShardStates(), lr, grad_scale);
+}
+
+void Optimizer::StepShard(int64_t lo_pos, int64_t hi_pos, const ShardStates& at, float lr,
+                          float grad_scale) {
   const std::vector<ParamSlot>& slots = params_->slots();  // ascending offsets
   for (const ShardSegment& g : params_->segments()) {
-    const int64_t end = g.flat_begin + g.count;
+    const int64_t from = std::max(g.shard_offset, lo_pos);
+    const int64_t to = std::min(g.shard_offset + g.count, hi_pos);
+    if (from >= to) continue;
+    const int64_t begin = g.flat_begin + (from - g.shard_offset);
+    const int64_t end = g.flat_begin + (to - g.shard_offset);
     auto it =
-        std::upper_bound(slots.begin(), slots.end(), g.flat_begin,
+        std::upper_bound(slots.begin(), slots.end(), begin,
                          [](int64_t v, const ParamSlot& s) { return v < s.offset + s.numel; });
     for (; it != slots.end() && it->offset < end; ++it) {
-      const int64_t lo = std::max(it->offset, g.flat_begin),
-                    hi = std::min(it->offset + it->numel, end);
+      const int64_t lo = std::max(it->offset, begin), hi = std::min(it->offset + it->numel, end);
       if (lo >= hi) continue;
       const int64_t pos = g.shard_offset + (lo - g.flat_begin);
       if (opt_.type == OptimizerOptions::Type::kSgd)
-        StepSgd(*it, lo, hi, pos, lr, grad_scale);
+        StepSgd(*it, lo, hi, pos, at, lr, grad_scale);
       else
-        StepAdam(*it, lo, hi, pos, lr, grad_scale, bc1, bc2);
+        StepAdam(*it, lo, hi, pos, at, lr, grad_scale);
     }
   }
 }
@@ -74,12 +91,13 @@ void Optimizer::Step(float lr, float grad_scale) {
 // torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps). Adam adds wd*p to g instead. The fused
 // loop and its rounding: runtime/core/cpu_adam.h.
-void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr,
-                         float grad_scale, float bc1, float bc2) {
+void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos,
+                         const ShardStates& at, float lr, float grad_scale) {
   const int64_t n = hi - lo;
-  float* p = params_->MasterAt(lo);
-  float* m = m_.f32() + pos;
-  float* v = v_.f32() + pos;
+  const float bc1 = bc1_, bc2 = bc2_;
+  float* p = Master(at, lo, pos);
+  float* m = State(at, 0, m_, pos);
+  float* v = State(at, 1, v_, pos);
   const DType gt = params_->model_dtype();
   const void* g = params_->GradAt(lo);
   void* model = params_->ModelOutAt(lo);
@@ -98,11 +116,11 @@ void Optimizer::StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos
 }
 
 // torch.optim.SGD (dampening 0, not Nesterov): g += wd p; buf = mu buf + g; p -= lr buf.
-void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr,
-                        float grad_scale) {
+void Optimizer::StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos,
+                        const ShardStates& at, float lr, float grad_scale) {
   const int64_t n = hi - lo;
-  float* p = params_->MasterAt(lo);
-  float* buf = m_.data() ? m_.f32() + pos : nullptr;
+  float* p = Master(at, lo, pos);
+  float* buf = m_.data() ? State(at, 0, m_, pos) : nullptr;
   const DType gt = params_->model_dtype();
   const void* g = params_->GradAt(lo);
   void* model = params_->ModelOutAt(lo);

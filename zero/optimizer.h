@@ -7,6 +7,7 @@
 // biases and norm gains). Not thread-safe; the step parallelizes internally.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,16 @@ struct OptimizerOptions {
 // "Adam" with adam_w_mode (DeepSpeed's default true) is AdamW.
 StatusOr<OptimizerOptions::Type> ParseOptimizerType(const std::string& name, bool adam_w_mode);
 
+// Where a step finds the fp32 state of shard position `pos`: `master[pos - base]`, and
+// `state[i][pos - base]` for the i-th optimizer state; a null pointer: the ParamStore's master
+// (MasterAt) or the optimizer's own buffer. The NVMe swapper steps a sub-group in its swap
+// buffer this way (zero/optimizer_swapper.h).
+struct ShardStates {
+  float* master = nullptr;
+  float* state[2] = {nullptr, nullptr};
+  int64_t base = 0;
+};
+
 class Optimizer {
  public:
   // Updates the flat elements `params` owns (ParamStore::segments(): everything unless
@@ -37,8 +48,13 @@ class Optimizer {
   Optimizer(const OptimizerOptions& options, ParamStore* params);
 
   // One update of every parameter with learning rate `lr`; each gradient is multiplied by
-  // `grad_scale` first. Increments step().
+  // `grad_scale` first. Increments step(). Equal to BeginStep() and one StepShard over all.
   void Step(float lr, float grad_scale);
+  // A step in pieces: BeginStep once (increments step(), fixes the bias corrections), then
+  // StepShard over shard positions [lo, hi) as often as needed, each position once, with the
+  // states where `at` says. Element for element the same as Step.
+  void BeginStep();
+  void StepShard(int64_t lo, int64_t hi, const ShardStates& at, float lr, float grad_scale);
 
   int64_t step() const { return step_; }
   void set_step(int64_t s) { step_ = s; }
@@ -53,18 +69,33 @@ class Optimizer {
   // With a sparse_host ParamStore (the states live on a device): hands the state buffers'
   // pages back; they read zero until written again.
   void ReleaseState();
+  // Hands back the pages of shard positions [pos, pos + n) of every state buffer (sparse
+  // buffers; a dense one is zeroed): the swapper moved them to the swap file.
+  void ReleaseStateRange(int64_t pos, int64_t n);
+  // The state buffers are sparse (no memory until touched): sparse_host stores and stores whose
+  // states are swapped to NVMe (ParamStore::states_swapped).
+  bool sparse_state() const { return sparse_; }
   // Resident bytes of the state buffers, for memory profiles.
   size_t ResidentBytes() const { return m_.ResidentBytes() + v_.ResidentBytes(); }
 
  private:
   // Flat elements [lo, hi) of slot `s`, owned, at shard position `pos`.
-  void StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr, float grad_scale,
-                float bc1, float bc2);
-  void StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, float lr, float grad_scale);
+  void StepAdam(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, const ShardStates& at,
+                float lr, float grad_scale);
+  void StepSgd(const ParamSlot& s, int64_t lo, int64_t hi, int64_t pos, const ShardStates& at,
+               float lr, float grad_scale);
+  float* Master(const ShardStates& at, int64_t lo, int64_t pos) const {
+    return at.master ? at.master + (pos - at.base) : params_->MasterAt(lo);
+  }
+  float* State(const ShardStates& at, int i, const Buffer& own, int64_t pos) const {
+    return at.state[i] ? at.state[i] + (pos - at.base) : own.f32() + pos;
+  }
 
   OptimizerOptions opt_;
   ParamStore* params_;
   int64_t step_ = 0;
+  float bc1_ = 1, bc2_ = 1;  // bias corrections of the step BeginStep began
+  bool sparse_ = false;
   Buffer m_, v_;
 };
 

@@ -183,6 +183,9 @@ void ParamStore::SyncModelFromMaster() {
 
 void ParamStore::Shard(const ShardLayout& layout) {
   DS_CHECK(!master_sharded_ && !layout_.partition_grads, "ParamStore::Shard called twice");
+  states_swapped_ = layout.swap_states;
+  // Still zero (Shard comes before Initialize): a sparse master is staging for the swapper.
+  if (layout.swap_master && mixed()) master_ = Buffer::AllocateSparse(master_.size());
   const bool everything = layout.segments.size() == 1 && layout.segments[0].flat_begin == 0 &&
                           layout.segments[0].count == total_ &&
                           layout.segments[0].shard_offset == 0;
@@ -191,9 +194,12 @@ void ParamStore::Shard(const ShardLayout& layout) {
   const size_t size = DTypeSize(model_dtype_);
   const int64_t shard = std::max<int64_t>(1, layout.shard_elements);
   if (mixed() || layout.partition_params) {
-    Buffer m = Alloc(shard * sizeof(float));
-    for (const ShardSegment& g : layout.segments)
-      std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin, g.count * sizeof(float));
+    Buffer m = layout.swap_master && mixed() ? Buffer::AllocateSparse(shard * sizeof(float))
+                                             : Alloc(shard * sizeof(float));
+    for (const ShardSegment& g : layout.segments)  // a swapped master stays untouched: zeros
+      if (!(layout.swap_master && mixed()))
+        std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin,
+                    g.count * sizeof(float));
     if (!mixed()) model_ = std::move(master_);
     master_ = std::move(m);
     master_sharded_ = true;
@@ -216,6 +222,10 @@ void ParamStore::Shard(const ShardLayout& layout) {
     }
     grad_shard_ = Alloc(shard * size);
   }
+}
+
+void ParamStore::ReleaseMasterRange(int64_t pos, int64_t n) {
+  master_.Release(pos * sizeof(float), n * sizeof(float), false);
 }
 
 void ParamStore::ReleaseHost() {

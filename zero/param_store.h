@@ -58,6 +58,11 @@ struct ShardLayout {
   // every parameter) of an arena of grad_arena_elements, zeroed (not handed back) once reduced.
   std::vector<GradBlock> grad_blocks;
   int64_t grad_arena_elements = 0;
+  // offload_optimizer nvme: the optimizer states (and, with swap_master, the separate fp32
+  // master) live in the swap file; their buffers here are sparse staging for initialization
+  // and checkpoints (zero/optimizer_swapper.h).
+  bool swap_states = false;
+  bool swap_master = false;
 };
 
 struct ParamSlot {
@@ -92,6 +97,10 @@ class ParamStore {
   bool master_sharded() const { return master_sharded_; }
   bool grads_partitioned() const { return layout_.partition_grads; }
   bool params_partitioned() const { return layout_.partition_params; }
+  bool states_swapped() const { return states_swapped_; }
+  // Hands back the pages of master shard positions [pos, pos + n) (a sparse master; a dense one
+  // is zeroed): the swapper moved them to the swap file.
+  void ReleaseMasterRange(int64_t pos, int64_t n);
   const std::vector<ShardSegment>& segments() const { return layout_.segments; }
   int64_t shard_elements() const { return layout_.shard_elements; }
   // Shard position of owned flat element `i`.
@@ -181,6 +190,7 @@ class ParamStore {
   int64_t total_ = 0;
   ShardLayout layout_;
   bool master_sharded_ = false;
+  bool states_swapped_ = false;
   uint64_t version_ = 0;
   Buffer master_;       // fp32: flat, or shard space when sharded
   Buffer model_;        // flat model copy when it is not the master (mixed, or fp32 stage 3)

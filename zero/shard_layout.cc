@@ -16,6 +16,8 @@ std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank)
 ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
   ShardLayout layout;
   const int stage = plan.settings().zero_stage();
+  layout.swap_states = plan.swap().sub_groups_size() > 0;
+  layout.swap_master = layout.swap_states && plan.swap().master();
   if (stage == 0 || plan.partition().units_size() == 0) {
     layout.segments.push_back({0, total, 0});
     layout.shard_elements = total;

@@ -20,6 +20,7 @@
 #include "zero/param_store.h"
 
 namespace ds::proto {
+class Instruction;
 class Plan;
 class ParamRange;
 }  // namespace ds::proto
@@ -27,6 +28,7 @@ class ParamRange;
 namespace ds::zero {
 class DeviceStates;
 class Optimizer;
+class OptimizerSwapper;
 }  // namespace ds::zero
 
 namespace ds::zero {
@@ -64,12 +66,15 @@ class StateView {
   // Sum of squares of the gradients over `ranges` (flat elements, or shard positions).
   virtual StatusOr<double> SquaredSum(const std::vector<std::pair<int64_t, int64_t>>& ranges,
                                       bool in_shard) = 0;
-  virtual Status Step(float lr, float grad_scale) = 0;
+  // OPTIMIZER_STEP `in`: the whole owned shard, or (in.swap) one sub-group in its swap buffer.
+  virtual Status Step(const proto::Instruction& in, float lr, float grad_scale) = 0;
   virtual Status ReleaseParams(int64_t i, int64_t n) = 0;  // a gathered stage-3 unit
 };
 
 // The host ParamStore (sharded already) and the host optimizer over it.
-std::unique_ptr<StateView> MakeHostView(ParamStore* params, Optimizer* optimizer);
+// With `swapper` (offload_optimizer nvme), sub-group steps run on its swap buffers.
+std::unique_ptr<StateView> MakeHostView(ParamStore* params, Optimizer* optimizer,
+                                        OptimizerSwapper* swapper = nullptr);
 
 // The device's model states. The norm shares of the plan's GRAD_NORM_REDUCE for `rank` are
 // registered at once (DeviceStates::AddNormShare), so the step allocates nothing.

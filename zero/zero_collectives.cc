@@ -274,7 +274,7 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
   DS_RETURN_IF_ERROR(z->CheckParts());
   DS_ASSIGN_OR_RETURN(z->comm_dtype_,
                       FromProtoDType(plan->settings().comm_dtype(), "plan comm dtype"));
-  z->host_ = MakeHostView(parts.params, parts.optimizer);
+  z->host_ = MakeHostView(parts.params, parts.optimizer, parts.swapper);
   if (parts.device) {
     DS_ASSIGN_OR_RETURN(z->device_, MakeDeviceView(parts.device, parts.params, *plan, rank));
   }

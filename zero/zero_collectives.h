@@ -38,6 +38,7 @@ class Communicator;
 namespace zero {
 class DeviceStates;
 class Optimizer;
+class OptimizerSwapper;
 }  // namespace zero
 }  // namespace ds
 
@@ -49,6 +50,7 @@ struct ZeroParts {
   DeviceStates* device = nullptr;               // the plan's states_on_device
   parallel::Communicator* comm = nullptr;       // the data-parallel group
   parallel::Communicator* host_comm = nullptr;  // the same ranks on host memory; null: comm
+  OptimizerSwapper* swapper = nullptr;          // offload_optimizer nvme
 };
 
 class ZeroCollectives {
@@ -63,6 +65,11 @@ class ZeroCollectives {
   // ALL_GATHER); a sync one completes here, an async one at WaitFor(index).
   Status Issue(int index, const proto::Instruction& in);
   Status WaitFor(int index) { return queue_.WaitFor(index); }
+  // Tracks another kind of async job of instruction `index` (an NVMe swap) in the same queue, so
+  // the plan's waits complete it.
+  Status Track(int index, bool async, CollectiveJob job) {
+    return queue_.Track(index, async, std::move(job));
+  }
   Status WaitAll() { return queue_.WaitAll(); }
 
   // One float all-reduced over the group (`in`'s collective: HOST, or LOCAL for one rank).

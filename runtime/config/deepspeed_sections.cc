@@ -295,19 +295,14 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   ParseOffload(r, "offload_optimizer", /*optimizer=*/true, &z->offload_optimizer);
   ParseOffload(r, "offload_param", /*optimizer=*/false, &z->offload_param);
   ParseLegacyOffload(r, z);
-  for (const char* key : {"offload_optimizer", "offload_param"}) {
-    const OffloadConfig& o =
-        std::string(key) == "offload_param" ? z->offload_param : z->offload_optimizer;
-    if (o.device == OffloadDevice::kNvme)
-      r.Warn("\"" + r.KeyPath(key) +
-             ".device\": nvme is not swapped to disk yet; the states stay in host memory, as "
-             "with device: cpu");
-  }
+  if (z->offload_param.device == OffloadDevice::kNvme)
+    r.Warn("\"" + r.KeyPath("offload_param") +
+           ".device\": nvme is not swapped to disk yet; the parameters stay in host memory, as "
+           "with device: cpu");
   const OffloadConfig& oo = z->offload_optimizer;
   if (oo.device != OffloadDevice::kNone) {
+    // NVMe optimizer offload works at stages 1-3 here (DeepSpeed: stage 3 only).
     r.Require(z->stage >= 1, "offload_optimizer", "optimizer offload needs stage 1, 2 or 3");
-    r.Require(oo.device != OffloadDevice::kNvme || z->stage == 3, "offload_optimizer",
-              "NVMe optimizer offload needs stage 3");
     r.Require(oo.ratio == 1.0 || z->stage == 3, "offload_optimizer",
               "a partial offload ratio needs stage 3");
   }

@@ -361,18 +361,29 @@ zero_optimization: {stage: 2, cpu_offload: true, offload_optimizer: {device: cpu
   CHECK(both.status().message().find("keep offload_optimizer") != std::string::npos);
 }
 
-TEST_CASE("JobConfig: NVMe offload says it is not swapped to disk yet", "[config]") {
+TEST_CASE("JobConfig: NVMe optimizer offload at stages 1-3; parameters say they stay in memory",
+          "[config]") {
+  for (int stage : {1, 2, 3}) {
+    StatusOr<JobConfig> c =
+        ParseJobConfig("train_batch_size: 8\nzero_optimization: {stage: " + std::to_string(stage) +
+                           ", offload_optimizer: {device: nvme, nvme_path: "
+                           "/local_nvme, pipeline_read: true}}\n",
+                       "job.yaml");
+    REQUIRE(c.ok());
+    CHECK(c->zero.offload_optimizer.device == OffloadDevice::kNvme);
+    CHECK(c->zero.offload_optimizer.pipeline_read);
+    CHECK(c->warnings.empty());
+  }
   StatusOr<JobConfig> c = ParseJobConfig(R"(
 train_batch_size: 8
 zero_optimization:
   stage: 3
-  offload_optimizer: {device: nvme, nvme_path: /local_nvme}
+  offload_param: {device: nvme, nvme_path: /local_nvme}
 )",
                                          "job.yaml");
   REQUIRE(c.ok());
-  CHECK(c->zero.offload_optimizer.device == OffloadDevice::kNvme);
   REQUIRE(c->warnings.size() == 1);
-  CHECK(c->warnings[0].find("zero_optimization.offload_optimizer.device") != std::string::npos);
+  CHECK(c->warnings[0].find("zero_optimization.offload_param.device") != std::string::npos);
   CHECK(c->warnings[0].find("host memory") != std::string::npos);
 }
 

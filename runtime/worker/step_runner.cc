@@ -16,6 +16,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "zero/grad_norm.h"
 #include "zero/optimizer.h"
+#include "zero/optimizer_swapper.h"
 #include "zero/zero_collectives.h"
 
 namespace ds::worker {
@@ -82,6 +83,7 @@ struct StepRunner::Impl {
   Status GradNorm(int, const Instruction& in);
   Status Overflow(int, const Instruction& in);
   Status OptimizerStep(int, const Instruction& in);
+  Status Swap(int index, const Instruction& in);
   Status ZeroGrads(int, const Instruction& in);
   Status Loss(int, const Instruction& in);
   void Fill();
@@ -111,6 +113,8 @@ void StepRunner::Impl::Fill() {
   table[Instruction::OPTIMIZER_STEP] = {&Impl::OptimizerStep, true};
   table[Instruction::ZERO_GRADS] = {&Impl::ZeroGrads, true};
   table[Instruction::LOSS_REDUCE] = {&Impl::Loss, true};
+  table[Instruction::SWAP_IN] = {&Impl::Swap, false};
+  table[Instruction::SWAP_OUT] = {&Impl::Swap, false};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
@@ -177,9 +181,16 @@ Status StepRunner::Impl::OptimizerStep(int, const Instruction& in) {
   if (!overflow) {
     const float clip = zero::ClipCoefficient(result.grad_norm, p.max_grad_norm);
     const float scale = static_cast<float>(clip / p.scaler->scale());
-    DS_RETURN_IF_ERROR(zero->ViewsFor(in).back()->Step(static_cast<float>(result.lr), scale));
+    DS_RETURN_IF_ERROR(zero->ViewsFor(in).back()->Step(in, static_cast<float>(result.lr), scale));
   }
   return OkStatus();
+}
+
+// SWAP_IN / SWAP_OUT of a sub-group's optimizer states (offload_optimizer nvme), tracked with the
+// collectives so that the plan's waits complete them.
+Status StepRunner::Impl::Swap(int index, const Instruction& in) {
+  DS_ASSIGN_OR_RETURN(zero::CollectiveJob job, p.swapper->Start(in));
+  return zero->Track(index, in.async(), std::move(job));
 }
 
 Status StepRunner::Impl::ZeroGrads(int, const Instruction& in) {
@@ -243,7 +254,12 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
         in.mean_over() <= 0)
       return InvalidArgumentError("the plan's " + Instruction::Kind_Name(in.kind()) +
                                   " has no mean_over (a plan older than version 2?)");
-  zero::ZeroParts z{parts.params, parts.optimizer, parts.device, parts.comm, parts.host_comm};
+  if (plan->swap().sub_groups_size() > 0 && !parts.swapper)
+    return InvalidArgumentError(
+        "the plan swaps the optimizer states to NVMe (offload_optimizer device nvme), and the "
+        "step runner was given no swapper");
+  zero::ZeroParts z{parts.params, parts.optimizer, parts.device,
+                    parts.comm,   parts.host_comm, parts.swapper};
   DS_ASSIGN_OR_RETURN(impl->zero, zero::ZeroCollectives::Create(plan, rank, z));
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
 }

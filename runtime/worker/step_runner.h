@@ -41,6 +41,7 @@ class LrSchedule;
 namespace zero {
 class DeviceStates;
 class Optimizer;
+class OptimizerSwapper;
 }  // namespace zero
 }  // namespace ds
 
@@ -79,6 +80,8 @@ struct StepParts {
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.
   zero::DeviceStates* device = nullptr;
+  // offload_optimizer nvme: the plan's SWAP_IN / SWAP_OUT and sub-group steps run on it.
+  zero::OptimizerSwapper* swapper = nullptr;
   // DS_PROFILE_OPS: waits for the device's queued work after each instruction (null: none).
   std::function<Status()> synchronize;
 };

@@ -24,6 +24,7 @@
 #include "runtime/worker/step_runner.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
+#include "zero/optimizer_swapper.h"
 #include "zero/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
 
@@ -180,6 +181,7 @@ Status Trainer::Build() {
   params_->Shard(zero::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
   optimizer_ =
       std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
+  DS_RETURN_IF_ERROR(BuildSwapper().WithPrefix(src));
   exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
@@ -241,6 +243,7 @@ Status Trainer::Build() {
   parts.loss_block = graph_.num_blocks;
   parts.memory_profile = MemoryProfileRequested();
   parts.device = device_states_.get();
+  parts.swapper = swapper_.get();
   if (device_states_) {
     DeviceMemory* memory = device_memory_;
     parts.synchronize = [memory]() { return memory->Synchronize(); };
@@ -265,6 +268,24 @@ Status Trainer::Build() {
   return OkStatus();
 }
 
+Status Trainer::BuildSwapper() {
+  if (plan_->swap().sub_groups_size() == 0) return OkStatus();
+  zero::SwapperOptions o;
+  o.nvme_path = config_.zero.offload_optimizer.nvme_path;
+  o.rank = comm_->rank();
+  const config::AioConfig& a = config_.aio;
+  o.io.block_size = a.block_size;
+  o.io.queue_depth = a.queue_depth;
+  o.io.intra_op_parallelism = a.intra_op_parallelism;
+  o.io.single_submit = a.single_submit;
+  o.io.overlap_events = a.overlap_events;
+  DS_ASSIGN_OR_RETURN(swapper_,
+                      zero::OptimizerSwapper::Create(*plan_, o, params_.get(), optimizer_.get()));
+  return OkStatus();
+}
+
+Status Trainer::StoreSwappedStates() { return swapper_ ? swapper_->Store() : OkStatus(); }
+
 Status Trainer::Initialize() {
   const std::string& load = config_.checkpoint.load;
   if (!load.empty()) {
@@ -274,13 +295,13 @@ Status Trainer::Initialize() {
     } else {
       DS_RETURN_IF_ERROR(LoadCheckpoint(path));
       runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
-      return OkStatus();
+      return StoreSwappedStates();
     }
   }
   params_->Initialize(graph_, config_.seed);
   runner_->ReleaseGatheredParams();
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  return OkStatus();
+  return StoreSwappedStates();
 }
 
 Status Trainer::BuildPlan() {

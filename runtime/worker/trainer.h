@@ -44,6 +44,7 @@ class LrSchedule;
 namespace zero {
 class DeviceStates;
 class Optimizer;
+class OptimizerSwapper;
 }  // namespace zero
 }  // namespace ds
 
@@ -126,6 +127,10 @@ class Trainer {
           DeviceMemory* device, parallel::Communicator* host_comm);
   Status Build();
   Status BuildPlan();
+  // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
+  // states initialization or a load left in memory into its file.
+  Status BuildSwapper();
+  Status StoreSwappedStates();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);
@@ -142,6 +147,7 @@ class Trainer {
   std::unique_ptr<zero::Optimizer> optimizer_;
   // The plan's states_on_device: the model states on device_memory_ (optimizer there too).
   std::unique_ptr<zero::DeviceStates> device_states_;
+  std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer nvme
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
   std::unique_ptr<data::DataLoader> train_data_;

@@ -36,6 +36,7 @@
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
+#include "zero/optimizer_swapper.h"
 #include "zero/shard_layout.h"
 
 namespace ds::worker {
@@ -82,12 +83,14 @@ Status Trainer::ExportWeights(const std::string& path) const {
         "ExportWeights needs the whole master weights; with ZeRO use a "
         "checkpoint and ds-ckpt consolidate");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->Load());
   std::vector<ckpt::NamedTensor> tensors;
   for (const zero::ParamSlot& s : params_->slots())
     tensors.push_back({s.name, params_->MasterView(s)});
   auto r =
       ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}});
   if (device_states_) device_states_->ReleaseHostCopies();
+  if (swapper_) swapper_->ReleaseMemory();
   return r.status();
 }
 
@@ -278,6 +281,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
 
 Status Trainer::SaveCheckpoint() {
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->Load());  // the states back into memory, for now
   ckpt::CheckpointContents c;
   c.step = step_;
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());
@@ -295,6 +299,7 @@ Status Trainer::SaveCheckpoint() {
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
   Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
   if (device_states_) device_states_->ReleaseHostCopies();
+  if (swapper_) swapper_->ReleaseMemory();
   DS_RETURN_IF_ERROR(saved);
   if (comm_->rank() == 0)
     DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir,
@@ -314,6 +319,7 @@ Status Trainer::LoadWeights(const std::string& path) {
   params_->SetFromFull(full.data());
   runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
+  DS_RETURN_IF_ERROR(StoreSwappedStates());
   if (file.tensors().size() != params_->slots().size())
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored",
                 path, file.tensors().size(), params_->slots().size());

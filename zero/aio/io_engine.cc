@@ -18,8 +18,9 @@ namespace ds::zero {
 struct TicketState {
   std::mutex mu;
   std::condition_variable cv;
-  int remaining = 0;  // pieces not completed; guarded by mu
-  Status status;      // the first error; guarded by mu
+  int remaining = 0;                                          // pieces not completed; guarded by mu
+  Status status;                                              // the first error; guarded by mu
+  std::chrono::steady_clock::time_point submitted, finished;  // finished: guarded by mu
 };
 
 struct IoEngine::Piece {
@@ -162,7 +163,7 @@ class IoEngine::Worker {
     {
       std::lock_guard<std::mutex> lock(p->ticket->mu);
       if (!error.ok() && p->ticket->status.ok()) p->ticket->status = error;
-      --p->ticket->remaining;
+      if (--p->ticket->remaining == 0) p->ticket->finished = std::chrono::steady_clock::now();
     }
     p->ticket->cv.notify_all();
     delete p;
@@ -235,6 +236,7 @@ StatusOr<IoTicket> IoEngine::Submit(const IoFile& file, int64_t offset, char* bu
   const int64_t block = options_.block_size;
   const int64_t pieces = (bytes + block - 1) / block;
   t.state_->remaining = static_cast<int>(pieces);
+  t.state_->submitted = t.state_->finished = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < pieces; ++i) {
     Piece p;
     p.ticket = t.state_;
@@ -249,12 +251,13 @@ StatusOr<IoTicket> IoEngine::Submit(const IoFile& file, int64_t offset, char* bu
   return t;
 }
 
-Status IoEngine::Wait(IoTicket& ticket) {
+Status IoEngine::Wait(IoTicket& ticket, double* busy_s) {
   if (!ticket.valid()) return InvalidArgumentError("aio: wait on an empty ticket");
   TicketState& s = *ticket.state_;
   std::unique_lock<std::mutex> lock(s.mu);
   s.cv.wait(lock, [&] { return s.remaining == 0; });
   Status status = s.status;
+  if (busy_s) *busy_s = std::chrono::duration<double>(s.finished - s.submitted).count();
   lock.unlock();
   ticket.state_.reset();
   return status;

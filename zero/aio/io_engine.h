@@ -66,8 +66,9 @@ class IoEngine {
   StatusOr<IoTicket> Read(const IoFile& file, int64_t offset, void* buf, int64_t bytes);
   StatusOr<IoTicket> Write(const IoFile& file, int64_t offset, const void* buf, int64_t bytes);
   // The first error of the request's pieces (naming the file, offset and errno), else OK.
-  // DataLoss for a read past the end of the file. A ticket is waited for once.
-  Status Wait(IoTicket& ticket);
+  // DataLoss for a read past the end of the file. A ticket is waited for once. `busy_s`, when
+  // given, gets the seconds from submission to the last piece's completion.
+  Status Wait(IoTicket& ticket, double* busy_s = nullptr);
 
   const IoOptions& options() const { return options_; }
   // Submit-to-completion nanoseconds of every piece since the last call (record_latency).

@@ -55,9 +55,9 @@ std::map<int64_t, int64_t> Stepped(const proto::RankPlan& rp) {
 void CheckSchedule(const proto::Plan& plan, const proto::RankPlan& rp) {
   const int n = plan.swap().sub_groups_size();
   const auto& list = rp.instructions();
-  std::map<int, int> owner;         // slot -> sub-group in it
-  std::map<int, int> writing;       // slot -> SWAP_OUT index still in flight
-  std::map<int, int> reading;       // sub-group -> SWAP_IN index (async, not yet waited)
+  std::map<int, int> owner;    // slot -> sub-group in it
+  std::map<int, int> writing;  // slot -> SWAP_OUT index still in flight
+  std::map<int, int> reading;  // sub-group -> SWAP_IN index (async, not yet waited)
   std::vector<int> read(n, 0), stepped(n, 0), written(n, 0);
   for (int i = 0; i < list.size(); ++i) {
     const Instruction& in = list[i];
@@ -137,8 +137,7 @@ TEST_CASE("Swap plan: sub-groups tile the shard in aligned file regions", "[plan
     REQUIRE(b.nvme() == swapped);
   }
   const proto::Plan plain = MustPlan(g, 2, BaseConfig(2));
-  REQUIRE(plan.ranks(0).memory().model_state_bytes() <
-          plain.ranks(0).memory().model_state_bytes());
+  REQUIRE(plan.ranks(0).memory().model_state_bytes() < plain.ranks(0).memory().model_state_bytes());
 }
 
 TEST_CASE("Swap plan: every schedule reads, steps and writes each sub-group once, in its slot",
@@ -149,9 +148,10 @@ TEST_CASE("Swap plan: every schedule reads, steps and writes each sub-group once
       for (int buffers : {3, 4, 6, 9, 12})
         for (bool read : {false, true})
           for (bool write : {false, true}) {
-            INFO("stage " << stage << " world " << world << " buffer_count " << buffers
-                          << " read " << read << " write " << write);
-            const proto::Plan plan = MustPlan(g, world, SwapConfig(stage, buffers, read, write, 2048));
+            INFO("stage " << stage << " world " << world << " buffer_count " << buffers << " read "
+                          << read << " write " << write);
+            const proto::Plan plan =
+                MustPlan(g, world, SwapConfig(stage, buffers, read, write, 2048));
             const proto::Plan whole = MustPlan(g, world, BaseConfig(stage));
             for (const proto::RankPlan& rp : plan.ranks()) {
               CheckSchedule(plan, rp);

@@ -1,0 +1,260 @@
+#include "zero/optimizer_swapper.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "proto/plan.pb.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "zero/optimizer.h"
+#include "zero/param_store.h"
+
+namespace ds::zero {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// "1.50 GiB", or "12.3 MiB" below 1 GiB.
+std::string Size(int64_t bytes) {
+  char text[32];
+  if (bytes >= (int64_t{1} << 30))
+    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / 1073741824.0);
+  else
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return OkStatus();
+  return PermissionDeniedError("cannot create " + path + ": " + std::strerror(errno));
+}
+
+// Removes a directory of plain files.
+void RemoveDir(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+
+int RemoveStaleSwapDirs(const std::string& nvme_path) {
+  const std::string root = nvme_path + "/ds-swap";
+  DIR* d = opendir(root.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    const size_t at = name.rfind("-pid");
+    if (name.rfind("rank", 0) != 0 || at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + 4, nullptr, 10);
+    if (pid == getpid()) continue;
+    if (pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;  // alive
+    RemoveDir(root + "/" + name);
+    ++removed;
+  }
+  closedir(d);
+  return removed;
+}
+
+OptimizerSwapper::OptimizerSwapper(const proto::Plan& plan, ParamStore* params,
+                                   Optimizer* optimizer)
+    : plan_(plan), params_(params), optimizer_(optimizer) {}
+
+OptimizerSwapper::~OptimizerSwapper() {
+  engine_.reset();  // finishes what is in flight
+  const std::string path = file_.path();
+  file_ = IoFile();
+  if (!path.empty()) unlink(path.c_str());
+  if (!dir_.empty()) rmdir(dir_.c_str());
+}
+
+StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const proto::Plan& plan,
+                                                                     const SwapperOptions& options,
+                                                                     ParamStore* params,
+                                                                     Optimizer* optimizer) {
+  const proto::SwapPlan& s = plan.swap();
+  if (s.sub_groups_size() == 0)
+    return InvalidArgumentError("optimizer swapper: the plan swaps nothing");
+  const int own = (s.master() ? 1 : 0) + static_cast<int>(optimizer->state().size());
+  if (own != s.states() || (s.master() && !params->states_swapped()))
+    return InternalError("optimizer swapper: the plan swaps " + Str(s.states()) +
+                         " fp32 arrays per element, the optimizer and store have " + Str(own));
+  const proto::SubGroup& last = s.sub_groups(s.sub_groups_size() - 1);
+  if (last.shard_begin() + last.count() != params->shard_elements())
+    return InternalError("optimizer swapper: the plan's sub-groups cover " +
+                         Str(last.shard_begin() + last.count()) +
+                         " shard elements, the store has " + Str(params->shard_elements()));
+  std::unique_ptr<OptimizerSwapper> w(new OptimizerSwapper(plan, params, optimizer));
+  DS_RETURN_IF_ERROR(w->Open(options));
+  for (int i = 0; i < s.slots(); ++i) {
+    DS_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(s.slot_bytes()));
+    w->slots_.push_back(std::move(b));
+  }
+  return w;
+}
+
+Status OptimizerSwapper::Open(const SwapperOptions& o) {
+  const int64_t need = plan_.swap().file_bytes();
+  if (int stale = RemoveStaleSwapDirs(o.nvme_path); stale > 0)
+    DS_LOG_INFO("zero", "removed {} swap director{} a killed run left under {}/ds-swap", stale,
+                stale == 1 ? "y" : "ies", o.nvme_path);
+  struct statvfs fs;
+  if (statvfs(o.nvme_path.c_str(), &fs) != 0)
+    return NotFoundError(o.key + " " + o.nvme_path + ": " + std::strerror(errno));
+  const int64_t avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  if (avail < need)
+    return ResourceExhaustedError(o.key + " " + o.nvme_path + ": rank " + Str(o.rank) +
+                                  "'s optimizer swap file needs " + Size(need) + " (" + Str(need) +
+                                  " bytes), the filesystem has " + Size(avail) + " free");
+  DS_RETURN_IF_ERROR(MakeDir(o.nvme_path + "/ds-swap"));
+  dir_ = o.nvme_path + "/ds-swap/rank" + Str(o.rank) + "-pid" + Str(getpid());
+  DS_RETURN_IF_ERROR(MakeDir(dir_));
+  DS_ASSIGN_OR_RETURN(file_, IoFile::Open(dir_ + "/optimizer.swp", IoFile::kCreate));
+  Status room = file_.Preallocate(need);
+  if (!room.ok()) return room.WithPrefix(o.key);
+  DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
+  DS_LOG_INFO("zero",
+              "optimizer states on NVMe: {} ({}), {} sub-groups, {} swap buffers of {:.1f} MiB{}",
+              file_.path(), Size(need), plan_.swap().sub_groups_size(), plan_.swap().slots(),
+              plan_.swap().slot_bytes() / 1048576.0, file_.direct() ? ", O_DIRECT" : ", buffered");
+  return OkStatus();
+}
+
+int64_t OptimizerSwapper::file_bytes() const { return plan_.swap().file_bytes(); }
+
+int64_t OptimizerSwapper::buffer_bytes() const {
+  return plan_.swap().slots() * plan_.swap().slot_bytes();
+}
+
+int64_t OptimizerSwapper::Bytes(int k) const {
+  const proto::SwapPlan& s = plan_.swap();
+  return s.states() * s.sub_groups(k).stride() * static_cast<int64_t>(sizeof(float));
+}
+
+std::vector<float*> OptimizerSwapper::HostArrays(int k) const {
+  const int64_t pos = plan_.swap().sub_groups(k).shard_begin();
+  std::vector<float*> a;
+  if (plan_.swap().master()) a.push_back(params_->master_data() + pos);
+  for (const Optimizer::StateBuffer& b : optimizer_->state()) a.push_back(b.data + pos);
+  return a;
+}
+
+std::vector<float*> OptimizerSwapper::SlotArrays(int slot, int k) const {
+  float* base = static_cast<float*>(slots_[slot].data());
+  const int64_t stride = plan_.swap().sub_groups(k).stride();
+  std::vector<float*> a;
+  for (int i = 0; i < plan_.swap().states(); ++i) a.push_back(base + i * stride);
+  return a;
+}
+
+Status OptimizerSwapper::Transfer(int k, int slot, bool write, bool wait_now, IoTicket* ticket) {
+  if (k < 0 || k >= plan_.swap().sub_groups_size() || slot < 0 ||
+      slot >= static_cast<int>(slots_.size()))
+    return InvalidArgumentError("optimizer swapper: sub-group " + Str(k) + " slot " + Str(slot) +
+                                " is not in the plan");
+  const proto::SubGroup& g = plan_.swap().sub_groups(k);
+  void* buf = slots_[slot].data();
+  if (write) {
+    DS_ASSIGN_OR_RETURN(*ticket, engine_->Write(file_, g.file_offset(), buf, Bytes(k)));
+    stats_.bytes_written += Bytes(k);
+  } else {
+    DS_ASSIGN_OR_RETURN(*ticket, engine_->Read(file_, g.file_offset(), buf, Bytes(k)));
+    stats_.bytes_read += Bytes(k);
+  }
+  ++stats_.transfers;
+  return wait_now ? Wait(*ticket) : OkStatus();
+}
+
+Status OptimizerSwapper::Wait(IoTicket& ticket) {
+  const auto t0 = std::chrono::steady_clock::now();
+  double busy = 0;
+  Status s = engine_->Wait(ticket, &busy);
+  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.io_s += busy;
+  return s.ok() ? s : s.WithPrefix("optimizer swap");
+}
+
+StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
+  const bool write = in.kind() == proto::Instruction::SWAP_OUT;
+  if (!write && in.kind() != proto::Instruction::SWAP_IN)
+    return InvalidArgumentError("optimizer swapper: " + proto::Instruction::Kind_Name(in.kind()) +
+                                " is not a swap");
+  auto ticket = std::make_shared<IoTicket>();
+  DS_RETURN_IF_ERROR(Transfer(in.swap().sub_group(), in.swap().slot(), write, false, ticket.get()));
+  CollectiveJob job;
+  job.wait = [this, ticket]() { return Wait(*ticket); };
+  return job;
+}
+
+Status OptimizerSwapper::Step(const proto::Instruction& in, float lr, float grad_scale) {
+  const int k = in.swap().sub_group(), slot = in.swap().slot();
+  if (k < 0 || k >= plan_.swap().sub_groups_size() || slot < 0 ||
+      slot >= static_cast<int>(slots_.size()))
+    return InvalidArgumentError("optimizer swapper: step of sub-group " + Str(k) + " slot " +
+                                Str(slot) + " is not in the plan");
+  const proto::SubGroup& g = plan_.swap().sub_groups(k);
+  const std::vector<float*> a = SlotArrays(slot, k);
+  ShardStates at;
+  at.base = g.shard_begin();
+  size_t i = 0;
+  if (plan_.swap().master()) at.master = a[i++];
+  for (int j = 0; i < a.size(); ++i, ++j) at.state[j] = a[i];
+  if (k == 0) optimizer_->BeginStep();
+  optimizer_->StepShard(g.shard_begin(), g.shard_begin() + g.count(), at, lr, grad_scale);
+  return OkStatus();
+}
+
+Status OptimizerSwapper::Store() {
+  IoTicket t;
+  for (int k = 0; k < plan_.swap().sub_groups_size(); ++k) {
+    const int64_t n = plan_.swap().sub_groups(k).count();
+    const std::vector<float*> host = HostArrays(k), slot = SlotArrays(0, k);
+    for (size_t i = 0; i < host.size(); ++i) std::memcpy(slot[i], host[i], n * sizeof(float));
+    DS_RETURN_IF_ERROR(Transfer(k, 0, /*write=*/true, /*wait_now=*/true, &t));
+    const int64_t pos = plan_.swap().sub_groups(k).shard_begin();
+    if (plan_.swap().master()) params_->ReleaseMasterRange(pos, n);
+    optimizer_->ReleaseStateRange(pos, n);
+  }
+  return file_.Sync();
+}
+
+Status OptimizerSwapper::Load() {
+  IoTicket t;
+  for (int k = 0; k < plan_.swap().sub_groups_size(); ++k) {
+    const int64_t n = plan_.swap().sub_groups(k).count();
+    DS_RETURN_IF_ERROR(Transfer(k, 0, /*write=*/false, /*wait_now=*/true, &t));
+    const std::vector<float*> host = HostArrays(k), slot = SlotArrays(0, k);
+    for (size_t i = 0; i < host.size(); ++i) std::memcpy(host[i], slot[i], n * sizeof(float));
+  }
+  return OkStatus();
+}
+
+void OptimizerSwapper::ReleaseMemory() {
+  for (int k = 0; k < plan_.swap().sub_groups_size(); ++k) {
+    const proto::SubGroup& g = plan_.swap().sub_groups(k);
+    if (plan_.swap().master()) params_->ReleaseMasterRange(g.shard_begin(), g.count());
+    optimizer_->ReleaseStateRange(g.shard_begin(), g.count());
+  }
+}
+
+SwapStats OptimizerSwapper::TakeStats() {
+  SwapStats s = stats_;
+  stats_ = SwapStats();
+  return s;
+}
+
+}  // namespace ds::zero

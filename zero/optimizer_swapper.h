@@ -1,0 +1,109 @@
+// OptimizerSwapper: ZeRO-Infinity's optimizer swapper (offload_optimizer device nvme). The
+// rank's fp32 optimizer states (and a separate fp32 master) live in one swap file; the plan's
+// SWAP_IN / OPTIMIZER_STEP / SWAP_OUT instructions move each sub-group through one of the plan's
+// swap buffers (Note [Optimizer swapping] in zero/plan/swap_stream.cc). The ParamStore's master
+// and the Optimizer's state buffers are sparse staging: Store() moves what they hold into the
+// file and hands their pages back (after initialization or a checkpoint load), Load() reads the
+// file back into them (before a checkpoint is saved), ReleaseMemory() hands them back again.
+//
+//   DS_ASSIGN_OR_RETURN(auto swapper, OptimizerSwapper::Create(plan, options, &params, &opt));
+//   DS_RETURN_IF_ERROR(swapper->Store());
+//   DS_ASSIGN_OR_RETURN(CollectiveJob job, swapper->Start(swap_in));  // then job.wait()
+//   DS_RETURN_IF_ERROR(swapper->Step(step, lr, grad_scale));
+//
+// Files: <nvme_path>/ds-swap/rank<R>-pid<P>/optimizer.swp, preallocated at creation (so a full
+// disk is refused before the first step), removed with the swapper; directories that a killed
+// run left behind (their pid gone) are removed at creation. Not thread-safe: the step runner's
+// thread drives it (the I/O runs on the engine's rings).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "zero/aio/aligned_buffer.h"
+#include "zero/aio/io_engine.h"
+#include "zero/aio/io_file.h"
+#include "zero/collective_queue.h"
+
+namespace ds::proto {
+class Instruction;
+class Plan;
+}  // namespace ds::proto
+
+namespace ds::zero {
+
+class Optimizer;
+class ParamStore;
+
+struct SwapperOptions {
+  std::string nvme_path;                                              // offload_optimizer.nvme_path
+  std::string key = "zero_optimization.offload_optimizer.nvme_path";  // named in errors
+  int rank = 0;
+  IoOptions io;  // the aio block
+};
+
+// What the swaps of some steps moved and how long the runner's thread waited for them.
+struct SwapStats {
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  double wait_s = 0;  // in waits on transfers (I/O the schedule did not hide)
+  double io_s = 0;    // submit to completion of every transfer, summed
+  int64_t transfers = 0;
+};
+
+class OptimizerSwapper {
+ public:
+  // Creates the rank's directory and swap file under options.nvme_path with the plan's size,
+  // after checking with statvfs that the filesystem has it (ResourceExhausted naming the key,
+  // the path and both sizes), and allocates the plan's swap buffers once.
+  static StatusOr<std::unique_ptr<OptimizerSwapper>> Create(const proto::Plan& plan,
+                                                            const SwapperOptions& options,
+                                                            ParamStore* params,
+                                                            Optimizer* optimizer);
+  ~OptimizerSwapper();  // waits for transfers in flight; removes the file and the directory
+
+  // SWAP_IN / SWAP_OUT: submits the transfer; the job's wait completes it.
+  StatusOr<CollectiveJob> Start(const proto::Instruction& in);
+  // OPTIMIZER_STEP of one sub-group, on the states in its swap buffer (the first sub-group
+  // begins the optimizer's step).
+  Status Step(const proto::Instruction& in, float lr, float grad_scale);
+
+  Status Store();
+  Status Load();
+  void ReleaseMemory();
+
+  const std::string& path() const { return file_.path(); }
+  int64_t file_bytes() const;
+  int64_t buffer_bytes() const;  // the swap buffers in host memory
+  // Totals since the last call.
+  SwapStats TakeStats();
+
+ private:
+  struct Arrays;
+  OptimizerSwapper(const proto::Plan& plan, ParamStore* params, Optimizer* optimizer);
+  Status Open(const SwapperOptions& options);
+  // The host arrays (master when swapped, then each state) of sub-group `k`'s positions.
+  std::vector<float*> HostArrays(int k) const;
+  std::vector<float*> SlotArrays(int slot, int k) const;
+  int64_t Bytes(int k) const;  // one sub-group's transfer
+  Status Transfer(int k, int slot, bool write, bool wait_now, IoTicket* ticket);
+  Status Wait(IoTicket& ticket);
+
+  const proto::Plan& plan_;
+  ParamStore* params_;
+  Optimizer* optimizer_;
+  std::unique_ptr<IoEngine> engine_;
+  IoFile file_;
+  std::string dir_;
+  std::vector<AlignedBuffer> slots_;
+  SwapStats stats_;
+};
+
+// Removes `<nvme_path>/ds-swap/rank<R>-pid<P>` directories whose process is gone (a killed
+// run's); returns how many it removed.
+int RemoveStaleSwapDirs(const std::string& nvme_path);
+
+}  // namespace ds::zero
