@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# ZeRO-Infinity's optimizer swapper end to end through ds-launch with real processes: 20 fp32
+# AdamW steps with the optimizer states on NVMe (offload_optimizer device nvme: swap files,
+# several sub-groups, pipelined reads and writes), on the CPU (device cpu) and with no offload
+# give the same loss at every step and byte-identical checkpoints (master weights and both
+# moments), at ZeRO stages 1, 2 and 3, DP = 1 and 2 (DeepSpeed #2272: NVMe offload once trained
+# far worse than CPU offload and no test saw it). Then: a run saved at step 10 resumes with the
+# states on NVMe to the same bytes at step 20; kill -9 of a rank in the middle of its swaps
+# leaves the last checkpoint loadable and the next run removes the killed run's swap files; the
+# swap directory is empty after every clean exit; a swap directory without room for the file is
+# refused before any step with the key, the path and both sizes.
+set -uo pipefail
+
+R=${TEST_SRCDIR:-.}/ds_runtime
+LAUNCH=$R/launcher/launch/ds-launch
+WORKER=$R/runtime/worker/ds-worker
+AGENT=$R/launcher/agent/ds-agent
+DATA=$R/tools/ds_data/ds-data
+BASE=${TEST_TMPDIR:-$(mktemp -d)}/nvme
+rm -rf "$BASE"; mkdir -p "$BASE/swap"
+export DS_RUNTIME_HOME=$BASE/home
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+"$DATA" addition --digits 2 --train_examples 4000 --val_examples 100 --output_dir "$BASE/data" >/dev/null 2>&1
+printf '127.0.0.1 slots=1\n' > "$BASE/hosts1"
+printf '127.0.0.1 slots=2\n' > "$BASE/hosts2"
+
+job() {  # job FILE WORLD STAGE OFFLOAD CKPT [ITERS] (PRECISION=bf16 for mixed precision)
+  local offload="{device: none}"
+  [[ $4 == cpu ]] && offload="{device: cpu}"
+  [[ $4 == nvme ]] && offload="{device: nvme, nvme_path: $BASE/swap, buffer_count: 6, pipeline_read: true, pipeline_write: true}"
+  cat > "$1" <<YAML
+train_batch_size: 16
+train_micro_batch_size_per_gpu: $((16 / $2))
+gradient_clipping: 1.0
+optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}
+zero_optimization: {stage: $3, reduce_bucket_size: 5000, stage3_param_persistence_threshold: 100,
+                    sub_group_size: 3000, offload_optimizer: $offload}
+model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10}
+data: {train: $BASE/data/train.tok, seq_len: 10, shuffle: true}
+training: {train_iters: ${6:-20}}
+checkpoint: {dir: $5, save_interval: 10}
+monitor: {csv: $5.csv}
+device: {threads: 1}
+YAML
+  [[ ${PRECISION:-fp32} == bf16 ]] && echo "bf16: {enabled: true}" >> "$1"
+  return 0
+}
+
+launch() {  # launch CONFIG WORLD
+  timeout 120 "$LAUNCH" "$1" --hostfile "$BASE/hosts$2" --worker "$WORKER" --agent "$AGENT" \
+    --heartbeat 0.5 > "$BASE/out" 2>&1
+}
+
+# The step-20 checkpoint's tensor files, byte for byte, and the loss column, digit for digit.
+same_run() {  # same_run DIR_A DIR_B
+  local a=$1/step_00000020 b=$2/step_00000020 n=0
+  for f in "$a"/*.safetensors; do
+    cmp -s "$f" "$b/$(basename "$f")" || return 1
+    n=$((n + 1))
+  done
+  [[ $n -gt 0 ]] && cmp -s <(cut -d, -f1,2 "$1.csv") <(cut -d, -f1,2 "$2.csv")
+}
+
+swap_empty() { [[ -z $(find "$BASE/swap" -type f 2>/dev/null) ]]; }
+
+for stage in 1 2 3; do
+  for world in 1 2; do
+    name="stage $stage dp=$world"
+    ok=1
+    for off in none cpu nvme; do
+      job "$BASE/$off.yaml" "$world" "$stage" "$off" "$BASE/ck_${off}_s${stage}_w$world"
+      if ! launch "$BASE/$off.yaml" "$world"; then
+        fail "$name offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0
+      fi
+    done
+    [[ $ok == 1 ]] || continue
+    if ! grep -rq "optimizer states on NVMe" "$DS_RUNTIME_HOME" "$BASE/out" 2>/dev/null; then
+      fail "$name: no rank said its optimizer states were on NVMe"; continue
+    fi
+    c=$BASE/ck_none_s${stage}_w$world
+    if same_run "$c" "$BASE/ck_cpu_s${stage}_w$world" && same_run "$c" "$BASE/ck_nvme_s${stage}_w$world"; then
+      pass "$name: NVMe, CPU and no offload give byte-identical step-20 checkpoints and losses"
+    else
+      fail "$name: the runs differ"
+      paste -d' ' "$c.csv" "$BASE/ck_nvme_s${stage}_w$world.csv" | head -5
+    fi
+    if swap_empty; then pass "$name: no swap file left after exit"
+    else fail "$name: swap files left: $(find "$BASE/swap" -type f | head -3)"; fi
+  done
+done
+
+# bf16: the fp32 master is swapped too (three arrays per sub-group).
+ok=1
+for off in none nvme; do
+  PRECISION=bf16 job "$BASE/$off.yaml" 2 3 "$off" "$BASE/ck_bf16_$off"
+  launch "$BASE/$off.yaml" 2 || { fail "bf16 offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+done
+if [[ $ok == 1 ]] && same_run "$BASE/ck_bf16_none" "$BASE/ck_bf16_nvme"; then
+  pass "bf16 stage 3 dp=2: the swapped master and moments give the unswapped run's bytes"
+else fail "bf16 stage 3 dp=2: the runs differ"; fi
+
+# Resume with the states on NVMe: step 10 saved by a 10-step run, continued to step 20.
+job "$BASE/half.yaml" 2 3 nvme "$BASE/ck_resume" 10
+job "$BASE/rest.yaml" 2 3 nvme "$BASE/ck_resume" 20
+printf 'checkpoint: {dir: %s, save_interval: 10, load: latest}\n' "$BASE/ck_resume" >> "$BASE/rest.yaml"
+sed -i '/^checkpoint: {dir: [^,]*, save_interval: 10}$/d' "$BASE/rest.yaml"
+if launch "$BASE/half.yaml" 2 && launch "$BASE/rest.yaml" 2; then
+  a=$BASE/ck_nvme_s3_w2/step_00000020 b=$BASE/ck_resume/step_00000020 n=0 bad=0
+  for f in "$a"/*.safetensors; do
+    n=$((n + 1)); cmp -s "$f" "$b/$(basename "$f")" || bad=$((bad + 1))
+  done
+  if [[ $n -gt 0 && $bad == 0 ]]; then
+    pass "a stage-3 dp=2 run resumed at step 10 with NVMe states reaches the same step-20 bytes"
+  else fail "resumed run differs ($bad of $n files)"; fi
+else
+  fail "NVMe resume: ds-launch failed"; tail -8 "$BASE/out"
+fi
+
+# kill -9 during swaps: a long run with many small sub-groups, killed after its step-10
+# checkpoint; the checkpoint loads, and the next run removes the dead run's swap directory.
+job "$BASE/long.yaml" 1 2 nvme "$BASE/ck_kill" 400
+sed -i 's/sub_group_size: 3000/sub_group_size: 1024/' "$BASE/long.yaml"
+timeout 120 "$LAUNCH" "$BASE/long.yaml" --hostfile "$BASE/hosts1" --worker "$WORKER" --agent "$AGENT" \
+  --heartbeat 0.5 > "$BASE/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 400); do
+  [[ -f $BASE/ck_kill/step_00000010/model.safetensors || -n $(ls "$BASE"/ck_kill/step_00000010 2>/dev/null) ]] && break
+  sleep 0.05
+done
+sleep 0.3
+victim=$(pgrep -f "ds-worker.*long.yaml" | head -1)
+if [[ -n $victim ]] && [[ -n $(find "$BASE/swap" -name optimizer.swp) ]]; then
+  kill -9 "$victim"
+  wait "$launcher" 2>/dev/null
+  left=$(find "$BASE/swap" -name optimizer.swp | wc -l)
+  job "$BASE/after.yaml" 1 2 nvme "$BASE/ck_kill" 12
+  printf 'checkpoint: {dir: %s, load: latest}\n' "$BASE/ck_kill" >> "$BASE/after.yaml"
+  sed -i '/^checkpoint: {dir: [^,]*, save_interval: 10}$/d' "$BASE/after.yaml"
+  if [[ $left == 1 ]] && launch "$BASE/after.yaml" 1 && grep -rq "loaded .*step_000000[1-9]" "$BASE/out" "$DS_RUNTIME_HOME" &&
+     grep -rq "removed 1 swap directory a killed run left" "$BASE/out" "$DS_RUNTIME_HOME" && swap_empty; then
+    pass "kill -9 mid-run: the last checkpoint loads and the killed run's swap file is removed"
+  else
+    fail "after kill -9: left=$left"; tail -8 "$BASE/out"
+  fi
+else
+  fail "kill -9: no worker with a swap file to kill"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
+fi
+
+# No room: a 64 KiB tmpfs (the swap file needs about 250 KiB) when this test may mount one; the
+# error must come before any step and name the key, the path and the sizes.
+small=$BASE/small
+mkdir -p "$small"
+if mount -t tmpfs -o size=64k tmpfs "$small" 2>/dev/null; then
+  job "$BASE/full.yaml" 1 2 nvme "$BASE/ck_full"
+  sed -i "s|nvme_path: $BASE/swap|nvme_path: $small|" "$BASE/full.yaml"
+  launch "$BASE/full.yaml" 1; rc=$?
+  if [[ $rc != 0 ]] && grep -rq "offload_optimizer.nvme_path $small: rank 0's optimizer swap file needs" "$BASE/out" "$DS_RUNTIME_HOME" &&
+     ! grep -rq "step 1/" "$BASE/out"; then
+    pass "a swap directory without room is refused before any step, with the sizes"
+    grep -rhom1 "offload_optimizer.nvme_path $small: .*free" "$BASE/out" "$DS_RUNTIME_HOME" | head -1
+  else fail "no-room run: exit $rc"; tail -5 "$BASE/out"; fi
+  umount "$small"
+else
+  echo "skip: cannot mount a small tmpfs here (the no-room case is covered by optimizer_swapper_test)"
+fi
+
+echo "nvme_offload_test: $fails failure(s)"
+[[ $fails -eq 0 ]]
