@@ -104,6 +104,9 @@ class HostView final : public StateView {
     p_->ReleaseModel(i, n);
     return OkStatus();
   }
+  void DropParamShard(int64_t pos, int64_t n) override {
+    if (p_->params_swapped()) p_->ReleaseParamShardRange(pos, n);
+  }
 
  private:
   ParamStore* p_;

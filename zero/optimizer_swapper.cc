@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/dtype.h"
 #include "zero/optimizer.h"
 #include "zero/param_store.h"
 
@@ -76,9 +78,11 @@ OptimizerSwapper::OptimizerSwapper(const proto::Plan& plan, ParamStore* params,
 
 OptimizerSwapper::~OptimizerSwapper() {
   engine_.reset();  // finishes what is in flight
-  const std::string path = file_.path();
-  file_ = IoFile();
-  if (!path.empty()) unlink(path.c_str());
+  for (IoFile* f : {&file_, &params_file_}) {
+    const std::string path = f->path();
+    *f = IoFile();
+    if (!path.empty()) unlink(path.c_str());
+  }
   if (!dir_.empty()) rmdir(dir_.c_str());
 }
 
@@ -108,7 +112,7 @@ StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const proto
 }
 
 Status OptimizerSwapper::Open(const SwapperOptions& o) {
-  const int64_t need = plan_.swap().file_bytes();
+  const int64_t need = plan_.swap().file_bytes() + plan_.swap().param_file_bytes();
   if (int stale = RemoveStaleSwapDirs(o.nvme_path); stale > 0)
     DS_LOG_INFO("zero", "removed {} swap director{} a killed run left under {}/ds-swap", stale,
                 stale == 1 ? "y" : "ies", o.nvme_path);
@@ -124,8 +128,16 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
   dir_ = o.nvme_path + "/ds-swap/rank" + Str(o.rank) + "-pid" + Str(getpid());
   DS_RETURN_IF_ERROR(MakeDir(dir_));
   DS_ASSIGN_OR_RETURN(file_, IoFile::Open(dir_ + "/optimizer.swp", IoFile::kCreate));
-  Status room = file_.Preallocate(need);
+  Status room = file_.Preallocate(plan_.swap().file_bytes());
   if (!room.ok()) return room.WithPrefix(o.key);
+  if (plan_.swap().params()) {
+    DS_ASSIGN_OR_RETURN(params_file_, IoFile::Open(dir_ + "/params.swp", IoFile::kCreate));
+    room = params_file_.Preallocate(plan_.swap().param_file_bytes());
+    if (!room.ok()) return room.WithPrefix(o.key);
+    param_size_ = static_cast<int64_t>(DTypeSize(params_->model_dtype()));
+    for (const proto::PartitionUnit& u : plan_.partition().units())
+      if (u.persistent()) keep_.push_back({u.shard_offset(), u.chunk()});
+  }
   DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
   DS_LOG_INFO("zero",
               "optimizer states on NVMe: {} ({}), {} sub-groups, {} swap buffers of {:.1f} MiB{}",
@@ -193,11 +205,97 @@ StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
   if (!write && in.kind() != proto::Instruction::SWAP_IN)
     return InvalidArgumentError("optimizer swapper: " + proto::Instruction::Kind_Name(in.kind()) +
                                 " is not a swap");
-  auto ticket = std::make_shared<IoTicket>();
-  DS_RETURN_IF_ERROR(Transfer(in.swap().sub_group(), in.swap().slot(), write, false, ticket.get()));
+  if (!write && in.swap().sub_group() < 0) return StartParamsIn(in);
+  const int k = in.swap().sub_group();
+  auto tickets = std::make_shared<std::vector<IoTicket>>(1);
+  DS_RETURN_IF_ERROR(Transfer(k, in.swap().slot(), write, false, &(*tickets)[0]));
+  const bool params = write && plan_.swap().params();
+  if (params) {  // the 16-bit values the step just wrote
+    const proto::SubGroup& g = plan_.swap().sub_groups(k);
+    tickets->emplace_back();
+    DS_RETURN_IF_ERROR(ParamTransfer(g.shard_begin(), g.count(), true, &tickets->back()));
+  }
   CollectiveJob job;
-  job.wait = [this, ticket]() { return Wait(*ticket); };
+  job.wait = [this, tickets]() {
+    Status first;
+    for (IoTicket& t : *tickets) {
+      Status s = Wait(t);
+      if (first.ok()) first = s;
+    }
+    return first;
+  };
+  if (params) {
+    const proto::SubGroup& g = plan_.swap().sub_groups(k);
+    job.finish = [this, pos = g.shard_begin(), n = g.count()]() {
+      DropParamPages(pos, n);
+      return OkStatus();
+    };
+  }
   return job;
+}
+
+StatusOr<CollectiveJob> OptimizerSwapper::StartParamsIn(const proto::Instruction& in) {
+  if (!plan_.swap().params())
+    return InvalidArgumentError("optimizer swapper: a parameter swap-in, and the plan does not "
+                                "swap parameters");
+  auto tickets = std::make_shared<std::vector<IoTicket>>();
+  for (int u : in.units()) {
+    if (u < 0 || u >= plan_.partition().units_size())
+      return InvalidArgumentError("optimizer swapper: unit " + Str(u) + " is not in the plan");
+    const proto::PartitionUnit& unit = plan_.partition().units(u);
+    tickets->emplace_back();
+    DS_RETURN_IF_ERROR(ParamTransfer(unit.shard_offset(), unit.chunk(), false, &tickets->back()));
+  }
+  CollectiveJob job;
+  job.wait = [this, tickets]() {
+    Status first;
+    for (IoTicket& t : *tickets) {
+      Status s = Wait(t);
+      if (first.ok()) first = s;
+    }
+    return first;
+  };
+  return job;
+}
+
+char* OptimizerSwapper::ParamShardAt(int64_t pos) const {
+  return static_cast<char*>(params_->param_shard()) + pos * param_size_;
+}
+
+Status OptimizerSwapper::ParamTransfer(int64_t pos, int64_t n, bool write, IoTicket* ticket) {
+  const int64_t bytes = n * param_size_, offset = pos * param_size_;
+  if (write) {
+    DS_ASSIGN_OR_RETURN(*ticket, engine_->Write(params_file_, offset, ParamShardAt(pos), bytes));
+    stats_.bytes_written += bytes;
+  } else {
+    DS_ASSIGN_OR_RETURN(*ticket, engine_->Read(params_file_, offset, ParamShardAt(pos), bytes));
+    stats_.bytes_read += bytes;
+  }
+  ++stats_.transfers;
+  return OkStatus();
+}
+
+void OptimizerSwapper::DropParamPages(int64_t pos, int64_t n) {
+  int64_t at = pos;
+  const int64_t end = pos + n;
+  for (const auto& [kpos, kn] : keep_) {
+    if (kpos + kn <= at) continue;
+    if (kpos >= end) break;
+    if (kpos > at) params_->ReleaseParamShardRange(at, kpos - at);
+    at = std::max(at, kpos + kn);
+  }
+  if (at < end) params_->ReleaseParamShardRange(at, end - at);
+}
+
+Status OptimizerSwapper::LoadParams() {
+  if (!plan_.swap().params()) return OkStatus();
+  IoTicket t;
+  DS_RETURN_IF_ERROR(ParamTransfer(0, params_->shard_elements(), false, &t));
+  return Wait(t);
+}
+
+void OptimizerSwapper::DropParams() {
+  if (plan_.swap().params()) DropParamPages(0, params_->shard_elements());
 }
 
 Status OptimizerSwapper::Step(const proto::Instruction& in, float lr, float grad_scale) {
@@ -226,9 +324,15 @@ Status OptimizerSwapper::Store() {
     for (size_t i = 0; i < host.size(); ++i) std::memcpy(slot[i], host[i], n * sizeof(float));
     DS_RETURN_IF_ERROR(Transfer(k, 0, /*write=*/true, /*wait_now=*/true, &t));
     const int64_t pos = plan_.swap().sub_groups(k).shard_begin();
+    if (plan_.swap().params()) {
+      DS_RETURN_IF_ERROR(ParamTransfer(pos, n, true, &t));
+      DS_RETURN_IF_ERROR(Wait(t));
+      DropParamPages(pos, n);
+    }
     if (plan_.swap().master()) params_->ReleaseMasterRange(pos, n);
     optimizer_->ReleaseStateRange(pos, n);
   }
+  if (plan_.swap().params()) DS_RETURN_IF_ERROR(params_file_.Sync());
   return file_.Sync();
 }
 

@@ -1,7 +1,11 @@
-// OptimizerSwapper: ZeRO-Infinity's optimizer swapper (offload_optimizer device nvme). The
-// rank's fp32 optimizer states (and a separate fp32 master) live in one swap file; the plan's
-// SWAP_IN / OPTIMIZER_STEP / SWAP_OUT instructions move each sub-group through one of the plan's
-// swap buffers (Note [Optimizer swapping] in zero/plan/swap_stream.cc). The ParamStore's master
+// OptimizerSwapper: ZeRO-Infinity's swapper (offload_optimizer device nvme, and offload_param
+// device nvme). The rank's fp32 optimizer states (and a separate fp32 master) live in one swap
+// file; the plan's SWAP_IN / OPTIMIZER_STEP / SWAP_OUT instructions move each sub-group through
+// one of the plan's swap buffers (Note [Optimizer swapping] in zero/plan/swap_stream.cc). With
+// offload_param, the 16-bit parameter shard lives in a second file: SWAP_IN of units reads
+// their chunks into the sparse shard ahead of their gather, a sub-group's SWAP_OUT writes its
+// freshly stepped 16-bit values back and drops them (Note [Parameter swapping] in
+// zero/plan/param_swap_stream.cc). The ParamStore's master
 // and the Optimizer's state buffers are sparse staging: Store() moves what they hold into the
 // file and hands their pages back (after initialization or a checkpoint load), Load() reads the
 // file back into them (before a checkpoint is saved), ReleaseMemory() hands them back again.
@@ -74,6 +78,10 @@ class OptimizerSwapper {
   Status Store();
   Status Load();
   void ReleaseMemory();
+  // offload_param: the whole 16-bit shard into memory (evaluation, export gather everything),
+  // and dropped again (the persistent units' chunks stay).
+  Status LoadParams();
+  void DropParams();
 
   const std::string& path() const { return file_.path(); }
   int64_t file_bytes() const;
@@ -91,12 +99,20 @@ class OptimizerSwapper {
   int64_t Bytes(int k) const;  // one sub-group's transfer
   Status Transfer(int k, int slot, bool write, bool wait_now, IoTicket* ticket);
   Status Wait(IoTicket& ticket);
+  // offload_param: shard positions [pos, pos + n) of the 16-bit shard to or from its file.
+  Status ParamTransfer(int64_t pos, int64_t n, bool write, IoTicket* ticket);
+  void DropParamPages(int64_t pos, int64_t n);  // all but the persistent units' chunks
+  StatusOr<CollectiveJob> StartParamsIn(const proto::Instruction& in);
+  char* ParamShardAt(int64_t pos) const;
 
   const proto::Plan& plan_;
   ParamStore* params_;
   Optimizer* optimizer_;
   std::unique_ptr<IoEngine> engine_;
   IoFile file_;
+  IoFile params_file_;                                  // offload_param
+  std::vector<std::pair<int64_t, int64_t>> keep_;      // persistent chunks: (pos, n), ascending
+  int64_t param_size_ = 2;                              // bytes of a 16-bit value
   std::string dir_;
   std::vector<AlignedBuffer> slots_;
   SwapStats stats_;

@@ -209,8 +209,10 @@ void ParamStore::Shard(const ShardLayout& layout) {
     // Initialize / SetFromFull and the gathers).
     model_ = Buffer::AllocateSparse(total_ * size);
     if (mixed()) {
-      param_shard_ = Alloc(shard * size);
-      SyncModelFromMaster();
+      // A swapped shard stays untouched (zeros, as the master still is).
+      param_shard_ =
+          layout.swap_params ? Buffer::AllocateSparse(shard * size) : Alloc(shard * size);
+      if (!layout.swap_params) SyncModelFromMaster();
     }
   }
   if (layout.partition_grads) {
@@ -226,6 +228,11 @@ void ParamStore::Shard(const ShardLayout& layout) {
 
 void ParamStore::ReleaseMasterRange(int64_t pos, int64_t n) {
   master_.Release(pos * sizeof(float), n * sizeof(float), false);
+}
+
+void ParamStore::ReleaseParamShardRange(int64_t pos, int64_t n) {
+  const size_t size = DTypeSize(model_dtype_);
+  param_shard_.Release(pos * size, n * size, false);
 }
 
 void ParamStore::ReleaseHost() {

@@ -63,6 +63,7 @@ struct ShardLayout {
   // and checkpoints (zero/optimizer_swapper.h).
   bool swap_states = false;
   bool swap_master = false;
+  bool swap_params = false;  // offload_param nvme: the 16-bit parameter shard, the same way
 };
 
 struct ParamSlot {
@@ -101,6 +102,9 @@ class ParamStore {
   // Hands back the pages of master shard positions [pos, pos + n) (a sparse master; a dense one
   // is zeroed): the swapper moved them to the swap file.
   void ReleaseMasterRange(int64_t pos, int64_t n);
+  // The same for the 16-bit parameter shard (offload_param nvme).
+  void ReleaseParamShardRange(int64_t pos, int64_t n);
+  bool params_swapped() const { return layout_.swap_params; }
   const std::vector<ShardSegment>& segments() const { return layout_.segments; }
   int64_t shard_elements() const { return layout_.shard_elements; }
   // Shard position of owned flat element `i`.

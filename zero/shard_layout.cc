@@ -18,6 +18,7 @@ ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
   const int stage = plan.settings().zero_stage();
   layout.swap_states = plan.swap().sub_groups_size() > 0;
   layout.swap_master = layout.swap_states && plan.swap().master();
+  layout.swap_params = layout.swap_states && plan.swap().params();
   if (stage == 0 || plan.partition().units_size() == 0) {
     layout.segments.push_back({0, total, 0});
     layout.shard_elements = total;

@@ -69,6 +69,9 @@ class StateView {
   // OPTIMIZER_STEP `in`: the whole owned shard, or (in.swap) one sub-group in its swap buffer.
   virtual Status Step(const proto::Instruction& in, float lr, float grad_scale) = 0;
   virtual Status ReleaseParams(int64_t i, int64_t n) = 0;  // a gathered stage-3 unit
+  // offload_param nvme: shard positions [pos, pos + n) were copied out of a swapped-in chunk
+  // and are not needed in memory until the next swap-in.
+  virtual void DropParamShard(int64_t pos, int64_t n) {}
 };
 
 // The host ParamStore (sharded already) and the host optimizer over it.

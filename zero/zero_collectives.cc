@@ -152,11 +152,17 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
   const size_t ts = op.ts();
   std::vector<int> list(op.in.units().begin(), op.in.units().end());
   v->ParamsChanged();
+  // offload_param nvme: the chunks were swapped in for this gather; copied out, they go.
+  auto drop = [&]() {
+    if (!op.plan.swap().params()) return;
+    for (int u : list) v->DropParamShard(op.unit(u).shard_offset(), op.unit(u).chunk());
+  };
   if (op.local()) {
     for (int u : list)
       DS_RETURN_IF_ERROR(v->Copy(v->Params(op.unit(u).offset()),
                                  v->ParamShard(op.unit(u).shard_offset()),
                                  op.unit(u).count() * ts));
+    drop();
     return OkStatus();
   }
   std::vector<int64_t> at;
@@ -169,6 +175,7 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
     DS_RETURN_IF_ERROR(v->Copy(op.stage_in + at[i] * ts,
                                v->ParamShard(op.unit(list[i]).shard_offset()),
                                op.unit(list[i]).chunk() * ts));
+  drop();
   job->handle =
       op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
                               parallel::BufferView(op.stage_out, per_rank * op.dp, op.t()));

@@ -69,7 +69,10 @@ void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfi
   } else {
     r.Get("buffer_size", &o->buffer_size);
     r.Require(o->buffer_size > 0, "buffer_size", "must be > 0");
-    r.Get("max_in_cpu", &o->max_in_cpu);
+    if (r.Get("max_in_cpu", &o->max_in_cpu))
+      r.Warn("\"" + r.KeyPath("max_in_cpu") +
+             "\" has no effect: with nvme each unit is swapped in before its gather and dropped "
+             "after it; with cpu the whole shard stays in memory");
     r.Require(o->max_in_cpu > 0, "max_in_cpu", "must be > 0");
   }
   r.Finish();
@@ -295,10 +298,6 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   ParseOffload(r, "offload_optimizer", /*optimizer=*/true, &z->offload_optimizer);
   ParseOffload(r, "offload_param", /*optimizer=*/false, &z->offload_param);
   ParseLegacyOffload(r, z);
-  if (z->offload_param.device == OffloadDevice::kNvme)
-    r.Warn("\"" + r.KeyPath("offload_param") +
-           ".device\": nvme is not swapped to disk yet; the parameters stay in host memory, as "
-           "with device: cpu");
   const OffloadConfig& oo = z->offload_optimizer;
   if (oo.device != OffloadDevice::kNone) {
     // NVMe optimizer offload works at stages 1-3 here (DeepSpeed: stage 3 only).

@@ -79,6 +79,11 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
     w->set_buffer_count(c.swap_buffer_count);
     w->set_pipeline_read(c.pipeline_read);
     w->set_pipeline_write(c.pipeline_write);
+    w->set_params(c.param_nvme);
+    if (c.param_nvme) {
+      w->set_param_buffer_count(c.param_buffer_count);
+      w->set_param_buffer_size(c.param_buffer_size);
+    }
   }
   proto::ProcessGroup* g = plan->add_groups();
   g->set_name(zero::kDpGroup);

@@ -54,6 +54,10 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.swap_buffer_count = oo.buffer_count;
   c.pipeline_read = oo.pipeline_read;
   c.pipeline_write = oo.pipeline_write;
+  const config::OffloadConfig& op = z.offload_param;
+  c.param_nvme = z.stage == 3 && op.device == config::OffloadDevice::kNvme;
+  c.param_buffer_count = op.buffer_count;
+  c.param_buffer_size = op.buffer_size;
   return c;
 }
 

@@ -56,6 +56,12 @@ struct PlanConfig {
   int swap_buffer_count = 4;
   bool pipeline_read = false;
   bool pipeline_write = false;
+  // offload_param device nvme (stage 3): the 16-bit parameter shard lives in a swap file; units
+  // are read in before their gathers through param_buffer_count buffers of param_buffer_size
+  // elements. Needs optimizer_nvme (the 16-bit copy is written back per sub-group).
+  bool param_nvme = false;
+  int param_buffer_count = 5;
+  int64_t param_buffer_size = 100000000;
 };
 
 // The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len

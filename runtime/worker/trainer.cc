@@ -372,7 +372,8 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   }
   val_data_->Reset();
   if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());  // offload_param nvme
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());             // stage 3
   double sum = 0;
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {
@@ -381,6 +382,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();
+  if (swapper_) swapper_->DropParams();
   if (host_gather) device_states_->ReleaseHostCopies();
   DS_RETURN_IF_ERROR(status);
   return sum / std::max<int64_t>(1, iters);
@@ -389,6 +391,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
 StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
                                                                          int64_t seq) {
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   return exec::Executor::Create(graph_, params_.get(), {batch, seq, false});
 }

@@ -55,6 +55,7 @@ struct BufferIds {
   std::vector<int> buckets;      // per bucket (stages 2-3)
   std::vector<int> gathers;      // per unit (stage 3; -1 for persistent units)
   std::vector<int> swap_slots;   // SWAP_BUFFER per slot (offload_optimizer nvme)
+  std::vector<int> param_slots;  // per slot: its sub-group's 16-bit shard pages (offload_param)
 };
 
 struct Context {
@@ -73,6 +74,7 @@ struct Context {
 struct Pending {
   int instruction = -1;
   int buffer = -1;
+  int buffer2 = -1;  // a second one (a swap slot's parameter pages)
 };
 
 class Stream {
@@ -91,8 +93,10 @@ class Stream {
 // ---- partition.cc ----
 // Stage 0: none. Stages 1-2: one unit over the flat buffer. Stage 3: runs of
 // consecutive params with the same reader blocks and persistence.
+// chunk_align: elements each stage-3 chunk is a multiple of (kFlatAlign; kSwapAlign when the
+// parameter shard is swapped, so every chunk is a whole number of 4 KiB O_DIRECT pages).
 std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
-                            int64_t persistence_threshold);
+                            int64_t persistence_threshold, int64_t chunk_align = kFlatAlign);
 // Buckets in reverse parameter order (stages 0-2: params; stage 3: units).
 std::vector<Bucket> MakeBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int stage,
                                 int dp, int64_t bucket_size);
@@ -130,10 +134,17 @@ void PlaceInstructions(const Context& ctx, proto::Plan* plan, Stream* stream);
 void SetStagingCopies(const Context& ctx, int rank, proto::Instruction* ins);
 
 // ---- swap_stream.cc ----
+// Elements of every swapped range's start and length: 4 KiB of 16-bit values (8 KiB of fp32).
+inline constexpr int64_t kSwapAlign = 2048;
 // offload_optimizer nvme: the sub-groups of the rank's shard, the swap file and buffers
 // (Note [Optimizer swapping] in swap_stream.cc). InvalidArgument naming buffer_count when one
 // sub-group's states do not fit the buffers.
 Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan* swap);
+// offload_param nvme: a SWAP_IN of each GATHER_PARAMS's units, issued one gather ahead while
+// buffer_count allows, which the gather waits for (Note [Parameter swapping] in swap_stream.cc).
+// InvalidArgument naming buffer_size when a unit's chunk is larger.
+Status CheckParamSwap(const Context& ctx);
+Status InsertParamSwapIns(const Context& ctx, proto::Plan* plan, Stream* stream);
 // The step tail's `scalars` (GRAD_NORM_REDUCE, OVERFLOW_REDUCE) and OPTIMIZER_STEP: one step
 // over the whole shard, or with a swap plan, swap-in, step and swap-out per sub-group (with
 // pipeline_read, the first reads go before the scalars).

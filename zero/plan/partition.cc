@@ -6,7 +6,9 @@
 namespace ds::zero::internal {
 namespace {
 
-int64_t ChunkFor(int64_t count, int dp) { return AlignUp((count + dp - 1) / dp, kFlatAlign); }
+int64_t ChunkFor(int64_t count, int dp, int64_t align = kFlatAlign) {
+  return AlignUp((count + dp - 1) / dp, align);
+}
 
 int BackwardPos(const ModelFacts& facts, int block) {
   return static_cast<int>(facts.blocks.size()) - 1 - facts.BlockPosition(block);
@@ -85,7 +87,7 @@ std::vector<Bucket> UnitBuckets(const ModelFacts& facts, const std::vector<Unit>
 }  // namespace
 
 std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
-                            int64_t persistence_threshold) {
+                            int64_t persistence_threshold, int64_t chunk_align) {
   std::vector<Unit> units;
   if (stage == 0) return units;
   if (stage < 3) {
@@ -111,7 +113,7 @@ std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
   }
   int64_t shard = 0;
   for (Unit& u : units) {
-    u.chunk = ChunkFor(u.count, dp);
+    u.chunk = ChunkFor(u.count, dp, chunk_align);
     u.shard_offset = shard;
     shard += u.chunk;
   }

@@ -137,6 +137,7 @@ void WaitAll(proto::Instruction* ins, Stream* stream) {
   for (const Pending& p : stream->pending) {
     ins->add_wait_for(p.instruction);
     if (p.buffer >= 0) ins->add_frees_before(p.buffer);
+    if (p.buffer2 >= 0) ins->add_frees_before(p.buffer2);
   }
   stream->pending.clear();
 }

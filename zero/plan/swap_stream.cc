@@ -1,7 +1,7 @@
 // Note [Optimizer swapping]: offload_optimizer device nvme, ZeRO-Infinity's optimizer swapper.
 //
 // Each rank's shard positions [0, shard_elements) are cut into sub-groups of sub_group_size
-// elements (rounded up to 1024: a 4 KiB multiple of fp32). A sub-group's `states` fp32 arrays
+// elements (rounded up to kSwapAlign, 2048: whole 4 KiB pages of fp32 and of 16-bit values). A sub-group's `states` fp32 arrays
 // (the master when it is separate from the model copy, then exp_avg, exp_avg_sq or SGD's
 // momentum buffer) lie end to end in the rank's swap file, each rounded up to whole 4 KiB, so
 // one sub-group moves in one O_DIRECT transfer. The step reads a sub-group into a swap buffer,
@@ -29,7 +29,6 @@
 namespace ds::zero::internal {
 namespace {
 
-constexpr int64_t kSubGroupAlign = 1024;  // fp32 elements in 4 KiB
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -66,6 +65,7 @@ class SwapSchedule {
   void Step(int k) {
     proto::Instruction in = StepInstruction(ctx_);
     const Slot r = reads_.at(k);
+    if (ParamBuffer(r.slot) >= 0) in.add_allocs(ParamBuffer(r.slot));  // the 16-bit pages
     if (ctx_.config.pipeline_read) in.add_wait_for(r.instruction);
     in.mutable_swap()->set_sub_group(k);
     in.mutable_swap()->set_slot(r.slot);
@@ -79,7 +79,10 @@ class SwapSchedule {
     proto::Instruction in = Swap(proto::Instruction::SWAP_OUT, k, r.slot);
     in.add_reads(Buffer(r.slot));
     in.set_async(ctx_.config.pipeline_write);
-    if (!in.async()) in.add_frees(Buffer(r.slot));
+    if (!in.async()) {
+      in.add_frees(Buffer(r.slot));
+      if (ParamBuffer(r.slot) >= 0) in.add_frees(ParamBuffer(r.slot));
+    }
     const int idx = s_->Add(std::move(in));
     if (ctx_.config.pipeline_write)
       writes_.push_back({idx, r.slot});
@@ -89,7 +92,8 @@ class SwapSchedule {
 
   // Writes still in flight complete at the step's end (the stream's last WaitAll).
   void Finish() {
-    for (const Slot& w : writes_) s_->pending.push_back({w.instruction, Buffer(w.slot)});
+    for (const Slot& w : writes_)
+      s_->pending.push_back({w.instruction, Buffer(w.slot), ParamBuffer(w.slot)});
     writes_.clear();
   }
 
@@ -100,6 +104,9 @@ class SwapSchedule {
   };
 
   int Buffer(int slot) const { return ctx_.buf.swap_slots[slot]; }
+  int ParamBuffer(int slot) const {
+    return ctx_.buf.param_slots.empty() ? -1 : ctx_.buf.param_slots[slot];
+  }
 
   proto::Instruction Swap(proto::Instruction::Kind kind, int k, int slot) {
     proto::Instruction in;
@@ -110,6 +117,7 @@ class SwapSchedule {
     for (const Slot& w : pending_wait_) {
       in.add_wait_for(w.instruction);
       in.add_frees_before(Buffer(w.slot));
+      if (ParamBuffer(w.slot) >= 0) in.add_frees_before(ParamBuffer(w.slot));
     }
     pending_wait_.clear();
     return in;
@@ -151,7 +159,7 @@ Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan*
     return InvalidArgumentError(key + " " + Str(c.swap_buffer_count) +
                                 " is too small: a sub-group needs " + Str(states) +
                                 " buffers, one each for " + StateNames(ctx, states));
-  const int64_t sub = AlignUp(std::max<int64_t>(1, c.sub_group_size), kSubGroupAlign);
+  const int64_t sub = AlignUp(std::max<int64_t>(1, c.sub_group_size), kSwapAlign);
   swap->set_states(states);
   swap->set_master(master);
   swap->set_slots(c.swap_buffer_count / states);
@@ -160,13 +168,17 @@ Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan*
     proto::SubGroup* g = swap->add_sub_groups();
     g->set_shard_begin(begin);
     g->set_count(std::min(sub, shard_elements - begin));
-    g->set_stride(AlignUp(g->count(), kSubGroupAlign));
+    g->set_stride(AlignUp(g->count(), kSwapAlign));
     g->set_file_offset(offset);
     offset += g->stride() * states * static_cast<int64_t>(sizeof(float));
     largest = std::max(largest, g->stride());
   }
   swap->set_file_bytes(offset);
   swap->set_slot_bytes(largest * states * static_cast<int64_t>(sizeof(float)));
+  if (c.param_nvme) {
+    swap->set_params(true);
+    swap->set_param_file_bytes(shard_elements * static_cast<int64_t>(DTypeSize(c.model_dtype)));
+  }
   return OkStatus();
 }
 

@@ -117,8 +117,8 @@ TEST_CASE("Swap plan: sub-groups tile the shard in aligned file regions", "[plan
   int64_t pos = 0, offset = 0, largest = 0;
   for (const proto::SubGroup& sg : s.sub_groups()) {
     REQUIRE(sg.shard_begin() == pos);
-    REQUIRE(sg.count() <= 3072);  // 3000 rounded up to 1024
-    REQUIRE(sg.stride() % 1024 == 0);
+    REQUIRE(sg.count() <= 4096);  // 3000 rounded up to 2048
+    REQUIRE(sg.stride() % 2048 == 0);
     REQUIRE(sg.stride() >= sg.count());
     REQUIRE(sg.file_offset() == offset);
     REQUIRE(sg.file_offset() % 4096 == 0);
@@ -211,6 +211,77 @@ TEST_CASE("Swap plan: too few buffers for one sub-group is refused with the numb
   PlanConfig fp32 = SwapConfig(2, 2, false, false, 1 << 20);
   fp32.model_dtype = fp32.comm_dtype = DType::kF32;  // m and v only: two buffers are enough
   REQUIRE(MakePlan(g, Topology{1, 1}, fp32).ok());
+}
+
+}  // namespace
+}  // namespace ds::plan
+
+namespace ds::plan {
+namespace {
+
+PlanConfig ParamSwapConfig(int64_t buffer_size = 100000000) {
+  PlanConfig c = BaseConfig(3);
+  c.optimizer_nvme = true;
+  c.swap_buffer_count = 6;
+  c.pipeline_read = c.pipeline_write = true;
+  c.sub_group_size = 4096;
+  c.param_nvme = true;
+  c.param_buffer_size = buffer_size;
+  c.prefetch_bucket_size = 4000;
+  c.param_persistence_threshold = 100;
+  return c;
+}
+
+TEST_CASE("Swap plan: each gather waits for a swap-in of its units, issued one gather ahead",
+          "[plan][swap]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  for (int world : {1, 2}) {
+    INFO("world " << world);
+    const proto::Plan plan = testing::MustPlan(g, world, ParamSwapConfig());
+    REQUIRE(plan.swap().params());
+    for (const proto::PartitionUnit& u : plan.partition().units()) {
+      REQUIRE(u.chunk() % 2048 == 0);  // whole 4 KiB pages of bf16
+      REQUIRE(u.shard_offset() % 2048 == 0);
+    }
+    REQUIRE(plan.swap().param_file_bytes() == plan.partition().shard_elements() * 2);
+    const auto& list = plan.ranks(0).instructions();
+    int previous_gather = -1, gathers = 0;
+    for (int i = 0; i < list.size(); ++i) {
+      if (list[i].kind() != Instruction::GATHER_PARAMS) continue;
+      ++gathers;
+      int found = -1;
+      for (int w : list[i].wait_for())
+        if (list[w].kind() == Instruction::SWAP_IN && list[w].swap().sub_group() < 0) found = w;
+      INFO("gather at " << i);
+      REQUIRE(found >= 0);
+      REQUIRE(std::vector<int>(list[found].units().begin(), list[found].units().end()) ==
+              std::vector<int>(list[i].units().begin(), list[i].units().end()));
+      REQUIRE(found > previous_gather);  // issued after the previous gather, not before
+      previous_gather = i;
+    }
+    REQUIRE(gathers >= 3);
+    // The 16-bit shard is not resident: the plan's peak is below the unswapped one's.
+    const proto::Plan plain = testing::MustPlan(g, world, BaseConfig(3));
+    REQUIRE(plan.ranks(0).memory().model_state_bytes() <
+            plain.ranks(0).memory().model_state_bytes());
+  }
+}
+
+TEST_CASE("Swap plan: parameter buffers too small, or no optimizer swap, are refused",
+          "[plan][swap]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  auto small = MakePlan(g, Topology{1, 1}, ParamSwapConfig(1000));
+  REQUIRE_FALSE(small.ok());
+  INFO(small.status().message());
+  REQUIRE(small.status().message().find("offload_param.buffer_size 1000 elements is smaller") !=
+          std::string::npos);
+  REQUIRE(small.status().message().find("raise it to at least") != std::string::npos);
+  PlanConfig alone = ParamSwapConfig();
+  alone.optimizer_nvme = false;
+  auto refused = MakePlan(g, Topology{1, 1}, alone);
+  REQUIRE_FALSE(refused.ok());
+  REQUIRE(refused.status().message().find("needs offload_optimizer device nvme") !=
+          std::string::npos);
 }
 
 }  // namespace

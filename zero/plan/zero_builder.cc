@@ -93,6 +93,7 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
     ids.params = AddBuffer(plan, "params", K::PARAM_FULL, padded, m, true);
   } else {
     ids.param_shard = AddBuffer(plan, "params.shard", K::PARAM_SHARD, shard, m, true);
+    plan->mutable_buffers(ids.param_shard)->set_nvme(ctx->swap.params());
     int64_t persistent = 0;
     for (const Unit& u : ctx->units) persistent += u.persistent ? u.chunk * ctx->dp : 0;
     if (persistent > 0)
@@ -111,6 +112,11 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
     ids.swap_slots.push_back(
         AddBuffer(plan, "swap.slot" + Str(i), K::SWAP_BUFFER, 0, DType::kF32, false));
     plan->mutable_buffers(ids.swap_slots.back())->set_bytes(ctx->swap.slot_bytes());
+    if (!ctx->swap.params()) continue;
+    int64_t largest = 0;
+    for (const proto::SubGroup& g : ctx->swap.sub_groups()) largest = std::max(largest, g.stride());
+    ids.param_slots.push_back(
+        AddBuffer(plan, "swap.slot" + Str(i) + ".params", K::SWAP_BUFFER, largest, m, false));
   }
   ids.batch = AddBytesBuffer(plan, "micro_batch", ctx->facts.input_bytes);
   for (const BlockFacts& b : ctx->facts.blocks)
@@ -255,7 +261,9 @@ Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, 
   ctx.facts = facts;
   ctx.model_dtype = ToProtoDType(config.model_dtype);
   ctx.comm_dtype = ToProtoDType(config.comm_dtype);
-  ctx.units = internal::MakeUnits(ctx.facts, config.stage, dp, config.param_persistence_threshold);
+  ctx.units = internal::MakeUnits(ctx.facts, config.stage, dp, config.param_persistence_threshold,
+                                  config.param_nvme ? internal::kSwapAlign : plan::kFlatAlign);
+  DS_RETURN_IF_ERROR(internal::CheckParamSwap(ctx));
   DS_RETURN_IF_ERROR(CheckLiveParameters(ctx));
   DS_RETURN_IF_ERROR(CheckPlacement(ctx));
   ctx.buckets =
@@ -273,6 +281,7 @@ Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, 
     internal::BuildStage3Stream(ctx, &stream);
   else
     internal::BuildDenseStream(ctx, &stream);
+  DS_RETURN_IF_ERROR(internal::InsertParamSwapIns(ctx, plan, &stream));
   internal::PlaceInstructions(ctx, plan, &stream);
   for (int rank = 0; rank < dp; ++rank) {
     proto::RankPlan* rp = plan->add_ranks();
