@@ -137,6 +137,8 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
     param_size_ = static_cast<int64_t>(DTypeSize(params_->model_dtype()));
     for (const proto::PartitionUnit& u : plan_.partition().units())
       if (u.persistent()) keep_.push_back({u.shard_offset(), u.chunk()});
+    DS_LOG_INFO("zero", "16-bit parameters on NVMe: {} ({})", params_file_.path(),
+                Size(plan_.swap().param_file_bytes()));
   }
   DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
   DS_LOG_INFO("zero",
@@ -236,8 +238,9 @@ StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
 
 StatusOr<CollectiveJob> OptimizerSwapper::StartParamsIn(const proto::Instruction& in) {
   if (!plan_.swap().params())
-    return InvalidArgumentError("optimizer swapper: a parameter swap-in, and the plan does not "
-                                "swap parameters");
+    return InvalidArgumentError(
+        "optimizer swapper: a parameter swap-in, and the plan does not "
+        "swap parameters");
   auto tickets = std::make_shared<std::vector<IoTicket>>();
   for (int u : in.units()) {
     if (u < 0 || u >= plan_.partition().units_size())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "parallel/communicator.h"
@@ -390,6 +391,27 @@ Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, boo
   if (in.collective().placement() == proto::LOCAL) return OkStatus();
   return parts_.host_comm->AllReduce(parallel::BufferView(value, 1),
                                      max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
+}
+
+// The partial sums travel as their 8 bytes (an all-gather moves them exactly) and every rank adds
+// them in rank order in double: the total does not depend on how the elements were split over
+// the ranks (another partition, or offload_param's 4 KiB chunks, gives the same float).
+Status ZeroCollectives::AllReduceSumExact(const Instruction& in, double* value) {
+  if (in.collective().placement() == proto::LOCAL) return OkStatus();
+  const int n = parts_.host_comm->size();
+  float mine[2];
+  std::memcpy(mine, value, sizeof(double));
+  std::vector<float> all(2 * static_cast<size_t>(n));
+  DS_RETURN_IF_ERROR(parts_.host_comm->AllGather(parallel::BufferView(mine, 2),
+                                                 parallel::BufferView(all.data(), 2 * n)));
+  double sum = 0;
+  for (int r = 0; r < n; ++r) {
+    double part;
+    std::memcpy(&part, all.data() + 2 * r, sizeof(double));
+    sum += part;
+  }
+  *value = sum;
+  return OkStatus();
 }
 
 std::vector<StateView*> ZeroCollectives::ViewsFor(const Instruction& in) const {

@@ -74,6 +74,8 @@ class ZeroCollectives {
 
   // One float all-reduced over the group (`in`'s collective: HOST, or LOCAL for one rank).
   Status AllReduceScalar(const proto::Instruction& in, float* value, bool max);
+  // A sum of doubles, the same on every rank whatever the ranks' shares (for the gradient norm).
+  Status AllReduceSumExact(const proto::Instruction& in, double* value);
   // The same, summed and divided by the group's size: the mean over the ranks.
   Status AllReduceMean(const proto::Instruction& in, float* value);
 

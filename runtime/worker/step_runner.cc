@@ -157,9 +157,8 @@ Status StepRunner::Impl::GradNorm(int, const Instruction& in) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const proto::ParamRange& r : in.ranges()) ranges.push_back({r.offset(), r.count()});
   DS_ASSIGN_OR_RETURN(double sum, zero->ViewsFor(in).back()->SquaredSum(ranges, in.in_shard()));
-  float buf = static_cast<float>(sum);
-  DS_RETURN_IF_ERROR(zero->AllReduceScalar(in, &buf, /*max=*/false));
-  norm_sq = buf;
+  DS_RETURN_IF_ERROR(zero->AllReduceSumExact(in, &sum));
+  norm_sq = static_cast<float>(sum);
   result.grad_norm = std::sqrt(norm_sq) / p.scaler->scale();
   return OkStatus();
 }

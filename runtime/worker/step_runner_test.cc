@@ -57,8 +57,9 @@ class RecordingComm final : public parallel::Communicator {
     const std::string name = "comm " + std::to_string(op.seq) + " " + std::to_string(op.in.count);
     timeline_->Add(name + " begin");
     if (op.seq == 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    Status s = op.kind == parallel::CommOpKind::kAllReduce
-                   ? inner_->AllReduce(op.in, op.reduce)
+    Status s = op.kind == parallel::CommOpKind::kAllReduce ? inner_->AllReduce(op.in, op.reduce)
+               : op.kind == parallel::CommOpKind::kAllGather
+                   ? inner_->AllGather(op.in, op.out)
                    : UnimplementedError("recording communicator: " + parallel::DescribeOp(op));
     timeline_->Add(name + " end");
     return s;
@@ -241,12 +242,13 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
       if (e.rfind("comm", 0) != 0) seen.push_back(e);
     CHECK(seen == compute);
     // The first all-reduce is held back 150 ms: backward of block 0 runs while it is in flight,
-    // and the norm (comm 2) starts only after both reductions completed.
+    // and the norm (comm 2: an all-gather of each rank's fp64 sum, two floats) starts only after
+    // both reductions completed.
     const std::string first = "comm 0 " + std::to_string(flat - half),
                       second = "comm 1 " + std::to_string(half);
     CHECK(s.timeline.IndexOf("backward 0-0") < s.timeline.IndexOf(first + " end"));
-    CHECK(s.timeline.IndexOf(first + " end") < s.timeline.IndexOf("comm 2 1 begin"));
-    CHECK(s.timeline.IndexOf(second + " end") < s.timeline.IndexOf("comm 2 1 begin"));
+    CHECK(s.timeline.IndexOf(first + " end") < s.timeline.IndexOf("comm 2 2 begin"));
+    CHECK(s.timeline.IndexOf(second + " end") < s.timeline.IndexOf("comm 2 2 begin"));
     CHECK(s.timeline.IndexOf("comm 3 1 end") >= 0);  // the loss, last
     // Reduced in place: the sum over both ranks.
     const float* grad = static_cast<const float*>(s.params.GradAt(0));

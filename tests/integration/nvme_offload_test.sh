@@ -16,6 +16,7 @@ LAUNCH=$R/launcher/launch/ds-launch
 WORKER=$R/runtime/worker/ds-worker
 AGENT=$R/launcher/agent/ds-agent
 DATA=$R/tools/ds_data/ds-data
+CKPT=$R/tools/ds_ckpt/ds-ckpt
 BASE=${TEST_TMPDIR:-$(mktemp -d)}/nvme
 rm -rf "$BASE"; mkdir -p "$BASE/swap"
 export DS_RUNTIME_HOME=$BASE/home
@@ -63,6 +64,15 @@ same_run() {  # same_run DIR_A DIR_B
   [[ $n -gt 0 ]] && cmp -s <(cut -d, -f1,2 "$1.csv") <(cut -d, -f1,2 "$2.csv")
 }
 
+# Another partition (offload_param's 4 KiB chunks) slices the shard files differently: compare
+# the consolidated step-20 weights and the losses.
+same_weights() {  # same_weights DIR_A DIR_B
+  "$CKPT" consolidate "$1/step_00000020" "$1.w.safetensors" >/dev/null 2>&1 &&
+    "$CKPT" consolidate "$2/step_00000020" "$2.w.safetensors" >/dev/null 2>&1 &&
+    cmp -s "$1.w.safetensors" "$2.w.safetensors" &&
+    cmp -s <(cut -d, -f1,2 "$1.csv") <(cut -d, -f1,2 "$2.csv")
+}
+
 swap_empty() { [[ -z $(find "$BASE/swap" -type f 2>/dev/null) ]]; }
 
 for stage in 1 2 3; do
@@ -91,15 +101,25 @@ for stage in 1 2 3; do
   done
 done
 
-# bf16: the fp32 master is swapped too (three arrays per sub-group).
-ok=1
-for off in none nvme; do
-  PRECISION=bf16 job "$BASE/$off.yaml" 2 3 "$off" "$BASE/ck_bf16_$off"
-  launch "$BASE/$off.yaml" 2 || { fail "bf16 offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+# bf16: the fp32 master is swapped too (three arrays per sub-group); with offload_param the
+# 16-bit parameter shard as well (ZeRO-Infinity), each unit read in before its gather.
+for world in 1 2; do
+  ok=1
+  for off in none nvme params; do
+    o=$off; [[ $off == params ]] && o=nvme
+    PRECISION=bf16 job "$BASE/$off.yaml" "$world" 3 "$o" "$BASE/ck_bf16_${off}_w$world"
+    [[ $off == params ]] && sed -i "s|sub_group_size: 3000,|sub_group_size: 3000, offload_param: {device: nvme, nvme_path: $BASE/swap},|" "$BASE/$off.yaml"
+    launch "$BASE/$off.yaml" "$world" || { fail "bf16 offload $off dp=$world: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+  done
+  [[ $ok == 1 ]] || continue
+  if same_run "$BASE/ck_bf16_none_w$world" "$BASE/ck_bf16_nvme_w$world" &&
+     same_weights "$BASE/ck_bf16_none_w$world" "$BASE/ck_bf16_params_w$world"; then
+    pass "bf16 stage 3 dp=$world: swapped master and moments, and swapped parameters, give the unswapped run's bytes"
+  else fail "bf16 stage 3 dp=$world: the runs differ"; paste -d' ' "$BASE/ck_bf16_none_w$world.csv" "$BASE/ck_bf16_params_w$world.csv" | head -4; fi
+  grep -rq "params.swp\|parameters on NVMe" "$BASE/out" "$DS_RUNTIME_HOME" ||
+    fail "bf16 dp=$world: no rank said its parameters were on NVMe"
+  swap_empty || fail "bf16 dp=$world: swap files left"
 done
-if [[ $ok == 1 ]] && same_run "$BASE/ck_bf16_none" "$BASE/ck_bf16_nvme"; then
-  pass "bf16 stage 3 dp=2: the swapped master and moments give the unswapped run's bytes"
-else fail "bf16 stage 3 dp=2: the runs differ"; fi
 
 # Resume with the states on NVMe: step 10 saved by a 10-step run, continued to step 20.
 job "$BASE/half.yaml" 2 3 nvme "$BASE/ck_resume" 10
@@ -126,7 +146,7 @@ timeout 120 "$LAUNCH" "$BASE/long.yaml" --hostfile "$BASE/hosts1" --worker "$WOR
   --heartbeat 0.5 > "$BASE/out" 2>&1 &
 launcher=$!
 for _ in $(seq 1 400); do
-  [[ -f $BASE/ck_kill/step_00000010/model.safetensors || -n $(ls "$BASE"/ck_kill/step_00000010 2>/dev/null) ]] && break
+  [[ -f $BASE/ck_kill/latest ]] && break  # written after the step-10 checkpoint is complete
   sleep 0.05
 done
 sleep 0.3
@@ -138,11 +158,12 @@ if [[ -n $victim ]] && [[ -n $(find "$BASE/swap" -name optimizer.swp) ]]; then
   job "$BASE/after.yaml" 1 2 nvme "$BASE/ck_kill" 12
   printf 'checkpoint: {dir: %s, load: latest}\n' "$BASE/ck_kill" >> "$BASE/after.yaml"
   sed -i '/^checkpoint: {dir: [^,]*, save_interval: 10}$/d' "$BASE/after.yaml"
-  if [[ $left == 1 ]] && launch "$BASE/after.yaml" 1 && grep -rq "loaded .*step_000000[1-9]" "$BASE/out" "$DS_RUNTIME_HOME" &&
+  if [[ $left == 1 ]] && launch "$BASE/after.yaml" 1 && grep -rq "loaded .*ck_kill/step_" "$BASE/out" "$DS_RUNTIME_HOME" &&
      grep -rq "removed 1 swap directory a killed run left" "$BASE/out" "$DS_RUNTIME_HOME" && swap_empty; then
     pass "kill -9 mid-run: the last checkpoint loads and the killed run's swap file is removed"
   else
     fail "after kill -9: left=$left"; tail -8 "$BASE/out"
+    grep -rh "loaded\|removed\|error" "$BASE/out" "$DS_RUNTIME_HOME" | tail -5; find "$BASE/swap"
   fi
 else
   fail "kill -9: no worker with a swap file to kill"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
