@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -195,10 +196,10 @@ Status OptimizerSwapper::Transfer(int k, int slot, bool write, bool wait_now, Io
 
 Status OptimizerSwapper::Wait(IoTicket& ticket) {
   const auto t0 = std::chrono::steady_clock::now();
-  double busy = 0;
-  Status s = engine_->Wait(ticket, &busy);
+  IoEngine::Times span;
+  Status s = engine_->Wait(ticket, &span);
   stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stats_.io_s += busy;
+  spans_.push_back(span);
   return s.ok() ? s : s.WithPrefix("optimizer swap");
 }
 
@@ -320,9 +321,18 @@ Status OptimizerSwapper::Step(const proto::Instruction& in, float lr, float grad
 }
 
 Status OptimizerSwapper::Store() {
+  stored_ = 0;
+  return StoreUpTo(INT64_MAX);
+}
+
+Status OptimizerSwapper::StoreUpTo(int64_t end) {
   IoTicket t;
-  for (int k = 0; k < plan_.swap().sub_groups_size(); ++k) {
-    const int64_t n = plan_.swap().sub_groups(k).count();
+  const int total = plan_.swap().sub_groups_size();
+  for (; stored_ < total; ++stored_) {
+    const int k = stored_;
+    const proto::SubGroup& g = plan_.swap().sub_groups(k);
+    if (g.shard_begin() + g.count() > end) return OkStatus();
+    const int64_t n = g.count();
     const std::vector<float*> host = HostArrays(k), slot = SlotArrays(0, k);
     for (size_t i = 0; i < host.size(); ++i) std::memcpy(slot[i], host[i], n * sizeof(float));
     DS_RETURN_IF_ERROR(Transfer(k, 0, /*write=*/true, /*wait_now=*/true, &t));
@@ -360,6 +370,16 @@ void OptimizerSwapper::ReleaseMemory() {
 
 SwapStats OptimizerSwapper::TakeStats() {
   SwapStats s = stats_;
+  std::sort(spans_.begin(), spans_.end(), [](const IoEngine::Times& a, const IoEngine::Times& b) {
+    return a.submitted < b.submitted;
+  });
+  std::chrono::steady_clock::time_point end{};
+  for (const IoEngine::Times& t : spans_) {  // the union of the transfers' spans
+    const auto from = std::max(t.submitted, end);
+    if (t.finished > from) s.busy_s += std::chrono::duration<double>(t.finished - from).count();
+    end = std::max(end, t.finished);
+  }
+  spans_.clear();
   stats_ = SwapStats();
   return s;
 }

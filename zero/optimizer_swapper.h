@@ -21,6 +21,7 @@
 // thread drives it (the I/O runs on the engine's rings).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,9 +54,11 @@ struct SwapperOptions {
 struct SwapStats {
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
-  double wait_s = 0;  // in waits on transfers (I/O the schedule did not hide)
-  double io_s = 0;    // submit to completion of every transfer, summed
+  double wait_s = 0;  // the runner's thread in waits on transfers: I/O the schedule did not hide
+  double busy_s = 0;  // wall time with at least one transfer in flight (union of their spans)
   int64_t transfers = 0;
+  // Of the busy time, the share compute overlapped: 1 - wait / busy.
+  double hidden() const { return busy_s > 0 ? std::max(0.0, 1.0 - wait_s / busy_s) : 0.0; }
 };
 
 class OptimizerSwapper {
@@ -76,6 +79,9 @@ class OptimizerSwapper {
   Status Step(const proto::Instruction& in, float lr, float grad_scale);
 
   Status Store();
+  // Stores the sub-groups not stored yet that end at or below shard position `end` (streaming
+  // initialization: ParamStore::Initialize's callback with ShardBound); Store() = all of them.
+  Status StoreUpTo(int64_t end);
   Status Load();
   void ReleaseMemory();
   // offload_param: the whole 16-bit shard into memory (evaluation, export gather everything),
@@ -116,6 +122,8 @@ class OptimizerSwapper {
   std::string dir_;
   std::vector<AlignedBuffer> slots_;
   SwapStats stats_;
+  std::vector<IoEngine::Times> spans_;  // of the transfers waited for since TakeStats
+  int stored_ = 0;  // sub-groups stored since the last Store (all: nothing left to store)
 };
 
 // Removes `<nvme_path>/ds-swap/rank<R>-pid<P>` directories whose process is gone (a killed

@@ -85,7 +85,8 @@ void* ParamStore::FlatGradPtr(int64_t i) const {
   return static_cast<char*>(grads_.data()) + (it->arena_offset + (i - it->flat_begin)) * size;
 }
 
-void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
+void ParamStore::Initialize(const Graph& graph, uint64_t seed,
+                            const std::function<void(int64_t, int64_t)>& done) {
   // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
   std::vector<float> one;
   for (const ParamSlot& s : slots_) {
@@ -118,8 +119,16 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed) {
       }
     }
     if (master_sharded_) SetRange(s.offset, s.numel, p);
+    if (done) done(s.offset + s.numel, s.numel);
   }
   if (!master_sharded_) SyncModelFromMaster();
+}
+
+int64_t ParamStore::ShardBound(int64_t flat_end) const {
+  for (const ShardSegment& g : layout_.segments)
+    if (g.flat_begin + g.count > flat_end)
+      return g.shard_offset + std::max<int64_t>(0, flat_end - g.flat_begin);
+  return layout_.shard_elements;
 }
 
 namespace {

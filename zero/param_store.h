@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -85,7 +86,12 @@ class ParamStore {
 
   // Fills the master weights from each param's initializer with a generator seeded by
   // (seed, parameter name), so values do not depend on declaration order; syncs model.
-  void Initialize(const Graph& graph, uint64_t seed);
+  // `done`, when given, is called after each parameter with the flat end of what is set so far
+  // and that parameter's elements (the NVMe swapper stores finished sub-groups meanwhile).
+  void Initialize(const Graph& graph, uint64_t seed,
+                  const std::function<void(int64_t flat_end, int64_t numel)>& done = {});
+  // The shard position below which every owned element has a flat index < flat_end.
+  int64_t ShardBound(int64_t flat_end) const;
   // Copies master -> model copy where this rank owns it (no-op when the master is the
   // model): the flat 16-bit copy (stages 0-2) or the 16-bit parameter shard (stage 3). The
   // rest of the flat copy arrives by all-gather.

@@ -43,14 +43,32 @@ size_t PageSize() {
 Buffer Buffer::Allocate(size_t bytes) {
   Buffer b;
   if (bytes == 0) return b;
-  size_t align = bytes >= kHugePage ? kHugePage : 64;
-  size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (!p) throw std::bad_alloc();
-  if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
-  std::memset(p, 0, rounded);
+  if (bytes < kHugePage) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    b.data_ = p;
+    b.size_ = bytes;
+    return b;
+  }
+  // Large: fresh anonymous pages, 2 MiB aligned for transparent huge pages. They read as zero
+  // and take memory only once written, so a buffer that is replaced before use (ParamStore's
+  // flat buffers under ZeRO) never costs any.
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* raw = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  char* base = static_cast<char*>(raw);
+  char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
+                                    kHugePage * kHugePage);
+  if (p > base) munmap(base, p - base);
+  const size_t tail = (base + rounded + kHugePage) - (p + rounded);
+  if (tail > 0) munmap(p + rounded, tail);
+  madvise(p, rounded, MADV_HUGEPAGE);
   b.data_ = p;
   b.size_ = bytes;
+  b.mapped_ = true;
   return b;
 }
 
@@ -115,17 +133,20 @@ void Buffer::Free() {
   if (!data_) return;
   if (sparse_)
     munmap(data_, (size_ + PageSize() - 1) / PageSize() * PageSize());
+  else if (mapped_)
+    munmap(data_, (size_ + kHugePage - 1) / kHugePage * kHugePage);
   else
     std::free(data_);
   data_ = nullptr;
   size_ = 0;
-  sparse_ = false;
+  sparse_ = mapped_ = false;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), sparse_(o.sparse_) {
+Buffer::Buffer(Buffer&& o) noexcept
+    : data_(o.data_), size_(o.size_), sparse_(o.sparse_), mapped_(o.mapped_) {
   o.data_ = nullptr;
   o.size_ = 0;
-  o.sparse_ = false;
+  o.sparse_ = o.mapped_ = false;
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -134,9 +155,10 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     data_ = o.data_;
     size_ = o.size_;
     sparse_ = o.sparse_;
+    mapped_ = o.mapped_;
     o.data_ = nullptr;
     o.size_ = 0;
-    o.sparse_ = false;
+    o.sparse_ = o.mapped_ = false;
   }
   return *this;
 }

@@ -96,6 +96,7 @@ class Buffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   bool sparse_ = false;
+  bool mapped_ = false;  // a large dense buffer: its own 2 MiB aligned mapping
 };
 
 // A tensor that owns its storage: for tests, tools and small state.

@@ -10,6 +10,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
+#include "runtime/plan/fit_advice.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_summary.h"
@@ -23,6 +24,8 @@ struct Flags {
   int stage = -1;  // -1: the job's
   bool json = false;
   bool dump = false;
+  double host_memory_gib = 0;  // per node; 0: this machine's
+  int ranks_per_node = 0;      // 0: all of them on one node
 };
 
 StatusOr<std::string> Run(const Flags& f) {
@@ -38,7 +41,16 @@ StatusOr<std::string> Run(const Flags& f) {
     return text;
   }
   proto::PlanSummary summary = SummarizePlan(*plan, f.job);
-  if (!f.json) return FormatPlanSummary(summary);
+  if (!f.json) {
+    const int64_t node = f.host_memory_gib > 0
+                             ? static_cast<int64_t>(f.host_memory_gib * 1073741824.0)
+                             : HostMemoryBytes();
+    const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
+    std::string text = FormatPlanSummary(summary);
+    if (node <= 0) return text;
+    DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
+    return text + "\n" + advice;
+  }
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
@@ -64,6 +76,12 @@ int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) 
                  "override zero_optimization.stage (overlap_comm keeps the file's value)")
       ->check(CLI::Range(0, 3));
   app.add_flag("--json", f.json, "print the summary as JSON");
+  app.add_option("--host-memory", f.host_memory_gib,
+                 "host memory per node in GiB for the fit check (default: this machine's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ranks-per-node", f.ranks_per_node,
+                 "ranks sharing a node's memory (default: all of them)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--dump", f.dump, "print the whole plan (protobuf text format)");
   try {
     app.parse(argc, argv);

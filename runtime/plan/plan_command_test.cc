@@ -80,3 +80,30 @@ TEST_CASE("ds-plan: a world size that does not divide the batch", "[plan]") {
 
 }  // namespace
 }  // namespace ds::plan
+
+namespace ds::plan {
+namespace {
+
+// The fit check: the same job fits a big node, does not fit a small one, and the advice names
+// an offload whose own plan fits (checked by planning the suggested change).
+TEST_CASE("ds-plan: says whether the job fits the host memory and what offload would", "[plan]") {
+  Result big = Run({kJob, "--world", "1", "--host-memory", "64"});
+  REQUIRE(big.code == 0);
+  CHECK_THAT(big.out, Catch::Contains("fit: the planned peak of"));
+  CHECK_THAT(big.out, Catch::Contains("64.00 GiB of host memory per rank"));
+  // 0.15 GiB per rank: the states (about 85 MB) and activations (about 100 MB) of one rank do
+  // not fit; the master and Adam moments on NVMe make room.
+  Result small = Run({kJob, "--world", "1", "--host-memory", "0.3", "--ranks-per-node", "2"});
+  REQUIRE(small.code == 0);
+  CHECK_THAT(small.out, Catch::Contains("does not fit: the planned peak of"));
+  CHECK_THAT(small.out, Catch::Contains("0.15 GiB of host memory per rank"));
+  CHECK_THAT(small.out, Catch::Contains("it fits with zero_optimization {"));
+  CHECK_THAT(small.out, Catch::Contains("offload_optimizer: {device: nvme"));
+  CHECK_THAT(small.out, Catch::Contains("per rank on NVMe"));
+  Result none = Run({kJob, "--world", "1", "--host-memory", "0.001"});
+  REQUIRE(none.code == 0);
+  CHECK_THAT(none.out, Catch::Contains("no offload makes it fit"));
+}
+
+}  // namespace
+}  // namespace ds::plan

@@ -42,7 +42,7 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_bucket_peak_bytes(Kind(m, Buf::GRAD_BUCKET));
   r.set_gather_peak_bytes(Kind(m, Buf::GATHER_BUFFER));
   r.set_peak_bytes(m.peak_bytes());
-  r.set_nvme_bytes(plan.swap().file_bytes());
+  r.set_nvme_bytes(plan.swap().file_bytes() + plan.swap().param_file_bytes());
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
@@ -193,8 +193,10 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
   if (c.optimizer_swap().enabled()) {
     row("swap buffers (peak)", &proto::RankSummary::swap_buffer_bytes, "");
-    row("on NVMe (swap file)", &proto::RankSummary::nvme_bytes,
-        "  master and optimizer state: not in memory");
+    row("on NVMe (swap files)", &proto::RankSummary::nvme_bytes,
+        s.settings().optimizer_swap().params()
+            ? "  fp32 master, optimizer state, 16-bit parameters: not in memory"
+            : "  fp32 master and optimizer state: not in memory");
   }
   row("peak total", &proto::RankSummary::peak_bytes, "");
 

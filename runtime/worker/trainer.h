@@ -63,6 +63,12 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double tflops = 0;  // achieved model TFLOP/s (forward + backward)
   int64_t peak_rss_bytes = 0;
+  // NVMe offload: what the step's swaps moved, the union of their transfers' spans, and how long
+  // the step waited for them (the rest of the step is compute and collectives).
+  int64_t swap_read_bytes = 0;
+  int64_t swap_written_bytes = 0;
+  double io_busy_ms = 0;
+  double io_wait_ms = 0;
 };
 
 class Trainer {
@@ -131,6 +137,7 @@ class Trainer {
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
   Status StoreSwappedStates();
+  Status InitializeStreaming();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);

@@ -251,13 +251,13 @@ StatusOr<IoTicket> IoEngine::Submit(const IoFile& file, int64_t offset, char* bu
   return t;
 }
 
-Status IoEngine::Wait(IoTicket& ticket, double* busy_s) {
+Status IoEngine::Wait(IoTicket& ticket, Times* times) {
   if (!ticket.valid()) return InvalidArgumentError("aio: wait on an empty ticket");
   TicketState& s = *ticket.state_;
   std::unique_lock<std::mutex> lock(s.mu);
   s.cv.wait(lock, [&] { return s.remaining == 0; });
   Status status = s.status;
-  if (busy_s) *busy_s = std::chrono::duration<double>(s.finished - s.submitted).count();
+  if (times) *times = {s.submitted, s.finished};
   lock.unlock();
   ticket.state_.reset();
   return status;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,9 +67,12 @@ class IoEngine {
   StatusOr<IoTicket> Read(const IoFile& file, int64_t offset, void* buf, int64_t bytes);
   StatusOr<IoTicket> Write(const IoFile& file, int64_t offset, const void* buf, int64_t bytes);
   // The first error of the request's pieces (naming the file, offset and errno), else OK.
-  // DataLoss for a read past the end of the file. A ticket is waited for once. `busy_s`, when
-  // given, gets the seconds from submission to the last piece's completion.
-  Status Wait(IoTicket& ticket, double* busy_s = nullptr);
+  // DataLoss for a read past the end of the file. A ticket is waited for once. `times`, when
+  // given, gets when the request was submitted and when its last piece completed.
+  struct Times {
+    std::chrono::steady_clock::time_point submitted, finished;
+  };
+  Status Wait(IoTicket& ticket, Times* times = nullptr);
 
   const IoOptions& options() const { return options_; }
   // Submit-to-completion nanoseconds of every piece since the last call (record_latency).
