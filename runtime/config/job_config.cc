@@ -97,10 +97,12 @@ void CrossCheck(MapReader& r, JobConfig* c) {
   if (c->monitor.eval_interval > 0 && c->data.validation.empty()) {
     r.Fail("monitor", "monitor.eval_interval needs data.validation");
   }
-  if (c->aio.present)
+  const bool swaps = c->zero.offload_optimizer.device == OffloadDevice::kNvme ||
+                     (c->zero.stage == 3 && c->zero.offload_param.device == OffloadDevice::kNvme);
+  if (c->aio.present && !swaps)
     r.Warn(
-        "\"aio\" configures the NVMe swapper's I/O engine, which training does not use "
-        "yet (bin/ds-io-bench --config reads it); it changes nothing in this job");
+        "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "
+        "(offload_optimizer / offload_param device nvme); it changes nothing here");
 }
 
 void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {

@@ -317,7 +317,13 @@ aio: {block_size: 8388608, queue_depth: 32, thread_count: 4, single_submit: true
   CHECK(c->warnings[0].find("\"aio.thread_count\" is the old name of intra_op_parallelism") !=
         std::string::npos);
   CHECK(c->warnings[1].find("\"aio.use_gds\"") != std::string::npos);
-  CHECK(c->warnings[2].find("training does not use") != std::string::npos);
+  CHECK(c->warnings[2].find("this job swaps nothing to NVMe") != std::string::npos);
+  StatusOr<JobConfig> swapping = ParseJobConfig(
+      "train_batch_size: 8\naio: {queue_depth: 32}\nzero_optimization: {stage: 2, "
+      "offload_optimizer: {device: nvme, nvme_path: /nvme}}\n",
+      "job.yaml");
+  REQUIRE(swapping.ok());
+  CHECK(swapping->warnings.empty());
   StatusOr<JobConfig> both = ParseJobConfig(
       "train_batch_size: 8\naio: {thread_count: 4, intra_op_parallelism: 2}\n", "job.yaml");
   REQUIRE(both.ok());

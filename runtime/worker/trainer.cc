@@ -314,6 +314,7 @@ Status Trainer::Initialize() {
 // drawn, and stage 3's flat copy is handed back every 64M elements, so initialization never
 // holds more than a sub-group and one parameter of the states the files will hold.
 Status Trainer::InitializeStreaming() {
+  const auto t0 = std::chrono::steady_clock::now();
   Status status;
   int64_t since_release = 0;
   params_->Initialize(graph_, config_.seed, [&](int64_t flat_end, int64_t numel) {
@@ -327,7 +328,10 @@ Status Trainer::InitializeStreaming() {
   runner_->ReleaseGatheredParams();
   DS_RETURN_IF_ERROR(status);
   DS_RETURN_IF_ERROR(swapper_->StoreUpTo(INT64_MAX));
-  swapper_->TakeStats();
+  const zero::SwapStats io = swapper_->TakeStats();
+  DS_LOG_INFO("swap", "initialized {:.2f}M parameters into the swap files ({:.2f} GB) in {:.1f} s",
+              params_->num_parameters() / 1e6, io.bytes_written / 1e9,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return OkStatus();
 }
 
@@ -413,7 +417,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   val_data_->Reset();
   if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());  // offload_param nvme
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());             // stage 3
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());            // stage 3
   double sum = 0;
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {

@@ -169,6 +169,28 @@ else
   fail "kill -9: no worker with a swap file to kill"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
 fi
 
+# The swap file lost under a running job (truncated by someone else): the next swap-in fails with
+# an error naming the file, the job stops, and the last checkpoint still verifies. (Running out
+# of space mid-run cannot happen to the swap files: they are preallocated before the first step.)
+rm -rf "$BASE/ck_trunc"
+job "$BASE/trunc.yaml" 1 2 nvme "$BASE/ck_trunc" 100000
+timeout 120 "$LAUNCH" "$BASE/trunc.yaml" --hostfile "$BASE/hosts1" --worker "$WORKER" --agent "$AGENT" \
+  --heartbeat 0.5 > "$BASE/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 400); do [[ -f $BASE/ck_trunc/latest ]] && break; sleep 0.05; done
+swapfile=$(find "$BASE/swap" -name optimizer.swp | head -1)
+if [[ -n $swapfile ]]; then
+  truncate -s 0 "$swapfile"
+  wait "$launcher"; rc=$?
+  if [[ $rc != 0 ]] && grep -rq "optimizer swap: .*optimizer.swp" "$BASE/out" "$DS_RUNTIME_HOME" &&
+     "$CKPT" verify "$BASE/ck_trunc" > /dev/null 2>&1; then
+    pass "a swap file truncated mid-run stops the job with the file named; the last checkpoint verifies"
+    grep -rhom1 "optimizer swap: [^]]*" "$BASE/out" | head -1
+  else fail "truncated swap file: exit $rc"; tail -5 "$BASE/out"; fi
+else
+  fail "truncate: no swap file found"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
+fi
+
 # No room: a 64 KiB tmpfs (the swap file needs about 250 KiB) when this test may mount one; the
 # error must come before any step and name the key, the path and the sizes.
 small=$BASE/small
