@@ -8,7 +8,8 @@
 # states on NVMe to the same bytes at step 20; kill -9 of a rank in the middle of its swaps
 # leaves the last checkpoint loadable and the next run removes the killed run's swap files; the
 # swap directory is empty after every clean exit; a swap directory without room for the file is
-# refused before any step with the key, the path and both sizes.
+# refused before any step with the key, the path and both sizes; with device.type cuda (on the
+# host-emulated device) the NVMe states give the CPU-offload run's bytes.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -120,6 +121,19 @@ for world in 1 2; do
     fail "bf16 dp=$world: no rank said its parameters were on NVMe"
   swap_empty || fail "bf16 dp=$world: swap files left"
 done
+
+# device.type cuda with DS_ACCELERATOR=host (the device path on host memory): forward and
+# backward on the "device", the optimizer on the host with its states on NVMe, against the same
+# job with them in host memory (ZeRO-Offload to the CPU), stage 2, DP = 2.
+ok=1
+for off in cpu nvme; do
+  job "$BASE/dev_$off.yaml" 2 2 "$off" "$BASE/ck_dev_$off"
+  sed -i 's/device: {threads: 1}/device: {type: cuda, threads: 1}/' "$BASE/dev_$off.yaml"
+  DS_ACCELERATOR=host launch "$BASE/dev_$off.yaml" 2 || { fail "device offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+done
+if [[ $ok == 1 ]] && same_run "$BASE/ck_dev_cpu" "$BASE/ck_dev_nvme"; then
+  pass "device.type cuda (host-emulated), stage 2 dp=2: NVMe and CPU offload give the same bytes"
+else fail "device offload: the runs differ"; fi
 
 # Resume with the states on NVMe: step 10 saved by a 10-step run, continued to step 20.
 job "$BASE/half.yaml" 2 3 nvme "$BASE/ck_resume" 10
