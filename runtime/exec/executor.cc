@@ -314,7 +314,7 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
   using Clock = std::chrono::steady_clock;
   if (device_) {
     opt_.memory->Bind();
-    DS_RETURN_IF_ERROR(SyncParamsToDevice());
+    DS_RETURN_IF_ERROR(SyncParamsToDevice(first_block, last_block));
     if (first_block <= first_block_)
       DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_inputs_, data_arena_.data(),
                                                    2 * opt_.batch * opt_.seq * sizeof(int32_t)));
@@ -351,7 +351,7 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
   using Clock = std::chrono::steady_clock;
   if (device_) {
     opt_.memory->Bind();
-    DS_RETURN_IF_ERROR(SyncParamsToDevice());
+    DS_RETURN_IF_ERROR(SyncParamsToDevice(first_block, last_block));
     if (last_block >= graph_->num_blocks) {
       const Tensor& seed_grad = grad_views_[graph_->loss];
       uint16_t half = 0;
@@ -392,12 +392,9 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
 
 Status Executor::BuildDevice() {
   const std::string where = "executor on " + opt_.memory->name();
-  // ZeRO-3 trains on a device with the states there (their gather arena); an inference
-  // executor uploads the host's flat parameters, gathered by then (Trainer::Evaluate).
-  if (params_->params_partitioned() && opt_.training && !opt_.device_param_at)
-    return UnimplementedError(where +
-                              ": ZeRO stage 3 trains on a device only with the model states there "
-                              "(no offload_optimizer)");
+  // ZeRO-3 with the states on the device reads their gather arena (device_param_at); with them
+  // on the host (ZeRO-Offload), each block range's span of the gathered host parameters is
+  // uploaded before it runs (SyncParamsToDevice).
   first_block_ = graph_->num_blocks;
   if (opt_.device_params || opt_.device_param_at) {
     if (opt_.training && !opt_.device_grad_at)
@@ -425,8 +422,31 @@ Status Executor::ZeroTensor(const Tensor& t) const {
   return opt_.memory->Zero(t.data(), t.nbytes());
 }
 
-Status Executor::SyncParamsToDevice() {
+std::pair<int64_t, int64_t> Executor::BlockParamSpan(int first_block, int last_block,
+                                                     std::vector<bool>* touched) const {
+  const std::vector<zero::ParamSlot>& slots = params_->slots();
+  int64_t lo = INT64_MAX, hi = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i]->node->block < first_block || nodes_[i]->node->block > last_block) continue;
+    for (int k : node_slots_[i]) {
+      if (touched) (*touched)[k] = true;
+      lo = std::min(lo, slots[k].offset);
+      hi = std::max(hi, slots[k].offset + slots[k].numel);
+    }
+  }
+  return {lo, hi};
+}
+
+Status Executor::SyncParamsToDevice(int first_block, int last_block) {
   if (states_on_device_) return OkStatus();
+  if (params_->params_partitioned() && opt_.training) {  // an inference executor: all gathered
+    const auto [lo, hi] = BlockParamSpan(first_block, last_block, nullptr);
+    if (lo >= hi) return OkStatus();
+    const size_t size = DTypeSize(params_->model_dtype());
+    return opt_.memory->CopyToDevice(device_params_ + lo * size,
+                                     static_cast<const char*>(params_->model()) + lo * size,
+                                     (hi - lo) * size);
+  }
   if (uploaded_version_ == params_->version()) return OkStatus();
   DS_RETURN_IF_ERROR(
       opt_.memory->CopyToDevice(device_params_, params_->model(), own_params_.size()));
@@ -448,15 +468,7 @@ Status Executor::SyncParamsToDevice() {
 Status Executor::SendParamGradsToHost(int first_block, int last_block) {
   const std::vector<zero::ParamSlot>& slots = params_->slots();
   std::vector<bool> touched(slots.size(), false);
-  int64_t lo = INT64_MAX, hi = 0;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i]->node->block < first_block || nodes_[i]->node->block > last_block) continue;
-    for (int k : node_slots_[i]) {
-      touched[k] = true;
-      lo = std::min(lo, slots[k].offset);
-      hi = std::max(hi, slots[k].offset + slots[k].numel);
-    }
-  }
+  const auto [lo, hi] = BlockParamSpan(first_block, last_block, &touched);
   if (lo >= hi) return OkStatus();
   const size_t size = DTypeSize(params_->model_dtype());
   const size_t bytes = static_cast<size_t>(hi - lo) * size;

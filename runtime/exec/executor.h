@@ -10,8 +10,9 @@
 // Device path (ExecutorOptions::memory set): activations, activation gradients, the data
 // inputs, and a copy of the parameters and of their gradients live in that DeviceMemory and
 // the kernels registered for its device run on them (fp32, or bf16 with activations in bf16
-// and the loss in fp32, or the same in fp16; ZeRO-3 with the states on the device, or to
-// infer). The
+// and the loss in fp32, or the same in fp16; ZeRO-3 with the states on the device, with them
+// on the host (each block range's gathered parameters uploaded before it runs), or to infer).
+// The
 // ParamStore stays on the host as the source of truth, as with ZeRO-Offload's optimizer on
 // the CPU: the parameters are uploaded when ParamStore::version() moved, the micro-batch when
 // the first block runs, and the gradients of the parameters a BackwardBlocks call touched go
@@ -115,7 +116,14 @@ class Executor {
   Status BuildDevice();
   Status DeviceSpecs();
   Status ZeroTensor(const Tensor& t) const;
-  Status SyncParamsToDevice();
+  // Stages 0-2: the whole flat copy, when ParamStore::version() moved. ZeRO-3 with the states
+  // on the host (ZeRO-Offload): the span of the parameters blocks [first, last] read, which the
+  // plan gathered on the host just before.
+  Status SyncParamsToDevice(int first_block, int last_block);
+  // The flat span [lo, hi) of the parameters nodes of blocks [first, last] read; `touched`
+  // (optional) marks their slots.
+  std::pair<int64_t, int64_t> BlockParamSpan(int first_block, int last_block,
+                                             std::vector<bool>* touched) const;
   // Copies the gradients blocks [first_block, last_block] touched to the host (async) and
   // zeroes them on the device; FinishGradients adds them into the ParamStore.
   Status SendParamGradsToHost(int first_block, int last_block);

@@ -289,6 +289,24 @@ TEST_CASE("Device states: offload_optimizer keeps the optimizer on the host", "[
   CheckClose(offloaded.losses, host.losses, 1e-6);
 }
 
+// ZeRO-Offload at stage 3: forward and backward on the device, the shards, the gathers and the
+// optimizer on the host; each block range's gathered parameters are uploaded before it runs and
+// its gradients come back. The host stage-3 curve, one rank and DP = 2 (Gloo on host memory).
+TEST_CASE("Device states: stage 3 with offload_optimizer trains on the device, states on the host",
+          "[worker][device]") {
+  const std::string data = MakeData();
+  for (int world : {1, 2}) {
+    INFO("world " << world);
+    const Run host = Train(Config(data, 8 / world, 3, false), world, 12);
+    std::string yaml = Config(data, 8 / world, 3, true);
+    yaml.replace(yaml.find("reduce_bucket_size: 3000"), 24,
+                 "reduce_bucket_size: 3000, offload_optimizer: {device: cpu}");
+    const Run offloaded = Train(yaml, world, 12);
+    CHECK(!offloaded.states_on_device);
+    CheckClose(offloaded.losses, host.losses, 1e-6);
+  }
+}
+
 // bf16 on the device keeps activations and their gradients in bf16 where the host path keeps
 // them in fp32: within 2% of the host bf16 curve, as trainer_gpu_test allows the GPU. DP = 2
 // at stage 1 against one device rank: within 1%, the DP bf16 bound of trainer_dp_test.

@@ -124,16 +124,19 @@ done
 
 # device.type cuda with DS_ACCELERATOR=host (the device path on host memory): forward and
 # backward on the "device", the optimizer on the host with its states on NVMe, against the same
-# job with them in host memory (ZeRO-Offload to the CPU), stage 2, DP = 2.
-ok=1
-for off in cpu nvme; do
-  job "$BASE/dev_$off.yaml" 2 2 "$off" "$BASE/ck_dev_$off"
-  sed -i 's/device: {threads: 1}/device: {type: cuda, threads: 1}/' "$BASE/dev_$off.yaml"
-  DS_ACCELERATOR=host launch "$BASE/dev_$off.yaml" 2 || { fail "device offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+# job with them in host memory (ZeRO-Offload to the CPU), stages 2 and 3 (stage 3 uploads each
+# block range's gathered parameters), DP = 2.
+for stage in 2 3; do
+  ok=1
+  for off in cpu nvme; do
+    job "$BASE/dev_$off.yaml" 2 "$stage" "$off" "$BASE/ck_dev_${off}_s$stage"
+    sed -i 's/device: {threads: 1}/device: {type: cuda, threads: 1}/' "$BASE/dev_$off.yaml"
+    DS_ACCELERATOR=host launch "$BASE/dev_$off.yaml" 2 || { fail "device stage $stage offload $off: ds-launch failed"; tail -8 "$BASE/out"; ok=0; }
+  done
+  if [[ $ok == 1 ]] && same_run "$BASE/ck_dev_cpu_s$stage" "$BASE/ck_dev_nvme_s$stage"; then
+    pass "device.type cuda (host-emulated), stage $stage dp=2: NVMe and CPU offload give the same bytes"
+  else fail "device stage $stage offload: the runs differ"; fi
 done
-if [[ $ok == 1 ]] && same_run "$BASE/ck_dev_cpu" "$BASE/ck_dev_nvme"; then
-  pass "device.type cuda (host-emulated), stage 2 dp=2: NVMe and CPU offload give the same bytes"
-else fail "device offload: the runs differ"; fi
 
 # Resume with the states on NVMe: step 10 saved by a 10-step run, continued to step 20.
 job "$BASE/half.yaml" 2 3 nvme "$BASE/ck_resume" 10
