@@ -222,6 +222,23 @@ if mount -t tmpfs -o size=64k tmpfs "$small" 2>/dev/null; then
     grep -rhom1 "offload_optimizer.nvme_path $small: .*free" "$BASE/out" "$DS_RUNTIME_HOME" | head -1
   else fail "no-room run: exit $rc"; tail -5 "$BASE/out"; fi
   umount "$small"
+  # ENOSPC mid-run where it can happen: the checkpoint directory on a tmpfs with room for one
+  # checkpoint. The second save fails with the reason, the job stops, the first one verifies.
+  # (The swap files cannot run out mid-run: they are preallocated before the first step.)
+  ckfs=$BASE/ckfs
+  mkdir -p "$ckfs"
+  if mount -t tmpfs -o size=600k tmpfs "$ckfs" 2>/dev/null; then
+    job "$BASE/enospc.yaml" 1 2 nvme "$ckfs/ck" 40
+    sed -i 's/save_interval: 10/save_interval: 5/; s|monitor: {csv: [^}]*}|monitor: {csv: '"$BASE"'/enospc.csv}|' "$BASE/enospc.yaml"
+    launch "$BASE/enospc.yaml" 1; rc=$?
+    if [[ $rc != 0 ]] && grep -rqi "no space\|ENOSPC\|space left" "$BASE/out" "$DS_RUNTIME_HOME" &&
+       "$CKPT" verify "$ckfs/ck" > /dev/null 2>&1 && [[ -f $ckfs/ck/latest ]]; then
+      pass "ENOSPC while saving a checkpoint stops the job with the reason; the last checkpoint verifies"
+      grep -rhoim1 "[^]]*no space[^]]*" "$BASE/out" | head -1
+    else fail "ENOSPC checkpoint: exit $rc"; tail -5 "$BASE/out"; ls -la "$ckfs/ck" 2>/dev/null; fi
+    swap_empty || fail "ENOSPC: swap files left"
+    umount "$ckfs"
+  fi
 else
   echo "skip: cannot mount a small tmpfs here (the no-room case is covered by optimizer_swapper_test)"
 fi
