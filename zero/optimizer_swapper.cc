@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -104,6 +104,7 @@ StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const proto
                          Str(last.shard_begin() + last.count()) +
                          " shard elements, the store has " + Str(params->shard_elements()));
   std::unique_ptr<OptimizerSwapper> w(new OptimizerSwapper(plan, params, optimizer));
+  w->tags_.assign(s.sub_groups_size(), 0);
   DS_RETURN_IF_ERROR(w->Open(options));
   for (int i = 0; i < s.slots(); ++i) {
     DS_ASSIGN_OR_RETURN(AlignedBuffer b, AlignedBuffer::Allocate(s.slot_bytes()));
@@ -184,6 +185,7 @@ Status OptimizerSwapper::Transfer(int k, int slot, bool write, bool wait_now, Io
   const proto::SubGroup& g = plan_.swap().sub_groups(k);
   void* buf = slots_[slot].data();
   if (write) {
+    tags_[k] = SampleTag(slot, k);
     DS_ASSIGN_OR_RETURN(*ticket, engine_->Write(file_, g.file_offset(), buf, Bytes(k)));
     stats_.bytes_written += Bytes(k);
   } else {
@@ -191,7 +193,27 @@ Status OptimizerSwapper::Transfer(int k, int slot, bool write, bool wait_now, Io
     stats_.bytes_read += Bytes(k);
   }
   ++stats_.transfers;
-  return wait_now ? Wait(*ticket) : OkStatus();
+  if (!wait_now) return OkStatus();
+  DS_RETURN_IF_ERROR(Wait(*ticket));
+  return write ? OkStatus() : CheckRead(slot, k);
+}
+
+uint64_t OptimizerSwapper::SampleTag(int slot, int k) const {
+  const int64_t stride = plan_.swap().sub_groups(k).stride(), page = kIoAlign / sizeof(float);
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (const float* a : SlotArrays(slot, k))
+    for (int64_t at : {int64_t{0}, (stride / 2) / page * page, stride - page}) {
+      const unsigned char* p = reinterpret_cast<const unsigned char*>(a + std::max<int64_t>(0, at));
+      for (int64_t i = 0; i < kIoAlign; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    }
+  return h == 0 ? 1 : h;
+}
+
+Status OptimizerSwapper::CheckRead(int slot, int k) const {
+  if (tags_[k] == 0 || SampleTag(slot, k) == tags_[k]) return OkStatus();
+  return DataLossError("optimizer swap: " + file_.path() + ": sub-group " + Str(k) +
+                       " reads back other bytes than were written to it (the swap file was "
+                       "truncated or overwritten under the job)");
 }
 
 Status OptimizerSwapper::Wait(IoTicket& ticket) {
@@ -219,13 +241,13 @@ StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
     DS_RETURN_IF_ERROR(ParamTransfer(g.shard_begin(), g.count(), true, &tickets->back()));
   }
   CollectiveJob job;
-  job.wait = [this, tickets]() {
+  job.wait = [this, tickets, write, k, slot = in.swap().slot()]() {
     Status first;
     for (IoTicket& t : *tickets) {
       Status s = Wait(t);
       if (first.ok()) first = s;
     }
-    return first;
+    return first.ok() && !write ? CheckRead(slot, k) : first;
   };
   if (params) {
     const proto::SubGroup& g = plan_.swap().sub_groups(k);

@@ -104,6 +104,12 @@ class OptimizerSwapper {
   std::vector<float*> SlotArrays(int slot, int k) const;
   int64_t Bytes(int k) const;  // one sub-group's transfer
   Status Transfer(int k, int slot, bool write, bool wait_now, IoTicket* ticket);
+  // A hash of a few pages of each state array of sub-group `k` in `slot` (first, middle, last),
+  // recorded when it is written and checked when it is read back: a swap file truncated or
+  // overwritten under the job reads back holes or foreign bytes, which this catches (a sample,
+  // not a checksum of every byte).
+  uint64_t SampleTag(int slot, int k) const;
+  Status CheckRead(int slot, int k) const;
   Status Wait(IoTicket& ticket);
   // offload_param: shard positions [pos, pos + n) of the 16-bit shard to or from its file.
   Status ParamTransfer(int64_t pos, int64_t n, bool write, IoTicket* ticket);
@@ -116,13 +122,14 @@ class OptimizerSwapper {
   Optimizer* optimizer_;
   std::unique_ptr<IoEngine> engine_;
   IoFile file_;
-  IoFile params_file_;                                  // offload_param
-  std::vector<std::pair<int64_t, int64_t>> keep_;      // persistent chunks: (pos, n), ascending
-  int64_t param_size_ = 2;                              // bytes of a 16-bit value
+  IoFile params_file_;                             // offload_param
+  std::vector<std::pair<int64_t, int64_t>> keep_;  // persistent chunks: (pos, n), ascending
+  int64_t param_size_ = 2;                         // bytes of a 16-bit value
   std::string dir_;
   std::vector<AlignedBuffer> slots_;
   SwapStats stats_;
   std::vector<IoEngine::Times> spans_;  // of the transfers waited for since TakeStats
+  std::vector<uint64_t> tags_;          // per sub-group: SampleTag of its last write; 0 before any
   int stored_ = 0;  // sub-groups stored since the last Store (all: nothing left to store)
 };
 

@@ -193,10 +193,10 @@ TEST_CASE("OptimizerSwapper: swapped parameter chunks reach the gathers and come
       if (in.kind() == proto::Instruction::GATHER_PARAMS) {
         for (int u : in.units()) {  // what the gather would copy out, then drop
           const proto::PartitionUnit& unit = plan.partition().units(u);
-          CHECK(std::memcmp(static_cast<char*>(swapped.params.param_shard()) +
-                                unit.shard_offset() * 2,
-                            static_cast<char*>(ref.params.param_shard()) + unit.shard_offset() * 2,
-                            unit.chunk() * 2) == 0);
+          CHECK(std::memcmp(
+                    static_cast<char*>(swapped.params.param_shard()) + unit.shard_offset() * 2,
+                    static_cast<char*>(ref.params.param_shard()) + unit.shard_offset() * 2,
+                    unit.chunk() * 2) == 0);
           swapped.params.ReleaseParamShardRange(unit.shard_offset(), unit.chunk());
         }
       } else if (in.kind() == proto::Instruction::SWAP_IN ||
@@ -217,6 +217,39 @@ TEST_CASE("OptimizerSwapper: swapped parameter chunks reach the gathers and come
   (*w)->DropParams();
   REQUIRE((*w)->Load().ok());
   CHECK(std::memcmp(ref.params.master_data(), swapped.params.master_data(), n * 4) == 0);
+}
+
+// Someone else's write over the swap file, or a truncation, is caught when the sub-group is
+// read back, naming the file and the sub-group, instead of stepping on zeros.
+TEST_CASE("OptimizerSwapper: a swap file changed under the job is refused on read",
+          "[zero][swap]") {
+  const Graph g = PresetGraph("gpt2-tiny");
+  const proto::Plan plan = MustPlan(g, 1, SwapConfig(2, DType::kBF16, 3));
+  OptimizerOptions o;
+  States s(g, plan, DType::kBF16, o);
+  SwapperOptions so;
+  so.nvme_path = TmpDir("swap_changed");
+  auto w = OptimizerSwapper::Create(plan, so, &s.params, s.optimizer.get());
+  REQUIRE(w.ok());
+  REQUIRE((*w)->Store().ok());
+  REQUIRE((*w)->Load().ok());
+  // Zeros over sub-group 1's region (a hole, as a truncation followed by later writes leaves).
+  const proto::SubGroup& g1 = plan.swap().sub_groups(1);
+  std::vector<char> zeros(g1.stride() * plan.swap().states() * 4, 0);
+  std::FILE* f = std::fopen((*w)->path().c_str(), "r+b");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fseek(f, g1.file_offset(), SEEK_SET) == 0);
+  REQUIRE(std::fwrite(zeros.data(), 1, zeros.size(), f) == zeros.size());
+  std::fclose(f);
+  Status loaded = (*w)->Load();
+  REQUIRE_FALSE(loaded.ok());
+  INFO(loaded.message());
+  CHECK(loaded.message().find("sub-group 1 reads back other bytes") != std::string::npos);
+  CHECK(loaded.message().find((*w)->path()) != std::string::npos);
+  REQUIRE(truncate((*w)->path().c_str(), 0) == 0);
+  loaded = (*w)->Load();
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.message().find("optimizer.swp") != std::string::npos);
 }
 
 TEST_CASE("OptimizerSwapper: a killed run's directory goes, room is checked first",

@@ -103,6 +103,15 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Warn(
         "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "
         "(offload_optimizer / offload_param device nvme); it changes nothing here");
+  // On a GPU the states stay on the device unless the optimizer is offloaded; the parameter
+  // shards follow the states (DeepSpeed could keep them on the CPU alone).
+  if (c->device.type == DeviceType::kCuda && c->zero.stage == 3 &&
+      c->zero.offload_param.device == OffloadDevice::kCpu &&
+      c->zero.offload_optimizer.device == OffloadDevice::kNone)
+    r.Warn(
+        "\"zero_optimization.offload_param.device\": cpu without offload_optimizer keeps the "
+        "parameter shards on the GPU with the other model states; add offload_optimizer: "
+        "{device: cpu} to hold them (and the optimizer) on the host");
 }
 
 void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {

@@ -154,10 +154,11 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
             (long long)c.max_reuse_distance(), (long long)c.param_persistence_threshold());
   if (c.optimizer_swap().enabled()) {
     const proto::SwapSettings& w = c.optimizer_swap();
-    out += Fmt("offload_optimizer nvme: sub_group_size %lld elements, buffer_count %d, "
-               "pipeline_read %s, pipeline_write %s\n",
-               (long long)w.sub_group_size(), w.buffer_count(), w.pipeline_read() ? "on" : "off",
-               w.pipeline_write() ? "on" : "off");
+    out +=
+        Fmt("offload_optimizer nvme: sub_group_size %lld elements, buffer_count %d, "
+            "pipeline_read %s, pipeline_write %s\n",
+            (long long)w.sub_group_size(), w.buffer_count(), w.pipeline_read() ? "on" : "off",
+            w.pipeline_write() ? "on" : "off");
   }
   out += Fmt("plan %s: %lld instructions per rank\n\n", s.hash().c_str(),
              (long long)s.instructions_per_rank());

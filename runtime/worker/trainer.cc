@@ -268,29 +268,6 @@ Status Trainer::Build() {
   return OkStatus();
 }
 
-Status Trainer::BuildSwapper() {
-  if (plan_->swap().sub_groups_size() == 0) return OkStatus();
-  zero::SwapperOptions o;
-  o.nvme_path = config_.zero.offload_optimizer.nvme_path;
-  o.rank = comm_->rank();
-  const config::AioConfig& a = config_.aio;
-  o.io.block_size = a.block_size;
-  o.io.queue_depth = a.queue_depth;
-  o.io.intra_op_parallelism = a.intra_op_parallelism;
-  o.io.single_submit = a.single_submit;
-  o.io.overlap_events = a.overlap_events;
-  DS_ASSIGN_OR_RETURN(swapper_,
-                      zero::OptimizerSwapper::Create(*plan_, o, params_.get(), optimizer_.get()));
-  return OkStatus();
-}
-
-Status Trainer::StoreSwappedStates() {
-  if (!swapper_) return OkStatus();
-  DS_RETURN_IF_ERROR(swapper_->Store());
-  swapper_->TakeStats();  // the first step's figures are the first step's
-  return OkStatus();
-}
-
 Status Trainer::Initialize() {
   const std::string& load = config_.checkpoint.load;
   if (!load.empty()) {
@@ -307,31 +284,6 @@ Status Trainer::Initialize() {
   params_->Initialize(graph_, config_.seed);
   runner_->ReleaseGatheredParams();
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  return OkStatus();
-}
-
-// NVMe offload: each finished sub-group goes to the swap files while the next parameters are
-// drawn, and stage 3's flat copy is handed back every 64M elements, so initialization never
-// holds more than a sub-group and one parameter of the states the files will hold.
-Status Trainer::InitializeStreaming() {
-  const auto t0 = std::chrono::steady_clock::now();
-  Status status;
-  int64_t since_release = 0;
-  params_->Initialize(graph_, config_.seed, [&](int64_t flat_end, int64_t numel) {
-    if (status.ok()) status = swapper_->StoreUpTo(params_->ShardBound(flat_end));
-    since_release += numel;
-    if (since_release > (int64_t{1} << 26)) {
-      runner_->ReleaseGatheredParams();
-      since_release = 0;
-    }
-  });
-  runner_->ReleaseGatheredParams();
-  DS_RETURN_IF_ERROR(status);
-  DS_RETURN_IF_ERROR(swapper_->StoreUpTo(INT64_MAX));
-  const zero::SwapStats io = swapper_->TakeStats();
-  DS_LOG_INFO("swap", "initialized {:.2f}M parameters into the swap files ({:.2f} GB) in {:.1f} s",
-              params_->num_parameters() / 1e6, io.bytes_written / 1e9,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return OkStatus();
 }
 
@@ -376,19 +328,7 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   r.tflops =
       (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
   r.peak_rss_bytes = PeakRssBytes();
-  if (swapper_) {
-    const zero::SwapStats io = swapper_->TakeStats();
-    r.swap_read_bytes = io.bytes_read;
-    r.swap_written_bytes = io.bytes_written;
-    r.io_busy_ms = io.busy_s * 1e3;
-    r.io_wait_ms = io.wait_s * 1e3;
-    DS_LOG_INFO("swap",
-                "step {}: NVMe read {:.3f} GB, wrote {:.3f} GB in {:.2f} s of I/O ({:.2f} GB/s); "
-                "waited {:.2f} s, so {:.1f}% of the I/O hid behind {:.2f} s of compute",
-                r.step, io.bytes_read / 1e9, io.bytes_written / 1e9, io.busy_s,
-                io.busy_s > 0 ? (io.bytes_read + io.bytes_written) / 1e9 / io.busy_s : 0.0,
-                io.wait_s, 100.0 * io.hidden(), r.step_ms / 1e3 - io.wait_s);
-  }
+  if (swapper_) ReportSwaps(&r);
   return r;
 }
 

@@ -138,6 +138,7 @@ class Trainer {
   Status BuildSwapper();
   Status StoreSwappedStates();
   Status InitializeStreaming();
+  void ReportSwaps(StepMetrics* m);  // trainer_swap.cc
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);

@@ -42,12 +42,14 @@ Status CheckParamSwap(const Context& ctx) {
   const std::string key = "zero_optimization.offload_param.";
   if (!ctx.config.optimizer_nvme)
     return InvalidArgumentError(
-        key + "device nvme needs offload_optimizer device nvme too: the updated 16-bit "
-              "parameters are written back with each optimizer sub-group");
+        key +
+        "device nvme needs offload_optimizer device nvme too: the updated 16-bit "
+        "parameters are written back with each optimizer sub-group");
   if (ctx.config.model_dtype == DType::kF32)
     return InvalidArgumentError(
-        key + "device nvme swaps the 16-bit parameter shard: enable bf16 or fp16 (in fp32 the "
-              "shard is the fp32 master the optimizer steps)");
+        key +
+        "device nvme swaps the 16-bit parameter shard: enable bf16 or fp16 (in fp32 the "
+        "shard is the fp32 master the optimizer steps)");
   if (ctx.config.param_buffer_count < 1 || ctx.config.param_buffer_size < 1)
     return InvalidArgumentError(key + "buffer_count and buffer_size must be >= 1");
   for (size_t u = 0; u < ctx.units.size(); ++u) {

@@ -1,12 +1,12 @@
 // Note [Optimizer swapping]: offload_optimizer device nvme, ZeRO-Infinity's optimizer swapper.
 //
 // Each rank's shard positions [0, shard_elements) are cut into sub-groups of sub_group_size
-// elements (rounded up to kSwapAlign, 2048: whole 4 KiB pages of fp32 and of 16-bit values). A sub-group's `states` fp32 arrays
-// (the master when it is separate from the model copy, then exp_avg, exp_avg_sq or SGD's
-// momentum buffer) lie end to end in the rank's swap file, each rounded up to whole 4 KiB, so
-// one sub-group moves in one O_DIRECT transfer. The step reads a sub-group into a swap buffer,
-// steps it there (reading the in-memory gradients, writing the 16-bit copy in memory) and
-// writes it back.
+// elements (rounded up to kSwapAlign, 2048: whole 4 KiB pages of fp32 and of 16-bit values).
+// A sub-group's `states` fp32 arrays (the master when it is separate from the model copy, then
+// exp_avg, exp_avg_sq or SGD's momentum buffer) lie end to end in the rank's swap file, each
+// rounded up to whole pages, so one sub-group moves in one O_DIRECT transfer. The step reads a
+// sub-group into a swap buffer, steps it there (reading the in-memory gradients, writing the 16-bit
+// copy in memory) and writes it back.
 //
 // Buffers count as DeepSpeed's buffer_count does: buffers of the largest sub-group, one per
 // state array, so a sub-group in flight takes `states` of them and there are
@@ -28,7 +28,6 @@
 
 namespace ds::zero::internal {
 namespace {
-
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
