@@ -392,6 +392,13 @@ zero_optimization:
   REQUIRE(c->warnings.size() == 1);
   CHECK(c->warnings[0].find("zero_optimization.offload_param.max_in_cpu") != std::string::npos);
   CHECK(c->warnings[0].find("has no effect") != std::string::npos);
+  StatusOr<JobConfig> gpu = ParseJobConfig(
+      "train_batch_size: 8\ndevice: {type: cuda}\nzero_optimization: {stage: 3, offload_param: "
+      "{device: cpu}}\n",
+      "job.yaml");
+  REQUIRE(gpu.ok());
+  REQUIRE(gpu->warnings.size() == 1);
+  CHECK(gpu->warnings[0].find("keeps the parameter shards on the GPU") != std::string::npos);
 }
 
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
