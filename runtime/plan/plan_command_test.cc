@@ -107,3 +107,22 @@ TEST_CASE("ds-plan: says whether the job fits the host memory and what offload w
 
 }  // namespace
 }  // namespace ds::plan
+
+namespace ds::plan {
+namespace {
+
+TEST_CASE("ds-plan: NVMe offload shows the swap buffers, the swap files and DeepSpeed's row",
+          "[plan]") {
+  Result r = Run({"runtime/plan/testdata/gpt2_small_nvme.yaml", "--world", "2"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("offload_optimizer nvme: sub_group_size 1000000 elements"));
+  CHECK_THAT(r.out, Catch::Contains("swap buffers (peak)"));
+  CHECK_THAT(r.out, Catch::Contains("on NVMe (swap files)"));
+  CHECK_THAT(r.out, Catch::Contains("16-bit parameters: not in memory"));
+  CHECK_THAT(r.out, Catch::Contains("DeepSpeed's estimator has no NVMe row"));
+  CHECK_THAT(r.out, Catch::Contains("4L device, 18P x 1.5 host"));
+}
+
+}  // namespace
+}  // namespace ds::plan

@@ -89,6 +89,25 @@ void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
     s->set_deepspeed_estimate_bytes(4 * plan.model().largest_block_parameters() + 18 * psi / n);
     s->set_deepspeed_estimate_formula("4L + 18P/G");
   }
+  // With the optimizer (and at stage 3 the parameters) offloaded, DeepSpeed's estimator's
+  // offload rows (deepspeed.md 3.5, one node): it has none for NVMe, so the CPU rows stand in.
+  if (c.optimizer_swap().enabled()) {
+    const int64_t largest = plan.model().largest_block_parameters();
+    const bool params = c.optimizer_swap().params();
+    if (c.zero_stage() == 3) {
+      s->set_deepspeed_offload_device_bytes(params ? 4 * largest : 4 * largest + 2 * psi / n);
+      s->set_deepspeed_offload_host_bytes((params ? 18 : 16) * psi * 3 / 2);
+      s->set_deepspeed_offload_formula(params ? "ZeRO-3, optimizer + params offloaded: 4L device, "
+                                                "18P x 1.5 host"
+                                              : "ZeRO-3, optimizer offloaded: 4L + 2P/G device, "
+                                                "16P x 1.5 host");
+    } else {
+      s->set_deepspeed_offload_device_bytes(2 * psi);
+      s->set_deepspeed_offload_host_bytes(psi * std::max<int64_t>(4 * n, 16) * 3 / 2);
+      s->set_deepspeed_offload_formula(
+          "ZeRO-2, optimizer offloaded: 2P device, P max(4G, 16) x 1.5 host");
+    }
+  }
   const int64_t factor = c.zero_stage() == 3 ? 3 : 2;
   s->set_paper_comm_bytes(factor * psi * (n - 1) / n * ProtoDTypeSize(c.comm_dtype()));
 }
@@ -200,6 +219,12 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
             : "  fp32 master and optimizer state: not in memory");
   }
   row("peak total", &proto::RankSummary::peak_bytes, "");
+  if (!s.deepspeed_offload_formula().empty())
+    out +=
+        Fmt("  DeepSpeed's estimator has no NVMe row; its CPU-offload one (%s) gives %s MiB device "
+            "per rank, %s MiB host per node\n",
+            s.deepspeed_offload_formula().c_str(), MiB(s.deepspeed_offload_device_bytes()).c_str(),
+            MiB(s.deepspeed_offload_host_bytes()).c_str());
 
   out += Fmt("\n%-34s%7s %12s %9s\n",
              same ? "communication per step, each rank" : "communication per step, rank 0", "calls",
