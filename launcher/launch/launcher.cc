@@ -201,7 +201,9 @@ int RunLaunch(const LaunchOptions& o) {
   if (!graph.ok()) return fail_input(graph.status());
   auto plan_config = plan::PlanConfigFromJob(*config);
   if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
-  auto plan = plan::MakePlan(*graph, plan::Topology{world, world}, *plan_config);
+  auto topo = plan::TopologyFor(world, *plan_config);
+  if (!topo.ok()) return fail_input(topo.status().WithPrefix(o.config));
+  auto plan = plan::MakePlan(*graph, *topo, *plan_config);
   if (!plan.ok())
     return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
 

@@ -52,8 +52,7 @@ constexpr const char* kUnsupportedTopLevel[] = {"activation_checkpointing",
                                                 "weight_quantization",
                                                 "quantize_training",
                                                 "nebula",
-                                                "timers",
-                                                "tensor_parallel"};
+                                                "timers"};
 
 void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
   r.Get("train_batch_size", &c->train_batch_size);
@@ -129,7 +128,8 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseMonitor(r, &c->monitor);
   in::ParseTraining(r, &c->train_iters);
   in::ParseDevice(r, &c->device);
-  in::ParseParallel(r, &c->parallel);
+  const bool tensor_given = in::ParseParallel(r, &c->parallel);
+  in::ParseTensorParallel(r, &c->parallel, tensor_given);
   for (const char* key : kUnsupportedTopLevel) r.Unsupported(key);
   r.Finish();
   CrossCheck(r, c);

@@ -177,9 +177,12 @@ struct DeviceConfig {
   int threads = 0;  // compute threads per rank; 0 = the cores the launcher gave the rank
 };
 
+// parallel: {tensor, pipeline, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size is
+// `tensor` too. The planner refuses sizes above 1 until it can split a graph over them.
 struct ParallelConfig {
-  int tensor = 1;    // stored only
-  int pipeline = 1;  // stored only
+  int tensor = 1;
+  int pipeline = 1;
+  bool sequence_parallel = false;
 };
 
 struct JobConfig {

@@ -23,7 +23,9 @@ void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);
 void ParseTraining(MapReader& root, int64_t* train_iters);
 void ParseDevice(MapReader& root, DeviceConfig* out);
-void ParseParallel(MapReader& root, ParallelConfig* out);
+// Returns whether parallel.tensor was given (tensor_parallel.autotp_size must then agree).
+bool ParseParallel(MapReader& root, ParallelConfig* out);
+void ParseTensorParallel(MapReader& root, ParallelConfig* out, bool parallel_tensor_given);
 
 // ASCII lower case, for case-insensitive names.
 std::string Lower(std::string s);

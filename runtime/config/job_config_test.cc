@@ -401,6 +401,27 @@ zero_optimization:
   CHECK(gpu->warnings[0].find("keeps the parameter shards on the GPU") != std::string::npos);
 }
 
+TEST_CASE("JobConfig: parallel sizes, and DeepSpeed's tensor_parallel.autotp_size", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(
+      "train_batch_size: 8\nparallel: {tensor: 2, pipeline: 2, sequence_parallel: true}\n",
+      "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->parallel.tensor == 2);
+  CHECK(c->parallel.pipeline == 2);
+  CHECK(c->parallel.sequence_parallel);
+  StatusOr<JobConfig> autotp =
+      ParseJobConfig("train_batch_size: 8\ntensor_parallel: {autotp_size: 4}\n", "job.yaml");
+  REQUIRE(autotp.ok());
+  CHECK(autotp->parallel.tensor == 4);
+  CHECK(autotp->warnings.empty());
+  StatusOr<JobConfig> both = ParseJobConfig(
+      "train_batch_size: 8\nparallel: {tensor: 2}\ntensor_parallel: {autotp_size: 4}\n",
+      "job.yaml");
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message().find("tensor_parallel.autotp_size") != std::string::npos);
+  CHECK(both.status().message().find("parallel.tensor is 2") != std::string::npos);
+}
+
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";

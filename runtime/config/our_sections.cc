@@ -146,12 +146,30 @@ void ParseDevice(MapReader& root, DeviceConfig* d) {
   r.Finish();
 }
 
-void ParseParallel(MapReader& root, ParallelConfig* p) {
+bool ParseParallel(MapReader& root, ParallelConfig* p) {
   MapReader r = root.Block("parallel");
-  r.Get("tensor", &p->tensor);
+  const bool tensor_given = r.Get("tensor", &p->tensor);
   r.Require(p->tensor >= 1, "tensor", "must be >= 1");
   r.Get("pipeline", &p->pipeline);
   r.Require(p->pipeline >= 1, "pipeline", "must be >= 1");
+  r.Get("sequence_parallel", &p->sequence_parallel);
+  r.Finish();
+  return tensor_given;
+}
+
+// DeepSpeed's tensor_parallel block (AutoTP): autotp_size is our parallel.tensor.
+void ParseTensorParallel(MapReader& root, ParallelConfig* p, bool parallel_tensor_given) {
+  MapReader r = root.Block("tensor_parallel");
+  int size = 0;
+  if (r.Get("autotp_size", &size)) {
+    r.Require(size >= 1, "autotp_size", "must be >= 1");
+    r.Require(!parallel_tensor_given || size == p->tensor, "autotp_size",
+              "is " + std::to_string(size) + " and parallel.tensor is " +
+                  std::to_string(p->tensor) + ": give one of them");
+    if (size >= 1) p->tensor = size;
+  }
+  for (const char* key : {"tp", "tp_grain_size", "partition_config", "keep_module_on_host"})
+    r.Unsupported(key);
   r.Finish();
 }
 

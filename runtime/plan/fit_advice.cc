@@ -67,7 +67,8 @@ int64_t HostMemoryBytes() {
 
 StatusOr<std::string> FitAdvice(const Graph& graph, const PlanConfig& config, int world,
                                 int64_t budget) {
-  DS_ASSIGN_OR_RETURN(proto::Plan plan, MakePlan(graph, Topology{world, world}, config));
+  DS_ASSIGN_OR_RETURN(Topology topo, TopologyFor(world, config));
+  DS_ASSIGN_OR_RETURN(proto::Plan plan, MakePlan(graph, topo, config));
   const int64_t peak = PeakOf(plan);
   const std::string room = GiB(budget) + " of host memory per rank";
   if (config.states_on_device)
@@ -77,7 +78,7 @@ StatusOr<std::string> FitAdvice(const Graph& graph, const PlanConfig& config, in
     return "fit: the planned peak of " + GiB(peak) + " per rank fits " + room + "\n";
   std::string out = "does not fit: the planned peak of " + GiB(peak) + " per rank exceeds " + room;
   for (const Candidate& c : Candidates(config)) {
-    auto alt = MakePlan(graph, Topology{world, world}, c.config);
+    auto alt = MakePlan(graph, topo, c.config);
     if (!alt.ok()) continue;
     const int64_t p = PeakOf(*alt);
     if (p > budget) continue;

@@ -19,9 +19,22 @@ Status Bad(const std::string& setting, const std::string& what) {
 
 Status CheckSettings(const Topology& topo, const PlanConfig& c) {
   if (topo.world < 1) return Bad("world size", "must be >= 1, got " + Str(topo.world));
-  if (topo.dp != topo.world)
-    return Bad("data-parallel size", Str(topo.dp) + " != world size " + Str(topo.world) +
-                                         " (tensor and pipeline parallelism are not planned yet)");
+  if (topo.dp * topo.tp * topo.pp != topo.world)
+    return Bad("topology", "pp " + Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " +
+                               Str(topo.tp) + " != world size " + Str(topo.world));
+  if (topo.tp != c.tensor || topo.pp != c.pipeline)
+    return Bad("topology", "tp " + Str(topo.tp) + " and pp " + Str(topo.pp) +
+                               " differ from parallel.tensor " + Str(c.tensor) +
+                               " and parallel.pipeline " + Str(c.pipeline));
+  // The grid (parallel_grid.h) is ready; the builders that split the graph over it are not.
+  if (topo.tp > 1 || topo.pp > 1 || c.sequence_parallel)
+    return UnimplementedError(
+        "plan: parallel.tensor " + Str(topo.tp) + ", parallel.pipeline " + Str(topo.pp) +
+        (c.sequence_parallel ? ", sequence_parallel" : "") + " (grid pp " + Str(topo.pp) +
+        " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
+        "): tensor, sequence and pipeline parallelism are not planned yet; set them to 1 and "
+        "false to train data-parallel over all " +
+        Str(topo.world) + " ranks");
   DS_RETURN_IF_ERROR(zero::CheckZeroSettings(c));
   if (c.seq_len < 1) return Bad("seq_len", "must be >= 1, got " + Str(c.seq_len));
   if (c.optimizer_states < 0)
@@ -50,8 +63,8 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   proto::PlanTopology* t = plan->mutable_topology();
   t->set_world(topo.world);
   t->set_dp(topo.dp);
-  t->set_tp(1);
-  t->set_pp(1);
+  t->set_tp(topo.tp);
+  t->set_pp(topo.pp);
   proto::PlanSettings* s = plan->mutable_settings();
   s->set_zero_stage(c.stage);
   s->set_model_dtype(ToProtoDType(c.model_dtype));

@@ -33,7 +33,9 @@ StatusOr<std::string> Run(const Flags& f) {
   if (f.stage >= 0) job.zero.stage = f.stage;
   DS_ASSIGN_OR_RETURN(PlanConfig config, PlanConfigFromJob(job));
   DS_ASSIGN_OR_RETURN(Graph graph, LoadModelGraph(job));
-  auto plan = MakePlan(graph, Topology{f.world, f.world}, config);
+  auto topo = TopologyFor(f.world, config);
+  if (!topo.ok()) return topo.status().WithPrefix(f.job);
+  auto plan = MakePlan(graph, *topo, config);
   if (!plan.ok()) return plan.status().WithPrefix(f.job);
   if (f.dump) {
     std::string text;

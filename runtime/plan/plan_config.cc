@@ -3,10 +3,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/parallel_grid.h"
+
 namespace ds::plan {
 
 StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   PlanConfig c;
+  c.tensor = job.parallel.tensor;
+  c.pipeline = job.parallel.pipeline;
+  c.sequence_parallel = job.parallel.sequence_parallel;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
   c.micro_batch_size = job.train_micro_batch_size_per_gpu;
@@ -59,6 +65,12 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.param_buffer_count = op.buffer_count;
   c.param_buffer_size = op.buffer_size;
   return c;
+}
+
+StatusOr<Topology> TopologyFor(int world, const PlanConfig& config) {
+  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
+                      ParallelGrid::Create(world, config.tensor, config.pipeline));
+  return Topology{world, grid.dp(), grid.tp(), grid.pp()};
 }
 
 }  // namespace ds::plan

@@ -19,11 +19,16 @@ namespace ds::plan {
 
 struct Topology {
   int world = 1;
-  int dp = 1;  // data-parallel size; must equal world (no tensor or pipeline
-               // parallelism yet)
+  int dp = 1;  // data-parallel size: world / (tp x pp)
+  int tp = 1;
+  int pp = 1;
 };
 
 struct PlanConfig {
+  // parallel: {tensor, pipeline, sequence_parallel} (tensor_parallel.autotp_size is tensor).
+  int tensor = 1;
+  int pipeline = 1;
+  bool sequence_parallel = false;
   int stage = 0;  // ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
   // Batch triad as in the job file (0 = not given); MakePlan resolves it for topology.dp with
   // DeepSpeed's rule train = micro x gas x dp (ResolveBatchSizes).
@@ -68,5 +73,9 @@ struct PlanConfig {
 // (data.seq_len, else model.max_seq_len), bf16/fp16/f32, communication_data_type, optimizer state
 // count and clipping. InvalidArgument for a communication_data_type it cannot map.
 StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job);
+
+// The topology of `world` ranks under `config`'s tensor and pipeline sizes (dp = world / (tp x
+// pp), runtime/plan/parallel_grid.h); InvalidArgument naming the sizes when they do not fit.
+StatusOr<Topology> TopologyFor(int world, const PlanConfig& config);
 
 }  // namespace ds::plan

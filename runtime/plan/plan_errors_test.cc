@@ -86,9 +86,34 @@ TEST_CASE("MakePlan: negative stage-3 knobs", "[plan]") {
   CHECK_THAT(Error(c, 2), Catch::Contains("stage3_param_persistence_threshold must be >= 0"));
 }
 
+// parallel.tensor / pipeline / sequence_parallel are refused before start with the grid they
+// would make, rather than trained as data parallelism (they were once stored and ignored).
+TEST_CASE("MakePlan: tensor and pipeline sizes are refused with their grid", "[plan]") {
+  static const Graph g = PresetGraph("gpt2-small-test");
+  PlanConfig c = BaseConfig(1);
+  c.tensor = 2;
+  auto topo = TopologyFor(8, c);
+  REQUIRE(topo.ok());
+  CHECK(topo->dp == 4);
+  auto plan = MakePlan(g, *topo, c);
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().code() == StatusCode::kUnimplemented);
+  CHECK_THAT(plan.status().message(),
+             Catch::Contains("parallel.tensor 2, parallel.pipeline 1 (grid pp 1 x dp 4 x tp 2)"));
+  c.tensor = 3;
+  auto bad = TopologyFor(8, c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("does not divide the world size 8"));
+  c.tensor = 1;
+  c.sequence_parallel = true;
+  plan = MakePlan(g, *TopologyFor(2, c), c);
+  REQUIRE_FALSE(plan.ok());
+  CHECK_THAT(plan.status().message(), Catch::Contains("sequence_parallel"));
+}
+
 TEST_CASE("MakePlan: topology, precision and sequence", "[plan]") {
   PlanConfig c = BaseConfig(0);
-  CHECK_THAT(Error(c, 4, 2), Catch::Contains("data-parallel size 2 != world size 4"));
+  CHECK_THAT(Error(c, 4, 2), Catch::Contains("topology pp 1 x dp 2 x tp 1 != world size 4"));
   CHECK_THAT(Error(c, 0), Catch::Contains("world size must be >= 1, got 0"));
   c.model_dtype = DType::kI32;
   CHECK_THAT(Error(c, 2), Catch::Contains("fp32, bf16 or fp16"));

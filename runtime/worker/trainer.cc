@@ -290,9 +290,10 @@ Status Trainer::Initialize() {
 Status Trainer::BuildPlan() {
   auto pc = plan::PlanConfigFromJob(config_);
   if (!pc.ok()) return pc.status().WithPrefix(config_.source);
-  plan::Topology topo;
-  topo.world = comm_->size();
-  topo.dp = comm_->size();
+  // comm_ spans the world: with tensor or pipeline sizes the plan says what it cannot do yet.
+  auto topo_or = plan::TopologyFor(comm_->size(), *pc);
+  if (!topo_or.ok()) return topo_or.status().WithPrefix(config_.source);
+  const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
   auto made = plan::MakePlan(graph_, topo, *pc);

@@ -1,0 +1,55 @@
+// ParallelGrid: the pp x dp x tp grid of ranks, in Megatron's order (tp fastest, then dp, then
+// pp): rank = (pp_rank * dp + dp_rank) * tp + tp_rank. The process groups a 3D plan names:
+//   tp   the tp ranks of one (pp, dp) cell: consecutive ranks, placed on one node
+//   dp   the dp ranks of one (pp, tp) cell: where ZeRO shards and gradients are reduced
+//   pp   the pp ranks of one (dp, tp) cell: the pipeline's stages
+//   embedding  the first and last pp rank of one (dp, tp) cell (tied embeddings), pp > 1 only
+//
+//   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(8, /*tp=*/2, /*pp=*/2));
+//   grid.dp();                          // 2
+//   grid.Group(GroupKind::kTp, 5);      // {4, 5}
+//
+// Plain value; copyable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+
+namespace ds::plan {
+
+enum class GroupKind { kTp, kDp, kPp, kEmbedding };
+
+// "tp", "dp", "pp", "embedding".
+const char* GroupKindName(GroupKind kind);
+
+struct GridCoord {
+  int pp = 0, dp = 0, tp = 0;
+};
+
+class ParallelGrid {
+ public:
+  // InvalidArgument naming the sizes when tp x pp does not divide `world` or a size is < 1.
+  static StatusOr<ParallelGrid> Create(int world, int tp, int pp);
+
+  int world() const { return world_; }
+  int tp() const { return tp_; }
+  int pp() const { return pp_; }
+  int dp() const { return world_ / (tp_ * pp_); }
+
+  GridCoord CoordOf(int rank) const;
+  int RankOf(const GridCoord& c) const;
+  // The ranks of `rank`'s group of `kind`, ascending (embedding: empty when pp == 1).
+  std::vector<int> Group(GroupKind kind, int rank) const;
+  // Every distinct group of `kind`, in order of their lowest rank.
+  std::vector<std::vector<int>> Groups(GroupKind kind) const;
+  // "pp 1 x dp 4 x tp 2".
+  std::string Describe() const;
+
+ private:
+  ParallelGrid(int world, int tp, int pp) : world_(world), tp_(tp), pp_(pp) {}
+  int world_ = 1, tp_ = 1, pp_ = 1;
+};
+
+}  // namespace ds::plan
