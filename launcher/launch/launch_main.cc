@@ -1,7 +1,8 @@
 // ds-launch: start a job, or look at / stop the current one.
 //
 //   ds-launch job.yaml [--hostfile F] [--include S] [--exclude S] [--num_nodes N]
-//             [--num_slots K] [--launcher local|ssh|slurm] [--coordinator HOST:PORT]
+//             [--num_slots K] [--tp N] [--pp N] [--launcher local|ssh|slurm] [--coordinator
+//             HOST:PORT]
 //             [--ssh_port P] [--max_restarts N] [--rdzv_timeout S] [--detach]
 //   ds-launch status [--coordinator A --token_file F] [--json] [--watch]
 //   ds-launch stop [--coordinator A --token_file F]
@@ -129,6 +130,10 @@ int Launch(int argc, char** argv) {
   app.add_option("--exclude", o.exclude, "hosts/slots to leave out");
   app.add_option("--num_nodes", o.num_nodes, "use the first N hosts");
   app.add_option("--num_slots", o.num_slots, "use the first K slots of each host");
+  app.add_option("--tp", o.tp, "override parallel.tensor (tensor-parallel size)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pp", o.pp, "override parallel.pipeline (pipeline stages)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--launcher", o.backend, "local | ssh | slurm");
   app.add_option("--coordinator", o.coordinator, "coordinator bind address HOST:PORT");
   app.add_option("--ssh_port", o.ssh_port, "ssh port");

@@ -147,6 +147,20 @@ class Console {
   std::chrono::steady_clock::time_point eta_start_;
 };
 
+// Ranks are numbered node by node in hostfile order, tp fastest (runtime/plan/parallel_grid.h):
+// every tensor-parallel group stays on one node when each node's slots are a multiple of tp.
+Status CheckTensorGroupsOnNodes(const std::vector<NodeSpec>& nodes, int tp) {
+  if (tp <= 1) return OkStatus();
+  for (const NodeSpec& n : nodes)
+    if (n.slots % tp != 0)
+      return InvalidArgumentError("parallel.tensor " + std::to_string(tp) + ": node " + n.name +
+                                  " has " + std::to_string(n.slots) +
+                                  " slots, so a tensor-parallel group would span two nodes; "
+                                  "give every node a multiple of " +
+                                  std::to_string(tp) + " slots");
+  return OkStatus();
+}
+
 void PrintFailure(const JobOutcome& out) {
   std::fprintf(stderr, "ds-launch: job %s: %s\n", JobPhaseName(out.phase), out.message.c_str());
   if (!out.first_failure) return;
@@ -173,6 +187,8 @@ int RunLaunch(const LaunchOptions& o) {
   // 1. Validate everything before anything starts.
   auto config = config::LoadJobConfig(o.config);
   if (!config.ok()) return fail_input(config.status());
+  if (o.tp > 0) config->parallel.tensor = o.tp;
+  if (o.pp > 0) config->parallel.pipeline = o.pp;
   auto nodes = SelectNodes(o);
   if (!nodes.ok()) return fail_input(nodes.status());
   auto worker = FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker");
@@ -203,6 +219,8 @@ int RunLaunch(const LaunchOptions& o) {
   if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
   auto topo = plan::TopologyFor(world, *plan_config);
   if (!topo.ok()) return fail_input(topo.status().WithPrefix(o.config));
+  if (Status s = CheckTensorGroupsOnNodes(*nodes, topo->tp); !s.ok())
+    return fail_input(s.WithPrefix(o.config));
   auto plan = plan::MakePlan(*graph, *topo, *plan_config);
   if (!plan.ok())
     return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
@@ -241,6 +259,9 @@ int RunLaunch(const LaunchOptions& o) {
   co.config.success_wait = milliseconds(60000);
   co.config.job.job_id = dir->job_id;
   co.config.job.worker_argv = {*worker, "--config", Absolute(o.config)};
+  for (const auto& [flag, v] : {std::pair{"--tp", o.tp}, std::pair{"--pp", o.pp}})
+    if (v > 0)
+      co.config.job.worker_argv.insert(co.config.job.worker_argv.end(), {flag, std::to_string(v)});
   co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
   co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(plan->hash());
   // Agents drop the DS_* variables of their own environment (stale rank settings); the

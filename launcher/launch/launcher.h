@@ -27,6 +27,7 @@ struct LaunchOptions {
   std::string worker;  // ds-worker path ("" = next to ds-launch)
   std::string agent;   // ds-agent path ("" = next to ds-launch)
   std::string tls_cert, tls_key, tls_ca;
+  int tp = 0, pp = 0;  // override parallel.tensor / parallel.pipeline (0: the config's)
 };
 
 // Returns the process exit code: 0 success, 1 job failed, 2 bad input, 3 stopped.

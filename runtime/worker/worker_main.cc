@@ -41,6 +41,7 @@ struct Flags {
   std::string config;
   int64_t steps = 0;
   int threads = 0;
+  int tp = 0, pp = 0;  // override parallel.tensor / parallel.pipeline (ds-launch --tp/--pp)
   bool eval = false;
   std::string csv;
   std::string export_init;
@@ -180,6 +181,8 @@ Status Run(const Flags& f) {
   if (env.resume && !config.checkpoint.dir.empty()) config.checkpoint.load = "latest";
   if (f.steps > 0) config.train_iters = f.steps;
   if (f.threads > 0) config.device.threads = f.threads;
+  if (f.tp > 0) config.parallel.tensor = f.tp;
+  if (f.pp > 0) config.parallel.pipeline = f.pp;
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
@@ -289,6 +292,8 @@ int main(int argc, char** argv) {
   app.add_option("--config,-c", f.config, "job config (YAML or JSON)")->required();
   app.add_option("--steps", f.steps, "override training.train_iters");
   app.add_option("--threads", f.threads, "compute threads (default: device.threads or all cores)");
+  app.add_option("--tp", f.tp, "override parallel.tensor")->check(CLI::PositiveNumber);
+  app.add_option("--pp", f.pp, "override parallel.pipeline")->check(CLI::PositiveNumber);
   app.add_flag("--eval", f.eval, "load the latest checkpoint and evaluate instead of training");
   app.add_option("--csv", f.csv, "override monitor.csv");
   app.add_option("--export-init", f.export_init,
