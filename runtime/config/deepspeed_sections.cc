@@ -58,13 +58,21 @@ void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfi
             "nvme needs nvme_path");
   r.Get("buffer_count", &o->buffer_count);
   r.Require(o->buffer_count >= 1, "buffer_count", "must be >= 1");
-  r.Get("pin_memory", &o->pin_memory);
+  if (r.Get("pin_memory", &o->pin_memory) && o->pin_memory)
+    r.Warn("\"" + r.KeyPath("pin_memory") +
+           "\" has no effect: the swap buffers are allocated once, and a device's host staging is "
+           "always page-locked");
   if (optimizer) {
     r.Get("pipeline_read", &o->pipeline_read);
     r.Get("pipeline_write", &o->pipeline_write);
-    r.Get("fast_init", &o->fast_init);
+    if (r.Get("fast_init", &o->fast_init) && o->fast_init)
+      r.Warn("\"" + r.KeyPath("fast_init") +
+             "\" has no effect: initialization always streams into the swap files");
     r.Get("ratio", &o->ratio);
     r.Require(o->ratio > 0 && o->ratio <= 1, "ratio", "must be in (0, 1]");
+    if (o->ratio < 1)
+      r.Warn("\"" + r.KeyPath("ratio") + "\" " + std::to_string(o->ratio) +
+             ": a partial optimizer offload is not supported; all of it is offloaded");
     r.Unsupported("pipeline");
   } else {
     r.Get("buffer_size", &o->buffer_size);

@@ -263,10 +263,23 @@ TEST_CASE("JobConfig: a real-world ds_config.json parses as is", "[config]") {
   CHECK(c->zero.prefetch_bucket_size == 15099494);
   CHECK(c->zero.param_persistence_threshold == 40960);
   CHECK(c->zero.max_live_parameters == 1000000000);
-  REQUIRE(c->warnings.size() == 1);
-  CHECK(c->warnings[0].find("zero_optimization.stage3_gather_16bit_weights_on_model_save") !=
+  // pin_memory (both blocks) says it changes nothing; the gather-on-save key is not supported.
+  REQUIRE(c->warnings.size() == 3);
+  CHECK(c->warnings[0].find("zero_optimization.offload_optimizer.pin_memory\" has no effect") !=
+        std::string::npos);
+  CHECK(c->warnings[1].find("zero_optimization.offload_param.pin_memory") != std::string::npos);
+  CHECK(c->warnings[2].find("zero_optimization.stage3_gather_16bit_weights_on_model_save") !=
         std::string::npos);
   CHECK(ResolveBatchSizes(&*c, 2).ok());  // 64 = 8 x 4 x 2
+  StatusOr<JobConfig> partial = ParseJobConfig(
+      "train_batch_size: 8\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu, "
+      "ratio: 0.3, fast_init: true}}\n",
+      "job.yaml");
+  REQUIRE(partial.ok());
+  REQUIRE(partial->warnings.size() == 2);
+  CHECK(partial->warnings[0].find("fast_init\" has no effect") != std::string::npos);
+  CHECK(partial->warnings[1].find("a partial optimizer offload is not supported") !=
+        std::string::npos);
 }
 
 TEST_CASE("JobConfig: unsupported DeepSpeed keys warn exactly once each", "[config]") {
