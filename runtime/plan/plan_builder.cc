@@ -114,7 +114,14 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                       AnalyzeModel(graph, resolved.micro_batch_size, config.seq_len));
   proto::Plan plan;
   EchoSettings(resolved, topology, &plan);
+  auto shape = [&graph](const char* key) {
+    auto it = graph.config.find(key);
+    return it == graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
+  };
   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, resolved, topology.dp, &plan));
+  plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
+  plan.mutable_model()->set_n_embd(shape("n_embd"));
+  plan.mutable_model()->set_n_head(static_cast<int>(shape("n_head")));
   for (int rank = 0; rank < topology.world; ++rank) {
     DS_ASSIGN_OR_RETURN(*plan.mutable_ranks(rank)->mutable_memory(), WalkMemory(plan, rank));
   }

@@ -126,3 +126,23 @@ TEST_CASE("ds-plan: NVMe offload shows the swap buffers, the swap files and Deep
 
 }  // namespace
 }  // namespace ds::plan
+
+namespace ds::plan {
+namespace {
+
+// gpt2_small_bf16.yaml: s 256, b 4, h 256, a 4, so sbh = 262144 and 5as/h = 20.
+TEST_CASE("ds-plan: one layer's activations beside Korthikanti et al.'s formulas", "[plan]") {
+  Result r = Run({kJob, "--world", "1"});
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("activations of one transformer layer: "));
+  CHECK_THAT(r.out, Catch::Contains("no parallelism                       sbh(34+5as/h)"));
+  CHECK_THAT(r.out, Catch::Contains("13.50 MiB"));  // sbh (34 + 20)
+  CHECK_THAT(r.out, Catch::Contains("TP 2                                 sbh(10+24/t+5as/(ht))"));
+  CHECK_THAT(r.out, Catch::Contains(" 8.00 MiB"));  // sbh (10 + 12 + 10)
+  CHECK_THAT(r.out, Catch::Contains(" 6.75 MiB"));  // TP 2 + SP: sbh (17 + 10)
+  CHECK_THAT(r.out, Catch::Contains(" 4.25 MiB"));  // selective: 34 sbh / 2
+  CHECK_THAT(r.out, Catch::Contains(" 0.50 MiB"));  // full: 2 sbh
+}
+
+}  // namespace
+}  // namespace ds::plan

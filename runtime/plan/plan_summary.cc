@@ -1,7 +1,10 @@
 #include "runtime/plan/plan_summary.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -112,6 +115,36 @@ void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
   s->set_paper_comm_bytes(factor * psi * (n - 1) / n * ProtoDTypeSize(c.comm_dtype()));
 }
 
+// Korthikanti et al. (arXiv 2205.05198, Table 2): one layer's 16-bit activations for sequence
+// s, micro-batch b, hidden h, heads a and tensor-parallel size t.
+void ActivationFormulas(const proto::Plan& plan, proto::PlanSummary* s) {
+  const proto::PlanModel& m = plan.model();
+  const double sq = plan.settings().seq_len(), b = plan.settings().micro_batch_size();
+  const double h = m.n_embd(), a = m.n_head();
+  // The plan's per-block activations; the first and last blocks are the embedding and head.
+  for (const proto::PlanBuffer& buf : plan.buffers()) {
+    if (buf.kind() != proto::PlanBuffer::ACTIVATIONS || buf.name().rfind("activations.block", 0))
+      continue;
+    const int block = std::atoi(buf.name().c_str() + std::strlen("activations.block"));
+    if (block > 0 && block + 1 < m.num_blocks())
+      s->set_layer_activation_bytes(std::max(s->layer_activation_bytes(), buf.bytes()));
+  }
+  if (h <= 0 || a <= 0) return;
+  const double t = std::max(2, plan.topology().tp()), sbh = sq * b * h, att = 5 * a * sq / h;
+  const std::string tp = "TP " + std::to_string(static_cast<int>(t));
+  auto add = [s](const std::string& setting, const char* formula, double bytes) {
+    proto::ActivationFormula* f = s->add_activation_formulas();
+    f->set_setting(setting);
+    f->set_formula(formula);
+    f->set_bytes(static_cast<int64_t>(bytes));
+  };
+  add("no parallelism", "sbh(34+5as/h)", sbh * (34 + att));
+  add(tp, "sbh(10+24/t+5as/(ht))", sbh * (10 + 24 / t + att / t));
+  add(tp + " + SP", "sbh(34/t+5as/(ht))", sbh * (34 / t + att / t));
+  add(tp + " + SP + selective recompute", "34sbh/t", 34 * sbh / t);
+  add("full recompute", "2sbh", 2 * sbh);
+}
+
 // printf into a std::string.
 std::string Fmt(const char* f, ...) {
   char buf[512];
@@ -144,6 +177,7 @@ proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job
   if (plan.ranks_size() > 0) s.set_instructions_per_rank(plan.ranks(0).instructions_size());
   for (const proto::RankPlan& rp : plan.ranks()) *s.add_ranks() = SummarizeRank(plan, rp);
   Estimates(plan, &s);
+  ActivationFormulas(plan, &s);
   return s;
 }
 
@@ -226,6 +260,13 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
             s.deepspeed_offload_formula().c_str(), MiB(s.deepspeed_offload_device_bytes()).c_str(),
             MiB(s.deepspeed_offload_host_bytes()).c_str());
 
+  if (s.layer_activation_bytes() > 0) {
+    out += Fmt("\nactivations of one transformer layer: %s MiB planned (in the graph's dtypes)\n",
+               MiB(s.layer_activation_bytes()).c_str());
+    for (const proto::ActivationFormula& f : s.activation_formulas())
+      out += Fmt("  %-36s %-24s %10s MiB (16-bit, Korthikanti et al.)\n", f.setting().c_str(),
+                 f.formula().c_str(), MiB(f.bytes()).c_str());
+  }
   out += Fmt("\n%-34s%7s %12s %9s\n",
              same ? "communication per step, each rank" : "communication per step, rank 0", "calls",
              "payload MiB", "sent MiB");
