@@ -124,7 +124,7 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
   const int64_t avail = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
   if (avail < need)
     return ResourceExhaustedError(o.key + " " + o.nvme_path + ": rank " + Str(o.rank) +
-                                  "'s optimizer swap file needs " + Size(need) + " (" + Str(need) +
+                                  "'s swap files need " + Size(need) + " (" + Str(need) +
                                   " bytes), the filesystem has " + Size(avail) + " free");
   DS_RETURN_IF_ERROR(MakeDir(o.nvme_path + "/ds-swap"));
   dir_ = o.nvme_path + "/ds-swap/rank" + Str(o.rank) + "-pid" + Str(getpid());
@@ -145,8 +145,9 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
   DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
   DS_LOG_INFO("zero",
               "optimizer states on NVMe: {} ({}), {} sub-groups, {} swap buffers of {:.1f} MiB{}",
-              file_.path(), Size(need), plan_.swap().sub_groups_size(), plan_.swap().slots(),
-              plan_.swap().slot_bytes() / 1048576.0, file_.direct() ? ", O_DIRECT" : ", buffered");
+              file_.path(), Size(plan_.swap().file_bytes()), plan_.swap().sub_groups_size(),
+              plan_.swap().slots(), plan_.swap().slot_bytes() / 1048576.0,
+              file_.direct() ? ", O_DIRECT" : ", buffered");
   return OkStatus();
 }
 

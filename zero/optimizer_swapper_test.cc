@@ -289,7 +289,7 @@ TEST_CASE("OptimizerSwapper: a killed run's directory goes, room is checked firs
   INFO(m);
   CHECK(m.find("zero_optimization.offload_optimizer.nvme_path " + so.nvme_path) !=
         std::string::npos);
-  CHECK(m.find("needs 1073741824.00 GiB") != std::string::npos);
+  CHECK(m.find("swap files need 1073741824.00 GiB") != std::string::npos);
   CHECK(m.find("free") != std::string::npos);
   CHECK_FALSE(Exists(so.nvme_path + "/ds-swap/rank0-pid" + std::to_string(getpid())));
 }

@@ -216,7 +216,7 @@ if mount -t tmpfs -o size=64k tmpfs "$small" 2>/dev/null; then
   job "$BASE/full.yaml" 1 2 nvme "$BASE/ck_full"
   sed -i "s|nvme_path: $BASE/swap|nvme_path: $small|" "$BASE/full.yaml"
   launch "$BASE/full.yaml" 1; rc=$?
-  if [[ $rc != 0 ]] && grep -rq "offload_optimizer.nvme_path $small: rank 0's optimizer swap file needs" "$BASE/out" "$DS_RUNTIME_HOME" &&
+  if [[ $rc != 0 ]] && grep -rq "offload_optimizer.nvme_path $small: rank 0's swap files need" "$BASE/out" "$DS_RUNTIME_HOME" &&
      ! grep -rq "step 1/" "$BASE/out"; then
     pass "a swap directory without room is refused before any step, with the sizes"
     grep -rhom1 "offload_optimizer.nvme_path $small: .*free" "$BASE/out" "$DS_RUNTIME_HOME" | head -1
