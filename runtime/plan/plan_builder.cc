@@ -1,5 +1,7 @@
 #include "runtime/plan/plan_builder.h"
 
+#include "runtime/plan/tp_shards.h"
+
 #include <string>
 
 #include "runtime/base/status_macros.h"
@@ -107,6 +109,9 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
 
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                                const PlanConfig& config) {
+  // Sizes the tensor-parallel rules cannot split come first, with the model key that says so.
+  for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
+    DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));

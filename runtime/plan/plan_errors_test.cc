@@ -100,6 +100,13 @@ TEST_CASE("MakePlan: tensor and pipeline sizes are refused with their grid", "[p
   CHECK(plan.status().code() == StatusCode::kUnimplemented);
   CHECK_THAT(plan.status().message(),
              Catch::Contains("parallel.tensor 2, parallel.pipeline 1 (grid pp 1 x dp 4 x tp 2)"));
+  c.tensor = 4;  // gpt2-small-test has 4 heads: the rules can split it, the planner cannot yet
+  CHECK(MakePlan(g, *TopologyFor(8, c), c).status().code() == StatusCode::kUnimplemented);
+  c.tensor = 8;  // more ranks than heads: refused by the rule, naming the key
+  auto heads = MakePlan(g, *TopologyFor(8, c), c);
+  REQUIRE_FALSE(heads.ok());
+  CHECK(heads.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(heads.status().message(), Catch::Contains("parallel.tensor 8 does not divide model."));
   c.tensor = 3;
   auto bad = TopologyFor(8, c);
   REQUIRE_FALSE(bad.ok());

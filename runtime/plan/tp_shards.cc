@@ -1,0 +1,135 @@
+#include "runtime/plan/tp_shards.h"
+
+#include <map>
+
+namespace ds::plan {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+Status Bad(const std::string& what) { return InvalidArgumentError("tensor parallelism: " + what); }
+
+// Attention feeding on a linear's output (directly or through rope): that linear is the fused
+// QKV, whose rows are [query heads; key heads; value heads] x head_dim.
+struct Heads {
+  int64_t q = 0, kv = 0;
+};
+
+std::map<int, Heads> QkvLinears(const Graph& g) {
+  std::map<int, int> producer;  // tensor -> node
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int t : g.nodes[n].outputs) producer[t] = static_cast<int>(n);
+  std::map<int, Heads> out;  // linear node -> heads
+  for (const NodeInfo& n : g.nodes) {
+    if (n.op != "attention" || n.inputs.empty()) continue;
+    auto it = producer.find(n.inputs[0]);
+    if (it != producer.end() && g.nodes[it->second].op == "rope")
+      it = producer.find(g.nodes[it->second].inputs[0]);
+    if (it == producer.end() || g.nodes[it->second].op != "linear") continue;
+    const int64_t h = n.attrs.Int("n_head", 0);
+    out[it->second] = {h, n.attrs.Int("n_kv_head", h)};
+  }
+  return out;
+}
+
+// Rows [lo, lo + n) x every other dimension.
+TpBox Rows(const std::vector<int64_t>& full, int64_t lo, int64_t n) {
+  TpBox b{std::vector<int64_t>(full.size(), 0), full};
+  b.offset[0] = lo;
+  b.shape[0] = n;
+  return b;
+}
+
+// Rank r's rows of a fused QKV weight or bias (dim 0 = (q + 2 kv) x head_dim).
+StatusOr<std::vector<TpBox>> QkvBoxes(const std::string& name, const std::vector<int64_t>& full,
+                                      Heads heads, int tp, int r) {
+  if (heads.q <= 0 || full[0] % (heads.q + 2 * heads.kv) != 0)
+    return Bad(name + ": " + Str(full[0]) + " rows are not (n_head + 2 n_kv_head) heads");
+  if (heads.q % tp != 0)
+    return Bad("parallel.tensor " + Str(tp) + " does not divide model.n_head " + Str(heads.q) +
+               " (" + name + " is split by attention heads)");
+  if (heads.kv % tp != 0 && tp % heads.kv != 0)
+    return Bad("parallel.tensor " + Str(tp) + " and model.n_kv_head " + Str(heads.kv) +
+               ": one must divide the other (" + name +
+               "'s key/value heads are split, or replicated when tp exceeds them)");
+  const int64_t d = full[0] / (heads.q + 2 * heads.kv), q = heads.q / tp;
+  // Key/value heads this rank's query heads read: its share, or the one group they belong to.
+  const int64_t kv = heads.kv >= tp ? heads.kv / tp : 1;
+  const int64_t kv_first = heads.kv >= tp ? r * kv : (r * q) / (heads.q / heads.kv);
+  return std::vector<TpBox>{Rows(full, r * q * d, q * d),
+                            Rows(full, (heads.q + kv_first) * d, kv * d),
+                            Rows(full, (heads.q + heads.kv + kv_first) * d, kv * d)};
+}
+
+// The one box of an even split of dimension `dim`, or the error naming what does not divide.
+StatusOr<TpBox> EvenSplit(const std::string& name, const std::vector<int64_t>& full, int dim,
+                          const std::string& what, int tp, int r) {
+  if (full[dim] % tp != 0) return Bad("parallel.tensor " + Str(tp) + " does not divide " + what);
+  TpBox b{std::vector<int64_t>(full.size(), 0), full};
+  b.shape[dim] = full[dim] / tp;
+  b.offset[dim] = r * b.shape[dim];
+  return b;
+}
+
+}  // namespace
+
+int64_t TpBox::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+StatusOr<std::vector<TpParamShard>> TensorParallelShards(const Graph& g, int tp, int rank) {
+  if (tp < 1 || rank < 0 || rank >= tp)
+    return Bad("rank " + Str(rank) + " of parallel.tensor " + Str(tp));
+  const std::map<int, Heads> qkv = QkvLinears(g);
+  std::map<int, int> qkv_param;  // parameter tensor -> linear node
+  for (const auto& [node, heads] : qkv)
+    for (size_t i = 1; i < g.nodes[node].inputs.size(); ++i)
+      qkv_param[g.nodes[node].inputs[i]] = node;
+  std::vector<TpParamShard> out;
+  for (int t : g.Params()) {
+    const TensorInfo& info = g.tensors[t];
+    TpParamShard s;
+    s.name = info.name;
+    for (const Dim& d : info.shape) s.full_shape.push_back(d.size);
+    const std::vector<int64_t>& full = s.full_shape;
+    auto split = [&](int dim, const std::string& what) -> Status {
+      auto box = EvenSplit(s.name, full, dim, what, tp, rank);
+      if (!box.ok()) return box.status();
+      s.boxes = {*box};
+      return OkStatus();
+    };
+    const ShardKind kind = tp == 1 ? ShardKind::kReplicated : info.sharding;
+    if (kind == ShardKind::kColumn && qkv_param.count(t)) {
+      auto boxes = QkvBoxes(s.name, full, qkv.at(qkv_param.at(t)), tp, rank);
+      if (!boxes.ok()) return boxes.status();
+      s.boxes = *boxes;
+    } else if (kind == ShardKind::kColumn) {
+      Status st = split(0, s.name + "'s " + Str(full[0]) +
+                               " output features (model.ffn_hidden "
+                               "or n_embd)");
+      if (!st.ok()) return st;
+    } else if (kind == ShardKind::kRow && full.size() == 2) {
+      Status st = split(1, s.name + "'s " + Str(full[1]) + " input features");
+      if (!st.ok()) return st;
+    } else if (kind == ShardKind::kVocab) {
+      const int64_t padded = (full[0] + 128 * tp - 1) / (128 * tp) * (128 * tp);
+      Status st = split(0, "model.vocab_size " + Str(full[0]) + " (" + s.name +
+                               " is split by vocabulary rows; Megatron pads it to a multiple "
+                               "of 128 x tp: " +
+                               Str(padded) + ")");
+      if (!st.ok()) return st;
+    } else {
+      s.replicated = true;
+      s.boxes = {TpBox{std::vector<int64_t>(full.size(), 0), full}};
+    }
+    s.local_shape = s.boxes.front().shape;
+    const size_t dim = kind == ShardKind::kRow ? 1 : 0;
+    for (size_t i = 1; i < s.boxes.size(); ++i) s.local_shape[dim] += s.boxes[i].shape[dim];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace ds::plan

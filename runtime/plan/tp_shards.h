@@ -1,0 +1,43 @@
+// TensorParallelShards: what each tensor-parallel rank holds of every parameter, from the
+// graph's sharding hints and Megatron's rules (parallelism.md C):
+//   column  a linear's output features: rows [r F/t, (r+1) F/t) of [F, in] (and of its bias);
+//           the fused QKV of attention by heads: rank r's query heads, and the key / value
+//           heads they read (split when tp <= kv heads, replicated when tp exceeds them)
+//   row     a linear's input features: columns [r K/t, (r+1) K/t) of [out, K]
+//   vocab   embedding / head rows [r V/t, (r+1) V/t)
+//   replicated, none: the whole tensor
+// Every tp degree starts from the same full weights: a rank's shard is these boxes of the
+// full tensor the seed draws. Sizes the rules cannot split are refused naming the model key.
+//
+//   DS_ASSIGN_OR_RETURN(auto shards, TensorParallelShards(graph, /*tp=*/2, /*rank=*/1));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/graph/graph.h"
+
+namespace ds::plan {
+
+// A box [offset, offset + shape) of a parameter's full tensor (same rank).
+struct TpBox {
+  std::vector<int64_t> offset;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+};
+
+struct TpParamShard {
+  std::string name;
+  std::vector<int64_t> full_shape;
+  std::vector<int64_t> local_shape;  // the boxes stacked along the split dimension
+  std::vector<TpBox> boxes;          // in the order they are stacked
+  bool replicated = false;
+};
+
+// Graph parameters in graph order. InvalidArgument naming the model key and the numbers when
+// tp does not divide what a rule splits (n_head, n_kv_head, ffn, vocab_size).
+StatusOr<std::vector<TpParamShard>> TensorParallelShards(const Graph& graph, int tp, int rank);
+
+}  // namespace ds::plan
