@@ -17,7 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ -x bin/ds-launch && -x bin/ds-io-bench ]] || tools/build.sh
-DIR=${1:-$(mktemp -d -p "$PWD" zero_infinity.XXXXXX)}
+mkdir -p runs
+DIR=${1:-$(mktemp -d -p "$PWD/runs" zero_infinity.XXXXXX)}
 STEPS=${STEPS:-6}; LR=${LR:-2.0e-5}
 mkdir -p "$DIR/swap"
 echo "== ZeRO-Infinity, GPT-2 XL size, $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), swap on $(df -T "$DIR" | awk 'NR==2 {print $1" ("$2")"}')"
