@@ -181,7 +181,10 @@ proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job
   return s;
 }
 
-std::string FormatPlanSummary(const proto::PlanSummary& s) {
+namespace {
+
+// The job's settings, one line per concern.
+std::string FormatSettings(const proto::PlanSummary& s) {
   const proto::PlanSettings& c = s.settings();
   std::string out;
   out += Fmt("ds-plan: %s, world %d (dp %d, tp %d, pp %d)\n", s.job().c_str(), s.topology().world(),
@@ -216,14 +219,27 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
   out += Fmt("plan %s: %lld instructions per rank\n\n", s.hash().c_str(),
              (long long)s.instructions_per_rank());
 
+  return out;
+}
+
+// Columns: one per rank, or "each rank" when they all have the same numbers.
+std::vector<const proto::RankSummary*> Columns(const proto::PlanSummary& s, bool* same) {
   std::vector<const proto::RankSummary*> cols;
   for (const proto::RankSummary& r : s.ranks())
     if (cols.empty() || !SameNumbers(*cols.front(), r)) cols.push_back(&r);
-  const bool same = cols.size() == 1 && s.ranks_size() > 1;
+  *same = cols.size() == 1 && s.ranks_size() > 1;
   if (cols.size() > 1) {
     cols.clear();
     for (const proto::RankSummary& r : s.ranks()) cols.push_back(&r);
   }
+  return cols;
+}
+
+// Memory per rank beside the ZeRO paper and DeepSpeed's estimator.
+std::string FormatMemory(const proto::PlanSummary& s,
+                         const std::vector<const proto::RankSummary*>& cols, bool same) {
+  const proto::PlanSettings& c = s.settings();
+  std::string out;
   out +=
       Fmt("%-34s", c.states_on_device() ? "device memory per rank (MiB)" : "memory per rank (MiB)");
   for (const proto::RankSummary* r : cols)
@@ -260,6 +276,11 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
             s.deepspeed_offload_formula().c_str(), MiB(s.deepspeed_offload_device_bytes()).c_str(),
             MiB(s.deepspeed_offload_host_bytes()).c_str());
 
+  return out;
+}
+
+std::string FormatActivations(const proto::PlanSummary& s) {
+  std::string out;
   if (s.layer_activation_bytes() > 0) {
     out += Fmt("\nactivations of one transformer layer: %s MiB planned (in the graph's dtypes)\n",
                MiB(s.layer_activation_bytes()).c_str());
@@ -267,6 +288,16 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
       out += Fmt("  %-36s %-24s %10s MiB (16-bit, Korthikanti et al.)\n", f.setting().c_str(),
                  f.formula().c_str(), MiB(f.bytes()).c_str());
   }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatPlanSummary(const proto::PlanSummary& s) {
+  const proto::PlanSettings& c = s.settings();
+  bool same = false;
+  const std::vector<const proto::RankSummary*> cols = Columns(s, &same);
+  std::string out = FormatSettings(s) + FormatMemory(s, cols, same) + FormatActivations(s);
   out += Fmt("\n%-34s%7s %12s %9s\n",
              same ? "communication per step, each rank" : "communication per step, rank 0", "calls",
              "payload MiB", "sent MiB");
