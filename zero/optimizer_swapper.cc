@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -52,6 +53,45 @@ void RemoveDir(const std::string& dir) {
   rmdir(dir.c_str());
 }
 
+// SIGTERM / SIGINT / SIGHUP (ds-launch stop, Ctrl-C) would end the process without
+// destructors and leave the swap files (tens of GB) until the next run: the handler removes
+// them (unlink and rmdir are async-signal-safe) and then lets the signal do what it did. One
+// swapper per process is covered: the worker's (the last one created).
+struct SignalCleanup {
+  char paths[3][4096] = {};  // optimizer file, parameter file, directory
+  struct sigaction old[3];
+  std::atomic<bool> armed{false};
+};
+SignalCleanup g_cleanup;
+constexpr int kCleanupSignals[3] = {SIGTERM, SIGINT, SIGHUP};
+
+void RemoveOnSignal(int sig) {
+  if (g_cleanup.armed.exchange(false)) {
+    unlink(g_cleanup.paths[0]);
+    unlink(g_cleanup.paths[1]);
+    rmdir(g_cleanup.paths[2]);
+  }
+  for (int i = 0; i < 3; ++i)
+    if (kCleanupSignals[i] == sig) sigaction(sig, &g_cleanup.old[i], nullptr);
+  raise(sig);
+}
+
+void ArmSignalCleanup(const std::string& file, const std::string& params, const std::string& dir) {
+  const std::string* paths[3] = {&file, &params, &dir};
+  for (int i = 0; i < 3; ++i)
+    std::snprintf(g_cleanup.paths[i], sizeof(g_cleanup.paths[i]), "%s", paths[i]->c_str());
+  struct sigaction sa = {};
+  sa.sa_handler = RemoveOnSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) sigaction(kCleanupSignals[i], &sa, &g_cleanup.old[i]);
+  g_cleanup.armed = true;
+}
+
+void DisarmSignalCleanup() {
+  if (!g_cleanup.armed.exchange(false)) return;
+  for (int i = 0; i < 3; ++i) sigaction(kCleanupSignals[i], &g_cleanup.old[i], nullptr);
+}
+
 }  // namespace
 
 int RemoveStaleSwapDirs(const std::string& nvme_path) {
@@ -78,6 +118,7 @@ OptimizerSwapper::OptimizerSwapper(const proto::Plan& plan, ParamStore* params,
     : plan_(plan), params_(params), optimizer_(optimizer) {}
 
 OptimizerSwapper::~OptimizerSwapper() {
+  DisarmSignalCleanup();
   engine_.reset();  // finishes what is in flight
   for (IoFile* f : {&file_, &params_file_}) {
     const std::string path = f->path();
@@ -143,6 +184,7 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
                 Size(plan_.swap().param_file_bytes()));
   }
   DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
+  ArmSignalCleanup(file_.path(), params_file_.path(), dir_);
   DS_LOG_INFO("zero",
               "optimizer states on NVMe: {} ({}), {} sub-groups, {} swap buffers of {:.1f} MiB{}",
               file_.path(), Size(plan_.swap().file_bytes()), plan_.swap().sub_groups_size(),

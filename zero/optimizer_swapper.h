@@ -15,9 +15,10 @@
 //   DS_ASSIGN_OR_RETURN(CollectiveJob job, swapper->Start(swap_in));  // then job.wait()
 //   DS_RETURN_IF_ERROR(swapper->Step(step, lr, grad_scale));
 //
-// Files: <nvme_path>/ds-swap/rank<R>-pid<P>/optimizer.swp, preallocated at creation (so a full
-// disk is refused before the first step), removed with the swapper; directories that a killed
-// run left behind (their pid gone) are removed at creation. Not thread-safe: the step runner's
+// Files: <nvme_path>/ds-swap/rank<R>-pid<P>/{optimizer,params}.swp, preallocated at creation (so
+// a full disk is refused before the first step), removed with the swapper or on SIGTERM /
+// SIGINT / SIGHUP; directories a SIGKILLed run left behind (their pid gone) are removed at
+// creation. Not thread-safe: the step runner's
 // thread drives it (the I/O runs on the engine's rings).
 #pragma once
 

@@ -6,7 +6,8 @@
 # moments), at ZeRO stages 1, 2 and 3, DP = 1 and 2 (DeepSpeed #2272: NVMe offload once trained
 # far worse than CPU offload and no test saw it). Then: a run saved at step 10 resumes with the
 # states on NVMe to the same bytes at step 20; kill -9 of a rank in the middle of its swaps
-# leaves the last checkpoint loadable and the next run removes the killed run's swap files; the
+# leaves the last checkpoint loadable and the next run removes the killed run's swap files, and
+# SIGTERM removes them at once; the
 # swap directory is empty after every clean exit; a swap directory without room for the file is
 # refused before any step with the key, the path and both sizes; with device.type cuda (on the
 # host-emulated device) the NVMe states give the CPU-offload run's bytes.
@@ -184,6 +185,25 @@ if [[ -n $victim ]] && [[ -n $(find "$BASE/swap" -name optimizer.swp) ]]; then
   fi
 else
   fail "kill -9: no worker with a swap file to kill"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
+fi
+
+# SIGTERM (what ds-launch stop and the agent send) ends a rank without destructors: its swap
+# files (tens of GB at scale) must go with it, not wait for the next run.
+job "$BASE/term.yaml" 1 2 nvme "$BASE/ck_term" 100000
+timeout 120 "$LAUNCH" "$BASE/term.yaml" --hostfile "$BASE/hosts1" --worker "$WORKER" --agent "$AGENT" \
+  --heartbeat 0.5 > "$BASE/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 400); do [[ -n $(find "$BASE/swap" -name optimizer.swp) ]] && break; sleep 0.05; done
+sleep 0.5
+victim=$(pgrep -f "ds-worker.*term.yaml" | head -1)
+if [[ -n $victim ]]; then
+  kill -TERM "$victim"
+  wait "$launcher" 2>/dev/null
+  if swap_empty && [[ -z $(find "$BASE/swap/ds-swap" -mindepth 1 -type d 2>/dev/null) ]]; then
+    pass "SIGTERM of a rank removes its swap files and directory"
+  else fail "SIGTERM left: $(find "$BASE/swap" | tail -3)"; fi
+else
+  fail "SIGTERM: no worker to stop"; kill "$launcher" 2>/dev/null; wait "$launcher" 2>/dev/null
 fi
 
 # The swap file lost under a running job (truncated by someone else): the next swap-in fails with
