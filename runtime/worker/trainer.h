@@ -139,6 +139,9 @@ class Trainer {
   Status StoreSwappedStates();
   Status InitializeStreaming();
   void ReportSwaps(StepMetrics* m);  // trainer_swap.cc
+  // Before a checkpoint: the NVMe states read back into memory, or an error when they would not
+  // fit what the system has available.
+  Status StageSwappedStates();
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);
@@ -169,6 +172,9 @@ class Trainer {
   int64_t total_steps_ = 0;
   int64_t seq_ = 0;
 };
+
+// MemAvailable of this machine (bytes), 0 when /proc/meminfo cannot be read.
+int64_t AvailableMemoryBytes();
 
 // True when `root` holds a `latest` checkpoint pointer.
 bool HasLatestCheckpoint(const std::string& root);

@@ -281,7 +281,19 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
 
 Status Trainer::SaveCheckpoint() {
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
-  if (swapper_) DS_RETURN_IF_ERROR(swapper_->Load());  // the states back into memory, for now
+  // Every rank stages, or none saves (the sharded save is collective; every rank of a plan that
+  // swaps has a swapper).
+  const Status staged = StageSwappedStates();
+  bool stage_failed = false;
+  if (swapper_) {
+    DS_ASSIGN_OR_RETURN(stage_failed, AnyRank(host_comm_, !staged.ok()));
+  }
+  if (stage_failed) {
+    if (swapper_) swapper_->ReleaseMemory();
+    if (device_states_) device_states_->ReleaseHostCopies();
+    return staged.ok() ? AbortedError("checkpoint: another rank could not stage its NVMe states")
+                       : staged;
+  }
   ckpt::CheckpointContents c;
   c.step = step_;
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());

@@ -3,6 +3,8 @@
 // the per-step report of its I/O.
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <string>
 
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
@@ -59,6 +61,35 @@ Status Trainer::InitializeStreaming() {
               params_->num_parameters() / 1e6, io.bytes_written / 1e9,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return OkStatus();
+}
+
+// The checkpoint writers read the master and optimizer states from the ParamStore's and the
+// Optimizer's (sparse) buffers, so a save with the states on NVMe reads them back there first,
+// whole, and hands the pages back after. When that would not fit the memory the system has free,
+// the save is refused with the numbers before anything is read (the last checkpoint stays the
+// latest) rather than the rank being killed for memory. Streaming the states from the swap file
+// into the checkpoint would lift the limit.
+Status Trainer::StageSwappedStates() {
+  if (!swapper_) return OkStatus();
+  const int64_t need = swapper_->file_bytes();
+  const int64_t avail = AvailableMemoryBytes();
+  if (avail > 0 && need > avail)
+    return ResourceExhaustedError(
+        "checkpoint: rank " + std::to_string(comm_->rank()) + " would stage its " +
+        std::to_string(need) + " bytes of NVMe optimizer states in memory to save them, and " +
+        std::to_string(avail) + " bytes are available; the save is refused");
+  return swapper_->Load();
+}
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
 }
 
 // One line per step: what the swaps moved, how fast, and how much of it compute hid.
