@@ -60,6 +60,19 @@ struct OpArgs {
 
 using KernelFn = std::function<Status(const OpArgs&)>;
 
+// How the tensor-parallel planner (runtime/plan/tp_graph.h) partitions a node of this op over the
+// tp ranks, from the sharding of its inputs (parallelism.md C, Megatron's rules):
+enum class TpRule : uint8_t {
+  kNone,          // cannot be partitioned: a graph holding it trains at tensor 1 only
+  kReplicated,    // every rank runs it whole on replicated inputs (norms, position embedding)
+  kElementwise,   // follows its inputs: sharded in, sharded out; replicated in, replicated out
+  kLinear,        // by its weight's hint: column (output features), row (input features, the
+                  // partial sums all-reduced), vocab (the head's rows)
+  kHeads,         // attention and rope: the ranks' query heads and the key/value heads they read
+  kEmbedding,     // vocab-parallel lookup: rows outside the rank's range give zeros, all-reduced
+  kCrossEntropy,  // vocab-parallel: max, sum of exponentials and the target logit all-reduced
+};
+
 // Describes one op independent of device.
 struct OpDef {
   std::string name;
@@ -82,6 +95,7 @@ struct OpDef {
   uint32_t backward_reads_outputs = 0;
   // Inputs that never take a gradient (token ids, targets).
   uint32_t non_differentiable_inputs = 0;
+  TpRule tp_rule = TpRule::kNone;
 };
 
 // FLOPs proportional to the first input's elements: `forward` and `backward` per element.

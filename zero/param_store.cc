@@ -85,11 +85,42 @@ void* ParamStore::FlatGradPtr(int64_t i) const {
   return static_cast<char*>(grads_.data()) + (it->arena_offset + (i - it->flat_begin)) * size;
 }
 
+namespace {
+
+// `n` values of `init` from `gen`.
+void Draw(const InitSpec& init, std::mt19937_64& gen, float* p, int64_t n) {
+  switch (init.kind) {
+    case InitSpec::kZeros:
+      std::fill(p, p + n, 0.0f);
+      break;
+    case InitSpec::kOnes:
+      std::fill(p, p + n, 1.0f);
+      break;
+    case InitSpec::kConstant:
+      std::fill(p, p + n, init.value);
+      break;
+    case InitSpec::kNormal: {
+      std::normal_distribution<float> dist(init.mean, init.std);
+      for (int64_t i = 0; i < n; ++i) p[i] = dist(gen);
+      break;
+    }
+    case InitSpec::kUniform: {
+      std::uniform_real_distribution<float> dist(init.low, init.high);
+      for (int64_t i = 0; i < n; ++i) p[i] = dist(gen);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 void ParamStore::Initialize(const Graph& graph, uint64_t seed,
-                            const std::function<void(int64_t, int64_t)>& done) {
+                            const std::function<void(int64_t, int64_t)>& done,
+                            const InitSlicer* slicer) {
   // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
-  std::vector<float> one;
-  for (const ParamSlot& s : slots_) {
+  std::vector<float> one, full;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const ParamSlot& s = slots_[i];
     const InitSpec& init = graph.tensors[s.tensor].init;
     float* p = master_.f32() + s.offset;
     if (master_sharded_) {
@@ -97,26 +128,14 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed,
       p = one.data();
     }
     std::mt19937_64 gen(seed ^ Fnv1a(s.name));
-    switch (init.kind) {
-      case InitSpec::kZeros:
-        std::fill(p, p + s.numel, 0.0f);
-        break;
-      case InitSpec::kOnes:
-        std::fill(p, p + s.numel, 1.0f);
-        break;
-      case InitSpec::kConstant:
-        std::fill(p, p + s.numel, init.value);
-        break;
-      case InitSpec::kNormal: {
-        std::normal_distribution<float> dist(init.mean, init.std);
-        for (int64_t i = 0; i < s.numel; ++i) p[i] = dist(gen);
-        break;
-      }
-      case InitSpec::kUniform: {
-        std::uniform_real_distribution<float> dist(init.low, init.high);
-        for (int64_t i = 0; i < s.numel; ++i) p[i] = dist(gen);
-        break;
-      }
+    const int slot = static_cast<int>(i);
+    const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
+    if (whole == s.numel) {
+      Draw(init, gen, p, s.numel);
+    } else {
+      full.resize(whole);
+      Draw(init, gen, full.data(), whole);
+      slicer->take(slot, full.data(), p);
     }
     if (master_sharded_) SetRange(s.offset, s.numel, p);
     if (done) done(s.offset + s.numel, s.numel);

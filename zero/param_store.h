@@ -76,6 +76,13 @@ struct ParamSlot {
   bool decay = true;  // weight decay applies (matrices and embeddings, not biases/norms)
 };
 
+// Tensor parallelism: parameter `slot` (graph parameter order) is a slice of a tensor of
+// full_numel(slot) values; take(slot, full, local) copies the slice out of the full values.
+struct InitSlicer {
+  std::function<int64_t(int slot)> full_numel;
+  std::function<void(int slot, const float* full, float* local)> take;
+};
+
 class ParamStore {
  public:
   // Lays out every param of `graph`; `model_dtype` is f32, bf16 or f16. `sparse_host`: the
@@ -88,8 +95,11 @@ class ParamStore {
   // (seed, parameter name), so values do not depend on declaration order; syncs model.
   // `done`, when given, is called after each parameter with the flat end of what is set so far
   // and that parameter's elements (the NVMe swapper stores finished sub-groups meanwhile).
+  // `slicer`, when given (tensor parallelism), draws each parameter's full tensor from the same
+  // stream and keeps the rank's slice, so every tp degree starts from the same full weights.
   void Initialize(const Graph& graph, uint64_t seed,
-                  const std::function<void(int64_t flat_end, int64_t numel)>& done = {});
+                  const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
+                  const InitSlicer* slicer = nullptr);
   // The shard position below which every owned element has a flat index < flat_end.
   int64_t ShardBound(int64_t flat_end) const;
   // Copies master -> model copy where this rank owns it (no-op when the master is the

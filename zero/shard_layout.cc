@@ -13,6 +13,11 @@ std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank)
   return {begin, std::max(begin, end)};
 }
 
+int DpRankOf(const proto::Plan& plan, int rank) {
+  const int tp = std::max(1, plan.topology().tp()), dp = std::max(1, plan.topology().dp());
+  return rank / tp % dp;
+}
+
 ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
   ShardLayout layout;
   const int stage = plan.settings().zero_stage();
@@ -25,7 +30,7 @@ ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
     return layout;
   }
   for (const proto::PartitionUnit& u : plan.partition().units()) {
-    auto [begin, end] = OwnedOfUnit(u, rank);
+    auto [begin, end] = OwnedOfUnit(u, DpRankOf(plan, rank));
     end = std::min(end, total);
     if (end > begin) layout.segments.push_back({begin, end - begin, u.shard_offset()});
   }

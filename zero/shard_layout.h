@@ -20,6 +20,10 @@ namespace ds::zero {
 // partition unit, in shard space, at stage 3 (with the gradient bucket arena from stage 2).
 ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total_elements);
 
+// World rank `rank`'s place in its data-parallel group: what indexes the partition's chunks
+// (Megatron's grid order, runtime/plan/parallel_grid.h: tp fastest, then dp).
+int DpRankOf(const proto::Plan& plan, int rank);
+
 // The flat range [first, second) rank `rank` owns of unit `u` (empty past the unit's end).
 std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank);
 

@@ -266,8 +266,15 @@ ZeroCollectives::~ZeroCollectives() = default;
 
 Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
                               char* stage_in, char* stage_out, CollectiveJob* job) {
-  const Op op{*plan_,   in,        rank_,      std::max(1, plan_->topology().dp()), v, comm,
-              stage_in, stage_out, comm_dtype_};
+  const Op op{*plan_,
+              in,
+              DpRankOf(*plan_, rank_),
+              std::max(1, plan_->topology().dp()),
+              v,
+              comm,
+              stage_in,
+              stage_out,
+              comm_dtype_};
   const bool reduce =
       in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
   if (reduce) return in.units_size() > 0 ? ReduceUnits(op, job) : ReduceRanges(op, job);
@@ -372,9 +379,14 @@ Status ZeroCollectives::CheckParts() const {
   return OkStatus();
 }
 
+parallel::Communicator* ZeroCollectives::ScalarComm(const Instruction& in) const {
+  auto it = parts_.groups.find(in.collective().group());
+  return it != parts_.groups.end() ? it->second : parts_.host_comm;
+}
+
 Status ZeroCollectives::AllReduceMean(const Instruction& in, float* value) {
   DS_RETURN_IF_ERROR(AllReduceScalar(in, value, /*max=*/false));
-  const int size = in.collective().placement() == proto::LOCAL ? 1 : parts_.host_comm->size();
+  const int size = in.collective().placement() == proto::LOCAL ? 1 : ScalarComm(in)->size();
   *value = *value / size;
   return OkStatus();
 }
@@ -389,8 +401,8 @@ std::string ZeroCollectives::DeviceStatesLine() const {
 
 Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, bool max) {
   if (in.collective().placement() == proto::LOCAL) return OkStatus();
-  return parts_.host_comm->AllReduce(parallel::BufferView(value, 1),
-                                     max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
+  return ScalarComm(in)->AllReduce(parallel::BufferView(value, 1),
+                                   max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
 }
 
 // The partial sums travel as their 8 bytes (an all-gather moves them exactly) and every rank adds
@@ -398,12 +410,13 @@ Status ZeroCollectives::AllReduceScalar(const Instruction& in, float* value, boo
 // the ranks (another partition, or offload_param's 4 KiB chunks, gives the same float).
 Status ZeroCollectives::AllReduceSumExact(const Instruction& in, double* value) {
   if (in.collective().placement() == proto::LOCAL) return OkStatus();
-  const int n = parts_.host_comm->size();
+  parallel::Communicator* comm = ScalarComm(in);
+  const int n = comm->size();
   float mine[2];
   std::memcpy(mine, value, sizeof(double));
   std::vector<float> all(2 * static_cast<size_t>(n));
-  DS_RETURN_IF_ERROR(parts_.host_comm->AllGather(parallel::BufferView(mine, 2),
-                                                 parallel::BufferView(all.data(), 2 * n)));
+  DS_RETURN_IF_ERROR(
+      comm->AllGather(parallel::BufferView(mine, 2), parallel::BufferView(all.data(), 2 * n)));
   double sum = 0;
   for (int r = 0; r < n; ++r) {
     double part;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct ZeroParts {
   parallel::Communicator* comm = nullptr;       // the data-parallel group
   parallel::Communicator* host_comm = nullptr;  // the same ranks on host memory; null: comm
   OptimizerSwapper* swapper = nullptr;          // offload_optimizer nvme
+  // Host communicators of the other groups the plan's scalars name (the gradient norm and the
+  // overflow flag over "world" with tensor parallelism), by ProcessGroup name.
+  std::map<std::string, parallel::Communicator*> groups;
 };
 
 class ZeroCollectives {
@@ -78,6 +82,9 @@ class ZeroCollectives {
   Status AllReduceSumExact(const proto::Instruction& in, double* value);
   // The same, summed and divided by the group's size: the mean over the ranks.
   Status AllReduceMean(const proto::Instruction& in, float* value);
+  // The host communicator a scalar instruction's group names: one of ZeroParts::groups, else
+  // the data-parallel one.
+  parallel::Communicator* ScalarComm(const proto::Instruction& in) const;
 
   // "model states on <device>: N MiB allocated; host " with device states, else empty.
   std::string DeviceStatesLine() const;

@@ -1,7 +1,8 @@
 // embedding: out[..., :] = weight[ids[...], :]; ids int32 [B, T], weight [V, C] -> [B, T, C].
 // Backward scatter-adds dout rows into dweight (ids take no gradient). Threads split the
 // channels, not the tokens, so repeated ids never race and the sum order is fixed.
-// Backward reads ids only.
+// Backward reads ids only. Vocab-parallel (attrs vocab_start, vocab_size): the weight holds rows
+// [vocab_start, vocab_start + V) of vocab_size; other ids give zero rows and no gradient.
 #include <algorithm>
 #include <cstring>
 
@@ -11,11 +12,14 @@
 namespace ds::kernels::cpu {
 namespace {
 
+int64_t Start(const OpArgs& args) { return args.attrs ? args.attrs->Int("vocab_start", 0) : 0; }
+
 Status Forward(const OpArgs& args) {
   const int32_t* ids = args.in[0].i32();
   const Tensor& weight = args.in[1];
   const int64_t n = args.in[0].numel();
-  const int64_t vocab = weight.dim(0);
+  const int64_t rows = weight.dim(0), start = Start(args);
+  const int64_t vocab = args.attrs ? args.attrs->Int("vocab_size", rows) : rows;
   const int64_t c = weight.dim(1);
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= vocab)
@@ -26,8 +30,13 @@ Status Forward(const OpArgs& args) {
   float* out = args.out[0].f32();
   ParallelFor(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
               [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i)
-                  std::memcpy(out + i * c, w + ids[i] * c, c * sizeof(float));
+                for (int64_t i = begin; i < end; ++i) {
+                  const int64_t row = ids[i] - start;
+                  if (row >= 0 && row < rows)
+                    std::memcpy(out + i * c, w + row * c, c * sizeof(float));
+                  else
+                    std::memset(out + i * c, 0, c * sizeof(float));
+                }
               });
   return OkStatus();
 }
@@ -37,6 +46,7 @@ Status Backward(const OpArgs& args) {
   const int32_t* ids = args.in[0].i32();
   const int64_t n = args.in[0].numel();
   const int64_t c = args.in[1].dim(1);
+  const int64_t rows = args.in[1].dim(0), start = Start(args);
   const float* dout = args.grad_out[0].f32();
   float* dw = args.grad_in[1].f32();
   // Parallel over channel slices of at least 16 floats (one cache line).
@@ -45,7 +55,9 @@ Status Backward(const OpArgs& args) {
               [&](int64_t begin, int64_t end) {
                 const int64_t c0 = begin * 16, c1 = std::min(c, end * 16);
                 for (int64_t i = 0; i < n; ++i) {
-                  float* dst = dw + ids[i] * c;
+                  const int64_t row = ids[i] - start;
+                  if (row < 0 || row >= rows) continue;
+                  float* dst = dw + row * c;
                   const float* src = dout + i * c;
                   for (int64_t j = c0; j < c1; ++j) dst[j] += src[j];
                 }

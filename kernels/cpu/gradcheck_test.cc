@@ -143,6 +143,17 @@ TEST_CASE("gradcheck: embeddings and linear", "[kernels][gradcheck]") {
          {},
          Inputs(IntTensor({2, 5}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3}), RandomTensor({10, 6}, rng))});
   }
+  SECTION("vocab-parallel embedding: ids outside the shard take no gradient") {
+    Attrs a;
+    a.SetInt("vocab_start", 4);
+    a.SetInt("vocab_size", 12);
+    CheckGradients(
+        {"embedding", a,
+         Inputs(IntTensor({2, 5}, {3, 4, 7, 11, 5, 9, 2, 6, 5, 8}), RandomTensor({4, 6}, rng))});
+  }
+  SECTION("bias_add") {
+    CheckGradients({"bias_add", {}, Inputs(RandomTensor({2, 3, 7}, rng), RandomTensor({7}, rng))});
+  }
   SECTION("position_embedding") {
     CheckGradients({"position_embedding",
                     {},
@@ -226,9 +237,25 @@ TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
 }
 
 TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
-  const std::set<std::string> covered = {
-      "add",    "attention", "cross_entropy",      "dropout", "embedding", "gelu", "layernorm",
-      "linear", "mul",       "position_embedding", "rmsnorm", "rope",      "silu"};
+  // vocab_max, vocab_ce_stats and vocab_ce_loss take no gradient but the logits' (the chain
+  // against cross_entropy in tensor_parallel_test.cc).
+  const std::set<std::string> covered = {"add",
+                                         "attention",
+                                         "bias_add",
+                                         "cross_entropy",
+                                         "dropout",
+                                         "embedding",
+                                         "gelu",
+                                         "layernorm",
+                                         "linear",
+                                         "mul",
+                                         "position_embedding",
+                                         "rmsnorm",
+                                         "rope",
+                                         "silu",
+                                         "vocab_max",
+                                         "vocab_ce_stats",
+                                         "vocab_ce_loss"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

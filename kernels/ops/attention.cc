@@ -31,6 +31,7 @@ double BackwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "attention";
+  def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head"};
   def.infer = Infer;
   def.saved = [](const Attrs& attrs, const std::vector<TensorSpec>& in) {

@@ -10,6 +10,7 @@ namespace {
 OpDef Def() {
   OpDef def;
   def.name = "dropout";
+  def.tp_rule = TpRule::kElementwise;
   def.attr_names = {"p"};
   def.infer = [](const Attrs& attrs, const std::vector<TensorSpec>& in,
                  std::vector<TensorSpec>* out) {

@@ -26,6 +26,7 @@ constexpr Elementwise kOps[] = {
 OpDef Def(const Elementwise& e) {
   OpDef def;
   def.name = e.name;
+  def.tp_rule = TpRule::kElementwise;
   def.min_inputs = def.max_inputs = e.inputs;
   const std::string name = e.name;
   const int inputs = e.inputs;

@@ -21,7 +21,11 @@ Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<Tensor
 OpDef Def() {
   OpDef def;
   def.name = "embedding";
+  def.tp_rule = TpRule::kEmbedding;
   def.min_inputs = def.max_inputs = 2;
+  // Vocab-parallel (tensor parallelism): the weight holds rows [vocab_start, vocab_start + V_local)
+  // of a vocabulary of vocab_size; other ids give zero rows (the ranks' outputs are summed).
+  def.attr_names = {"vocab_start", "vocab_size"};
   def.infer = Infer;
   def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
     return 0.0;  // a gather

@@ -27,6 +27,7 @@ Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<Tensor
 OpDef Def() {
   OpDef def;
   def.name = "position_embedding";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 2;
   def.infer = Infer;
   SetPerElementFlops(&def, 1.0, 2.0);

@@ -29,6 +29,7 @@ double Flops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "rope";
+  def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head", "theta"};
   def.infer = Infer;
   def.forward_flops = Flops;

@@ -124,7 +124,6 @@ Status Executor::Build() {
       return UnimplementedError("executor: no " + std::string(DeviceName(kd)) + "/" +
                                 DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " +
                                 n.name + ")");
-    first_block_ = std::min(first_block_, n.block);
     std::vector<TensorSpec> in;
     for (int t : n.inputs) in.push_back(f32_specs[t]);
     if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
@@ -310,21 +309,44 @@ Status Executor::Backward(float loss_grad, uint64_t seed) {
   return BackwardBlocks(loss_grad, seed, -1, graph_->num_blocks);
 }
 
+std::pair<int, int> Executor::NodesOfBlocks(int first_block, int last_block) const {
+  int begin = static_cast<int>(nodes_.size()), end = 0;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    const int b = nodes_[i]->node->block;
+    if (b < first_block || b > last_block) continue;
+    begin = std::min(begin, i);
+    end = i + 1;
+  }
+  return {std::min(begin, end), end};
+}
+
+Tensor Executor::TensorData(int tensor, bool grad) const {
+  if (tensor < 0 || tensor >= static_cast<int>(views_.size())) return Tensor();
+  return grad ? grad_views_[tensor] : views_[tensor];
+}
+
 Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
+  const auto [begin, end] = NodesOfBlocks(first_block, last_block);
+  return ForwardNodes(seed, begin, end);
+}
+
+Status Executor::ForwardNodes(uint64_t seed, int node_begin, int node_end) {
   using Clock = std::chrono::steady_clock;
+  const int total = static_cast<int>(nodes_.size());
+  if (node_begin < 0 || node_end > total || node_begin >= node_end) return OkStatus();
   if (device_) {
     opt_.memory->Bind();
-    DS_RETURN_IF_ERROR(SyncParamsToDevice(first_block, last_block));
-    if (first_block <= first_block_)
+    DS_RETURN_IF_ERROR(
+        SyncParamsToDevice(nodes_[node_begin]->node->block, nodes_[node_end - 1]->node->block));
+    if (node_begin == 0)
       DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(device_inputs_, data_arena_.data(),
                                                    2 * opt_.batch * opt_.seq * sizeof(int32_t)));
   }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  for (int i = node_begin; i < node_end; ++i) {
     NodeExec& ne = *nodes_[i];
-    if (ne.node->block < first_block || ne.node->block > last_block) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     if (!ne.params.empty()) WidenParams(ne);
-    ne.args.seed = Mix(seed, i);
+    ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
     Status s = ne.kernel->forward(ne.args);
     if (!s.ok()) return s.WithPrefix("forward of node \"" + ne.node->name + "\"");
     if (profiling_) {
@@ -335,7 +357,7 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
       ++p.calls;
     }
   }
-  if (device_ && last_block >= graph_->num_blocks) {
+  if (device_ && node_end == total) {
     const Tensor& l = views_[graph_->loss];
     uint16_t half = 0;
     DS_RETURN_IF_ERROR(
@@ -347,12 +369,22 @@ Status Executor::ForwardBlocks(uint64_t seed, int first_block, int last_block) {
 }
 
 Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block) {
+  const auto [begin, end] = NodesOfBlocks(first_block, last_block);
+  return BackwardNodes(loss_grad, seed, begin, end);
+}
+
+Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end) {
   if (!opt_.training) return FailedPreconditionError("executor: Backward on an inference executor");
   using Clock = std::chrono::steady_clock;
+  const int total = static_cast<int>(nodes_.size());
+  if (node_begin < 0 || node_end > total || node_begin >= node_end) return OkStatus();
+  const int first_block = nodes_[node_begin]->node->block;
+  const int last_block = nodes_[node_end - 1]->node->block;
+  const bool seeds = node_end == total;
   if (device_) {
     opt_.memory->Bind();
     DS_RETURN_IF_ERROR(SyncParamsToDevice(first_block, last_block));
-    if (last_block >= graph_->num_blocks) {
+    if (seeds) {
       const Tensor& seed_grad = grad_views_[graph_->loss];
       uint16_t half = 0;
       if (seed_grad.dtype() != DType::kF32) StoreFloat(&half, seed_grad.dtype(), 0, loss_grad);
@@ -361,19 +393,18 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
           seed_grad.dtype() == DType::kF32 ? static_cast<const void*>(&loss_grad) : &half,
           DTypeSize(seed_grad.dtype())));
     }
-  } else if (last_block >= graph_->num_blocks) {
+  } else if (seeds) {
     grad_views_[graph_->loss].f32()[0] = loss_grad;
   }
-  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+  for (int i = node_end - 1; i >= node_begin; --i) {
     NodeExec& ne = *nodes_[i];
-    if (ne.node->block < first_block || ne.node->block > last_block) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
     for (const Tensor& t : ne.zero_before_backward) DS_RETURN_IF_ERROR(ZeroTensor(t));
     if (!ne.params.empty()) {
       WidenParams(ne);
       for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
     }
-    ne.args.seed = Mix(seed, i);
+    ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
     Status s = ne.kernel->backward(ne.args);
     if (!s.ok()) return s.WithPrefix("backward of node \"" + ne.node->name + "\"");
     if (!ne.params.empty()) NarrowGrads(ne);
@@ -395,7 +426,6 @@ Status Executor::BuildDevice() {
   // ZeRO-3 with the states on the device reads their gather arena (device_param_at); with them
   // on the host (ZeRO-Offload), each block range's span of the gathered host parameters is
   // uploaded before it runs (SyncParamsToDevice).
-  first_block_ = graph_->num_blocks;
   if (opt_.device_params || opt_.device_param_at) {
     if (opt_.training && !opt_.device_grad_at)
       return InvalidArgumentError(where + ": device_params without device_grad_at");

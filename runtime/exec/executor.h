@@ -81,6 +81,9 @@ class Executor {
   // num_blocks = the head and loss): the step planner's FORWARD instruction. Blocks must be
   // run in order; together they equal Forward().
   Status ForwardBlocks(uint64_t seed, int first_block, int last_block);
+  // Runs nodes [node_begin, node_end): the step planner's FORWARD instruction, a block range or
+  // a part of one cut at a tensor-parallel collective. Ranges must be run in order.
+  Status ForwardNodes(uint64_t seed, int node_begin, int node_end);
   float loss() const { return device_ ? loss_host_ : views_[graph_->loss].f32()[0]; }
   // Backpropagates dL/dloss = `loss_grad` (e.g. loss_scale / accumulation_steps) and
   // accumulates parameter gradients into the ParamStore. Needs the preceding Forward.
@@ -89,6 +92,12 @@ class Executor {
   // instruction. The first call of a step must include the loss block (num_blocks), which
   // seeds dL/dloss = `loss_grad`.
   Status BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block);
+  // Backward of nodes [node_begin, node_end), last node first; a range that ends with the last
+  // node seeds dL/dloss = `loss_grad`.
+  Status BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end);
+  // The memory of tensor `tensor`'s forward value, or of its gradient (undefined Tensor when it
+  // has none): what a tensor-parallel all-reduce works on in place.
+  Tensor TensorData(int tensor, bool grad) const;
   // Device path with the states on the host: adds the gradients still on their way from the
   // device into the ParamStore. A no-op otherwise.
   Status FinishGradients();
@@ -124,6 +133,8 @@ class Executor {
   // (optional) marks their slots.
   std::pair<int64_t, int64_t> BlockParamSpan(int first_block, int last_block,
                                              std::vector<bool>* touched) const;
+  // Nodes [first, second) of blocks [first_block, last_block] (nodes are grouped by block).
+  std::pair<int, int> NodesOfBlocks(int first_block, int last_block) const;
   // Copies the gradients blocks [first_block, last_block] touched to the host (async) and
   // zeroes them on the device; FinishGradients adds them into the ParamStore.
   Status SendParamGradsToHost(int first_block, int last_block);
@@ -149,7 +160,6 @@ class Executor {
   char* device_inputs_ = nullptr;
   uint64_t uploaded_version_ = ~0ull;
   float loss_host_ = 0;
-  int first_block_ = 0;                       // lowest block of any node: it loads the inputs
   std::vector<std::vector<int>> node_slots_;  // per node: indices of the param slots it reads
   // Gradients on their way to the host (Note [Device gradients]): page-locked staging of
   // staging_bytes_, the flat span [sent_lo_, ...) it holds, and the slots to add.

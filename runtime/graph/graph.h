@@ -56,6 +56,10 @@ struct NodeInfo {
   std::vector<int> outputs;  // tensor indices
   kernels::Attrs attrs;
   int block = 0;  // -1 before the first block, num_blocks after the last
+  // What the node's random stream (dropout) is derived from: -1, its index. A graph rewritten
+  // for tensor parallelism keeps the original node's index, so that replicated regions draw
+  // the same masks at every tp degree (Megatron's model-parallel RNG rule).
+  int64_t seed_id = -1;
 };
 
 struct Graph {

@@ -1,13 +1,13 @@
 #include "runtime/plan/plan_builder.h"
 
-#include "runtime/plan/tp_shards.h"
-
 #include <string>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/plan_hash.h"
+#include "runtime/plan/tp_plan.h"
+#include "runtime/plan/tp_shards.h"
 #include "zero/plan/zero_builder.h"
 
 namespace ds::plan {
@@ -28,15 +28,18 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
     return Bad("topology", "tp " + Str(topo.tp) + " and pp " + Str(topo.pp) +
                                " differ from parallel.tensor " + Str(c.tensor) +
                                " and parallel.pipeline " + Str(c.pipeline));
-  // The grid (parallel_grid.h) is ready; the builders that split the graph over it are not.
-  if (topo.tp > 1 || topo.pp > 1 || c.sequence_parallel)
+  // The grid (parallel_grid.h) is ready; the pipeline and sequence-parallel builders are not.
+  if (topo.pp > 1 || c.sequence_parallel)
     return UnimplementedError(
-        "plan: parallel.tensor " + Str(topo.tp) + ", parallel.pipeline " + Str(topo.pp) +
+        "plan: parallel.pipeline " + Str(topo.pp) +
         (c.sequence_parallel ? ", sequence_parallel" : "") + " (grid pp " + Str(topo.pp) +
         " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
-        "): tensor, sequence and pipeline parallelism are not planned yet; set them to 1 and "
-        "false to train data-parallel over all " +
-        Str(topo.world) + " ranks");
+        "): pipeline and sequence parallelism are not planned yet; set them to 1 and false");
+  if (topo.tp > 1 && c.states_on_device)
+    return UnimplementedError(
+        "plan: parallel.tensor " + Str(topo.tp) +
+        " with the model states on the device: the tensor-parallel all-reduces run on host "
+        "activations (Gloo) only so far; train on the CPU or set parallel.tensor 1");
   DS_RETURN_IF_ERROR(zero::CheckZeroSettings(c));
   if (c.seq_len < 1) return Bad("seq_len", "must be >= 1, got " + Str(c.seq_len));
   if (c.optimizer_states < 0)
@@ -100,9 +103,6 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
       w->set_param_buffer_size(c.param_buffer_size);
     }
   }
-  proto::ProcessGroup* g = plan->add_groups();
-  g->set_name(zero::kDpGroup);
-  for (int r = 0; r < topo.dp; ++r) g->add_ranks(r);
 }
 
 }  // namespace
@@ -113,10 +113,15 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
+  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
+                      ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
+  // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
+  auto local = TensorParallelGraph(graph, topology.tp, 0);
+  if (!local.ok()) return local.status().WithPrefix("plan");
   DS_ASSIGN_OR_RETURN(ModelFacts facts,
-                      AnalyzeModel(graph, resolved.micro_batch_size, config.seq_len));
+                      AnalyzeModel(local->graph, resolved.micro_batch_size, config.seq_len));
   proto::Plan plan;
   EchoSettings(resolved, topology, &plan);
   auto shape = [&graph](const char* key) {
@@ -124,6 +129,10 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
     return it == graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
   };
   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, resolved, topology.dp, &plan));
+  if (topology.tp > 1)
+    DS_RETURN_IF_ERROR(
+        InsertTpCollectives(*local, resolved.micro_batch_size, config.seq_len, &plan));
+  DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, *local, &plan));
   plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
   plan.mutable_model()->set_n_embd(shape("n_embd"));
   plan.mutable_model()->set_n_head(static_cast<int>(shape("n_head")));

@@ -34,14 +34,23 @@ class ExecutorCompute final : public StepCompute {
  public:
   ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {}
   Status LoadMicrobatch() override { return d_->Next(e_->ids(), e_->targets()); }
-  Status Forward(uint64_t seed, int first, int last) override {
-    return e_->ForwardBlocks(seed, first, last);
+  Status Forward(uint64_t seed, const Instruction& in) override {
+    return e_->ForwardNodes(seed, in.node_begin(), in.node_end());
   }
   float loss() const override { return e_->loss(); }
-  Status Backward(float loss_grad, uint64_t seed, int first, int last) override {
-    return e_->BackwardBlocks(loss_grad, seed, first, last);
+  Status Backward(float loss_grad, uint64_t seed, const Instruction& in) override {
+    return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
   Status FinishGradients() override { return e_->FinishGradients(); }
+  StatusOr<float*> TensorData(int tensor, bool grad, int64_t count) override {
+    const Tensor t = e_->TensorData(tensor, grad);
+    if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
+      return InvalidArgumentError("the plan all-reduces " + std::to_string(count) +
+                                  " fp32 values of tensor " + std::to_string(tensor) +
+                                  (grad ? "'s gradient" : "") +
+                                  ", which the executor does not hold as such");
+    return t.f32();
+  }
 
  private:
   exec::Executor* e_;
@@ -49,6 +58,10 @@ class ExecutorCompute final : public StepCompute {
 };
 
 }  // namespace
+
+StatusOr<float*> StepCompute::TensorData(int, bool, int64_t) {
+  return UnimplementedError("this compute holds no tensors for a tensor-parallel all-reduce");
+}
 
 struct StepRunner::Impl {
   using Handler = Status (Impl::*)(int index, const Instruction& in);
@@ -86,6 +99,7 @@ struct StepRunner::Impl {
   Status Swap(int index, const Instruction& in);
   Status ZeroGrads(int, const Instruction& in);
   Status Loss(int, const Instruction& in);
+  Status ActAllReduce(int, const Instruction& in);
   void Fill();
   Status RunOne(int index, const Instruction& in);
 
@@ -115,6 +129,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::LOSS_REDUCE] = {&Impl::Loss, true};
   table[Instruction::SWAP_IN] = {&Impl::Swap, false};
   table[Instruction::SWAP_OUT] = {&Impl::Swap, false};
+  table[Instruction::ACT_ALL_REDUCE] = {&Impl::ActAllReduce, false};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
@@ -123,16 +138,30 @@ Status StepRunner::Impl::Load(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
-  DS_RETURN_IF_ERROR(
-      compute->Forward(MicroSeed(p.seed, step, micro), in.first_block(), in.last_block()));
-  if (in.last_block() >= p.loss_block) loss_sum += compute->loss();
+  DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in));
+  if (in.computes_loss()) loss_sum += compute->loss();
   return OkStatus();
 }
 
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
   const float loss_grad = static_cast<float>(p.scaler->scale() / in.mean_over());
-  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in.first_block(),
-                           in.last_block());
+  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in);
+}
+
+// Tensor parallelism: an activation (forward) or its gradient (backward) summed, or maxed, over
+// the tp group in place, between two node ranges.
+Status StepRunner::Impl::ActAllReduce(int, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  auto it = p.groups.find(c.group());
+  if (it == p.groups.end())
+    return FailedPreconditionError("the plan all-reduces \"" + in.activation().name() +
+                                   "\" over group \"" + c.group() +
+                                   "\", which this rank was given no communicator for");
+  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in.activation().tensor(),
+                                                       in.activation().grad(), c.count()));
+  return it->second->AllReduce(
+      parallel::BufferView(data, c.count()),
+      c.reduce_max() ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
 }
 
 Status StepRunner::Impl::Collective(int index, const Instruction& in) {
@@ -257,8 +286,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
     return InvalidArgumentError(
         "the plan swaps the optimizer states to NVMe (offload_optimizer device nvme), and the "
         "step runner was given no swapper");
-  zero::ZeroParts z{parts.params, parts.optimizer, parts.device,
-                    parts.comm,   parts.host_comm, parts.swapper};
+  zero::ZeroParts z{parts.params,    parts.optimizer, parts.device, parts.comm,
+                    parts.host_comm, parts.swapper,   parts.groups};
   DS_ASSIGN_OR_RETURN(impl->zero, zero::ZeroCollectives::Create(plan, rank, z));
   return std::unique_ptr<StepRunner>(new StepRunner(std::move(impl)));
 }

@@ -23,8 +23,9 @@
 
 namespace ds {
 namespace proto {
+class Instruction;
 class Plan;
-}
+}  // namespace proto
 namespace parallel {
 class Communicator;
 }
@@ -53,11 +54,14 @@ class StepCompute {
  public:
   virtual ~StepCompute() = default;
   virtual Status LoadMicrobatch() = 0;
-  virtual Status Forward(uint64_t seed, int first_block, int last_block) = 0;
-  virtual float loss() const = 0;  // of the last forward that reached the loss block
-  virtual Status Backward(float loss_grad, uint64_t seed, int first_block, int last_block) = 0;
+  // The node range of a FORWARD / BACKWARD instruction (its blocks and node_begin / node_end).
+  virtual Status Forward(uint64_t seed, const proto::Instruction& range) = 0;
+  virtual float loss() const = 0;  // of the last forward that computed the loss
+  virtual Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& range) = 0;
   // Gradients still on their way from a device land in the ParamStore.
   virtual Status FinishGradients() = 0;
+  // Host memory of a tensor's value or gradient, for an ACT_ALL_REDUCE (tensor parallelism).
+  virtual StatusOr<float*> TensorData(int tensor, bool grad, int64_t count);
 };
 
 struct StepParts {
@@ -69,13 +73,15 @@ struct StepParts {
   optim::LossScaler* scaler = nullptr;
   const optim::LrSchedule* schedule = nullptr;
   parallel::Communicator* comm = nullptr;  // the data-parallel group
+  // Host communicators of every other group of the plan this rank is in (tensor parallelism:
+  // its tp group and "world"), by ProcessGroup name.
+  std::map<std::string, parallel::Communicator*> groups;
   // The same ranks for collectives on host memory (scalars, staged data) when `comm` works on
   // device buffers (NCCL); null: `comm` does both.
   parallel::Communicator* host_comm = nullptr;
   float max_grad_norm = 0;  // 0: no clipping
   bool fp16 = false;
   uint64_t seed = 0;
-  int loss_block = 0;           // the graph's num_blocks: the block that computes the loss
   bool memory_profile = false;  // sample resident model-state bytes after each instruction
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.

@@ -82,11 +82,13 @@ class FakeCompute final : public StepCompute {
   FakeCompute(zero::ParamStore* params, int rank, Timeline* t)
       : params_(params), rank_(rank), t_(t) {}
   Status LoadMicrobatch() override { return Log("load"); }
-  Status Forward(uint64_t, int first, int last) override {
-    return Log("forward " + std::to_string(first) + "-" + std::to_string(last));
+  Status Forward(uint64_t, const Instruction& in) override {
+    return Log("forward " + std::to_string(in.first_block()) + "-" +
+               std::to_string(in.last_block()));
   }
   float loss() const override { return static_cast<float>(rank_ + 1); }
-  Status Backward(float, uint64_t, int first, int last) override {
+  Status Backward(float, uint64_t, const Instruction& in) override {
+    const int first = in.first_block(), last = in.last_block();
     const int64_t n = params_->total_elements(), half = n / 2;
     float* g = static_cast<float*>(params_->FlatGradPtr(0));
     for (int64_t i = first == 0 ? 0 : half; i < (first == 0 ? half : n); ++i)
@@ -151,15 +153,18 @@ proto::Plan HandMadePlan(int world, int64_t flat, int blocks) {
     Instruction fwd = Make(Instruction::FORWARD);
     fwd.set_first_block(0);
     fwd.set_last_block(blocks);
+    fwd.set_computes_loss(true);
     add(fwd);
     Instruction bwd = Make(Instruction::BACKWARD);
     bwd.set_mean_over(world);  // gas 1 x dp
     bwd.set_first_block(1);
     bwd.set_last_block(blocks);
+    bwd.set_computes_loss(true);
     add(bwd);
     add(Collective(Instruction::ALL_REDUCE, half, flat - half, comm, true));  // 4
     bwd.set_first_block(0);
     bwd.set_last_block(0);
+    bwd.set_computes_loss(false);
     add(bwd);
     add(Collective(Instruction::ALL_REDUCE, 0, half, comm, true));  // 6
     Instruction norm = Collective(Instruction::GRAD_NORM_REDUCE, r * chunk,
@@ -210,7 +215,6 @@ std::vector<std::unique_ptr<RankState>> RunStep(const Graph& g, const proto::Pla
     parts.scaler = &s.scaler;
     parts.schedule = s.schedule.get();
     parts.comm = &comm;
-    parts.loss_block = 2;
     auto runner = StepRunner::Create(&plan, r, parts);
     if (!runner.ok()) return void(s.result = runner.status());
     s.result = (*runner)->Run(0);

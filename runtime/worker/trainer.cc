@@ -21,6 +21,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
+#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
@@ -140,7 +141,14 @@ Status Trainer::Build() {
     comm_ = own_comm_.get();
   }
   if (!host_comm_) host_comm_ = comm_;
-  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, comm_->size()).WithPrefix(src));
+  world_comm_ = comm_;
+  world_rank_ = comm_->rank();
+  auto pc = plan::PlanConfigFromJob(config_);
+  if (!pc.ok()) return pc.status().WithPrefix(src);
+  auto topo = plan::TopologyFor(comm_->size(), *pc);
+  if (!topo.ok()) return topo.status().WithPrefix(src);
+  // The batch triad counts the data-parallel ranks only.
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo->dp).WithPrefix(src));
   if (config_.device.type != config::DeviceType::kCuda)
     device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == config::DeviceType::kCuda && !device_memory_) {
@@ -170,15 +178,16 @@ Status Trainer::Build() {
   DType model_dtype = DType::kF32;
   if (config_.bf16.enabled) model_dtype = DType::kBF16;
   if (config_.fp16.enabled) model_dtype = DType::kF16;
+  if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
-  auto pc = plan::PlanConfigFromJob(config_);
-  const bool states_on_device = device_memory_ && pc.ok() && pc->states_on_device;
+  const bool states_on_device = device_memory_ && pc->states_on_device;
   params_ =
       std::make_unique<zero::ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_RETURN_IF_ERROR(BuildPlan());
+  DS_RETURN_IF_ERROR(CreateGroups().WithPrefix(src));
   // Before the executor: it keeps views of the flat buffers Shard may replace.
-  params_->Shard(zero::LayoutFor(*plan_, comm_->rank(), params_->total_elements()));
+  params_->Shard(zero::LayoutFor(*plan_, world_rank_, params_->total_elements()));
   optimizer_ =
       std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   DS_RETURN_IF_ERROR(BuildSwapper().WithPrefix(src));
@@ -186,7 +195,7 @@ Status Trainer::Build() {
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<zero::DeviceParamBlock> blocks;
-    const zero::BucketArena arena = zero::AssignGatherArena(*plan_, comm_->rank());
+    const zero::BucketArena arena = zero::AssignGatherArena(*plan_, world_rank_);
     for (const zero::BucketBlock& b : arena.blocks)
       blocks.push_back(
           {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
@@ -240,7 +249,7 @@ Status Trainer::Build() {
   parts.max_grad_norm = static_cast<float>(config_.gradient_clipping);
   parts.fp16 = config_.fp16.enabled;
   parts.seed = config_.seed;
-  parts.loss_block = graph_.num_blocks;
+  parts.groups = group_by_name_;
   parts.memory_profile = MemoryProfileRequested();
   parts.device = device_states_.get();
   parts.swapper = swapper_.get();
@@ -248,7 +257,7 @@ Status Trainer::Build() {
     DeviceMemory* memory = device_memory_;
     parts.synchronize = [memory]() { return memory->Synchronize(); };
   }
-  auto runner = StepRunner::Create(plan_.get(), comm_->rank(), parts);
+  auto runner = StepRunner::Create(plan_.get(), world_rank_, parts);
   if (!runner.ok()) return runner.status().WithPrefix(src);
   runner_ = std::move(runner).value();
   DS_LOG_INFO("worker",
@@ -281,7 +290,7 @@ Status Trainer::Initialize() {
     }
   }
   if (swapper_) return InitializeStreaming();
-  params_->Initialize(graph_, config_.seed);
+  params_->Initialize(graph_, config_.seed, {}, init_slicer_.get());
   runner_->ReleaseGatheredParams();
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   return OkStatus();
@@ -290,13 +299,12 @@ Status Trainer::Initialize() {
 Status Trainer::BuildPlan() {
   auto pc = plan::PlanConfigFromJob(config_);
   if (!pc.ok()) return pc.status().WithPrefix(config_.source);
-  // comm_ spans the world: with tensor or pipeline sizes the plan says what it cannot do yet.
-  auto topo_or = plan::TopologyFor(comm_->size(), *pc);
+  auto topo_or = plan::TopologyFor(world_comm_->size(), *pc);
   if (!topo_or.ok()) return topo_or.status().WithPrefix(config_.source);
   const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
-  auto made = plan::MakePlan(graph_, topo, *pc);
+  auto made = plan::MakePlan(tp_ ? full_graph_ : graph_, topo, *pc);  // the whole model
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
   if (plan_->model().flat_elements() != params_->total_elements())
@@ -363,7 +371,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {
     status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
-    if (status.ok()) status = eval_executor_->Forward(0);
+    if (status.ok()) status = ForwardWhole(eval_executor_.get());
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();
@@ -375,6 +383,10 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
 
 StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
                                                                          int64_t seq) {
+  if (tp_)
+    return UnimplementedError(config_.source +
+                              ": generation from a tensor-parallel model (parallel.tensor > 1) "
+                              "is not written yet");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered

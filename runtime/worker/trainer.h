@@ -41,6 +41,10 @@ namespace optim {
 class LossScaler;
 class LrSchedule;
 }  // namespace optim
+namespace plan {
+struct Topology;
+struct TpLocalGraph;
+}  // namespace plan
 namespace zero {
 class DeviceStates;
 class Optimizer;
@@ -133,6 +137,14 @@ class Trainer {
           DeviceMemory* device, parallel::Communicator* host_comm);
   Status Build();
   Status BuildPlan();
+  // Tensor parallelism (trainer_tp.cc): graph_ becomes this tp rank's graph (the full one is
+  // kept for initialization), and the plan's groups are created once, comm_ becoming this
+  // rank's data-parallel group.
+  Status PartitionForTensorParallel(const plan::Topology& topology);
+  Status CreateGroups();
+  // A whole forward outside the step plan (evaluation): with tensor parallelism, the node
+  // ranges between the graph's cuts and the all-reduces at them, over the tp group.
+  Status ForwardWhole(exec::Executor* executor);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
@@ -147,7 +159,15 @@ class Trainer {
   Status SaveSharded(const ckpt::CheckpointContents& base);
 
   config::JobConfig config_;
-  Graph graph_;
+  Graph graph_;       // the graph this rank runs (with tensor parallelism, its tp rank's part)
+  Graph full_graph_;  // tensor parallelism: the whole model
+  std::unique_ptr<plan::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
+  std::unique_ptr<zero::InitSlicer> init_slicer_;
+  std::vector<std::unique_ptr<parallel::Communicator>> groups_;  // the plan's, this rank's
+  std::map<std::string, parallel::Communicator*> group_by_name_;
+  parallel::Communicator* tp_comm_ = nullptr;
+  parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
+  int world_rank_ = 0;
   // device.type cuda: the GPU the executors run on (outlives them: declared first), or
   // the memory Create was given.
   std::unique_ptr<DeviceMemory> own_device_memory_;

@@ -19,7 +19,7 @@ Status Trainer::BuildSwapper() {
   if (plan_->swap().sub_groups_size() == 0) return OkStatus();
   zero::SwapperOptions o;
   o.nvme_path = config_.zero.offload_optimizer.nvme_path;
-  o.rank = comm_->rank();
+  o.rank = world_rank_;  // swap files are per process, whatever its groups
   const config::AioConfig& a = config_.aio;
   o.io.block_size = a.block_size;
   o.io.queue_depth = a.queue_depth;
@@ -45,14 +45,17 @@ Status Trainer::InitializeStreaming() {
   const auto t0 = std::chrono::steady_clock::now();
   Status status;
   int64_t since_release = 0;
-  params_->Initialize(graph_, config_.seed, [&](int64_t flat_end, int64_t numel) {
-    if (status.ok()) status = swapper_->StoreUpTo(params_->ShardBound(flat_end));
-    since_release += numel;
-    if (since_release > (int64_t{1} << 26)) {
-      runner_->ReleaseGatheredParams();
-      since_release = 0;
-    }
-  });
+  params_->Initialize(
+      graph_, config_.seed,
+      [&](int64_t flat_end, int64_t numel) {
+        if (status.ok()) status = swapper_->StoreUpTo(params_->ShardBound(flat_end));
+        since_release += numel;
+        if (since_release > (int64_t{1} << 26)) {
+          runner_->ReleaseGatheredParams();
+          since_release = 0;
+        }
+      },
+      init_slicer_.get());
   runner_->ReleaseGatheredParams();
   DS_RETURN_IF_ERROR(status);
   DS_RETURN_IF_ERROR(swapper_->StoreUpTo(INT64_MAX));

@@ -87,6 +87,7 @@ proto::Instruction Compute(const Context& ctx, Kind kind, int mb, int lo, int hi
   ins.set_last_block(ctx.facts.blocks[hi].block);
   ins.set_node_begin(ctx.facts.blocks[lo].node_begin);
   ins.set_node_end(ctx.facts.blocks[hi].node_end);
+  ins.set_computes_loss(hi == static_cast<int>(ctx.facts.blocks.size()) - 1);
   if (kind == proto::Instruction::BACKWARD)
     ins.set_mean_over(ctx.config.gradient_accumulation_steps * ctx.dp);
   return ins;

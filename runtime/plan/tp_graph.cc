@@ -1,0 +1,317 @@
+#include "runtime/plan/tp_graph.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kernels/registry.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::plan {
+namespace {
+
+using kernels::TpRule;
+
+enum class State { kReplicated, kSplit };
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+class Partitioner {
+ public:
+  Partitioner(const Graph& full, int tp, int rank, std::vector<TpParamShard> shards)
+      : full_(full), tp_(tp), rank_(rank) {
+    out_.shards = std::move(shards);
+    out_.graph = full;
+    out_.graph.nodes.clear();
+    const std::vector<int> params = full.Params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      shard_of_[params[i]] = &out_.shards[i];
+      SymShape& shape = out_.graph.tensors[params[i]].shape;
+      for (size_t d = 0; d < shape.size(); ++d)
+        shape[d] = Dim::Fixed(out_.shards[i].local_shape[d]);
+    }
+    state_.assign(full.tensors.size(), State::kReplicated);
+  }
+
+  StatusOr<TpLocalGraph> Run() {
+    for (size_t i = 0; i < full_.nodes.size(); ++i) {
+      const NodeInfo& n = full_.nodes[i];
+      const kernels::OpDef* def = kernels::FindOp(n.op);
+      if (!def) return Bad(n, "unknown op");
+      NodeInfo local = n;
+      local.seed_id = static_cast<int64_t>(i);
+      DS_RETURN_IF_ERROR(Partition(def->tp_rule, std::move(local)));
+    }
+    DS_RETURN_IF_ERROR(AddInputGradientReductions());
+    return std::move(out_);
+  }
+
+ private:
+  Status Bad(const NodeInfo& n, const std::string& what) const {
+    return InvalidArgumentError("tensor parallelism (parallel.tensor " + Str(tp_) + "): node \"" +
+                                n.name + "\" (" + n.op + ") " + what);
+  }
+  Graph& g() { return out_.graph; }
+  bool IsActivation(int t) const { return full_.tensors[t].role == TensorRole::kActivation; }
+  int64_t Width(int t) const { return out_.graph.tensors[t].shape.back().size; }
+  void SetWidth(int t, int64_t w) { g().tensors[t].shape.back() = Dim::Fixed(w); }
+  int Emit(NodeInfo n) {
+    g().nodes.push_back(std::move(n));
+    return static_cast<int>(g().nodes.size()) - 1;
+  }
+  // A new activation like `like`, named `name`, of `shape`.
+  int NewTensor(int like, const std::string& name, SymShape shape) {
+    TensorInfo t = g().tensors[like];
+    t.name = name;
+    t.shape = std::move(shape);
+    t.role = TensorRole::kActivation;
+    t.dtype = DType::kF32;
+    g().tensors.push_back(std::move(t));
+    state_.push_back(State::kReplicated);
+    return static_cast<int>(g().tensors.size()) - 1;
+  }
+  // The forward all-reduce of what the last emitted node wrote.
+  void ReduceLast(int tensor, bool max) {
+    out_.collectives.push_back({static_cast<int>(g().nodes.size()), false, tensor, max});
+    state_[tensor] = State::kReplicated;
+  }
+  Status NeedReplicated(const NodeInfo& n) const {
+    for (int t : n.inputs)
+      if (IsActivation(t) && state_[t] != State::kReplicated)
+        return Bad(n, "needs its input \"" + full_.tensors[t].name +
+                          "\" whole, and it is split over the tp ranks");
+    return OkStatus();
+  }
+  ShardKind WeightKind(const NodeInfo& n) const {
+    return n.inputs.size() > 1 ? full_.tensors[n.inputs[1]].sharding : ShardKind::kNone;
+  }
+
+  Status Partition(TpRule rule, NodeInfo n) {
+    switch (rule) {
+      case TpRule::kReplicated:
+        DS_RETURN_IF_ERROR(NeedReplicated(n));
+        Emit(std::move(n));
+        return OkStatus();
+      case TpRule::kElementwise:
+        return Elementwise(std::move(n));
+      case TpRule::kLinear:
+        return Linear(std::move(n));
+      case TpRule::kHeads:
+        return Heads(std::move(n));
+      case TpRule::kEmbedding:
+        return Embedding(std::move(n));
+      case TpRule::kCrossEntropy:
+        return CrossEntropy(std::move(n));
+      case TpRule::kNone:
+        break;
+    }
+    return Bad(n, "has no tensor-parallel rule (kernels::TpRule)");
+  }
+
+  Status Elementwise(NodeInfo n) {
+    int first = -1;
+    for (int t : n.inputs) {
+      if (!IsActivation(t)) continue;
+      if (first >= 0 && state_[t] != state_[first])
+        return Bad(n, "mixes the split \"" + full_.tensors[t].name + "\" and the whole \"" +
+                          full_.tensors[first].name + "\"");
+      if (first < 0) first = t;
+    }
+    const int out = n.outputs[0];
+    if (first >= 0) {
+      state_[out] = state_[first];
+      SetWidth(out, Width(first));
+      // Megatron's model-parallel RNG: a split region's dropout differs per tp rank.
+      if (state_[out] == State::kSplit) n.seed_id += static_cast<int64_t>(rank_ + 1) << 32;
+    }
+    Emit(std::move(n));
+    return OkStatus();
+  }
+
+  Status Linear(NodeInfo n) {
+    const int x = n.inputs[0], out = n.outputs[0];
+    const ShardKind kind = WeightKind(n);
+    const int64_t rows = shard_of_.at(n.inputs[1])->local_shape[0];
+    if (kind == ShardKind::kColumn || kind == ShardKind::kVocab) {
+      DS_RETURN_IF_ERROR(NeedReplicated(n));
+      column_consumers_[x].push_back(static_cast<int>(g().nodes.size()));
+      SetWidth(out, rows);
+      state_[out] = State::kSplit;
+      if (kind == ShardKind::kVocab)
+        vocab_start_[out] = shard_of_.at(n.inputs[1])->boxes.front().offset[0];
+      Emit(std::move(n));
+      return OkStatus();
+    }
+    if (kind != ShardKind::kRow) {
+      DS_RETURN_IF_ERROR(NeedReplicated(n));
+      Emit(std::move(n));
+      return OkStatus();
+    }
+    if (state_[x] != State::kSplit)
+      return Bad(n, "is row-parallel and its input \"" + full_.tensors[x].name +
+                        "\" is not split (it needs a column-parallel producer)");
+    if (n.inputs.size() < 3) {  // partial sums, all-reduced in place
+      Emit(std::move(n));
+      ReduceLast(out, false);
+      return OkStatus();
+    }
+    const int bias = n.inputs[2];
+    const int partial =
+        NewTensor(out, full_.tensors[out].name + ".partial", g().tensors[out].shape);
+    NodeInfo add;
+    add.name = n.name + ".bias";
+    add.op = "bias_add";
+    add.inputs = {partial, bias};
+    add.outputs = {out};
+    add.block = n.block;
+    add.seed_id = n.seed_id;
+    n.inputs.pop_back();
+    n.outputs = {partial};
+    Emit(std::move(n));
+    ReduceLast(partial, false);
+    Emit(std::move(add));
+    state_[out] = State::kReplicated;
+    return OkStatus();
+  }
+
+  Status Heads(NodeInfo n) {
+    const int x = n.inputs[0], out = n.outputs[0];
+    if (state_[x] != State::kSplit)
+      return Bad(n, "runs on the tp rank's heads and its input \"" + full_.tensors[x].name +
+                        "\" is not split by heads");
+    const int64_t h = n.attrs.Int("n_head", 0), kv = n.attrs.Int("n_kv_head", h);
+    if (h % tp_ != 0)
+      return Bad(n, "has n_head " + Str(h) + ", which parallel.tensor " + Str(tp_) +
+                        " does not divide (model.n_head)");
+    if (kv % tp_ != 0)
+      return Bad(n, "has n_kv_head " + Str(kv) + ", which parallel.tensor " + Str(tp_) +
+                        " does not divide (model.n_kv_head): replicated key/value heads need "
+                        "their gradients summed over the ranks sharing them, not planned yet");
+    n.attrs.SetInt("n_head", h / tp_);
+    n.attrs.SetInt("n_kv_head", kv / tp_);
+    SetWidth(out, n.op == "attention" ? Width(out) / tp_ : Width(x));
+    state_[out] = State::kSplit;
+    Emit(std::move(n));
+    return OkStatus();
+  }
+
+  Status Embedding(NodeInfo n) {
+    const int out = n.outputs[0];
+    if (WeightKind(n) != ShardKind::kVocab) {
+      Emit(std::move(n));
+      return OkStatus();
+    }
+    const TpParamShard& w = *shard_of_.at(n.inputs[1]);
+    n.attrs.SetInt("vocab_start", w.boxes.front().offset[0]);
+    n.attrs.SetInt("vocab_size", w.full_shape[0]);
+    Emit(std::move(n));
+    ReduceLast(out, false);
+    return OkStatus();
+  }
+
+  Status CrossEntropy(NodeInfo n) {
+    const int logits = n.inputs[0], targets = n.inputs[1], loss = n.outputs[0];
+    if (state_[logits] != State::kSplit) {
+      Emit(std::move(n));
+      return OkStatus();
+    }
+    if (!vocab_start_.count(logits))
+      return Bad(n, "reads logits \"" + full_.tensors[logits].name +
+                        "\" split by something other than a vocab-parallel head");
+    kernels::Attrs a = n.attrs;
+    a.SetInt("vocab_start", vocab_start_.at(logits));
+    a.SetInt("vocab_size", full_.tensors[logits].shape.back().size);
+    const SymShape rows = g().tensors[targets].shape;
+    SymShape pair = rows;
+    pair.push_back(Dim::Fixed(2));
+    const int m = NewTensor(logits, full_.tensors[loss].name + ".max", rows);
+    const int s = NewTensor(logits, full_.tensors[loss].name + ".stats", pair);
+    auto node = [&](const char* op, const std::string& suffix, std::vector<int> in, int o,
+                    kernels::Attrs attrs) {
+      NodeInfo k;
+      k.name = n.name + suffix;
+      k.op = op;
+      k.inputs = std::move(in);
+      k.outputs = {o};
+      k.attrs = std::move(attrs);
+      k.block = n.block;
+      k.seed_id = n.seed_id;
+      Emit(std::move(k));
+    };
+    node("vocab_max", ".max", {logits}, m, {});
+    ReduceLast(m, true);
+    node("vocab_ce_stats", ".stats", {logits, m, targets}, s, a);
+    ReduceLast(s, false);
+    node("vocab_ce_loss", "", {logits, m, s, targets}, loss, a);
+    return OkStatus();
+  }
+
+  // Megatron's f: the gradient of a column-parallel linear's (replicated) input is each rank's
+  // part of the sum, all-reduced once every consumer's backward ran.
+  Status AddInputGradientReductions() {
+    std::map<int, int> uses;
+    for (const NodeInfo& n : g().nodes)
+      for (int t : n.inputs) ++uses[t];
+    std::vector<TpCollective> backward;
+    for (const auto& [tensor, consumers] : column_consumers_) {
+      if (uses[tensor] != static_cast<int>(consumers.size()))
+        return InvalidArgumentError(
+            "tensor parallelism (parallel.tensor " + Str(tp_) + "): \"" +
+            full_.tensors[tensor].name +
+            "\" feeds column-parallel linears and other nodes; its gradient would mix partial "
+            "and whole parts");
+      const int first = *std::min_element(consumers.begin(), consumers.end());
+      backward.push_back({first, true, tensor, false});
+    }
+    std::sort(backward.begin(), backward.end(),
+              [](const TpCollective& a, const TpCollective& b) { return a.boundary > b.boundary; });
+    out_.collectives.insert(out_.collectives.end(), backward.begin(), backward.end());
+    return OkStatus();
+  }
+
+  const Graph& full_;
+  const int tp_, rank_;
+  TpLocalGraph out_;
+  std::map<int, const TpParamShard*> shard_of_;
+  std::vector<State> state_;
+  std::map<int, std::vector<int>> column_consumers_;  // tensor -> local consumer nodes
+  std::map<int, int64_t> vocab_start_;                // vocab-split logits -> first column
+};
+
+}  // namespace
+
+StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank) {
+  DS_ASSIGN_OR_RETURN(std::vector<TpParamShard> shards, TensorParallelShards(graph, tp, rank));
+  if (tp == 1) {
+    TpLocalGraph same;
+    same.graph = graph;
+    same.shards = std::move(shards);
+    return same;
+  }
+  return Partitioner(graph, tp, rank, std::move(shards)).Run();
+}
+
+void TakeShard(const TpParamShard& s, const float* full, float* local) {
+  // Boxes stack along dimension 0 unless they span all of it (row-parallel: dimension 1).
+  bool along0 = false;
+  for (const TpBox& b : s.boxes) along0 = along0 || b.shape[0] != s.full_shape[0];
+  int64_t inner = 1;  // elements per index of dimension 0 in the full tensor
+  for (size_t d = 1; d < s.full_shape.size(); ++d) inner *= s.full_shape[d];
+  if (along0 || s.full_shape.size() < 2) {
+    for (const TpBox& b : s.boxes) {
+      const float* from = full + b.offset[0] * inner;
+      local = std::copy(from, from + b.shape[0] * inner, local);
+    }
+    return;
+  }
+  const int64_t local_cols = s.local_shape[1], rest = inner / s.full_shape[1];
+  int64_t col = 0;
+  for (const TpBox& b : s.boxes) {
+    for (int64_t r = 0; r < s.full_shape[0]; ++r) {
+      const float* from = full + r * inner + b.offset[1] * rest;
+      std::copy(from, from + b.shape[1] * rest, local + (r * local_cols + col) * rest);
+    }
+    col += b.shape[1];
+  }
+}
+
+}  // namespace ds::plan

@@ -1,0 +1,58 @@
+// TensorParallelGraph: the graph one tensor-parallel rank runs, partitioned from the full
+// graph by the rule each op declares (kernels::TpRule, Megatron's rules, parallelism.md C):
+//
+//   column linear  replicated input -> output features split; the input's gradient is
+//                  all-reduced in backward (Megatron's f)
+//   row linear     split input -> partial sums, all-reduced in forward (Megatron's g); its bias
+//                  moves to a bias_add after the all-reduce
+//   heads          attention / rope on the rank's query heads and the key/value heads they read
+//   embedding      vocab-parallel lookup (vocab_start), all-reduced in forward
+//   cross entropy  vocab-parallel: vocab_max, all-reduce (max), vocab_ce_stats, all-reduce
+//                  (sum), vocab_ce_loss, which writes the logits' gradient itself
+//   replicated / elementwise  norms run whole; elementwise ops follow their inputs
+//
+// The collectives are not nodes: they are cut points the planner turns into ACT_ALL_REDUCE
+// instructions on the tp group between the FORWARD / BACKWARD node ranges (the runner only
+// dispatches). Every rank's graph has the same structure and shapes; only vocab_start and
+// the parameters' boxes (tp_shards.h) differ. Nodes keep their original index as seed_id,
+// and dropout inside a split region adds the tp rank, so replicated regions draw the same
+// masks at every tp degree.
+//
+//   DS_ASSIGN_OR_RETURN(TpLocalGraph local, TensorParallelGraph(graph, /*tp=*/2, /*rank=*/1));
+//   ParamStore params(local.graph, ...);
+#pragma once
+
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/graph/graph.h"
+#include "runtime/plan/tp_shards.h"
+
+namespace ds::plan {
+
+// An all-reduce over the tp group at a cut of the local graph's node order.
+struct TpCollective {
+  // Forward: after nodes [0, boundary) ran, before node `boundary`. Backward: after the
+  // backward of nodes [boundary, end) ran, before node boundary - 1's.
+  int boundary = 0;
+  bool backward = false;  // true: on the tensor's gradient
+  int tensor = -1;        // local graph tensor index
+  bool max = false;       // reduce with max (the vocab-parallel row max); else sum
+};
+
+struct TpLocalGraph {
+  Graph graph;
+  std::vector<TpParamShard> shards;       // per parameter, in graph parameter order
+  std::vector<TpCollective> collectives;  // forward ones by boundary, then backward ones
+};
+
+// InvalidArgument naming the node, op or model key when the graph cannot be partitioned (an
+// op without a rule, a split input where a replicated one is needed, sizes tp does not
+// divide). At tp 1 the graph comes back unchanged with no collectives.
+StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank);
+
+// The rank's values of a parameter from the full tensor's (row-major, shard.full_shape):
+// shard.boxes stacked along their split dimension, in shard.local_shape.
+void TakeShard(const TpParamShard& shard, const float* full, float* local);
+
+}  // namespace ds::plan

@@ -1,0 +1,267 @@
+#include "runtime/plan/tp_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds::plan {
+namespace {
+
+using Ins = proto::Instruction;
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // [begin, end)
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+struct Cut {
+  int id;  // index in TpLocalGraph::collectives
+  int boundary;
+  Ins act;  // the ACT_ALL_REDUCE
+};
+
+// The ACT_ALL_REDUCE of collective `c`, sized for one micro-batch.
+StatusOr<Ins> ActAllReduce(const TpLocalGraph& local, const TpCollective& c, int64_t micro,
+                           int64_t seq) {
+  const TensorInfo& t = local.graph.tensors[c.tensor];
+  DS_ASSIGN_OR_RETURN(Shape shape, BindShape(t.shape, {{"batch", micro}, {"seq", seq}}));
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  Ins ins;
+  ins.set_kind(Ins::ACT_ALL_REDUCE);
+  proto::ActivationRef* a = ins.mutable_activation();
+  a->set_tensor(c.tensor);
+  a->set_grad(c.backward);
+  a->set_name(t.name);
+  proto::Collective* col = ins.mutable_collective();
+  col->set_group(kTpGroup);
+  col->set_count(n);
+  col->set_dtype(proto::DT_F32);
+  col->set_bucket(-1);
+  col->set_reduce_max(c.max);
+  col->set_placement(proto::HOST);
+  return ins;
+}
+
+// The blocks of nodes [begin, end).
+void SetRange(const Graph& g, int begin, int end, Ins* ins) {
+  ins->set_node_begin(begin);
+  ins->set_node_end(end);
+  ins->set_first_block(g.nodes[begin].block);
+  ins->set_last_block(g.nodes[end - 1].block);
+}
+
+// One compute instruction cut at `cuts` (ascending boundaries for FORWARD, descending for
+// BACKWARD, each inside or at the end the instruction runs last): the segments, with the
+// collectives between them. Allocations and waits stay on the first segment, frees on the last.
+void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
+           std::vector<Ins>* out) {
+  const bool fwd = in.kind() == Ins::FORWARD;
+  const int begin = in.node_begin(), end = in.node_end();
+  const size_t first = out->size();
+  int at = fwd ? begin : end;  // where the next segment starts (FORWARD) or ends (BACKWARD)
+  auto segment = [&](int b) {
+    if (b == at) return;
+    Ins s = in;
+    s.clear_allocs();
+    s.clear_frees();
+    s.clear_wait_for();
+    s.clear_frees_before();
+    s.set_computes_loss(in.computes_loss() && (fwd ? b == end : at == end));
+    SetRange(g, fwd ? at : b, fwd ? b : at, &s);
+    out->push_back(std::move(s));
+    at = b;
+  };
+  for (const Cut* c : cuts) {
+    segment(c->boundary);
+    Ins act = c->act;
+    act.set_micro_batch(in.micro_batch());
+    out->push_back(std::move(act));
+  }
+  segment(fwd ? end : begin);
+  // The first and last compute segments carry the original's bookkeeping.
+  size_t last = out->size(), lead = first;
+  while (lead < out->size() && (*out)[lead].kind() != in.kind()) ++lead;
+  for (size_t i = first; i < out->size(); ++i)
+    if ((*out)[i].kind() == in.kind()) last = i;
+  Ins& a = (*out)[lead];
+  *a.mutable_allocs() = in.allocs();
+  *a.mutable_wait_for() = in.wait_for();
+  *a.mutable_frees_before() = in.frees_before();
+  *(*out)[last].mutable_frees() = in.frees();
+}
+
+// The cuts that fall in compute instruction `in`: forward ones inside or at its end, backward
+// ones inside or at its start.
+std::vector<const Cut*> CutsOf(const Ins& in, const std::vector<Cut>& fwd,
+                               const std::vector<Cut>& bwd) {
+  std::vector<const Cut*> out;
+  if (in.kind() == Ins::FORWARD)
+    for (const Cut& c : fwd)
+      if (c.boundary > in.node_begin() && c.boundary <= in.node_end()) out.push_back(&c);
+  if (in.kind() == Ins::BACKWARD)
+    for (const Cut& c : bwd)
+      if (c.boundary >= in.node_begin() && c.boundary < in.node_end()) out.push_back(&c);
+  return out;
+}
+
+}  // namespace
+
+Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64_t seq_len,
+                           proto::Plan* plan) {
+  std::vector<Cut> fwd, bwd;
+  for (size_t k = 0; k < local.collectives.size(); ++k) {
+    const TpCollective& c = local.collectives[k];
+    DS_ASSIGN_OR_RETURN(Ins act, ActAllReduce(local, c, micro_batch, seq_len));
+    (c.backward ? bwd : fwd).push_back({static_cast<int>(k), c.boundary, std::move(act)});
+  }
+  std::sort(fwd.begin(), fwd.end(),
+            [](const Cut& a, const Cut& b) { return a.boundary < b.boundary; });
+  std::sort(bwd.begin(), bwd.end(),
+            [](const Cut& a, const Cut& b) { return a.boundary > b.boundary; });
+  for (proto::RankPlan& rp : *plan->mutable_ranks()) {
+    std::vector<Ins> out;
+    std::vector<int> moved(rp.instructions_size(), -1);    // old index -> new
+    std::vector<int> placed(local.collectives.size(), 0);  // micro-batches each cut went into
+    for (int i = 0; i < rp.instructions_size(); ++i) {
+      const Ins& in = rp.instructions(i);
+      std::vector<const Cut*> cuts = CutsOf(in, fwd, bwd);
+      if (cuts.empty()) {
+        moved[i] = static_cast<int>(out.size());
+        out.push_back(in);
+        continue;
+      }
+      Split(local.graph, in, cuts, &out);
+      moved[i] = static_cast<int>(out.size()) - 1;
+      for (const Cut* c : cuts) ++placed[c->id];
+    }
+    const int gas = static_cast<int>(plan->settings().gradient_accumulation_steps());
+    for (size_t k = 0; k < placed.size(); ++k)
+      if (placed[k] != gas)
+        return InternalError("plan: the tensor-parallel all-reduce of \"" +
+                             local.graph.tensors[local.collectives[k].tensor].name + "\" fell in " +
+                             Str(placed[k]) + " compute ranges for " + Str(gas) + " micro-batches");
+    for (Ins& in : out)
+      for (int& w : *in.mutable_wait_for()) w = moved.at(w);
+    rp.clear_instructions();
+    for (Ins& in : out) *rp.add_instructions() = std::move(in);
+  }
+  return OkStatus();
+}
+
+namespace {
+
+// [begin, end) ranges minus `cut` (both sorted, disjoint).
+Ranges Subtract(const Ranges& from, const Ranges& cut) {
+  Ranges out;
+  for (auto [b, e] : from) {
+    for (auto [cb, ce] : cut) {
+      if (ce <= b || cb >= e) continue;
+      if (cb > b) out.push_back({b, cb});
+      b = std::max(b, ce);
+      if (b >= e) break;
+    }
+    if (b < e) out.push_back({b, e});
+  }
+  return out;
+}
+
+// The replicated parameters' flat ranges, and where they fall in dp rank `d`'s shard.
+Ranges ReplicatedFlat(const ModelFacts& facts, const TpLocalGraph& local) {
+  Ranges r;
+  for (size_t i = 0; i < facts.params.size(); ++i)
+    if (local.shards[i].replicated)
+      r.push_back({facts.params[i].offset, facts.params[i].offset + facts.params[i].span});
+  return r;
+}
+
+Ranges InShard(const proto::Plan& plan, int d, const Ranges& flat) {
+  Ranges out;
+  for (const proto::PartitionUnit& u : plan.partition().units()) {
+    const int64_t own = u.offset() + d * u.chunk();
+    const int64_t own_end = std::min(u.offset() + u.count(), own + u.chunk());
+    for (auto [b, e] : flat) {
+      const int64_t lo = std::max(b, own), hi = std::min(e, own_end);
+      if (lo < hi) out.push_back({u.shard_offset() + lo - own, u.shard_offset() + hi - own});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Tensor-parallel ranks but the first leave the replicated parameters out of the norm.
+void NormWithoutReplicated(const proto::Plan& plan, int d, const Ranges& flat, Ins* in) {
+  const Ranges cut = in->in_shard() ? InShard(plan, d, flat) : flat;
+  Ranges have;
+  for (const proto::ParamRange& r : in->ranges())
+    have.push_back({r.offset(), r.offset() + r.count()});
+  in->clear_ranges();
+  for (auto [b, e] : Subtract(have, cut)) {
+    proto::ParamRange* r = in->add_ranges();
+    r->set_offset(b);
+    r->set_count(e - b);
+  }
+}
+
+std::string GroupName(GroupKind kind, size_t index, size_t count) {
+  const std::string base = GroupKindName(kind);
+  return count == 1 ? base : base + "." + std::to_string(index);
+}
+
+}  // namespace
+
+Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
+                    proto::Plan* plan) {
+  plan->clear_groups();
+  // Each rank's group name of each kind.
+  std::map<std::pair<GroupKind, int>, std::string> name_of;
+  for (GroupKind kind : {GroupKind::kDp, GroupKind::kTp, GroupKind::kPp, GroupKind::kEmbedding}) {
+    const auto groups = grid.Groups(kind);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (kind != GroupKind::kDp && groups[i].size() < 2) continue;  // nothing to talk about
+      proto::ProcessGroup* g = plan->add_groups();
+      g->set_name(GroupName(kind, i, groups.size()));
+      g->set_kind(GroupKindName(kind));
+      for (int r : groups[i]) {
+        g->add_ranks(r);
+        name_of[{kind, r}] = g->name();
+      }
+    }
+  }
+  const bool tp = grid.tp() > 1;
+  if (tp) {
+    proto::ProcessGroup* g = plan->add_groups();
+    g->set_name(kWorldGroup);
+    g->set_kind(kWorldGroup);
+    for (int r = 0; r < grid.world(); ++r) g->add_ranks(r);
+  }
+  const Ranges replicated = ReplicatedFlat(facts, local);
+  std::vector<proto::RankPlan> dp_plans(plan->ranks().begin(), plan->ranks().end());
+  plan->clear_ranks();
+  for (int w = 0; w < grid.world(); ++w) {
+    const GridCoord at = grid.CoordOf(w);
+    proto::RankPlan* rp = plan->add_ranks();
+    *rp = dp_plans.at(at.dp);
+    rp->set_rank(w);
+    for (Ins& in : *rp->mutable_instructions()) {
+      if (!in.has_collective()) continue;
+      proto::Collective* c = in.mutable_collective();
+      const bool scalar = in.kind() == Ins::GRAD_NORM_REDUCE || in.kind() == Ins::OVERFLOW_REDUCE;
+      if (tp && scalar) {  // every rank's share of the whole model's norm
+        c->set_group(kWorldGroup);
+        c->set_placement(proto::HOST);
+        if (in.kind() == Ins::GRAD_NORM_REDUCE && at.tp > 0)
+          NormWithoutReplicated(*plan, at.dp, replicated, &in);
+      } else if (c->group() == kTpGroup) {
+        c->set_group(name_of.at({GroupKind::kTp, w}));
+      } else if (!c->group().empty()) {
+        c->set_group(name_of.at({GroupKind::kDp, w}));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace ds::plan

@@ -1,0 +1,35 @@
+// The tensor-parallel and grid passes of MakePlan (plan_builder.cc), after the ZeRO builders
+// planned one dp group's ranks over the tp rank's graph (tp_graph.h):
+//
+//   InsertTpCollectives  splits each FORWARD / BACKWARD node range at the graph's cut points
+//                        and puts an ACT_ALL_REDUCE on the tp group there (micro-batch by
+//                        micro-batch), so the runner only dispatches
+//   ExpandToGrid         one RankPlan per world rank (its dp rank's stream), the groups of the
+//                        pp x dp x tp grid named in the plan and in every collective, and the
+//                        gradient norm summed over the world with each replicated parameter
+//                        counted on tp rank 0 only
+//
+// Pure and deterministic, like MakePlan.
+#pragma once
+
+#include "proto/plan.pb.h"
+#include "runtime/base/status.h"
+#include "runtime/plan/model_facts.h"
+#include "runtime/plan/parallel_grid.h"
+#include "runtime/plan/tp_graph.h"
+
+namespace ds::plan {
+
+inline constexpr const char* kTpGroup = "tp";
+inline constexpr const char* kWorldGroup = "world";
+
+// `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
+// collectives. InvalidArgument when a cut falls outside every compute instruction.
+Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64_t seq_len,
+                           proto::Plan* plan);
+
+// Replaces the dp ranks' streams by the world's and fills plan->groups.
+Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
+                    proto::Plan* plan);
+
+}  // namespace ds::plan

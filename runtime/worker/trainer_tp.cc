@@ -1,0 +1,85 @@
+// The Trainer's tensor-parallel part: its tp rank's graph and initial slices, the plan's
+// process groups, and a whole forward with the tp all-reduces (evaluation).
+#include <algorithm>
+
+#include "parallel/communicator.h"
+#include "proto/plan.pb.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/parallel_grid.h"
+#include "runtime/plan/plan_config.h"
+#include "runtime/plan/tp_graph.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::worker {
+
+Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
+  const std::string& ckpt =
+      config_.checkpoint.load.empty() ? config_.checkpoint.dir : config_.checkpoint.load;
+  if (!ckpt.empty())
+    return UnimplementedError(
+        "parallel.tensor " + std::to_string(topology.tp) + " with checkpoint \"" + ckpt +
+        "\": checkpoints of tensor-parallel shards are not written yet; leave checkpoint.dir "
+        "and checkpoint.load unset");
+  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
+                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
+  const int tp_rank = grid.CoordOf(world_rank_).tp;
+  DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local,
+                      plan::TensorParallelGraph(graph_, topology.tp, tp_rank));
+  tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
+  full_graph_ = std::move(graph_);
+  graph_ = tp_->graph;
+  const plan::TpLocalGraph* tp = tp_.get();
+  init_slicer_ = std::make_unique<zero::InitSlicer>();
+  init_slicer_->full_numel = [tp](int slot) {
+    int64_t n = 1;
+    for (int64_t d : tp->shards[slot].full_shape) n *= d;
+    return n;
+  };
+  init_slicer_->take = [tp](int slot, const float* full, float* local) {
+    plan::TakeShard(tp->shards[slot], full, local);
+  };
+  DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
+              world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
+  return OkStatus();
+}
+
+Status Trainer::CreateGroups() {
+  const int world = world_comm_->size();
+  parallel::Communicator* const world_host = host_comm_;
+  for (const proto::ProcessGroup& g : plan_->groups()) {
+    parallel::Communicator* comm = nullptr;
+    if (g.ranks_size() == world) {
+      comm = world_host;  // every rank: the communicator itself (its host-memory twin)
+    } else {
+      DS_ASSIGN_OR_RETURN(
+          std::unique_ptr<parallel::Communicator> child,
+          world_comm_->Split(std::vector<int>(g.ranks().begin(), g.ranks().end()), g.name()));
+      if (!child) continue;  // not a member
+      comm = child.get();
+      groups_.push_back(std::move(child));
+    }
+    if (std::find(g.ranks().begin(), g.ranks().end(), world_rank_) == g.ranks().end()) continue;
+    group_by_name_[g.name()] = comm;
+    if (g.kind() == "tp") tp_comm_ = comm;
+    if (g.kind() == "dp" && g.ranks_size() != world) comm_ = host_comm_ = comm;
+  }
+  return OkStatus();
+}
+
+Status Trainer::ForwardWhole(exec::Executor* ex) {
+  if (!tp_) return ex->Forward(0);
+  int at = 0;
+  for (const plan::TpCollective& c : tp_->collectives) {
+    if (c.backward) continue;
+    DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
+    at = c.boundary;
+    const Tensor t = ex->TensorData(c.tensor, false);
+    DS_RETURN_IF_ERROR(
+        tp_comm_->AllReduce(parallel::BufferView(t.f32(), t.numel()),
+                            c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
+  }
+  return ex->ForwardNodes(0, at, static_cast<int>(graph_.nodes.size()));
+}
+
+}  // namespace ds::worker
