@@ -148,6 +148,7 @@ bool IsCollective(Ins::Kind kind) {
     case Ins::ALL_GATHER:
     case Ins::GRAD_NORM_REDUCE:
     case Ins::OVERFLOW_REDUCE:
+    case Ins::ACT_ALL_REDUCE:
       return true;
     default:
       return false;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/proto_dtype.h"
@@ -33,6 +34,17 @@ int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
   return (c.count() - c.rank_counts(rank)) * ProtoDTypeSize(c.dtype());
 }
 
+// The size of the group a collective runs on and `rank`'s place in it (the dp size and the rank
+// for plans that name none).
+std::pair<int, int> GroupPlace(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
+  for (const proto::ProcessGroup& g : plan.groups()) {
+    if (g.name() != ins.collective().group()) continue;
+    for (int i = 0; i < g.ranks_size(); ++i)
+      if (g.ranks(i) == rank) return {g.ranks_size(), i};
+  }
+  return {plan.topology().dp(), rank};
+}
+
 proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rp) {
   proto::RankSummary r;
   const proto::MemorySummary& m = rp.memory();
@@ -55,7 +67,8 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
     v.set_calls(v.calls() + 1);
     v.set_payload_bytes(v.payload_bytes() +
                         ins.collective().count() * ProtoDTypeSize(ins.collective().dtype()));
-    v.set_sent_bytes(v.sent_bytes() + SentBytes(ins, rp.rank(), plan.topology().dp()));
+    const auto [size, place] = GroupPlace(plan, ins, rp.rank());
+    v.set_sent_bytes(v.sent_bytes() + SentBytes(ins, place, size));
   }
   for (auto& [kind, v] : by_kind) {
     r.set_comm_sent_bytes(r.comm_sent_bytes() + v.sent_bytes());

@@ -118,19 +118,7 @@ if [[ $rc == 2 ]] && grep -q "16" <<<"$out" && ! grep -q "coordinator 127" <<<"$
   pass "world 3 with batch 16 rejected before anything starts"
 else fail "world 3: exit $rc: $out"; fi
 
-# ds-launch --tp: the grid is checked before anything starts. A tensor-parallel group must sit
-# on one node; a grid that does fit is refused by the planner with the grid it would make
-# (tensor parallelism is not planned yet), never trained as data parallelism.
-printf '127.0.0.1 slots=3\n127.0.0.2 slots=1\n' > "$BASE/uneven"
-out=$("$LAUNCH" "$BASE/dp.yaml" --hostfile "$BASE/uneven" --tp 2 --worker "$WORKER" --agent "$AGENT" 2>&1); rc=$?
-if [[ $rc == 2 ]] && grep -q "node 127.0.0.1 has 3 slots, so a tensor-parallel group would span two nodes" <<<"$out"; then
-  pass "--tp 2 over 3 + 1 slots refused: a tensor-parallel group would span nodes"
-else fail "--tp uneven: exit $rc: $out"; fi
-job "$BASE/dp.yaml" 4 1 "$BASE/x.csv"
-out=$("$LAUNCH" "$BASE/dp.yaml" --hostfile "$BASE/two" --tp 2 --worker "$WORKER" --agent "$AGENT" 2>&1); rc=$?
-if [[ $rc == 2 ]] && grep -q "grid pp 1 x dp 2 x tp 2" <<<"$out" && ! grep -q "coordinator 127" <<<"$out"; then
-  pass "--tp 2 over 4 ranks: refused before start with the grid pp 1 x dp 2 x tp 2"
-else fail "--tp 2: exit $rc: $out"; fi
+# Tensor-parallel grids (ds-launch --tp): tp_launch_test.sh.
 
 echo "dp_launch_test: $fails failure(s)"
 [[ $fails -eq 0 ]]
