@@ -2,7 +2,7 @@
 // communicator): TP = 2 and 4 reproduce the single-rank loss curve and gradient norms of GPT-2
 // and Llama with grouped-query attention (fp32, dropout off: 1e-6 relative), dropout follows
 // Megatron's rule (the replicated regions' masks are TP = 1's, and TP = 2 repeats itself bit for
-// bit), TP = 2 x DP = 2 with ZeRO-1 and ZeRO-2 stays on the single-rank curve (1e-5), and every
+// bit), TP = 2 x DP = 2 with ZeRO-1, 2 and 3 stays on the single-rank curve (1e-5), and every
 // tp rank's trained weights are its slice of the single rank's.
 #include <cmath>
 #include <random>
@@ -168,10 +168,10 @@ TEST_CASE("TP: dropout masks of replicated regions are the single rank's; TP 2 r
   CheckClose(single.loss, a.loss, 1e-6, "loss with dropout");
 }
 
-TEST_CASE("TP 2 x DP 2: ZeRO-1 and ZeRO-2 stay on the single-rank curve", "[worker][tp]") {
+TEST_CASE("TP 2 x DP 2: ZeRO-1, 2 and 3 stay on the single-rank curve", "[worker][tp]") {
   const std::string data = MakeData();
   const Run single = Train(Gpt(data, 8, 0), 1, 1, 20);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     INFO("stage " << stage);
     const Run run = Train(Gpt(data, 4, stage), 4, 2, 20);
     CheckClose(single.loss, run.loss, 1e-5, "loss");

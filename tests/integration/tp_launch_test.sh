@@ -87,6 +87,7 @@ run_case "GPT-2 TP=4" gpt "$BASE/four" 4 16 0 1e-6
 run_case "Llama (GQA, kv heads split) TP=2" llama "$BASE/one" 2 16 0 1e-6
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 8 1 1e-5
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-2" gpt "$BASE/two" 2 8 2 1e-5
+run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-3" gpt "$BASE/two" 2 8 3 1e-5
 if grep -rq "tensor parallel: rank 3 is tp rank 1 of 2, dp rank 1 of 2" "$DS_RUNTIME_HOME" "$BASE/out" 2>/dev/null; then
   pass "rank 3 of the TP=2 x DP=2 grid is tp rank 1, dp rank 1 (Megatron's order)"
 else fail "no rank said its grid place"; fi
