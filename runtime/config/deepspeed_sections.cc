@@ -349,4 +349,33 @@ void ParseAio(MapReader& root, AioConfig* a) {
   r.Finish();
 }
 
+// DeepSpeed's activation_checkpointing block: its presence means full recompute (every
+// transformer block's input kept, its forward run again before its backward) unless
+// training.recompute chose. The keys that would change how checkpoints are stored warn, saying
+// what happens instead.
+void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute) {
+  MapReader r = root.Block("activation_checkpointing");
+  if (!r.present()) return r.Finish();
+  if (!recompute->given) recompute->mode = "full";
+  recompute->given = true;
+  bool on = false;
+  if (r.Get("partition_activations", &on) && on)
+    r.Warn("\"" + r.KeyPath("partition_activations") +
+           "\": not yet: every tensor-parallel rank keeps the whole block inputs");
+  if (r.Get("cpu_checkpointing", &on) && on)
+    r.Warn("\"" + r.KeyPath("cpu_checkpointing") +
+           "\": not yet: the kept block inputs stay where training runs (host memory on the "
+           "CPU, where they already are)");
+  int64_t n = 0;
+  if (r.Get("number_checkpoints", &n))
+    r.Warn("\"" + r.KeyPath("number_checkpoints") +
+           "\" changes nothing: the planner keeps every block's input and sizes their buffer");
+  if (r.Get("contiguous_memory_optimization", &on) && on)
+    r.Warn("\"" + r.KeyPath("contiguous_memory_optimization") +
+           "\" changes nothing: kept activations already live in one arena");
+  for (const char* key : {"synchronize_checkpoint_boundary", "profile"})
+    if (r.Get(key, &on) && on) r.Warn("\"" + r.KeyPath(key) + "\" is not supported; ignored");
+  r.Finish();
+}
+
 }  // namespace ds::config::internal

@@ -18,8 +18,7 @@ using config::internal::MapReader;
 using config::internal::ParseContext;
 
 // Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
-constexpr const char* kUnsupportedTopLevel[] = {"activation_checkpointing",
-                                                "flops_profiler",
+constexpr const char* kUnsupportedTopLevel[] = {"flops_profiler",
                                                 "tensorboard",
                                                 "wandb",
                                                 "csv_monitor",
@@ -126,7 +125,8 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseData(r, c->seed, &c->data);
   in::ParseCheckpoint(r, &c->checkpoint);
   in::ParseMonitor(r, &c->monitor);
-  in::ParseTraining(r, &c->train_iters);
+  in::ParseTraining(r, &c->train_iters, &c->recompute);
+  in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);
   const bool tensor_given = in::ParseParallel(r, &c->parallel);
   in::ParseTensorParallel(r, &c->parallel, tensor_given);

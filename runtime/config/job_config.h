@@ -185,6 +185,13 @@ struct ParallelConfig {
   bool sequence_parallel = false;
 };
 
+// training.recompute: none | selective | full, or DeepSpeed's activation_checkpointing block
+// (present: full, unless training.recompute says otherwise).
+struct RecomputeConfig {
+  std::string mode = "none";  // "none", "selective", "full"
+  bool given = false;         // training.recompute or activation_checkpointing present
+};
+
 struct JobConfig {
   std::string source;  // file name used in messages
 
@@ -213,6 +220,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   MonitorConfig monitor;
   int64_t train_iters = 0;  // training.train_iters: total optimizer steps; 0 = not given
+  RecomputeConfig recompute;
   DeviceConfig device;
   ParallelConfig parallel;
 

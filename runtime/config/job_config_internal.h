@@ -21,7 +21,8 @@ void ParseModel(MapReader& root, ModelConfig* out);
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* out);
 void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);
-void ParseTraining(MapReader& root, int64_t* train_iters);
+void ParseTraining(MapReader& root, int64_t* train_iters, RecomputeConfig* recompute);
+void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute);
 void ParseDevice(MapReader& root, DeviceConfig* out);
 // Returns whether parallel.tensor was given (tensor_parallel.autotp_size must then agree).
 bool ParseParallel(MapReader& root, ParallelConfig* out);

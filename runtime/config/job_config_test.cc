@@ -285,7 +285,7 @@ TEST_CASE("JobConfig: a real-world ds_config.json parses as is", "[config]") {
 TEST_CASE("JobConfig: unsupported DeepSpeed keys warn exactly once each", "[config]") {
   StatusOr<JobConfig> c = ParseJobConfig(R"(
 train_batch_size: 8
-activation_checkpointing: {partition_activations: true, cpu_checkpointing: true}
+tensorboard: {enabled: true, output_path: tb}
 wandb: {enabled: true, project: x}
 flops_profiler: {enabled: false}
 checkpoint: {dir: ckpt, tag_validation: Warn}
@@ -298,10 +298,10 @@ checkpoint: {dir: ckpt, tag_validation: Warn}
         "support yet; ignored");
   std::string all;
   for (const std::string& w : c->warnings) all += w + "\n";
-  CHECK(all.find("\"activation_checkpointing\"") != std::string::npos);
+  CHECK(all.find("\"tensorboard\"") != std::string::npos);
   CHECK(all.find("\"wandb\"") != std::string::npos);
   CHECK(all.find("\"flops_profiler\"") != std::string::npos);
-  CHECK(all.find("partition_activations") == std::string::npos);  // one per block, not per key
+  CHECK(all.find("output_path") == std::string::npos);  // one per block, not per key
 }
 
 TEST_CASE("JobConfig: the aio block has DeepSpeed's keys, defaults and old name", "[config]") {
@@ -451,6 +451,35 @@ TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK(missing.status().message().find("job_config_test.json.missing") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+TEST_CASE("JobConfig: training.recompute and DeepSpeed's activation_checkpointing", "[config]") {
+  auto mode = [](const std::string& yaml) {
+    StatusOr<JobConfig> c = ParseJobConfig("train_batch_size: 8\n" + yaml, "job.yaml");
+    REQUIRE(c.ok());
+    return c->recompute.mode;
+  };
+  CHECK(mode("") == "none");
+  CHECK(mode("training: {recompute: selective}") == "selective");
+  CHECK(mode("activation_checkpointing: {}") == "full");
+  CHECK(mode("activation_checkpointing: {}\ntraining: {recompute: selective}") == "selective");
+  StatusOr<JobConfig> c = ParseJobConfig(
+      "train_batch_size: 8\nactivation_checkpointing: {partition_activations: true, "
+      "cpu_checkpointing: true, number_checkpoints: 4, contiguous_memory_optimization: true}",
+      "job.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(c->warnings.size() == 4);
+  CHECK(c->warnings[0].find("partition_activations\": not yet") != std::string::npos);
+  CHECK(c->warnings[2].find("number_checkpoints\" changes nothing") != std::string::npos);
+  StatusOr<JobConfig> bad = ParseJobConfig("training: {recompute: some}", "job.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("training.recompute") != std::string::npos);
 }
 
 }  // namespace

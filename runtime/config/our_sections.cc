@@ -122,10 +122,16 @@ void ParseMonitor(MapReader& root, MonitorConfig* m) {
   r.Finish();
 }
 
-void ParseTraining(MapReader& root, int64_t* train_iters) {
+void ParseTraining(MapReader& root, int64_t* train_iters, RecomputeConfig* recompute) {
   MapReader r = root.Block("training");
   r.Get("train_iters", train_iters);
   r.Require(*train_iters >= 0, "train_iters", "must be >= 0");
+  if (r.Get("recompute", &recompute->mode)) {
+    recompute->given = true;
+    r.Require(
+        recompute->mode == "none" || recompute->mode == "selective" || recompute->mode == "full",
+        "recompute", "must be none, selective or full");
+  }
   r.Finish();
 }
 

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/recompute.h"
 #include "runtime/graph/validate.h"
 
 namespace ds::exec {
@@ -108,11 +110,8 @@ Status Executor::Build() {
   views_[ids] = Tensor(data, specs_[ids].shape, DType::kI32);
   views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
 
-  // Node kernels and the forward arena (activations + saved buffers): all live for the step.
+  // Node kernels, then the forward arena (activations + saved buffers, LayoutActivations).
   std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());
-  size_t act_size = 0;
-  for (int t = 0; t < nt; ++t)
-    if (g.tensors[t].role == TensorRole::kActivation) act_size += AlignUp(specs_[t].nbytes());
   size_t max_node_params = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const NodeInfo& n = g.nodes[i];
@@ -127,7 +126,6 @@ Status Executor::Build() {
     std::vector<TensorSpec> in;
     for (int t : n.inputs) in.push_back(f32_specs[t]);
     if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
-    for (const TensorSpec& s : saved_specs[i]) act_size += AlignUp(s.nbytes());
     fwd_flops_ += ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
     bwd_flops_ += ne->def->backward_flops ? ne->def->backward_flops(n.attrs, in) : 0;
     size_t node_params = 0;
@@ -136,13 +134,8 @@ Status Executor::Build() {
     max_node_params = std::max(max_node_params, node_params);
     nodes_.push_back(std::move(ne));
   }
-  act_bytes_ = static_cast<int64_t>(act_size);
-  DS_ASSIGN_OR_RETURN(char* cursor, Arena(act_size, &act_arena_));
-  for (int t = 0; t < nt; ++t) {
-    if (g.tensors[t].role != TensorRole::kActivation) continue;
-    views_[t] = Tensor(cursor, specs_[t].shape, specs_[t].dtype);
-    cursor += AlignUp(specs_[t].nbytes());
-  }
+  std::vector<std::vector<Tensor>> saved_views;
+  DS_RETURN_IF_ERROR(LayoutActivations(saved_specs, &saved_views));
   if (params_->mixed()) {
     scratch_ = Buffer::Allocate(max_node_params);
     if (opt_.training) grad_scratch_ = Buffer::Allocate(max_node_params);
@@ -182,12 +175,98 @@ Status Executor::Build() {
       }
     }
     for (int t : ne.node->outputs) a.out.push_back(views_[t]);
-    for (const TensorSpec& s : saved_specs[i]) {
-      a.saved.push_back(Tensor(cursor, s.shape, s.dtype));
-      cursor += AlignUp(s.nbytes());
-    }
+    a.saved = saved_views[i];
   }
   if (opt_.training) DS_RETURN_IF_ERROR(PlanActivationGrads());
+  return OkStatus();
+}
+
+// Note [Activation layout]
+// One arena in three parts. Kept: what some backward reads, and the saved buffers, for the
+// whole step. Transient (recompute, runtime/graph/recompute.h): each segment's recomputed
+// tensors and its nodes' saved buffers, every segment from the same base (one segment is live
+// at a time). Forward-only (training): tensors no backward reads, placed first-fit over their
+// forward live ranges [producer, last consumer]. Inference keeps everything.
+Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
+                                   std::vector<std::vector<Tensor>>* saved_views) {
+  const Graph& g = *graph_;
+  const int nt = static_cast<int>(g.tensors.size()), nn = static_cast<int>(g.nodes.size());
+  enum Part { kKept, kTransient, kForward };
+  std::vector<Part> part(nt, kKept);
+  std::vector<size_t> at(nt, 0);
+  std::vector<std::vector<size_t>> saved_at(nn);
+  const std::vector<bool> read = BackwardReadTensors(g);
+  std::vector<int> producer(nt, -1), last_use(nt, -1);
+  for (int n = 0; n < nn; ++n) {
+    for (int t : g.nodes[n].inputs) last_use[t] = n;
+    for (int t : g.nodes[n].outputs) producer[t] = n;
+  }
+  size_t kept = 0, transient = 0;
+  std::vector<int> segment_of(nn, -1);
+  for (size_t s = 0; s < opt_.recompute.size(); ++s) {
+    size_t off = 0;
+    for (int t : opt_.recompute[s].transient) {
+      part[t] = kTransient;
+      at[t] = off;
+      off += AlignUp(specs_[t].nbytes());
+    }
+    for (int n = opt_.recompute[s].node_begin; n < opt_.recompute[s].node_end; ++n) {
+      segment_of[n] = static_cast<int>(s);
+      for (const TensorSpec& sp : saved_specs[n]) {
+        saved_at[n].push_back(off);
+        off += AlignUp(sp.nbytes());
+      }
+    }
+    transient = std::max(transient, off);
+  }
+  std::vector<std::pair<int, int>> forward_only;  // (tensor, producer)
+  for (int t = 0; t < nt; ++t) {
+    if (g.tensors[t].role != TensorRole::kActivation || part[t] == kTransient) continue;
+    if (opt_.training && !read[t] && t != g.loss && producer[t] >= 0 && last_use[t] >= 0) {
+      part[t] = kForward;
+      forward_only.push_back({t, producer[t]});
+      continue;
+    }
+    at[t] = kept;
+    kept += AlignUp(specs_[t].nbytes());
+  }
+  for (int n = 0; n < nn; ++n)
+    for (const TensorSpec& sp : saved_specs[n])
+      if (segment_of[n] < 0) {
+        saved_at[n].push_back(kept);
+        kept += AlignUp(sp.nbytes());
+      }
+  // First fit over forward live ranges, in producer order.
+  std::vector<std::tuple<size_t, size_t, int>> live;  // offset, size, last use
+  size_t forward = 0;
+  for (auto [t, from] : forward_only) {
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [from = from](const auto& b) { return std::get<2>(b) < from; }),
+               live.end());
+    std::sort(live.begin(), live.end());
+    const size_t need = AlignUp(specs_[t].nbytes());
+    size_t off = 0;
+    for (const auto& [o, sz, end] : live) {
+      if (o >= off + need) break;
+      off = std::max(off, o + sz);
+    }
+    at[t] = off;
+    live.push_back({off, need, last_use[t]});
+    forward = std::max(forward, off + need);
+  }
+  act_bytes_ = static_cast<int64_t>(kept + transient + forward);
+  kept_bytes_ = static_cast<int64_t>(kept);
+  transient_bytes_ = static_cast<int64_t>(transient);
+  DS_ASSIGN_OR_RETURN(char* base, Arena(std::max<size_t>(act_bytes_, 1), &act_arena_));
+  const size_t base_of[] = {0, kept, kept + transient};
+  for (int t = 0; t < nt; ++t)
+    if (g.tensors[t].role == TensorRole::kActivation)
+      views_[t] = Tensor(base + base_of[part[t]] + at[t], specs_[t].shape, specs_[t].dtype);
+  saved_views->assign(nn, {});
+  for (int n = 0; n < nn; ++n)
+    for (size_t k = 0; k < saved_specs[n].size(); ++k)
+      (*saved_views)[n].push_back(Tensor(base + (segment_of[n] >= 0 ? kept : 0) + saved_at[n][k],
+                                         saved_specs[n][k].shape, saved_specs[n][k].dtype));
   return OkStatus();
 }
 

@@ -41,6 +41,7 @@
 #include "kernels/registry.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/recompute.h"
 #include "zero/param_store.h"
 
 namespace ds::exec {
@@ -57,6 +58,9 @@ struct ExecutorOptions {
   void* device_params = nullptr;
   std::function<void*(int64_t flat_element)> device_param_at;  // instead of device_params (ZeRO-3)
   std::function<void*(int64_t flat_element)> device_grad_at;   // training only
+  // Activation recompute (the plan's segments, runtime/graph/recompute.h): their transient
+  // tensors share one arena; RecomputeNodes runs a segment's forward again before its backward.
+  std::vector<RecomputeSegment> recompute;
 };
 
 struct NodeProfile {
@@ -107,8 +111,12 @@ class Executor {
 
   double forward_flops() const { return fwd_flops_; }
   double backward_flops() const { return bwd_flops_; }
-  // Bytes allocated for activations+saved, and for activation gradients.
+  // Bytes allocated for activations+saved, and for activation gradients. Of the first: what
+  // forward keeps for backward, and the recompute segments' shared arena (Note [Activation
+  // layout] in executor.cc); the rest is the forward-only tensors' arena.
   int64_t activation_bytes() const { return act_bytes_; }
+  int64_t kept_activation_bytes() const { return kept_bytes_; }
+  int64_t recompute_arena_bytes() const { return transient_bytes_; }
   int64_t activation_grad_bytes() const { return grad_bytes_; }
   // Per-op-type time, collected when DS_PROFILE_OPS=1 is set (on a device it synchronizes
   // after every node, so the times are the kernels' and the run is slower).
@@ -118,6 +126,8 @@ class Executor {
   struct NodeExec;
   Executor(const Graph& graph, zero::ParamStore* params, const ExecutorOptions& options);
   Status Build();
+  Status LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
+                           std::vector<std::vector<Tensor>>* saved_views);
   Status PlanActivationGrads();
   void WidenParams(const NodeExec& n) const;
   void NarrowGrads(const NodeExec& n) const;
@@ -168,7 +178,7 @@ class Executor {
   int64_t sent_lo_ = 0;
   std::vector<int> sent_slots_;
   double fwd_flops_ = 0, bwd_flops_ = 0;
-  int64_t act_bytes_ = 0, grad_bytes_ = 0;
+  int64_t act_bytes_ = 0, grad_bytes_ = 0, kept_bytes_ = 0, transient_bytes_ = 0;
   bool profiling_ = false;
   std::map<std::string, NodeProfile> profile_;
 };

@@ -80,13 +80,31 @@ Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
 // once and charged to the block that produces it (it dies with that block's backward, the last
 // backward that can read it), plus every node's op-private saved buffers.
 Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs,
-                        ModelFacts* facts) {
+                        const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
+  std::set<int> transient;
+  for (const RecomputeSegment& s : recompute) {
+    int64_t bytes = 0;
+    for (int t : s.transient) {
+      transient.insert(t);
+      bytes += specs[t].nbytes();
+    }
+    for (int n = s.node_begin; n < s.node_end; ++n) {
+      const NodeInfo& node = graph.nodes[n];
+      const kernels::OpDef* def = kernels::FindOp(node.op);
+      if (!def || !def->saved) continue;
+      std::vector<TensorSpec> in;
+      for (int i : node.inputs) in.push_back(specs[i]);
+      for (const TensorSpec& sp : def->saved(node.attrs, in)) bytes += sp.nbytes();
+    }
+    facts->recompute_arena_bytes = std::max(facts->recompute_arena_bytes, bytes);
+  }
   std::vector<int> producer_block(graph.tensors.size(),
                                   -2);  // -2: not produced by a node
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.outputs) producer_block[t] = n.block;
   std::set<int> kept;
-  for (const NodeInfo& n : graph.nodes) {
+  for (int ni = 0; ni < static_cast<int>(graph.nodes.size()); ++ni) {
+    const NodeInfo& n = graph.nodes[ni];
     const kernels::OpDef* def = kernels::FindOp(n.op);
     if (def == nullptr)
       return InvalidArgumentError("op " + n.op + " of node " + n.name +
@@ -98,12 +116,13 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
     }
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if ((def->backward_reads_outputs >> i) & 1u) kept.insert(n.outputs[i]);
-    if (!def->saved) continue;
+    if (!def->saved || InSegment(recompute, ni)) continue;
     BlockFacts& b = facts->blocks[facts->BlockPosition(n.block)];
     for (const TensorSpec& s : def->saved(n.attrs, in)) b.activation_bytes += s.nbytes();
   }
   for (int t : kept) {
     if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
+    if (transient.count(t)) continue;
     facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
   }
   for (size_t t = 0; t < graph.tensors.size(); ++t) {
@@ -122,7 +141,8 @@ int ModelFacts::BlockPosition(int block) const {
   return -1;
 }
 
-StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len) {
+StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len,
+                                  const std::vector<RecomputeSegment>& recompute) {
   ModelFacts facts;
   facts.name = graph.name;
   DS_RETURN_IF_ERROR(LayoutParams(graph, &facts));
@@ -131,7 +151,7 @@ StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64
   if (!specs.ok())
     return specs.status().WithPrefix("micro batch " + std::to_string(micro_batch) + ", seq_len " +
                                      std::to_string(seq_len));
-  DS_RETURN_IF_ERROR(CountActivations(graph, *specs, &facts));
+  DS_RETURN_IF_ERROR(CountActivations(graph, *specs, recompute, &facts));
   return facts;
 }
 

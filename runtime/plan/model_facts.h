@@ -12,6 +12,7 @@
 
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/recompute.h"
 
 namespace ds::plan {
 
@@ -44,6 +45,9 @@ struct ModelFacts {
   int64_t flat_elements = 0;
   int64_t num_parameters = 0;
   int64_t input_bytes = 0;  // token ids and targets of one micro-batch
+  // Activation recompute: the arena the segments' transient tensors and saved buffers share
+  // (the largest segment's); blocks' activation_bytes leave them out.
+  int64_t recompute_arena_bytes = 0;
 
   // Position of `block` in `blocks`; -1 when no node has it.
   int BlockPosition(int block) const;
@@ -51,6 +55,7 @@ struct ModelFacts {
 
 // InvalidArgument when a parameter has a symbolic shape or no reader, when nodes are not grouped by
 // block in node order, or when shape inference fails for (micro_batch, seq_len).
-StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len);
+StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len,
+                                  const std::vector<RecomputeSegment>& recompute = {});
 
 }  // namespace ds::plan

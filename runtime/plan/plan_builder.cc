@@ -6,6 +6,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/plan_hash.h"
+#include "runtime/plan/recompute_plan.h"
 #include "runtime/plan/tp_plan.h"
 #include "runtime/plan/tp_shards.h"
 #include "zero/plan/zero_builder.h"
@@ -90,6 +91,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   s->set_optimizer_states(c.optimizer_states);
   s->set_states_on_device(c.states_on_device);
   s->set_device_collectives(c.states_on_device && c.device_collectives);
+  s->set_recompute(RecomputeModeName(c.recompute));
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
     w->set_enabled(true);
@@ -120,8 +122,10 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0);
   if (!local.ok()) return local.status().WithPrefix("plan");
-  DS_ASSIGN_OR_RETURN(ModelFacts facts,
-                      AnalyzeModel(local->graph, resolved.micro_batch_size, config.seq_len));
+  DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
+                      RecomputeSegments(local->graph, config.recompute));
+  DS_ASSIGN_OR_RETURN(ModelFacts facts, AnalyzeModel(local->graph, resolved.micro_batch_size,
+                                                     config.seq_len, recompute));
   proto::Plan plan;
   EchoSettings(resolved, topology, &plan);
   auto shape = [&graph](const char* key) {
@@ -129,6 +133,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
     return it == graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
   };
   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, resolved, topology.dp, &plan));
+  DS_RETURN_IF_ERROR(InsertRecompute(local->graph, recompute, &plan));
   if (topology.tp > 1)
     DS_RETURN_IF_ERROR(
         InsertTpCollectives(*local, resolved.micro_batch_size, config.seq_len, &plan));

@@ -13,6 +13,9 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.tensor = job.parallel.tensor;
   c.pipeline = job.parallel.pipeline;
   c.sequence_parallel = job.parallel.sequence_parallel;
+  if (!ParseRecomputeMode(job.recompute.mode, &c.recompute))
+    return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
+                                "\" must be none, selective or full");
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
   c.micro_batch_size = job.train_micro_batch_size_per_gpu;

@@ -14,6 +14,7 @@
 #include "runtime/base/status.h"
 #include "runtime/config/job_config.h"
 #include "runtime/core/dtype.h"
+#include "runtime/graph/recompute.h"
 
 namespace ds::plan {
 
@@ -29,6 +30,8 @@ struct PlanConfig {
   int tensor = 1;
   int pipeline = 1;
   bool sequence_parallel = false;
+  // training.recompute / activation_checkpointing (runtime/graph/recompute.h).
+  RecomputeMode recompute = RecomputeMode::kNone;
   int stage = 0;  // ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
   // Batch triad as in the job file (0 = not given); MakePlan resolves it for topology.dp with
   // DeepSpeed's rule train = micro x gas x dp (ResolveBatchSizes).

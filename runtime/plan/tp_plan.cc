@@ -58,7 +58,7 @@ void SetRange(const Graph& g, int begin, int end, Ins* ins) {
 // collectives between them. Allocations and waits stay on the first segment, frees on the last.
 void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
            std::vector<Ins>* out) {
-  const bool fwd = in.kind() == Ins::FORWARD;
+  const bool fwd = in.kind() != Ins::BACKWARD;  // FORWARD or RECOMPUTE
   const int begin = in.node_begin(), end = in.node_end();
   const size_t first = out->size();
   int at = fwd ? begin : end;  // where the next segment starts (FORWARD) or ends (BACKWARD)
@@ -93,12 +93,13 @@ void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
   *(*out)[last].mutable_frees() = in.frees();
 }
 
-// The cuts that fall in compute instruction `in`: forward ones inside or at its end, backward
-// ones inside or at its start.
+// The cuts that fall in compute instruction `in`: forward ones inside or at its end (FORWARD and
+// RECOMPUTE: a recomputed row-parallel output is all-reduced again), backward ones inside or at
+// its start.
 std::vector<const Cut*> CutsOf(const Ins& in, const std::vector<Cut>& fwd,
                                const std::vector<Cut>& bwd) {
   std::vector<const Cut*> out;
-  if (in.kind() == Ins::FORWARD)
+  if (in.kind() == Ins::FORWARD || in.kind() == Ins::RECOMPUTE)
     for (const Cut& c : fwd)
       if (c.boundary > in.node_begin() && c.boundary <= in.node_end()) out.push_back(&c);
   if (in.kind() == Ins::BACKWARD)
@@ -135,7 +136,8 @@ Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64
       }
       Split(local.graph, in, cuts, &out);
       moved[i] = static_cast<int>(out.size()) - 1;
-      for (const Cut* c : cuts) ++placed[c->id];
+      if (in.kind() != Ins::RECOMPUTE)
+        for (const Cut* c : cuts) ++placed[c->id];
     }
     const int gas = static_cast<int>(plan->settings().gradient_accumulation_steps());
     for (size_t k = 0; k < placed.size(); ++k)

@@ -130,6 +130,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::SWAP_IN] = {&Impl::Swap, false};
   table[Instruction::SWAP_OUT] = {&Impl::Swap, false};
   table[Instruction::ACT_ALL_REDUCE] = {&Impl::ActAllReduce, false};
+  table[Instruction::RECOMPUTE] = {&Impl::Forward, false};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {

@@ -192,6 +192,10 @@ Status Trainer::Build() {
       std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   DS_RETURN_IF_ERROR(BuildSwapper().WithPrefix(src));
   exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
+  // The plan's recompute segments, by the same rule on the same graph (runtime/graph/recompute.h).
+  auto recompute = RecomputeSegments(graph_, pc->recompute);
+  if (!recompute.ok()) return recompute.status().WithPrefix(src);
+  eo.recompute = std::move(recompute).value();
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<zero::DeviceParamBlock> blocks;

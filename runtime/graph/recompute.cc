@@ -1,0 +1,117 @@
+#include "runtime/graph/recompute.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kernels/registry.h"
+
+namespace ds {
+namespace {
+
+// Per tensor: the nodes that read it in forward, and those whose backward reads it.
+struct Readers {
+  std::vector<std::vector<int>> forward, backward;
+  std::vector<int> producer;
+};
+
+Readers FindReaders(const Graph& g) {
+  Readers r;
+  const size_t nt = g.tensors.size();
+  r.forward.resize(nt);
+  r.backward.resize(nt);
+  r.producer.assign(nt, -1);
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {
+    const NodeInfo& node = g.nodes[n];
+    const kernels::OpDef* def = kernels::FindOp(node.op);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      r.forward[node.inputs[i]].push_back(n);
+      if (def && ((def->backward_reads_inputs >> i) & 1u)) r.backward[node.inputs[i]].push_back(n);
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      r.producer[node.outputs[i]] = n;
+      if (def && ((def->backward_reads_outputs >> i) & 1u))
+        r.backward[node.outputs[i]].push_back(n);
+    }
+  }
+  return r;
+}
+
+// Fills segment s's transient tensors; `next_begin`: where the next segment starts.
+void FindTransient(const Graph& g, const Readers& r, int next_begin, RecomputeSegment* s) {
+  for (int n = s->node_begin; n < s->node_end; ++n)
+    for (int t : g.nodes[n].outputs) {
+      if (g.tensors[t].role != TensorRole::kActivation || t == g.loss) continue;
+      bool ok = true;
+      for (int c : r.forward[t]) ok = ok && c >= s->node_begin && c < s->point && c < next_begin;
+      for (int c : r.backward[t]) ok = ok && c >= s->node_begin && c < s->point;
+      if (ok) s->transient.push_back(t);
+    }
+}
+
+}  // namespace
+
+const char* RecomputeModeName(RecomputeMode mode) {
+  switch (mode) {
+    case RecomputeMode::kSelective:
+      return "selective";
+    case RecomputeMode::kFull:
+      return "full";
+    case RecomputeMode::kNone:
+      break;
+  }
+  return "none";
+}
+
+bool ParseRecomputeMode(const std::string& text, RecomputeMode* mode) {
+  for (RecomputeMode m : {RecomputeMode::kNone, RecomputeMode::kSelective, RecomputeMode::kFull})
+    if (text == RecomputeModeName(m)) {
+      *mode = m;
+      return true;
+    }
+  return false;
+}
+
+StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, RecomputeMode mode) {
+  std::vector<RecomputeSegment> out;
+  if (mode == RecomputeMode::kNone) return out;
+  const Readers r = FindReaders(g);
+  const int nodes = static_cast<int>(g.nodes.size());
+  if (mode == RecomputeMode::kFull) {
+    for (int n = 0; n < nodes;) {
+      const int block = g.nodes[n].block;
+      int end = n;
+      while (end < nodes && g.nodes[end].block == block) ++end;
+      if (block >= 0 && block < g.num_blocks) out.push_back({n, end, end, {}});
+      n = end;
+    }
+  } else {
+    for (int n = 0; n < nodes; ++n) {
+      if (g.nodes[n].op != "attention") continue;
+      int point = n + 1;
+      for (int t : g.nodes[n].outputs)
+        for (int c : r.backward[t]) point = std::max(point, c + 1);
+      out.push_back({n, n + 1, point, {}});
+    }
+    if (out.empty())
+      return InvalidArgumentError("training.recompute selective: graph " + g.name +
+                                  " has no attention node to recompute");
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    FindTransient(g, r, i + 1 < out.size() ? out[i + 1].node_begin : nodes, &out[i]);
+  return out;
+}
+
+std::vector<bool> BackwardReadTensors(const Graph& g) {
+  const Readers r = FindReaders(g);
+  std::vector<bool> out(g.tensors.size(), false);
+  for (size_t t = 0; t < out.size(); ++t) out[t] = !r.backward[t].empty();
+  return out;
+}
+
+bool InSegment(const std::vector<RecomputeSegment>& segments, int n) {
+  for (const RecomputeSegment& s : segments)
+    if (n >= s.node_begin && n < s.node_end) return true;
+  return false;
+}
+
+}  // namespace ds

@@ -1,0 +1,54 @@
+// Activation recompute (activation checkpointing): which node ranges a graph recomputes in
+// backward and which of their activations are therefore not kept from forward. One rule, read
+// by the planner (memory, RECOMPUTE instructions) and by the executor (memory layout), so the
+// two agree by construction.
+//
+//   full       every transformer block (0 .. num_blocks - 1): only what crosses a block
+//              boundary is kept (the residual stream at each block's input, Korthikanti et al.'s
+//              2sbh); the block's forward runs again just before its backward
+//   selective  the attention core of each block (Korthikanti et al.): the attention node's
+//              output and saved statistics are recomputed just before the backward of the
+//              node that reads its output (the output projection)
+//
+// A segment's transient tensors are the activations its nodes produce whose every reader (the
+// forward consumers and the backward reads, by OpDef::backward_reads_*) lies in
+// [node_begin, point) and whose forward consumers run before the next segment starts; they,
+// and the op-private saved buffers of the segment's nodes, share one arena across segments.
+//
+//   DS_ASSIGN_OR_RETURN(auto segments, RecomputeSegments(graph, RecomputeMode::kFull));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/graph/graph.h"
+
+namespace ds {
+
+enum class RecomputeMode { kNone, kSelective, kFull };
+// "none", "selective", "full"; ParseRecomputeMode accepts exactly those.
+const char* RecomputeModeName(RecomputeMode mode);
+bool ParseRecomputeMode(const std::string& text, RecomputeMode* mode);
+
+struct RecomputeSegment {
+  int node_begin = 0;
+  int node_end = 0;  // exclusive
+  // Backward reaches the segment's recompute after the backward of nodes [point, ...) ran:
+  // the RECOMPUTE goes between them and node point - 1's backward.
+  int point = 0;
+  std::vector<int> transient;  // tensor indices (activations) not kept from forward
+};
+
+// The segments of `mode` in node order (none: empty). InvalidArgument naming the graph when
+// selective recompute finds no attention node to recompute.
+StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, RecomputeMode mode);
+
+// Per tensor: whether some node's backward reads it (OpDef::backward_reads_*): what forward
+// must keep for backward, when nothing is recomputed.
+std::vector<bool> BackwardReadTensors(const Graph& graph);
+
+// Whether node `n` of `graph` lies in one of `segments` (its saved buffers are transient).
+bool InSegment(const std::vector<RecomputeSegment>& segments, int n);
+
+}  // namespace ds
