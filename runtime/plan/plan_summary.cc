@@ -139,7 +139,7 @@ void ActivationFormulas(const proto::Plan& plan, proto::PlanSummary* s) {
     if (buf.kind() != proto::PlanBuffer::ACTIVATIONS || buf.name().rfind("activations.block", 0))
       continue;
     const int block = std::atoi(buf.name().c_str() + std::strlen("activations.block"));
-    if (block > 0 && block + 1 < m.num_blocks())
+    if (block >= 0 && block < m.n_layer())  // transformer layers, not the embedding or head
       s->set_layer_activation_bytes(std::max(s->layer_activation_bytes(), buf.bytes()));
   }
   if (h <= 0 || a <= 0) return;
@@ -156,6 +156,15 @@ void ActivationFormulas(const proto::Plan& plan, proto::PlanSummary* s) {
   add(tp + " + SP", "sbh(34/t+5as/(ht))", sbh * (34 / t + att / t));
   add(tp + " + SP + selective recompute", "34sbh/t", 34 * sbh / t);
   add("full recompute", "2sbh", 2 * sbh);
+  for (const proto::PlanBuffer& buf : plan.buffers())
+    if (buf.name() == "activations.recompute") s->set_recompute_arena_bytes(buf.bytes());
+  if (plan.topology().tp() < 2) return;
+  const bool full = plan.settings().recompute() == "full";
+  const double per_layer = full ? 6 : 4;
+  s->set_megatron_tp_bytes(static_cast<int64_t>(per_layer * m.n_layer() * sbh * 4 *
+                                                plan.settings().gradient_accumulation_steps()));
+  s->set_megatron_tp_formula(full ? "6bsh x L x gas, fp32, layers only: full recompute repeats forward's 2"
+                                  : "4bsh x L x gas, fp32, layers only");
 }
 
 // printf into a std::string.
@@ -297,6 +306,9 @@ std::string FormatActivations(const proto::PlanSummary& s) {
   if (s.layer_activation_bytes() > 0) {
     out += Fmt("\nactivations of one transformer layer: %s MiB planned (in the graph's dtypes)\n",
                MiB(s.layer_activation_bytes()).c_str());
+    if (s.recompute_arena_bytes() > 0)
+      out += Fmt("  recompute (%s): one segment's recomputed tensors share %s MiB\n",
+                 s.settings().recompute().c_str(), MiB(s.recompute_arena_bytes()).c_str());
     for (const proto::ActivationFormula& f : s.activation_formulas())
       out += Fmt("  %-36s %-24s %10s MiB (16-bit, Korthikanti et al.)\n", f.setting().c_str(),
                  f.formula().c_str(), MiB(f.bytes()).c_str());
@@ -321,6 +333,9 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
   out += Fmt("  %-32s%7s %12s %9s   ZeRO paper: %s MiB (%s)\n", "total sent", "", "",
              MiB(r0.comm_sent_bytes()).c_str(), MiB(s.paper_comm_bytes()).c_str(),
              c.zero_stage() == 3 ? "3P(N-1)/N" : "2P(N-1)/N");
+  if (s.megatron_tp_bytes() > 0)
+    out += Fmt("  %-32s%7s %12s %9s   Megatron: %s MiB (%s)\n", "tensor-parallel all-reduces",
+               "", "", "", MiB(s.megatron_tp_bytes()).c_str(), s.megatron_tp_formula().c_str());
   return out;
 }
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# ds-launch plan for GPT-2 124M (micro 8 x 1024 tokens, fp32, ZeRO-0) at TP = 1, 2 and 4 with
+# training.recompute none, selective and full: per-rank model states, activation peak, one
+# layer's planned activations and the recompute arena, the tp all-reduce volume beside
+# Megatron's 4bsh per layer (6 with full recompute), and Korthikanti et al.'s formulas.
+#   tools/bench/tp_plan_table.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[[ -x bin/ds-launch ]] || tools/build.sh
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+for tp in 1 2 4; do
+  for rc in none selective full; do
+    cat > "$W/job.yaml" <<YAML
+train_batch_size: 8
+train_micro_batch_size_per_gpu: 8
+optimizer: {type: AdamW, params: {lr: 3.0e-4}}
+model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50304, max_seq_len: 1024}
+data: {train: none.bin, seq_len: 1024}
+training: {train_iters: 1, recompute: $rc}
+parallel: {tensor: $tp}
+YAML
+    echo "== TP $tp, recompute $rc"
+    bin/ds-launch plan "$W/job.yaml" -n "$tp" | grep -E "model states  |activations \(peak\)|peak total|one transformer layer|recompute \(|ACT_ALL_REDUCE|Megatron:"
+  done
+done
+bin/ds-launch plan "$W/job.yaml" -n 4 | grep -A6 "one transformer layer" | grep "Korthikanti"
