@@ -142,6 +142,7 @@ Status Trainer::Build() {
   }
   if (!host_comm_) host_comm_ = comm_;
   world_comm_ = comm_;
+  world_host_comm_ = host_comm_;
   world_rank_ = comm_->rank();
   auto pc = plan::PlanConfigFromJob(config_);
   if (!pc.ok()) return pc.status().WithPrefix(src);

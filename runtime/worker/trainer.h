@@ -167,6 +167,7 @@ class Trainer {
   std::map<std::string, parallel::Communicator*> group_by_name_;
   parallel::Communicator* tp_comm_ = nullptr;
   parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
+  parallel::Communicator* world_host_comm_ = nullptr;  // the same on host memory (checkpoints)
   int world_rank_ = 0;
   // device.type cuda: the GPU the executors run on (outlives them: declared first), or
   // the memory Create was given.

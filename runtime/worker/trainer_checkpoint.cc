@@ -32,6 +32,7 @@
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
+#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
@@ -78,6 +79,10 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 }  // namespace
 
 Status Trainer::ExportWeights(const std::string& path) const {
+  if (tp_)
+    return FailedPreconditionError(
+        "ExportWeights holds one tensor-parallel rank's part; save a checkpoint and use ds-ckpt "
+        "consolidate");
   if (params_->master_sharded())
     return FailedPreconditionError(
         "ExportWeights needs the whole master weights; with ZeRO use a "
@@ -112,7 +117,8 @@ namespace {
 // All ranks see the same filesystem (DeepSpeed assumes the same).
 struct OwnedSlice {
   ckpt::SliceDesc desc;
-  int64_t flat = 0;  // flat index of desc.begin
+  int64_t flat = 0;        // flat index (this rank's layout) of the slice's first element
+  int64_t param_flat = 0;  // the parameter's flat offset: the manifest's order
 };
 
 // The slices `segments` store: per state, per segment, per parameter it cuts, in that order.
@@ -129,7 +135,7 @@ std::vector<OwnedSlice> SlicesOf(const std::vector<zero::ShardSegment>& segments
         const int64_t lo = std::max(g.flat_begin, it->offset);
         const int64_t hi = std::min(g.flat_begin + g.count, it->offset + it->numel);
         if (lo >= hi) continue;
-        out.push_back({{state, it->name, it->shape, lo - it->offset, hi - lo}, lo});
+        out.push_back({{state, it->name, it->shape, lo - it->offset, hi - lo}, lo, it->offset});
       }
     }
   }
@@ -140,6 +146,31 @@ std::vector<std::string> StateNames(zero::Optimizer& optimizer) {
   std::vector<std::string> names = {ckpt::kMasterState};
   for (const zero::Optimizer::StateBuffer& b : optimizer.state()) names.push_back(b.name);
   return names;
+}
+
+// Tensor parallelism: a tp rank's slices of its local parameters as slices of the full ones
+// (plan::LocalToFull); replicated parameters only from tp rank 0, so each element is stored
+// once and any layout reads the checkpoint as ranges of whole parameters.
+std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
+                                     const std::vector<plan::TpParamShard>& shards,
+                                     const std::vector<zero::ParamSlot>& slots, int tp_rank) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < slots.size(); ++i) index[slots[i].name] = i;
+  std::vector<OwnedSlice> out;
+  for (const OwnedSlice& o : local) {
+    const plan::TpParamShard& sh = shards[index.at(o.desc.param)];
+    if (sh.replicated && tp_rank != 0) continue;
+    const int64_t begin = o.desc.begin;
+    for (const plan::FlatPiece& p : plan::LocalToFull(sh, begin, begin + o.desc.count)) {
+      OwnedSlice f = o;
+      f.desc.param_shape = Shape(sh.full_shape.begin(), sh.full_shape.end());
+      f.desc.begin = p.full;
+      f.desc.count = p.count;
+      f.flat = o.flat + (p.local - begin);
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
 }
 
 // Where owned flat elements [flat, flat + n) of a shard-space buffer are, or nullptr when they
@@ -188,18 +219,28 @@ Status Trainer::SaveConsolidated(const ckpt::CheckpointContents& base) {
 // ZeRO, dp > 1: every rank writes its own shard file. See Note [Sharded checkpoints].
 Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   const std::string& root = config_.checkpoint.dir;
-  const int rank = comm_->rank(), world = comm_->size();
+  parallel::Communicator* comm = world_host_comm_;
+  const int rank = world_rank_, world = comm->size();
   Status begun = rank == 0 ? ckpt::BeginCheckpoint(root, step_) : OkStatus();
-  DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(host_comm_, !begun.ok()));
+  DS_ASSIGN_OR_RETURN(bool begin_failed, AnyRank(comm, !begun.ok()));
   if (begin_failed)
     return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
 
   const std::vector<std::string> states = StateNames(*optimizer_);
   std::vector<std::vector<OwnedSlice>> all(world);
   size_t max_slices = 0;
+  std::vector<std::vector<plan::TpParamShard>> shards;  // per tp rank
+  for (int r = 0; tp_ && r < plan_->topology().tp(); ++r) {
+    DS_ASSIGN_OR_RETURN(auto s, plan::TensorParallelShards(full_graph_, plan_->topology().tp(), r));
+    shards.push_back(std::move(s));
+  }
   for (int k = 0; k < world; ++k) {
     all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
                       params_->slots(), states);
+    if (tp_) {
+      const int tp_rank = k % plan_->topology().tp();  // Megatron's order: tp fastest
+      all[k] = ToFullSlices(all[k], shards[tp_rank], params_->slots(), tp_rank);
+    }
     max_slices = std::max(max_slices, all[k].size());
   }
   // This rank's file, straight from its buffers.
@@ -226,8 +267,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
   }
   DS_RETURN_IF_ERROR(
-      host_comm_->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
-                            parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
+      comm->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
+                      parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
   Status committed;
   if (rank == 0) {
     auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
@@ -247,8 +288,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
         const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
         // Manifest order: by parameter (flat), then state, then position, so a reader can
         // stream one parameter at a time.
-        records.push_back({{o.flat - o.desc.begin, si, o.desc.begin},
-                           ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
+        records.push_back(
+            {{o.param_flat, si, o.desc.begin}, ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
       }
     }
     std::sort(records.begin(), records.end(),
@@ -263,14 +304,15 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       cleanup.IgnoreError();  // the next save removes it
     } else {
       ckpt::CheckpointContents c = base;
-      // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file.
-      if (!params_->master_sharded())
+      // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file
+      // (not a tp rank's part of them).
+      if (!params_->master_sharded() && !tp_)
         for (const zero::ParamSlot& s : params_->slots())
           c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
     }
   }
-  DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(host_comm_, !committed.ok()));
+  DS_ASSIGN_OR_RETURN(bool commit_failed, AnyRank(comm, !committed.ok()));
   if (!written.ok()) return written.status();
   if (commit_failed)
     return rank == 0
@@ -286,7 +328,7 @@ Status Trainer::SaveCheckpoint() {
   const Status staged = StageSwappedStates();
   bool stage_failed = false;
   if (swapper_) {
-    DS_ASSIGN_OR_RETURN(stage_failed, AnyRank(host_comm_, !staged.ok()));
+    DS_ASSIGN_OR_RETURN(stage_failed, AnyRank(world_host_comm_, !staged.ok()));
   }
   if (stage_failed) {
     if (swapper_) swapper_->ReleaseMemory();
@@ -304,16 +346,18 @@ Status Trainer::SaveCheckpoint() {
                    ", \"next_step\": " + std::to_string(step_) + "}";
   c.info["family"] = graph_.family;
   c.info["graph"] = graph_.name;
-  c.info["world_size"] = std::to_string(comm_->size());
+  c.info["world_size"] = std::to_string(world_host_comm_->size());
+  c.info["tensor_parallel"] = std::to_string(plan_->topology().tp());
   c.info["zero_stage"] = std::to_string(config_.zero.stage);
   c.info["precision"] = DTypeName(params_->model_dtype());
-  const bool sharded = config_.zero.stage >= 1 && comm_->size() > 1;
+  // Tensor parallelism: every rank writes its parts as slices of the whole parameters.
+  const bool sharded = (config_.zero.stage >= 1 && comm_->size() > 1) || tp_;
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
   Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
   if (device_states_) device_states_->ReleaseHostCopies();
   if (swapper_) swapper_->ReleaseMemory();
   DS_RETURN_IF_ERROR(saved);
-  if (comm_->rank() == 0)
+  if (world_rank_ == 0)
     DS_LOG_INFO("ckpt", "saved step {} to {}/{}{}", step_, config_.checkpoint.dir,
                 ckpt::StepDirName(step_), sharded ? " (one shard file per rank)" : "");
   return OkStatus();
@@ -409,6 +453,20 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     }
   }
   const std::vector<zero::Optimizer::StateBuffer> buffers = optimizer_->state();
+  // Reads (or verifies) local elements [lo, hi) of slot `i`'s `state` into `dst`: with tensor
+  // parallelism, the pieces of the full parameter they are (plan::LocalToFull).
+  auto read = [&](bool commit, const std::string& state, size_t i, int64_t lo, int64_t hi,
+                  float* dst) -> Status {
+    const std::string& name = params_->slots()[i].name;
+    if (!tp_)
+      return commit ? reader->Read(state, name, lo, hi, dst) : reader->Verify(state, name, lo, hi);
+    for (const plan::FlatPiece& p : plan::LocalToFull(tp_->shards[i], lo, hi)) {
+      const int64_t b = p.full, e = p.full + p.count;
+      DS_RETURN_IF_ERROR(commit ? reader->Read(state, name, b, e, dst + (p.local - lo))
+                                : reader->Verify(state, name, b, e));
+    }
+    return OkStatus();
+  };
   // Phase 1 (and, with `commit`, phase 2): visits every range this rank keeps.
   std::vector<float> scratch;
   std::map<std::string, const Shape*> shapes;
@@ -416,40 +474,30 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     for (const auto& [name, shape] : reader->params()) shapes[name] = &shape;
   auto visit = [&](bool commit) -> Status {
     const std::string& where = reader->dir();
-    for (const zero::ParamSlot& s : params_->slots()) {
+    for (size_t i = 0; i < params_->slots().size(); ++i) {
+      const zero::ParamSlot& s = params_->slots()[i];
       auto found = shapes.find(s.name);
       const Shape* shape = found == shapes.end() ? nullptr : found->second;
+      const Shape want =
+          tp_ ? Shape(tp_->shards[i].full_shape.begin(), tp_->shards[i].full_shape.end()) : s.shape;
       if (shape == nullptr)
         return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
-      if (*shape != s.shape)
+      if (*shape != want)
         return DataLossError(where + ": parameter \"" + s.name + "\" has shape " +
-                             ShapeToString(*shape) + ", the model expects " +
-                             ShapeToString(s.shape));
-      for (const auto& [lo, hi] : LocalRanges(s, master)) {
-        if (commit)
+                             ShapeToString(*shape) + ", the model expects " + ShapeToString(want));
+      for (const auto& [lo, hi] : LocalRanges(s, master))
+        DS_RETURN_IF_ERROR(
+            read(commit, ckpt::kMasterState, i, lo, hi, params_->MasterAt(s.offset + lo)));
+      for (const auto& [lo, hi] : LocalRanges(s, owned))
+        for (const zero::Optimizer::StateBuffer& b : buffers)
           DS_RETURN_IF_ERROR(
-              reader->Read(ckpt::kMasterState, s.name, lo, hi, params_->MasterAt(s.offset + lo)));
-        else
-          DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
-      }
-      for (const auto& [lo, hi] : LocalRanges(s, owned)) {
-        for (const zero::Optimizer::StateBuffer& b : buffers) {
-          if (commit)
-            DS_RETURN_IF_ERROR(
-                reader->Read(b.name, s.name, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
-          else
-            DS_RETURN_IF_ERROR(reader->Verify(b.name, s.name, lo, hi));
-        }
-      }
+              read(commit, b.name, i, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
       for (const auto& [lo, hi] : LocalRanges(s, model_ranges)) {
-        if (!commit) {
-          DS_RETURN_IF_ERROR(reader->Verify(ckpt::kMasterState, s.name, lo, hi));
-          continue;
-        }
         scratch.resize(hi - lo);
-        DS_RETURN_IF_ERROR(reader->Read(ckpt::kMasterState, s.name, lo, hi, scratch.data()));
-        StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(),
-                   hi - lo);
+        DS_RETURN_IF_ERROR(read(commit, ckpt::kMasterState, i, lo, hi, scratch.data()));
+        if (commit)
+          StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(),
+                     hi - lo);
       }
     }
     return OkStatus();
@@ -458,7 +506,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   // A share of whole files: together the ranks read every byte once.
   if (verified.ok()) {
     const auto& files = reader->manifest().files;
-    for (size_t i = comm_->rank(); i < files.size() && verified.ok(); i += comm_->size())
+    for (size_t i = world_rank_; i < files.size() && verified.ok(); i += world_host_comm_->size())
       verified = reader->VerifyFile(files[i]);
   }
   // Engine, loss scaler and data states: parsed now, applied after the vote.
@@ -493,8 +541,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
   if (verified.ok())
     verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
-  if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", comm_->rank(), verified.ToString());
-  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(host_comm_, !verified.ok()));
+  if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", world_rank_, verified.ToString());
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
   if (failed) {
     scaler_->LoadState(old_scaler).IgnoreError();
     train_data_->SetState(old_data).IgnoreError();

@@ -78,7 +78,7 @@ Status Trainer::StageSwappedStates() {
   const int64_t avail = AvailableMemoryBytes();
   if (avail > 0 && need > avail)
     return ResourceExhaustedError(
-        "checkpoint: rank " + std::to_string(comm_->rank()) + " would stage its " +
+        "checkpoint: rank " + std::to_string(world_rank_) + " would stage its " +
         std::to_string(need) + " bytes of NVMe optimizer states in memory to save them, and " +
         std::to_string(avail) + " bytes are available; the save is refused");
   return swapper_->Load();

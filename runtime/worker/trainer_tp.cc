@@ -14,13 +14,6 @@
 namespace ds::worker {
 
 Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
-  const std::string& ckpt =
-      config_.checkpoint.load.empty() ? config_.checkpoint.dir : config_.checkpoint.load;
-  if (!ckpt.empty())
-    return UnimplementedError(
-        "parallel.tensor " + std::to_string(topology.tp) + " with checkpoint \"" + ckpt +
-        "\": checkpoints of tensor-parallel shards are not written yet; leave checkpoint.dir "
-        "and checkpoint.load unset");
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   const int tp_rank = grid.CoordOf(world_rank_).tp;

@@ -37,8 +37,9 @@ struct Run {
   std::vector<std::vector<float>> weights;  // per rank: the fp32 master, flat (stage 0)
 };
 
-// Trains `steps` steps of `yaml` on `world` ranks (threads) with parallel.tensor `tp`.
-Run Train(const std::string& yaml, int world, int tp, int steps) {
+// Trains `steps` steps of `yaml` on `world` ranks (threads) with parallel.tensor `tp`; with
+// `save`, every rank calls SaveCheckpoint at the end.
+Run Train(const std::string& yaml, int world, int tp, int steps, bool save = false) {
   auto comms = parallel::LoopbackCommunicator::CreateGroup(world);
   std::vector<Run> runs(world);
   std::vector<Status> errors(world);
@@ -59,6 +60,8 @@ Run Train(const std::string& yaml, int world, int tp, int steps) {
         runs[r].loss.push_back(m->loss);
         runs[r].norm.push_back(m->grad_norm);
       }
+      if (save)
+        if (Status s = (*t)->SaveCheckpoint(); !s.ok()) return void(errors[r] = s);
       const zero::ParamStore& p = (*t)->params();
       if (!p.master_sharded())
         runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
@@ -176,6 +179,45 @@ TEST_CASE("TP 2 x DP 2: ZeRO-1, 2 and 3 stay on the single-rank curve", "[worker
     const Run run = Train(Gpt(data, 4, stage), 4, 2, 20);
     CheckClose(single.loss, run.loss, 1e-5, "loss");
     CheckClose(single.norm, run.norm, 1e-5, "gradient norm");
+  }
+}
+
+}  // namespace
+}  // namespace ds::worker
+
+namespace ds::worker {
+namespace {
+
+// A checkpoint written at TP 2 x DP 2 (ZeRO-1: one file per rank, every slice a range of a whole
+// parameter) resumes at TP 1, TP 4, DP 4 and TP 2 x DP 2 at stage 2 with no conversion step;
+// steps 11-20 continue the single rank's curve, and the same layout continues bit for bit.
+TEST_CASE("TP: a TP 2 x DP 2 checkpoint resumes at other tp, dp and stages", "[worker][tp]") {
+  const std::string data = MakeData();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/tp_ckpt";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  auto job = [&](int micro, int stage, int iters, bool load) {
+    std::string yaml = Gpt(data, micro, stage);
+    yaml.replace(yaml.find("train_iters: 20"), 15, "train_iters: " + std::to_string(iters));
+    return yaml + "checkpoint: {dir: " + dir + (load ? ", load: latest}\n" : "}\n");
+  };
+  const Run single = Train(Gpt(data, 8, 0), 1, 1, 20);
+  const Run whole = Train(job(4, 1, 20, false), 4, 2, 20);  // the same layout, uninterrupted
+  Train(job(4, 1, 20, false), 4, 2, 10, /*save=*/true);
+  struct Resume {
+    const char* what;
+    int world, tp, micro, stage;
+  };
+  for (const Resume& r :
+       {Resume{"TP 1", 1, 1, 8, 0}, Resume{"TP 4", 4, 4, 8, 0}, Resume{"DP 4 ZeRO-2", 4, 1, 2, 2},
+        Resume{"TP 2 x DP 2 ZeRO-2", 4, 2, 4, 2}, Resume{"TP 2 x DP 2 ZeRO-1", 4, 2, 4, 1}}) {
+    INFO("resumed at " << r.what);
+    const Run rest = Train(job(r.micro, r.stage, 20, true), r.world, r.tp, 10);
+    REQUIRE(rest.loss.size() == 10);
+    std::vector<double> want(single.loss.begin() + 10, single.loss.end());
+    CheckClose(want, rest.loss, 1e-5, "resumed loss");
+    if (std::string(r.what) == "TP 2 x DP 2 ZeRO-1")
+      CHECK(rest.loss == std::vector<double>(whole.loss.begin() + 10, whole.loss.end()));
   }
 }
 

@@ -6,7 +6,8 @@
 #   TP = 2 and TP = 4 on one node (GPT-2), TP = 2 for Llama with grouped-query attention: the
 #     loss within 1e-6 relative (plus the CSV's last printed digit), the norm within 1e-5
 #   TP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2), ZeRO-1 and ZeRO-2: within 1e-5
-# Bad grids are refused before any process starts, naming the key and the numbers: a tp group
+# A TP=2 x DP=2 checkpoint resumes on one rank, and ds-ckpt consolidates and exports it. Bad
+# grids are refused before any process starts, naming the key and the numbers: a tp group
 # that would span nodes, a vocabulary tp does not divide.
 set -uo pipefail
 
@@ -91,6 +92,56 @@ run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-3" gpt "$BASE/two" 2 8 3 1e-5
 if grep -rq "tensor parallel: rank 3 is tp rank 1 of 2, dp rank 1 of 2" "$DS_RUNTIME_HOME" "$BASE/out" 2>/dev/null; then
   pass "rank 3 of the TP=2 x DP=2 grid is tp rank 1, dp rank 1 (Megatron's order)"
 else fail "no rank said its grid place"; fi
+
+# Checkpoints: TP=2 x DP=2 ZeRO-1 saves at step 10 (one file per rank, every slice a range of a
+# whole parameter); a single rank resumes it on the single-rank curve (steps 11-20, 1e-5), no
+# conversion step; ds-ckpt consolidate and export read it whole, and its weights equal the
+# single-rank run's at step 10 (1e-4: ten AdamW steps amplify the last bits of small gradients).
+ck=$BASE/ckpt
+job "$BASE/save.yaml" 8 1 "$BASE/save.csv" "$MODEL_GPT"
+sed -i 's/train_iters: 20/train_iters: 10/' "$BASE/save.yaml"
+printf 'checkpoint: {dir: %s}\n' "$ck" >> "$BASE/save.yaml"
+job "$BASE/resume.yaml" 16 0 "$BASE/resume.csv" "$MODEL_GPT"
+printf 'checkpoint: {dir: %s, load: latest}\n' "$ck" >> "$BASE/resume.yaml"
+job "$BASE/single10.yaml" 16 0 "$BASE/single10.csv" "$MODEL_GPT"
+sed -i 's/train_iters: 20/train_iters: 10/' "$BASE/single10.yaml"
+printf 'checkpoint: {dir: %s}\n' "$BASE/ck1" >> "$BASE/single10.yaml"
+if launch "$BASE/save.yaml" "$BASE/two" 2 &&
+   [[ $(ls "$ck"/step_00000010/zero_shard_rank_*.safetensors 2>/dev/null | wc -l) == 4 ]] &&
+   "$WORKER" --config "$BASE/resume.yaml" >/dev/null 2>&1; then
+  if paste -d, <(cut -d, -f1,2 "$BASE/single_gpt.csv" | tail -n +12) <(cut -d, -f1,2 "$BASE/resume.csv" | tail -n +2) |
+      awk -F, 'NF == 4 && $1 == $3 { n++; d = ($2 - $4) / $2; if (d < 0) d = -d; if (d > 1e-5) bad++ }
+               END { exit !(n == 10 && bad == 0) }'; then
+    pass "a TP=2 x DP=2 ZeRO-1 checkpoint (4 files) resumes on one rank on the single-rank curve"
+  else
+    fail "resumed curve differs"; paste -d' ' <(tail -n +12 "$BASE/single_gpt.csv" | cut -d, -f1,2) \
+      <(tail -n +2 "$BASE/resume.csv" | cut -d, -f1,2) | head -4
+  fi
+else
+  fail "TP checkpoint save / resume"; tail -8 "$BASE/out"; ls -R "$ck" 2>/dev/null | head
+fi
+CKPT=$R/tools/ds_ckpt/ds-ckpt
+"$WORKER" --config "$BASE/single10.yaml" >/dev/null 2>&1
+if "$CKPT" consolidate "$ck/step_00000010" "$BASE/tp.safetensors" >/dev/null 2>&1 &&
+   "$CKPT" consolidate "$BASE/ck1" "$BASE/one.safetensors" >/dev/null 2>&1 &&
+   "$CKPT" export --family gpt2 --input "$ck/step_00000010" --output "$BASE/hf.safetensors" >/dev/null 2>&1 &&
+   "${PYTHON:-/usr/bin/python3}" - "$BASE/tp.safetensors" "$BASE/one.safetensors" "$BASE/hf.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+            dtype=np.float32).reshape(v["shape"]) for k, v in h.items() if k != "__metadata__"}
+tp, one, hf = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3])
+assert tp.keys() == one.keys(), (sorted(tp), sorted(one))
+worst = max(float(np.abs(tp[k] - one[k]).max()) for k in tp)
+assert all(tp[k].shape == one[k].shape for k in tp)
+assert "transformer.h.0.attn.c_attn.weight" in hf, sorted(hf)[:5]
+print("largest difference", worst); sys.exit(worst > 1e-4)
+PY
+then
+  pass "ds-ckpt consolidate and export read the TP=2 x DP=2 checkpoint whole; its weights are the single rank's"
+else fail "consolidate / export of the TP checkpoint"; fi
 
 # Refused before start, with the numbers.
 job "$BASE/x.yaml" 8 1 "$BASE/x.csv" "$MODEL_GPT"

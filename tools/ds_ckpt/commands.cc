@@ -90,8 +90,20 @@ Status RunImport(const ConvertOptions& o) {
   return ckpt::ImportHf(o.family, o.input, o.output, hf);
 }
 
+// A sharded checkpoint (ZeRO or tensor-parallel rank files) is consolidated first, next to the
+// output, and exported from there.
 Status RunExport(const ConvertOptions& o) {
   DS_ASSIGN_OR_RETURN(ckpt::HfOptions hf, ToHfOptions(o));
+  if (ckpt::IsDirectory(o.input)) {
+    DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(o.input));
+    if (reader.sharded()) {
+      const std::string whole = o.output + ".consolidated.tmp";
+      Status s = RunConsolidate({o.input, whole});
+      if (s.ok()) s = ckpt::ExportHf(o.family, whole, o.output, hf);
+      std::remove(whole.c_str());
+      return s;
+    }
+  }
   return ckpt::ExportHf(o.family, o.input, o.output, hf);
 }
 
