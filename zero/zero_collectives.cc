@@ -379,6 +379,18 @@ Status ZeroCollectives::CheckParts() const {
   return OkStatus();
 }
 
+Status ZeroCollectives::ReduceGrads(const Instruction& in, parallel::Communicator* comm) {
+  const DType t = host_->dtype();
+  const size_t ts = DTypeSize(t);
+  for (const proto::ParamRange& r : in.ranges()) {
+    char* data = in.in_shard() ? static_cast<char*>(parts_.params->grad_shard()) + r.offset() * ts
+                               : host_->Grads(r.offset());
+    DS_RETURN_IF_ERROR(
+        comm->AllReduce(parallel::BufferView(data, r.count(), t), parallel::ReduceOp::kSum));
+  }
+  return OkStatus();
+}
+
 parallel::Communicator* ZeroCollectives::ScalarComm(const Instruction& in) const {
   auto it = parts_.groups.find(in.collective().group());
   return it != parts_.groups.end() ? it->second : parts_.host_comm;

@@ -82,6 +82,9 @@ class ZeroCollectives {
   Status AllReduceSumExact(const proto::Instruction& in, double* value);
   // The same, summed and divided by the group's size: the mean over the ranks.
   Status AllReduceMean(const proto::Instruction& in, float* value);
+  // Sequence parallelism's TP_GRAD_ALL_REDUCE: the gradients at `in`'s ranges (flat, or shard
+  // positions with in_shard) summed over `comm`, in place, on the host.
+  Status ReduceGrads(const proto::Instruction& in, parallel::Communicator* comm);
   // The host communicator a scalar instruction's group names: one of ZeroParts::groups, else
   // the data-parallel one.
   parallel::Communicator* ScalarComm(const proto::Instruction& in) const;

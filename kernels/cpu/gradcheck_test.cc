@@ -151,6 +151,12 @@ TEST_CASE("gradcheck: embeddings and linear", "[kernels][gradcheck]") {
         {"embedding", a,
          Inputs(IntTensor({2, 5}, {3, 4, 7, 11, 5, 9, 2, 6, 5, 8}), RandomTensor({4, 6}, rng))});
   }
+  SECTION("sp_split: chunk 1 of 3") {
+    Attrs a;
+    a.SetInt("sp_rank", 1);
+    a.SetInt("sp_degree", 3);
+    CheckGradients({"sp_split", a, Inputs(RandomTensor({2, 3, 5}, rng))});
+  }
   SECTION("bias_add") {
     CheckGradients({"bias_add", {}, Inputs(RandomTensor({2, 3, 7}, rng), RandomTensor({7}, rng))});
   }
@@ -238,7 +244,8 @@ TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
 
 TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // vocab_max, vocab_ce_stats and vocab_ce_loss take no gradient but the logits' (the chain
-  // against cross_entropy in tensor_parallel_test.cc).
+  // against cross_entropy in tensor_parallel_test.cc); sp_gather and sp_scatter compute nothing
+  // (the plan's collectives do: runtime/worker/tp_graph_test.cc).
   const std::set<std::string> covered = {"add",
                                          "attention",
                                          "bias_add",

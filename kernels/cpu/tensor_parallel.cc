@@ -6,6 +6,8 @@
 //     loss = mean over rows not ignored of  lse_r - logit[r, target_r],  lse_r = m_r + log s0_r
 //   and backward adds dloss / count (exp(x - lse_r) - onehot) to the shard's dlogits, as the
 //   full cross_entropy kernel does for its columns.
+//   sp_split copies its token chunk (backward adds it back); sp_gather and sp_scatter do nothing:
+//   the plan's all-gather and reduce-scatter write their outputs and gradients.
 #include <algorithm>
 #include <cmath>
 
@@ -146,7 +148,27 @@ Status LossBackward(const OpArgs& args) {
   return OkStatus();
 }
 
+// sp_split: rows [r n, (r + 1) n) of x viewed as [tokens, C].
+Status SplitForward(const OpArgs& args) {
+  const int64_t n = args.out[0].numel(), r = Attr(args, "sp_rank", 0);
+  const float* x = args.in[0].f32() + r * n;
+  std::copy(x, x + n, args.out[0].f32());
+  return OkStatus();
+}
+
+Status SplitBackward(const OpArgs& args) {
+  if (!args.grad_in[0].defined()) return OkStatus();
+  const int64_t n = args.grad_out[0].numel(), r = Attr(args, "sp_rank", 0);
+  const float* dy = args.grad_out[0].f32();
+  float* dx = args.grad_in[0].f32() + r * n;
+  for (int64_t i = 0; i < n; ++i) dx[i] += dy[i];
+  return OkStatus();
+}
+
 const bool kRegistered =
+    RegisterKernel("sp_split", Device::kCpu, DType::kF32, {SplitForward, SplitBackward}) &&
+    RegisterKernel("sp_gather", Device::kCpu, DType::kF32, {NoBackward, NoBackward}) &&
+    RegisterKernel("sp_scatter", Device::kCpu, DType::kF32, {NoBackward, NoBackward}) &&
     RegisterKernel("bias_add", Device::kCpu, DType::kF32, {BiasForward, BiasBackward}) &&
     RegisterKernel("vocab_max", Device::kCpu, DType::kF32, {MaxForward, NoBackward}) &&
     RegisterKernel("vocab_ce_stats", Device::kCpu, DType::kF32, {StatsForward, NoBackward}) &&

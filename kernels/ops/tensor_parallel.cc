@@ -8,6 +8,14 @@
 //                   when the target is in the shard, else 0) (all-reduced with sum)
 //   vocab_ce_loss   mean over the rows not ignored of m + log s0 - s1; backward writes dlogits
 //                   from the reduced m and s alone, so the two collectives need no backward
+// Sequence parallelism (Megatron-SP) cuts the tokens (batch x seq, flattened, in order) into
+// sp_degree chunks; a rank holds chunk sp_rank as [tokens / sp_degree, C]:
+//   sp_split        its chunk of a whole tensor; backward adds the chunk's gradient into its
+//                   rows of the whole gradient (the plan all-reduces it)
+//   sp_gather       the whole [B, T, C] (B, T from its second input, the token ids) from the
+//                   chunks: the plan's all-gather writes it; forward and backward do nothing
+//   sp_scatter      the rank's chunk of the sum of partial [B, T, C]: the plan's reduce-scatter
+//                   writes it; forward and backward do nothing
 // None of them can be partitioned again (TpRule::kNone).
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
@@ -109,8 +117,64 @@ OpDef VocabCeLoss() {
   return def;
 }
 
+Status ChunkRows(const char* op, const Attrs& a, const TensorSpec& x, int64_t* rows) {
+  const int64_t d = a.Int("sp_degree", 1), r = a.Int("sp_rank", 0);
+  if (d < 1 || r < 0 || r >= d)
+    return InvalidArgumentError(StrCat(op, ": sp_rank ", r, " of sp_degree ", d));
+  if (LeadingRows(x.shape) % d != 0)
+    return InvalidArgumentError(
+        StrCat(op, ": ", LeadingRows(x.shape), " tokens do not split into ", d, " chunks"));
+  *rows = LeadingRows(x.shape) / d;
+  return OkStatus();
+}
+
+OpDef SpSplit(const char* name) {
+  OpDef def;
+  def.name = name;
+  def.attr_names = {"sp_rank", "sp_degree"};
+  const std::string op = name;
+  def.infer = [op](const Attrs& a, const std::vector<TensorSpec>& in,
+                   std::vector<TensorSpec>* out) {
+    DS_RETURN_IF_ERROR(CheckArity(op.c_str(), in, 1, 1));
+    DS_RETURN_IF_ERROR(CheckMinRank(op.c_str(), "x", in[0], 2));
+    int64_t rows = 0;
+    DS_RETURN_IF_ERROR(ChunkRows(op.c_str(), a, in[0], &rows));
+    *out = {TensorSpec{{rows, in[0].shape.back()}, in[0].dtype}};
+    return OkStatus();
+  };
+  SetPerElementFlops(&def, 0.0, 0.0);
+  return def;
+}
+
+OpDef SpGather() {
+  OpDef def;
+  def.name = "sp_gather";
+  def.min_inputs = def.max_inputs = 2;
+  def.attr_names = {"sp_rank", "sp_degree"};
+  def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+    DS_RETURN_IF_ERROR(CheckArity("sp_gather", in, 2, 2));
+    DS_RETURN_IF_ERROR(CheckRank("sp_gather", "x", in[0], 2));
+    DS_RETURN_IF_ERROR(CheckInt32("sp_gather", "ids", in[1]));
+    Shape shape = in[1].shape;
+    shape.push_back(in[0].shape[1]);
+    const TensorSpec whole{shape, in[0].dtype};
+    int64_t rows = 0;
+    DS_RETURN_IF_ERROR(ChunkRows("sp_gather", a, whole, &rows));
+    if (rows != in[0].shape[0])
+      return InvalidArgumentError(StrCat("sp_gather: a chunk of ", in[0].shape[0],
+                                         " tokens, but ids make chunks of ", rows));
+    *out = {whole};
+    return OkStatus();
+  };
+  SetPerElementFlops(&def, 0.0, 0.0);
+  def.non_differentiable_inputs = 1u << 1;
+  return def;
+}
+
 const bool kRegistered = RegisterOp(BiasAdd()) && RegisterOp(VocabMax()) &&
-                         RegisterOp(VocabCeStats()) && RegisterOp(VocabCeLoss());
+                         RegisterOp(VocabCeStats()) && RegisterOp(VocabCeLoss()) &&
+                         RegisterOp(SpSplit("sp_split")) && RegisterOp(SpSplit("sp_scatter")) &&
+                         RegisterOp(SpGather());
 
 }  // namespace
 }  // namespace ds::kernels::ops

@@ -182,11 +182,12 @@ Status Executor::Build() {
 }
 
 // Note [Activation layout]
-// One arena in three parts. Kept: what some backward reads, and the saved buffers, for the
-// whole step. Transient (recompute, runtime/graph/recompute.h): each segment's recomputed
-// tensors and its nodes' saved buffers, every segment from the same base (one segment is live
-// at a time). Forward-only (training): tensors no backward reads, placed first-fit over their
-// forward live ranges [producer, last consumer]. Inference keeps everything.
+// One arena in three parts. Kept (KeptTensors): what some backward or a recompute segment reads
+// again, and the saved buffers, for the whole step. Transient (recompute,
+// runtime/graph/recompute.h): each segment's recomputed tensors and its nodes' saved buffers, every
+// segment from the same base (one segment is live at a time). Forward-only (training): tensors no
+// backward reads, placed first-fit over their forward live ranges [producer, last consumer].
+// Inference keeps everything.
 Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                                    std::vector<std::vector<Tensor>>* saved_views) {
   const Graph& g = *graph_;
@@ -195,7 +196,7 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
   std::vector<Part> part(nt, kKept);
   std::vector<size_t> at(nt, 0);
   std::vector<std::vector<size_t>> saved_at(nn);
-  const std::vector<bool> read = BackwardReadTensors(g);
+  const std::vector<bool> read = KeptTensors(g, opt_.recompute);
   std::vector<int> producer(nt, -1), last_use(nt, -1);
   for (int n = 0; n < nn; ++n) {
     for (int t : g.nodes[n].inputs) last_use[t] = n;

@@ -101,11 +101,20 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, Recomp
   return out;
 }
 
-std::vector<bool> BackwardReadTensors(const Graph& g) {
+std::vector<bool> KeptTensors(const Graph& g, const std::vector<RecomputeSegment>& segments) {
   const Readers r = FindReaders(g);
-  std::vector<bool> out(g.tensors.size(), false);
-  for (size_t t = 0; t < out.size(); ++t) out[t] = !r.backward[t].empty();
-  return out;
+  std::vector<bool> kept(g.tensors.size(), false), transient(g.tensors.size(), false);
+  for (const RecomputeSegment& s : segments)
+    for (int t : s.transient) transient[t] = true;
+  for (size_t t = 0; t < kept.size(); ++t) kept[t] = !r.backward[t].empty() && !transient[t];
+  for (const RecomputeSegment& s : segments)
+    for (int n = s.node_begin; n < s.node_end; ++n)
+      for (int t : g.nodes[n].inputs) {
+        const int p = r.producer[t];
+        if (g.tensors[t].role == TensorRole::kActivation && (p < s.node_begin || p >= s.node_end))
+          kept[t] = true;
+      }
+  return kept;
 }
 
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n) {

@@ -44,9 +44,10 @@ struct RecomputeSegment {
 // selective recompute finds no attention node to recompute.
 StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, RecomputeMode mode);
 
-// Per tensor: whether some node's backward reads it (OpDef::backward_reads_*): what forward
-// must keep for backward, when nothing is recomputed.
-std::vector<bool> BackwardReadTensors(const Graph& graph);
+// Per tensor: whether forward must keep it for backward: some node's backward reads it
+// (OpDef::backward_reads_*) and recompute does not make it transient, or a recompute segment
+// reads it from outside (its inputs, read again when it runs in backward).
+std::vector<bool> KeptTensors(const Graph& graph, const std::vector<RecomputeSegment>& segments);
 
 // Whether node `n` of `graph` lies in one of `segments` (its saved buffers are transient).
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n);

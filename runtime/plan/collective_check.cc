@@ -149,6 +149,9 @@ bool IsCollective(Ins::Kind kind) {
     case Ins::GRAD_NORM_REDUCE:
     case Ins::OVERFLOW_REDUCE:
     case Ins::ACT_ALL_REDUCE:
+    case Ins::ACT_ALL_GATHER:
+    case Ins::ACT_REDUCE_SCATTER:
+    case Ins::TP_GRAD_ALL_REDUCE:
       return true;
     default:
       return false;

@@ -76,18 +76,15 @@ Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
   return OkStatus();
 }
 
-// What backward keeps: each tensor that some node's backward reads (a parameter excepted), counted
-// once and charged to the block that produces it (it dies with that block's backward, the last
+// What backward keeps: each tensor KeptTensors names (read by some backward and not recomputed,
+// or read again by a recompute segment; a parameter excepted), counted once and charged to the
+// block that produces it (it dies with that block's backward, the last
 // backward that can read it), plus every node's op-private saved buffers.
 Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs,
                         const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
-  std::set<int> transient;
   for (const RecomputeSegment& s : recompute) {
     int64_t bytes = 0;
-    for (int t : s.transient) {
-      transient.insert(t);
-      bytes += specs[t].nbytes();
-    }
+    for (int t : s.transient) bytes += specs[t].nbytes();
     for (int n = s.node_begin; n < s.node_end; ++n) {
       const NodeInfo& node = graph.nodes[n];
       const kernels::OpDef* def = kernels::FindOp(node.op);
@@ -102,7 +99,10 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
                                   -2);  // -2: not produced by a node
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.outputs) producer_block[t] = n.block;
+  const std::vector<bool> keep = KeptTensors(graph, recompute);
   std::set<int> kept;
+  for (size_t t = 0; t < keep.size(); ++t)
+    if (keep[t]) kept.insert(static_cast<int>(t));
   for (int ni = 0; ni < static_cast<int>(graph.nodes.size()); ++ni) {
     const NodeInfo& n = graph.nodes[ni];
     const kernels::OpDef* def = kernels::FindOp(n.op);
@@ -110,19 +110,13 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
       return InvalidArgumentError("op " + n.op + " of node " + n.name +
                                   " is not registered (link //kernels/ops:op_defs)");
     std::vector<TensorSpec> in;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      in.push_back(specs[n.inputs[i]]);
-      if ((def->backward_reads_inputs >> i) & 1u) kept.insert(n.inputs[i]);
-    }
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if ((def->backward_reads_outputs >> i) & 1u) kept.insert(n.outputs[i]);
+    for (int t : n.inputs) in.push_back(specs[t]);
     if (!def->saved || InSegment(recompute, ni)) continue;
     BlockFacts& b = facts->blocks[facts->BlockPosition(n.block)];
     for (const TensorSpec& s : def->saved(n.attrs, in)) b.activation_bytes += s.nbytes();
   }
   for (int t : kept) {
     if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
-    if (transient.count(t)) continue;
     facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
   }
   for (size_t t = 0; t < graph.tensors.size(); ++t) {

@@ -29,13 +29,17 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
     return Bad("topology", "tp " + Str(topo.tp) + " and pp " + Str(topo.pp) +
                                " differ from parallel.tensor " + Str(c.tensor) +
                                " and parallel.pipeline " + Str(c.pipeline));
-  // The grid (parallel_grid.h) is ready; the pipeline and sequence-parallel builders are not.
-  if (topo.pp > 1 || c.sequence_parallel)
-    return UnimplementedError(
-        "plan: parallel.pipeline " + Str(topo.pp) +
-        (c.sequence_parallel ? ", sequence_parallel" : "") + " (grid pp " + Str(topo.pp) +
-        " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
-        "): pipeline and sequence parallelism are not planned yet; set them to 1 and false");
+  // The grid (parallel_grid.h) is ready; the pipeline builders are not.
+  if (topo.pp > 1)
+    return UnimplementedError("plan: parallel.pipeline " + Str(topo.pp) + " (grid pp " +
+                              Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
+                              "): pipeline parallelism is not planned yet; set it to 1");
+  if (c.sequence_parallel && topo.tp < 2)
+    return Bad("parallel.sequence_parallel",
+               "shards the tokens over the tensor-parallel ranks: it needs parallel.tensor > 1");
+  if (c.sequence_parallel && c.seq_len % topo.tp != 0)
+    return Bad("parallel.sequence_parallel",
+               "needs seq_len " + Str(c.seq_len) + " divisible by parallel.tensor " + Str(topo.tp));
   if (topo.tp > 1 && c.states_on_device)
     return UnimplementedError(
         "plan: parallel.tensor " + Str(topo.tp) +
@@ -120,7 +124,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
-  auto local = TensorParallelGraph(graph, topology.tp, 0);
+  auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local->graph, config.recompute));
@@ -136,7 +140,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   DS_RETURN_IF_ERROR(InsertRecompute(local->graph, recompute, &plan));
   if (topology.tp > 1)
     DS_RETURN_IF_ERROR(
-        InsertTpCollectives(*local, resolved.micro_batch_size, config.seq_len, &plan));
+        InsertTpCollectives(*local, facts, resolved.micro_batch_size, config.seq_len, &plan));
   DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, *local, &plan));
   plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
   plan.mutable_model()->set_n_embd(shape("n_embd"));

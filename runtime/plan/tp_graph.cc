@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
@@ -11,14 +12,16 @@ namespace {
 
 using kernels::TpRule;
 
-enum class State { kReplicated, kSplit };
+// kSplit: split by features (heads, columns, vocabulary); kSeq: a chunk of the tokens
+// (sequence parallelism), shape left to inference.
+enum class State { kReplicated, kSplit, kSeq };
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
 class Partitioner {
  public:
-  Partitioner(const Graph& full, int tp, int rank, std::vector<TpParamShard> shards)
-      : full_(full), tp_(tp), rank_(rank) {
+  Partitioner(const Graph& full, int tp, int rank, bool sp, std::vector<TpParamShard> shards)
+      : full_(full), tp_(tp), rank_(rank), sp_(sp) {
     out_.shards = std::move(shards);
     out_.graph = full;
     out_.graph.nodes.clear();
@@ -30,6 +33,8 @@ class Partitioner {
         shape[d] = Dim::Fixed(out_.shards[i].local_shape[d]);
     }
     state_.assign(full.tensors.size(), State::kReplicated);
+    for (size_t t = 0; t < full.tensors.size(); ++t)
+      if (full.tensors[t].role == TensorRole::kInput) ids_ = static_cast<int>(t);
   }
 
   StatusOr<TpLocalGraph> Run() {
@@ -39,9 +44,19 @@ class Partitioner {
       if (!def) return Bad(n, "unknown op");
       NodeInfo local = n;
       local.seed_id = static_cast<int64_t>(i);
+      if (InSeqRegion(local) &&
+          (def->tp_rule == TpRule::kReplicated || def->tp_rule == TpRule::kElementwise))
+        ToChunks(&local);
       DS_RETURN_IF_ERROR(Partition(def->tp_rule, std::move(local)));
     }
     DS_RETURN_IF_ERROR(AddInputGradientReductions());
+    // Forward ones in node order, then backward ones in backward (descending) order.
+    std::stable_sort(out_.collectives.begin(), out_.collectives.end(),
+                     [](const TpCollective& a, const TpCollective& b) {
+                       if (a.backward != b.backward) return !a.backward;
+                       return a.backward ? a.boundary > b.boundary : a.boundary < b.boundary;
+                     });
+    out_.sp_params.assign(sp_params_.begin(), sp_params_.end());
     return std::move(out_);
   }
 
@@ -51,7 +66,8 @@ class Partitioner {
                                 n.name + "\" (" + n.op + ") " + what);
   }
   Graph& g() { return out_.graph; }
-  bool IsActivation(int t) const { return full_.tensors[t].role == TensorRole::kActivation; }
+  bool IsActivation(int t) const { return out_.graph.tensors[t].role == TensorRole::kActivation; }
+  const std::string& Name(int t) const { return out_.graph.tensors[t].name; }
   int64_t Width(int t) const { return out_.graph.tensors[t].shape.back().size; }
   void SetWidth(int t, int64_t w) { g().tensors[t].shape.back() = Dim::Fixed(w); }
   int Emit(NodeInfo n) {
@@ -71,14 +87,62 @@ class Partitioner {
   }
   // The forward all-reduce of what the last emitted node wrote.
   void ReduceLast(int tensor, bool max) {
-    out_.collectives.push_back({static_cast<int>(g().nodes.size()), false, tensor, max});
+    out_.collectives.push_back(
+        {TpCollective::kAllReduce, static_cast<int>(g().nodes.size()), false, tensor, -1, max});
     state_[tensor] = State::kReplicated;
+  }
+
+  // Sequence parallelism: the transformer blocks and the final norm (the embeddings run whole).
+  bool InSeqRegion(const NodeInfo& n) const { return sp_ && n.block >= 0; }
+  kernels::Attrs SpAttrs() const {
+    kernels::Attrs a;
+    a.SetInt("sp_rank", rank_);
+    a.SetInt("sp_degree", tp_);
+    return a;
+  }
+  // A node of `op` over `in`, writing a new chunk-shaped (inferred) or given tensor.
+  int EmitSp(const char* op, const std::string& name, std::vector<int> in, int out, int block) {
+    NodeInfo k;
+    k.name = name;
+    k.op = op;
+    k.inputs = std::move(in);
+    k.outputs = {out};
+    k.attrs = SpAttrs();
+    k.block = block;
+    return Emit(std::move(k));
+  }
+  // Norms, dropout and residuals run on token chunks: whole inputs are replaced by their
+  // chunk (sp_split, once per tensor; backward all-reduces the whole gradient it fills in).
+  void ToChunks(NodeInfo* n) {
+    for (int& t : n->inputs) {
+      if (!IsActivation(t) || state_[t] != State::kReplicated) continue;
+      if (!chunk_of_.count(t)) {
+        const int c = NewTensor(t, g().tensors[t].name + ".chunk", {});
+        state_[c] = State::kSeq;
+        const int node = EmitSp("sp_split", g().tensors[t].name + ".sp_split", {t}, c, n->block);
+        out_.collectives.push_back({TpCollective::kAllReduce, node, true, t, -1, false});
+        chunk_of_[t] = c;
+      }
+      t = chunk_of_.at(t);
+    }
+    for (int t : n->inputs)
+      if (g().tensors[t].role == TensorRole::kParam) sp_params_.insert(t);
+  }
+  // The whole tokens of chunk tensor `t` for a column-parallel linear (sp_gather, once).
+  int Gathered(int t, int block) {
+    if (gathered_.count(t)) return gathered_.at(t);
+    const int w = NewTensor(t, g().tensors[t].name + ".gathered", {});
+    const int node = EmitSp("sp_gather", g().tensors[t].name + ".sp_gather", {t, ids_}, w, block);
+    out_.collectives.push_back({TpCollective::kAllGather, node + 1, false, t, w, false});
+    out_.collectives.push_back({TpCollective::kReduceScatter, node, true, w, t, false});
+    gathered_[t] = w;
+    return w;
   }
   Status NeedReplicated(const NodeInfo& n) const {
     for (int t : n.inputs)
       if (IsActivation(t) && state_[t] != State::kReplicated)
-        return Bad(n, "needs its input \"" + full_.tensors[t].name +
-                          "\" whole, and it is split over the tp ranks");
+        return Bad(n,
+                   "needs its input \"" + Name(t) + "\" whole, and it is split over the tp ranks");
     return OkStatus();
   }
   ShardKind WeightKind(const NodeInfo& n) const {
@@ -88,9 +152,7 @@ class Partitioner {
   Status Partition(TpRule rule, NodeInfo n) {
     switch (rule) {
       case TpRule::kReplicated:
-        DS_RETURN_IF_ERROR(NeedReplicated(n));
-        Emit(std::move(n));
-        return OkStatus();
+        return Replicated(std::move(n));
       case TpRule::kElementwise:
         return Elementwise(std::move(n));
       case TpRule::kLinear:
@@ -107,21 +169,33 @@ class Partitioner {
     return Bad(n, "has no tensor-parallel rule (kernels::TpRule)");
   }
 
+  // Whole inputs; with sequence parallelism, all on token chunks (ToChunks made them so).
+  Status Replicated(NodeInfo n) {
+    bool chunks = false;
+    for (int t : n.inputs) chunks = chunks || (IsActivation(t) && state_[t] == State::kSeq);
+    if (!chunks) DS_RETURN_IF_ERROR(NeedReplicated(n));
+    for (int t : n.outputs) {
+      state_[t] = chunks ? State::kSeq : State::kReplicated;
+      if (chunks) g().tensors[t].shape.clear();
+    }
+    Emit(std::move(n));
+    return OkStatus();
+  }
+
   Status Elementwise(NodeInfo n) {
     int first = -1;
     for (int t : n.inputs) {
       if (!IsActivation(t)) continue;
       if (first >= 0 && state_[t] != state_[first])
-        return Bad(n, "mixes the split \"" + full_.tensors[t].name + "\" and the whole \"" +
-                          full_.tensors[first].name + "\"");
+        return Bad(n, "mixes the split \"" + Name(t) + "\" and the whole \"" + Name(first) + "\"");
       if (first < 0) first = t;
     }
     const int out = n.outputs[0];
     if (first >= 0) {
       state_[out] = state_[first];
-      SetWidth(out, Width(first));
-      // Megatron's model-parallel RNG: a split region's dropout differs per tp rank.
-      if (state_[out] == State::kSplit) n.seed_id += static_cast<int64_t>(rank_ + 1) << 32;
+      g().tensors[out].shape = g().tensors[first].shape;  // chunks: inferred
+      // Megatron's model-parallel RNG: a split or token-chunk region's dropout differs per rank.
+      if (state_[out] != State::kReplicated) n.seed_id += static_cast<int64_t>(rank_ + 1) << 32;
     }
     Emit(std::move(n));
     return OkStatus();
@@ -132,8 +206,12 @@ class Partitioner {
     const ShardKind kind = WeightKind(n);
     const int64_t rows = shard_of_.at(n.inputs[1])->local_shape[0];
     if (kind == ShardKind::kColumn || kind == ShardKind::kVocab) {
-      DS_RETURN_IF_ERROR(NeedReplicated(n));
-      column_consumers_[x].push_back(static_cast<int>(g().nodes.size()));
+      if (state_[x] == State::kSeq) {
+        n.inputs[0] = Gathered(x, n.block);  // its gradient is reduce-scattered, not f's
+      } else {
+        DS_RETURN_IF_ERROR(NeedReplicated(n));
+        column_consumers_[x].push_back(static_cast<int>(g().nodes.size()));
+      }
       SetWidth(out, rows);
       state_[out] = State::kSplit;
       if (kind == ShardKind::kVocab)
@@ -141,13 +219,14 @@ class Partitioner {
       Emit(std::move(n));
       return OkStatus();
     }
+    if (kind == ShardKind::kRow && InSeqRegion(n)) return RowToChunks(std::move(n));
     if (kind != ShardKind::kRow) {
       DS_RETURN_IF_ERROR(NeedReplicated(n));
       Emit(std::move(n));
       return OkStatus();
     }
     if (state_[x] != State::kSplit)
-      return Bad(n, "is row-parallel and its input \"" + full_.tensors[x].name +
+      return Bad(n, "is row-parallel and its input \"" + Name(x) +
                         "\" is not split (it needs a column-parallel producer)");
     if (n.inputs.size() < 3) {  // partial sums, all-reduced in place
       Emit(std::move(n));
@@ -173,11 +252,48 @@ class Partitioner {
     return OkStatus();
   }
 
+  // Sequence parallelism: a row-parallel linear's partial sums reduce-scattered into token
+  // chunks (sp_scatter; backward all-gathers the chunk's gradient), its bias added per chunk.
+  Status RowToChunks(NodeInfo n) {
+    const int x = n.inputs[0], out = n.outputs[0];
+    if (state_[x] != State::kSplit)
+      return Bad(n, "is row-parallel and its input \"" + Name(x) +
+                        "\" is not split (it needs a column-parallel producer)");
+    const bool bias = n.inputs.size() == 3;
+    const int partial =
+        NewTensor(out, full_.tensors[out].name + ".partial", g().tensors[out].shape);
+    const int chunk = bias ? NewTensor(out, full_.tensors[out].name + ".chunk", {}) : out;
+    const int b = bias ? n.inputs[2] : -1, block = n.block;
+    const std::string name = n.name;
+    if (bias) n.inputs.pop_back();
+    n.outputs = {partial};
+    Emit(std::move(n));
+    const int node = EmitSp("sp_scatter", name + ".sp_scatter", {partial}, chunk, block);
+    out_.collectives.push_back(
+        {TpCollective::kReduceScatter, node + 1, false, partial, chunk, false});
+    out_.collectives.push_back({TpCollective::kAllGather, node, true, chunk, partial, false});
+    state_[chunk] = State::kSeq;
+    g().tensors[chunk].shape.clear();
+    if (bias) {
+      NodeInfo add;
+      add.name = name + ".bias";
+      add.op = "bias_add";
+      add.inputs = {chunk, b};
+      add.outputs = {out};
+      add.block = block;
+      Emit(std::move(add));
+      sp_params_.insert(b);
+      state_[out] = State::kSeq;
+      g().tensors[out].shape.clear();
+    }
+    return OkStatus();
+  }
+
   Status Heads(NodeInfo n) {
     const int x = n.inputs[0], out = n.outputs[0];
     if (state_[x] != State::kSplit)
-      return Bad(n, "runs on the tp rank's heads and its input \"" + full_.tensors[x].name +
-                        "\" is not split by heads");
+      return Bad(
+          n, "runs on the tp rank's heads and its input \"" + Name(x) + "\" is not split by heads");
     const int64_t h = n.attrs.Int("n_head", 0), kv = n.attrs.Int("n_kv_head", h);
     if (h % tp_ != 0)
       return Bad(n, "has n_head " + Str(h) + ", which parallel.tensor " + Str(tp_) +
@@ -215,7 +331,7 @@ class Partitioner {
       return OkStatus();
     }
     if (!vocab_start_.count(logits))
-      return Bad(n, "reads logits \"" + full_.tensors[logits].name +
+      return Bad(n, "reads logits \"" + Name(logits) +
                         "\" split by something other than a vocab-parallel head");
     kernels::Attrs a = n.attrs;
     a.SetInt("vocab_start", vocab_start_.at(logits));
@@ -260,7 +376,7 @@ class Partitioner {
             "\" feeds column-parallel linears and other nodes; its gradient would mix partial "
             "and whole parts");
       const int first = *std::min_element(consumers.begin(), consumers.end());
-      backward.push_back({first, true, tensor, false});
+      backward.push_back({TpCollective::kAllReduce, first, true, tensor, -1, false});
     }
     std::sort(backward.begin(), backward.end(),
               [](const TpCollective& a, const TpCollective& b) { return a.boundary > b.boundary; });
@@ -270,6 +386,11 @@ class Partitioner {
 
   const Graph& full_;
   const int tp_, rank_;
+  const bool sp_;
+  int ids_ = -1;                 // the token ids (sp_gather's shape reference)
+  std::map<int, int> chunk_of_;  // whole tensor -> its token chunk
+  std::map<int, int> gathered_;  // token chunk -> its whole tensor
+  std::set<int> sp_params_;      // parameters of nodes on chunks
   TpLocalGraph out_;
   std::map<int, const TpParamShard*> shard_of_;
   std::vector<State> state_;
@@ -279,7 +400,8 @@ class Partitioner {
 
 }  // namespace
 
-StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank) {
+StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
+                                           bool sequence_parallel) {
   DS_ASSIGN_OR_RETURN(std::vector<TpParamShard> shards, TensorParallelShards(graph, tp, rank));
   if (tp == 1) {
     TpLocalGraph same;
@@ -287,7 +409,7 @@ StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank)
     same.shards = std::move(shards);
     return same;
   }
-  return Partitioner(graph, tp, rank, std::move(shards)).Run();
+  return Partitioner(graph, tp, rank, sequence_parallel, std::move(shards)).Run();
 }
 
 void TakeShard(const TpParamShard& s, const float* full, float* local) {

@@ -10,6 +10,8 @@
 //   cross entropy  vocab-parallel: vocab_max, all-reduce (max), vocab_ce_stats, all-reduce
 //                  (sum), vocab_ce_loss, which writes the logits' gradient itself
 //   replicated / elementwise  norms run whole; elementwise ops follow their inputs
+//   sequence parallel  (optional) norms, dropout and residuals on token chunks, all-gather
+//                  before each column-parallel linear, reduce-scatter after each row-parallel
 //
 // The collectives are not nodes: they are cut points the planner turns into ACT_ALL_REDUCE
 // instructions on the tp group between the FORWARD / BACKWARD node ranges (the runner only
@@ -30,13 +32,16 @@
 
 namespace ds::plan {
 
-// An all-reduce over the tp group at a cut of the local graph's node order.
+// A collective over the tp group at a cut of the local graph's node order.
 struct TpCollective {
+  enum Kind { kAllReduce, kAllGather, kReduceScatter };
+  Kind kind = kAllReduce;
   // Forward: after nodes [0, boundary) ran, before node `boundary`. Backward: after the
   // backward of nodes [boundary, end) ran, before node boundary - 1's.
   int boundary = 0;
-  bool backward = false;  // true: on the tensor's gradient
-  int tensor = -1;        // local graph tensor index
+  bool backward = false;  // true: on the tensors' gradients
+  int tensor = -1;        // local graph tensor index (all-reduce: in place; else the source)
+  int out = -1;           // all-gather / reduce-scatter: the destination tensor
   bool max = false;       // reduce with max (the vocab-parallel row max); else sum
 };
 
@@ -44,12 +49,21 @@ struct TpLocalGraph {
   Graph graph;
   std::vector<TpParamShard> shards;       // per parameter, in graph parameter order
   std::vector<TpCollective> collectives;  // forward ones by boundary, then backward ones
+  // Sequence parallelism: parameters of nodes that run on token chunks (norms, row-parallel
+  // biases), whose gradients are each rank's part of the sum, all-reduced over tp at the step's
+  // end (graph tensor indices).
+  std::vector<int> sp_params;
 };
 
 // InvalidArgument naming the node, op or model key when the graph cannot be partitioned (an
 // op without a rule, a split input where a replicated one is needed, sizes tp does not
 // divide). At tp 1 the graph comes back unchanged with no collectives.
-StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank);
+// `sequence_parallel` (Megatron-SP): inside the transformer blocks and the final norm, norms,
+// dropout and residuals run on each rank's chunk of the tokens; an all-gather (sp_gather)
+// feeds each column-parallel linear and a reduce-scatter (sp_scatter) follows each
+// row-parallel one, the embeddings' output entering the blocks through sp_split.
+StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
+                                           bool sequence_parallel = false);
 
 // The rank's values of a parameter from the full tensor's (row-major, shard.full_shape):
 // shard.boxes stacked along their split dimension, in shard.local_shape.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/validate.h"
 
 namespace ds::plan {
 namespace {
@@ -22,22 +23,26 @@ struct Cut {
   Ins act;  // the ACT_ALL_REDUCE
 };
 
-// The ACT_ALL_REDUCE of collective `c`, sized for one micro-batch.
-StatusOr<Ins> ActAllReduce(const TpLocalGraph& local, const TpCollective& c, int64_t micro,
-                           int64_t seq) {
-  const TensorInfo& t = local.graph.tensors[c.tensor];
-  DS_ASSIGN_OR_RETURN(Shape shape, BindShape(t.shape, {{"batch", micro}, {"seq", seq}}));
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+// The instruction of collective `c` (ACT_ALL_REDUCE, ACT_ALL_GATHER or ACT_REDUCE_SCATTER),
+// sized for one micro-batch by `specs`; its count is the whole tensor's.
+Ins ActCollective(const TpLocalGraph& local, const TpCollective& c,
+                  const std::vector<TensorSpec>& specs, int tp) {
   Ins ins;
-  ins.set_kind(Ins::ACT_ALL_REDUCE);
+  const bool gather = c.kind == TpCollective::kAllGather;
+  ins.set_kind(c.kind == TpCollective::kAllReduce ? Ins::ACT_ALL_REDUCE
+               : gather                           ? Ins::ACT_ALL_GATHER
+                                                  : Ins::ACT_REDUCE_SCATTER);
   proto::ActivationRef* a = ins.mutable_activation();
   a->set_tensor(c.tensor);
   a->set_grad(c.backward);
-  a->set_name(t.name);
+  a->set_name(local.graph.tensors[c.tensor].name);
+  a->set_out_tensor(c.out);
+  const int64_t whole = specs[gather ? c.out : c.tensor].numel();
   proto::Collective* col = ins.mutable_collective();
   col->set_group(kTpGroup);
-  col->set_count(n);
+  col->set_count(whole);
+  for (int r = 0; c.kind != TpCollective::kAllReduce && r < tp; ++r)
+    col->add_rank_counts(whole / tp);
   col->set_dtype(proto::DT_F32);
   col->set_bucket(-1);
   col->set_reduce_max(c.max);
@@ -108,15 +113,77 @@ std::vector<const Cut*> CutsOf(const Ins& in, const std::vector<Cut>& fwd,
   return out;
 }
 
+Ranges InShard(const proto::Plan& plan, int d, const Ranges& flat) {
+  Ranges out;
+  for (const proto::PartitionUnit& u : plan.partition().units()) {
+    const int64_t own = u.offset() + d * u.chunk();
+    const int64_t own_end = std::min(u.offset() + u.count(), own + u.chunk());
+    for (auto [b, e] : flat) {
+      const int64_t lo = std::max(b, own), hi = std::min(e, own_end);
+      if (lo < hi) out.push_back({u.shard_offset() + lo - own, u.shard_offset() + hi - own});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Sequence parallelism: each rank's gradient of a parameter used on token chunks is its part of
+// the sum: a TP_GRAD_ALL_REDUCE of them over tp (the flat gradients at stages 0-1, the shard's
+// positions at 2-3) goes just before the norm, taking over its waits.
+void AddSpGradReduce(const TpLocalGraph& local, const ModelFacts& facts, const proto::Plan& plan,
+                     int dp_rank, std::vector<Ins>* out) {
+  const std::vector<int> params = local.graph.Params();
+  Ranges flat;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (std::count(local.sp_params.begin(), local.sp_params.end(), params[i]))
+      flat.push_back({facts.params[i].offset, facts.params[i].offset + facts.params[i].numel});
+  std::sort(flat.begin(), flat.end());
+  const bool shard = plan.settings().zero_stage() >= 2;
+  Ins ins;
+  ins.set_kind(Ins::TP_GRAD_ALL_REDUCE);
+  ins.set_micro_batch(-1);
+  ins.set_in_shard(shard);
+  int64_t count = 0;
+  for (auto [b, e] : shard ? InShard(plan, dp_rank, flat) : flat) {
+    proto::ParamRange* r = ins.add_ranges();
+    r->set_offset(b);
+    r->set_count(e - b);
+    count += e - b;
+  }
+  proto::Collective* c = ins.mutable_collective();
+  c->set_group(kTpGroup);
+  c->set_count(count);
+  c->set_dtype(plan.settings().model_dtype());
+  c->set_bucket(-1);
+  c->set_placement(proto::HOST);
+  for (size_t i = 0; i < out->size(); ++i) {
+    Ins& norm = (*out)[i];
+    if (norm.kind() != Ins::GRAD_NORM_REDUCE) continue;
+    *ins.mutable_wait_for() = norm.wait_for();
+    *ins.mutable_frees_before() = norm.frees_before();
+    norm.clear_wait_for();
+    norm.clear_frees_before();
+    for (Ins& later : *out)  // indices after the insertion point move by one
+      for (int& w : *later.mutable_wait_for())
+        if (w >= static_cast<int>(i)) ++w;
+    out->insert(out->begin() + i, std::move(ins));
+    return;
+  }
+}
+
 }  // namespace
 
-Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64_t seq_len,
-                           proto::Plan* plan) {
+Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, int64_t micro_batch,
+                           int64_t seq_len, proto::Plan* plan) {
+  DS_ASSIGN_OR_RETURN(
+      std::vector<TensorSpec> specs,
+      InferTensorSpecs(local.graph, {{"batch", micro_batch}, {"seq", seq_len}}, local.graph.name));
+  const int tp = plan->topology().tp();
   std::vector<Cut> fwd, bwd;
   for (size_t k = 0; k < local.collectives.size(); ++k) {
     const TpCollective& c = local.collectives[k];
-    DS_ASSIGN_OR_RETURN(Ins act, ActAllReduce(local, c, micro_batch, seq_len));
-    (c.backward ? bwd : fwd).push_back({static_cast<int>(k), c.boundary, std::move(act)});
+    (c.backward ? bwd : fwd)
+        .push_back({static_cast<int>(k), c.boundary, ActCollective(local, c, specs, tp)});
   }
   std::sort(fwd.begin(), fwd.end(),
             [](const Cut& a, const Cut& b) { return a.boundary < b.boundary; });
@@ -147,6 +214,7 @@ Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64
                              Str(placed[k]) + " compute ranges for " + Str(gas) + " micro-batches");
     for (Ins& in : out)
       for (int& w : *in.mutable_wait_for()) w = moved.at(w);
+    if (!local.sp_params.empty()) AddSpGradReduce(local, facts, *plan, rp.rank(), &out);
     rp.clear_instructions();
     for (Ins& in : out) *rp.add_instructions() = std::move(in);
   }
@@ -177,20 +245,6 @@ Ranges ReplicatedFlat(const ModelFacts& facts, const TpLocalGraph& local) {
     if (local.shards[i].replicated)
       r.push_back({facts.params[i].offset, facts.params[i].offset + facts.params[i].span});
   return r;
-}
-
-Ranges InShard(const proto::Plan& plan, int d, const Ranges& flat) {
-  Ranges out;
-  for (const proto::PartitionUnit& u : plan.partition().units()) {
-    const int64_t own = u.offset() + d * u.chunk();
-    const int64_t own_end = std::min(u.offset() + u.count(), own + u.chunk());
-    for (auto [b, e] : flat) {
-      const int64_t lo = std::max(b, own), hi = std::min(e, own_end);
-      if (lo < hi) out.push_back({u.shard_offset() + lo - own, u.shard_offset() + hi - own});
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // Tensor-parallel ranks but the first leave the replicated parameters out of the norm.

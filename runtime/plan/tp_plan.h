@@ -25,8 +25,8 @@ inline constexpr const char* kWorldGroup = "world";
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.
-Status InsertTpCollectives(const TpLocalGraph& local, int64_t micro_batch, int64_t seq_len,
-                           proto::Plan* plan);
+Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, int64_t micro_batch,
+                           int64_t seq_len, proto::Plan* plan);
 
 // Replaces the dp ranks' streams by the world's and fills plan->groups.
 Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,

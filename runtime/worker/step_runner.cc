@@ -100,6 +100,9 @@ struct StepRunner::Impl {
   Status ZeroGrads(int, const Instruction& in);
   Status Loss(int, const Instruction& in);
   Status ActAllReduce(int, const Instruction& in);
+  Status ActGatherScatter(int, const Instruction& in);
+  Status TpGrads(int, const Instruction& in);
+  StatusOr<parallel::Communicator*> Group(const Instruction& in);
   void Fill();
   Status RunOne(int index, const Instruction& in);
 
@@ -131,6 +134,9 @@ void StepRunner::Impl::Fill() {
   table[Instruction::SWAP_OUT] = {&Impl::Swap, false};
   table[Instruction::ACT_ALL_REDUCE] = {&Impl::ActAllReduce, false};
   table[Instruction::RECOMPUTE] = {&Impl::Forward, false};
+  table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
+  table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
+  table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
@@ -151,18 +157,46 @@ Status StepRunner::Impl::Backward(int, const Instruction& in) {
 
 // Tensor parallelism: an activation (forward) or its gradient (backward) summed, or maxed, over
 // the tp group in place, between two node ranges.
+StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in) {
+  auto it = p.groups.find(in.collective().group());
+  if (it == p.groups.end())
+    return FailedPreconditionError("the plan runs " + Instruction::Kind_Name(in.kind()) +
+                                   " over group \"" + in.collective().group() +
+                                   "\", which this rank was given no communicator for");
+  return it->second;
+}
+
 Status StepRunner::Impl::ActAllReduce(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
-  auto it = p.groups.find(c.group());
-  if (it == p.groups.end())
-    return FailedPreconditionError("the plan all-reduces \"" + in.activation().name() +
-                                   "\" over group \"" + c.group() +
-                                   "\", which this rank was given no communicator for");
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in.activation().tensor(),
                                                        in.activation().grad(), c.count()));
-  return it->second->AllReduce(
-      parallel::BufferView(data, c.count()),
-      c.reduce_max() ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
+  return comm->AllReduce(parallel::BufferView(data, c.count()),
+                         c.reduce_max() ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
+}
+
+// Sequence parallelism: token chunks gathered into the whole tensor, or the whole partial sums
+// reduce-scattered into chunks (values forward, gradients backward), source to destination.
+Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  const bool gather = in.kind() == Instruction::ACT_ALL_GATHER;
+  const int64_t chunk = c.count() / comm->size();
+  const proto::ActivationRef& a = in.activation();
+  DS_ASSIGN_OR_RETURN(float* src,
+                      compute->TensorData(a.tensor(), a.grad(), gather ? chunk : c.count()));
+  DS_ASSIGN_OR_RETURN(float* dst,
+                      compute->TensorData(a.out_tensor(), a.grad(), gather ? c.count() : chunk));
+  if (gather)
+    return comm->AllGather(parallel::BufferView(src, chunk), parallel::BufferView(dst, c.count()));
+  return comm->ReduceScatter(parallel::BufferView(src, c.count()), parallel::BufferView(dst, chunk),
+                             parallel::ReduceOp::kSum);
+}
+
+// Sequence parallelism: the gradients of parameters used on token chunks, summed over tp.
+Status StepRunner::Impl::TpGrads(int, const Instruction& in) {
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  return zero->ReduceGrads(in, comm);
 }
 
 Status StepRunner::Impl::Collective(int index, const Instruction& in) {

@@ -2,7 +2,9 @@
 // at the cut points (ranks as threads over the loopback communicator), and the loss equals the
 // single graph's within 1e-6 and every parameter gradient is the slice of the single graph's
 // within 1e-5 (GPT-2 with tied embeddings and biases, Llama with grouped-query attention), from
-// weights initialized whole and sliced. Bad partitions are refused naming the node.
+// weights initialized whole and sliced; with sequence parallelism too (all-gathers and
+// reduce-scatters at the cuts, the chunk parameters' gradients summed). Bad partitions are
+// refused naming the node.
 #include <cmath>
 #include <thread>
 
@@ -50,9 +52,23 @@ Result RunGraph(const Graph& g, const TpLocalGraph* local, parallel::Communicato
   auto reduce = [&](const TpCollective& c) {
     const Tensor t = (*ex)->TensorData(c.tensor, c.backward);
     REQUIRE(t.defined());
-    REQUIRE(comm->AllReduce(parallel::BufferView(t.f32(), t.numel()),
-                            c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum)
-                .ok());
+    if (c.kind == TpCollective::kAllReduce) {
+      REQUIRE(comm->AllReduce(parallel::BufferView(t.f32(), t.numel()),
+                              c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum)
+                  .ok());
+      return;
+    }
+    const Tensor o = (*ex)->TensorData(c.out, c.backward);
+    REQUIRE(o.defined());
+    if (c.kind == TpCollective::kAllGather)
+      REQUIRE(comm->AllGather(parallel::BufferView(t.f32(), t.numel()),
+                              parallel::BufferView(o.f32(), o.numel()))
+                  .ok());
+    else
+      REQUIRE(comm->ReduceScatter(parallel::BufferView(t.f32(), t.numel()),
+                                  parallel::BufferView(o.f32(), o.numel()),
+                                  parallel::ReduceOp::kSum)
+                  .ok());
   };
   int at = 0;
   for (const TpCollective& c : local ? local->collectives : std::vector<TpCollective>()) {
@@ -70,6 +86,12 @@ Result RunGraph(const Graph& g, const TpLocalGraph* local, parallel::Communicato
     at = c.boundary;
   }
   REQUIRE((*ex)->BackwardNodes(1.0f, 1, 0, at).ok());
+  for (int t : local ? local->sp_params : std::vector<int>()) {  // sequence parallelism
+    const zero::ParamSlot* slot = params.ForTensor(t);
+    float* grad = static_cast<float*>(params.FlatGradPtr(slot->offset));
+    REQUIRE(
+        comm->AllReduce(parallel::BufferView(grad, slot->numel), parallel::ReduceOp::kSum).ok());
+  }
   Result r;
   r.loss = (*ex)->loss();
   const float* grads = static_cast<const float*>(params.FlatGradPtr(0));
@@ -77,7 +99,7 @@ Result RunGraph(const Graph& g, const TpLocalGraph* local, parallel::Communicato
   return r;
 }
 
-void CheckAgainstWhole(const ModelSpec& spec, int tp) {
+void CheckAgainstWhole(const ModelSpec& spec, int tp, bool sp = false) {
   auto full = BuildModelGraph(spec);
   REQUIRE(full.ok());
   const Result whole = RunGraph(*full, nullptr, nullptr);
@@ -85,7 +107,7 @@ void CheckAgainstWhole(const ModelSpec& spec, int tp) {
   auto comms = parallel::LoopbackCommunicator::CreateGroup(tp);
   std::vector<TpLocalGraph> locals;
   for (int r = 0; r < tp; ++r) {
-    auto local = TensorParallelGraph(*full, tp, r);
+    auto local = TensorParallelGraph(*full, tp, r, sp);
     REQUIRE(local.ok());
     locals.push_back(std::move(local).value());
   }
@@ -96,7 +118,7 @@ void CheckAgainstWhole(const ModelSpec& spec, int tp) {
         [&, r] { results[r] = RunGraph(locals[r].graph, &locals[r], comms[r].get()); });
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < tp; ++r) {
-    INFO(spec.family << " tp " << tp << " rank " << r);
+    INFO(spec.family << " tp " << tp << (sp ? " sequence parallel" : "") << " rank " << r);
     CHECK(results[r].loss == Approx(whole.loss).epsilon(1e-6));
     zero::ParamStore mine(locals[r].graph, DType::kF32);
     for (size_t i = 0; i < mine.slots().size(); ++i) {
@@ -126,6 +148,12 @@ TEST_CASE("TensorParallelGraph: Llama with grouped-query attention", "[plan][tp]
   CheckAgainstWhole(s, 2);
   s.tie_embeddings = 1;  // the head shares the embedding's vocab rows
   CheckAgainstWhole(s, 2);
+}
+
+TEST_CASE("TensorParallelGraph: sequence parallelism, GPT-2 and Llama", "[plan][tp]") {
+  CheckAgainstWhole({"gpt2", 2, 32, 4, 0, 64, 16}, 2, /*sp=*/true);
+  CheckAgainstWhole({"gpt2", 2, 32, 4, 0, 64, 16}, 4, /*sp=*/true);
+  CheckAgainstWhole({"llama", 2, 32, 4, 2, 64, 16}, 2, /*sp=*/true);
 }
 
 TEST_CASE("TensorParallelGraph: the cut points", "[plan][tp]") {

@@ -17,8 +17,9 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   const int tp_rank = grid.CoordOf(world_rank_).tp;
-  DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local,
-                      plan::TensorParallelGraph(graph_, topology.tp, tp_rank));
+  DS_ASSIGN_OR_RETURN(
+      plan::TpLocalGraph local,
+      plan::TensorParallelGraph(graph_, topology.tp, tp_rank, config_.parallel.sequence_parallel));
   tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;

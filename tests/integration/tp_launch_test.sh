@@ -5,7 +5,9 @@
 # same global batch at every one of 20 steps:
 #   TP = 2 and TP = 4 on one node (GPT-2), TP = 2 for Llama with grouped-query attention: the
 #     loss within 1e-6 relative (plus the CSV's last printed digit), the norm within 1e-5
-#   TP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2), ZeRO-1 and ZeRO-2: within 1e-5
+#   TP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2), ZeRO-1, 2 and 3: within 1e-5
+#   with sequence parallelism (and, for Llama, full recompute through DeepSpeed's
+#   activation_checkpointing block) the same
 # A TP=2 x DP=2 checkpoint resumes on one rank, and ds-ckpt consolidates and exports it. Bad
 # grids are refused before any process starts, naming the key and the numbers: a tp group
 # that would span nodes, a vocabulary tp does not divide.
@@ -68,10 +70,11 @@ for model in gpt llama; do
   "$WORKER" --config "$BASE/single_$model.yaml" >/dev/null 2>&1 || fail "$model single-rank run"
 done
 
-run_case() {  # run_case NAME MODEL HOSTS TP MICRO STAGE REL
+run_case() {  # run_case NAME MODEL HOSTS TP MICRO STAGE REL [EXTRA_YAML]
   local name=$1 model=$2 csv=$BASE/$RANDOM.csv spec=$MODEL_GPT
   [[ $model == llama ]] && spec=$MODEL_LLAMA
   job "$BASE/tp.yaml" "$5" "$6" "$csv" "$spec"
+  [[ -n "${8:-}" ]] && printf '%s\n' "$8" >> "$BASE/tp.yaml"
   if ! launch "$BASE/tp.yaml" "$3" "$4"; then
     fail "$name: ds-launch failed"; tail -8 "$BASE/out"; return
   fi
@@ -89,6 +92,11 @@ run_case "Llama (GQA, kv heads split) TP=2" llama "$BASE/one" 2 16 0 1e-6
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 8 1 1e-5
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-2" gpt "$BASE/two" 2 8 2 1e-5
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-3" gpt "$BASE/two" 2 8 3 1e-5
+SP='parallel: {sequence_parallel: true}'
+run_case "GPT-2 TP=2 + sequence parallelism" gpt "$BASE/one" 2 16 0 1e-6 "$SP"
+run_case "Llama TP=2 + sequence parallelism + full recompute" llama "$BASE/one" 2 16 0 1e-6 \
+  "$SP"$'\n'"activation_checkpointing: {}"
+run_case "GPT-2 TP=2 x DP=2 + sequence parallelism, ZeRO-2" gpt "$BASE/two" 2 8 2 1e-5 "$SP"
 if grep -rq "tensor parallel: rank 3 is tp rank 1 of 2, dp rank 1 of 2" "$DS_RUNTIME_HOME" "$BASE/out" 2>/dev/null; then
   pass "rank 3 of the TP=2 x DP=2 grid is tp rank 1, dp rank 1 (Megatron's order)"
 else fail "no rank said its grid place"; fi
