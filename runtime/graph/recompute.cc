@@ -71,9 +71,21 @@ bool ParseRecomputeMode(const std::string& text, RecomputeMode* mode) {
   return false;
 }
 
+namespace {
+
+// A segment of node n alone, recomputed just before the backward of the last node whose
+// backward reads its output.
+RecomputeSegment Single(const Readers& r, const Graph& g, int n) {
+  int point = n + 1;
+  for (int t : g.nodes[n].outputs)
+    for (int c : r.backward[t]) point = std::max(point, c + 1);
+  return {n, n + 1, point, {}};
+}
+
+}  // namespace
+
 StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, RecomputeMode mode) {
   std::vector<RecomputeSegment> out;
-  if (mode == RecomputeMode::kNone) return out;
   const Readers r = FindReaders(g);
   const int nodes = static_cast<int>(g.nodes.size());
   if (mode == RecomputeMode::kFull) {
@@ -84,18 +96,18 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, Recomp
       if (block >= 0 && block < g.num_blocks) out.push_back({n, end, end, {}});
       n = end;
     }
-  } else {
-    for (int n = 0; n < nodes; ++n) {
-      if (g.nodes[n].op != "attention") continue;
-      int point = n + 1;
-      for (int t : g.nodes[n].outputs)
-        for (int c : r.backward[t]) point = std::max(point, c + 1);
-      out.push_back({n, n + 1, point, {}});
-    }
-    if (out.empty())
-      return InvalidArgumentError("training.recompute selective: graph " + g.name +
-                                  " has no attention node to recompute");
   }
+  bool attention = false;
+  for (int n = 0; n < nodes && mode != RecomputeMode::kFull; ++n) {
+    const bool att = mode == RecomputeMode::kSelective && g.nodes[n].op == "attention";
+    attention = attention || att;
+    // Sequence parallelism keeps a column-parallel linear's input as its token chunk and
+    // gathers it again in backward (Megatron-SP): its sp_gather is a segment whatever the mode.
+    if (att || g.nodes[n].op == "sp_gather") out.push_back(Single(r, g, n));
+  }
+  if (mode == RecomputeMode::kSelective && !attention)
+    return InvalidArgumentError("training.recompute selective: graph " + g.name +
+                                " has no attention node to recompute");
   for (size_t i = 0; i < out.size(); ++i)
     FindTransient(g, r, i + 1 < out.size() ? out[i + 1].node_begin : nodes, &out[i]);
   return out;

@@ -9,6 +9,9 @@
 //   selective  the attention core of each block (Korthikanti et al.): the attention node's
 //              output and saved statistics are recomputed just before the backward of the
 //              node that reads its output (the output projection)
+// and, whatever the mode but full (whose blocks contain them), each sp_gather of sequence
+// parallelism: a column-parallel linear's input is kept as its token chunk and gathered
+// again just before that linear's backward, as Megatron-SP does.
 //
 // A segment's transient tensors are the activations its nodes produce whose every reader (the
 // forward consumers and the backward reads, by OpDef::backward_reads_*) lies in
@@ -40,8 +43,8 @@ struct RecomputeSegment {
   std::vector<int> transient;  // tensor indices (activations) not kept from forward
 };
 
-// The segments of `mode` in node order (none: empty). InvalidArgument naming the graph when
-// selective recompute finds no attention node to recompute.
+// The segments of `mode` in node order (none: only sequence parallelism's gathers). InvalidArgument
+// naming the graph when selective recompute finds no attention node to recompute.
 StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, RecomputeMode mode);
 
 // Per tensor: whether forward must keep it for backward: some node's backward reads it

@@ -96,6 +96,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   s->set_states_on_device(c.states_on_device);
   s->set_device_collectives(c.states_on_device && c.device_collectives);
   s->set_recompute(RecomputeModeName(c.recompute));
+  s->set_sequence_parallel(c.sequence_parallel);
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
     w->set_enabled(true);

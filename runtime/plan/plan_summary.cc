@@ -159,12 +159,20 @@ void ActivationFormulas(const proto::Plan& plan, proto::PlanSummary* s) {
   for (const proto::PlanBuffer& buf : plan.buffers())
     if (buf.name() == "activations.recompute") s->set_recompute_arena_bytes(buf.bytes());
   if (plan.topology().tp() < 2) return;
+  // Bytes each rank sends per layer and micro-batch, in units of (t-1)/t x bsh x 4 (fp32):
+  // an all-reduce 2, an all-gather or reduce-scatter 1.
   const bool full = plan.settings().recompute() == "full";
-  const double per_layer = full ? 6 : 4;
-  s->set_megatron_tp_bytes(static_cast<int64_t>(per_layer * m.n_layer() * sbh * 4 *
+  const bool sp = plan.settings().sequence_parallel();
+  // TP: 4 all-reduces. SP: 4 gathers + 4 scatters, and 2 gathers again in backward. Full
+  // recompute runs the forward's collectives once more (SP: instead of the 2 gathers).
+  const double units = full ? 12 : sp ? 10 : 8;
+  s->set_megatron_tp_bytes(static_cast<int64_t>(units * (t - 1) / t * m.n_layer() * sbh * 4 *
                                                 plan.settings().gradient_accumulation_steps()));
-  s->set_megatron_tp_formula(full ? "6bsh x L x gas, fp32, layers only: full recompute repeats forward's 2"
-                                  : "4bsh x L x gas, fp32, layers only");
+  std::string f = sp ? "SP: 4 all-gathers + 4 reduce-scatters of bsh per layer (the all-reduces' "
+                       "volume)"
+                     : "TP: 4 all-reduces of bsh per layer";
+  f += full ? ", the forward's again (full recompute)" : sp ? ", 2 gathers again in backward" : "";
+  s->set_megatron_tp_formula(f + "; x L x gas, fp32, layers only");
 }
 
 // printf into a std::string.
@@ -307,8 +315,12 @@ std::string FormatActivations(const proto::PlanSummary& s) {
     out += Fmt("\nactivations of one transformer layer: %s MiB planned (in the graph's dtypes)\n",
                MiB(s.layer_activation_bytes()).c_str());
     if (s.recompute_arena_bytes() > 0)
-      out += Fmt("  recompute (%s): one segment's recomputed tensors share %s MiB\n",
-                 s.settings().recompute().c_str(), MiB(s.recompute_arena_bytes()).c_str());
+      out +=
+          Fmt("  recompute (%s): one segment's recomputed tensors share %s MiB\n",
+              s.settings().recompute() == "full"        ? "full"
+              : s.settings().recompute() == "selective" ? "selective, and sequence-parallel gathers"
+                                                        : "sequence-parallel gathers",
+              MiB(s.recompute_arena_bytes()).c_str());
     for (const proto::ActivationFormula& f : s.activation_formulas())
       out += Fmt("  %-36s %-24s %10s MiB (16-bit, Korthikanti et al.)\n", f.setting().c_str(),
                  f.formula().c_str(), MiB(f.bytes()).c_str());
@@ -333,9 +345,14 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
   out += Fmt("  %-32s%7s %12s %9s   ZeRO paper: %s MiB (%s)\n", "total sent", "", "",
              MiB(r0.comm_sent_bytes()).c_str(), MiB(s.paper_comm_bytes()).c_str(),
              c.zero_stage() == 3 ? "3P(N-1)/N" : "2P(N-1)/N");
+  int64_t tp_sent = 0;
+  for (const proto::CommVolume& v : r0.comm())
+    if (v.kind().rfind("ACT_", 0) == 0 || v.kind() == "TP_GRAD_ALL_REDUCE")
+      tp_sent += v.sent_bytes();
   if (s.megatron_tp_bytes() > 0)
-    out += Fmt("  %-32s%7s %12s %9s   Megatron: %s MiB (%s)\n", "tensor-parallel all-reduces",
-               "", "", "", MiB(s.megatron_tp_bytes()).c_str(), s.megatron_tp_formula().c_str());
+    out += Fmt("  %-32s%7s %12s %9s   Megatron: %s MiB (%s)\n", "tensor-parallel sent", "", "",
+               MiB(tp_sent).c_str(), MiB(s.megatron_tp_bytes()).c_str(),
+               s.megatron_tp_formula().c_str());
   return out;
 }
 
