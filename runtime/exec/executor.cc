@@ -196,12 +196,10 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
   std::vector<Part> part(nt, kKept);
   std::vector<size_t> at(nt, 0);
   std::vector<std::vector<size_t>> saved_at(nn);
-  const std::vector<bool> read = KeptTensors(g, opt_.recompute);
-  std::vector<int> producer(nt, -1), last_use(nt, -1);
-  for (int n = 0; n < nn; ++n) {
-    for (int t : g.nodes[n].inputs) last_use[t] = n;
-    for (int t : g.nodes[n].outputs) producer[t] = n;
-  }
+  std::vector<int64_t> aligned(nt, 0);
+  for (int t = 0; t < nt; ++t) aligned[t] = static_cast<int64_t>(AlignUp(specs_[t].nbytes()));
+  const ForwardOnlyPlacement fwd =
+      opt_.training ? PlaceForwardOnly(g, opt_.recompute, aligned) : ForwardOnlyPlacement{};
   size_t kept = 0, transient = 0;
   std::vector<int> segment_of(nn, -1);
   for (size_t s = 0; s < opt_.recompute.size(); ++s) {
@@ -220,12 +218,11 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
     }
     transient = std::max(transient, off);
   }
-  std::vector<std::pair<int, int>> forward_only;  // (tensor, producer)
   for (int t = 0; t < nt; ++t) {
     if (g.tensors[t].role != TensorRole::kActivation || part[t] == kTransient) continue;
-    if (opt_.training && !read[t] && t != g.loss && producer[t] >= 0 && last_use[t] >= 0) {
+    if (!fwd.offset.empty() && fwd.offset[t] >= 0) {
       part[t] = kForward;
-      forward_only.push_back({t, producer[t]});
+      at[t] = static_cast<size_t>(fwd.offset[t]);
       continue;
     }
     at[t] = kept;
@@ -237,24 +234,7 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
         saved_at[n].push_back(kept);
         kept += AlignUp(sp.nbytes());
       }
-  // First fit over forward live ranges, in producer order.
-  std::vector<std::tuple<size_t, size_t, int>> live;  // offset, size, last use
-  size_t forward = 0;
-  for (auto [t, from] : forward_only) {
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [from = from](const auto& b) { return std::get<2>(b) < from; }),
-               live.end());
-    std::sort(live.begin(), live.end());
-    const size_t need = AlignUp(specs_[t].nbytes());
-    size_t off = 0;
-    for (const auto& [o, sz, end] : live) {
-      if (o >= off + need) break;
-      off = std::max(off, o + sz);
-    }
-    at[t] = off;
-    live.push_back({off, need, last_use[t]});
-    forward = std::max(forward, off + need);
-  }
+  const size_t forward = static_cast<size_t>(fwd.bytes);
   act_bytes_ = static_cast<int64_t>(kept + transient + forward);
   kept_bytes_ = static_cast<int64_t>(kept);
   transient_bytes_ = static_cast<int64_t>(transient);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "kernels/registry.h"
 
@@ -127,6 +128,47 @@ std::vector<bool> KeptTensors(const Graph& g, const std::vector<RecomputeSegment
           kept[t] = true;
       }
   return kept;
+}
+
+ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<RecomputeSegment>& segments,
+                                      const std::vector<int64_t>& bytes) {
+  const int nt = static_cast<int>(g.tensors.size());
+  const std::vector<bool> kept = KeptTensors(g, segments);
+  std::vector<bool> transient(nt, false);
+  for (const RecomputeSegment& s : segments)
+    for (int t : s.transient) transient[t] = true;
+  std::vector<int> producer(nt, -1), last_use(nt, -1);
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {
+    for (int t : g.nodes[n].inputs) last_use[t] = n;
+    for (int t : g.nodes[n].outputs)
+      if (producer[t] < 0) producer[t] = n;
+  }
+  ForwardOnlyPlacement out;
+  out.offset.assign(nt, -1);
+  std::vector<int> order;
+  for (int t = 0; t < nt; ++t)
+    if (g.tensors[t].role == TensorRole::kActivation && !kept[t] && !transient[t] && t != g.loss &&
+        producer[t] >= 0 && last_use[t] >= 0)
+      order.push_back(t);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return producer[a] < producer[b]; });
+  std::vector<std::tuple<int64_t, int64_t, int>> live;  // offset, size, last use
+  for (int t : order) {
+    const int from = producer[t];
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [from](const auto& b) { return std::get<2>(b) < from; }),
+               live.end());
+    std::sort(live.begin(), live.end());
+    int64_t off = 0;
+    for (const auto& [o, size, end] : live) {
+      if (o >= off + bytes[t]) break;
+      off = std::max(off, o + size);
+    }
+    out.offset[t] = off;
+    live.push_back({off, bytes[t], last_use[t]});
+    out.bytes = std::max(out.bytes, off + bytes[t]);
+  }
+  return out;
 }
 
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n) {

@@ -52,6 +52,17 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, Re
 // reads it from outside (its inputs, read again when it runs in backward).
 std::vector<bool> KeptTensors(const Graph& graph, const std::vector<RecomputeSegment>& segments);
 
+// Training: the activations nothing reads again after forward (not kept, not transient, not the
+// loss) share an arena, placed first-fit over their forward live ranges [producer, last
+// consumer]. `bytes` per tensor; offset -1 for the tensors not placed here.
+struct ForwardOnlyPlacement {
+  std::vector<int64_t> offset;
+  int64_t bytes = 0;  // the arena
+};
+ForwardOnlyPlacement PlaceForwardOnly(const Graph& graph,
+                                      const std::vector<RecomputeSegment>& segments,
+                                      const std::vector<int64_t>& bytes);
+
 // Whether node `n` of `graph` lies in one of `segments` (its saved buffers are transient).
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n);
 

@@ -99,6 +99,9 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
                                   -2);  // -2: not produced by a node
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.outputs) producer_block[t] = n.block;
+  std::vector<int64_t> bytes(specs.size());
+  for (size_t t = 0; t < specs.size(); ++t) bytes[t] = specs[t].nbytes();
+  facts->forward_arena_bytes = PlaceForwardOnly(graph, recompute, bytes).bytes;
   const std::vector<bool> keep = KeptTensors(graph, recompute);
   std::set<int> kept;
   for (size_t t = 0; t < keep.size(); ++t)

@@ -48,6 +48,8 @@ struct ModelFacts {
   // Activation recompute: the arena the segments' transient tensors and saved buffers share
   // (the largest segment's); blocks' activation_bytes leave them out.
   int64_t recompute_arena_bytes = 0;
+  // The arena the activations nothing reads after forward share (PlaceForwardOnly).
+  int64_t forward_arena_bytes = 0;
 
   // Position of `block` in `blocks`; -1 when no node has it.
   int BlockPosition(int block) const;

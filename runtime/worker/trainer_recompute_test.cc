@@ -133,6 +133,13 @@ TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][
     // Below the no-recompute run by the planned amount (within 5% of the no-recompute plan).
     CHECK(std::abs((none.held - run.held) - (none.planned - run.planned)) <= 0.05 * none.planned);
   }
+  // Tensor and sequence parallelism (the gathers kept as chunks and gathered again).
+  for (const char* mode : {"none", "full"}) {
+    const Run run = Train(job(mode) + "parallel: {sequence_parallel: true}\n", 2, 2, 1);
+    WARN("TP 2 + SP, recompute " << mode << ": held " << run.held << " bytes, planned "
+                                 << run.planned);
+    CHECK(std::abs(run.held - run.planned) <= 0.05 * run.planned);
+  }
 }
 
 }  // namespace

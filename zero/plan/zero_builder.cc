@@ -122,6 +122,10 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
   for (const BlockFacts& b : ctx->facts.blocks)
     ids.activations.push_back(
         AddBytesBuffer(plan, "activations.block" + Str(b.block), b.activation_bytes));
+  if (ctx->facts.forward_arena_bytes > 0) {  // tensors only forward reads, by liveness
+    const int arena = AddBytesBuffer(plan, "activations.forward", ctx->facts.forward_arena_bytes);
+    plan->mutable_buffers(arena)->set_whole_step(true);
+  }
   if (ctx->facts.recompute_arena_bytes > 0) {  // one segment's recomputed tensors at a time
     const int arena =
         AddBytesBuffer(plan, "activations.recompute", ctx->facts.recompute_arena_bytes);
