@@ -155,8 +155,7 @@ Status StepRunner::Impl::Backward(int, const Instruction& in) {
   return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in);
 }
 
-// Tensor parallelism: an activation (forward) or its gradient (backward) summed, or maxed, over
-// the tp group in place, between two node ranges.
+// The communicator of the group a tensor-parallel instruction names.
 StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in) {
   auto it = p.groups.find(in.collective().group());
   if (it == p.groups.end())
@@ -166,6 +165,8 @@ StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in)
   return it->second;
 }
 
+// Tensor parallelism: an activation (forward) or its gradient (backward) summed, or maxed, over
+// the tp group in place, between two node ranges.
 Status StepRunner::Impl::ActAllReduce(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));

@@ -69,9 +69,17 @@ Status Trainer::ForwardWhole(exec::Executor* ex) {
     DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
     at = c.boundary;
     const Tensor t = ex->TensorData(c.tensor, false);
-    DS_RETURN_IF_ERROR(
-        tp_comm_->AllReduce(parallel::BufferView(t.f32(), t.numel()),
-                            c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
+    const parallel::BufferView in(t.f32(), t.numel());
+    if (c.kind == plan::TpCollective::kAllReduce) {
+      DS_RETURN_IF_ERROR(
+          tp_comm_->AllReduce(in, c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
+      continue;
+    }
+    const Tensor o = ex->TensorData(c.out, false);
+    const parallel::BufferView out(o.f32(), o.numel());
+    DS_RETURN_IF_ERROR(c.kind == plan::TpCollective::kAllGather
+                           ? tp_comm_->AllGather(in, out)
+                           : tp_comm_->ReduceScatter(in, out, parallel::ReduceOp::kSum));
   }
   return ex->ForwardNodes(0, at, static_cast<int>(graph_.nodes.size()));
 }

@@ -33,6 +33,7 @@ std::string MakeData() {
 }
 
 struct Run {
+  double eval = 0;  // Evaluate(4) after training, when the job has data.validation
   std::vector<double> loss, norm;
   std::vector<std::vector<float>> weights;  // per rank: the fp32 master, flat (stage 0)
 };
@@ -62,6 +63,11 @@ Run Train(const std::string& yaml, int world, int tp, int steps, bool save = fal
       }
       if (save)
         if (Status s = (*t)->SaveCheckpoint(); !s.ok()) return void(errors[r] = s);
+      if (!config->data.validation.empty()) {
+        auto e = (*t)->Evaluate(4);
+        if (!e.ok()) return void(errors[r] = e.status());
+        runs[r].eval = *e;
+      }
       const zero::ParamStore& p = (*t)->params();
       if (!p.master_sharded())
         runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
@@ -261,6 +267,19 @@ TEST_CASE("TP + sequence parallelism equals TP alone", "[worker][tp]") {
   const Run llama_recomputed = Train(llama_full, 2, 2, 20);
   CHECK(llama_recomputed.loss == llama_sp.loss);
   CHECK(llama_recomputed.weights == llama_sp.weights);
+}
+
+// Evaluation runs a whole forward outside the plan, with the graph's collectives at its cuts.
+TEST_CASE("TP and TP + SP evaluate to the single rank's validation loss", "[worker][tp]") {
+  const std::string data = MakeData();
+  std::string yaml = Gpt(data, 8, 0);
+  yaml.replace(yaml.find("shuffle: true}"), 14, "shuffle: true, validation: " + data + "}");
+  const Run single = Train(yaml, 1, 1, 5);
+  const Run tp = Train(yaml, 2, 2, 5);
+  const Run sp = Train(WithSp(yaml), 2, 2, 5);
+  CHECK(single.eval > 0);
+  CHECK(tp.eval == Approx(single.eval).epsilon(1e-6));
+  CHECK(sp.eval == Approx(single.eval).epsilon(1e-6));
 }
 
 TEST_CASE("sequence parallelism: seq_len not divisible by tp, and tp 1, are refused",
