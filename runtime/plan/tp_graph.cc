@@ -298,12 +298,12 @@ class Partitioner {
     if (h % tp_ != 0)
       return Bad(n, "has n_head " + Str(h) + ", which parallel.tensor " + Str(tp_) +
                         " does not divide (model.n_head)");
-    if (kv % tp_ != 0)
-      return Bad(n, "has n_kv_head " + Str(kv) + ", which parallel.tensor " + Str(tp_) +
-                        " does not divide (model.n_kv_head): replicated key/value heads need "
-                        "their gradients summed over the ranks sharing them, not planned yet");
+    if (kv % tp_ != 0 && tp_ % kv != 0)
+      return Bad(n, "has n_kv_head " + Str(kv) + " and parallel.tensor " + Str(tp_) +
+                        ": one must divide the other (model.n_kv_head)");
     n.attrs.SetInt("n_head", h / tp_);
-    n.attrs.SetInt("n_kv_head", kv / tp_);
+    n.attrs.SetInt("n_kv_head", kv >= tp_ ? kv / tp_ : 1);  // replicated: one per rank
+    if (kv < tp_) out_.kv_share = tp_ / static_cast<int>(kv);
     SetWidth(out, n.op == "attention" ? Width(out) / tp_ : Width(x));
     state_[out] = State::kSplit;
     Emit(std::move(n));
@@ -442,13 +442,15 @@ std::vector<FlatPiece> LocalToFull(const TpParamShard& s, int64_t local_begin, i
   for (const TpBox& b : s.boxes) along0 = along0 || b.shape[0] != s.full_shape[0];
   int64_t inner = 1;
   for (size_t d = 1; d < s.full_shape.size(); ++d) inner *= s.full_shape[d];
+  const TpBox* box = nullptr;
   auto add = [&](int64_t local, int64_t full, int64_t count) {
     const int64_t lo = std::max(local, local_begin), hi = std::min(local + count, local_end);
-    if (lo < hi) out.push_back({lo, full + (lo - local), hi - lo});
+    if (lo < hi) out.push_back({lo, full + (lo - local), hi - lo, box});
   };
   if (along0 || s.full_shape.size() < 2) {  // each box: whole rows, contiguous in both
     int64_t local = 0;
     for (const TpBox& b : s.boxes) {
+      box = &b;
       add(local, b.offset[0] * inner, b.shape[0] * inner);
       local += b.shape[0] * inner;
     }
@@ -457,6 +459,7 @@ std::vector<FlatPiece> LocalToFull(const TpParamShard& s, int64_t local_begin, i
   const int64_t rest = inner / s.full_shape[1], local_cols = s.local_shape[1];
   int64_t col = 0;
   for (const TpBox& b : s.boxes) {  // row-parallel: a piece of every row
+    box = &b;
     for (int64_t r = 0; r < s.full_shape[0]; ++r)
       add((r * local_cols + col) * rest, r * inner + b.offset[1] * rest, b.shape[1] * rest);
     col += b.shape[1];

@@ -6,6 +6,8 @@
 //   row linear     split input -> partial sums, all-reduced in forward (Megatron's g); its bias
 //                  moves to a bias_add after the all-reduce
 //   heads          attention / rope on the rank's query heads and the key/value heads they read
+//                  (split, or replicated when tp exceeds them: their gradients are then summed
+//                  over the ranks sharing each, kv_share)
 //   embedding      vocab-parallel lookup (vocab_start), all-reduced in forward
 //   cross entropy  vocab-parallel: vocab_max, all-reduce (max), vocab_ce_stats, all-reduce
 //                  (sum), vocab_ce_loss, which writes the logits' gradient itself
@@ -53,6 +55,9 @@ struct TpLocalGraph {
   // biases), whose gradients are each rank's part of the sum, all-reduced over tp at the step's
   // end (graph tensor indices).
   std::vector<int> sp_params;
+  // Key / value heads replicated over `kv_share` consecutive tp ranks (tp above n_kv_head):
+  // each rank's gradient of them is its query heads' part, summed over those ranks (1: none).
+  int kv_share = 1;
 };
 
 // InvalidArgument naming the node, op or model key when the graph cannot be partitioned (an
@@ -77,6 +82,7 @@ struct FlatPiece {
   int64_t local = 0;  // first local flat element
   int64_t full = 0;   // where it sits in the full tensor
   int64_t count = 0;
+  const TpBox* box = nullptr;  // the box it belongs to
 };
 std::vector<FlatPiece> LocalToFull(const TpParamShard& shard, int64_t local_begin,
                                    int64_t local_end);

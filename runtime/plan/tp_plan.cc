@@ -127,17 +127,36 @@ Ranges InShard(const proto::Plan& plan, int d, const Ranges& flat) {
   return out;
 }
 
-// Sequence parallelism: each rank's gradient of a parameter used on token chunks is its part of
-// the sum: a TP_GRAD_ALL_REDUCE of them over tp (the flat gradients at stages 0-1, the shard's
-// positions at 2-3) goes just before the norm, taking over its waits.
-void AddSpGradReduce(const TpLocalGraph& local, const ModelFacts& facts, const proto::Plan& plan,
-                     int dp_rank, std::vector<Ins>* out) {
+// The flat ranges of the parameters used on token chunks (sequence parallelism).
+Ranges SpFlat(const TpLocalGraph& local, const ModelFacts& facts) {
   const std::vector<int> params = local.graph.Params();
   Ranges flat;
   for (size_t i = 0; i < params.size(); ++i)
     if (std::count(local.sp_params.begin(), local.sp_params.end(), params[i]))
       flat.push_back({facts.params[i].offset, facts.params[i].offset + facts.params[i].numel});
   std::sort(flat.begin(), flat.end());
+  return flat;
+}
+
+// The flat ranges of the key / value boxes replicated over kv_share ranks (the same local
+// positions on every tp rank).
+Ranges KvFlat(const TpLocalGraph& local, const ModelFacts& facts) {
+  Ranges flat;
+  for (size_t i = 0; i < facts.params.size() && local.kv_share > 1; ++i)
+    for (const FlatPiece& p : LocalToFull(local.shards[i], 0, facts.params[i].numel))
+      if (p.box->share > 1)
+        flat.push_back(
+            {facts.params[i].offset + p.local, facts.params[i].offset + p.local + p.count});
+  std::sort(flat.begin(), flat.end());
+  return flat;
+}
+
+// A TP_GRAD_ALL_REDUCE over `group` of the gradients at `flat` (the flat gradients at stages
+// 0-1, the shard's positions at 2-3), just before the norm, taking over its waits. Sequence
+// parallelism: the parameters used on token chunks (each rank's gradient is its part of the
+// sum); replicated key / value heads: their rows, over the ranks sharing them.
+void AddGradReduce(const Ranges& flat, const std::string& group, const proto::Plan& plan,
+                   int dp_rank, std::vector<Ins>* out) {
   const bool shard = plan.settings().zero_stage() >= 2;
   Ins ins;
   ins.set_kind(Ins::TP_GRAD_ALL_REDUCE);
@@ -151,7 +170,7 @@ void AddSpGradReduce(const TpLocalGraph& local, const ModelFacts& facts, const p
     count += e - b;
   }
   proto::Collective* c = ins.mutable_collective();
-  c->set_group(kTpGroup);
+  c->set_group(group);
   c->set_count(count);
   c->set_dtype(plan.settings().model_dtype());
   c->set_bucket(-1);
@@ -214,7 +233,9 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
                              Str(placed[k]) + " compute ranges for " + Str(gas) + " micro-batches");
     for (Ins& in : out)
       for (int& w : *in.mutable_wait_for()) w = moved.at(w);
-    if (!local.sp_params.empty()) AddSpGradReduce(local, facts, *plan, rp.rank(), &out);
+    if (!local.sp_params.empty())
+      AddGradReduce(SpFlat(local, facts), kTpGroup, *plan, rp.rank(), &out);
+    if (local.kv_share > 1) AddGradReduce(KvFlat(local, facts), kKvGroup, *plan, rp.rank(), &out);
     rp.clear_instructions();
     for (Ins& in : out) *rp.add_instructions() = std::move(in);
   }
@@ -286,6 +307,22 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
       }
     }
   }
+  // Replicated key / value heads: consecutive runs of kv_share ranks within each tp group.
+  std::map<int, std::string> kv_name;
+  if (local.kv_share > 1) {
+    const auto tps = grid.Groups(GroupKind::kTp);
+    int index = 0;
+    for (const auto& ranks : tps)
+      for (size_t b = 0; b < ranks.size(); b += local.kv_share, ++index) {
+        proto::ProcessGroup* g = plan->add_groups();
+        g->set_name(std::string(kKvGroup) + "." + std::to_string(index));
+        g->set_kind(kKvGroup);
+        for (size_t k = b; k < b + local.kv_share; ++k) {
+          g->add_ranks(ranks[k]);
+          kv_name[ranks[k]] = g->name();
+        }
+      }
+  }
   const bool tp = grid.tp() > 1;
   if (tp) {
     proto::ProcessGroup* g = plan->add_groups();
@@ -293,7 +330,7 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
     g->set_kind(kWorldGroup);
     for (int r = 0; r < grid.world(); ++r) g->add_ranks(r);
   }
-  const Ranges replicated = ReplicatedFlat(facts, local);
+  const Ranges replicated = ReplicatedFlat(facts, local), kv = KvFlat(local, facts);
   std::vector<proto::RankPlan> dp_plans(plan->ranks().begin(), plan->ranks().end());
   plan->clear_ranks();
   for (int w = 0; w < grid.world(); ++w) {
@@ -308,8 +345,16 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
       if (tp && scalar) {  // every rank's share of the whole model's norm
         c->set_group(kWorldGroup);
         c->set_placement(proto::HOST);
-        if (in.kind() == Ins::GRAD_NORM_REDUCE && at.tp > 0)
-          NormWithoutReplicated(*plan, at.dp, replicated, &in);
+        // Counted once: replicated parameters on tp rank 0, shared kv heads on the first
+        // rank holding them.
+        Ranges cut = at.tp > 0 ? replicated : Ranges();
+        if (local.kv_share > 1 && at.tp % local.kv_share != 0)
+          cut.insert(cut.end(), kv.begin(), kv.end());
+        std::sort(cut.begin(), cut.end());
+        if (in.kind() == Ins::GRAD_NORM_REDUCE && !cut.empty())
+          NormWithoutReplicated(*plan, at.dp, cut, &in);
+      } else if (c->group() == kKvGroup) {
+        c->set_group(kv_name.at(w));
       } else if (c->group() == kTpGroup) {
         c->set_group(name_of.at({GroupKind::kTp, w}));
       } else if (!c->group().empty()) {

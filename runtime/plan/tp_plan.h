@@ -5,9 +5,10 @@
 //                        and puts an ACT_ALL_REDUCE on the tp group there (micro-batch by
 //                        micro-batch), so the runner only dispatches
 //   ExpandToGrid         one RankPlan per world rank (its dp rank's stream), the groups of the
-//                        pp x dp x tp grid named in the plan and in every collective, and the
-//                        gradient norm summed over the world with each replicated parameter
-//                        counted on tp rank 0 only
+//                        pp x dp x tp grid named in the plan and in every collective (and the
+//                        kv groups of replicated key / value heads), and the gradient norm
+//                        summed over the world with each replicated parameter counted on tp rank
+//                        0 only (a shared kv head on its first holder)
 //
 // Pure and deterministic, like MakePlan.
 #pragma once
@@ -22,6 +23,7 @@ namespace ds::plan {
 
 inline constexpr const char* kTpGroup = "tp";
 inline constexpr const char* kWorldGroup = "world";
+inline constexpr const char* kKvGroup = "kv";  // the ranks sharing replicated kv heads
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.

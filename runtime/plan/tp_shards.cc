@@ -56,9 +56,15 @@ StatusOr<std::vector<TpBox>> QkvBoxes(const std::string& name, const std::vector
   // Key/value heads this rank's query heads read: its share, or the one group they belong to.
   const int64_t kv = heads.kv >= tp ? heads.kv / tp : 1;
   const int64_t kv_first = heads.kv >= tp ? r * kv : (r * q) / (heads.q / heads.kv);
-  return std::vector<TpBox>{Rows(full, r * q * d, q * d),
-                            Rows(full, (heads.q + kv_first) * d, kv * d),
-                            Rows(full, (heads.q + heads.kv + kv_first) * d, kv * d)};
+  std::vector<TpBox> boxes = {Rows(full, r * q * d, q * d),
+                              Rows(full, (heads.q + kv_first) * d, kv * d),
+                              Rows(full, (heads.q + heads.kv + kv_first) * d, kv * d)};
+  if (heads.kv < tp)
+    for (int i = 1; i < 3; ++i) {
+      boxes[i].share = tp / static_cast<int>(heads.kv);
+      boxes[i].replica = r % boxes[i].share != 0;
+    }
+  return boxes;
 }
 
 // The one box of an even split of dimension `dim`, or the error naming what does not divide.

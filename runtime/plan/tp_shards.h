@@ -25,6 +25,11 @@ namespace ds::plan {
 struct TpBox {
   std::vector<int64_t> offset;
   std::vector<int64_t> shape;
+  // Key / value heads replicated because tp exceeds them: `share` consecutive tp ranks hold
+  // this box (their gradients are summed), and `replica` is true on all but the first (which
+  // alone counts it in the norm and stores it in checkpoints). share 1: this rank's alone.
+  int share = 1;
+  bool replica = false;
   int64_t numel() const;
 };
 

@@ -117,6 +117,26 @@ void CheckAgainstWhole(const ModelSpec& spec, int tp, bool sp = false) {
     threads.emplace_back(
         [&, r] { results[r] = RunGraph(locals[r].graph, &locals[r], comms[r].get()); });
   for (std::thread& t : threads) t.join();
+  // Replicated key / value heads: each rank's gradient is its query heads' part, summed over the
+  // ranks sharing the head (the plan's TP_GRAD_ALL_REDUCE on the kv group).
+  const int share = locals[0].kv_share;
+  if (share > 1) {
+    zero::ParamStore layout(locals[0].graph, DType::kF32);
+    std::vector<Result> summed = results;
+    for (size_t i = 0; i < layout.slots().size(); ++i)
+      for (const FlatPiece& p : LocalToFull(locals[0].shards[i], 0, layout.slots()[i].numel)) {
+        if (p.box->share == 1) continue;
+        const int64_t at = layout.slots()[i].offset + p.local;
+        for (int r = 0; r < tp; ++r)
+          for (int64_t k = 0; k < p.count; ++k) {
+            float sum = 0;
+            for (int q = r / share * share; q < (r / share + 1) * share; ++q)
+              sum += results[q].grads[at + k];
+            summed[r].grads[at + k] = sum;
+          }
+      }
+    results = summed;
+  }
   for (int r = 0; r < tp; ++r) {
     INFO(spec.family << " tp " << tp << (sp ? " sequence parallel" : "") << " rank " << r);
     CHECK(results[r].loss == Approx(whole.loss).epsilon(1e-6));
@@ -173,13 +193,15 @@ TEST_CASE("TensorParallelGraph: the cut points", "[plan][tp]") {
     if (n.op == "embedding") CHECK(n.attrs.Int("vocab_start", -1) == 32);
 }
 
-TEST_CASE("TensorParallelGraph: kv heads fewer than the tp ranks are refused for training",
-          "[plan][tp]") {
-  auto g = BuildModelGraph({"llama", 1, 64, 8, 2, 64, 16});
+TEST_CASE("TensorParallelGraph: kv heads fewer than the tp ranks are replicated", "[plan][tp]") {
+  CheckAgainstWhole({"llama", 2, 64, 8, 2, 64, 16}, 4);        // 2 ranks per kv head
+  CheckAgainstWhole({"llama", 2, 64, 8, 1, 64, 16}, 4);        // multi-query: all 4 share it
+  CheckAgainstWhole({"llama", 2, 64, 8, 2, 64, 16}, 4, true);  // with sequence parallelism
+  auto g = BuildModelGraph({"llama", 1, 96, 12, 3, 64, 16});
   REQUIRE(g.ok());
-  auto local = TensorParallelGraph(*g, 4, 0);
-  REQUIRE_FALSE(local.ok());
-  CHECK_THAT(local.status().message(), Catch::Contains("n_kv_head 2, which parallel.tensor 4"));
+  auto bad = TensorParallelGraph(*g, 4, 0);  // 3 kv heads over 4 ranks: neither divides
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("model.n_kv_head 3: one must divide"));
 }
 
 }  // namespace

@@ -149,7 +149,8 @@ std::vector<std::string> StateNames(zero::Optimizer& optimizer) {
 }
 
 // Tensor parallelism: a tp rank's slices of its local parameters as slices of the full ones
-// (plan::LocalToFull); replicated parameters only from tp rank 0, so each element is stored
+// (plan::LocalToFull); replicated parameters only from tp rank 0 (shared kv heads from their
+// first holder), so each element is stored
 // once and any layout reads the checkpoint as ranges of whole parameters.
 std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
                                      const std::vector<plan::TpParamShard>& shards,
@@ -162,6 +163,7 @@ std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
     if (sh.replicated && tp_rank != 0) continue;
     const int64_t begin = o.desc.begin;
     for (const plan::FlatPiece& p : plan::LocalToFull(sh, begin, begin + o.desc.count)) {
+      if (p.box->replica) continue;  // a shared kv head: stored by its first holder
       OwnedSlice f = o;
       f.desc.param_shape = Shape(sh.full_shape.begin(), sh.full_shape.end());
       f.desc.begin = p.full;

@@ -126,6 +126,8 @@ void CheckSlices(const std::string& yaml, const Run& single, const Run& tp_run, 
   }
 }
 
+std::string WithSpKv(std::string yaml) { return yaml + "parallel: {sequence_parallel: true}\n"; }
+
 std::string Gpt(const std::string& data, int micro, int stage, const std::string& extra = "") {
   return testing::TinyGptJob(data, micro, stage, "cpu", extra);
 }
@@ -163,6 +165,33 @@ TEST_CASE("TP: Llama with grouped-query attention (kv heads split) at 2 ranks", 
   CheckClose(single.loss, run.loss, 1e-6, "loss");
   CheckClose(single.norm, run.norm, 1e-5, "gradient norm");
   CheckSlices(yaml, single, run, 2);
+}
+
+// tp above the kv heads: each key / value head is replicated over the ranks whose query heads
+// read it; their gradients are summed over those ranks (a kv group), counted once in the norm
+// and stored once in checkpoints.
+TEST_CASE("TP: Llama with fewer kv heads than tp ranks (replicated kv heads)", "[worker][tp]") {
+  const std::string data = MakeData();
+  std::string yaml = Llama(data);
+  yaml.replace(yaml.find("n_head: 4, n_kv_head: 2"), 23, "n_head: 8, n_kv_head: 2");
+  const Run single = Train(yaml, 1, 1, 20);
+  const Run run = Train(yaml, 4, 4, 20);
+  CheckClose(single.loss, run.loss, 1e-6, "loss");
+  CheckClose(single.norm, run.norm, 1e-5, "gradient norm");
+  CheckSlices(yaml, single, run, 4);
+  const Run sp = Train(WithSpKv(yaml), 4, 4, 20);
+  CheckClose(single.loss, sp.loss, 1e-6, "loss with sequence parallelism");
+  // Saved at TP 4 (each shared head written once), resumed at TP 1 and TP 2 (kv heads split).
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/tp_kv_ckpt";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  std::string save = yaml + "checkpoint: {dir: " + dir + "}\n";
+  save.replace(save.find("train_iters: 20"), 15, "train_iters: 10");
+  Train(save, 4, 4, 10, /*save=*/true);
+  const std::string resume = yaml + "checkpoint: {dir: " + dir + ", load: latest}\n";
+  const std::vector<double> want(single.loss.begin() + 10, single.loss.end());
+  CheckClose(want, Train(resume, 1, 1, 10).loss, 1e-5, "resumed at TP 1");
+  CheckClose(want, Train(resume, 2, 2, 10).loss, 1e-5, "resumed at TP 2");
 }
 
 TEST_CASE("TP: dropout masks of replicated regions are the single rank's; TP 2 repeats itself",

@@ -3,7 +3,8 @@
 # planned step, the tp all-reduces as plan instructions on each node's tp group. Rank 0's loss
 # and gradient-norm curves (monitor.csv, 6 decimals) must match the single-rank run with the
 # same global batch at every one of 20 steps:
-#   TP = 2 and TP = 4 on one node (GPT-2), TP = 2 for Llama with grouped-query attention: the
+#   TP = 2 and TP = 4 on one node (GPT-2), TP = 2 for Llama with grouped-query attention, TP = 4
+#   for Llama with 2 kv heads (replicated on 2 ranks each): the
 #     loss within 1e-6 relative (plus the CSV's last printed digit), the norm within 1e-5
 #   TP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2), ZeRO-1, 2 and 3: within 1e-5
 #   with sequence parallelism (and, for Llama, full recompute through DeepSpeed's
@@ -92,6 +93,13 @@ run_case "Llama (GQA, kv heads split) TP=2" llama "$BASE/one" 2 16 0 1e-6
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 8 1 1e-5
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-2" gpt "$BASE/two" 2 8 2 1e-5
 run_case "GPT-2 TP=2 x DP=2 over two nodes, ZeRO-3" gpt "$BASE/two" 2 8 3 1e-5
+MODEL_MQA='{family: llama, n_layer: 2, n_embd: 32, n_head: 8, n_kv_head: 2, vocab_size: 16, max_seq_len: 10}'
+job "$BASE/single_mqa.yaml" 16 0 "$BASE/single_mqa.csv" "$MODEL_MQA"
+"$WORKER" --config "$BASE/single_mqa.yaml" >/dev/null 2>&1 || fail "kv-replicated single-rank run"
+cp "$BASE/single_mqa.yaml" "$BASE/mqa.yaml"; sed -i "s#single_mqa.csv#mqa.csv#" "$BASE/mqa.yaml"
+if launch "$BASE/mqa.yaml" "$BASE/four" 4 && same "$BASE/single_mqa.csv" "$BASE/mqa.csv" 1e-6; then
+  pass "Llama with 2 kv heads at TP=4 (each kv head replicated on 2 ranks) reproduces the single-rank curves"
+else fail "kv-replicated TP=4"; tail -5 "$BASE/out"; fi
 SP='parallel: {sequence_parallel: true}'
 run_case "GPT-2 TP=2 + sequence parallelism" gpt "$BASE/one" 2 16 0 1e-6 "$SP"
 run_case "Llama TP=2 + sequence parallelism + full recompute" llama "$BASE/one" 2 16 0 1e-6 \
