@@ -70,21 +70,4 @@ struct TpLocalGraph {
 StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
                                            bool sequence_parallel = false);
 
-// The rank's values of a parameter from the full tensor's (row-major, shard.full_shape):
-// shard.boxes stacked along their split dimension, in shard.local_shape.
-void TakeShard(const TpParamShard& shard, const float* full, float* local);
-
-// Where the rank's flat elements [local_begin, local_end) of a parameter lie in the full
-// tensor's flat (row-major) order: contiguous pieces, in local order (one per box for splits
-// of dimension 0, one per row and box for row-parallel splits). What checkpoints store and
-// read: every layout's slices are ranges of the full parameters.
-struct FlatPiece {
-  int64_t local = 0;  // first local flat element
-  int64_t full = 0;   // where it sits in the full tensor
-  int64_t count = 0;
-  const TpBox* box = nullptr;  // the box it belongs to
-};
-std::vector<FlatPiece> LocalToFull(const TpParamShard& shard, int64_t local_begin,
-                                   int64_t local_end);
-
 }  // namespace ds::plan

@@ -1,5 +1,6 @@
 #include "runtime/plan/tp_shards.h"
 
+#include <algorithm>
 #include <map>
 
 namespace ds::plan {
@@ -135,6 +136,63 @@ StatusOr<std::vector<TpParamShard>> TensorParallelShards(const Graph& g, int tp,
     for (size_t i = 1; i < s.boxes.size(); ++i) s.local_shape[dim] += s.boxes[i].shape[dim];
     out.push_back(std::move(s));
   }
+  return out;
+}
+
+void TakeShard(const TpParamShard& s, const float* full, float* local) {
+  // Boxes stack along dimension 0 unless they span all of it (row-parallel: dimension 1).
+  bool along0 = false;
+  for (const TpBox& b : s.boxes) along0 = along0 || b.shape[0] != s.full_shape[0];
+  int64_t inner = 1;  // elements per index of dimension 0 in the full tensor
+  for (size_t d = 1; d < s.full_shape.size(); ++d) inner *= s.full_shape[d];
+  if (along0 || s.full_shape.size() < 2) {
+    for (const TpBox& b : s.boxes) {
+      const float* from = full + b.offset[0] * inner;
+      local = std::copy(from, from + b.shape[0] * inner, local);
+    }
+    return;
+  }
+  const int64_t local_cols = s.local_shape[1], rest = inner / s.full_shape[1];
+  int64_t col = 0;
+  for (const TpBox& b : s.boxes) {
+    for (int64_t r = 0; r < s.full_shape[0]; ++r) {
+      const float* from = full + r * inner + b.offset[1] * rest;
+      std::copy(from, from + b.shape[1] * rest, local + (r * local_cols + col) * rest);
+    }
+    col += b.shape[1];
+  }
+}
+
+std::vector<FlatPiece> LocalToFull(const TpParamShard& s, int64_t local_begin, int64_t local_end) {
+  std::vector<FlatPiece> out;
+  bool along0 = false;
+  for (const TpBox& b : s.boxes) along0 = along0 || b.shape[0] != s.full_shape[0];
+  int64_t inner = 1;
+  for (size_t d = 1; d < s.full_shape.size(); ++d) inner *= s.full_shape[d];
+  const TpBox* box = nullptr;
+  auto add = [&](int64_t local, int64_t full, int64_t count) {
+    const int64_t lo = std::max(local, local_begin), hi = std::min(local + count, local_end);
+    if (lo < hi) out.push_back({lo, full + (lo - local), hi - lo, box});
+  };
+  if (along0 || s.full_shape.size() < 2) {  // each box: whole rows, contiguous in both
+    int64_t local = 0;
+    for (const TpBox& b : s.boxes) {
+      box = &b;
+      add(local, b.offset[0] * inner, b.shape[0] * inner);
+      local += b.shape[0] * inner;
+    }
+    return out;
+  }
+  const int64_t rest = inner / s.full_shape[1], local_cols = s.local_shape[1];
+  int64_t col = 0;
+  for (const TpBox& b : s.boxes) {  // row-parallel: a piece of every row
+    box = &b;
+    for (int64_t r = 0; r < s.full_shape[0]; ++r)
+      add((r * local_cols + col) * rest, r * inner + b.offset[1] * rest, b.shape[1] * rest);
+    col += b.shape[1];
+  }
+  std::sort(out.begin(), out.end(),
+            [](const FlatPiece& a, const FlatPiece& b) { return a.local < b.local; });
   return out;
 }
 

@@ -7,7 +7,9 @@
 //   vocab   embedding / head rows [r V/t, (r+1) V/t)
 //   replicated, none: the whole tensor
 // Every tp degree starts from the same full weights: a rank's shard is these boxes of the
-// full tensor the seed draws. Sizes the rules cannot split are refused naming the model key.
+// full tensor the seed draws (TakeShard); LocalToFull says where a rank's elements lie in the
+// whole parameter (what checkpoints store). Sizes the rules cannot split are refused naming the
+// model key.
 //
 //   DS_ASSIGN_OR_RETURN(auto shards, TensorParallelShards(graph, /*tp=*/2, /*rank=*/1));
 #pragma once
@@ -44,5 +46,22 @@ struct TpParamShard {
 // Graph parameters in graph order. InvalidArgument naming the model key and the numbers when
 // tp does not divide what a rule splits (n_head, n_kv_head, ffn, vocab_size).
 StatusOr<std::vector<TpParamShard>> TensorParallelShards(const Graph& graph, int tp, int rank);
+
+// The rank's values of a parameter from the full tensor's (row-major, shard.full_shape):
+// shard.boxes stacked along their split dimension, in shard.local_shape.
+void TakeShard(const TpParamShard& shard, const float* full, float* local);
+
+// Where the rank's flat elements [local_begin, local_end) of a parameter lie in the full
+// tensor's flat (row-major) order: contiguous pieces, in local order (one per box for splits
+// of dimension 0, one per row and box for row-parallel splits). What checkpoints store and
+// read: every layout's slices are ranges of the full parameters.
+struct FlatPiece {
+  int64_t local = 0;  // first local flat element
+  int64_t full = 0;   // where it sits in the full tensor
+  int64_t count = 0;
+  const TpBox* box = nullptr;  // the box it belongs to
+};
+std::vector<FlatPiece> LocalToFull(const TpParamShard& shard, int64_t local_begin,
+                                   int64_t local_end);
 
 }  // namespace ds::plan
