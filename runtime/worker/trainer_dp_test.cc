@@ -7,34 +7,23 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "parallel/loopback_communicator.h"
 #include "runtime/ckpt/safetensors.h"
-#include "runtime/data/token_file.h"
-#include "runtime/plan/model_loader.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/trainer_testing.h"
 #include "zero/param_store.h"
 #include "zero/shard_layout.h"
 
 namespace ds::worker {
 namespace {
 
-std::string MakeData() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  std::string path = std::string(d ? d : "/tmp") + "/dp_train.tok";
-  std::mt19937 gen(5);
-  std::vector<uint32_t> tokens(30000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = gen() % 4 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 7) % 29);
-  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
-  return path;
-}
+std::string MakeData() { return testing::WriteTinyTokens("dp_train.tok"); }
 
 std::string Config(const std::string& data, int micro, int stage, const std::string& extra) {
   return testing::TinyGptJob(data, micro, stage, "cpu", extra);
@@ -43,11 +32,7 @@ std::string Config(const std::string& data, int micro, int stage, const std::str
 // A trainer for one rank of `yaml` over `comm`: the config parsed, the graph loaded.
 StatusOr<std::unique_ptr<Trainer>> MakeTrainer(const std::string& yaml,
                                                parallel::Communicator* comm) {
-  auto config = config::ParseJobConfig(yaml, "dp.yaml");
-  if (!config.ok()) return config.status();
-  auto graph = plan::LoadModelGraph(*config);
-  if (!graph.ok()) return graph.status();
-  return Trainer::Create(*config, std::move(graph).value(), comm);
+  return testing::MakeTrainer(yaml, comm, 0, "dp.yaml");
 }
 
 // DS_TEST_LOSS_LOG=FILE appends every curve trained, bit for bit (hex floats), so that a

@@ -4,32 +4,20 @@
 // memory the executor holds is within 5% of the plan's and below the no-recompute run's by the
 // planned amount.
 #include <cmath>
-#include <random>
-#include <thread>
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
-#include "runtime/data/token_file.h"
-#include "runtime/plan/model_loader.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/trainer_testing.h"
 #include "zero/param_store.h"
 
 namespace ds::worker {
 namespace {
 
-std::string MakeData() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  std::string path = std::string(d ? d : "/tmp") + "/recompute_train.tok";
-  std::mt19937 gen(5);
-  std::vector<uint32_t> tokens(30000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = gen() % 4 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 7) % 29);
-  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
-  return path;
-}
+std::string MakeData() { return testing::WriteTinyTokens("recompute_train.tok"); }
 
 struct Run {
   std::vector<double> loss, norm;
@@ -39,35 +27,24 @@ struct Run {
 };
 
 Run Train(const std::string& yaml, int world, int tp, int steps) {
-  auto comms = parallel::LoopbackCommunicator::CreateGroup(world);
   std::vector<Run> runs(world);
-  std::vector<Status> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto config = config::ParseJobConfig(yaml, "recompute.yaml");
-      if (!config.ok()) return void(errors[r] = config.status());
-      config->parallel.tensor = tp;
-      auto graph = plan::LoadModelGraph(*config);
-      if (!graph.ok()) return void(errors[r] = graph.status());
-      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
-      if (!t.ok()) return void(errors[r] = t.status());
-      if (Status s = (*t)->Initialize(); !s.ok()) return void(errors[r] = s);
-      for (int i = 0; i < steps; ++i) {
-        auto m = (*t)->TrainStep();
-        if (!m.ok()) return void(errors[r] = m.status());
-        runs[r].loss.push_back(m->loss);
-        runs[r].norm.push_back(m->grad_norm);
-      }
-      const zero::ParamStore& p = (*t)->params();
-      if (!p.master_sharded())
-        runs[r].weights.assign(p.master_data(), p.master_data() + p.total_elements());
-      runs[r].held = (*t)->executor().activation_bytes();
-      for (const proto::KindBytes& k : (*t)->plan().ranks(r).memory().peak_by_kind())
-        if (k.kind() == proto::PlanBuffer::ACTIVATIONS) runs[r].planned = k.bytes();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Status> errors =
+      testing::OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
+        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm, tp));
+        DS_RETURN_IF_ERROR(t->Initialize());
+        for (int i = 0; i < steps; ++i) {
+          DS_ASSIGN_OR_RETURN(StepMetrics m, t->TrainStep());
+          runs[r].loss.push_back(m.loss);
+          runs[r].norm.push_back(m.grad_norm);
+        }
+        const zero::ParamStore& p = t->params();
+        if (!p.master_sharded())
+          runs[r].weights.assign(p.master_data(), p.master_data() + p.total_elements());
+        runs[r].held = t->executor().activation_bytes();
+        for (const proto::KindBytes& k : t->plan().ranks(r).memory().peak_by_kind())
+          if (k.kind() == proto::PlanBuffer::ACTIVATIONS) runs[r].planned = k.bytes();
+        return OkStatus();
+      });
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r << ": " << errors[r].ToString());
     REQUIRE(errors[r].ok());

@@ -5,32 +5,22 @@
 // bit), TP = 2 x DP = 2 with ZeRO-1, 2 and 3 stays on the single-rank curve (1e-5), and every
 // tp rank's trained weights are its slice of the single rank's.
 #include <cmath>
-#include <random>
-#include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "parallel/loopback_communicator.h"
-#include "runtime/data/token_file.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/trainer_testing.h"
 #include "zero/param_store.h"
 
 namespace ds::worker {
 namespace {
 
-std::string MakeData() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  std::string path = std::string(d ? d : "/tmp") + "/tp_train.tok";
-  std::mt19937 gen(5);
-  std::vector<uint32_t> tokens(30000);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = gen() % 4 == 0 ? gen() % 32 : static_cast<uint32_t>((i * 7) % 29);
-  REQUIRE(data::WriteTokenFile(path, tokens, data::TokenDType::kUint16, 32).ok());
-  return path;
-}
+std::string MakeData() { return testing::WriteTinyTokens("tp_train.tok"); }
 
 struct Run {
   double eval = 0;  // Evaluate(4) after training, when the job has data.validation
@@ -41,39 +31,25 @@ struct Run {
 // Trains `steps` steps of `yaml` on `world` ranks (threads) with parallel.tensor `tp`; with
 // `save`, every rank calls SaveCheckpoint at the end.
 Run Train(const std::string& yaml, int world, int tp, int steps, bool save = false) {
-  auto comms = parallel::LoopbackCommunicator::CreateGroup(world);
   std::vector<Run> runs(world);
-  std::vector<Status> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto config = config::ParseJobConfig(yaml, "tp.yaml");
-      if (!config.ok()) return void(errors[r] = config.status());
-      config->parallel.tensor = tp;
-      auto graph = plan::LoadModelGraph(*config);
-      if (!graph.ok()) return void(errors[r] = graph.status());
-      auto t = Trainer::Create(*config, std::move(graph).value(), comms[r].get());
-      if (!t.ok()) return void(errors[r] = t.status());
-      if (Status s = (*t)->Initialize(); !s.ok()) return void(errors[r] = s);
-      for (int i = 0; i < steps; ++i) {
-        auto m = (*t)->TrainStep();
-        if (!m.ok()) return void(errors[r] = m.status());
-        runs[r].loss.push_back(m->loss);
-        runs[r].norm.push_back(m->grad_norm);
-      }
-      if (save)
-        if (Status s = (*t)->SaveCheckpoint(); !s.ok()) return void(errors[r] = s);
-      if (!config->data.validation.empty()) {
-        auto e = (*t)->Evaluate(4);
-        if (!e.ok()) return void(errors[r] = e.status());
-        runs[r].eval = *e;
-      }
-      const zero::ParamStore& p = (*t)->params();
-      if (!p.master_sharded())
-        runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Status> errors =
+      testing::OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
+        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm, tp));
+        DS_RETURN_IF_ERROR(t->Initialize());
+        for (int i = 0; i < steps; ++i) {
+          DS_ASSIGN_OR_RETURN(StepMetrics m, t->TrainStep());
+          runs[r].loss.push_back(m.loss);
+          runs[r].norm.push_back(m.grad_norm);
+        }
+        if (save) DS_RETURN_IF_ERROR(t->SaveCheckpoint());
+        if (!t->config().data.validation.empty()) {
+          DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
+        }
+        const zero::ParamStore& p = t->params();
+        if (!p.master_sharded())
+          runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
+        return OkStatus();
+      });
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r << ": " << errors[r].ToString());
     REQUIRE(errors[r].ok());

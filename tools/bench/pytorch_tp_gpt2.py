@@ -17,9 +17,7 @@ Prints one line per step and a summary line the driver parses:
 """
 import argparse
 import contextlib
-import json
 import math
-import struct
 import time
 
 import numpy as np
@@ -27,30 +25,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pytorch_gpt2 import load_safetensors, read_tokens  # the same file formats, one reader
+
 COMM_MS = [0.0]
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype=np.float32).copy()).view(info["shape"])
-    return out
-
-
-def read_tokens(path):
-    raw = open(path, "rb").read()
-    if raw[:8] == b"DSTOKENS":
-        _, dtype, count = struct.unpack("<IIQ", raw[8:24])
-        assert dtype == 2, "benchmark token files are uint16"
-        return np.frombuffer(raw[32:32 + 2 * count], dtype=np.uint16)
-    return np.frombuffer(raw, dtype=np.uint16)
 
 
 def timed_all_reduce(t, op=dist.ReduceOp.SUM):

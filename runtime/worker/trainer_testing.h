@@ -1,0 +1,37 @@
+// Test helpers the trainer tests share (test-only): the tiny token file they train on, ranks as
+// threads over the loopback communicator, and a trainer from job text.
+//
+//   const std::string data = testing::WriteTinyTokens("tp_train.tok");
+//   std::vector<Status> errors = testing::OnRanks(4, [&](int rank, parallel::Communicator* c) {
+//     ...; return OkStatus();
+//   });
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <memory>
+
+#include "parallel/communicator.h"
+#include "runtime/base/status.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::testing {
+
+// 30000 tokens of vocabulary 32 (a learnable pattern with 1 in 4 random) as TEST_TMPDIR/`name`;
+// returns its path. Aborts the test (REQUIRE) when it cannot be written.
+std::string WriteTinyTokens(const std::string& name);
+
+// Runs `rank_fn` for ranks 0 .. world-1, each on its own thread with its member of one loopback
+// group; returns every rank's status.
+std::vector<Status> OnRanks(
+    int world, const std::function<Status(int rank, parallel::Communicator*)>& rank_fn);
+
+// A trainer for one rank of job text `yaml` over `comm`: parsed (named `source` in messages),
+// parallel.tensor set to `tp` when it is above 0, the graph loaded.
+StatusOr<std::unique_ptr<worker::Trainer>> MakeTrainer(const std::string& yaml,
+                                                       parallel::Communicator* comm, int tp = 0,
+                                                       const std::string& source = "test.yaml");
+
+}  // namespace ds::testing
