@@ -351,21 +351,20 @@ void ParseAio(MapReader& root, AioConfig* a) {
 
 // DeepSpeed's activation_checkpointing block: its presence means full recompute (every
 // transformer block's input kept, its forward run again before its backward) unless
-// training.recompute chose. The keys that would change how checkpoints are stored warn, saying
-// what happens instead.
+// training.recompute chose; partition_activations splits those inputs over the tensor-parallel
+// group. The keys that would change how checkpoints are stored otherwise warn, saying what
+// happens instead.
 void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute) {
   MapReader r = root.Block("activation_checkpointing");
   if (!r.present()) return r.Finish();
   if (!recompute->given) recompute->mode = "full";
   recompute->given = true;
   bool on = false;
-  if (r.Get("partition_activations", &on) && on)
-    r.Warn("\"" + r.KeyPath("partition_activations") +
-           "\": not yet: every tensor-parallel rank keeps the whole block inputs");
+  r.Get("partition_activations", &recompute->partition_activations);
   if (r.Get("cpu_checkpointing", &on) && on)
     r.Warn("\"" + r.KeyPath("cpu_checkpointing") +
-           "\": not yet: the kept block inputs stay where training runs (host memory on the "
-           "CPU, where they already are)");
+           "\": the kept block inputs stay where training runs: host memory on the CPU, where "
+           "they already are; on a device, offloading them is not supported yet");
   int64_t n = 0;
   if (r.Get("number_checkpoints", &n))
     r.Warn("\"" + r.KeyPath("number_checkpoints") +

@@ -190,6 +190,9 @@ struct ParallelConfig {
 struct RecomputeConfig {
   std::string mode = "none";  // "none", "selective", "full"
   bool given = false;         // training.recompute or activation_checkpointing present
+  // activation_checkpointing.partition_activations: full recompute's block inputs kept as 1/tp
+  // slices over the tensor-parallel group, all-gathered before each block's recompute.
+  bool partition_activations = false;
 };
 
 struct JobConfig {

@@ -61,6 +61,9 @@ struct ExecutorOptions {
   // Activation recompute (the plan's segments, runtime/graph/recompute.h): their transient
   // tensors share one arena; RecomputeNodes runs a segment's forward again before its backward.
   std::vector<RecomputeSegment> recompute;
+  // partition_activations: which of the segments' `parts` slices of a partitioned input this
+  // rank keeps (its tensor-parallel rank).
+  int checkpoint_rank = 0;
 };
 
 struct NodeProfile {
@@ -102,6 +105,12 @@ class Executor {
   // The memory of tensor `tensor`'s forward value, or of its gradient (undefined Tensor when it
   // has none): what a tensor-parallel all-reduce works on in place.
   Tensor TensorData(int tensor, bool grad) const;
+  // partition_activations: the slice of a partitioned segment input this rank keeps (undefined
+  // Tensor for any other tensor), and StashCheckpoint copies the tensor's slice there after
+  // forward wrote it (the plan's CHECKPOINT_STASH); the plan's CHECKPOINT_RESTORE all-gathers
+  // the slices back into TensorData(tensor) before the segment's recompute.
+  Tensor CheckpointSlice(int tensor) const;
+  Status StashCheckpoint(int tensor);
   // Device path with the states on the host: adds the gradients still on their way from the
   // device into the ParamStore. A no-op otherwise.
   Status FinishGradients();
@@ -112,8 +121,9 @@ class Executor {
   double forward_flops() const { return fwd_flops_; }
   double backward_flops() const { return bwd_flops_; }
   // Bytes allocated for activations+saved, and for activation gradients. Of the first: what
-  // forward keeps for backward, and the recompute segments' shared arena (Note [Activation
-  // layout] in executor.cc); the rest is the forward-only tensors' arena.
+  // forward keeps for backward (partitioned checkpoints' slices included), and the recompute
+  // segments' shared arena (Note [Activation layout] in executor_layout.cc); the rest is the
+  // forward-only tensors' arena.
   int64_t activation_bytes() const { return act_bytes_; }
   int64_t kept_activation_bytes() const { return kept_bytes_; }
   int64_t recompute_arena_bytes() const { return transient_bytes_; }
@@ -155,9 +165,10 @@ class Executor {
   zero::ParamStore* params_;
   ExecutorOptions opt_;
   std::vector<TensorSpec> specs_;
-  std::vector<Tensor> views_;       // forward value of every tensor
-  std::vector<Tensor> grad_views_;  // activation gradients (aliasing by liveness)
-  std::vector<int32_t*> inputs_;    // ids, targets
+  std::vector<Tensor> views_;          // forward value of every tensor
+  std::vector<Tensor> grad_views_;     // activation gradients (aliasing by liveness)
+  std::map<int, Tensor> slice_views_;  // partitioned checkpoints: this rank's slice
+  std::vector<int32_t*> inputs_;       // ids, targets
   std::vector<std::unique_ptr<NodeExec>> nodes_;
   Buffer act_arena_, grad_arena_, scratch_, grad_scratch_, data_arena_;
   // Device path.

@@ -1,6 +1,8 @@
 // The executor's activation memory (Note [Activation layout]), apart from executor.cc: one
 // arena placed by the rule the planner uses too (runtime/graph/recompute.h).
 #include <algorithm>
+#include <cstring>
+#include <map>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/exec/executor.h"
@@ -56,11 +58,11 @@ Places PlaceTransient(const std::vector<RecomputeSegment>& segments,
 
 // Note [Activation layout]
 // One arena in three parts. Kept (KeptTensors): what some backward or a recompute segment reads
-// again, and the saved buffers, for the whole step. Transient (recompute,
-// runtime/graph/recompute.h): each segment's recomputed tensors and its nodes' saved buffers, every
-// segment from the same base (one segment is live at a time). Forward-only (training): tensors no
-// backward reads, placed first-fit over their forward live ranges [producer, last consumer].
-// Inference keeps everything.
+// again, the saved buffers, and the slices of partitioned checkpoints, for the whole step.
+// Transient (recompute, runtime/graph/recompute.h): each segment's recomputed tensors and its
+// nodes' saved buffers, every segment from the same base (one segment is live at a time).
+// Forward-only (training): tensors no backward reads, placed first-fit over their forward live
+// ranges [producer, last consumer]. Inference keeps everything.
 Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                                    std::vector<std::vector<Tensor>>* saved_views) {
   const Graph& g = *graph_;
@@ -90,6 +92,13 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
         p.saved_at[n].push_back(kept);
         kept += AlignUp(sp.nbytes());
       }
+  std::map<int, std::pair<size_t, TensorSpec>> slices;  // partitioned input -> offset, spec
+  for (const RecomputeSegment& s : opt_.recompute)
+    for (int t : s.partitioned) {
+      const TensorSpec spec{{specs_[t].numel() / s.parts}, specs_[t].dtype};
+      slices[t] = {kept, spec};
+      kept += AlignUp(spec.nbytes());
+    }
   const size_t forward = static_cast<size_t>(fwd.bytes);
   act_bytes_ = static_cast<int64_t>(kept + transient + forward);
   kept_bytes_ = static_cast<int64_t>(kept);
@@ -99,12 +108,31 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
   for (int t = 0; t < nt; ++t)
     if (g.tensors[t].role == TensorRole::kActivation)
       views_[t] = Tensor(base + base_of[part[t]] + at[t], specs_[t].shape, specs_[t].dtype);
+  for (const auto& [t, slice] : slices)
+    slice_views_[t] = Tensor(base + slice.first, slice.second.shape, slice.second.dtype);
   saved_views->assign(nn, {});
   for (int n = 0; n < nn; ++n)
     for (size_t k = 0; k < saved_specs[n].size(); ++k)
       (*saved_views)[n].push_back(
           Tensor(base + (p.segment_of[n] >= 0 ? kept : 0) + p.saved_at[n][k],
                  saved_specs[n][k].shape, saved_specs[n][k].dtype));
+  return OkStatus();
+}
+
+Tensor Executor::CheckpointSlice(int tensor) const {
+  auto it = slice_views_.find(tensor);
+  return it == slice_views_.end() ? Tensor() : it->second;
+}
+
+Status Executor::StashCheckpoint(int tensor) {
+  const Tensor slice = CheckpointSlice(tensor);
+  if (!slice.defined())
+    return InvalidArgumentError("the plan stashes tensor " + std::to_string(tensor) +
+                                ", which no recompute segment partitions");
+  const size_t bytes = slice.nbytes();
+  const char* from = static_cast<const char*>(views_[tensor].data()) + opt_.checkpoint_rank * bytes;
+  if (device_) return opt_.memory->Copy(slice.data(), from, bytes);
+  std::memcpy(slice.data(), from, bytes);
   return OkStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "kernels/registry.h"
@@ -114,11 +115,55 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, Recomp
   return out;
 }
 
+namespace {
+
+// Whether input `t` of segment `s` may be kept as slices over `parts` ranks.
+bool Partitionable(const Graph& g, const Readers& r, const std::vector<bool>& replicated, int parts,
+                   const RecomputeSegment& s, int t) {
+  if (g.tensors[t].role != TensorRole::kActivation || t == g.loss) return false;
+  if (t >= static_cast<int>(replicated.size()) || !replicated[t]) return false;
+  // The segment's backward directly follows its recompute (a block under full recompute), so
+  // the gathered tensor is live only while the segment's own nodes run in backward.
+  if (s.point != s.node_end || r.producer[t] < 0 || r.producer[t] >= s.node_begin) return false;
+  auto inside = [&s](int n) { return n >= s.node_begin && n < s.node_end; };
+  for (int c : r.forward[t])
+    if (!inside(c)) return false;
+  for (int c : r.backward[t])
+    if (!inside(c)) return false;
+  int64_t fixed = 1;
+  for (const Dim& d : g.tensors[t].shape)
+    if (d.symbol.empty()) fixed *= d.size;
+  return fixed % parts == 0;
+}
+
+}  // namespace
+
+int PartitionCheckpoints(const Graph& g, const std::vector<bool>& replicated, int parts,
+                         std::vector<RecomputeSegment>* segments) {
+  if (parts <= 1) return 0;
+  const Readers r = FindReaders(g);
+  int marked = 0;
+  for (RecomputeSegment& s : *segments) {
+    s.parts = parts;
+    std::set<int> seen;
+    for (int n = s.node_begin; n < s.node_end; ++n)
+      for (int t : g.nodes[n].inputs)
+        if (seen.insert(t).second && Partitionable(g, r, replicated, parts, s, t)) {
+          s.partitioned.push_back(t);
+          ++marked;
+        }
+  }
+  return marked;
+}
+
 std::vector<bool> KeptTensors(const Graph& g, const std::vector<RecomputeSegment>& segments) {
   const Readers r = FindReaders(g);
   std::vector<bool> kept(g.tensors.size(), false), transient(g.tensors.size(), false);
-  for (const RecomputeSegment& s : segments)
+  std::vector<bool> partitioned(g.tensors.size(), false);
+  for (const RecomputeSegment& s : segments) {
     for (int t : s.transient) transient[t] = true;
+    for (int t : s.partitioned) partitioned[t] = true;
+  }
   for (size_t t = 0; t < kept.size(); ++t) kept[t] = !r.backward[t].empty() && !transient[t];
   for (const RecomputeSegment& s : segments)
     for (int n = s.node_begin; n < s.node_end; ++n)
@@ -127,6 +172,8 @@ std::vector<bool> KeptTensors(const Graph& g, const std::vector<RecomputeSegment
         if (g.tensors[t].role == TensorRole::kActivation && (p < s.node_begin || p >= s.node_end))
           kept[t] = true;
       }
+  for (size_t t = 0; t < kept.size(); ++t)
+    if (partitioned[t]) kept[t] = false;
   return kept;
 }
 
@@ -143,6 +190,8 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<Recomput
     for (int t : g.nodes[n].outputs)
       if (producer[t] < 0) producer[t] = n;
   }
+  for (const RecomputeSegment& s : segments)
+    for (int t : s.partitioned) last_use[t] = std::max(last_use[t], s.node_end - 1);
   ForwardOnlyPlacement out;
   out.offset.assign(nt, -1);
   std::vector<int> order;

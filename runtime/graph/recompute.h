@@ -13,6 +13,14 @@
 // parallelism: a column-parallel linear's input is kept as its token chunk and gathered
 // again just before that linear's backward, as Megatron-SP does.
 //
+// partition_activations (DeepSpeed; Megatron's distribute_saved_activations): a segment input
+// whose value is the same on every tensor-parallel rank (the residual stream entering a block
+// under full recompute, without sequence parallelism) and that only the segment reads again is
+// (with sequence parallelism: the embeddings' whole output, which block 0 splits into chunks)
+// is not kept whole: each of the `parts` ranks keeps its 1/parts slice (flat elements
+// [rank x n / parts, ...)), the whole tensor lives in the forward-only arena, and the slices are
+// all-gathered back into it just before the segment's recompute.
+//
 // A segment's transient tensors are the activations its nodes produce whose every reader (the
 // forward consumers and the backward reads, by OpDef::backward_reads_*) lies in
 // [node_begin, point) and whose forward consumers run before the next segment starts; they,
@@ -41,20 +49,33 @@ struct RecomputeSegment {
   // the RECOMPUTE goes between them and node point - 1's backward.
   int point = 0;
   std::vector<int> transient;  // tensor indices (activations) not kept from forward
+  // partition_activations: inputs kept as slices over `parts` ranks (PartitionCheckpoints).
+  std::vector<int> partitioned;
+  int parts = 1;
 };
 
 // The segments of `mode` in node order (none: only sequence parallelism's gathers). InvalidArgument
 // naming the graph when selective recompute finds no attention node to recompute.
 StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, RecomputeMode mode);
 
+// Marks, in each segment, the inputs partition_activations keeps as slices over `parts` ranks:
+// activations `replicated` says are the same on every rank, produced before the segment, whose
+// every forward and backward reader lies in the segment, and whose fixed dimensions' product
+// `parts` divides. Returns how many were marked (0 when parts is 1).
+int PartitionCheckpoints(const Graph& graph, const std::vector<bool>& replicated, int parts,
+                         std::vector<RecomputeSegment>* segments);
+
 // Per tensor: whether forward must keep it for backward: some node's backward reads it
 // (OpDef::backward_reads_*) and recompute does not make it transient, or a recompute segment
-// reads it from outside (its inputs, read again when it runs in backward).
+// reads it from outside (its inputs, read again when it runs in backward), unless the segment
+// keeps it partitioned (then only its slice is kept).
 std::vector<bool> KeptTensors(const Graph& graph, const std::vector<RecomputeSegment>& segments);
 
 // Training: the activations nothing reads again after forward (not kept, not transient, not the
 // loss) share an arena, placed first-fit over their forward live ranges [producer, last
-// consumer]. `bytes` per tensor; offset -1 for the tensors not placed here.
+// consumer]. A partitioned input lives there too, its range stretched to its segment's last node,
+// so that in backward nothing the segment's recompute writes lands on it once it is gathered
+// back. `bytes` per tensor; offset -1 for the tensors not placed here.
 struct ForwardOnlyPlacement {
   std::vector<int64_t> offset;
   int64_t bytes = 0;  // the arena

@@ -79,7 +79,8 @@ Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
 // What backward keeps: each tensor KeptTensors names (read by some backward and not recomputed,
 // or read again by a recompute segment; a parameter excepted), counted once and charged to the
 // block that produces it (it dies with that block's backward, the last
-// backward that can read it), plus every node's op-private saved buffers.
+// backward that can read it), plus every node's op-private saved buffers, plus the slice of each
+// checkpoint partition_activations splits.
 Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs,
                         const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
   for (const RecomputeSegment& s : recompute) {
@@ -122,6 +123,11 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
     if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
     facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
   }
+  // partition_activations: a partitioned checkpoint keeps its rank's slice (the executor's).
+  for (const RecomputeSegment& s : recompute)
+    for (int t : s.partitioned)
+      facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes +=
+          specs[t].nbytes() / s.parts;
   for (size_t t = 0; t < graph.tensors.size(); ++t) {
     TensorRole role = graph.tensors[t].role;
     if (role == TensorRole::kInput || role == TensorRole::kTarget)

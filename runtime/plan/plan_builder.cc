@@ -4,6 +4,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/core/proto_dtype.h"
+#include "runtime/plan/checkpoint_plan.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
@@ -96,6 +97,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   s->set_states_on_device(c.states_on_device);
   s->set_device_collectives(c.states_on_device && c.device_collectives);
   s->set_recompute(RecomputeModeName(c.recompute));
+  s->set_partition_activations(c.partition_activations);
   s->set_sequence_parallel(c.sequence_parallel);
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
@@ -129,6 +131,8 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local->graph, config.recompute));
+  if (config.partition_activations)
+    PartitionCheckpoints(local->graph, local->replicated, topology.tp, &recompute);
   DS_ASSIGN_OR_RETURN(ModelFacts facts, AnalyzeModel(local->graph, resolved.micro_batch_size,
                                                      config.seq_len, recompute));
   proto::Plan plan;
@@ -142,6 +146,8 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   if (topology.tp > 1)
     DS_RETURN_IF_ERROR(
         InsertTpCollectives(*local, facts, resolved.micro_batch_size, config.seq_len, &plan));
+  DS_RETURN_IF_ERROR(InsertCheckpointPartition(local->graph, recompute, resolved.micro_batch_size,
+                                               config.seq_len, &plan));
   DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, *local, &plan));
   plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
   plan.mutable_model()->set_n_embd(shape("n_embd"));

@@ -16,6 +16,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   if (!ParseRecomputeMode(job.recompute.mode, &c.recompute))
     return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
                                 "\" must be none, selective or full");
+  c.partition_activations = job.recompute.partition_activations;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
   c.micro_batch_size = job.train_micro_batch_size_per_gpu;

@@ -32,6 +32,9 @@ struct PlanConfig {
   bool sequence_parallel = false;
   // training.recompute / activation_checkpointing (runtime/graph/recompute.h).
   RecomputeMode recompute = RecomputeMode::kNone;
+  // activation_checkpointing.partition_activations: the checkpoints PartitionCheckpoints picks
+  // (full recompute's block inputs, replicated over tp) kept as 1/tp slices.
+  bool partition_activations = false;
   int stage = 0;  // ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
   // Batch triad as in the job file (0 = not given); MakePlan resolves it for topology.dp with
   // DeepSpeed's rule train = micro x gas x dp (ResolveBatchSizes).

@@ -156,8 +156,13 @@ void ActivationFormulas(const proto::Plan& plan, proto::PlanSummary* s) {
   add(tp + " + SP", "sbh(34/t+5as/(ht))", sbh * (34 / t + att / t));
   add(tp + " + SP + selective recompute", "34sbh/t", 34 * sbh / t);
   add("full recompute", "2sbh", 2 * sbh);
+  add("full recompute, " + tp + " + SP/partition", "2sbh/t", 2 * sbh / t);
   for (const proto::PlanBuffer& buf : plan.buffers())
     if (buf.name() == "activations.recompute") s->set_recompute_arena_bytes(buf.bytes());
+  if (plan.ranks_size() > 0)
+    for (const proto::Instruction& in : plan.ranks(0).instructions())
+      if (in.kind() == proto::Instruction::CHECKPOINT_STASH && in.micro_batch() == 0)
+        s->set_partitioned_checkpoints(s->partitioned_checkpoints() + 1);
   if (plan.topology().tp() < 2) return;
   // Bytes each rank sends per layer and micro-batch, in units of (t-1)/t x bsh x 4 (fp32):
   // an all-reduce 2, an all-gather or reduce-scatter 1.
@@ -321,6 +326,12 @@ std::string FormatActivations(const proto::PlanSummary& s) {
               : s.settings().recompute() == "selective" ? "selective, and sequence-parallel gathers"
                                                         : "sequence-parallel gathers",
               MiB(s.recompute_arena_bytes()).c_str());
+    if (s.partitioned_checkpoints() > 0)
+      out +=
+          Fmt("  partition_activations: %d block input%s kept as 1/%d slices, all-gathered "
+              "over tp before each recompute\n",
+              s.partitioned_checkpoints(), s.partitioned_checkpoints() == 1 ? "" : "s",
+              s.topology().tp());
     for (const proto::ActivationFormula& f : s.activation_formulas())
       out += Fmt("  %-36s %-24s %10s MiB (16-bit, Korthikanti et al.)\n", f.setting().c_str(),
                  f.formula().c_str(), MiB(f.bytes()).c_str());

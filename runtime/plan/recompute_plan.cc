@@ -2,17 +2,12 @@
 
 #include <string>
 
+#include "runtime/plan/node_range.h"
+
 namespace ds::plan {
 namespace {
 
 using Ins = proto::Instruction;
-
-void SetRange(const Graph& g, int begin, int end, Ins* ins) {
-  ins->set_node_begin(begin);
-  ins->set_node_end(end);
-  ins->set_first_block(g.nodes[begin].block);
-  ins->set_last_block(g.nodes[end - 1].block);
-}
 
 // BACKWARD `in` with the recompute of every segment whose point lies in (begin, end], highest
 // first: backward [point, end), RECOMPUTE, backward [.., point). The waits and allocations go
@@ -24,7 +19,7 @@ void Cut(const Graph& g, const Ins& in, const std::vector<const RecomputeSegment
   for (const RecomputeSegment* s : at) {
     if (s->point < end) {
       Ins part = in;
-      SetRange(g, s->point, end, &part);
+      SetNodeRange(g, s->point, end, &part);
       part.set_computes_loss(in.computes_loss() && end == in.node_end());
       out->push_back(std::move(part));
       end = s->point;
@@ -32,13 +27,13 @@ void Cut(const Graph& g, const Ins& in, const std::vector<const RecomputeSegment
     Ins re;
     re.set_kind(Ins::RECOMPUTE);
     re.set_micro_batch(in.micro_batch());
-    SetRange(g, s->node_begin, s->node_end, &re);
+    SetNodeRange(g, s->node_begin, s->node_end, &re);
     *re.mutable_reads() = in.reads();
     out->push_back(std::move(re));
   }
   if (end > in.node_begin()) {
     Ins part = in;
-    SetRange(g, in.node_begin(), end, &part);
+    SetNodeRange(g, in.node_begin(), end, &part);
     part.set_computes_loss(in.computes_loss() && end == in.node_end());
     out->push_back(std::move(part));
   }

@@ -57,6 +57,9 @@ class Partitioner {
                        return a.backward ? a.boundary > b.boundary : a.boundary < b.boundary;
                      });
     out_.sp_params.assign(sp_params_.begin(), sp_params_.end());
+    out_.replicated.assign(state_.size(), false);
+    for (size_t t = 0; t < state_.size(); ++t)
+      out_.replicated[t] = IsActivation(static_cast<int>(t)) && state_[t] == State::kReplicated;
     return std::move(out_);
   }
 
@@ -407,6 +410,8 @@ StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
     TpLocalGraph same;
     same.graph = graph;
     same.shards = std::move(shards);
+    for (const TensorInfo& t : graph.tensors)
+      same.replicated.push_back(t.role == TensorRole::kActivation);
     return same;
   }
   return Partitioner(graph, tp, rank, sequence_parallel, std::move(shards)).Run();

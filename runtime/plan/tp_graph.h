@@ -58,6 +58,10 @@ struct TpLocalGraph {
   // Key / value heads replicated over `kv_share` consecutive tp ranks (tp above n_kv_head):
   // each rank's gradient of them is its query heads' part, summed over those ranks (1: none).
   int kv_share = 1;
+  // Per local tensor: an activation whose forward value is the same on every tp rank (norm
+  // outputs, the residual stream, what a row-parallel all-reduce made whole): what
+  // partition_activations may split into per-rank parts (runtime/graph/recompute.h).
+  std::vector<bool> replicated;
 };
 
 // InvalidArgument naming the node, op or model key when the graph cannot be partitioned (an

@@ -8,6 +8,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/validate.h"
+#include "runtime/plan/node_range.h"
 
 namespace ds::plan {
 namespace {
@@ -50,14 +51,6 @@ Ins ActCollective(const TpLocalGraph& local, const TpCollective& c,
   return ins;
 }
 
-// The blocks of nodes [begin, end).
-void SetRange(const Graph& g, int begin, int end, Ins* ins) {
-  ins->set_node_begin(begin);
-  ins->set_node_end(end);
-  ins->set_first_block(g.nodes[begin].block);
-  ins->set_last_block(g.nodes[end - 1].block);
-}
-
 // One compute instruction cut at `cuts` (ascending boundaries for FORWARD, descending for
 // BACKWARD, each inside or at the end the instruction runs last): the segments, with the
 // collectives between them. Allocations and waits stay on the first segment, frees on the last.
@@ -75,7 +68,7 @@ void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
     s.clear_wait_for();
     s.clear_frees_before();
     s.set_computes_loss(in.computes_loss() && (fwd ? b == end : at == end));
-    SetRange(g, fwd ? at : b, fwd ? b : at, &s);
+    SetNodeRange(g, fwd ? at : b, fwd ? b : at, &s);
     out->push_back(std::move(s));
     at = b;
   };

@@ -51,6 +51,15 @@ class ExecutorCompute final : public StepCompute {
                                   ", which the executor does not hold as such");
     return t.f32();
   }
+  StatusOr<float*> CheckpointSlice(int tensor, int64_t count) override {
+    const Tensor t = e_->CheckpointSlice(tensor);
+    if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
+      return InvalidArgumentError("the plan all-gathers " + std::to_string(count) +
+                                  "-element fp32 slices of checkpoint " + std::to_string(tensor) +
+                                  ", which the executor does not keep as such");
+    return t.f32();
+  }
+  Status StashCheckpoint(int tensor) override { return e_->StashCheckpoint(tensor); }
 
  private:
   exec::Executor* e_;
@@ -61,6 +70,12 @@ class ExecutorCompute final : public StepCompute {
 
 StatusOr<float*> StepCompute::TensorData(int, bool, int64_t) {
   return UnimplementedError("this compute holds no tensors for a tensor-parallel all-reduce");
+}
+StatusOr<float*> StepCompute::CheckpointSlice(int, int64_t) {
+  return UnimplementedError("this compute keeps no partitioned checkpoints");
+}
+Status StepCompute::StashCheckpoint(int) {
+  return UnimplementedError("this compute keeps no partitioned checkpoints");
 }
 
 struct StepRunner::Impl {
@@ -102,6 +117,8 @@ struct StepRunner::Impl {
   Status ActAllReduce(int, const Instruction& in);
   Status ActGatherScatter(int, const Instruction& in);
   Status TpGrads(int, const Instruction& in);
+  Status Stash(int, const Instruction& in);
+  Status Restore(int, const Instruction& in);
   StatusOr<parallel::Communicator*> Group(const Instruction& in);
   void Fill();
   Status RunOne(int index, const Instruction& in);
@@ -137,6 +154,8 @@ void StepRunner::Impl::Fill() {
   table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
   table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
   table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
+  table[Instruction::CHECKPOINT_STASH] = {&Impl::Stash, false};
+  table[Instruction::CHECKPOINT_RESTORE] = {&Impl::Restore, false};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
@@ -198,6 +217,21 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
 Status StepRunner::Impl::TpGrads(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   return zero->ReduceGrads(in, comm);
+}
+
+// partition_activations: this rank's slice of a checkpoint kept aside after forward, and the
+// tp group's slices gathered back into the whole tensor before its segment's recompute.
+Status StepRunner::Impl::Stash(int, const Instruction& in) {
+  return compute->StashCheckpoint(in.activation().tensor());
+}
+
+Status StepRunner::Impl::Restore(int, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  const int64_t slice = c.count() / comm->size();
+  DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in.activation().tensor(), slice));
+  DS_ASSIGN_OR_RETURN(float* dst, compute->TensorData(in.activation().tensor(), false, c.count()));
+  return comm->AllGather(parallel::BufferView(src, slice), parallel::BufferView(dst, c.count()));
 }
 
 Status StepRunner::Impl::Collective(int index, const Instruction& in) {

@@ -62,6 +62,10 @@ class StepCompute {
   virtual Status FinishGradients() = 0;
   // Host memory of a tensor's value or gradient, for an ACT_ALL_REDUCE (tensor parallelism).
   virtual StatusOr<float*> TensorData(int tensor, bool grad, int64_t count);
+  // partition_activations: the rank's slice of a partitioned checkpoint (CHECKPOINT_RESTORE's
+  // source), and the copy of that slice out of the tensor forward wrote (CHECKPOINT_STASH).
+  virtual StatusOr<float*> CheckpointSlice(int tensor, int64_t count);
+  virtual Status StashCheckpoint(int tensor);
 };
 
 struct StepParts {

@@ -197,6 +197,7 @@ Status Trainer::Build() {
   auto recompute = RecomputeSegments(graph_, pc->recompute);
   if (!recompute.ok()) return recompute.status().WithPrefix(src);
   eo.recompute = std::move(recompute).value();
+  if (pc->partition_activations) PartitionActivations(*topo, &eo);
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<zero::DeviceParamBlock> blocks;

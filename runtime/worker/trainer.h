@@ -141,6 +141,9 @@ class Trainer {
   // kept for initialization), and the plan's groups are created once, comm_ becoming this
   // rank's data-parallel group.
   Status PartitionForTensorParallel(const plan::Topology& topology);
+  // partition_activations: the checkpoints the plan stashes (its rule on this rank's graph) and
+  // this rank's slice of them; says on rank 0 when the job has none to split, and why.
+  void PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* options);
   Status CreateGroups();
   // A whole forward outside the step plan (evaluation): with tensor parallelism, the node
   // ranges between the graph's cuts and the all-reduces at them, over the tp group.
@@ -166,6 +169,7 @@ class Trainer {
   std::vector<std::unique_ptr<parallel::Communicator>> groups_;  // the plan's, this rank's
   std::map<std::string, parallel::Communicator*> group_by_name_;
   parallel::Communicator* tp_comm_ = nullptr;
+  int tp_rank_ = 0;
   parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
   parallel::Communicator* world_host_comm_ = nullptr;  // the same on host memory (checkpoints)
   int world_rank_ = 0;

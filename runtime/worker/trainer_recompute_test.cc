@@ -1,8 +1,9 @@
 // Activation recompute through the step planner: training.recompute selective and full give
 // bit-identical losses, gradient norms and weights to none (fp32, with dropout too, at ZeRO-3,
-// and with tensor parallelism, whose all-reduces the recompute repeats), and the activation
-// memory the executor holds is within 5% of the plan's and below the no-recompute run's by the
-// planned amount.
+// and with tensor parallelism, whose all-reduces the recompute repeats, and with
+// partition_activations, which keeps 1/tp of each block input), and the activation memory the
+// executor holds is within 5% of the plan's and below the no-recompute run's by the planned
+// amount.
 #include <cmath>
 
 #include <catch2/catch.hpp>
@@ -93,6 +94,27 @@ TEST_CASE("recompute: full at ZeRO-3 over 2 ranks and with TP 2", "[worker][reco
   CheckSame(tp_none, tp_full);
 }
 
+// partition_activations: each tp rank keeps half of every block input and the recompute
+// gathers them back; the numbers cannot move.
+TEST_CASE("recompute: partition_activations over TP 2 is bit-identical", "[worker][recompute]") {
+  const std::string data = MakeData();
+  const std::string partition = "activation_checkpointing: {partition_activations: true}\n";
+  for (float dropout : {0.0f, 0.1f}) {
+    INFO("dropout " << dropout);
+    const Run none = Train(Job(data, 0, "none", dropout), 2, 2, 10);
+    CheckSame(none, Train(Job(data, 0, "full", dropout) + partition, 2, 2, 10));
+  }
+  // With sequence parallelism the embeddings' whole output (block 0's sp_split reads it).
+  const std::string sp = "parallel: {sequence_parallel: true}\n";
+  CheckSame(Train(Job(data, 0, "none") + sp, 2, 2, 10),
+            Train(Job(data, 0, "full") + sp + partition, 2, 2, 10));
+  // TP 2 x DP 2, ZeRO-2.
+  const Run dp_none = Train(Job(data, 2, "none", 0, 4), 4, 2, 6);
+  const Run dp_part = Train(Job(data, 2, "full", 0, 4) + partition, 4, 2, 6);
+  CHECK(dp_part.loss == dp_none.loss);
+  CHECK(dp_part.norm == dp_none.norm);
+}
+
 TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][recompute]") {
   const std::string data = MakeData();
   // A longer sequence and wider model than the curve tests, so activations dominate.
@@ -117,6 +139,16 @@ TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][
                                  << run.planned);
     CHECK(std::abs(run.held - run.planned) <= 0.05 * run.planned);
   }
+  // partition_activations: half of each block input, below full recompute by the planned amount.
+  const Run full = Train(job("full"), 2, 2, 1);
+  const Run part =
+      Train(job("full") + "activation_checkpointing: {partition_activations: true}\n", 2, 2, 1);
+  WARN("TP 2, full recompute: held " << full.held << " bytes, planned " << full.planned
+                                     << "; partitioned: held " << part.held << ", planned "
+                                     << part.planned);
+  CHECK(std::abs(part.held - part.planned) <= 0.05 * part.planned);
+  CHECK(part.planned < full.planned);
+  CHECK(std::abs((full.held - part.held) - (full.planned - part.planned)) <= 0.05 * full.planned);
 }
 
 }  // namespace

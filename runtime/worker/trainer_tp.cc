@@ -17,6 +17,7 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   const int tp_rank = grid.CoordOf(world_rank_).tp;
+  tp_rank_ = tp_rank;
   DS_ASSIGN_OR_RETURN(
       plan::TpLocalGraph local,
       plan::TensorParallelGraph(graph_, topology.tp, tp_rank, config_.parallel.sequence_parallel));
@@ -36,6 +37,34 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
               world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
   return OkStatus();
+}
+
+void Trainer::PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* eo) {
+  const int split =
+      tp_ ? PartitionCheckpoints(graph_, tp_->replicated, topology.tp, &eo->recompute) : 0;
+  eo->checkpoint_rank = tp_rank_;
+  if (world_rank_ != 0) return;
+  if (split > 0) {
+    DS_LOG_INFO("worker",
+                "partition_activations: {} block input{} kept as 1/{} slices, all-gathered over tp "
+                "before each recompute",
+                split, split == 1 ? "" : "s", topology.tp);
+    return;
+  }
+  const std::string key = config_.source + ": activation_checkpointing.partition_activations";
+  if (config_.recompute.mode != "full")
+    DS_LOG_WARN("worker",
+                "{} changes nothing with training.recompute {}: it splits the block "
+                "inputs full recompute keeps",
+                key, config_.recompute.mode);
+  else if (topology.tp <= 1)
+    DS_LOG_WARN("worker",
+                "{} changes nothing without tensor parallelism (tp 1): every rank "
+                "keeps its block inputs whole",
+                key);
+  else
+    DS_LOG_WARN("worker", "{} changes nothing here: no block input is the same on every tp rank",
+                key);
 }
 
 Status Trainer::CreateGroups() {

@@ -5,10 +5,12 @@
 # same global batch at every one of 20 steps:
 #   TP = 2 and TP = 4 on one node (GPT-2), TP = 2 for Llama with grouped-query attention, TP = 4
 #   for Llama with 2 kv heads (replicated on 2 ranks each): the
-#     loss within 1e-6 relative (plus the CSV's last printed digit), the norm within 1e-5
+#     loss within 1e-6 relative (plus the CSV's last printed digit), the norm within 5e-5 (see
+#     same() below)
 #   TP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2), ZeRO-1, 2 and 3: within 1e-5
 #   with sequence parallelism (and, for Llama, full recompute through DeepSpeed's
-#   activation_checkpointing block) the same
+#   activation_checkpointing block) the same, and full recompute with partition_activations
+#   (each tp rank keeps half of every block input) at TP = 2 x DP = 2
 # A TP=2 x DP=2 checkpoint resumes on one rank, and ds-ckpt consolidates and exports it. Bad
 # grids are refused before any process starts, naming the key and the numbers: a tp group
 # that would span nodes, a vocabulary tp does not divide.
@@ -49,13 +51,16 @@ YAML
 }
 
 # same CSV_A CSV_B REL: the loss (column 2) within REL and the gradient norm (column 4) within
-# 1e-5 agree at all 20 steps.
+# 5e-5 agree at all 20 steps. The norm is the more sensitive figure: the tp ranks' half GEMMs sum
+# in another order than the single rank's, and 20 clipped AdamW steps carry that last-bit
+# difference into the weights (up to 2e-5 by step 20 with the AVX2 kernels, 3e-6 at step 10);
+# every gradient at the same weights is held to 1e-5 in-process (runtime/worker:tp_graph_test).
 same() {
   paste -d, <(cut -d, -f2,4 "$1" | tail -n +2) <(cut -d, -f2,4 "$2" | tail -n +2) |
     awk -F, -v rel="$3" 'NF == 4 && $1 != "" {
         n++
         for (k = 1; k <= 2; k++) { a = $k; b = $(k + 2); d = a - b; if (d < 0) d = -d
-          r = k == 1 ? rel : 1e-5
+          r = k == 1 ? rel : 5e-5
           if (d > r * (a < 0 ? -a : a) + 1e-6) bad++ } }
       END { exit !(n == 20 && bad == 0) }'
 }
@@ -80,7 +85,7 @@ run_case() {  # run_case NAME MODEL HOSTS TP MICRO STAGE REL [EXTRA_YAML]
     fail "$name: ds-launch failed"; tail -8 "$BASE/out"; return
   fi
   if same "$BASE/single_$model.csv" "$csv" "$7"; then
-    pass "$name reproduces the single-rank curves (20 steps, loss rel. $7, norm rel. 1e-5)"
+    pass "$name reproduces the single-rank curves (20 steps, loss rel. $7, norm rel. 5e-5)"
   else
     fail "$name: curves differ"
     paste -d' ' <(cut -d, -f2,4 "$BASE/single_$model.csv") <(cut -d, -f2,4 "$csv") | head -6
@@ -105,6 +110,12 @@ run_case "GPT-2 TP=2 + sequence parallelism" gpt "$BASE/one" 2 16 0 1e-6 "$SP"
 run_case "Llama TP=2 + sequence parallelism + full recompute" llama "$BASE/one" 2 16 0 1e-6 \
   "$SP"$'\n'"activation_checkpointing: {}"
 run_case "GPT-2 TP=2 x DP=2 + sequence parallelism, ZeRO-2" gpt "$BASE/two" 2 8 2 1e-5 "$SP"
+PART='activation_checkpointing: {partition_activations: true}'
+run_case "GPT-2 TP=2 x DP=2 + full recompute with partition_activations, ZeRO-1" gpt "$BASE/two" \
+  2 8 1 1e-5 "$PART"
+if grep -rq "partition_activations: 2 block inputs kept as 1/2 slices" "$BASE/out" "$DS_RUNTIME_HOME" 2>/dev/null; then
+  pass "rank 0 says it keeps half of each block input"
+else fail "no partition_activations line"; tail -5 "$BASE/out"; fi
 if grep -rq "tensor parallel: rank 3 is tp rank 1 of 2, dp rank 1 of 2" "$DS_RUNTIME_HOME" "$BASE/out" 2>/dev/null; then
   pass "rank 3 of the TP=2 x DP=2 grid is tp rank 1, dp rank 1 (Megatron's order)"
 else fail "no rank said its grid place"; fi
