@@ -31,7 +31,6 @@ constexpr const char* kUnsupportedTopLevel[] = {"flops_profiler",
                                                 "data_efficiency",
                                                 "curriculum_learning",
                                                 "autotuning",
-                                                "pipeline",
                                                 "hybrid_engine",
                                                 "memory_breakdown",
                                                 "dump_state",
@@ -130,6 +129,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseDevice(r, &c->device);
   const bool tensor_given = in::ParseParallel(r, &c->parallel);
   in::ParseTensorParallel(r, &c->parallel, tensor_given);
+  in::ParsePipeline(r, &c->pipeline, &c->parallel, c->parallel.pipeline_given);
   for (const char* key : kUnsupportedTopLevel) r.Unsupported(key);
   r.Finish();
   CrossCheck(r, c);

@@ -178,11 +178,21 @@ struct DeviceConfig {
 };
 
 // parallel: {tensor, pipeline, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size is
-// `tensor` too. The planner refuses sizes above 1 until it can split a graph over them.
+// `tensor` too. The planner refuses pipeline sizes above 1 until its pipeline builders land.
 struct ParallelConfig {
   int tensor = 1;
   int pipeline = 1;
   bool sequence_parallel = false;
+  bool pipeline_given = false;  // parallel.pipeline was set (pipeline.stages must agree)
+};
+
+// pipeline: {schedule, virtual_stages, partition_method} (runtime/plan/pipeline_schedule.h and
+// pipeline_stages.h say what each means); the pipeline size is parallel.pipeline (DeepSpeed's
+// pipeline.stages sets it too).
+struct PipelineConfig {
+  std::string schedule = "1f1b";  // "1f1b", "interleaved" or "zb-h1" (checked by the planner)
+  int virtual_stages = 1;         // model chunks per pipeline rank (interleaved)
+  std::string partition_method = "parameters";  // parameters | uniform | type:REGEX
 };
 
 // training.recompute: none | selective | full, or DeepSpeed's activation_checkpointing block
@@ -226,6 +236,7 @@ struct JobConfig {
   RecomputeConfig recompute;
   DeviceConfig device;
   ParallelConfig parallel;
+  PipelineConfig pipeline;
 
   // One line per accepted-but-unsupported key ("job.yaml: \"wandb\" is ...").
   std::vector<std::string> warnings;

@@ -26,6 +26,8 @@ void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute);
 void ParseDevice(MapReader& root, DeviceConfig* out);
 // Returns whether parallel.tensor was given (tensor_parallel.autotp_size must then agree).
 bool ParseParallel(MapReader& root, ParallelConfig* out);
+void ParsePipeline(MapReader& root, PipelineConfig* out, ParallelConfig* parallel,
+                   bool parallel_pipeline_given);
 void ParseTensorParallel(MapReader& root, ParallelConfig* out, bool parallel_tensor_given);
 
 // ASCII lower case, for case-insensitive names.

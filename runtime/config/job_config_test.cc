@@ -435,6 +435,41 @@ TEST_CASE("JobConfig: parallel sizes, and DeepSpeed's tensor_parallel.autotp_siz
   CHECK(both.status().message().find("parallel.tensor is 2") != std::string::npos);
 }
 
+TEST_CASE("JobConfig: the pipeline block, ours and DeepSpeed's", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(
+      "train_batch_size: 8\nparallel: {pipeline: 4}\npipeline: {schedule: interleaved, "
+      "virtual_stages: 2, partition_method: \"type:attention\"}",
+      "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->parallel.pipeline == 4);
+  CHECK(c->pipeline.schedule == "interleaved");
+  CHECK(c->pipeline.virtual_stages == 2);
+  CHECK(c->pipeline.partition_method == "type:attention");
+  CHECK(c->warnings.empty());
+  // DeepSpeed's: stages is the pipeline size ("auto": parallel.pipeline's), partition "best"
+  // is the parameters method; the keys that would change nothing warn.
+  c = ParseJobConfig(
+      "train_batch_size: 8\npipeline: {stages: 2, partition: best, "
+      "activation_checkpoint_interval: 1}",
+      "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->parallel.pipeline == 2);
+  CHECK(c->pipeline.partition_method == "parameters");
+  CHECK(c->pipeline.schedule == "1f1b");
+  REQUIRE(c->warnings.size() == 1);
+  CHECK(c->warnings[0].find("activation_checkpoint_interval") != std::string::npos);
+  c = ParseJobConfig("train_batch_size: 8\npipeline: {stages: auto}", "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->parallel.pipeline == 1);
+  auto bad = ParseJobConfig("train_batch_size: 8\nparallel: {pipeline: 2}\npipeline: {stages: 4}",
+                            "job.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("must equal parallel.pipeline 2") != std::string::npos);
+  bad = ParseJobConfig("train_batch_size: 8\npipeline: {virtual_stages: 0}", "job.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("virtual_stages") != std::string::npos);
+}
+
 TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/job_config_test.json";

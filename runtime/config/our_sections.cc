@@ -1,5 +1,6 @@
-// Our own blocks: model, data, checkpoint, monitor, training, device, parallel.
+// Our own blocks: model, data, checkpoint, monitor, training, device, parallel, pipeline.
 
+#include <cstdlib>
 #include <string>
 
 #include "runtime/config/job_config_internal.h"
@@ -156,11 +157,39 @@ bool ParseParallel(MapReader& root, ParallelConfig* p) {
   MapReader r = root.Block("parallel");
   const bool tensor_given = r.Get("tensor", &p->tensor);
   r.Require(p->tensor >= 1, "tensor", "must be >= 1");
-  r.Get("pipeline", &p->pipeline);
+  p->pipeline_given = r.Get("pipeline", &p->pipeline);
   r.Require(p->pipeline >= 1, "pipeline", "must be >= 1");
   r.Get("sequence_parallel", &p->sequence_parallel);
   r.Finish();
   return tensor_given;
+}
+
+// The pipeline block: ours (schedule, virtual_stages, partition_method) and DeepSpeed's
+// (stages: the pipeline size, as PipelineModule's num_stages; partition: partition_method).
+void ParsePipeline(MapReader& root, PipelineConfig* c, ParallelConfig* parallel,
+                   bool parallel_pipeline_given) {
+  MapReader r = root.Block("pipeline");
+  if (!r.present()) return r.Finish();
+  r.Get("schedule", &c->schedule);
+  r.Get("virtual_stages", &c->virtual_stages);
+  r.Require(c->virtual_stages >= 1, "virtual_stages", "must be >= 1");
+  std::string partition;
+  if (r.Get("partition", &partition))
+    c->partition_method = partition == "best" ? "parameters" : partition;  // DeepSpeed's alias
+  r.Get("partition_method", &c->partition_method);
+  std::string text;
+  if (r.Get("stages", &text) && text != "auto") {  // DeepSpeed's default: the pipeline size
+    char* end = nullptr;
+    const long long stages = std::strtoll(text.c_str(), &end, 10);
+    r.Require(*end == '\0' && stages >= 1, "stages", "must be \"auto\" or an integer >= 1");
+    r.Require(!parallel_pipeline_given || stages == parallel->pipeline, "stages",
+              "must equal parallel.pipeline " + std::to_string(parallel->pipeline));
+    if (stages >= 1) parallel->pipeline = static_cast<int>(stages);
+  }
+  for (const char* key : {"activation_checkpoint_interval", "seed_layers", "pipe_partitioned",
+                          "grad_partitioned", "use_reentrant"})
+    r.Unsupported(key);
+  r.Finish();
 }
 
 // DeepSpeed's tensor_parallel block (AutoTP): autotp_size is our parallel.tensor.

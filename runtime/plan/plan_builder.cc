@@ -6,6 +6,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/checkpoint_plan.h"
 #include "runtime/plan/memory_timeline.h"
+#include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
 #include "runtime/plan/tp_plan.h"
@@ -30,11 +31,6 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
     return Bad("topology", "tp " + Str(topo.tp) + " and pp " + Str(topo.pp) +
                                " differ from parallel.tensor " + Str(c.tensor) +
                                " and parallel.pipeline " + Str(c.pipeline));
-  // The grid (parallel_grid.h) is ready; the pipeline builders are not.
-  if (topo.pp > 1)
-    return UnimplementedError("plan: parallel.pipeline " + Str(topo.pp) + " (grid pp " +
-                              Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
-                              "): pipeline parallelism is not planned yet; set it to 1");
   if (c.sequence_parallel && topo.tp < 2)
     return Bad("parallel.sequence_parallel",
                "shards the tokens over the tensor-parallel ranks: it needs parallel.tensor > 1");
@@ -114,6 +110,25 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   }
 }
 
+// The grid (parallel_grid.h), the stages and the schedules are ready; the pipeline builders
+// are not: a bad stage split or schedule is named first, then pp above 1 is refused.
+Status CheckPipeline(const Graph& graph, const Topology& topo, const PlanConfig& c) {
+  if (topo.pp == 1 && c.virtual_stages > 1)
+    return Bad("pipeline.virtual_stages", Str(c.virtual_stages) + " needs parallel.pipeline > 1");
+  if (topo.pp == 1) return OkStatus();
+  DS_RETURN_IF_ERROR(PartitionStages(graph, topo.pp * c.virtual_stages, c.partition_method)
+                         .status()
+                         .WithPrefix("plan"));
+  DS_RETURN_IF_ERROR(BuildPipelineSchedule(c.pipe_schedule, topo.pp,
+                                           static_cast<int>(c.gradient_accumulation_steps),
+                                           c.virtual_stages)
+                         .status()
+                         .WithPrefix("plan"));
+  return UnimplementedError("plan: parallel.pipeline " + Str(topo.pp) + " (grid pp " +
+                            Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
+                            "): pipeline parallelism is not planned yet; set it to 1");
+}
+
 }  // namespace
 
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
@@ -126,6 +141,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                       ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
+  DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
   // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");

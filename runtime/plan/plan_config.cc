@@ -17,6 +17,11 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
     return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
                                 "\" must be none, selective or full");
   c.partition_activations = job.recompute.partition_activations;
+  if (!ParsePipeSchedule(job.pipeline.schedule, &c.pipe_schedule))
+    return InvalidArgumentError(job.source + ": pipeline.schedule \"" + job.pipeline.schedule +
+                                "\" must be 1f1b, interleaved or zb-h1");
+  c.virtual_stages = job.pipeline.virtual_stages;
+  c.partition_method = job.pipeline.partition_method;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
   c.micro_batch_size = job.train_micro_batch_size_per_gpu;

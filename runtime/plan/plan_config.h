@@ -15,6 +15,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/core/dtype.h"
 #include "runtime/graph/recompute.h"
+#include "runtime/plan/pipeline_schedule.h"
 
 namespace ds::plan {
 
@@ -30,6 +31,11 @@ struct PlanConfig {
   int tensor = 1;
   int pipeline = 1;
   bool sequence_parallel = false;
+  // pipeline: {schedule, virtual_stages, partition_method} (pipeline_schedule.h,
+  // pipeline_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.
+  PipeScheduleKind pipe_schedule = PipeScheduleKind::k1F1B;
+  int virtual_stages = 1;
+  std::string partition_method = "parameters";
   // training.recompute / activation_checkpointing (runtime/graph/recompute.h).
   RecomputeMode recompute = RecomputeMode::kNone;
   // activation_checkpointing.partition_activations: the checkpoints PartitionCheckpoints picks

@@ -2,6 +2,7 @@
 // and the numbers (issue 4, "Bad input").
 #include <catch2/catch.hpp>
 
+#include "runtime/config/job_config.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_test_util.h"
 
@@ -113,11 +114,49 @@ TEST_CASE("MakePlan: pipeline sizes and unsplittable tensor sizes are refused", 
   CHECK(plan.status().code() == StatusCode::kUnimplemented);
   CHECK_THAT(plan.status().message(),
              Catch::Contains("parallel.pipeline 2 (grid pp 2 x dp 4 x tp 1)"));
+  // Before that refusal, the stage split and the schedule are checked: more stages than the
+  // graph's 4 blocks, a method that leaves a stage empty, too few micro-batches to interleave.
+  c.pipeline = 8;
+  auto many = MakePlan(g, *TopologyFor(8, c), c);
+  REQUIRE_FALSE(many.ok());
+  CHECK_THAT(many.status().message(), Catch::Contains("8 stages"));
+  CHECK_THAT(many.status().message(), Catch::Contains("has 4 transformer blocks"));
+  c.pipeline = 2;
+  c.partition_method = "type:conv";
+  CHECK_THAT(MakePlan(g, *TopologyFor(8, c), c).status().message(),
+             Catch::Contains("leaves stage 0 of 2 without a matching block"));
+  c.partition_method = "uniform";
+  c.pipe_schedule = PipeScheduleKind::kInterleaved;
+  c.virtual_stages = 2;
+  c.gradient_accumulation_steps = 1;
+  CHECK_THAT(MakePlan(g, *TopologyFor(8, c), c).status().message(),
+             Catch::Contains("to be a multiple of 2; the least is 2"));
+  c.gradient_accumulation_steps = 2;
+  CHECK(MakePlan(g, *TopologyFor(8, c), c).status().code() == StatusCode::kUnimplemented);
+  c.pipe_schedule = PipeScheduleKind::k1F1B;
   c.pipeline = 1;
+  CHECK_THAT(MakePlan(g, *TopologyFor(8, c), c).status().message(),
+             Catch::Contains("pipeline.virtual_stages 2 needs parallel.pipeline > 1"));
+  c.virtual_stages = 1;
   c.sequence_parallel = true;
   plan = MakePlan(g, *TopologyFor(2, c), c);
   REQUIRE_FALSE(plan.ok());
   CHECK_THAT(plan.status().message(), Catch::Contains("sequence_parallel"));
+}
+
+TEST_CASE("PlanConfigFromJob: an unknown pipeline schedule names the key", "[plan]") {
+  auto job = config::ParseJobConfig("train_batch_size: 8\npipeline: {schedule: gpipe}", "job.yaml");
+  REQUIRE(job.ok());
+  auto c = PlanConfigFromJob(*job);
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(c.status().message(),
+             Catch::Contains("job.yaml: pipeline.schedule \"gpipe\" must be 1f1b, interleaved "
+                             "or zb-h1"));
+  job = config::ParseJobConfig("train_batch_size: 8\npipeline: {schedule: zb-h1}", "job.yaml");
+  REQUIRE(job.ok());
+  c = PlanConfigFromJob(*job);
+  REQUIRE(c.ok());
+  CHECK(c->pipe_schedule == PipeScheduleKind::kZbH1);
 }
 
 TEST_CASE("MakePlan: topology, precision and sequence", "[plan]") {
