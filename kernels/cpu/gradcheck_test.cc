@@ -245,7 +245,8 @@ TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
 TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // vocab_max, vocab_ce_stats and vocab_ce_loss take no gradient but the logits' (the chain
   // against cross_entropy in tensor_parallel_test.cc); sp_gather and sp_scatter compute nothing
-  // (the plan's collectives do: runtime/worker/tp_graph_test.cc).
+  // (the plan's collectives do: runtime/worker/tp_graph_test.cc); pipe_recv and pipe_send move
+  // gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc).
   const std::set<std::string> covered = {"add",
                                          "attention",
                                          "bias_add",
@@ -265,7 +266,9 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
                                          "vocab_ce_loss",
                                          "sp_split",
                                          "sp_gather",
-                                         "sp_scatter"};
+                                         "sp_scatter",
+                                         "pipe_recv",
+                                         "pipe_send"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

@@ -97,8 +97,9 @@ Status Executor::Build() {
     if (g.tensors[t].role == TensorRole::kInput) ids = t;
     if (g.tensors[t].role == TensorRole::kTarget) targets = t;
   }
-  if (ids < 0 || targets < 0)
-    return InvalidArgumentError("executor: graph needs an input and a target");
+  // A pipeline stage before the last reads no targets; its targets() buffer is still there for
+  // the data loader to fill.
+  if (ids < 0) return InvalidArgumentError("executor: graph needs an input (the token ids)");
   const int64_t tokens = opt_.batch * opt_.seq;
   data_arena_ = Buffer::Allocate(2 * tokens * sizeof(int32_t));
   int32_t* data = static_cast<int32_t*>(data_arena_.data());
@@ -108,7 +109,7 @@ Status Executor::Build() {
     data = reinterpret_cast<int32_t*>(device_inputs_);
   }
   views_[ids] = Tensor(data, specs_[ids].shape, DType::kI32);
-  views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
+  if (targets >= 0) views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
 
   // Node kernels, then the forward arena (activations + saved buffers, LayoutActivations).
   std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());

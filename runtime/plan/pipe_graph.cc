@@ -1,0 +1,173 @@
+#include "runtime/plan/pipe_graph.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds::plan {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// Where each whole-graph tensor is produced and read.
+struct Uses {
+  std::vector<int> producer;
+  std::vector<std::vector<int>> readers;
+};
+
+Uses FindUses(const Graph& g) {
+  Uses u;
+  u.producer.assign(g.tensors.size(), -1);
+  u.readers.resize(g.tensors.size());
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {
+    for (int t : g.nodes[n].inputs) u.readers[t].push_back(n);
+    for (int t : g.nodes[n].outputs) u.producer[t] = n;
+  }
+  return u;
+}
+
+class StageBuilder {
+ public:
+  StageBuilder(const Graph& g, const PipelineStage& s) : g_(g), s_(s), uses_(FindUses(g)) {}
+
+  StatusOr<PipeStageGraph> Run() {
+    out_.graph = g_;
+    out_.graph.tensors.clear();
+    out_.graph.nodes.clear();
+    const bool last = s_.node_end == static_cast<int>(g_.nodes.size());
+    std::set<int> recv, send;
+    for (int n = s_.node_begin; n < s_.node_end; ++n) {
+      for (int t : g_.nodes[n].inputs)
+        if (IsActivation(t) && uses_.producer[t] < s_.node_begin) recv.insert(t);
+      for (int t : g_.nodes[n].outputs)
+        for (int r : uses_.readers[t])
+          if (r >= s_.node_end) send.insert(t);
+    }
+    const int ids = g_.FindTensor("ids");
+    if (ids < 0) return InvalidArgumentError("pipeline: graph " + g_.name + " has no ids input");
+    for (int t : recv) DS_RETURN_IF_ERROR(Recv(t, Local(ids)));
+    for (int n = s_.node_begin; n < s_.node_end; ++n) Copy(n);
+    if (!last) Send(send, Local(ids));
+    out_.graph.loss = last ? Local(g_.loss) : loss_;
+    return std::move(out_);
+  }
+
+ private:
+  bool IsActivation(int t) const { return g_.tensors[t].role == TensorRole::kActivation; }
+
+  // The local index of whole tensor `t`, added on first use.
+  int Local(int t) {
+    auto it = local_.find(t);
+    if (it != local_.end()) return it->second;
+    out_.graph.tensors.push_back(g_.tensors[t]);
+    out_.whole.push_back(t);
+    return local_[t] = static_cast<int>(out_.graph.tensors.size()) - 1;
+  }
+  int New(TensorInfo info) {
+    out_.graph.tensors.push_back(std::move(info));
+    out_.whole.push_back(-1);
+    return static_cast<int>(out_.graph.tensors.size()) - 1;
+  }
+  // A pipe_recv node writing tensor `local`: [batch, seq, width], from the ids and the width.
+  void EmitRecv(int local, int ids, int block) {
+    const TensorInfo& t = out_.graph.tensors[local];
+    NodeInfo n;
+    n.name = t.name + ".recv";
+    n.op = "pipe_recv";
+    n.inputs = {ids};
+    n.outputs = {local};
+    n.attrs.SetInt("width", t.shape.back().size);
+    n.block = block;
+    out_.graph.nodes.push_back(std::move(n));
+  }
+
+  Status Recv(int t, int ids) {
+    const SymShape& shape = g_.tensors[t].shape;
+    if (shape.size() != 3 || shape[0].symbol != "batch" || shape[1].symbol != "seq" ||
+        !shape[2].symbol.empty())
+      return InvalidArgumentError("pipeline: tensor \"" + g_.tensors[t].name + "\" " +
+                                  SymShapeToString(shape) +
+                                  " crosses a stage boundary; only [batch, seq, width] "
+                                  "activations can (sequence parallelism's token chunks not yet)");
+    const int local = Local(t);
+    EmitRecv(local, ids, s_.first_block);
+    out_.recv.push_back(local);
+    return OkStatus();
+  }
+  void Copy(int n) {
+    NodeInfo node = g_.nodes[n];
+    if (node.seed_id < 0) node.seed_id = n;
+    for (int& t : node.inputs) t = Local(t);
+    for (int& t : node.outputs) t = Local(t);
+    out_.graph.nodes.push_back(std::move(node));
+  }
+  void Send(const std::set<int>& send, int ids) {
+    NodeInfo n;
+    n.name = "stage.send";
+    n.op = "pipe_send";
+    n.block = s_.last_block;
+    for (int t : send) {
+      const int x = Local(t);
+      TensorInfo grad = g_.tensors[t];
+      grad.name += ".grad_in";
+      const int gi = New(grad);
+      EmitRecv(gi, ids, s_.last_block);
+      out_.send.push_back(x);
+      out_.send_grad.push_back(gi);
+      n.inputs.push_back(x);
+      n.inputs.push_back(gi);
+    }
+    TensorInfo loss;
+    loss.name = "stage.loss";
+    loss.shape = {Dim::Fixed(1)};
+    loss.role = TensorRole::kActivation;
+    loss_ = New(loss);
+    n.outputs = {loss_};
+    out_.graph.nodes.push_back(std::move(n));
+  }
+
+  const Graph& g_;
+  const PipelineStage& s_;
+  const Uses uses_;
+  PipeStageGraph out_;
+  std::map<int, int> local_;
+  int loss_ = -1;
+};
+
+}  // namespace
+
+StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
+                                                  const std::vector<PipelineStage>& stages) {
+  std::vector<int> stage_of(graph.nodes.size(), -1);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (stages[s].node_begin < 0 || stages[s].node_end > static_cast<int>(graph.nodes.size()) ||
+        stages[s].node_begin >= stages[s].node_end)
+      return InvalidArgumentError("pipeline: stage " + Str(s) + " nodes [" +
+                                  Str(stages[s].node_begin) + ", " + Str(stages[s].node_end) +
+                                  ") of graph " + graph.name);
+    for (int n = stages[s].node_begin; n < stages[s].node_end; ++n) stage_of[n] = s;
+  }
+  // Each boundary tensor is read by its own stage and the next one only.
+  const Uses uses = FindUses(graph);
+  for (size_t t = 0; t < graph.tensors.size(); ++t) {
+    if (graph.tensors[t].role != TensorRole::kActivation || uses.producer[t] < 0) continue;
+    const int from = stage_of[uses.producer[t]];
+    for (int r : uses.readers[t])
+      if (stage_of[r] != from && stage_of[r] != from + 1)
+        return InvalidArgumentError("pipeline: tensor \"" + graph.tensors[t].name + "\" of stage " +
+                                    Str(from) + " is read by node \"" + graph.nodes[r].name +
+                                    "\" of stage " + Str(stage_of[r]) +
+                                    "; only the next stage may read it");
+  }
+  std::vector<PipeStageGraph> out;
+  for (const PipelineStage& s : stages) {
+    DS_ASSIGN_OR_RETURN(PipeStageGraph g, StageBuilder(graph, s).Run());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace ds::plan

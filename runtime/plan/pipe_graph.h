@@ -1,0 +1,39 @@
+// StageGraphs: the graph each pipeline stage runs (pipeline_stages.h), cut out of the whole (or a
+// tensor-parallel rank's) graph: the stage's nodes in order, keeping their original index as
+// seed_id (so dropout draws the single rank's masks), the parameters they read, and
+//
+//   pipe_recv  first, one per activation the previous stage produced and this one reads (the
+//              plan's RECV fills it; its gradient is what the stage sends back)
+//   pipe_send  last, on every stage but the last: what the next stage reads, each with a
+//              pipe_recv'd tensor for the gradient that comes back; its output is the stage's
+//              loss (0), whose backward adds those gradients in
+//
+// so the executor runs a stage as it runs any graph. Each tensor that crosses a boundary must
+// be read by the next stage only (a transformer's residual stream) and be [batch, seq, width];
+// anything else is refused naming the tensor.
+//
+//   DS_ASSIGN_OR_RETURN(std::vector<PipeStageGraph> s, StageGraphs(graph, stages));
+#pragma once
+
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/graph/graph.h"
+#include "runtime/plan/pipeline_stages.h"
+
+namespace ds::plan {
+
+struct PipeStageGraph {
+  Graph graph;
+  // In the whole graph's tensor order, and so the same order on both sides of a boundary:
+  std::vector<int> recv;       // local activations the previous stage sends (pipe_recv outputs)
+  std::vector<int> send;       // local activations the next stage reads
+  std::vector<int> send_grad;  // per send: the local tensor its gradient is received into
+  std::vector<int> whole;      // per local tensor: its index in the whole graph, -1 if new
+};
+
+// One per stage (PartitionStages' contiguous node ranges, in order).
+StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
+                                                  const std::vector<PipelineStage>& stages);
+
+}  // namespace ds::plan
