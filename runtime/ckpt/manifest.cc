@@ -79,6 +79,11 @@ StatusOr<TensorRecord> ParseTensor(const Json& j, const std::set<std::string>& f
         return DataLossError(ctx + " shard: flat_offset must be an integer >= 0");
       }
       s.flat_offset = flat->as_int();
+      if (const Json* stride = shard->Find("row_stride"); stride != nullptr) {
+        if (!stride->is_int() || stride->as_int() < 1)
+          return DataLossError(ctx + " shard: row_stride must be an integer >= 1");
+        s.row_stride = stride->as_int();
+      }
     } else {
       DS_ASSIGN_OR_RETURN(s.offset, ShapeField(*shard, "offset", ctx + " shard"));
     }
@@ -93,17 +98,24 @@ StatusOr<TensorRecord> ParseTensor(const Json& j, const std::set<std::string>& f
 
 Status ValidateShard(const std::string& tensor, const Shape& shape, const ShardRecord& shard) {
   if (shard.flat()) {
-    if (shape.size() != 1 || !shard.offset.empty()) {
-      return InvalidArgumentError("tensor " + tensor + ": a flat shard must be 1-D, not " +
+    const bool strided = shard.row_stride > 0;
+    if (shape.size() != (strided ? 2u : 1u) || !shard.offset.empty()) {
+      return InvalidArgumentError("tensor " + tensor + ": a " + (strided ? "strided" : "flat") +
+                                  " shard must be " + (strided ? "2-D" : "1-D") + ", not " +
                                   ShapeToString(shape));
     }
     for (int64_t d : shard.global_shape) {
       if (d < 0) return InvalidArgumentError("tensor " + tensor + ": bad global shape");
     }
-    if (shard.flat_offset + shape[0] > NumElements(shard.global_shape)) {
+    const int64_t n = shape.back(), rows = strided ? shape[0] : 1;
+    if (strided && shard.row_stride < n)
+      return InvalidArgumentError("tensor " + tensor + ": row_stride " +
+                                  std::to_string(shard.row_stride) + " is below its rows' " +
+                                  std::to_string(n) + " elements");
+    const int64_t end = shard.flat_offset + (rows - 1) * shard.row_stride + n;
+    if (rows > 0 && end > NumElements(shard.global_shape)) {
       return InvalidArgumentError("tensor " + tensor + ": flat shard [" +
-                                  std::to_string(shard.flat_offset) + ", " +
-                                  std::to_string(shard.flat_offset + shape[0]) +
+                                  std::to_string(shard.flat_offset) + ", " + std::to_string(end) +
                                   ") exceeds global shape " + ShapeToString(shard.global_shape));
     }
     return OkStatus();
@@ -149,6 +161,7 @@ std::string ManifestToJson(const Manifest& m) {
       s.AddMember("global_shape", ShapeJson(t.shard->global_shape));
       if (t.shard->flat()) {
         s.AddMember("flat_offset", Json::Int(t.shard->flat_offset));
+        if (t.shard->row_stride > 0) s.AddMember("row_stride", Json::Int(t.shard->row_stride));
       } else {
         s.AddMember("offset", ShapeJson(t.shard->offset));
       }

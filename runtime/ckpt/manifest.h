@@ -24,14 +24,20 @@ namespace ds::ckpt {
 //   flat  (flat_offset >= 0): the stored tensor is 1-D [n] and holds elements
 //         [flat_offset, flat_offset + n) of the row-major flattening of `global_shape`;
 //         `offset` is empty. ZeRO shards (a rank's segment cuts a parameter anywhere).
+//         Strided (row_stride > 0): the stored tensor is 2-D [rows, n] and row i holds
+//         elements [flat_offset + i row_stride, ... + n), row_stride >= n: a ZeRO shard of a
+//         tensor-parallel slice whose rows are apart in the whole parameter (row-parallel
+//         weights), one record instead of one per row.
 // Absent means "the whole tensor".
 struct ShardRecord {
   Shape global_shape;
   Shape offset;
   int64_t flat_offset = -1;
+  int64_t row_stride = 0;  // flat only: > 0 for a strided [rows, n] record
   bool flat() const { return flat_offset >= 0; }
   bool operator==(const ShardRecord& o) const {
-    return global_shape == o.global_shape && offset == o.offset && flat_offset == o.flat_offset;
+    return global_shape == o.global_shape && offset == o.offset && flat_offset == o.flat_offset &&
+           row_stride == o.row_stride;
   }
 };
 

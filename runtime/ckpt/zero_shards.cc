@@ -99,9 +99,10 @@ TensorRecord SliceRecord(int rank, const SliceDesc& d, uint32_t crc) {
   TensorRecord t;
   t.name = SliceName(d.state, d.param, d.begin);
   t.file = ZeroShardFileName(rank);
-  t.spec = TensorSpec{{d.count}, DType::kF32};
+  t.spec =
+      d.rows > 1 ? TensorSpec{{d.rows, d.count}, DType::kF32} : TensorSpec{{d.count}, DType::kF32};
   t.crc32c = crc;
-  t.shard = ShardRecord{d.param_shape, {}, d.begin};
+  t.shard = ShardRecord{d.param_shape, {}, d.begin, d.rows > 1 ? d.row_stride : 0};
   return t;
 }
 
@@ -114,8 +115,9 @@ StatusOr<SafetensorsWriteResult> WriteZeroShardFile(const std::string& dir,
   tensors.reserve(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
     const SliceDesc& d = slices[i];
+    const Shape shape = d.rows > 1 ? Shape{d.rows, d.count} : Shape{d.count};
     tensors.push_back({SliceName(d.state, d.param, d.begin),
-                       Tensor(const_cast<float*>(data[i]), {d.count}, DType::kF32)});
+                       Tensor(const_cast<float*>(data[i]), shape, DType::kF32)});
   }
   const std::map<std::string, std::string> metadata = {
       {"format", kShardFormat},
@@ -216,7 +218,13 @@ Status CheckpointReader::BuildIndex() {
       return DataLossError(where + ": parameter " + param + " has shape " + ShapeToString(shape) +
                            " here but " + ShapeToString(params_[it->second].second) + " elsewhere");
     }
-    index_[{state, param}].push_back(ref);
+    // A strided record: one reference per row.
+    const int64_t rows = t.shard && t.shard->row_stride > 0 ? t.spec.shape[0] : 1;
+    ref.count = t.spec.numel() / std::max<int64_t>(rows, 1);
+    for (int64_t row = 0; row < rows; ++row)
+      index_[{state, param}].push_back({ref.record,
+                                        ref.begin + row * (rows > 1 ? t.shard->row_stride : 0),
+                                        ref.count, row * ref.count});
   }
   // Every (state, param) must be tiled exactly.
   for (auto& [key, slices] : index_) {
@@ -327,7 +335,7 @@ Status CheckpointReader::Read(const std::string& state, const std::string& param
     const int64_t a = std::max(lo, s.begin), b = std::min(hi, s.begin + s.count);
     if (a >= b) continue;
     const TensorRecord& t = manifest_.tensors[s.record];
-    CopyAsF32(*files_.at(t.file).Find(t.name), a - s.begin, b - a, dst + (a - lo));
+    CopyAsF32(*files_.at(t.file).Find(t.name), s.at + (a - s.begin), b - a, dst + (a - lo));
   }
   return OkStatus();
 }

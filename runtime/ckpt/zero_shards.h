@@ -5,7 +5,9 @@
 // fp32 master weights, "exp_avg", "exp_avg_sq", "momentum_buffer") and each parameter slice
 // the rank owns, one 1-D f32 tensor named "<state>/<param>#<begin>" holding elements
 // [begin, begin + n) of that parameter flattened (row-major). The manifest records it with a
-// flat shard {global_shape: <param shape>, flat_offset: begin}. Format: README.md.
+// flat shard {global_shape: <param shape>, flat_offset: begin}. A tensor-parallel rank's rows
+// of a row-parallel weight are one strided slice: a 2-D [rows, n] tensor, row i at
+// begin + i x row_stride. Format: README.md.
 //
 // CheckpointReader finds any element range of any (state, parameter) in a checkpoint,
 // sharded or consolidated, and reads only the slices that overlap it (files are mapped, so
@@ -40,13 +42,16 @@ bool ParseZeroShardFileName(const std::string& name, int* rank);
 // "exp_avg/h.0.attn.qkv.weight#1536".
 std::string SliceName(const std::string& state, const std::string& param, int64_t begin);
 
-// Elements [begin, begin + count) of parameter `param` (of `param_shape`) flattened, of `state`.
+// Elements [begin, begin + count) of parameter `param` (of `param_shape`) flattened, of `state`;
+// with rows > 1, that many such runs, row i at begin + i x row_stride (stored one after another).
 struct SliceDesc {
   std::string state;
   std::string param;
   Shape param_shape;
   int64_t begin = 0;
   int64_t count = 0;
+  int64_t rows = 1;
+  int64_t row_stride = 0;
 };
 
 struct ZeroShardMeta {
@@ -71,8 +76,9 @@ StatusOr<SafetensorsWriteResult> WriteZeroShardFile(const std::string& dir,
 // parameter-local flat elements [begin, begin + count).
 struct SliceRef {
   size_t record = 0;
-  int64_t begin = 0;
+  int64_t begin = 0;  // in the parameter, flattened
   int64_t count = 0;
+  int64_t at = 0;  // where in the record's elements (a strided record's row)
 };
 
 class CheckpointReader {

@@ -93,6 +93,52 @@ TEST_CASE("ZeroShards: rank files read back by element range across files", "[ck
   for (const FileRecord& file : r->manifest().files) CHECK(r->VerifyFile(file).ok());
 }
 
+// A row-parallel weight [4, 6] split over 2 tensor-parallel ranks by columns: rank 0 holds
+// columns 0-2 of every row, rank 1 columns 3-5, each as one strided [4, 3] record (row_stride
+// 6), not four 3-element ones; any element range reads back across both.
+TEST_CASE("ZeroShards: strided slices of a row-parallel weight", "[ckpt][zero]") {
+  const std::string root = testing::MakeTempDir("zero_strided");
+  std::vector<float> whole(24);
+  std::iota(whole.begin(), whole.end(), 0.0f);
+  std::vector<std::vector<float>> cols(2);
+  for (int r = 0; r < 2; ++r)
+    for (int row = 0; row < 4; ++row)
+      for (int c = 0; c < 3; ++c) cols[r].push_back(whole[row * 6 + r * 3 + c]);
+  REQUIRE(BeginCheckpoint(root, 5).ok());
+  WrittenFiles written;
+  for (int r = 0; r < 2; ++r) {
+    const SliceDesc d{"master", "w", {4, 6}, 3 * r, 3, 4, 6};
+    auto res = WriteZeroShardFile(TempStepDir(root, 5), {r, 2, 1, 5}, {d}, {cols[r].data()});
+    REQUIRE(res.ok());
+    written.files.push_back({ZeroShardFileName(r), res->file_bytes, res->file_crc32c});
+    written.tensors.push_back(SliceRecord(r, d, res->tensor_crc32c[0]));
+    CHECK(written.tensors.back().spec.shape == Shape{4, 3});
+    CHECK(written.tensors.back().shard->row_stride == 6);
+  }
+  CheckpointContents c;
+  c.step = 5;
+  c.state["engine"] = "{}";
+  c.info["world_size"] = "2";
+  c.info["layout"] = kZeroShardedLayout;
+  REQUIRE(CommitCheckpoint(root, c, written).ok());
+  auto r = CheckpointReader::Open(root);
+  INFO((r.ok() ? "" : r.status().ToString()));
+  REQUIRE(r.ok());
+  CHECK(r->manifest().tensors.size() == 2);
+  CHECK(r->manifest().tensors[0].shard->row_stride == 6);  // through the manifest's JSON
+  std::vector<float> got(24);
+  REQUIRE(r->Read("master", "w", 0, 24, got.data()).ok());
+  CHECK(got == whole);
+  std::vector<float> part(9);
+  REQUIRE(r->Read("master", "w", 4, 13, part.data()).ok());
+  CHECK(part == std::vector<float>(whole.begin() + 4, whole.begin() + 13));
+  // A record whose rows would overlap, or run past the parameter, is refused.
+  CHECK_FALSE(ValidateShard("w", {4, 3}, ShardRecord{{4, 6}, {}, 0, 2}).ok());
+  CHECK_FALSE(ValidateShard("w", {4, 3}, ShardRecord{{4, 6}, {}, 4, 6}).ok());
+  CHECK(ValidateShard("w", {4, 3}, ShardRecord{{4, 6}, {}, 3, 6}).ok());
+  CHECK_FALSE(ValidateShard("w", {12}, ShardRecord{{4, 6}, {}, 0, 6}).ok());  // 1-D strided
+}
+
 TEST_CASE("ZeroShards: gaps, overlaps, corrupt bytes and bad metadata name the file",
           "[ckpt][zero]") {
   Fixture f;

@@ -150,8 +150,9 @@ std::vector<std::string> StateNames(zero::Optimizer& optimizer) {
 
 // Tensor parallelism: a tp rank's slices of its local parameters as slices of the full ones
 // (plan::LocalToFull); replicated parameters only from tp rank 0 (shared kv heads from their
-// first holder), so each element is stored
-// once and any layout reads the checkpoint as ranges of whole parameters.
+// first holder), so each element is stored once and any layout reads the checkpoint as ranges
+// of whole parameters. Rows of equal width at a fixed stride (a row-parallel weight's columns
+// of every row) become one strided slice, not one per row.
 std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
                                      const std::vector<plan::TpParamShard>& shards,
                                      const std::vector<zero::ParamSlot>& slots, int tp_rank) {
@@ -162,14 +163,39 @@ std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
     const plan::TpParamShard& sh = shards[index.at(o.desc.param)];
     if (sh.replicated && tp_rank != 0) continue;
     const int64_t begin = o.desc.begin;
+    OwnedSlice* run = nullptr;  // the strided slice the last piece went into
     for (const plan::FlatPiece& p : plan::LocalToFull(sh, begin, begin + o.desc.count)) {
-      if (p.box->replica) continue;  // a shared kv head: stored by its first holder
+      if (p.box->replica) {  // a shared kv head: stored by its first holder
+        run = nullptr;
+        continue;
+      }
+      // Next in this rank's memory and in the whole parameter: the same run, longer (a
+      // replicated parameter's rows).
+      const int64_t next_local =
+          run ? run->flat - o.flat + begin + run->desc.rows * run->desc.count : -1;
+      if (run != nullptr && run->desc.rows == 1 && p.local == next_local &&
+          p.full == run->desc.begin + run->desc.count) {
+        run->desc.count += p.count;
+        continue;
+      }
+      // A row of the same width, next in this rank's memory, at a fixed stride in the whole
+      // parameter: one more row of the run (a row-parallel weight's rows, one record).
+      if (run != nullptr && p.count == run->desc.count && p.local == next_local) {
+        const int64_t stride =
+            p.full - run->desc.begin - (run->desc.rows - 1) * run->desc.row_stride;
+        if (run->desc.rows == 1 ? stride > p.count : stride == run->desc.row_stride) {
+          run->desc.row_stride = stride;
+          ++run->desc.rows;
+          continue;
+        }
+      }
       OwnedSlice f = o;
       f.desc.param_shape = Shape(sh.full_shape.begin(), sh.full_shape.end());
       f.desc.begin = p.full;
       f.desc.count = p.count;
       f.flat = o.flat + (p.local - begin);
       out.push_back(std::move(f));
+      run = &out.back();
     }
   }
   return out;

@@ -5,11 +5,13 @@
 // bit), TP = 2 x DP = 2 with ZeRO-1, 2 and 3 stays on the single-rank curve (1e-5), and every
 // tp rank's trained weights are its slice of the single rank's.
 #include <cmath>
+#include <map>
 
 #include <catch2/catch.hpp>
 
 #include "parallel/loopback_communicator.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/zero_shards.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/tiny_gpt_job.h"
@@ -215,6 +217,24 @@ TEST_CASE("TP: a TP 2 x DP 2 checkpoint resumes at other tp, dp and stages", "[w
   const Run single = Train(Gpt(data, 8, 0), 1, 1, 20);
   const Run whole = Train(job(4, 1, 20, false), 4, 2, 20);  // the same layout, uninterrupted
   Train(job(4, 1, 20, false), 4, 2, 10, /*save=*/true);
+  {
+    // A row-parallel weight's rows are one strided record per rank and state (a ZeRO segment
+    // may cut off a partial first and last row), not one record per row.
+    auto reader = ckpt::CheckpointReader::Open(dir);
+    REQUIRE(reader.ok());
+    std::map<std::string, int> records;  // "<file> <state>/<param>"
+    int strided = 0;
+    for (const ckpt::TensorRecord& t : reader->manifest().tensors) {
+      if (t.name.find("proj.weight") == std::string::npos) continue;
+      ++records[t.file + " " + t.name.substr(0, t.name.find('#'))];
+      strided += t.shard && t.shard->row_stride > 0;
+    }
+    CHECK(strided > 0);
+    for (const auto& [key, n] : records) {
+      INFO(key);
+      CHECK(n <= 3);
+    }
+  }
   struct Resume {
     const char* what;
     int world, tp, micro, stage;
