@@ -33,7 +33,7 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
 class ExecutorCompute final : public StepCompute {
  public:
   ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {}
-  Status LoadMicrobatch() override { return d_->Next(e_->ids(), e_->targets()); }
+  Status LoadMicrobatch(const Instruction&) override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, const Instruction& in) override {
     return e_->ForwardNodes(seed, in.node_begin(), in.node_end());
   }
@@ -42,7 +42,7 @@ class ExecutorCompute final : public StepCompute {
     return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
   Status FinishGradients() override { return e_->FinishGradients(); }
-  StatusOr<float*> TensorData(int tensor, bool grad, int64_t count) override {
+  StatusOr<float*> TensorData(const Instruction&, int tensor, bool grad, int64_t count) override {
     const Tensor t = e_->TensorData(tensor, grad);
     if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
       return InvalidArgumentError("the plan all-reduces " + std::to_string(count) +
@@ -68,7 +68,7 @@ class ExecutorCompute final : public StepCompute {
 
 }  // namespace
 
-StatusOr<float*> StepCompute::TensorData(int, bool, int64_t) {
+StatusOr<float*> StepCompute::TensorData(const Instruction&, int, bool, int64_t) {
   return UnimplementedError("this compute holds no tensors for a tensor-parallel all-reduce");
 }
 StatusOr<float*> StepCompute::CheckpointSlice(int, int64_t) {
@@ -117,6 +117,7 @@ struct StepRunner::Impl {
   Status ActAllReduce(int, const Instruction& in);
   Status ActGatherScatter(int, const Instruction& in);
   Status TpGrads(int, const Instruction& in);
+  Status PointToPoint(int index, const Instruction& in);
   Status Stash(int, const Instruction& in);
   Status Restore(int, const Instruction& in);
   StatusOr<parallel::Communicator*> Group(const Instruction& in);
@@ -154,13 +155,15 @@ void StepRunner::Impl::Fill() {
   table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
   table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
   table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
+  table[Instruction::SEND] = {&Impl::PointToPoint, false};
+  table[Instruction::RECV] = {&Impl::PointToPoint, false};
   table[Instruction::CHECKPOINT_STASH] = {&Impl::Stash, false};
   table[Instruction::CHECKPOINT_RESTORE] = {&Impl::Restore, false};
 }
 
 Status StepRunner::Impl::Load(int, const Instruction& in) {
   micro = in.micro_batch();
-  return compute->LoadMicrobatch();
+  return compute->LoadMicrobatch(in);
 }
 
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
@@ -189,7 +192,7 @@ StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in)
 Status StepRunner::Impl::ActAllReduce(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
-  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in.activation().tensor(),
+  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in, in.activation().tensor(),
                                                        in.activation().grad(), c.count()));
   return comm->AllReduce(parallel::BufferView(data, c.count()),
                          c.reduce_max() ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
@@ -204,9 +207,9 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
   const int64_t chunk = c.count() / comm->size();
   const proto::ActivationRef& a = in.activation();
   DS_ASSIGN_OR_RETURN(float* src,
-                      compute->TensorData(a.tensor(), a.grad(), gather ? chunk : c.count()));
-  DS_ASSIGN_OR_RETURN(float* dst,
-                      compute->TensorData(a.out_tensor(), a.grad(), gather ? c.count() : chunk));
+                      compute->TensorData(in, a.tensor(), a.grad(), gather ? chunk : c.count()));
+  DS_ASSIGN_OR_RETURN(
+      float* dst, compute->TensorData(in, a.out_tensor(), a.grad(), gather ? c.count() : chunk));
   if (gather)
     return comm->AllGather(parallel::BufferView(src, chunk), parallel::BufferView(dst, c.count()));
   return comm->ReduceScatter(parallel::BufferView(src, c.count()), parallel::BufferView(dst, chunk),
@@ -217,6 +220,26 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
 Status StepRunner::Impl::TpGrads(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   return zero->ReduceGrads(in, comm);
+}
+
+// Pipeline parallelism: an activation or gradient of the instruction's chunk and slot to or
+// from the neighbouring stage over its link group (two ranks: the peer is the other one), on
+// the link's thread; the instruction that wait_for-names it completes it.
+Status StepRunner::Impl::PointToPoint(int index, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  if (comm->size() != 2)
+    return FailedPreconditionError("the plan runs " + Instruction::Kind_Name(in.kind()) +
+                                   " over group \"" + c.group() + "\" of " +
+                                   std::to_string(comm->size()) + " ranks; a link has 2");
+  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in, in.activation().tensor(),
+                                                       in.activation().grad(), c.count()));
+  const parallel::BufferView view(data, c.count());
+  const int peer = 1 - comm->rank();
+  zero::CollectiveJob job;
+  job.handle = in.kind() == Instruction::SEND ? comm->SendAsync(view, peer, 0)
+                                              : comm->RecvAsync(view, peer, 0);
+  return zero->Track(index, in.async(), std::move(job));
 }
 
 // partition_activations: this rank's slice of a checkpoint kept aside after forward, and the
@@ -230,7 +253,8 @@ Status StepRunner::Impl::Restore(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   const int64_t slice = c.count() / comm->size();
   DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in.activation().tensor(), slice));
-  DS_ASSIGN_OR_RETURN(float* dst, compute->TensorData(in.activation().tensor(), false, c.count()));
+  DS_ASSIGN_OR_RETURN(float* dst,
+                      compute->TensorData(in, in.activation().tensor(), false, c.count()));
   return comm->AllGather(parallel::BufferView(src, slice), parallel::BufferView(dst, c.count()));
 }
 

@@ -53,15 +53,19 @@ namespace ds::worker {
 class StepCompute {
  public:
   virtual ~StepCompute() = default;
-  virtual Status LoadMicrobatch() = 0;
+  // The next micro-batch, into the activation slot (and model chunk) `in` names (pipeline
+  // parallelism keeps several in flight; otherwise slot 0).
+  virtual Status LoadMicrobatch(const proto::Instruction& in) = 0;
   // The node range of a FORWARD / BACKWARD instruction (its blocks and node_begin / node_end).
   virtual Status Forward(uint64_t seed, const proto::Instruction& range) = 0;
   virtual float loss() const = 0;  // of the last forward that computed the loss
   virtual Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& range) = 0;
   // Gradients still on their way from a device land in the ParamStore.
   virtual Status FinishGradients() = 0;
-  // Host memory of a tensor's value or gradient, for an ACT_ALL_REDUCE (tensor parallelism).
-  virtual StatusOr<float*> TensorData(int tensor, bool grad, int64_t count);
+  // Host memory of a tensor's value or gradient in the chunk and slot `in` names: what an
+  // ACT_ALL_REDUCE (tensor parallelism) works on, or a SEND / RECV (pipeline) moves.
+  virtual StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
+                                      int64_t count);
   // partition_activations: the rank's slice of a partitioned checkpoint (CHECKPOINT_RESTORE's
   // source), and the copy of that slice out of the tensor forward wrote (CHECKPOINT_STASH).
   virtual StatusOr<float*> CheckpointSlice(int tensor, int64_t count);

@@ -81,7 +81,7 @@ class FakeCompute final : public StepCompute {
  public:
   FakeCompute(zero::ParamStore* params, int rank, Timeline* t)
       : params_(params), rank_(rank), t_(t) {}
-  Status LoadMicrobatch() override { return Log("load"); }
+  Status LoadMicrobatch(const Instruction&) override { return Log("load"); }
   Status Forward(uint64_t, const Instruction& in) override {
     return Log("forward " + std::to_string(in.first_block()) + "-" +
                std::to_string(in.last_block()));
@@ -282,12 +282,13 @@ TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming 
           "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(1, zero::ParamStore(g, DType::kF32).total_elements(), 2);
-  Instruction send = Make(Instruction::SEND);
-  *plan.mutable_ranks(0)->mutable_instructions(1) = send;
+  Instruction unknown = Make(Instruction::KIND_UNSPECIFIED);
+  *plan.mutable_ranks(0)->mutable_instructions(1) = unknown;
   auto ranks = RunStep(g, plan);
   REQUIRE_FALSE(ranks[0]->result.ok());
   CHECK(ranks[0]->result.status().code() == StatusCode::kUnimplemented);
-  CHECK_THAT(ranks[0]->result.status().message(), Catch::Contains("instruction 1 SEND"));
+  CHECK_THAT(ranks[0]->result.status().message(),
+             Catch::Contains("instruction 1 KIND_UNSPECIFIED"));
 }
 
 TEST_CASE("StepRunner: device placements without device states are refused at creation",
