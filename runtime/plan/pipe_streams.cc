@@ -88,7 +88,7 @@ class RankBuilder {
                        &PipeBoundary::recv))
         waits.push_back(i);
     }
-    out_.push_back(Base(Ins::LOAD_MICROBATCH, micro, chunk, slot));
+    if (chunk == 0) out_.push_back(Base(Ins::LOAD_MICROBATCH, micro, chunk, slot));
     Ins f = Base(Ins::FORWARD, micro, chunk, slot);
     f.set_computes_loss(vs == Last());
     Compute(std::move(f), vs, waits);

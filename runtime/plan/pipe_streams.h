@@ -2,7 +2,9 @@
 // the schedule's order (pipeline_schedule.h): per forward of micro-batch i on chunk c,
 //
 //   RECV   the previous virtual stage's activations (not on the first), async
-//   LOAD_MICROBATCH, FORWARD  the chunk's whole stage graph, waiting for those RECVs
+//   LOAD_MICROBATCH  on chunk 0 only: the rank reads each micro-batch once, in order, and its
+//          later chunks' forwards use the same tokens
+//   FORWARD  the chunk's whole stage graph, waiting for those RECVs
 //   SEND   the activations the next virtual stage reads (not on the last), async
 //
 // and per backward the mirror: RECV of the gradients the next stage sends, BACKWARD, SEND of

@@ -1,0 +1,74 @@
+#include "runtime/worker/pipeline_compute.h"
+
+#include <algorithm>
+#include <string>
+
+#include "proto/plan.pb.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::worker {
+
+StatusOr<exec::Executor*> PipelineCompute::For(const proto::Instruction& in) const {
+  if (in.chunk() < 0 || in.chunk() >= static_cast<int>(ex_.size()) || in.slot() < 0 ||
+      in.slot() >= static_cast<int>(ex_[in.chunk()].size()))
+    return FailedPreconditionError("the plan's " + proto::Instruction::Kind_Name(in.kind()) +
+                                   " names chunk " + std::to_string(in.chunk()) + " slot " +
+                                   std::to_string(in.slot()) + "; this stage has " +
+                                   std::to_string(ex_.size()) + " chunk(s) of " +
+                                   std::to_string(ex_.empty() ? 0 : ex_[0].size()) + " slot(s)");
+  return ex_[in.chunk()][in.slot()];
+}
+
+Status PipelineCompute::LoadMicrobatch(const proto::Instruction& in) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  const int micro = in.micro_batch();
+  if (micro == 0) tokens_.clear();
+  if (micro != static_cast<int>(tokens_.size()))
+    return FailedPreconditionError("the plan loads micro-batch " + std::to_string(micro) +
+                                   " after " + std::to_string(tokens_.size()) +
+                                   "; a stage reads them in order");
+  const int64_t n = e->batch() * e->seq();
+  std::vector<int32_t>& t = tokens_.emplace_back(2 * n);
+  return data_->Next(t.data(), t.data() + n);
+}
+
+Status PipelineCompute::Forward(uint64_t seed, const proto::Instruction& in) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  const int micro = in.micro_batch();
+  if (micro < 0 || micro >= static_cast<int>(tokens_.size()))
+    return FailedPreconditionError("the plan runs the forward of micro-batch " +
+                                   std::to_string(micro) + " before loading it");
+  const int64_t n = e->batch() * e->seq();
+  const std::vector<int32_t>& t = tokens_[micro];
+  std::copy(t.begin(), t.begin() + n, e->ids());
+  std::copy(t.begin() + n, t.end(), e->targets());
+  DS_RETURN_IF_ERROR(e->ForwardNodes(seed, in.node_begin(), in.node_end()));
+  if (in.computes_loss()) loss_ = e->loss();
+  return OkStatus();
+}
+
+Status PipelineCompute::Backward(float loss_grad, uint64_t seed, const proto::Instruction& in) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return e->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
+}
+
+Status PipelineCompute::FinishGradients() {
+  for (const auto& chunk : ex_)
+    for (exec::Executor* e : chunk) DS_RETURN_IF_ERROR(e->FinishGradients());
+  return OkStatus();
+}
+
+StatusOr<float*> PipelineCompute::TensorData(const proto::Instruction& in, int tensor, bool grad,
+                                             int64_t count) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  const Tensor t = e->TensorData(tensor, grad);
+  if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
+    return InvalidArgumentError("the plan moves " + std::to_string(count) +
+                                " fp32 values of tensor " + std::to_string(tensor) +
+                                (grad ? "'s gradient" : "") + " (chunk " +
+                                std::to_string(in.chunk()) + ", slot " + std::to_string(in.slot()) +
+                                "), which the executor does not hold as such");
+  return t.f32();
+}
+
+}  // namespace ds::worker

@@ -1,0 +1,46 @@
+// PipelineCompute: a pipeline stage's StepCompute. One Executor per model chunk and activation
+// slot (the micro-batches the plan keeps in flight, Instruction.chunk / slot), all over the one
+// ParamStore(s) of the rank's stage graphs, so gradients of every micro-batch accumulate there
+// in the plan's order. LOAD_MICROBATCH reads the next micro-batch of the data loader (every
+// stage reads the same sequence: the first needs the ids, the last the targets) and keeps its
+// tokens for the step; each FORWARD puts its micro-batch's tokens into the executor it runs (an
+// interleaved rank's chunks run one micro-batch at different times).
+//
+//   PipelineCompute compute({{slot0.get(), slot1.get()}}, loader.get());
+//   parts.compute = &compute;   // StepParts
+//
+// Not thread-safe, like the executors.
+#pragma once
+
+#include <vector>
+
+#include "runtime/data/data_loader.h"
+#include "runtime/exec/executor.h"
+#include "runtime/worker/step_runner.h"
+
+namespace ds::worker {
+
+class PipelineCompute final : public StepCompute {
+ public:
+  // executors[chunk][slot], borrowed.
+  PipelineCompute(std::vector<std::vector<exec::Executor*>> executors, data::DataLoader* data)
+      : ex_(std::move(executors)), data_(data) {}
+
+  Status LoadMicrobatch(const proto::Instruction& in) override;
+  Status Forward(uint64_t seed, const proto::Instruction& in) override;
+  float loss() const override { return loss_; }
+  Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
+  Status FinishGradients() override;
+  StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
+                              int64_t count) override;
+
+ private:
+  StatusOr<exec::Executor*> For(const proto::Instruction& in) const;
+
+  std::vector<std::vector<exec::Executor*>> ex_;
+  data::DataLoader* data_;
+  std::vector<std::vector<int32_t>> tokens_;  // per micro-batch of the step: ids, then targets
+  float loss_ = 0;                            // of the last forward that computed one
+};
+
+}  // namespace ds::worker
