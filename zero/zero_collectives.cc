@@ -396,10 +396,12 @@ parallel::Communicator* ZeroCollectives::ScalarComm(const Instruction& in) const
   return it != parts_.groups.end() ? it->second : parts_.host_comm;
 }
 
-Status ZeroCollectives::AllReduceMean(const Instruction& in, float* value) {
-  DS_RETURN_IF_ERROR(AllReduceScalar(in, value, /*max=*/false));
-  const int size = in.collective().placement() == proto::LOCAL ? 1 : ScalarComm(in)->size();
-  *value = *value / size;
+Status ZeroCollectives::AllReduceMean(const Instruction& in, float* value, bool has) {
+  float sum_count[2] = {has ? *value : 0.0f, has ? 1.0f : 0.0f};
+  if (in.collective().placement() != proto::LOCAL)
+    DS_RETURN_IF_ERROR(
+        ScalarComm(in)->AllReduce(parallel::BufferView(sum_count, 2), parallel::ReduceOp::kSum));
+  *value = sum_count[1] > 0 ? sum_count[0] / sum_count[1] : 0.0f;
   return OkStatus();
 }
 

@@ -80,8 +80,9 @@ class ZeroCollectives {
   Status AllReduceScalar(const proto::Instruction& in, float* value, bool max);
   // A sum of doubles, the same on every rank whatever the ranks' shares (for the gradient norm).
   Status AllReduceSumExact(const proto::Instruction& in, double* value);
-  // The same, summed and divided by the group's size: the mean over the ranks.
-  Status AllReduceMean(const proto::Instruction& in, float* value);
+  // The mean over the group's ranks that hold a value (`has`): every rank gets it. The loss,
+  // which every rank computes, or under pipeline parallelism only the last stage's ranks.
+  Status AllReduceMean(const proto::Instruction& in, float* value, bool has);
   // Sequence parallelism's TP_GRAD_ALL_REDUCE: the gradients at `in`'s ranges (flat, or shard
   // positions with in_shard) summed over `comm`, in place, on the host.
   Status ReduceGrads(const proto::Instruction& in, parallel::Communicator* comm);

@@ -98,6 +98,7 @@ struct StepRunner::Impl {
   int64_t step = 0;
   int micro = 0;
   double loss_sum = 0;
+  int losses = 0;  // forwards that computed the loss (a pipeline's last stage only)
   double norm_sq = 0;
   bool overflow = false;
   StepResult result;
@@ -168,7 +169,10 @@ Status StepRunner::Impl::Load(int, const Instruction& in) {
 
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
   DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in));
-  if (in.computes_loss()) loss_sum += compute->loss();
+  if (in.computes_loss()) {
+    loss_sum += compute->loss();
+    ++losses;
+  }
   return OkStatus();
 }
 
@@ -322,7 +326,7 @@ Status StepRunner::Impl::ZeroGrads(int, const Instruction& in) {
 
 Status StepRunner::Impl::Loss(int, const Instruction& in) {
   float loss = static_cast<float>(loss_sum / in.mean_over());
-  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss));
+  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss, /*has=*/losses > 0));
   result.loss = loss;
   return OkStatus();
 }
@@ -393,6 +397,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   Impl& m = *impl_;
   m.step = step;
   m.loss_sum = 0;
+  m.losses = 0;
   m.norm_sq = 0;
   m.overflow = false;
   m.result = StepResult();

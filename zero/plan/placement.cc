@@ -96,7 +96,7 @@ void PlaceInstructions(const Context& ctx, proto::Plan* plan, Stream* stream) {
       ins.set_placement(proto::STAGED);  // the host's gradient shard accumulates too
     if (k == Instruction::LOSS_REDUCE) ins.set_placement(proto::HOST);
     if (k == Instruction::GRAD_NORM_REDUCE || k == Instruction::OVERFLOW_REDUCE ||
-        k == Instruction::LOSS_REDUCE)  // one float on the host communicator
+        k == Instruction::LOSS_REDUCE)  // scalars on the host communicator
       ins.mutable_collective()->set_placement(ctx.dp == 1 ? proto::LOCAL : proto::HOST);
     if (k == Instruction::GRAD_NORM_REDUCE) ins.set_in_shard(ctx.config.stage >= 2);
     if (ins.has_collective()) {  // ids: 0 is a buffer

@@ -191,7 +191,7 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
   loss.set_kind(proto::Instruction::LOSS_REDUCE);
   loss.set_mean_over(ctx.config.gradient_accumulation_steps);
   loss.set_micro_batch(-1);
-  SetCollective(&loss, 1, proto::DT_F32, -1, {});
+  SetCollective(&loss, 2, proto::DT_F32, -1, {});  // the loss, and whether the rank has one
   WaitAll(&loss, stream);
   stream->Add(std::move(loss));
 }
