@@ -184,5 +184,24 @@ if [[ $rc == 2 ]] && grep -q "parallel.tensor 4 does not divide model.vocab_size
   pass "--tp 4 with vocab_size 18 refused before start, naming model.vocab_size"
 else fail "--tp 4 vocab 18: exit $rc: $out"; fi
 
+# Pipeline layouts are checked before start too (the stage split, then the schedule), and pp > 1
+# is refused, with the grid, until its plan builders land.
+refused() {  # refused NAME PATTERN LAUNCH_ARGS...
+  local name=$1 pattern=$2; shift 2
+  out=$("$LAUNCH" "$BASE/x.yaml" --hostfile "$BASE/four" --worker "$WORKER" --agent "$AGENT" "$@" 2>&1); rc=$?
+  if [[ $rc == 2 ]] && grep -q -- "$pattern" <<<"$out" && ! grep -q "coordinator 127" <<<"$out"; then
+    pass "$name refused before start: $pattern"
+  else fail "$name: exit $rc: $out"; fi
+}
+job "$BASE/x.yaml" 8 0 "$BASE/x.csv" "$MODEL_GPT"
+refused "--pp 4 over 2 blocks" "has 2 transformer blocks; each stage needs one" --pp 4
+printf 'pipeline: {schedule: gpipe}\n' >> "$BASE/x.yaml"
+refused "an unknown schedule" 'pipeline.schedule "gpipe" must be 1f1b, interleaved or zb-h1' --pp 2
+job "$BASE/x.yaml" 8 0 "$BASE/x.csv" '{family: gpt2, n_layer: 4, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10}'
+printf 'pipeline: {schedule: interleaved, virtual_stages: 2}\n' >> "$BASE/x.yaml"
+refused "interleaving 1 micro-batch" "the least is 2" --pp 2
+job "$BASE/x.yaml" 8 0 "$BASE/x.csv" '{family: gpt2, n_layer: 4, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10}'
+refused "a valid 1F1B layout" "pipeline parallelism is not planned yet" --pp 2
+
 echo "tp_launch_test: $fails failure(s)"
 [[ $fails -eq 0 ]]
