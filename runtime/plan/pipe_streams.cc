@@ -130,6 +130,46 @@ class RankBuilder {
   std::map<std::tuple<int, int, bool>, std::vector<int>> sent_;  // (chunk, slot, grad) -> SENDs
 };
 
+// Each RECV moved as early as its buffers allow, so the transfer overlaps the compute before
+// it: just after the last BACKWARD of its chunk and slot (the previous micro-batch there reads
+// them until then), and after the RECV before it on its link (a link's receives stay in the
+// sender's order). Waits are renumbered.
+std::vector<Ins> HoistRecvs(std::vector<Ins> in) {
+  std::vector<int> order;                            // old indices in their new order
+  std::map<std::string, int> last_on_link;           // link -> position in `order` of its last RECV
+  std::map<std::pair<int, int>, int> last_backward;  // (chunk, slot) -> position in `order`
+  for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+    const Ins& x = in[i];
+    if (x.kind() != Ins::RECV) {
+      if (x.kind() == Ins::BACKWARD)
+        last_backward[{x.chunk(), x.slot()}] = static_cast<int>(order.size());
+      order.push_back(i);
+      continue;
+    }
+    int at = 0;
+    if (auto b = last_backward.find({x.chunk(), x.slot()}); b != last_backward.end())
+      at = b->second + 1;
+    if (auto l = last_on_link.find(x.collective().group()); l != last_on_link.end())
+      at = std::max(at, l->second + 1);
+    order.insert(order.begin() + at, i);
+    // What sat at or after `at` moved one on.
+    for (auto& [link, pos] : last_on_link)
+      if (pos >= at) ++pos;
+    for (auto& [key, pos] : last_backward)
+      if (pos >= at) ++pos;
+    last_on_link[x.collective().group()] = at;
+  }
+  std::vector<int> moved(in.size());
+  for (size_t k = 0; k < order.size(); ++k) moved[order[k]] = static_cast<int>(k);
+  std::vector<Ins> out;
+  for (int i : order) {
+    Ins x = std::move(in[i]);
+    for (int& w : *x.mutable_wait_for()) w = moved[w];
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string PipeLinkName(int from, int to) { return "pipe." + Str(from) + "-" + Str(to); }
@@ -158,7 +198,7 @@ StatusOr<PipeStreams> PipelineStreams(const PipeOrders& o,
   for (int r = 0; r < o.stages; ++r) {
     RankBuilder b(o, boundaries, stage_nodes, r);
     b.Run();
-    out.ranks.push_back(std::move(b.out()));
+    out.ranks.push_back(HoistRecvs(std::move(b.out())));
     out.slots.push_back(b.needed());
   }
   return out;

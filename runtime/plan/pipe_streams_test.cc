@@ -96,9 +96,24 @@ TEST_CASE("PipelineStreams: the links, slots and a deadlock", "[plan][pipe]") {
   // Rank 0 holds 2 micro-batches in flight (p - 0), rank 1 one.
   CHECK(s.slots[0] == std::vector<int>{2});
   CHECK(s.slots[1] == std::vector<int>{1});
-  const Ins& first = s.ranks[0][0];
-  CHECK(first.kind() == Ins::LOAD_MICROBATCH);
-  const Ins& send = s.ranks[0][2];
+  // The first instruction of rank r of `kind` for `micro` (and, for SEND / RECV, `tensor`).
+  auto find = [&s](int r, Ins::Kind kind, int micro, int tensor = -1) {
+    for (int i = 0; i < static_cast<int>(s.ranks[r].size()); ++i) {
+      const Ins& in = s.ranks[r][i];
+      if (in.kind() == kind && in.micro_batch() == micro &&
+          (tensor < 0 || in.activation().tensor() == tensor))
+        return i;
+    }
+    return -1;
+  };
+  // RECVs are posted early: rank 0's for micro-batch 0's gradient before its forward even runs
+  // (the slot is free), rank 1's for micro-batch 1's activations right after the backward of
+  // micro-batch 0 frees its one slot.
+  CHECK(find(0, Ins::RECV, 0, 7) < find(0, Ins::FORWARD, 0));
+  CHECK(find(1, Ins::RECV, 1, 0) == find(1, Ins::BACKWARD, 0) + 1);
+  const int at = find(0, Ins::SEND, 0);
+  REQUIRE(at >= 0);
+  const Ins& send = s.ranks[0][at];
   REQUIRE(send.kind() == Ins::SEND);
   CHECK(send.collective().group() == "pipe.0-1");
   CHECK(send.collective().peer() == 1);
