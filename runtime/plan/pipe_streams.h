@@ -10,12 +10,12 @@
 // and per backward the mirror: RECV of the gradients the next stage sends, BACKWARD, SEND of
 // the gradients of what this stage received. Each RECV is then posted as early as its buffers
 // allow (after the last BACKWARD of its slot, and after the RECV before it on its link), so its
-// transfer overlaps the compute in between; the instruction that reads it waits for it. Every LOAD / FORWARD / BACKWARD / SEND / RECV
-// names its chunk and activation slot (a slot is taken by a forward and freed by its backward;
-// the slots a chunk needs are the micro-batches it has in flight). Each direction between two
-// ranks is its own link group ("pipe.<a>-<b>": activations a -> b; gradients go back on
-// "pipe.<b>-<a>"), so a blocked send holds up only its own link's queue. A forward waits for
-// the send out of its slot before overwriting it, a backward likewise.
+// transfer overlaps the compute in between; the instruction that reads it waits for it. Every LOAD
+// / FORWARD / BACKWARD / SEND / RECV names its chunk and activation slot (a slot is taken by a
+// forward and freed by its backward; the slots a chunk needs are the micro-batches it has in
+// flight). Each direction between two ranks is its own link group ("pipe.<a>-<b>": activations a ->
+// b; gradients go back on "pipe.<b>-<a>"), so a blocked send holds up only its own link's queue. A
+// forward waits for the send out of its slot before overwriting it, a backward likewise.
 //
 // SimulateStreams runs the streams with blocking semantics: each link group's queue runs its
 // operations in order on each side, a SEND completes when the peer's RECV is at the head of its
