@@ -6,6 +6,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/checkpoint_plan.h"
 #include "runtime/plan/memory_timeline.h"
+#include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
@@ -110,8 +111,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   }
 }
 
-// The grid (parallel_grid.h), the stages and the schedules are ready; the pipeline builders
-// are not: a bad stage split or schedule is named first, then pp above 1 is refused.
+// A bad stage split or schedule, named before anything is planned.
 Status CheckPipeline(const Graph& graph, const Topology& topo, const PlanConfig& c) {
   if (topo.pp == 1 && c.virtual_stages > 1)
     return Bad("pipeline.virtual_stages", Str(c.virtual_stages) + " needs parallel.pipeline > 1");
@@ -124,9 +124,7 @@ Status CheckPipeline(const Graph& graph, const Topology& topo, const PlanConfig&
                                            c.virtual_stages)
                          .status()
                          .WithPrefix("plan"));
-  return UnimplementedError("plan: parallel.pipeline " + Str(topo.pp) + " (grid pp " +
-                            Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " + Str(topo.tp) +
-                            "): pipeline parallelism is not planned yet; set it to 1");
+  return OkStatus();
 }
 
 }  // namespace
@@ -142,6 +140,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
+  if (topology.pp > 1) return MakePipelinePlan(graph, topology, resolved);
   // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");

@@ -36,6 +36,9 @@ struct PlanConfig {
   PipeScheduleKind pipe_schedule = PipeScheduleKind::k1F1B;
   int virtual_stages = 1;
   std::string partition_method = "parameters";
+  // A pipeline stage's ZeRO plan (pipe_plan.h): each micro-batch's BACKWARD is one instruction,
+  // its gradient reductions after it (the pipeline schedule places the backward).
+  bool whole_backward = false;
   // training.recompute / activation_checkpointing (runtime/graph/recompute.h).
   RecomputeMode recompute = RecomputeMode::kNone;
   // activation_checkpointing.partition_activations: the checkpoints PartitionCheckpoints picks

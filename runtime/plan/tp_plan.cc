@@ -261,8 +261,9 @@ Ranges ReplicatedFlat(const ModelFacts& facts, const TpLocalGraph& local) {
   return r;
 }
 
-// Tensor-parallel ranks but the first leave the replicated parameters out of the norm.
-void NormWithoutReplicated(const proto::Plan& plan, int d, const Ranges& flat, Ins* in) {
+}  // namespace
+
+void LeaveOutOfNorm(const proto::Plan& plan, int d, const Ranges& flat, Ins* in) {
   const Ranges cut = in->in_shard() ? InShard(plan, d, flat) : flat;
   Ranges have;
   for (const proto::ParamRange& r : in->ranges())
@@ -274,6 +275,8 @@ void NormWithoutReplicated(const proto::Plan& plan, int d, const Ranges& flat, I
     r->set_count(e - b);
   }
 }
+
+namespace {
 
 std::string GroupName(GroupKind kind, size_t index, size_t count) {
   const std::string base = GroupKindName(kind);
@@ -345,7 +348,7 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
           cut.insert(cut.end(), kv.begin(), kv.end());
         std::sort(cut.begin(), cut.end());
         if (in.kind() == Ins::GRAD_NORM_REDUCE && !cut.empty())
-          NormWithoutReplicated(*plan, at.dp, cut, &in);
+          LeaveOutOfNorm(*plan, at.dp, cut, &in);
       } else if (c->group() == kKvGroup) {
         c->set_group(kv_name.at(w));
       } else if (c->group() == kTpGroup) {

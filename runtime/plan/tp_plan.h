@@ -30,6 +30,12 @@ inline constexpr const char* kKvGroup = "kv";  // the ranks sharing replicated k
 Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, int64_t micro_batch,
                            int64_t seq_len, proto::Plan* plan);
 
+// A GRAD_NORM_REDUCE `norm` of dp rank `d` with the flat element ranges `flat` ([begin, end),
+// sorted) left out of its sum (shard positions by plan's partition when it sums in_shard): what
+// another rank counts (tensor parallelism's replicated parameters, a pipeline's tied embedding).
+void LeaveOutOfNorm(const proto::Plan& plan, int d,
+                    const std::vector<std::pair<int64_t, int64_t>>& flat, proto::Instruction* norm);
+
 // Replaces the dp ranks' streams by the world's and fills plan->groups.
 Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
                     proto::Plan* plan);

@@ -156,6 +156,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
   table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
   table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
+  table[Instruction::TIED_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
   table[Instruction::SEND] = {&Impl::PointToPoint, false};
   table[Instruction::RECV] = {&Impl::PointToPoint, false};
   table[Instruction::CHECKPOINT_STASH] = {&Impl::Stash, false};
@@ -167,7 +168,10 @@ Status StepRunner::Impl::Load(int, const Instruction& in) {
   return compute->LoadMicrobatch(in);
 }
 
+// The micro-batch's own dropout seed: a pipeline runs a forward or backward of one micro-batch
+// after loading later ones.
 Status StepRunner::Impl::Forward(int, const Instruction& in) {
+  if (in.micro_batch() >= 0) micro = in.micro_batch();
   DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in));
   if (in.computes_loss()) {
     loss_sum += compute->loss();
@@ -177,6 +181,7 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
+  if (in.micro_batch() >= 0) micro = in.micro_batch();
   const float loss_grad = static_cast<float>(p.scaler->scale() / in.mean_over());
   return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in);
 }
@@ -220,7 +225,8 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
                              parallel::ReduceOp::kSum);
 }
 
-// Sequence parallelism: the gradients of parameters used on token chunks, summed over tp.
+// Sequence parallelism: the gradients of parameters used on token chunks, summed over tp; a
+// pipeline's tied parameters, summed over the first and last stage (TIED_GRAD_ALL_REDUCE).
 Status StepRunner::Impl::TpGrads(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   return zero->ReduceGrads(in, comm);

@@ -21,7 +21,9 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
+#include "runtime/plan/plan_view.h"
 #include "runtime/plan/tp_graph.h"
+#include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
@@ -180,6 +182,7 @@ Status Trainer::Build() {
   if (config_.bf16.enabled) model_dtype = DType::kBF16;
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
+  if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc->states_on_device;
   params_ =
@@ -243,7 +246,9 @@ Status Trainer::Build() {
   d.dp_rank = comm_->rank();
   d.dp_size = comm_->size();
   DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
+  if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
+  parts.compute = pipe_compute_.get();
   parts.executor = executor_.get();
   parts.params = params_.get();
   parts.optimizer = optimizer_.get();
@@ -310,9 +315,11 @@ Status Trainer::BuildPlan() {
   const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
-  auto made = plan::MakePlan(tp_ ? full_graph_ : graph_, topo, *pc);  // the whole model
+  const bool whole = tp_ || pipe_stage_ >= 0;
+  auto made = plan::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
+  plan::SelectStage(plan::StageOf(*plan_, world_rank_), plan_.get());  // a pipeline: this stage's
   if (plan_->model().flat_elements() != params_->total_elements())
     return InternalError("the plan's flat layout (" +
                          std::to_string(plan_->model().flat_elements()) +
@@ -350,6 +357,10 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
 StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (config_.data.validation.empty())
     return FailedPreconditionError(config_.source + ": data.validation is not set");
+  if (pipe_stage_ >= 0)
+    return UnimplementedError(config_.source +
+                              ": validation under parallel.pipeline is not run yet; unset "
+                              "data.validation or set monitor.eval_interval 0");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
   // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
@@ -389,10 +400,10 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
 
 StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
                                                                          int64_t seq) {
-  if (tp_)
+  if (tp_ || pipe_stage_ >= 0)
     return UnimplementedError(config_.source +
-                              ": generation from a tensor-parallel model (parallel.tensor > 1) "
-                              "is not written yet");
+                              ": generation from a tensor- or pipeline-parallel model "
+                              "(parallel.tensor or parallel.pipeline > 1) is not written yet");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered

@@ -54,6 +54,7 @@ class OptimizerSwapper;
 
 namespace ds::worker {
 
+class PipelineCompute;
 class StepRunner;
 
 struct StepMetrics {
@@ -141,6 +142,10 @@ class Trainer {
   // kept for initialization), and the plan's groups are created once, comm_ becoming this
   // rank's data-parallel group.
   Status PartitionForTensorParallel(const plan::Topology& topology);
+  // Pipeline parallelism (trainer_pipe.cc): graph_ becomes this rank's stage graph (the full one
+  // kept), and after the plan, one executor per activation slot under a PipelineCompute.
+  Status PartitionForPipeline(const plan::Topology& topology);
+  Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   // partition_activations: the checkpoints the plan stashes (its rule on this rank's graph) and
   // this rank's slice of them; says on rank 0 when the job has none to split, and why.
   void PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* options);
@@ -163,8 +168,11 @@ class Trainer {
 
   config::JobConfig config_;
   Graph graph_;       // the graph this rank runs (with tensor parallelism, its tp rank's part)
-  Graph full_graph_;  // tensor parallelism: the whole model
+  Graph full_graph_;  // tensor or pipeline parallelism: the whole model
   std::unique_ptr<plan::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
+  int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
+  std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
+  std::unique_ptr<PipelineCompute> pipe_compute_;
   std::unique_ptr<zero::InitSlicer> init_slicer_;
   std::vector<std::unique_ptr<parallel::Communicator>> groups_;  // the plan's, this rank's
   std::map<std::string, parallel::Communicator*> group_by_name_;

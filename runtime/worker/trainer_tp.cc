@@ -72,8 +72,10 @@ Status Trainer::CreateGroups() {
   parallel::Communicator* const world_host = host_comm_;
   for (const proto::ProcessGroup& g : plan_->groups()) {
     parallel::Communicator* comm = nullptr;
-    if (g.ranks_size() == world) {
-      comm = world_host;  // every rank: the communicator itself (its host-memory twin)
+    // Every rank: the communicator itself (its host-memory twin); a pipeline link is its own
+    // (its two directions and the world's collectives run at the same time).
+    if (g.ranks_size() == world && g.kind() != "pipe") {
+      comm = world_host;
     } else {
       DS_ASSIGN_OR_RETURN(
           std::unique_ptr<parallel::Communicator> child,

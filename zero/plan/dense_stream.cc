@@ -87,6 +87,12 @@ void BuildDenseStream(const Context& ctx, Stream* stream) {
     const bool last = mb == gas - 1;
     stream->Add(LoadMicrobatch(ctx, mb));
     stream->Add(ForwardAll(ctx, mb));
+    if (ctx.config.whole_backward) {  // a pipeline stage's: reductions after the backward
+      stream->Add(BackwardSegment(ctx, mb, 0, NumBlocks(ctx) - 1, stream));
+      if (stage == 2 || last)
+        for (int b = 0; b < static_cast<int>(ctx.buckets.size()); ++b) EmitReduce(ctx, b, stream);
+      continue;
+    }
     // Stage 2 keeps no full gradients, so it reduces every micro-batch as the buckets fill; stages
     // 0-1 accumulate full gradients and reduce once, overlapped with the last backward when
     // overlap_comm is on.

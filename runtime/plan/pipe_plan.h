@@ -1,0 +1,46 @@
+// MakePipelinePlan: MakePlan's builder for parallel.pipeline > 1. Each pipeline rank runs its
+// stage graph (pipe_graph.h, the split of pipeline_stages.h), so the planner
+//
+//   1. plans each stage as a model of its own over its data-parallel ranks (MakePlan with pp 1
+//      and whole_backward: ZeRO's partition, buckets, reductions, norm, step on the stage's
+//      parameters), giving Plan.stages[s];
+//   2. builds the schedule's compute and point-to-point streams (pipe_streams.h) and puts them
+//      in place of the stage plan's per-micro-batch LOAD / FORWARD / BACKWARD, keeping the
+//      buffers and waits those carried (a micro-batch's reductions right after its backward,
+//      the last one's and the step after the whole schedule, so no rank blocks a collective
+//      while a neighbour waits for its last send);
+//   3. names the world's groups: each stage's dp group "dp.<s>", a link per direction between
+//      neighbouring stages of one dp column ("pipe.<a>-<b>", world ranks), "embedding.<d>" for
+//      parameters the first and last stage share (tied embeddings: TIED_GRAD_ALL_REDUCE before
+//      the data-parallel reductions, counted in the norm on the first stage only), and "world"
+//      for the norm, the overflow flag and the loss (the last stage's mean, on every rank).
+//
+// Activation buffers count once per slot (the micro-batches a stage keeps in flight). Ranks run
+// RankView(plan, rank) (plan_view.h).
+//
+// Not planned yet, each refused naming the setting: tensor parallelism with a pipeline, ZeRO-3,
+// recompute, NVMe offload, the model states on a device, interleaved schedules (virtual_stages
+// > 1) in the trainer's one-chunk-per-rank layout, zb-h1, and tied parameters under ZeRO-2
+// (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+#pragma once
+
+#include <vector>
+
+#include "proto/plan.pb.h"
+#include "runtime/graph/graph.h"
+#include "runtime/plan/pipe_graph.h"
+#include "runtime/plan/plan_config.h"
+
+namespace ds::plan {
+
+// The stage graphs a pipeline of `pp` ranks runs, in virtual-stage order (chunk c of rank r is
+// c x pp + r): PartitionStages by config's partition_method, then StageGraphs. The planner and
+// the trainer cut the model with this one function.
+StatusOr<std::vector<PipeStageGraph>> PipelineStageGraphs(const Graph& graph, int pp,
+                                                          const PlanConfig& config);
+
+// `config` has its batch triad resolved for topology.dp; topology.pp > 1.
+StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topology,
+                                       const PlanConfig& config);
+
+}  // namespace ds::plan

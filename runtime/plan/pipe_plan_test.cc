@@ -1,0 +1,195 @@
+// MakePlan with parallel.pipeline > 1 (pipe_plan.h): every rank's stream holds its stage's
+// schedule (m forwards and backwards, its SENDs and RECVs paired with its neighbours' in order,
+// every group's collectives agreeing: CheckCollectiveOrder), each stage's own layout and ZeRO
+// reductions on its dp group, the norm / overflow / loss over the world, the tied embedding
+// summed over the first and last stage and counted once in the norm, activations once per slot,
+// and the settings not planned yet refused by name.
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "runtime/plan/collective_check.h"
+#include "runtime/plan/pipe_streams.h"
+#include "runtime/plan/plan_test_util.h"
+#include "runtime/plan/plan_view.h"
+
+namespace ds::plan {
+namespace {
+
+using Ins = proto::Instruction;
+
+Graph Tiny(const std::string& family) {
+  ModelSpec spec;
+  spec.family = family;
+  spec.n_layer = 4;
+  spec.n_embd = 32;
+  spec.n_head = 4;
+  spec.n_kv_head = family == "llama" ? 2 : 0;
+  spec.vocab_size = 64;
+  spec.max_seq_len = 16;
+  auto g = BuildModelGraph(spec);
+  REQUIRE(g.ok());
+  return std::move(g).value();
+}
+
+PlanConfig Config(int stage, int pp, int gas) {
+  PlanConfig c = testing::BaseConfig(stage, DType::kF32);
+  c.pipeline = pp;
+  c.gradient_accumulation_steps = gas;
+  c.seq_len = 16;
+  c.reduce_bucket_size = 2000;  // several buckets per stage
+  return c;
+}
+
+StatusOr<proto::Plan> Plan(const Graph& g, int world, int pp, const PlanConfig& c) {
+  return MakePlan(g, Topology{world, world / pp, 1, pp}, c);
+}
+
+int CountKind(const proto::RankPlan& rp, Ins::Kind kind, std::set<std::string>* groups = nullptr) {
+  int n = 0;
+  for (const Ins& in : rp.instructions())
+    if (in.kind() == kind) {
+      ++n;
+      if (groups) groups->insert(in.collective().group());
+    }
+  return n;
+}
+
+void CheckPlan(const Graph& g, int world, int pp, int stage, int gas) {
+  INFO(g.name << " world " << world << " pp " << pp << " ZeRO-" << stage << " m " << gas);
+  auto plan = Plan(g, world, pp, Config(stage, pp, gas));
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  REQUIRE(plan->stages_size() == pp);
+  REQUIRE(plan->ranks_size() == world);
+  const Status order = CheckCollectiveOrder(*plan);
+  INFO(order.ToString());
+  CHECK(order.ok());
+  const int dp = world / pp;
+  int64_t params = 0;
+  for (const proto::StageLayout& s : plan->stages()) params += s.model().num_parameters();
+  const bool tied =
+      g.name.find("gpt2") != std::string::npos || g.config.count("tie_word_embeddings");
+  for (const proto::RankPlan& rp : plan->ranks()) {
+    INFO("rank " << rp.rank());
+    const int s = rp.rank() / dp;
+    CHECK(rp.stage() == s);
+    CHECK(CountKind(rp, Ins::FORWARD) == gas);
+    CHECK(CountKind(rp, Ins::BACKWARD) == gas);
+    CHECK(CountKind(rp, Ins::LOAD_MICROBATCH) == gas);
+    for (const Ins& in : rp.instructions())
+      if (in.kind() == Ins::BACKWARD) CHECK(in.mean_over() == gas * dp);
+    std::set<std::string> world_groups, reduce_groups;
+    CHECK(CountKind(rp, Ins::LOSS_REDUCE, &world_groups) == 1);
+    CHECK(CountKind(rp, Ins::GRAD_NORM_REDUCE, &world_groups) == 1);
+    CHECK(world_groups == std::set<std::string>{"world"});
+    CountKind(rp, stage == 0 ? Ins::ALL_REDUCE : Ins::REDUCE_SCATTER, &reduce_groups);
+    CHECK(reduce_groups == std::set<std::string>{"dp." + std::to_string(s)});
+    const bool end = s == 0 || s == pp - 1;
+    CHECK(CountKind(rp, Ins::TIED_GRAD_ALL_REDUCE) == (tied && end ? 1 : 0));
+    // Sends only to the neighbouring stages of the same dp column.
+    for (const Ins& in : rp.instructions())
+      if (in.kind() == Ins::SEND || in.kind() == Ins::RECV) {
+        const int peer = in.collective().peer();
+        CHECK(peer % dp == rp.rank() % dp);
+        CHECK(std::abs(peer / dp - s) == 1);
+      }
+    // The memory walk ran on the rank's own stage, activations counted per slot.
+    CHECK(rp.memory().peak_bytes() > 0);
+    const proto::Plan view = RankView(*plan, rp.rank());
+    CHECK(view.model().num_parameters() == plan->stages(s).model().num_parameters());
+  }
+  // Every parameter once, the tied one on both ends.
+  PlanConfig one = Config(stage, 1, gas);
+  auto single = MakePlan(g, Topology{1, 1, 1, 1}, one);
+  REQUIRE(single.ok());
+  int64_t wte = 0;
+  if (tied)
+    for (const proto::PlanParam& p : single->model().params())
+      if (p.name() == "wte") wte = p.numel();
+  CHECK(params == single->model().num_parameters() + wte);
+}
+
+TEST_CASE("MakePlan plans a pipeline over every stage and dp rank", "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2"), llama = Tiny("llama");
+  for (int stage : {0, 1}) {
+    CheckPlan(gpt, 2, 2, stage, 4);
+    CheckPlan(gpt, 4, 2, stage, 4);
+    CheckPlan(gpt, 4, 4, stage, 8);
+    CheckPlan(llama, 4, 2, stage, 3);
+  }
+  CheckPlan(llama, 4, 2, 2, 4);
+  CheckPlan(llama, 8, 4, 2, 5);
+}
+
+TEST_CASE("A pipeline's tied embedding is counted in the norm on the first stage only",
+          "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2");
+  auto plan = Plan(gpt, 2, 2, Config(0, 2, 2));
+  REQUIRE(plan.ok());
+  auto norm_elements = [&](int rank) {
+    int64_t n = 0;
+    for (const Ins& in : plan->ranks(rank).instructions())
+      if (in.kind() == Ins::GRAD_NORM_REDUCE)
+        for (const proto::ParamRange& r : in.ranges()) n += r.count();
+    return n;
+  };
+  int64_t wte = 0;
+  for (const proto::PlanParam& p : plan->stages(1).model().params())
+    if (p.name() == "wte") wte = p.numel();
+  REQUIRE(wte == 64 * 32);
+  // Stage 0 counts all of its flat buffer, stage 1 all but the tied rows.
+  CHECK(norm_elements(0) == plan->stages(0).model().flat_elements());
+  CHECK(norm_elements(1) == plan->stages(1).model().flat_elements() - wte);
+  // The tied reduce moves the same count on both ends, before the last reductions.
+  for (int r : {0, 1}) {
+    const auto& list = plan->ranks(r).instructions();
+    int tied = -1, reduce = -1;
+    for (int i = 0; i < list.size(); ++i) {
+      if (list[i].kind() == Ins::TIED_GRAD_ALL_REDUCE) tied = i;
+      if (list[i].kind() == Ins::ALL_REDUCE && reduce < 0) reduce = i;
+    }
+    REQUIRE(tied >= 0);
+    CHECK(tied < reduce);
+    CHECK(list[tied].collective().count() == wte);
+    CHECK(list[tied].collective().group() == "embedding.0");
+  }
+}
+
+TEST_CASE("Activations are planned once per micro-batch in flight", "[plan][pipe]") {
+  const Graph llama = Tiny("llama");
+  auto one = Plan(llama, 2, 2, Config(0, 2, 1));
+  auto four = Plan(llama, 2, 2, Config(0, 2, 4));
+  REQUIRE(one.ok());
+  REQUIRE(four.ok());
+  // 1F1B: the first stage keeps p = 2 micro-batches in flight, the last one.
+  CHECK(one->stages(0).slots(0) == 1);
+  CHECK(four->stages(0).slots(0) == 2);
+  CHECK(four->stages(1).slots(0) == 1);
+  auto act = [](const proto::MemorySummary& m) {
+    for (const proto::KindBytes& k : m.peak_by_kind())
+      if (k.kind() == proto::PlanBuffer::ACTIVATIONS) return k.bytes();
+    return int64_t{0};
+  };
+  CHECK(act(four->ranks(0).memory()) == 2 * act(one->ranks(0).memory()));
+  CHECK(act(four->ranks(1).memory()) == act(one->ranks(1).memory()));
+}
+
+TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2"), llama = Tiny("llama");
+  auto refused = [](const StatusOr<proto::Plan>& p, const std::string& what) {
+    INFO((p.ok() ? "planned" : p.status().ToString()));
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().message().find(what) != std::string::npos);
+  };
+  refused(Plan(llama, 2, 2, Config(3, 2, 2)), "zero_optimization.stage 3");
+  refused(Plan(gpt, 2, 2, Config(2, 2, 2)), "tie_word_embeddings");
+  PlanConfig tp = Config(1, 2, 2);
+  tp.tensor = 2;
+  refused(MakePlan(llama, Topology{4, 1, 2, 2}, tp), "parallel.tensor 2");
+  PlanConfig zb = Config(1, 2, 2);
+  zb.pipe_schedule = PipeScheduleKind::kZbH1;
+  refused(Plan(llama, 2, 2, zb), "zb-h1");
+}
+
+}  // namespace
+}  // namespace ds::plan

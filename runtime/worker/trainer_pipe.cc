@@ -1,0 +1,55 @@
+// The Trainer's pipeline-parallel part: this rank's stage graph (the planner's cut,
+// runtime/plan/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
+#include "parallel/communicator.h"
+#include "proto/plan.pb.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/plan/parallel_grid.h"
+#include "runtime/plan/pipe_plan.h"
+#include "runtime/plan/plan_config.h"
+#include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::worker {
+
+Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
+  if (topology.tp > 1)
+    return UnimplementedError("parallel.tensor " + std::to_string(topology.tp) +
+                              " with parallel.pipeline " + std::to_string(topology.pp) +
+                              " is not run yet");
+  DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
+  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
+                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
+  DS_ASSIGN_OR_RETURN(std::vector<plan::PipeStageGraph> stages,
+                      plan::PipelineStageGraphs(graph_, topology.pp, pc));
+  pipe_stage_ = grid.CoordOf(world_rank_).pp;
+  full_graph_ = std::move(graph_);
+  graph_ = std::move(stages[pipe_stage_].graph);
+  int params = 0;
+  for (const TensorInfo& t : graph_.tensors) params += t.role == TensorRole::kParam;
+  DS_LOG_INFO("worker",
+              "pipeline: rank {} runs stage {} of {} ({} nodes, {} parameter tensors), dp rank {} "
+              "of {}, schedule {}",
+              world_rank_, pipe_stage_, topology.pp, graph_.nodes.size(), params,
+              grid.CoordOf(world_rank_).dp, grid.dp(), plan::PipeScheduleName(pc.pipe_schedule));
+  return OkStatus();
+}
+
+Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
+  const proto::StageLayout& layout = plan_->stages(pipe_stage_);
+  if (layout.slots_size() != 1)
+    return InternalError("the plan gives stage " + std::to_string(pipe_stage_) + " " +
+                         std::to_string(layout.slots_size()) + " model chunks; this rank runs 1");
+  std::vector<exec::Executor*> slots = {executor_.get()};
+  for (int k = 1; k < layout.slots(0); ++k) {
+    DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
+                        exec::Executor::Create(graph_, params_.get(), options));
+    slots.push_back(e.get());
+    slot_executors_.push_back(std::move(e));
+  }
+  pipe_compute_ = std::make_unique<PipelineCompute>(
+      std::vector<std::vector<exec::Executor*>>{slots}, train_data_.get());
+  return OkStatus();
+}
+
+}  // namespace ds::worker
