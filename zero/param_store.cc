@@ -60,6 +60,12 @@ const ParamSlot* ParamStore::ForTensor(int t) const {
   return it == by_tensor_.end() ? nullptr : &slots_[it->second];
 }
 
+const ParamSlot* ParamStore::ForParam(const Graph& graph, int t) const {
+  const ParamSlot* s = ForTensor(t);
+  if (s && s->name == graph.tensors[t].name) return s;
+  return Find(graph.tensors[t].name);
+}
+
 Tensor ParamStore::MasterView(const ParamSlot& s) const {
   DS_CHECK(!master_sharded(), "MasterView of {} with a sharded master (use MasterAt)", s.name);
   return Tensor(master_.f32() + s.offset, s.shape, DType::kF32);

@@ -194,6 +194,10 @@ class ParamStore {
   Tensor GradView(const ParamSlot& s) const;
   // Slot of graph tensor `t`, or nullptr.
   const ParamSlot* ForTensor(int t) const;
+  // Parameter tensor `t` of `graph`, which may be another graph than the store was laid out
+  // from (a pipeline rank's chunk over the store of all its chunks): by index when the names
+  // agree, else by name; null when the store has no such parameter.
+  const ParamSlot* ForParam(const Graph& graph, int t) const;
 
  private:
   // Sets flat elements [offset, offset + count) from fp32 `values` everywhere they live.

@@ -151,7 +151,7 @@ Status Executor::Build() {
     char* gsc = static_cast<char*>(grad_scratch_.data());
     for (int t : ne.node->inputs) {
       if (g.tensors[t].role == TensorRole::kParam) {
-        const zero::ParamSlot* slot = params_->ForTensor(t);
+        const zero::ParamSlot* slot = params_->ForParam(g, t);
         if (!slot)
           return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
         if (device_) {
@@ -249,7 +249,7 @@ Status Executor::PlanActivationGrads() {
         a.grad_in.push_back(Tensor());
       } else if (g.tensors[t].role == TensorRole::kParam) {
         if (device_) {
-          const zero::ParamSlot* slot = params_->ForTensor(t);
+          const zero::ParamSlot* slot = params_->ForParam(g, t);
           const DType m = params_->model_dtype();
           void* g = states_on_device_ ? opt_.device_grad_at(slot->offset)
                                       : device_grads_ + slot->offset * DTypeSize(m);
@@ -257,7 +257,7 @@ Status Executor::PlanActivationGrads() {
         } else if (params_->mixed())
           a.grad_in.push_back(ne.params[p++].grad_scratch);
         else
-          a.grad_in.push_back(params_->GradView(*params_->ForTensor(t)));
+          a.grad_in.push_back(params_->GradView(*params_->ForParam(g, t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
         a.grad_in.push_back(grad_views_[t]);
       } else {

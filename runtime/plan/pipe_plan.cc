@@ -33,9 +33,6 @@ Status CheckScope(const Topology& topo, const PlanConfig& c) {
     return NotYet("training.recompute / activation_checkpointing");
   if (c.optimizer_nvme) return NotYet("offload_optimizer device nvme");
   if (c.states_on_device) return NotYet("the model states on the device (device.type cuda)");
-  if (c.virtual_stages > 1)
-    return NotYet("pipeline.virtual_stages " + Str(c.virtual_stages) +
-                  " (interleaved runs in the in-process tests only; use schedule 1f1b)");
   return OkStatus();
 }
 
@@ -99,32 +96,45 @@ class Merger {
     from_d_.assign(d_.size(), -1);
     for (int i : z_.prefix) EmitD(i);
     const std::vector<Ins>& s = *in_.pipe;
-    std::vector<int> from_s(s.size(), -1);
+    // Per micro-batch, the schedule's first forward and first and last backward (a rank's
+    // chunks each run one): the stage plan's buffers and waits go on the first, its
+    // reductions after the last.
+    std::vector<int> first_fwd(m, -1), first_bwd(m, -1), last_bwd(m, -1);
     int last_backward = -1;
-    for (size_t k = 0; k < s.size(); ++k)
-      if (s[k].kind() == Ins::BACKWARD) last_backward = static_cast<int>(k);
+    for (int k = 0; k < static_cast<int>(s.size()); ++k) {
+      const int mb = s[k].micro_batch();
+      if (s[k].kind() == Ins::FORWARD && first_fwd.at(mb) < 0) first_fwd[mb] = k;
+      if (s[k].kind() != Ins::BACKWARD) continue;
+      if (first_bwd.at(mb) < 0) first_bwd[mb] = k;
+      last_bwd[mb] = last_backward = k;
+    }
+    std::vector<int> from_s(s.size(), -1);
     bool loaded = false, forwarded = false;
-    for (size_t k = 0; k < s.size(); ++k) {
+    for (int k = 0; k < static_cast<int>(s.size()); ++k) {
       Ins x = s[k];
       for (int& w : *x.mutable_wait_for()) w = from_s.at(w);
       const int mb = x.micro_batch();
       if (x.kind() == Ins::LOAD_MICROBATCH) {
-        Attach(d_[z_.load.at(mb)], /*acts=*/!loaded, /*free_acts=*/false, &x);
+        Attach(d_[z_.load.at(mb)], /*acts=*/!loaded, &x);
         loaded = true;
         from_d_[z_.load[mb]] = Size();
-      } else if (x.kind() == Ins::FORWARD) {
-        Attach(d_[z_.forward.at(mb)], !forwarded, false, &x);
+      } else if (x.kind() == Ins::FORWARD && k == first_fwd[mb]) {
+        Attach(d_[z_.forward.at(mb)], !forwarded, &x);
         forwarded = true;
         from_d_[z_.forward[mb]] = Size();
       } else if (x.kind() == Ins::BACKWARD) {
         const Ins& b = d_[z_.backward.at(mb)];
-        Attach(b, false, static_cast<int>(k) == last_backward, &x);
+        if (k == first_bwd[mb]) {
+          Attach(b, false, &x);
+          from_d_[z_.backward[mb]] = Size();
+        }
+        if (k == last_backward)
+          for (int id : in_.activation_buffers) x.add_frees(id);
         x.set_mean_over(b.mean_over());  // dL/dloss over the global batch: gas x dp
-        from_d_[z_.backward[mb]] = Size();
       }
       from_s[k] = Size();
       out_.push_back(std::move(x));
-      if (s[k].kind() == Ins::BACKWARD && mb < m - 1)
+      if (k == last_bwd[mb] && mb < m - 1)
         for (int i : z_.post[mb]) EmitD(i);
     }
     if (in_.tied) out_.push_back(*in_.tied);
@@ -143,8 +153,8 @@ class Merger {
   }
 
   // D's buffers and waits on the schedule's instruction: the per-micro-batch buffers are
-  // allocated by the step's first LOAD / FORWARD and freed by its last BACKWARD.
-  void Attach(const Ins& d, bool acts, bool free_acts, Ins* x) const {
+  // allocated by the step's first LOAD / FORWARD (and freed by its last BACKWARD).
+  void Attach(const Ins& d, bool acts, Ins* x) const {
     auto per_micro = [&](int id) { return in_.activation_buffers.count(id) > 0; };
     for (int id : d.reads()) x->add_reads(id);
     for (int id : d.writes()) x->add_writes(id);
@@ -152,8 +162,6 @@ class Merger {
       if (!per_micro(id) || acts) x->add_allocs(id);
     for (int id : d.frees())
       if (!per_micro(id)) x->add_frees(id);
-    if (free_acts)
-      for (int id : in_.activation_buffers) x->add_frees(id);
     for (int id : d.frees_before()) x->add_frees_before(id);
     for (int w : d.wait_for()) x->add_wait_for(from_d_.at(w));
   }
@@ -288,6 +296,12 @@ StatusOr<std::vector<PipeStageGraph>> PipelineStageGraphs(const Graph& graph, in
   return StageGraphs(graph, stages);
 }
 
+Graph PipelineRankGraph(const std::vector<PipeStageGraph>& stages, int pp, int rank) {
+  std::vector<const Graph*> chunks;
+  for (size_t s = rank; s < stages.size(); s += pp) chunks.push_back(&stages[s].graph);
+  return RankChunksGraph(chunks);
+}
+
 StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
                                        const PlanConfig& config) {
   DS_RETURN_IF_ERROR(CheckScope(topo, config));
@@ -305,7 +319,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   const Topology stage_topo{topo.dp, topo.dp, 1, 1};
   std::vector<proto::Plan> stages;
   for (int s = 0; s < topo.pp; ++s) {
-    auto p = MakePlan(st->graphs[s].graph, stage_topo, sub);
+    auto p = MakePlan(PipelineRankGraph(st->graphs, topo.pp, s), stage_topo, sub);
     if (!p.ok()) return p.status().WithPrefix("pipeline stage " + Str(s));
     stages.push_back(std::move(p).value());
   }
@@ -328,9 +342,12 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
     for (int slots : st->streams.slots[s]) layout->add_slots(slots);
     MergeInput in;
     in.pipe = &st->streams.ranks[s];
+    // One executor per chunk and slot: each activation buffer counts the most slots a chunk
+    // keeps (exact with one chunk, an upper bound with several).
+    const int slots = *std::max_element(st->streams.slots[s].begin(), st->streams.slots[s].end());
     for (proto::PlanBuffer& b : *layout->mutable_buffers())
-      if (b.kind() == proto::PlanBuffer::ACTIVATIONS) {  // one executor per slot
-        b.set_bytes(b.bytes() * st->streams.slots[s][0]);
+      if (b.kind() == proto::PlanBuffer::ACTIVATIONS) {
+        b.set_bytes(b.bytes() * slots);
         if (!b.whole_step()) in.activation_buffers.insert(b.id());
       }
     const bool ends = s == 0 || s == topo.pp - 1;

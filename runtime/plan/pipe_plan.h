@@ -18,10 +18,13 @@
 // Activation buffers count once per slot (the micro-batches a stage keeps in flight). Ranks run
 // RankView(plan, rank) (plan_view.h).
 //
+// Interleaved schedules: a rank's chunks share one parameter layout and ZeRO plan
+// (PipelineRankGraph); its stage plan's buffers and waits go on each micro-batch's first forward
+// and backward, its reductions after the micro-batch's last backward.
+//
 // Not planned yet, each refused naming the setting: tensor parallelism with a pipeline, ZeRO-3,
-// recompute, NVMe offload, the model states on a device, interleaved schedules (virtual_stages
-// > 1) in the trainer's one-chunk-per-rank layout, zb-h1, and tied parameters under ZeRO-2
-// (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+// recompute, NVMe offload, the model states on a device, zb-h1, and tied parameters under
+// ZeRO-2 (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
 #pragma once
 
 #include <vector>
@@ -38,6 +41,10 @@ namespace ds::plan {
 // the trainer cut the model with this one function.
 StatusOr<std::vector<PipeStageGraph>> PipelineStageGraphs(const Graph& graph, int pp,
                                                           const PlanConfig& config);
+
+// What pipeline rank `rank` lays its parameters out over and is planned on: its chunks' stage
+// graphs in one (RankChunksGraph; the chunk's own graph without interleaving).
+Graph PipelineRankGraph(const std::vector<PipeStageGraph>& stages, int pp, int rank);
 
 // `config` has its batch triad resolved for topology.dp; topology.pp > 1.
 StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topology,

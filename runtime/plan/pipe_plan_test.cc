@@ -121,6 +121,28 @@ TEST_CASE("MakePlan plans a pipeline over every stage and dp rank", "[plan][pipe
   CheckPlan(llama, 8, 4, 2, 5);
 }
 
+TEST_CASE("MakePlan plans interleaved schedules: every chunk's forward and backward",
+          "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2");
+  for (int world : {2, 4}) {
+    PlanConfig c = Config(1, 2, 4);
+    c.pipe_schedule = PipeScheduleKind::kInterleaved;
+    c.virtual_stages = 2;
+    auto plan = Plan(gpt, world, 2, c);
+    INFO((plan.ok() ? "" : plan.status().ToString()));
+    REQUIRE(plan.ok());
+    CHECK(CheckCollectiveOrder(*plan).ok());
+    for (const proto::RankPlan& rp : plan->ranks()) {
+      CHECK(CountKind(rp, Ins::FORWARD) == 8);  // 4 micro-batches x 2 chunks
+      CHECK(CountKind(rp, Ins::BACKWARD) == 8);
+      CHECK(CountKind(rp, Ins::LOAD_MICROBATCH) == 4);
+      CHECK(CountKind(rp, Ins::TIED_GRAD_ALL_REDUCE) == 1);
+      CHECK(rp.memory().peak_bytes() > 0);
+    }
+    CHECK(plan->stages(0).slots_size() == 2);
+  }
+}
+
 TEST_CASE("A pipeline's tied embedding is counted in the norm on the first stage only",
           "[plan][pipe]") {
   const Graph gpt = Tiny("gpt2");

@@ -219,7 +219,8 @@ Status Trainer::Build() {
       eo.device_params = on_device->params();
     eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
-  auto executor = exec::Executor::Create(graph_, params_.get(), eo);
+  const Graph& runs = pipe_chunks_.empty() ? graph_ : pipe_chunks_[0];  // a pipeline: chunk 0
+  auto executor = exec::Executor::Create(runs, params_.get(), eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
   if (device_states_)
@@ -246,6 +247,7 @@ Status Trainer::Build() {
   d.dp_rank = comm_->rank();
   d.dp_size = comm_->size();
   DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
+  micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
   if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
   parts.compute = pipe_compute_.get();
@@ -347,8 +349,7 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   r.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   r.tokens_per_s = tokens_per_step() / (r.step_ms / 1e3);
   const int64_t gas = config_.gradient_accumulation_steps;
-  r.tflops =
-      (executor_->forward_flops() + executor_->backward_flops()) * gas / (r.step_ms / 1e3) / 1e12;
+  r.tflops = micro_flops_ * gas / (r.step_ms / 1e3) / 1e12;
   r.peak_rss_bytes = PeakRssBytes();
   if (swapper_) ReportSwaps(&r);
   return r;

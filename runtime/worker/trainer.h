@@ -171,6 +171,7 @@ class Trainer {
   Graph full_graph_;  // tensor or pipeline parallelism: the whole model
   std::unique_ptr<plan::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
   int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
+  std::vector<Graph> pipe_chunks_;          // its model chunks' graphs (graph_: all of them)
   std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
   std::unique_ptr<zero::InitSlicer> init_slicer_;
@@ -204,6 +205,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t total_steps_ = 0;
   int64_t seq_ = 0;
+  double micro_flops_ = 0;  // forward + backward of one micro-batch (a pipeline: every chunk)
 };
 
 // MemAvailable of this machine (bytes), 0 when /proc/meminfo cannot be read.

@@ -6,8 +6,9 @@
 //
 // In mixed precision the 16-bit model copy is the rounded master, so it is rebuilt on load
 // instead of stored. Stage 0 or one rank: rank 0 writes the files above with whole tensors.
-// ZeRO (stage >= 1, dp > 1): every rank writes zero_shard_rank_<r>.safetensors with its
-// slices of the master and the optimizer states (Note [Sharded checkpoints]); rank 0 adds
+// ZeRO (stage >= 1, dp > 1), tensor or pipeline parallelism: every rank writes
+// zero_shard_rank_<r>.safetensors with its slices of the master and the optimizer states, as
+// ranges of the whole parameters (Note [Sharded checkpoints]); rank 0 adds
 // state.json, the manifest and, when it holds the whole fp32 master (stages 1-2 in fp32),
 // model.safetensors. Loading reads each rank's part from either layout, at any world size
 // and stage (Note [Loading at any topology]). Gradients are zero between steps and are not
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -79,10 +81,10 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 }  // namespace
 
 Status Trainer::ExportWeights(const std::string& path) const {
-  if (tp_)
+  if (tp_ || pipe_stage_ >= 0)
     return FailedPreconditionError(
-        "ExportWeights holds one tensor-parallel rank's part; save a checkpoint and use ds-ckpt "
-        "consolidate");
+        "ExportWeights holds one tensor- or pipeline-parallel rank's part; save a checkpoint and "
+        "use ds-ckpt consolidate");
   if (params_->master_sharded())
     return FailedPreconditionError(
         "ExportWeights needs the whole master weights; with ZeRO use a "
@@ -217,6 +219,57 @@ StatusOr<bool> AnyRank(parallel::Communicator* comm, bool flag) {
   return v != 0;
 }
 
+// Pipeline parallelism: what rank 0 needs to list another stage's slices, from the plan (that
+// stage's partition and flat layout) and the whole graph (the parameters' shapes).
+struct StageParams {
+  proto::Plan layout;  // topology, settings and the stage's partition and model only
+  std::vector<zero::ParamSlot> slots;
+};
+
+StageParams StageParamsOf(const proto::Plan& plan, int stage, const Graph& whole) {
+  StageParams out;
+  *out.layout.mutable_topology() = plan.topology();
+  *out.layout.mutable_settings() = plan.settings();
+  *out.layout.mutable_swap() = plan.swap();
+  *out.layout.mutable_partition() = plan.stages(stage).partition();
+  *out.layout.mutable_model() = plan.stages(stage).model();
+  for (const proto::PlanParam& p : plan.stages(stage).model().params()) {
+    zero::ParamSlot s;
+    s.name = p.name();
+    s.tensor = whole.FindTensor(p.name());
+    for (const Dim& d : whole.tensors[s.tensor].shape) s.shape.push_back(d.size);
+    s.offset = p.offset();
+    s.numel = p.numel();
+    out.slots.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Every rank's slices of a pipeline: each from its stage's layout; the parameters the first
+// stage shares with a later one (tied embeddings: the same values on both) from the first only;
+// ordered in the manifest by the whole graph's parameter order.
+std::vector<std::vector<OwnedSlice>> PipelineSlices(const proto::Plan& plan, const Graph& whole,
+                                                    const std::vector<std::string>& states) {
+  std::set<std::string> first;
+  for (const proto::PlanParam& p : plan.stages(0).model().params()) first.insert(p.name());
+  std::vector<StageParams> stages;
+  for (int s = 0; s < plan.stages_size(); ++s) stages.push_back(StageParamsOf(plan, s, whole));
+  std::vector<std::vector<OwnedSlice>> all;
+  for (const proto::RankPlan& rp : plan.ranks()) {
+    const StageParams& sp = stages[rp.stage()];
+    std::vector<OwnedSlice> mine;
+    for (OwnedSlice& o :
+         SlicesOf(zero::LayoutFor(sp.layout, rp.rank(), sp.layout.model().flat_elements()).segments,
+                  sp.slots, states)) {
+      if (rp.stage() > 0 && first.count(o.desc.param)) continue;
+      o.param_flat = whole.FindTensor(o.desc.param);
+      mine.push_back(std::move(o));
+    }
+    all.push_back(std::move(mine));
+  }
+  return all;
+}
+
 }  // namespace
 
 // Stage 0 or one rank: rank 0 writes whole tensors (views into its buffers where a parameter is
@@ -262,7 +315,12 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     DS_ASSIGN_OR_RETURN(auto s, plan::TensorParallelShards(full_graph_, plan_->topology().tp(), r));
     shards.push_back(std::move(s));
   }
+  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, full_graph_, states);
   for (int k = 0; k < world; ++k) {
+    if (pipe_stage_ >= 0) {
+      max_slices = std::max(max_slices, all[k].size());
+      continue;
+    }
     all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
                       params_->slots(), states);
     if (tp_) {
@@ -333,8 +391,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     } else {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file
-      // (not a tp rank's part of them).
-      if (!params_->master_sharded() && !tp_)
+      // (not a tp rank's or a pipeline stage's part of them).
+      if (!params_->master_sharded() && !tp_ && pipe_stage_ < 0)
         for (const zero::ParamSlot& s : params_->slots())
           c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
@@ -376,10 +434,12 @@ Status Trainer::SaveCheckpoint() {
   c.info["graph"] = graph_.name;
   c.info["world_size"] = std::to_string(world_host_comm_->size());
   c.info["tensor_parallel"] = std::to_string(plan_->topology().tp());
+  c.info["pipeline_parallel"] = std::to_string(plan_->topology().pp());
   c.info["zero_stage"] = std::to_string(config_.zero.stage);
   c.info["precision"] = DTypeName(params_->model_dtype());
-  // Tensor parallelism: every rank writes its parts as slices of the whole parameters.
-  const bool sharded = (config_.zero.stage >= 1 && comm_->size() > 1) || tp_;
+  // Tensor and pipeline parallelism: every rank writes its parts as slices of the whole
+  // parameters.
+  const bool sharded = (config_.zero.stage >= 1 && comm_->size() > 1) || tp_ || pipe_stage_ >= 0;
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
   Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
   if (device_states_) device_states_->ReleaseHostCopies();

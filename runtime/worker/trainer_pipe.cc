@@ -24,31 +24,42 @@ Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
                       plan::PipelineStageGraphs(graph_, topology.pp, pc));
   pipe_stage_ = grid.CoordOf(world_rank_).pp;
   full_graph_ = std::move(graph_);
-  graph_ = std::move(stages[pipe_stage_].graph);
+  graph_ = plan::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
+  for (size_t s = pipe_stage_; s < stages.size(); s += topology.pp)
+    pipe_chunks_.push_back(std::move(stages[s].graph));
   int params = 0;
   for (const TensorInfo& t : graph_.tensors) params += t.role == TensorRole::kParam;
   DS_LOG_INFO("worker",
-              "pipeline: rank {} runs stage {} of {} ({} nodes, {} parameter tensors), dp rank {} "
-              "of {}, schedule {}",
-              world_rank_, pipe_stage_, topology.pp, graph_.nodes.size(), params,
+              "pipeline: rank {} runs stage {} of {} ({} chunk{}, {} nodes, {} parameter "
+              "tensors), dp rank {} of {}, schedule {}",
+              world_rank_, pipe_stage_, topology.pp, pipe_chunks_.size(),
+              pipe_chunks_.size() == 1 ? "" : "s", graph_.nodes.size(), params,
               grid.CoordOf(world_rank_).dp, grid.dp(), plan::PipeScheduleName(pc.pipe_schedule));
   return OkStatus();
 }
 
 Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
   const proto::StageLayout& layout = plan_->stages(pipe_stage_);
-  if (layout.slots_size() != 1)
+  if (layout.slots_size() != static_cast<int>(pipe_chunks_.size()))
     return InternalError("the plan gives stage " + std::to_string(pipe_stage_) + " " +
-                         std::to_string(layout.slots_size()) + " model chunks; this rank runs 1");
-  std::vector<exec::Executor*> slots = {executor_.get()};
-  for (int k = 1; k < layout.slots(0); ++k) {
-    DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
-                        exec::Executor::Create(graph_, params_.get(), options));
-    slots.push_back(e.get());
-    slot_executors_.push_back(std::move(e));
-  }
-  pipe_compute_ = std::make_unique<PipelineCompute>(
-      std::vector<std::vector<exec::Executor*>>{slots}, train_data_.get());
+                         std::to_string(layout.slots_size()) + " model chunks; this rank has " +
+                         std::to_string(pipe_chunks_.size()));
+  // executor_ is chunk 0's first slot; each chunk's executors run its own graph over the one
+  // parameter store of all the rank's chunks.
+  std::vector<std::vector<exec::Executor*>> slots(pipe_chunks_.size());
+  for (size_t c = 0; c < pipe_chunks_.size(); ++c)
+    for (int k = 0; k < layout.slots(static_cast<int>(c)); ++k) {
+      if (c == 0 && k == 0) {
+        slots[c].push_back(executor_.get());
+        continue;
+      }
+      DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
+                          exec::Executor::Create(pipe_chunks_[c], params_.get(), options));
+      slots[c].push_back(e.get());
+      if (k == 0) micro_flops_ += e->forward_flops() + e->backward_flops();
+      slot_executors_.push_back(std::move(e));
+    }
+  pipe_compute_ = std::make_unique<PipelineCompute>(std::move(slots), train_data_.get());
   return OkStatus();
 }
 

@@ -5,8 +5,9 @@
 # (monitor.csv, 6 decimals) must match the single-rank run with the same micro-batches at every
 # one of 20 steps:
 #   PP = 2 and PP = 4 on one node (GPT-2 with tied embeddings: the first and last stage sum the
-#     tied gradient), PP = 2 for Llama: the loss within 1e-6 relative (plus the CSV's last
-#     printed digit), the norm within 5e-5 (same() below)
+#     tied gradient), PP = 2 for Llama, PP = 2 interleaved over 2 chunks per rank: the loss
+#     within 1e-6 relative (plus the CSV's last printed digit), the norm within 5e-5 (same()
+#     below)
 #   PP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2): GPT-2 with ZeRO-1, Llama with
 #     ZeRO-2: within 1e-5
 # SIGKILL of one stage's rank stops the whole job within 5 s, its link peers included, and no
@@ -67,10 +68,11 @@ for model in gpt llama; do
   "$WORKER" --config "$BASE/single_$model.yaml" >/dev/null 2>&1 || fail "$model single-rank run"
 done
 
-run_case() {  # run_case NAME MODEL HOSTS PP MICRO STAGE REL
+run_case() {  # run_case NAME MODEL HOSTS PP MICRO STAGE REL [EXTRA_YAML]
   local name=$1 model=$2 csv=$BASE/$RANDOM.csv spec=$MODEL_GPT
   [[ $model == llama ]] && spec=$MODEL_LLAMA
   job "$BASE/pp.yaml" "$5" "$6" "$csv" "$spec"
+  [[ -n "${8:-}" ]] && printf '%s\n' "$8" >> "$BASE/pp.yaml"
   if ! timeout 180 "$LAUNCH" "$BASE/pp.yaml" --hostfile "$3" --pp "$4" --worker "$WORKER" \
       --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1; then
     fail "$name: ds-launch failed"; tail -8 "$BASE/out"; return
@@ -88,6 +90,8 @@ grep -q "pipeline: rank 1 runs stage 1 of 2" "$BASE/out" && pass "PP=2: rank 1 s
   || fail "PP=2: no stage line"
 run_case "GPT-2 PP=4" gpt "$BASE/four" 4 4 0 1e-6
 run_case "Llama PP=2" llama "$BASE/one" 2 4 0 1e-6
+run_case "GPT-2 PP=2 interleaved (2 chunks per rank)" gpt "$BASE/one" 2 4 0 1e-6 \
+  'pipeline: {schedule: interleaved, virtual_stages: 2}'
 run_case "GPT-2 PP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 4 1 1e-5
 run_case "Llama PP=2 x DP=2 over two nodes, ZeRO-2" llama "$BASE/two" 2 4 2 1e-5
 
