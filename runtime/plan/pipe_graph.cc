@@ -52,6 +52,8 @@ class StageBuilder {
     for (int n = s_.node_begin; n < s_.node_end; ++n) Copy(n);
     if (!last) Send(send, Local(ids));
     out_.graph.loss = last ? Local(g_.loss) : loss_;
+    out_.node_begin = s_.node_begin;
+    out_.node_end = s_.node_end;
     return std::move(out_);
   }
 
@@ -167,6 +169,43 @@ StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
     DS_ASSIGN_OR_RETURN(PipeStageGraph g, StageBuilder(graph, s).Run());
     out.push_back(std::move(g));
   }
+  return out;
+}
+
+StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGraph& stage) {
+  TpLocalGraph out;
+  out.graph = stage.graph;
+  out.kv_share = local.kv_share;
+  std::map<int, int> of_whole;  // local.graph tensor -> stage tensor
+  for (size_t t = 0; t < stage.whole.size(); ++t)
+    if (stage.whole[t] >= 0) of_whole[stage.whole[t]] = static_cast<int>(t);
+  std::map<int, int> param_index;  // local.graph tensor -> its index in local's parameter order
+  const std::vector<int> params = local.graph.Params();
+  for (size_t i = 0; i < params.size(); ++i) param_index[params[i]] = static_cast<int>(i);
+  for (int t : out.graph.Params())
+    out.shards.push_back(local.shards[param_index.at(stage.whole[t])]);
+  out.replicated.assign(out.graph.tensors.size(), false);
+  for (size_t t = 0; t < stage.whole.size(); ++t)
+    if (stage.whole[t] >= 0 && stage.whole[t] < static_cast<int>(local.replicated.size()))
+      out.replicated[t] = local.replicated[stage.whole[t]];
+  const int shift = static_cast<int>(stage.recv.size()) - stage.node_begin;  // pipe_recv first
+  for (const TpCollective& c : local.collectives) {
+    if (c.boundary <= stage.node_begin || c.boundary >= stage.node_end) continue;
+    TpCollective m = c;
+    m.boundary = c.boundary + shift;
+    for (int* t : {&m.tensor, &m.out}) {
+      if (*t < 0) continue;
+      auto it = of_whole.find(*t);
+      if (it == of_whole.end())
+        return InvalidArgumentError("pipeline: the tensor-parallel collective on \"" +
+                                    local.graph.tensors[*t].name + "\" is not in stage nodes [" +
+                                    Str(stage.node_begin) + ", " + Str(stage.node_end) + ")");
+      *t = it->second;
+    }
+    out.collectives.push_back(m);
+  }
+  for (int t : local.sp_params)
+    if (of_whole.count(t)) out.sp_params.push_back(of_whole.at(t));
   return out;
 }
 

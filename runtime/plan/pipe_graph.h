@@ -20,6 +20,7 @@
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
 #include "runtime/plan/pipeline_stages.h"
+#include "runtime/plan/tp_graph.h"
 
 namespace ds::plan {
 
@@ -30,11 +31,19 @@ struct PipeStageGraph {
   std::vector<int> send;       // local activations the next stage reads
   std::vector<int> send_grad;  // per send: the local tensor its gradient is received into
   std::vector<int> whole;      // per local tensor: its index in the whole graph, -1 if new
+  int node_begin = 0;          // the stage's nodes [node_begin, node_end) of the whole graph
+  int node_end = 0;
 };
 
 // One per stage (PartitionStages' contiguous node ranges, in order).
 StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
                                                   const std::vector<PipelineStage>& stages);
+
+// Tensor parallelism in a pipeline: the stage cut out of tp rank 0's graph `local` (`stage` is
+// StageGraphs' of local.graph) with its parameters' boxes and the tp collectives that fall in
+// its nodes, renumbered to the stage graph, so the stage is planned as any tp rank's graph is.
+// InvalidArgument naming the tensor when a collective's tensor is not the stage's.
+StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGraph& stage);
 
 // The graph of every model chunk one pipeline rank holds (interleaved schedules: virtual
 // stages rank, rank + p, ...): their nodes one chunk after the other, one tensor per name (the

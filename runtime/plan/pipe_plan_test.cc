@@ -5,6 +5,7 @@
 // summed over the first and last stage and counted once in the norm, activations once per slot,
 // and the settings not planned yet refused by name.
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
 #include "runtime/plan/collective_check.h"
@@ -143,6 +144,42 @@ TEST_CASE("MakePlan plans interleaved schedules: every chunk's forward and backw
   }
 }
 
+// 3D: pp 2 x dp 2 x tp 2. Each stage's tp collectives inside its forward and backward, on its
+// own tp groups; the world's groups numbered in Megatron's order; links per (dp, tp) column.
+TEST_CASE("MakePlan plans pp x dp x tp", "[plan][pipe]") {
+  for (const char* family : {"gpt2", "llama"}) {
+    const Graph g = Tiny(family);
+    PlanConfig c = Config(1, 2, 4);
+    c.tensor = 2;
+    auto plan = MakePlan(g, Topology{8, 2, 2, 2}, c);
+    INFO(family << ": " << (plan.ok() ? "" : plan.status().ToString()));
+    REQUIRE(plan.ok());
+    const Status order = CheckCollectiveOrder(*plan);
+    INFO(order.ToString());
+    CHECK(order.ok());
+    std::map<std::string, std::vector<int>> groups;
+    for (const proto::ProcessGroup& pg : plan->groups())
+      groups[pg.name()] = std::vector<int>(pg.ranks().begin(), pg.ranks().end());
+    CHECK(groups.at("tp.0") == std::vector<int>{0, 1});
+    CHECK(groups.at("tp.3") == std::vector<int>{6, 7});
+    CHECK(groups.at("dp.1") == std::vector<int>{1, 3});
+    CHECK(groups.at("dp.2") == std::vector<int>{4, 6});
+    CHECK(groups.at("pipe.3-7") == std::vector<int>{3, 7});
+    for (const proto::RankPlan& rp : plan->ranks()) {
+      INFO("rank " << rp.rank());
+      const int s = rp.rank() / 4;
+      std::set<std::string> act, reduce;
+      CHECK(CountKind(rp, Ins::ACT_ALL_REDUCE, &act) > 0);
+      CHECK(act == std::set<std::string>{"tp." + std::to_string(rp.rank() / 2)});
+      CountKind(rp, Ins::REDUCE_SCATTER, &reduce);
+      CHECK(reduce == std::set<std::string>{"dp." + std::to_string(s * 2 + rp.rank() % 2)});
+      for (const Ins& in : rp.instructions())
+        if (in.kind() == Ins::SEND || in.kind() == Ins::RECV)
+          CHECK(in.collective().peer() % 4 == rp.rank() % 4);
+    }
+  }
+}
+
 TEST_CASE("A pipeline's tied embedding is counted in the norm on the first stage only",
           "[plan][pipe]") {
   const Graph gpt = Tiny("gpt2");
@@ -205,9 +242,15 @@ TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]
   };
   refused(Plan(llama, 2, 2, Config(3, 2, 2)), "zero_optimization.stage 3");
   refused(Plan(gpt, 2, 2, Config(2, 2, 2)), "tie_word_embeddings");
-  PlanConfig tp = Config(1, 2, 2);
-  tp.tensor = 2;
-  refused(MakePlan(llama, Topology{4, 1, 2, 2}, tp), "parallel.tensor 2");
+  PlanConfig sp = Config(1, 2, 2);
+  sp.tensor = 2;
+  sp.sequence_parallel = true;
+  refused(MakePlan(llama, Topology{4, 1, 2, 2}, sp), "parallel.sequence_parallel");
+  PlanConfig tpv = Config(1, 2, 2);
+  tpv.tensor = 2;
+  tpv.pipe_schedule = PipeScheduleKind::kInterleaved;
+  tpv.virtual_stages = 2;
+  refused(MakePlan(llama, Topology{4, 1, 2, 2}, tpv), "pipeline.virtual_stages 2");
   PlanConfig zb = Config(1, 2, 2);
   zb.pipe_schedule = PipeScheduleKind::kZbH1;
   refused(Plan(llama, 2, 2, zb), "zb-h1");

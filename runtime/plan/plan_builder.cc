@@ -135,8 +135,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
-  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
-                      ParallelGrid::Create(topology.world, topology.tp, topology.pp));
+  DS_RETURN_IF_ERROR(ParallelGrid::Create(topology.world, topology.tp, topology.pp).status());
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
@@ -144,26 +143,33 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
+  return PlanLocal(*local, topology, resolved);
+}
+
+StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
+                                const PlanConfig& config) {
+  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
+                      ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
-                      RecomputeSegments(local->graph, config.recompute));
+                      RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)
-    PartitionCheckpoints(local->graph, local->replicated, topology.tp, &recompute);
-  DS_ASSIGN_OR_RETURN(ModelFacts facts, AnalyzeModel(local->graph, resolved.micro_batch_size,
+    PartitionCheckpoints(local.graph, local.replicated, topology.tp, &recompute);
+  DS_ASSIGN_OR_RETURN(ModelFacts facts, AnalyzeModel(local.graph, config.micro_batch_size,
                                                      config.seq_len, recompute));
   proto::Plan plan;
-  EchoSettings(resolved, topology, &plan);
-  auto shape = [&graph](const char* key) {
-    auto it = graph.config.find(key);
-    return it == graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
+  EchoSettings(config, topology, &plan);
+  auto shape = [&local](const char* key) {
+    auto it = local.graph.config.find(key);
+    return it == local.graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
   };
-  DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, resolved, topology.dp, &plan));
-  DS_RETURN_IF_ERROR(InsertRecompute(local->graph, recompute, &plan));
+  DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, topology.dp, &plan));
+  DS_RETURN_IF_ERROR(InsertRecompute(local.graph, recompute, &plan));
   if (topology.tp > 1)
     DS_RETURN_IF_ERROR(
-        InsertTpCollectives(*local, facts, resolved.micro_batch_size, config.seq_len, &plan));
-  DS_RETURN_IF_ERROR(InsertCheckpointPartition(local->graph, recompute, resolved.micro_batch_size,
+        InsertTpCollectives(local, facts, config.micro_batch_size, config.seq_len, &plan));
+  DS_RETURN_IF_ERROR(InsertCheckpointPartition(local.graph, recompute, config.micro_batch_size,
                                                config.seq_len, &plan));
-  DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, *local, &plan));
+  DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, local, &plan));
   plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
   plan.mutable_model()->set_n_embd(shape("n_embd"));
   plan.mutable_model()->set_n_head(static_cast<int>(shape("n_head")));

@@ -27,4 +27,12 @@ inline constexpr int kPlanVersion = 4;  // 4: CHECKPOINT_STASH / CHECKPOINT_REST
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                                const PlanConfig& config);
 
+struct TpLocalGraph;
+
+// MakePlan's work after the checks, for one pipeline stage (pp 1) over its dp x tp ranks: ZeRO,
+// recompute and the tensor-parallel collectives planned on tp rank 0's graph `local`, expanded to
+// every rank of the grid. `config` has its batch triad resolved for topology.dp.
+StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
+                                const PlanConfig& config);
+
 }  // namespace ds::plan

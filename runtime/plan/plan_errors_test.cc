@@ -130,7 +130,7 @@ TEST_CASE("MakePlan: pipeline sizes and unsplittable tensor sizes are refused", 
   CHECK_THAT(MakePlan(g, *TopologyFor(8, c), c).status().message(),
              Catch::Contains("to be a multiple of 2; the least is 2"));
   c.gradient_accumulation_steps = 2;
-  CHECK(MakePlan(g, *TopologyFor(8, c), c).status().code() == StatusCode::kUnimplemented);
+  CHECK(MakePlan(g, *TopologyFor(8, c), c).ok());  // the least number plans
   c.pipe_schedule = PipeScheduleKind::k1F1B;
   c.pipeline = 1;
   CHECK_THAT(MakePlan(g, *TopologyFor(8, c), c).status().message(),

@@ -315,17 +315,18 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     DS_ASSIGN_OR_RETURN(auto s, plan::TensorParallelShards(full_graph_, plan_->topology().tp(), r));
     shards.push_back(std::move(s));
   }
-  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, full_graph_, states);
+  // ToFullSlices finds a parameter's shard by its name's place in the whole graph's order.
+  std::vector<zero::ParamSlot> whole_order;
+  for (int t : (tp_ ? full_graph_ : graph_).Params())
+    whole_order.push_back({(tp_ ? full_graph_ : graph_).tensors[t].name});
+  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, tp_ ? tp_->graph : full_graph_, states);
   for (int k = 0; k < world; ++k) {
-    if (pipe_stage_ >= 0) {
-      max_slices = std::max(max_slices, all[k].size());
-      continue;
-    }
-    all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
-                      params_->slots(), states);
+    if (pipe_stage_ < 0)
+      all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
+                        params_->slots(), states);
     if (tp_) {
       const int tp_rank = k % plan_->topology().tp();  // Megatron's order: tp fastest
-      all[k] = ToFullSlices(all[k], shards[tp_rank], params_->slots(), tp_rank);
+      all[k] = ToFullSlices(all[k], shards[tp_rank], whole_order, tp_rank);
     }
     max_slices = std::max(max_slices, all[k].size());
   }

@@ -1,5 +1,7 @@
 // The Trainer's pipeline-parallel part: this rank's stage graph (the planner's cut,
 // runtime/plan/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
+#include <map>
+
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
@@ -7,24 +9,33 @@
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/plan_config.h"
+#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
 
+// With tensor parallelism (PartitionForTensorParallel ran first) the stages are cut out of this
+// tp rank's graph, and tp_->shards are put in the stage's parameter order (tp_->graph stays the
+// rank's whole part: the checkpoint's shapes).
 Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
-  if (topology.tp > 1)
-    return UnimplementedError("parallel.tensor " + std::to_string(topology.tp) +
-                              " with parallel.pipeline " + std::to_string(topology.pp) +
-                              " is not run yet");
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
   DS_ASSIGN_OR_RETURN(std::vector<plan::PipeStageGraph> stages,
                       plan::PipelineStageGraphs(graph_, topology.pp, pc));
   pipe_stage_ = grid.CoordOf(world_rank_).pp;
-  full_graph_ = std::move(graph_);
+  if (!tp_) full_graph_ = std::move(graph_);
   graph_ = plan::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
+  if (tp_) {
+    std::map<std::string, size_t> index;
+    const std::vector<int> local = tp_->graph.Params();
+    for (size_t i = 0; i < local.size(); ++i) index[tp_->graph.tensors[local[i]].name] = i;
+    std::vector<plan::TpParamShard> shards;
+    for (int t : graph_.Params())
+      shards.push_back(tp_->shards.at(index.at(graph_.tensors[t].name)));
+    tp_->shards = std::move(shards);  // the initializer's slicer and the loader read them
+  }
   for (size_t s = pipe_stage_; s < stages.size(); s += topology.pp)
     pipe_chunks_.push_back(std::move(stages[s].graph));
   int params = 0;

@@ -22,11 +22,11 @@ struct Run {
   std::vector<std::vector<float>> weights;  // per rank: the fp32 master (unsharded)
 };
 
-Run Train(const std::string& yaml, int world, int steps, bool save = false) {
+Run Train(const std::string& yaml, int world, int steps, bool save = false, int tp = 0) {
   std::vector<Run> runs(world);
   const std::vector<Status> errors =
       testing::OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
-        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm));
+        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm, tp));
         DS_RETURN_IF_ERROR(t->Initialize());
         for (int i = 0; i < steps; ++i) {
           DS_ASSIGN_OR_RETURN(StepMetrics m, t->TrainStep());
@@ -138,10 +138,28 @@ TEST_CASE("PP: dropout draws the single rank's masks; PP 2 repeats itself bit fo
   CheckClose(single.loss, a.loss, 1e-6, "loss with dropout");
 }
 
+// 3D: the stages are cut out of each tp rank's graph, the tp collectives planned inside each
+// stage's forward and backward on its own tp group, the links per (dp, tp) column.
+TEST_CASE("PP x TP: TP 2 x PP 2 and PP 2 x DP 2 x TP 2 stay on the single-rank curves",
+          "[worker][pipe]") {
+  const std::string data = testing::WriteTinyTokens("pipe_train.tok");
+  for (const char* family : {"gpt2", "llama"}) {
+    INFO(family);
+    const Run single = Train(Job(data, 2, 0, "", family), 1, 20);
+    const Run tp = Train(Job(data, 2, 0, Pipe(2), family), 4, 20, false, 2);
+    CheckClose(single.loss, tp.loss, 1e-6, "loss at TP 2 x PP 2");
+    CheckClose(single.norm, tp.norm, 1e-5, "gradient norm at TP 2 x PP 2");
+    const Run three = Train(Job(data, 2, 1, Pipe(2), family), 8, 20, false, 2);
+    CheckClose(single.loss, three.loss, 1e-5, "loss at PP 2 x DP 2 x TP 2, ZeRO-1");
+    CheckClose(single.norm, three.norm, 1e-5, "gradient norm at PP 2 x DP 2 x TP 2, ZeRO-1");
+  }
+}
+
 // Checkpoints per stage: every rank writes its parts as ranges of the whole parameters (the tied
 // embedding once, from the first stage), so a PP 2 x DP 2 save resumes at the same layout bit
-// for bit and at PP 1 x DP 4, PP 4 and one rank on the curve, no conversion step.
-TEST_CASE("PP: a PP 2 x DP 2 checkpoint resumes at PP 1 x DP 4, PP 4 and one rank",
+// for bit and at PP 1 x DP 4, PP 4, TP 2 x PP 2 and one rank on the curve, no conversion step;
+// a PP 2 x DP 2 x TP 2 save resumes on one rank.
+TEST_CASE("PP: a PP 2 x DP 2 checkpoint resumes at PP 1 x DP 4, PP 4, TP 2 x PP 2, one rank",
           "[worker][pipe]") {
   const std::string data = testing::WriteTinyTokens("pipe_train.tok");
   const std::string job = Job(data, 2, 1, "");
@@ -160,6 +178,11 @@ TEST_CASE("PP: a PP 2 x DP 2 checkpoint resumes at PP 1 x DP 4, PP 4 and one ran
   CheckClose(want, Train(resume, 4, 10).loss, 1e-5, "resumed at PP 1 x DP 4");
   CheckClose(want, Train(resume + Pipe(4), 4, 10).loss, 1e-5, "resumed at PP 4");
   CheckClose(want, Train(resume, 1, 10).loss, 1e-5, "resumed on one rank");
+  CheckClose(want, Train(resume + Pipe(2), 4, 10, false, 2).loss, 1e-5, "resumed at TP 2 x PP 2");
+  // Saved at PP 2 x DP 2 x TP 2, resumed on one rank.
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  Train(save, 8, 10, /*save=*/true, 2);
+  CheckClose(want, Train(resume, 1, 10).loss, 1e-5, "saved at PP 2 x DP 2 x TP 2, resumed at 1");
 }
 
 }  // namespace

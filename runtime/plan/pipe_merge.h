@@ -1,0 +1,40 @@
+// MergeStageStream: one world rank's pipeline stream, from its stage's ZeRO plan (the stream of
+// its dp x tp rank in the stage plan, "D": made with whole_backward, so each micro-batch is a
+// LOAD, a forward group and a backward group, followed by its reductions) and the schedule's
+// compute and point-to-point stream of its pipeline rank ("S", pipe_streams.h):
+//
+//   D's instructions before the first micro-batch, then S in order, where
+//     LOAD of micro-batch i         takes D's LOAD's buffers
+//     FORWARD / BACKWARD of i       with one chunk: become D's forward / backward group of i
+//                                   (its node ranges and tensor-parallel collectives, on S's
+//                                   chunk and slot, S's waits on the first); with several
+//                                   chunks (no tensor parallelism) each stays one instruction,
+//                                   the first of i taking D's buffers and waits
+//     after i's last BACKWARD       D's reductions of i (stage 2: every micro-batch)
+//   then `tied` (TIED_GRAD_ALL_REDUCE) and the last micro-batch's reductions and the step, after
+//   every send: no rank blocks in a world collective while a neighbour waits for its data.
+//
+// Activation buffers (per micro-batch in D) are allocated by the step's first LOAD / FORWARD
+// and freed by its last BACKWARD (the planner sizes them for every slot). Waits are renumbered.
+#pragma once
+
+#include <set>
+#include <vector>
+
+#include "proto/plan.pb.h"
+#include "runtime/base/status.h"
+
+namespace ds::plan {
+
+struct StageStreams {
+  const proto::RankPlan* zero = nullptr;                  // D
+  const std::vector<proto::Instruction>* pipe = nullptr;  // S
+  std::set<int> activation_buffers;
+  const proto::Instruction* tied = nullptr;  // on the first and last stage with tied parameters
+};
+
+// Internal when D is not cut as described (a stage plan with recompute or stage-3 gathers).
+StatusOr<std::vector<proto::Instruction>> MergeStageStream(const StageStreams& in,
+                                                           int micro_batches);
+
+}  // namespace ds::plan
