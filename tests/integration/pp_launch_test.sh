@@ -10,8 +10,10 @@
 #     below)
 #   PP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2): GPT-2 with ZeRO-1, Llama with
 #     ZeRO-2: within 1e-5
-# SIGKILL of one stage's rank stops the whole job within 5 s, its link peers included, and no
-# process is left. Bad pipeline layouts are refused before any process starts, with the numbers.
+#   PP = 2 x DP = 2 x TP = 2 (8 ranks over two nodes), ZeRO-1: within 1e-5
+# A PP = 2 x DP = 2 checkpoint resumes at PP = 1 x DP = 4, PP = 4 and TP = 2 x PP = 2 (steps 11-20
+# on the curve), and ds-ckpt verifies and consolidates it. SIGKILL of one stage's rank stops
+# the whole job within 5 s, its link peers included, and no process is left. Bad pipeline layouts are refused before any process starts, with the numbers.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -94,6 +96,47 @@ run_case "GPT-2 PP=2 interleaved (2 chunks per rank)" gpt "$BASE/one" 2 4 0 1e-6
   'pipeline: {schedule: interleaved, virtual_stages: 2}'
 run_case "GPT-2 PP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 4 1 1e-5
 run_case "Llama PP=2 x DP=2 over two nodes, ZeRO-2" llama "$BASE/two" 2 4 2 1e-5
+
+# 3D: PP = 2 x DP = 2 x TP = 2, 8 ranks on two nodes (a tp group on one node).
+printf '127.0.0.1 slots=4\n127.0.0.2 slots=4\n' > "$BASE/eight"
+job "$BASE/3d.yaml" 4 1 "$BASE/3d.csv" "$MODEL_GPT"
+if timeout 300 "$LAUNCH" "$BASE/3d.yaml" --hostfile "$BASE/eight" --pp 2 --tp 2 --worker "$WORKER" \
+    --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1 && same "$BASE/single_gpt.csv" "$BASE/3d.csv" 1e-5; then
+  pass "GPT-2 PP=2 x DP=2 x TP=2 (8 ranks, two nodes), ZeRO-1, reproduces the single-rank curves"
+else fail "3D 2 x 2 x 2"; tail -8 "$BASE/out"; fi
+
+# Saved at PP = 2 x DP = 2 after 10 steps, resumed at other layouts with no conversion step:
+# steps 11-20 on the single-rank curve (1e-5).
+same_tail() {  # same_tail SINGLE_CSV RESUMED_CSV: steps 11-20, loss within 1e-5
+  join -t, <(tail -n +2 "$1" | cut -d, -f1,2 | sort -t, -k1,1) <(tail -n +2 "$2" | cut -d, -f1,2 | sort -t, -k1,1) |
+    awk -F, '$1 > 10 { n++; d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2) + 1e-6) bad++ }
+      END { exit !(n == 10 && bad == 0) }'
+}
+CK=$BASE/ck
+job "$BASE/save.yaml" 4 1 "$BASE/save.csv" "$MODEL_GPT" 10
+printf 'checkpoint: {dir: %s, save_interval: 10}\n' "$CK" >> "$BASE/save.yaml"
+if ! timeout 180 "$LAUNCH" "$BASE/save.yaml" --hostfile "$BASE/two" --pp 2 --worker "$WORKER" \
+    --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1; then
+  fail "PP=2 x DP=2 save"; tail -8 "$BASE/out"
+fi
+resume() {  # resume NAME HOSTS PP TP: from a copy of the step-10 checkpoint (a run saves its end)
+  local csv=$BASE/$RANDOM.csv
+  rm -rf "$BASE/ck_resume"; cp -r "$CK" "$BASE/ck_resume"
+  job "$BASE/resume.yaml" 4 1 "$csv" "$MODEL_GPT"
+  printf 'checkpoint: {dir: %s, load: latest}\n' "$BASE/ck_resume" >> "$BASE/resume.yaml"
+  if timeout 180 "$LAUNCH" "$BASE/resume.yaml" --hostfile "$2" --pp "$3" --tp "$4" --worker "$WORKER" \
+      --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1 && same_tail "$BASE/single_gpt.csv" "$csv"; then
+    pass "a PP=2 x DP=2 checkpoint resumes at $1 on the single-rank curve (steps 11-20)"
+  else fail "resume at $1"; tail -8 "$BASE/out"; fi
+}
+resume "PP=1 x DP=4" "$BASE/four" 1 1
+resume "PP=4" "$BASE/four" 4 1
+resume "TP=2 x PP=2" "$BASE/four" 2 2
+CKPT=$R/tools/ds_ckpt/ds-ckpt
+if "$CKPT" consolidate "$CK/step_00000010" "$BASE/pp.safetensors" >/dev/null 2>&1 &&
+   "$CKPT" verify "$CK/step_00000010" >/dev/null 2>&1; then
+  pass "ds-ckpt verifies and consolidates the PP=2 x DP=2 checkpoint"
+else fail "ds-ckpt on the pipeline checkpoint"; fi
 
 # SIGKILL of a middle stage's rank: its neighbours wait on their links; the launcher must stop
 # every rank within 5 s.
