@@ -239,6 +239,9 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   plan.mutable_topology()->set_dp(topo.dp);
   plan.mutable_topology()->set_tp(topo.tp);
   plan.mutable_topology()->set_pp(topo.pp);
+  plan.mutable_settings()->set_pipe_schedule(PipeScheduleName(config.pipe_schedule));
+  plan.mutable_settings()->set_virtual_stages(config.virtual_stages);
+  plan.mutable_settings()->set_partition_method(config.partition_method);
   std::vector<std::map<std::string, std::string>> names;
   AddGroups(grid, stages, !tied.empty(), &names, &plan);
   const int m = static_cast<int>(config.gradient_accumulation_steps);

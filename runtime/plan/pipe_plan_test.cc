@@ -10,6 +10,7 @@
 
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/pipe_streams.h"
+#include "runtime/plan/plan_summary.h"
 #include "runtime/plan/plan_test_util.h"
 #include "runtime/plan/plan_view.h"
 
@@ -231,6 +232,47 @@ TEST_CASE("Activations are planned once per micro-batch in flight", "[plan][pipe
   };
   CHECK(act(four->ranks(0).memory()) == 2 * act(one->ranks(0).memory()));
   CHECK(act(four->ranks(1).memory()) == act(one->ranks(1).memory()));
+}
+
+// ds-plan's pipeline section: the whole model's parameters (the tied embedding once), each
+// stage's blocks, slots and traffic by group, and the bubble by formula and by simulation.
+TEST_CASE("The plan summary shows each stage and the schedule's bubble", "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2");
+  auto single = MakePlan(gpt, Topology{1, 1, 1, 1}, Config(1, 1, 4));
+  REQUIRE(single.ok());
+  for (int v : {1, 2}) {
+    PlanConfig c = Config(1, 2, 4);
+    if (v == 2) {
+      c.pipe_schedule = PipeScheduleKind::kInterleaved;
+      c.virtual_stages = 2;
+    }
+    auto plan = Plan(gpt, 4, 2, c);
+    REQUIRE(plan.ok());
+    const proto::PlanSummary s = SummarizePlan(*plan, "job.yaml");
+    INFO(FormatPlanSummary(s));
+    CHECK(s.num_parameters() == single->model().num_parameters());
+    const proto::PipelineSummary& p = s.pipeline();
+    REQUIRE(p.stage_size() == 2);
+    CHECK(p.schedule() == (v == 1 ? "1f1b" : "interleaved"));
+    // 1F1B: (p-1)/(m+p-1); interleaved: (p-1)/(v m + p-1) in chunk costs.
+    CHECK(p.bubble_formula() == Approx(v == 1 ? 1.0 / 5 : 1.0 / 9));
+    for (double b : p.bubble_simulated()) CHECK(b == Approx(p.bubble_formula()));
+    if (v == 1) {
+      CHECK(p.stage(0).blocks() == "embeddings + blocks 0-1");
+      CHECK(p.stage(1).blocks() == "blocks 2-3 + head");
+    } else {
+      CHECK(p.stage(0).blocks() == "embeddings + block 0, block 2");
+      CHECK(p.stage(1).blocks() == "block 1, block 3 + head");
+    }
+    // [2, 16, 32] fp32 messages: each of the 2 v - 1 boundaries carries m activations and m
+    // gradients, half of them sent by each rank.
+    for (const proto::StageSummary& st : p.stage()) {
+      CHECK(st.p2p_sent_bytes() == int64_t{2 * v - 1} * 4 * 2 / 2 * (2 * 16 * 32 * 4));
+      CHECK(st.dp_sent_bytes() > 0);
+      CHECK(st.embedding_sent_bytes() > 0);
+      CHECK(st.rank().activation_peak_bytes() > 0);
+    }
+  }
 }
 
 TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]") {

@@ -11,6 +11,7 @@
 
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/collective_check.h"
+#include "runtime/plan/pipe_summary.h"
 #include "runtime/plan/plan_hash.h"
 
 namespace ds::plan {
@@ -45,6 +46,16 @@ std::pair<int, int> GroupPlace(const proto::Plan& plan, const proto::Instruction
   return {plan.topology().dp(), rank};
 }
 
+}  // namespace
+
+int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
+  if (ins.kind() == proto::Instruction::SEND)
+    return ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
+  if (!IsCollective(ins.kind())) return 0;
+  const auto [size, place] = GroupPlace(plan, ins, rank);
+  return SentBytes(ins, place, size);
+}
+
 proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rp) {
   proto::RankSummary r;
   const proto::MemorySummary& m = rp.memory();
@@ -61,14 +72,13 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
-    if (!IsCollective(ins.kind())) continue;
+    if (!IsCollective(ins.kind()) && ins.kind() != proto::Instruction::SEND) continue;
     proto::CommVolume& v = by_kind[ins.kind()];
     v.set_kind(proto::Instruction::Kind_Name(ins.kind()));
     v.set_calls(v.calls() + 1);
     v.set_payload_bytes(v.payload_bytes() +
                         ins.collective().count() * ProtoDTypeSize(ins.collective().dtype()));
-    const auto [size, place] = GroupPlace(plan, ins, rp.rank());
-    v.set_sent_bytes(v.sent_bytes() + SentBytes(ins, place, size));
+    v.set_sent_bytes(v.sent_bytes() + CollectiveSentBytes(plan, ins, rp.rank()));
   }
   for (auto& [kind, v] : by_kind) {
     r.set_comm_sent_bytes(r.comm_sent_bytes() + v.sent_bytes());
@@ -76,6 +86,8 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   }
   return r;
 }
+
+namespace {
 
 void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
   const proto::PlanSettings& c = plan.settings();
@@ -208,6 +220,7 @@ proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job
   *s.mutable_settings() = plan.settings();
   s.set_model(plan.model().name());
   s.set_num_parameters(plan.model().num_parameters());
+  if (plan.stages_size() > 0) SummarizePipeline(plan, &s);  // and the whole model's count
   s.set_hash(HashHex(plan.hash()));
   if (plan.ranks_size() > 0) s.set_instructions_per_rank(plan.ranks(0).instructions_size());
   for (const proto::RankPlan& rp : plan.ranks()) *s.add_ranks() = SummarizeRank(plan, rp);
@@ -364,6 +377,7 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
     out += Fmt("  %-32s%7s %12s %9s   Megatron: %s MiB (%s)\n", "tensor-parallel sent", "", "",
                MiB(tp_sent).c_str(), MiB(s.megatron_tp_bytes()).c_str(),
                s.megatron_tp_formula().c_str());
+  if (s.has_pipeline()) out += FormatPipelineSummary(s);
   return out;
 }
 

@@ -7,6 +7,7 @@
 //   std::fputs(FormatPlanSummary(s).c_str(), stdout);
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "proto/plan.pb.h"
@@ -14,6 +15,13 @@
 namespace ds::plan {
 
 proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job);
+
+// One rank's memory (its plan's memory walk) and traffic by instruction kind.
+proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rank);
+
+// The bytes `rank` sends for one instruction: a collective's share with ring algorithms on its
+// group, a SEND's payload; 0 otherwise.
+int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank);
 
 // A fixed-width table in MiB; one column per rank unless every rank's numbers are the same.
 std::string FormatPlanSummary(const proto::PlanSummary& summary);
