@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <utility>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/recompute.h"
@@ -25,6 +26,8 @@ struct Executor::NodeExec {
     Tensor grad_scratch;
   };
   std::vector<ParamUse> params;
+  // Which of args.grad_in are parameters' gradients and which activations' (split backward).
+  std::vector<int> param_grads, act_grads;
 };
 
 namespace {
@@ -205,6 +208,10 @@ Status Executor::PlanActivationGrads() {
     }
   }
   start[g.loss] = 0;
+  // split_backward: every gradient keeps its own place until the step's weight pass read it.
+  if (opt_.split_backward)
+    for (int t = 0; t < nt; ++t)
+      if (end[t] >= 0) end[t] = n;
   struct Block {
     size_t offset, size;
     int end;
@@ -248,6 +255,7 @@ Status Executor::PlanActivationGrads() {
       if (ne.def->non_differentiable_inputs & (1u << k)) {
         a.grad_in.push_back(Tensor());
       } else if (g.tensors[t].role == TensorRole::kParam) {
+        ne.param_grads.push_back(static_cast<int>(k));
         if (device_) {
           const zero::ParamSlot* slot = params_->ForParam(g, t);
           const DType m = params_->model_dtype();
@@ -259,6 +267,7 @@ Status Executor::PlanActivationGrads() {
         else
           a.grad_in.push_back(params_->GradView(*params_->ForParam(g, t)));
       } else if (g.tensors[t].role == TensorRole::kActivation) {
+        ne.act_grads.push_back(static_cast<int>(k));
         a.grad_in.push_back(grad_views_[t]);
       } else {
         a.grad_in.push_back(Tensor());
@@ -364,14 +373,19 @@ Status Executor::BackwardBlocks(float loss_grad, uint64_t seed, int first_block,
   return BackwardNodes(loss_grad, seed, begin, end);
 }
 
-Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end) {
+Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end,
+                               BackwardPart part) {
   if (!opt_.training) return FailedPreconditionError("executor: Backward on an inference executor");
+  if (part != BackwardPart::kWhole && (device_ || !opt_.split_backward))
+    return FailedPreconditionError(
+        "executor: a split backward needs split_backward, on the host (zero-bubble schedules)");
+  const bool inputs = part != BackwardPart::kWeight, weights = part != BackwardPart::kInput;
   using Clock = std::chrono::steady_clock;
   const int total = static_cast<int>(nodes_.size());
   if (node_begin < 0 || node_end > total || node_begin >= node_end) return OkStatus();
   const int first_block = nodes_[node_begin]->node->block;
   const int last_block = nodes_[node_end - 1]->node->block;
-  const bool seeds = node_end == total;
+  const bool seeds = node_end == total && inputs;
   if (device_) {
     opt_.memory->Bind();
     DS_RETURN_IF_ERROR(SyncParamsToDevice(first_block, last_block));
@@ -389,16 +403,21 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
   }
   for (int i = node_end - 1; i >= node_begin; --i) {
     NodeExec& ne = *nodes_[i];
+    // A split backward's halves each skip the nodes with nothing of theirs to compute.
+    if ((!inputs && ne.param_grads.empty()) || (!weights && ne.act_grads.empty())) continue;
     auto t0 = profiling_ ? Clock::now() : Clock::time_point();
-    for (const Tensor& t : ne.zero_before_backward) DS_RETURN_IF_ERROR(ZeroTensor(t));
+    if (inputs)
+      for (const Tensor& t : ne.zero_before_backward) DS_RETURN_IF_ERROR(ZeroTensor(t));
     if (!ne.params.empty()) {
       WidenParams(ne);
-      for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
+      if (weights)
+        for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
     }
     ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
-    Status s = ne.kernel->backward(ne.args);
+    Status s =
+        part == BackwardPart::kWhole ? ne.kernel->backward(ne.args) : BackwardPartOf(ne, part);
     if (!s.ok()) return s.WithPrefix("backward of node \"" + ne.node->name + "\"");
-    if (!ne.params.empty()) NarrowGrads(ne);
+    if (!ne.params.empty() && weights) NarrowGrads(ne);
     if (profiling_) {
       if (device_) DS_RETURN_IF_ERROR(opt_.memory->Synchronize());
       profile_[ne.node->op].backward_ms +=
@@ -410,6 +429,17 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
     DS_RETURN_IF_ERROR(SendParamGradsToHost(first_block, last_block));
   }
   return OkStatus();
+}
+
+// One half of a node's backward: the other half's gradients left undefined for the kernel (every
+// kernel skips an undefined gradient), then put back.
+Status Executor::BackwardPartOf(NodeExec& ne, BackwardPart part) const {
+  const std::vector<int>& skip = part == BackwardPart::kInput ? ne.param_grads : ne.act_grads;
+  std::vector<Tensor> kept;
+  for (int k : skip) kept.push_back(std::exchange(ne.args.grad_in[k], Tensor()));
+  const Status s = ne.kernel->backward(ne.args);
+  for (size_t j = 0; j < skip.size(); ++j) ne.args.grad_in[skip[j]] = kept[j];
+  return s;
 }
 
 Status Executor::BuildDevice() {

@@ -64,7 +64,15 @@ struct ExecutorOptions {
   // partition_activations: which of the segments' `parts` slices of a partitioned input this
   // rank keeps (its tensor-parallel rank).
   int checkpoint_rank = 0;
+  // Zero-bubble schedules: backwards run in two halves (BackwardPart), so every activation
+  // gradient keeps its own memory until the weight half has read it (no reuse within a step).
+  bool split_backward = false;
 };
+
+// The halves of a backward a zero-bubble schedule runs apart: kInput the activations' gradients
+// (what the previous pipeline stage waits for; seeds dL/dloss), kWeight later the parameters'
+// (from the output gradients kInput left in place). Each skips the nodes with none of its own.
+enum class BackwardPart { kWhole, kInput, kWeight };
 
 struct NodeProfile {
   double forward_ms = 0, backward_ms = 0;
@@ -101,7 +109,9 @@ class Executor {
   Status BackwardBlocks(float loss_grad, uint64_t seed, int first_block, int last_block);
   // Backward of nodes [node_begin, node_end), last node first; a range that ends with the last
   // node seeds dL/dloss = `loss_grad`.
-  Status BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end);
+  // `part` (split_backward executors on the host): one half of it.
+  Status BackwardNodes(float loss_grad, uint64_t seed, int node_begin, int node_end,
+                       BackwardPart part = BackwardPart::kWhole);
   // The memory of tensor `tensor`'s forward value, or of its gradient (undefined Tensor when it
   // has none): what a tensor-parallel all-reduce works on in place.
   Tensor TensorData(int tensor, bool grad) const;
@@ -141,6 +151,7 @@ class Executor {
   Status PlanActivationGrads();
   void WidenParams(const NodeExec& n) const;
   void NarrowGrads(const NodeExec& n) const;
+  Status BackwardPartOf(NodeExec& n, BackwardPart part) const;
   // Device path.
   Status BuildDevice();
   Status DeviceSpecs();

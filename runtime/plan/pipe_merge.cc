@@ -16,6 +16,12 @@ bool IsActCollective(const Ins& in) {
          in.kind() == Ins::ACT_REDUCE_SCATTER;
 }
 
+// BACKWARD, or either half of a split one (zb-h1).
+bool IsBackward(const Ins& in) {
+  return in.kind() == Ins::BACKWARD || in.kind() == Ins::BACKWARD_INPUT ||
+         in.kind() == Ins::BACKWARD_WEIGHT;
+}
+
 // D cut at its micro-batches: per micro-batch its LOAD, forward group (FORWARD ranges and the
 // tp collectives between them), backward group (BACKWARD ranges and collectives) and what
 // follows up to the next LOAD.
@@ -76,22 +82,22 @@ class Merger {
     for (int k = 0; k < static_cast<int>(s.size()); ++k) {
       const int mb = s[k].micro_batch();
       if (s[k].kind() == Ins::FORWARD && first_fwd.at(mb) < 0) first_fwd[mb] = k;
-      if (s[k].kind() != Ins::BACKWARD) continue;
-      if (first_bwd.at(mb) < 0) first_bwd[mb] = k;
-      last_bwd[mb] = last_backward_ = k;
+      if (!IsBackward(s[k])) continue;
+      if (first_bwd.at(mb) < 0) first_bwd[mb] = k;  // zb-h1: the input half
+      last_bwd[mb] = last_backward_ = k;            // zb-h1: the weight half
     }
     from_s_.assign(s.size(), -1);
     for (int k = 0; k < static_cast<int>(s.size()); ++k) {
       Ins x = s[k];
       for (int& w : *x.mutable_wait_for()) w = from_s_.at(w);
       const int mb = x.micro_batch();
-      if (x.kind() == Ins::BACKWARD)  // dL/dloss over the global batch: gas x dp
+      if (IsBackward(x))  // dL/dloss over the global batch: gas x dp
         x.set_mean_over(d_[z_.backward.at(mb)[0]].mean_over());
       if (x.kind() == Ins::LOAD_MICROBATCH)
         Place(x, {z_.load.at(mb)}, k, /*first_acts=*/!loaded_);
       else if (x.kind() == Ins::FORWARD && k == first_fwd[mb])
         Place(x, z_.forward.at(mb), k, !forwarded_);
-      else if (x.kind() == Ins::BACKWARD && k == first_bwd[mb])
+      else if (IsBackward(x) && k == first_bwd[mb])
         Place(x, z_.backward.at(mb), k, false);
       else
         Emit(std::move(x), k);

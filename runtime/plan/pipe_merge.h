@@ -10,7 +10,9 @@
 //                                   chunk and slot, S's waits on the first); with several
 //                                   chunks (no tensor parallelism) each stays one instruction,
 //                                   the first of i taking D's buffers and waits
-//     after i's last BACKWARD       D's reductions of i (stage 2: every micro-batch)
+//     after i's last BACKWARD       D's reductions of i (stage 2: every micro-batch); zb-h1's
+//                                   BACKWARD_INPUT takes D's backward, the reductions follow
+//                                   its BACKWARD_WEIGHT
 //   then `tied` (TIED_GRAD_ALL_REDUCE) and the last micro-batch's reductions and the step, after
 //   every send: no rank blocks in a world collective while a neighbour waits for its data.
 //

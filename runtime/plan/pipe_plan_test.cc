@@ -181,6 +181,31 @@ TEST_CASE("MakePlan plans pp x dp x tp", "[plan][pipe]") {
   }
 }
 
+// zb-h1: each backward split into its input half (with the gradients' send) and its weight half,
+// which the reductions of that micro-batch follow; the slots kept until the weights.
+TEST_CASE("MakePlan plans zb-h1 with split backwards", "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2");
+  PlanConfig c = Config(1, 2, 4);
+  c.pipe_schedule = PipeScheduleKind::kZbH1;
+  auto plan = Plan(gpt, 4, 2, c);
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  CHECK(CheckCollectiveOrder(*plan).ok());
+  for (const proto::RankPlan& rp : plan->ranks()) {
+    CHECK(CountKind(rp, Ins::BACKWARD) == 0);
+    CHECK(CountKind(rp, Ins::BACKWARD_INPUT) == 4);
+    CHECK(CountKind(rp, Ins::BACKWARD_WEIGHT) == 4);
+    // The last weight half comes before the data-parallel reduction.
+    int last_w = -1, reduce = -1;
+    for (int i = 0; i < rp.instructions_size(); ++i) {
+      if (rp.instructions(i).kind() == Ins::BACKWARD_WEIGHT) last_w = i;
+      if (rp.instructions(i).kind() == Ins::REDUCE_SCATTER && reduce < 0) reduce = i;
+    }
+    CHECK(last_w < reduce);
+  }
+  CHECK(plan->stages(0).slots(0) == 2);
+}
+
 TEST_CASE("A pipeline's tied embedding is counted in the norm on the first stage only",
           "[plan][pipe]") {
   const Graph gpt = Tiny("gpt2");
@@ -295,7 +320,8 @@ TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]
   refused(MakePlan(llama, Topology{4, 1, 2, 2}, tpv), "pipeline.virtual_stages 2");
   PlanConfig zb = Config(1, 2, 2);
   zb.pipe_schedule = PipeScheduleKind::kZbH1;
-  refused(Plan(llama, 2, 2, zb), "zb-h1");
+  zb.tensor = 2;
+  refused(MakePlan(llama, Topology{4, 1, 2, 2}, zb), "zb-h1");
 }
 
 }  // namespace

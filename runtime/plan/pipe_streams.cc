@@ -23,8 +23,10 @@ class RankBuilder {
     for (const PipeOp& op : o_.ops[r_]) {
       if (op.kind == PipeOp::kForward)
         Forward(op.micro, op.chunk);
+      else if (op.kind == PipeOp::kBackwardWeight)
+        Weight(op.micro, op.chunk);
       else
-        Backward(op.micro, op.chunk);
+        Backward(op.micro, op.chunk, op.kind == PipeOp::kBackwardInput);
     }
   }
   std::vector<Ins>& out() { return out_; }
@@ -98,7 +100,8 @@ class RankBuilder {
                                         PipeLinkName(r_, to), &PipeBoundary::send);
     }
   }
-  void Backward(int micro, int chunk) {
+  // The whole backward, or (zb-h1) its input half: the slot stays taken until the weight half.
+  void Backward(int micro, int chunk, bool input_only) {
     const int vs = chunk * o_.stages + r_;
     const int slot = slot_of_.at({micro, chunk});
     std::vector<int> waits = sent_[{chunk, slot, true}];  // the slot's last gradients out
@@ -108,7 +111,7 @@ class RankBuilder {
                        &PipeBoundary::send_grad))
         waits.push_back(i);
     }
-    Ins b = Base(Ins::BACKWARD, micro, chunk, slot);
+    Ins b = Base(input_only ? Ins::BACKWARD_INPUT : Ins::BACKWARD, micro, chunk, slot);
     b.set_mean_over(o_.micro_batches);
     Compute(std::move(b), vs, waits);
     if (vs > 0) {
@@ -116,6 +119,15 @@ class RankBuilder {
       sent_[{chunk, slot, true}] = P2p(Ins::SEND, micro, chunk, slot, vs - 1, true, to,
                                        PipeLinkName(r_, to), &PipeBoundary::recv);
     }
+    if (!input_only) free_[chunk].insert(slot);
+  }
+  // zb-h1's weight half: the parameters' gradients of the micro-batch, then its slot is free.
+  void Weight(int micro, int chunk) {
+    const int vs = chunk * o_.stages + r_;
+    const int slot = slot_of_.at({micro, chunk});
+    Ins w = Base(Ins::BACKWARD_WEIGHT, micro, chunk, slot);
+    w.set_mean_over(o_.micro_batches);
+    Compute(std::move(w), vs, {});
     free_[chunk].insert(slot);
   }
 
@@ -141,7 +153,8 @@ std::vector<Ins> HoistRecvs(std::vector<Ins> in) {
   for (int i = 0; i < static_cast<int>(in.size()); ++i) {
     const Ins& x = in[i];
     if (x.kind() != Ins::RECV) {
-      if (x.kind() == Ins::BACKWARD)
+      if (x.kind() == Ins::BACKWARD || x.kind() == Ins::BACKWARD_INPUT ||
+          x.kind() == Ins::BACKWARD_WEIGHT)  // the slot's last reader
         last_backward[{x.chunk(), x.slot()}] = static_cast<int>(order.size());
       order.push_back(i);
       continue;
@@ -178,10 +191,6 @@ StatusOr<PipeStreams> PipelineStreams(const PipeOrders& o,
                                       const std::vector<PipeBoundary>& boundaries,
                                       const std::vector<int>& stage_nodes) {
   const int stages = o.stages * o.chunks;
-  if (o.kind == PipeScheduleKind::kZbH1)
-    return InvalidArgumentError(
-        "pipeline.schedule zb-h1: the split backward (input and weight gradients) is not run "
-        "yet; use 1f1b or interleaved");
   if (static_cast<int>(boundaries.size()) != stages - 1 ||
       static_cast<int>(stage_nodes.size()) != stages)
     return InvalidArgumentError("pipeline: " + Str(stages) + " virtual stages need " +

@@ -50,8 +50,9 @@ struct PipeStreams {
 };
 
 // `boundaries` has p x v - 1 entries, `stage_nodes` p x v (each virtual stage graph's node
-// count: FORWARD / BACKWARD run all of it). BACKWARD's mean_over is m. InvalidArgument for
-// zb-h1 (its split backward has no executor yet) or lists of the wrong length.
+// count: FORWARD / BACKWARD run all of it). BACKWARD's mean_over is m. zb-h1's split backward
+// is BACKWARD_INPUT (with the gradients' SEND) and later BACKWARD_WEIGHT, which frees the slot.
+// InvalidArgument for lists of the wrong length.
 StatusOr<PipeStreams> PipelineStreams(const PipeOrders& orders,
                                       const std::vector<PipeBoundary>& boundaries,
                                       const std::vector<int>& stage_nodes);

@@ -52,6 +52,18 @@ Status PipelineCompute::Backward(float loss_grad, uint64_t seed, const proto::In
   return e->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
 }
 
+Status PipelineCompute::BackwardInput(float loss_grad, uint64_t seed,
+                                      const proto::Instruction& in) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return e->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end(),
+                          exec::BackwardPart::kInput);
+}
+
+Status PipelineCompute::BackwardWeight(uint64_t seed, const proto::Instruction& in) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return e->BackwardNodes(0, seed, in.node_begin(), in.node_end(), exec::BackwardPart::kWeight);
+}
+
 Status PipelineCompute::FinishGradients() {
   for (const auto& chunk : ex_)
     for (exec::Executor* e : chunk) DS_RETURN_IF_ERROR(e->FinishGradients());

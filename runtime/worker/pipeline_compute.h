@@ -30,6 +30,9 @@ class PipelineCompute final : public StepCompute {
   Status Forward(uint64_t seed, const proto::Instruction& in) override;
   float loss() const override { return loss_; }
   Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
+  // zb-h1: the executors were made with split_backward.
+  Status BackwardInput(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
+  Status BackwardWeight(uint64_t seed, const proto::Instruction& in) override;
   Status FinishGradients() override;
   StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
                               int64_t count) override;

@@ -77,6 +77,12 @@ StatusOr<float*> StepCompute::CheckpointSlice(int, int64_t) {
 Status StepCompute::StashCheckpoint(int) {
   return UnimplementedError("this compute keeps no partitioned checkpoints");
 }
+Status StepCompute::BackwardInput(float, uint64_t, const Instruction&) {
+  return UnimplementedError("this compute runs no split backward (zero-bubble schedules)");
+}
+Status StepCompute::BackwardWeight(uint64_t, const Instruction&) {
+  return UnimplementedError("this compute runs no split backward (zero-bubble schedules)");
+}
 
 struct StepRunner::Impl {
   using Handler = Status (Impl::*)(int index, const Instruction& in);
@@ -139,6 +145,8 @@ void StepRunner::Impl::Fill() {
   table[Instruction::LOAD_MICROBATCH] = {&Impl::Load, false};
   table[Instruction::FORWARD] = {&Impl::Forward, false};
   table[Instruction::BACKWARD] = {&Impl::Backward, false};
+  table[Instruction::BACKWARD_INPUT] = {&Impl::Backward, false};
+  table[Instruction::BACKWARD_WEIGHT] = {&Impl::Backward, false};
   table[Instruction::ALL_REDUCE] = {&Impl::Collective, true};
   table[Instruction::REDUCE_SCATTER] = {&Impl::Collective, true};
   table[Instruction::GATHER_PARAMS] = {&Impl::Collective, true};
@@ -183,7 +191,10 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
 Status StepRunner::Impl::Backward(int, const Instruction& in) {
   if (in.micro_batch() >= 0) micro = in.micro_batch();
   const float loss_grad = static_cast<float>(p.scaler->scale() / in.mean_over());
-  return compute->Backward(loss_grad, MicroSeed(p.seed, step, micro), in);
+  const uint64_t seed = MicroSeed(p.seed, step, micro);
+  if (in.kind() == Instruction::BACKWARD_INPUT) return compute->BackwardInput(loss_grad, seed, in);
+  if (in.kind() == Instruction::BACKWARD_WEIGHT) return compute->BackwardWeight(seed, in);
+  return compute->Backward(loss_grad, seed, in);
 }
 
 // The communicator of the group a tensor-parallel instruction names.
@@ -382,7 +393,8 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   if (!impl->mine)
     return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
   for (const Instruction& in : impl->mine->instructions())
-    if ((in.kind() == Instruction::BACKWARD || in.kind() == Instruction::LOSS_REDUCE) &&
+    if ((in.kind() == Instruction::BACKWARD || in.kind() == Instruction::BACKWARD_INPUT ||
+         in.kind() == Instruction::LOSS_REDUCE) &&
         in.mean_over() <= 0)
       return InvalidArgumentError("the plan's " + Instruction::Kind_Name(in.kind()) +
                                   " has no mean_over (a plan older than version 2?)");

@@ -60,6 +60,10 @@ class StepCompute {
   virtual Status Forward(uint64_t seed, const proto::Instruction& range) = 0;
   virtual float loss() const = 0;  // of the last forward that computed the loss
   virtual Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& range) = 0;
+  // Zero-bubble schedules: a backward's activation-gradient half (BACKWARD_INPUT) and, later,
+  // its parameter-gradient half (BACKWARD_WEIGHT). Unimplemented unless overridden.
+  virtual Status BackwardInput(float loss_grad, uint64_t seed, const proto::Instruction& range);
+  virtual Status BackwardWeight(uint64_t seed, const proto::Instruction& range);
   // Gradients still on their way from a device land in the ParamStore.
   virtual Status FinishGradients() = 0;
   // Host memory of a tensor's value or gradient in the chunk and slot `in` names: what an

@@ -196,6 +196,8 @@ Status Trainer::Build() {
       std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
   DS_RETURN_IF_ERROR(BuildSwapper().WithPrefix(src));
   exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
+  // zb-h1 runs each backward in two halves (BACKWARD_INPUT, BACKWARD_WEIGHT).
+  eo.split_backward = topo->pp > 1 && pc->pipe_schedule == plan::PipeScheduleKind::kZbH1;
   // The plan's recompute segments, by the same rule on the same graph (runtime/graph/recompute.h).
   auto recompute = RecomputeSegments(graph_, pc->recompute);
   if (!recompute.ok()) return recompute.status().WithPrefix(src);

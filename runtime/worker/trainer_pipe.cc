@@ -19,6 +19,10 @@ namespace ds::worker {
 // tp rank's graph, and tp_->shards are put in the stage's parameter order (tp_->graph stays the
 // rank's whole part: the checkpoint's shapes).
 Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
+  if (device_memory_)
+    return UnimplementedError("parallel.pipeline " + std::to_string(topology.pp) +
+                              " with device.type cuda is not run yet: its sends and receives "
+                              "move host activations (Gloo); train on the CPU");
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));

@@ -5,7 +5,8 @@
 # (monitor.csv, 6 decimals) must match the single-rank run with the same micro-batches at every
 # one of 20 steps:
 #   PP = 2 and PP = 4 on one node (GPT-2 with tied embeddings: the first and last stage sum the
-#     tied gradient), PP = 2 for Llama, PP = 2 interleaved over 2 chunks per rank: the loss
+#     tied gradient), PP = 2 for Llama, PP = 2 interleaved over 2 chunks per rank, PP = 4 with
+#     zb-h1's split backward: the loss
 #     within 1e-6 relative (plus the CSV's last printed digit), the norm within 5e-5 (same()
 #     below)
 #   PP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2): GPT-2 with ZeRO-1, Llama with
@@ -94,6 +95,7 @@ run_case "GPT-2 PP=4" gpt "$BASE/four" 4 4 0 1e-6
 run_case "Llama PP=2" llama "$BASE/one" 2 4 0 1e-6
 run_case "GPT-2 PP=2 interleaved (2 chunks per rank)" gpt "$BASE/one" 2 4 0 1e-6 \
   'pipeline: {schedule: interleaved, virtual_stages: 2}'
+run_case "GPT-2 PP=4 zb-h1 (split backward)" gpt "$BASE/four" 4 4 0 1e-6 'pipeline: {schedule: zb-h1}'
 run_case "GPT-2 PP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 4 1 1e-5
 run_case "Llama PP=2 x DP=2 over two nodes, ZeRO-2" llama "$BASE/two" 2 4 2 1e-5
 
