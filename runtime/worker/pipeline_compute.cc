@@ -1,12 +1,34 @@
 #include "runtime/worker/pipeline_compute.h"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 #include <string>
 
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 
 namespace ds::worker {
+
+namespace {
+
+// Adds the wall milliseconds of its scope to `ms`.
+class Timed {
+ public:
+  explicit Timed(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
+                .count();
+  }
+
+ private:
+  double* ms_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+double PipelineCompute::TakeComputeMs() { return std::exchange(compute_ms_, 0.0); }
 
 StatusOr<exec::Executor*> PipelineCompute::For(const proto::Instruction& in) const {
   if (in.chunk() < 0 || in.chunk() >= static_cast<int>(ex_.size()) || in.slot() < 0 ||
@@ -42,6 +64,7 @@ Status PipelineCompute::Forward(uint64_t seed, const proto::Instruction& in) {
   const std::vector<int32_t>& t = tokens_[micro];
   std::copy(t.begin(), t.begin() + n, e->ids());
   std::copy(t.begin() + n, t.end(), e->targets());
+  Timed timed(&compute_ms_);
   DS_RETURN_IF_ERROR(e->ForwardNodes(seed, in.node_begin(), in.node_end()));
   if (in.computes_loss()) loss_ = e->loss();
   return OkStatus();
@@ -49,18 +72,21 @@ Status PipelineCompute::Forward(uint64_t seed, const proto::Instruction& in) {
 
 Status PipelineCompute::Backward(float loss_grad, uint64_t seed, const proto::Instruction& in) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  Timed timed(&compute_ms_);
   return e->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
 }
 
 Status PipelineCompute::BackwardInput(float loss_grad, uint64_t seed,
                                       const proto::Instruction& in) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  Timed timed(&compute_ms_);
   return e->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end(),
                           exec::BackwardPart::kInput);
 }
 
 Status PipelineCompute::BackwardWeight(uint64_t seed, const proto::Instruction& in) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  Timed timed(&compute_ms_);
   return e->BackwardNodes(0, seed, in.node_begin(), in.node_end(), exec::BackwardPart::kWeight);
 }
 

@@ -37,6 +37,9 @@ class PipelineCompute final : public StepCompute {
   StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
                               int64_t count) override;
 
+  // Milliseconds spent in the executors' forwards and backwards since the last call.
+  double TakeComputeMs();
+
  private:
   StatusOr<exec::Executor*> For(const proto::Instruction& in) const;
 
@@ -44,6 +47,7 @@ class PipelineCompute final : public StepCompute {
   data::DataLoader* data_;
   std::vector<std::vector<int32_t>> tokens_;  // per micro-batch of the step: ids, then targets
   float loss_ = 0;                            // of the last forward that computed one
+  double compute_ms_ = 0;
 };
 
 }  // namespace ds::worker

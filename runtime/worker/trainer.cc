@@ -353,6 +353,7 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   const int64_t gas = config_.gradient_accumulation_steps;
   r.tflops = micro_flops_ * gas / (r.step_ms / 1e3) / 1e12;
   r.peak_rss_bytes = PeakRssBytes();
+  if (pipe_compute_) r.compute_ms = pipe_compute_->TakeComputeMs();
   if (swapper_) ReportSwaps(&r);
   return r;
 }

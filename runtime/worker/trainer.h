@@ -74,6 +74,9 @@ struct StepMetrics {
   int64_t swap_written_bytes = 0;
   double io_busy_ms = 0;
   double io_wait_ms = 0;
+  // Pipeline parallelism: the step's milliseconds in forward and backward compute; the rest of
+  // step_ms the rank waited (the schedule's bubble, its links) or reduced and stepped.
+  double compute_ms = 0;
 };
 
 class Trainer {

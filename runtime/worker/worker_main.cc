@@ -6,6 +6,7 @@
 // Prints a progress line, writes per-step metrics as CSV (monitor.csv), evaluates every
 // monitor.eval_interval steps and checkpoints every checkpoint.save_interval steps.
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -241,8 +242,10 @@ Status Run(const Flags& f) {
   if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
+  std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
   while (trainer->step() < trainer->total_steps()) {
     DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
+    if (m.compute_ms > 0) pipe_ms.push_back({m.compute_ms, m.step_ms});
     progress.Report(m);
     if (reporter) reporter->Report(m, trainer->total_steps());
     double val = std::numeric_limits<double>::quiet_NaN();
@@ -263,6 +266,20 @@ Status Run(const Flags& f) {
     }
   }
   progress.Finish();
+  if (pipe_ms.size() > 2) {  // the first steps fault their memory in
+    std::vector<double> idle;
+    double compute = 0, step = 0;
+    for (size_t i = 2; i < pipe_ms.size(); ++i) {
+      idle.push_back(1 - pipe_ms[i].first / pipe_ms[i].second);
+      compute += pipe_ms[i].first;
+      step += pipe_ms[i].second;
+    }
+    std::sort(idle.begin(), idle.end());
+    const double n = static_cast<double>(idle.size());
+    std::printf("pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
+                "%.4f (median)\n",
+                compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
+  }
   if (!trainer->executor().profile().empty()) {
     std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
     for (const auto& [op, p] : trainer->executor().profile())
