@@ -208,10 +208,16 @@ Status Executor::PlanActivationGrads() {
     }
   }
   start[g.loss] = 0;
-  // split_backward: every gradient keeps its own place until the step's weight pass read it.
+  // split_backward: the gradients the weight half reads (the outputs' of nodes with parameters)
+  // keep their place until the end; the others are reused as in a whole backward.
   if (opt_.split_backward)
-    for (int t = 0; t < nt; ++t)
-      if (end[t] >= 0) end[t] = n;
+    for (int i = 0; i < n; ++i) {
+      bool has_params = false;
+      for (int t : g.nodes[i].inputs) has_params = has_params || g.tensors[t].role == TensorRole::kParam;
+      if (!has_params) continue;
+      for (int t : g.nodes[i].outputs)
+        if (end[t] >= 0) end[t] = n;
+    }
   struct Block {
     size_t offset, size;
     int end;

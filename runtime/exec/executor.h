@@ -64,8 +64,8 @@ struct ExecutorOptions {
   // partition_activations: which of the segments' `parts` slices of a partitioned input this
   // rank keeps (its tensor-parallel rank).
   int checkpoint_rank = 0;
-  // Zero-bubble schedules: backwards run in two halves (BackwardPart), so every activation
-  // gradient keeps its own memory until the weight half has read it (no reuse within a step).
+  // Zero-bubble schedules: backwards run in two halves (BackwardPart), so the output gradients of
+  // nodes with parameters keep their own memory until the weight half has read them.
   bool split_backward = false;
 };
 

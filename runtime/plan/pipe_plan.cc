@@ -208,7 +208,8 @@ StatusOr<std::vector<proto::Plan>> PlanStages(const TpLocalGraph& local, const S
 StatusOr<std::vector<PipeStageGraph>> PipelineStageGraphs(const Graph& graph, int pp,
                                                           const PlanConfig& c) {
   DS_ASSIGN_OR_RETURN(std::vector<PipelineStage> stages,
-                      PartitionStages(graph, pp * c.virtual_stages, c.partition_method));
+                      PartitionStages(graph, pp * c.virtual_stages, c.partition_method,
+                                      c.micro_batch_size, c.seq_len));
   return StageGraphs(graph, stages);
 }
 

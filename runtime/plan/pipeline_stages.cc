@@ -7,6 +7,9 @@
 #include <set>
 #include <utility>
 
+#include "kernels/registry.h"
+#include "runtime/graph/validate.h"
+
 namespace ds::plan {
 namespace {
 
@@ -48,18 +51,43 @@ StatusOr<Units> GroupUnits(const Graph& g) {
   return u;
 }
 
+// Per block position: the forward and backward FLOPs of its nodes for one micro-batch of
+// (micro_batch, seq_len), from the OpDefs.
+StatusOr<std::vector<int64_t>> Flops(const Graph& g, const Units& u, int64_t micro_batch,
+                                     int64_t seq_len) {
+  if (seq_len <= 0 && g.config.count("max_seq_len")) seq_len = g.config.at("max_seq_len");
+  auto specs = InferTensorSpecs(g, {{"batch", std::max<int64_t>(1, micro_batch)},
+                                    {"seq", std::max<int64_t>(1, seq_len)}},
+                                g.name);
+  if (!specs.ok()) return specs.status().WithPrefix("pipeline.partition_method flops");
+  std::vector<int64_t> f(u.node_begin.size(), 0);
+  for (size_t b = 0; b < f.size(); ++b)
+    for (int n = u.node_begin[b]; n >= 0 && n < u.node_end[b]; ++n) {
+      const kernels::OpDef* def = kernels::FindOp(g.nodes[n].op);
+      if (!def) return InvalidArgumentError("pipeline: op " + g.nodes[n].op + " is not registered");
+      std::vector<TensorSpec> in;
+      for (int t : g.nodes[n].inputs) in.push_back((*specs)[t]);
+      double x = 0;
+      if (def->forward_flops) x += def->forward_flops(g.nodes[n].attrs, in);
+      if (def->backward_flops) x += def->backward_flops(g.nodes[n].attrs, in);
+      f[b] += static_cast<int64_t>(x);
+    }
+  return f;
+}
+
 // The block weights partition_method balances; InvalidArgument for a method it does not know.
-StatusOr<std::vector<int64_t>> Weights(const Graph& g, const Units& u, const std::string& method) {
+StatusOr<std::vector<int64_t>> Weights(const Graph& g, const Units& u, const std::string& method,
+                                       const std::vector<int64_t>& flops) {
   const int L = g.num_blocks;
   std::vector<int64_t> w(L, 1);
-  if (method == "parameters") {
-    for (int b = 0; b < L; ++b) w[b] = u.params[b + 1];
+  if (method == "parameters" || method == "flops") {
+    for (int b = 0; b < L; ++b) w[b] = method == "flops" ? flops[b + 1] : u.params[b + 1];
     return w;
   }
   if (method == "uniform") return w;
   if (method.rfind("type:", 0) != 0)
     return InvalidArgumentError("pipeline.partition_method \"" + method +
-                                "\" must be parameters, uniform or type:REGEX");
+                                "\" must be parameters, flops, uniform or type:REGEX");
   std::regex re;
   try {
     re = std::regex(method.substr(5), std::regex::icase | std::regex::ECMAScript);
@@ -109,7 +137,8 @@ std::vector<int> Balance(const std::vector<int64_t>& w, int k, int64_t head, int
 }  // namespace
 
 StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
-                                                     const std::string& method) {
+                                                     const std::string& method,
+                                                     int64_t micro_batch, int64_t seq_len) {
   const int L = g.num_blocks;
   if (stages < 1) return InvalidArgumentError("pipeline: " + Str(stages) + " stages");
   if (stages > L)
@@ -118,11 +147,19 @@ StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
                                 " transformer blocks; each stage needs one");
   auto units = GroupUnits(g);
   if (!units.ok()) return units.status();
-  auto weights = Weights(g, *units, method);
+  std::vector<int64_t> flops;
+  if (method == "flops") {
+    auto f = Flops(g, *units, micro_batch, seq_len);
+    if (!f.ok()) return f.status();
+    flops = std::move(f).value();
+  }
+  auto weights = Weights(g, *units, method, flops);
   if (!weights.ok()) return weights.status();
-  const bool params = method == "parameters";
-  const std::vector<int> ends =
-      Balance(*weights, stages, params ? units->params[0] : 0, params ? units->params[L + 1] : 0);
+  const bool params = method == "parameters", by_flops = method == "flops";
+  // The embeddings and the head count with the first and last stage.
+  const int64_t head = params ? units->params[0] : by_flops ? flops[0] : 0;
+  const int64_t tail = params ? units->params[L + 1] : by_flops ? flops[L + 1] : 0;
+  const std::vector<int> ends = Balance(*weights, stages, head, tail);
   std::vector<PipelineStage> out;
   for (int s = 0, b = 0; s < stages; b = ends[s++]) {
     PipelineStage st;
@@ -135,6 +172,8 @@ StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
     }
     for (int t : held) st.parameters += Elements(g.tensors[t]);
     if (params) st.weight = st.parameters;
+    if (by_flops)
+      st.weight += (s == 0 ? head : 0) + (s == stages - 1 ? tail : 0);
     if (!params && st.weight == 0)
       return InvalidArgumentError(
           "pipeline.partition_method \"" + method + "\" leaves stage " + Str(s) + " of " +

@@ -4,6 +4,10 @@
 //
 //   parameters  (DeepSpeed's default) balance the parameter count, the embeddings' and the
 //               head's counted with the first and last stage
+//   flops       balance the forward and backward FLOPs of one micro-batch (the OpDefs' counts at
+//               micro_batch x seq_len), the embeddings' and the head's with the first and last
+//               stage: what each stage computes, where parameters mislead (a tied head holds no
+//               parameters of its own but costs more than a block when the vocabulary is large)
 //   uniform     balance the number of transformer blocks
 //   type:REGEX  balance the blocks with a node whose name or op matches REGEX (case-insensitive,
 //               as DeepSpeed matches layer class names); each stage needs one
@@ -36,9 +40,12 @@ struct PipelineStage {
 
 // InvalidArgument naming pipeline.partition_method and the numbers: fewer transformer blocks
 // than stages, a method it does not know, a bad regex, a type: method that leaves a stage
-// without a matching block.
+// without a matching block. `seq_len` 0: the graph's max_seq_len (flops only). flops needs the
+// op registry populated (link //kernels/ops:op_defs).
 StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& graph, int stages,
-                                                     const std::string& method);
+                                                     const std::string& method,
+                                                     int64_t micro_batch = 1,
+                                                     int64_t seq_len = 0);
 
 // "stage 0: embeddings + blocks 0-2, 12.3 M parameters" lines, for ds-launch plan.
 std::string FormatStages(const std::vector<PipelineStage>& stages, int num_blocks);

@@ -111,6 +111,34 @@ TEST_CASE("PartitionStages: uniform and type:REGEX", "[plan][pipe]") {
   CHECK(named->size() == 4);
 }
 
+// flops balances what each stage computes: a GPT-2 with a large vocabulary has a head (tied: no
+// parameters of its own) that costs more than a block, so the last stage takes fewer blocks
+// than by parameters, and the split is the best the FLOPs allow.
+TEST_CASE("PartitionStages: flops balances compute, the head counted", "[plan][pipe]") {
+  ModelSpec spec;
+  spec.family = "gpt2";
+  spec.n_layer = 4;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.vocab_size = 8192;
+  spec.max_seq_len = 256;
+  auto g = BuildModelGraph(spec);
+  REQUIRE(g.ok());
+  auto params = PartitionStages(*g, 2, "parameters");
+  auto flops = PartitionStages(*g, 2, "flops", 4, 256);
+  REQUIRE(params.ok());
+  REQUIRE(flops.ok());
+  CHECK((*params)[0].last_block == 1);  // 2 + 2 blocks: the embeddings' parameters weigh
+  CHECK((*flops)[0].last_block == 2);   // 3 + 1: the head's FLOPs weigh
+  CHECK((*flops)[1].weight < (*flops)[0].weight + (*flops)[1].weight / 2);
+  // The largest stage is the smallest any split gives.
+  auto one_three = PartitionStages(*g, 4, "flops", 4, 256);
+  REQUIRE(one_three.ok());
+  int64_t largest = 0;
+  for (const PipelineStage& st : *one_three) largest = std::max(largest, st.weight);
+  CHECK(largest == (*one_three)[3].weight);  // the head's stage, alone with block 3
+}
+
 TEST_CASE("PartitionStages: bad methods and sizes are refused", "[plan][pipe]") {
   const Graph g = PresetGraph("gpt2-small-test");
   auto many = PartitionStages(g, 5, "uniform");
@@ -119,8 +147,8 @@ TEST_CASE("PartitionStages: bad methods and sizes are refused", "[plan][pipe]") 
   CHECK(many.status().message().find("has 4 transformer blocks") != std::string::npos);
   auto unknown = PartitionStages(g, 2, "best");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.status().message().find("\"best\" must be parameters, uniform or type:REGEX") !=
-        std::string::npos);
+  CHECK(unknown.status().message().find(
+            "\"best\" must be parameters, flops, uniform or type:REGEX") != std::string::npos);
   auto none = PartitionStages(g, 2, "type:conv");
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().message().find("leaves stage 0 of 2 without a matching block (0 of 4") !=

@@ -116,7 +116,8 @@ Status CheckPipeline(const Graph& graph, const Topology& topo, const PlanConfig&
   if (topo.pp == 1 && c.virtual_stages > 1)
     return Bad("pipeline.virtual_stages", Str(c.virtual_stages) + " needs parallel.pipeline > 1");
   if (topo.pp == 1) return OkStatus();
-  DS_RETURN_IF_ERROR(PartitionStages(graph, topo.pp * c.virtual_stages, c.partition_method)
+  DS_RETURN_IF_ERROR(PartitionStages(graph, topo.pp * c.virtual_stages, c.partition_method,
+                                     c.micro_batch_size, c.seq_len)
                          .status()
                          .WithPrefix("plan"));
   DS_RETURN_IF_ERROR(BuildPipelineSchedule(c.pipe_schedule, topo.pp,

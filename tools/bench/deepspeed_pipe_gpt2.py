@@ -4,8 +4,9 @@ same token order), the peer of ds-runtime's pipeline schedules: a PipelineModule
 blocks, final norm and the tied head (TiedLayerSpec over the embedding), partitioned by
 DeepSpeed's partition_method, trained with its 1F1B TrainSchedule over gloo on CPU ranks, fp32,
 ZeRO stage 0 (its pipeline refuses 2 and 3), torch's AdamW. Run one process per stage with
-`python -m torch.distributed.run` from a Python that has DeepSpeed
-(tools/bench/setup_deepspeed.sh) and DS_ACCELERATOR=cpu. The last stage prints:
+`python -m torch.distributed.run --redirects 1 --tee 2` (torch 1.13's launcher on Python 3.11
+needs both flags) from a Python that has DeepSpeed (tools/bench/setup_deepspeed.sh) and
+DS_ACCELERATOR=cpu. The last stage prints, on stderr:
 
   deepspeed-pipe: ms_per_step=... stages=... micro_batches=... losses=l0,l1,...
 """
@@ -140,7 +141,7 @@ def main():
         kept = sorted(times[a.warmup:])
         print(f"deepspeed-pipe: ms_per_step={kept[len(kept) // 2]:.1f} stages={world} "
               f"micro_batches={a.micro_batches} losses={','.join(f'{x:.6f}' for x in losses)}",
-              flush=True)
+              file=sys.stderr, flush=True)  # torch.distributed.run --tee 2 shows stderr
 
 
 if __name__ == "__main__":
