@@ -213,7 +213,8 @@ Status Executor::PlanActivationGrads() {
   if (opt_.split_backward)
     for (int i = 0; i < n; ++i) {
       bool has_params = false;
-      for (int t : g.nodes[i].inputs) has_params = has_params || g.tensors[t].role == TensorRole::kParam;
+      for (int t : g.nodes[i].inputs)
+        has_params = has_params || g.tensors[t].role == TensorRole::kParam;
       if (!has_params) continue;
       for (int t : g.nodes[i].outputs)
         if (end[t] >= 0) end[t] = n;

@@ -116,7 +116,8 @@ Ins TiedReduce(const proto::Plan& stage, const Ranges& flat, const std::string& 
 // order), the links of every (dp, tp) column, their embedding groups (with tied parameters) and
 // "world". Fills `names[s]`: stage s's group names to the world's.
 void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages, bool tied,
-               std::vector<std::map<std::string, std::string>>* names, proto::Plan* plan) {
+               bool interleaved, std::vector<std::map<std::string, std::string>>* names,
+               proto::Plan* plan) {
   auto add = [plan](const std::string& name, const std::string& kind, std::vector<int> ranks) {
     proto::ProcessGroup* g = plan->add_groups();
     g->set_name(name);
@@ -139,11 +140,13 @@ void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages,
       add(name, g.kind(), ranks);
     }
   }
+  // Interleaved: a chunk's last virtual stage also hands on from the last rank to the first.
+  const int links = interleaved && grid.pp() > 2 ? grid.pp() : grid.pp() - 1;
   for (int c = 0; c < cell; ++c)
-    for (int s = 0; s + 1 < grid.pp(); ++s) {
-      const int a = s * cell + c, b = (s + 1) * cell + c;
-      add(PipeLinkName(a, b), "pipe", {a, b});
-      add(PipeLinkName(b, a), "pipe", {a, b});
+    for (int s = 0; s < links; ++s) {
+      const int a = s * cell + c, b = (s + 1) % grid.pp() * cell + c;
+      add(PipeLinkName(a, b), "pipe", {std::min(a, b), std::max(a, b)});
+      add(PipeLinkName(b, a), "pipe", {std::min(a, b), std::max(a, b)});
     }
   if (tied)
     for (int c = 0; c < cell; ++c)
@@ -246,7 +249,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   plan.mutable_settings()->set_virtual_stages(config.virtual_stages);
   plan.mutable_settings()->set_partition_method(config.partition_method);
   std::vector<std::map<std::string, std::string>> names;
-  AddGroups(grid, stages, !tied.empty(), &names, &plan);
+  AddGroups(grid, stages, !tied.empty(), config.virtual_stages > 1, &names, &plan);
   const int m = static_cast<int>(config.gradient_accumulation_steps);
   const int cells = topo.dp * topo.tp;
   for (int s = 0; s < topo.pp; ++s) {

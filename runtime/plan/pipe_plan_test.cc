@@ -143,6 +143,34 @@ TEST_CASE("MakePlan plans interleaved schedules: every chunk's forward and backw
     }
     CHECK(plan->stages(0).slots_size() == 2);
   }
+  // 4 ranks x 2 chunks: the last rank hands its first chunk's output on to the first rank, over
+  // a link of its own; every SEND and RECV names a group of the plan that holds both ends.
+  ModelSpec spec;
+  spec.family = "gpt2";
+  spec.n_layer = 8;
+  spec.n_embd = 32;
+  spec.n_head = 4;
+  spec.vocab_size = 64;
+  spec.max_seq_len = 16;
+  auto eight = BuildModelGraph(spec);
+  REQUIRE(eight.ok());
+  PlanConfig c = Config(0, 4, 4);
+  c.pipe_schedule = PipeScheduleKind::kInterleaved;
+  c.virtual_stages = 2;
+  auto plan = Plan(*eight, 4, 4, c);
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  std::map<std::string, std::set<int>> groups;
+  for (const proto::ProcessGroup& g : plan->groups())
+    groups[g.name()] = std::set<int>(g.ranks().begin(), g.ranks().end());
+  CHECK(groups.at("pipe.3-0") == std::set<int>{0, 3});
+  for (const proto::RankPlan& rp : plan->ranks())
+    for (const Ins& in : rp.instructions())
+      if (in.kind() == Ins::SEND || in.kind() == Ins::RECV) {
+        const auto it = groups.find(in.collective().group());
+        REQUIRE(it != groups.end());
+        CHECK(it->second == std::set<int>{rp.rank(), in.collective().peer()});
+      }
 }
 
 // 3D: pp 2 x dp 2 x tp 2. Each stage's tp collectives inside its forward and backward, on its

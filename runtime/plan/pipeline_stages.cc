@@ -56,9 +56,9 @@ StatusOr<Units> GroupUnits(const Graph& g) {
 StatusOr<std::vector<int64_t>> Flops(const Graph& g, const Units& u, int64_t micro_batch,
                                      int64_t seq_len) {
   if (seq_len <= 0 && g.config.count("max_seq_len")) seq_len = g.config.at("max_seq_len");
-  auto specs = InferTensorSpecs(g, {{"batch", std::max<int64_t>(1, micro_batch)},
-                                    {"seq", std::max<int64_t>(1, seq_len)}},
-                                g.name);
+  auto specs = InferTensorSpecs(
+      g, {{"batch", std::max<int64_t>(1, micro_batch)}, {"seq", std::max<int64_t>(1, seq_len)}},
+      g.name);
   if (!specs.ok()) return specs.status().WithPrefix("pipeline.partition_method flops");
   std::vector<int64_t> f(u.node_begin.size(), 0);
   for (size_t b = 0; b < f.size(); ++b)
@@ -137,8 +137,8 @@ std::vector<int> Balance(const std::vector<int64_t>& w, int k, int64_t head, int
 }  // namespace
 
 StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
-                                                     const std::string& method,
-                                                     int64_t micro_batch, int64_t seq_len) {
+                                                     const std::string& method, int64_t micro_batch,
+                                                     int64_t seq_len) {
   const int L = g.num_blocks;
   if (stages < 1) return InvalidArgumentError("pipeline: " + Str(stages) + " stages");
   if (stages > L)
@@ -172,8 +172,7 @@ StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
     }
     for (int t : held) st.parameters += Elements(g.tensors[t]);
     if (params) st.weight = st.parameters;
-    if (by_flops)
-      st.weight += (s == 0 ? head : 0) + (s == stages - 1 ? tail : 0);
+    if (by_flops) st.weight += (s == 0 ? head : 0) + (s == stages - 1 ? tail : 0);
     if (!params && st.weight == 0)
       return InvalidArgumentError(
           "pipeline.partition_method \"" + method + "\" leaves stage " + Str(s) + " of " +

@@ -73,10 +73,11 @@ void CheckClose(const std::vector<double>& want, const std::vector<double>& got,
 
 // The tiny GPT of the trainer tests with 4 layers, micro-batches of `micro`, and `extra`.
 std::string Job(const std::string& data, int micro, int stage, const std::string& extra,
-                const std::string& family = "gpt2") {
+                const std::string& family = "gpt2", int layers = 4) {
   std::string yaml = testing::TinyGptJob(data, micro, stage, "cpu", extra);
   const std::string gpt = "family: gpt2, n_layer: 2";
-  yaml.replace(yaml.find(gpt), gpt.size(), "family: " + family + ", n_layer: 4");
+  yaml.replace(yaml.find(gpt), gpt.size(),
+               "family: " + family + ", n_layer: " + std::to_string(layers));
   if (family == "llama") yaml.replace(yaml.find("n_head: 4"), 9, "n_head: 4, n_kv_head: 2");
   return yaml;
 }
@@ -134,6 +135,13 @@ TEST_CASE("PP: interleaved (2 ranks x 2 chunks) reproduces the single-rank curve
     const Run dp = Train(Job(data, 2, 1, interleaved, family), 4, 20);
     CheckClose(single.loss, dp.loss, 1e-5, "loss at PP 2 x DP 2, ZeRO-1");
   }
+  // PP 4 x 2 chunks over 8 blocks (m = 4, the least).
+  const Run single8 = Train(Job(data, 2, 0, "", "gpt2", 8), 1, 10);
+  const std::string four =
+      "parallel: {pipeline: 4}\npipeline: {schedule: interleaved, virtual_stages: 2}\n";
+  const Run run8 = Train(Job(data, 2, 0, four, "gpt2", 8), 4, 10);
+  CheckClose(single8.loss, run8.loss, 1e-6, "loss at PP 4 x 2 chunks");
+  CheckClose(single8.norm, run8.norm, 1e-5, "gradient norm at PP 4 x 2 chunks");
 }
 
 TEST_CASE("PP: Llama (untied) at 2 stages, and with ZeRO-2 at PP 2 x DP 2", "[worker][pipe]") {
