@@ -44,8 +44,7 @@ struct PipelineStage {
 // op registry populated (link //kernels/ops:op_defs).
 StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& graph, int stages,
                                                      const std::string& method,
-                                                     int64_t micro_batch = 1,
-                                                     int64_t seq_len = 0);
+                                                     int64_t micro_batch = 1, int64_t seq_len = 0);
 
 // "stage 0: embeddings + blocks 0-2, 12.3 M parameters" lines, for ds-launch plan.
 std::string FormatStages(const std::vector<PipelineStage>& stages, int num_blocks);

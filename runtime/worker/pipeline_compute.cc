@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
@@ -17,8 +17,8 @@ class Timed {
  public:
   explicit Timed(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
   ~Timed() {
-    *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
-                .count();
+    *ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
   }
 
  private:

@@ -5,8 +5,8 @@
 //
 // Prints a progress line, writes per-step metrics as CSV (monitor.csv), evaluates every
 // monitor.eval_interval steps and checkpoints every checkpoint.save_interval steps.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -276,9 +276,10 @@ Status Run(const Flags& f) {
     }
     std::sort(idle.begin(), idle.end());
     const double n = static_cast<double>(idle.size());
-    std::printf("pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
-                "%.4f (median)\n",
-                compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
+    std::printf(
+        "pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
+        "%.4f (median)\n",
+        compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
   }
   if (!trainer->executor().profile().empty()) {
     std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
