@@ -222,6 +222,60 @@ Graph PipelineRankGraph(const std::vector<PipeStageGraph>& stages, int pp, int r
   return RankChunksGraph(chunks);
 }
 
+namespace {
+
+// Stage s's layout in plan.stages and its ranks' merged streams in plan.ranks.
+struct StageInputs {
+  const ParallelGrid* grid;
+  const Stages* st;
+  const std::vector<std::string>* tied;
+  const std::map<std::string, std::string>* names;  // the stage's groups to the world's
+  int micro_batches = 1;
+};
+
+Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Plan* plan) {
+  const ParallelGrid& grid = *x.grid;
+  proto::StageLayout* layout = plan->add_stages();
+  *layout->mutable_model() = stage.model();
+  *layout->mutable_partition() = stage.partition();
+  *layout->mutable_buckets() = stage.buckets();
+  *layout->mutable_buffers() = stage.buffers();
+  const std::vector<int>& slots = x.st->streams.slots[s];
+  for (int k : slots) layout->add_slots(k);
+  StageStreams in;
+  in.pipe = &x.st->streams.ranks[s];
+  // One executor per chunk and slot: each activation buffer counts the most slots a chunk
+  // keeps (exact with one chunk, an upper bound with several).
+  const int most = *std::max_element(slots.begin(), slots.end());
+  for (proto::PlanBuffer& b : *layout->mutable_buffers())
+    if (b.kind() == proto::PlanBuffer::ACTIVATIONS) {
+      b.set_bytes(b.bytes() * most);
+      if (!b.whole_step()) in.activation_buffers.insert(b.id());
+    }
+  const bool tied = !x.tied->empty(), ends = s == 0 || s == grid.pp() - 1;
+  const Ranges tied_flat = FlatOf(stage.model(), *x.tied);
+  const int cells = grid.dp() * grid.tp();
+  for (int c = 0; c < cells; ++c) {  // the stage plan's rank c: dp c / tp, tp c % tp
+    in.zero = &stage.ranks(c);
+    const Ins reduce = TiedReduce(stage, tied_flat, "embedding." + Str(c));
+    in.tied = ends && tied ? &reduce : nullptr;
+    auto merged = MergeStageStream(in, x.micro_batches);
+    if (!merged.ok()) return merged.status().WithPrefix("pipeline stage " + Str(s));
+    RenameGroups(grid, s, c, *x.names, &*merged);
+    if (s == grid.pp() - 1 && s > 0 && tied)  // the first stage counts them
+      for (Ins& ins : *merged)
+        if (ins.kind() == Ins::GRAD_NORM_REDUCE)
+          LeaveOutOfNorm(stage, c / grid.tp(), tied_flat, &ins);
+    proto::RankPlan* rp = plan->add_ranks();
+    rp->set_rank(s * cells + c);
+    rp->set_stage(s);
+    for (Ins& ins : *merged) *rp->add_instructions() = std::move(ins);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
                                        const PlanConfig& config) {
   DS_RETURN_IF_ERROR(CheckScope(topo, config));
@@ -250,43 +304,10 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   plan.mutable_settings()->set_partition_method(config.partition_method);
   std::vector<std::map<std::string, std::string>> names;
   AddGroups(grid, stages, !tied.empty(), config.virtual_stages > 1, &names, &plan);
-  const int m = static_cast<int>(config.gradient_accumulation_steps);
-  const int cells = topo.dp * topo.tp;
   for (int s = 0; s < topo.pp; ++s) {
-    proto::StageLayout* layout = plan.add_stages();
-    *layout->mutable_model() = stages[s].model();
-    *layout->mutable_partition() = stages[s].partition();
-    *layout->mutable_buckets() = stages[s].buckets();
-    *layout->mutable_buffers() = stages[s].buffers();
-    for (int slots : st->streams.slots[s]) layout->add_slots(slots);
-    StageStreams in;
-    in.pipe = &st->streams.ranks[s];
-    // One executor per chunk and slot: each activation buffer counts the most slots a chunk
-    // keeps (exact with one chunk, an upper bound with several).
-    const int slots = *std::max_element(st->streams.slots[s].begin(), st->streams.slots[s].end());
-    for (proto::PlanBuffer& b : *layout->mutable_buffers())
-      if (b.kind() == proto::PlanBuffer::ACTIVATIONS) {
-        b.set_bytes(b.bytes() * slots);
-        if (!b.whole_step()) in.activation_buffers.insert(b.id());
-      }
-    const bool ends = s == 0 || s == topo.pp - 1;
-    const Ranges tied_flat = FlatOf(stages[s].model(), tied);
-    for (int c = 0; c < cells; ++c) {  // the stage plan's rank c: dp c / tp, tp c % tp
-      in.zero = &stages[s].ranks(c);
-      const Ins reduce = TiedReduce(stages[s], tied_flat, "embedding." + Str(c));
-      in.tied = ends && !tied.empty() ? &reduce : nullptr;
-      auto merged = MergeStageStream(in, m);
-      if (!merged.ok()) return merged.status().WithPrefix("pipeline stage " + Str(s));
-      RenameGroups(grid, s, c, names[s], &*merged);
-      if (s == topo.pp - 1 && s > 0 && !tied.empty())  // the first stage counts them
-        for (Ins& x : *merged)
-          if (x.kind() == Ins::GRAD_NORM_REDUCE)
-            LeaveOutOfNorm(stages[s], c / topo.tp, tied_flat, &x);
-      proto::RankPlan* rp = plan.add_ranks();
-      rp->set_rank(s * cells + c);
-      rp->set_stage(s);
-      for (Ins& x : *merged) *rp->add_instructions() = std::move(x);
-    }
+    const StageInputs x{&grid, &*st, &tied, &names[s],
+                        static_cast<int>(config.gradient_accumulation_steps)};
+    DS_RETURN_IF_ERROR(AddStage(x, s, stages[s], &plan));
   }
   for (int w = 0; w < topo.world; ++w) {
     const proto::Plan view = RankView(plan, w);
