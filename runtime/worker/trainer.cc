@@ -361,15 +361,11 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
 StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (config_.data.validation.empty())
     return FailedPreconditionError(config_.source + ": data.validation is not set");
-  if (pipe_stage_ >= 0)
-    return UnimplementedError(config_.source +
-                              ": validation under parallel.pipeline is not run yet; unset "
-                              "data.validation or set monitor.eval_interval 0");
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
   // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
   const bool host_gather = device_states_ && params_->params_partitioned();
-  if (!eval_executor_) {
+  if (!eval_executor_ && pipe_stage_ < 0) {
     exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
     if (device_states_ && !host_gather)
       eo.device_params = device_states_->params();  // read in place
@@ -385,6 +381,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     DS_ASSIGN_OR_RETURN(val_data_, data::DataLoader::Open(d));
   }
   val_data_->Reset();
+  if (pipe_stage_ >= 0) return EvaluatePipeline(iters);  // ZeRO 0-2 on the host: nothing to gather
   if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());  // offload_param nvme
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());            // stage 3

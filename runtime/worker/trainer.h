@@ -149,6 +149,9 @@ class Trainer {
   // kept), and after the plan, one executor per activation slot under a PipelineCompute.
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
+  // Validation under a pipeline: each micro-batch's forward through the virtual stages in
+  // order, the boundary activations over the links, the mean of the last stage's losses.
+  StatusOr<double> EvaluatePipeline(int64_t iters);
   // partition_activations: the checkpoints the plan stashes (its rule on this rank's graph) and
   // this rank's slice of them; says on rank 0 when the job has none to split, and why.
   void PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* options);
@@ -175,6 +178,8 @@ class Trainer {
   std::unique_ptr<plan::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
   int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
   std::vector<Graph> pipe_chunks_;          // its model chunks' graphs (graph_: all of them)
+  std::vector<std::pair<std::vector<int>, std::vector<int>>> pipe_io_;  // per chunk: recv, send
+  std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;  // per chunk, for validation
   std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
   std::unique_ptr<zero::InitSlicer> init_slicer_;

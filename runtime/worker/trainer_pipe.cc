@@ -1,5 +1,6 @@
 // The Trainer's pipeline-parallel part: this rank's stage graph (the planner's cut,
 // runtime/plan/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
+#include <algorithm>
 #include <map>
 
 #include "parallel/communicator.h"
@@ -8,6 +9,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_plan.h"
+#include "runtime/plan/pipe_streams.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/pipeline_compute.h"
@@ -40,8 +42,10 @@ Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
       shards.push_back(tp_->shards.at(index.at(graph_.tensors[t].name)));
     tp_->shards = std::move(shards);  // the initializer's slicer and the loader read them
   }
-  for (size_t s = pipe_stage_; s < stages.size(); s += topology.pp)
+  for (size_t s = pipe_stage_; s < stages.size(); s += topology.pp) {
+    pipe_io_.push_back({stages[s].recv, stages[s].send});
     pipe_chunks_.push_back(std::move(stages[s].graph));
+  }
   int params = 0;
   for (const TensorInfo& t : graph_.tensors) params += t.role == TensorRole::kParam;
   DS_LOG_INFO("worker",
@@ -76,6 +80,68 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
     }
   pipe_compute_ = std::make_unique<PipelineCompute>(std::move(slots), train_data_.get());
   return OkStatus();
+}
+
+// Outside the step plan, as ForwardWhole is for tensor parallelism: every rank walks the
+// micro-batches in order, each of its chunks receiving its input from the previous virtual
+// stage's rank and sending its output on (blocking, one link per direction), so the chain of
+// virtual stages 0 .. p x v - 1 advances one hand-over at a time and no rank waits on a cycle.
+StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
+  if (tp_)
+    return UnimplementedError(config_.source +
+                              ": validation under parallel.pipeline with parallel.tensor > 1 is "
+                              "not run yet; unset data.validation");
+  const int p = plan_->topology().pp(), cells = plan_->topology().dp() * plan_->topology().tp();
+  const int column = world_rank_ % cells, v = static_cast<int>(pipe_chunks_.size());
+  const int64_t micro = config_.train_micro_batch_size_per_gpu;
+  for (int c = static_cast<int>(pipe_eval_.size()); c < v; ++c) {
+    DS_ASSIGN_OR_RETURN(
+        std::unique_ptr<exec::Executor> e,
+        exec::Executor::Create(pipe_chunks_[c], params_.get(), {micro, seq_, /*training=*/false}));
+    pipe_eval_.push_back(std::move(e));
+  }
+  auto move = [&](int from, int to, const std::vector<int>& tensors, exec::Executor* e,
+                  bool send) -> Status {
+    const std::string name = plan::PipeLinkName(from * cells + column, to * cells + column);
+    auto it = group_by_name_.find(name);
+    if (it == group_by_name_.end())
+      return InternalError("validation: no link " + name + " on rank " +
+                           std::to_string(world_rank_));
+    parallel::Communicator* link = it->second;
+    for (int t : tensors) {
+      const Tensor x = e->TensorData(t, false);
+      const parallel::BufferView view(x.f32(), x.numel());
+      auto h = send ? link->SendAsync(view, 1 - link->rank(), 0)
+                    : link->RecvAsync(view, 1 - link->rank(), 0);
+      DS_RETURN_IF_ERROR(h->Wait());
+    }
+    return OkStatus();
+  };
+  double sum = 0;
+  int counted = 0;
+  const int64_t n = micro * seq_;
+  for (int64_t i = 0; i < iters; ++i) {
+    exec::Executor* first = pipe_eval_[0].get();
+    DS_RETURN_IF_ERROR(val_data_->Next(first->ids(), first->targets()));
+    for (int c = 0; c < v; ++c) {
+      exec::Executor* e = pipe_eval_[c].get();
+      std::copy(first->ids(), first->ids() + n, e->ids());
+      std::copy(first->targets(), first->targets() + n, e->targets());
+      const int vs = c * p + pipe_stage_, prev = (pipe_stage_ + p - 1) % p;
+      if (vs > 0) DS_RETURN_IF_ERROR(move(prev, pipe_stage_, pipe_io_[c].first, e, false));
+      DS_RETURN_IF_ERROR(e->Forward(0));
+      if (vs < p * v - 1) {
+        DS_RETURN_IF_ERROR(move(pipe_stage_, (pipe_stage_ + 1) % p, pipe_io_[c].second, e, true));
+      } else {
+        sum += e->loss();
+        ++counted;
+      }
+    }
+  }
+  float sum_count[2] = {static_cast<float>(sum), static_cast<float>(counted)};
+  DS_RETURN_IF_ERROR(
+      world_host_comm_->AllReduce(parallel::BufferView(sum_count, 2), parallel::ReduceOp::kSum));
+  return sum_count[1] > 0 ? sum_count[0] / sum_count[1] : 0.0;
 }
 
 }  // namespace ds::worker

@@ -19,6 +19,7 @@ namespace ds::worker {
 namespace {
 
 struct Run {
+  double eval = 0;  // Evaluate(4) after training, when the job has data.validation
   std::vector<double> loss, norm, scale;
   std::vector<std::vector<float>> weights;  // per rank: the fp32 master (unsharded)
 };
@@ -43,6 +44,9 @@ Run Train(const std::string& yaml, int world, int steps, bool save = false, int 
           runs[r].scale.push_back(m.skipped ? -m.loss_scale : m.loss_scale);
         }
         if (save) DS_RETURN_IF_ERROR(t->SaveCheckpoint());
+        if (!t->config().data.validation.empty()) {
+          DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
+        }
         const zero::ParamStore& p = t->params();
         if (!p.master_sharded())
           runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
@@ -54,7 +58,8 @@ Run Train(const std::string& yaml, int world, int steps, bool save = false, int 
   }
   Run out = runs[0];
   for (int r = 0; r < world; ++r) {
-    CHECK(runs[r].loss == runs[0].loss);      // the last stage's loss, on every rank
+    CHECK(runs[r].loss == runs[0].loss);  // the last stage's loss, on every rank
+    CHECK(runs[r].eval == runs[0].eval);
     CHECK(Same(runs[r].norm, runs[0].norm));  // an fp16 overflow's inf / nan included
     out.weights.resize(world);
     if (!runs[r].weights.empty()) out.weights[r] = runs[r].weights[0];
@@ -93,6 +98,23 @@ TEST_CASE("PP: 2 and 4 stages (1F1B) reproduce the single-rank GPT-2 curve", "[w
     const Run run = Train(Job(data, 2, 0, Pipe(pp)), pp, 20);
     CheckClose(single.loss, run.loss, 1e-6, "loss");
     CheckClose(single.norm, run.norm, 1e-5, "gradient norm");
+  }
+}
+
+// Validation under a pipeline: each micro-batch forward through the stages (interleaved chunks
+// too), the last stage's losses averaged on every rank: the single rank's validation loss.
+TEST_CASE("PP: validation equals the single rank's", "[worker][pipe]") {
+  const std::string data = testing::WriteTinyTokens("pipe_train.tok");
+  std::string yaml = Job(data, 2, 1, "");
+  yaml.replace(yaml.find(", seq_len: 16"), 13, ", validation: " + data + ", seq_len: 16");
+  const Run single = Train(yaml, 1, 5);
+  REQUIRE(single.eval > 0);
+  const std::string inter =
+      "parallel: {pipeline: 2}\npipeline: {schedule: interleaved, virtual_stages: 2}\n";
+  for (const std::string& extra : {Pipe(2), Pipe(4), inter}) {
+    INFO(extra);
+    const Run run = Train(yaml + extra, 4, 5);
+    CHECK(std::abs(run.eval - single.eval) <= 1e-5 * single.eval);
   }
 }
 
