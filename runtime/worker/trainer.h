@@ -179,8 +179,8 @@ class Trainer {
   int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
   std::vector<Graph> pipe_chunks_;          // its model chunks' graphs (graph_: all of them)
   std::vector<std::pair<std::vector<int>, std::vector<int>>> pipe_io_;  // per chunk: recv, send
-  std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;  // per chunk, for validation
-  std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
+  std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;              // per chunk, for validation
+  std::vector<std::unique_ptr<exec::Executor>> slot_executors_;         // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
   std::unique_ptr<zero::InitSlicer> init_slicer_;
   std::vector<std::unique_ptr<parallel::Communicator>> groups_;  // the plan's, this rank's
