@@ -231,6 +231,7 @@ struct StageInputs {
   const std::vector<std::string>* tied;
   const std::map<std::string, std::string>* names;  // the stage's groups to the world's
   int micro_batches = 1;
+  int64_t micro_batch_size = 1, seq_len = 1;
 };
 
 Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Plan* plan) {
@@ -242,6 +243,10 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
   *layout->mutable_buffers() = stage.buffers();
   const std::vector<int>& slots = x.st->streams.slots[s];
   for (int k : slots) layout->add_slots(k);
+  for (size_t v = s; v < x.st->graphs.size(); v += grid.pp()) {  // the rank's chunks
+    DS_ASSIGN_OR_RETURN(double f, GraphFlops(x.st->graphs[v].graph, x.micro_batch_size, x.seq_len));
+    layout->set_flops(layout->flops() + f);
+  }
   StageStreams in;
   in.pipe = &x.st->streams.ranks[s];
   // One executor per chunk and slot: each activation buffer counts the most slots a chunk
@@ -305,8 +310,13 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   std::vector<std::map<std::string, std::string>> names;
   AddGroups(grid, stages, !tied.empty(), config.virtual_stages > 1, &names, &plan);
   for (int s = 0; s < topo.pp; ++s) {
-    const StageInputs x{&grid, &*st, &tied, &names[s],
-                        static_cast<int>(config.gradient_accumulation_steps)};
+    const StageInputs x{&grid,
+                        &*st,
+                        &tied,
+                        &names[s],
+                        static_cast<int>(config.gradient_accumulation_steps),
+                        config.micro_batch_size,
+                        config.seq_len};
     DS_RETURN_IF_ERROR(AddStage(x, s, stages[s], &plan));
   }
   for (int w = 0; w < topo.world; ++w) {

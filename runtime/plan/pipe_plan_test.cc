@@ -10,6 +10,7 @@
 
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/pipe_streams.h"
+#include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/plan/plan_test_util.h"
 #include "runtime/plan/plan_view.h"
@@ -325,6 +326,38 @@ TEST_CASE("The plan summary shows each stage and the schedule's bubble", "[plan]
       CHECK(st.embedding_sent_bytes() > 0);
       CHECK(st.rank().activation_peak_bytes() > 0);
     }
+  }
+}
+
+// Each stage's FLOPs per micro-batch add up to the whole model's (the pipe ops add only the
+// received gradients' sums); a split whose stages compute unevenly gets a note naming the way out.
+TEST_CASE("The plan summary shows each stage's FLOPs and an uneven split", "[plan][pipe]") {
+  ModelSpec spec;
+  spec.family = "gpt2";
+  spec.n_layer = 4;
+  spec.n_embd = 256;
+  spec.n_head = 4;
+  spec.vocab_size = 8192;
+  spec.max_seq_len = 256;
+  auto g = BuildModelGraph(spec);
+  REQUIRE(g.ok());
+  PlanConfig c = Config(0, 2, 8);
+  c.micro_batch_size = 4;
+  c.seq_len = 256;
+  auto whole = GraphFlops(*g, 4, 256);
+  REQUIRE(whole.ok());
+  for (const char* method : {"parameters", "flops"}) {
+    INFO(method);
+    c.partition_method = method;
+    auto plan = Plan(*g, 2, 2, c);
+    REQUIRE(plan.ok());
+    const proto::PlanSummary s = SummarizePlan(*plan, "job.yaml");
+    const double sum = s.pipeline().stage(0).flops() + s.pipeline().stage(1).flops();
+    CHECK(sum == Approx(*whole).epsilon(1e-3));
+    const std::string text = FormatPlanSummary(s);
+    INFO(text);
+    const bool uneven = std::string(method) == "parameters";  // 2 + 2 blocks, the head on one
+    CHECK((text.find("partition_method flops balances the FLOPs") != std::string::npos) == uneven);
   }
 }
 

@@ -100,6 +100,7 @@ void SummarizePipeline(const proto::Plan& plan, proto::PlanSummary* summary) {
     st->set_stage(s);
     st->set_blocks(Blocks(layout.model(), plan.model().n_layer()));
     st->set_parameters(layout.model().num_parameters());
+    st->set_flops(layout.flops());
     *st->mutable_slots() = layout.slots();
     for (const proto::RankPlan& rp : plan.ranks()) {
       if (rp.stage() != s) continue;
@@ -119,24 +120,38 @@ std::string FormatPipelineSummary(const proto::PlanSummary& summary) {
   if (p.virtual_stages() > 1) out += " x " + Str(p.virtual_stages()) + " chunks";
   out += ", " + Str(p.micro_batches()) + " micro-batches per step\n";
   char line[512];
-  std::snprintf(line, sizeof(line), "  %-5s %-34s %10s %6s %10s %10s %9s %9s %9s %9s\n", "stage",
-                "blocks", "params (M)", "slots", "act. MiB", "peak MiB", "p2p MiB", "tp MiB",
-                "dp MiB", "emb. MiB");
+  std::snprintf(line, sizeof(line), "  %-5s %-34s %10s %7s %6s %10s %10s %9s %9s %9s %9s\n",
+                "stage", "blocks", "params (M)", "GFLOP", "slots", "act. MiB", "peak MiB",
+                "p2p MiB", "tp MiB", "dp MiB", "emb. MiB");
   out += line;
+  double most = 0, least = 0;
   for (const proto::StageSummary& s : p.stage()) {
+    most = std::max(most, s.flops());
+    least = least == 0 ? s.flops() : std::min(least, s.flops());
     std::string slots;
     for (int k : s.slots()) slots += (slots.empty() ? "" : "+") + Str(k);
-    std::snprintf(line, sizeof(line), "  %-5d %-34s %10.3f %6s %10s %10s %9s %9s %9s %9s\n",
-                  s.stage(), s.blocks().c_str(), s.parameters() / 1e6, slots.c_str(),
-                  MiB(s.rank().activation_peak_bytes()).c_str(), MiB(s.rank().peak_bytes()).c_str(),
-                  MiB(s.p2p_sent_bytes()).c_str(), MiB(s.tp_sent_bytes()).c_str(),
-                  MiB(s.dp_sent_bytes()).c_str(), MiB(s.embedding_sent_bytes()).c_str());
+    std::snprintf(line, sizeof(line), "  %-5d %-34s %10.3f %7.2f %6s %10s %10s %9s %9s %9s %9s\n",
+                  s.stage(), s.blocks().c_str(), s.parameters() / 1e6, s.flops() / 1e9,
+                  slots.c_str(), MiB(s.rank().activation_peak_bytes()).c_str(),
+                  MiB(s.rank().peak_bytes()).c_str(), MiB(s.p2p_sent_bytes()).c_str(),
+                  MiB(s.tp_sent_bytes()).c_str(), MiB(s.dp_sent_bytes()).c_str(),
+                  MiB(s.embedding_sent_bytes()).c_str());
     out += line;
   }
   out += "  bubble (idle fraction of a step, F = 1, B = 2): formula " +
          Fmt("%.4f", p.bubble_formula()) + ", simulated per pipeline rank";
   for (double b : p.bubble_simulated()) out += " " + Fmt("%.4f", b);
-  out += "\n  (sent per step by each stage's first rank; activations count every slot)\n";
+  out +=
+      "\n  (GFLOP: forward and backward of one micro-batch; sent per step by each stage's "
+      "first rank; activations count every slot)\n";
+  // The schedule waits for its slowest stage: say when the split leaves them uneven.
+  if (least > 0 && most > 1.2 * least) {
+    out += "  note: the stages' compute differs by " + Fmt("%.2f", most / least) +
+           "x; the others idle for the slowest";
+    out += summary.settings().partition_method() == "flops"
+               ? " (the blocks allow no better split)\n"
+               : ": pipeline.partition_method flops balances the FLOPs\n";
+  }
   return out;
 }
 

@@ -51,27 +51,35 @@ StatusOr<Units> GroupUnits(const Graph& g) {
   return u;
 }
 
-// Per block position: the forward and backward FLOPs of its nodes for one micro-batch of
-// (micro_batch, seq_len), from the OpDefs.
-StatusOr<std::vector<int64_t>> Flops(const Graph& g, const Units& u, int64_t micro_batch,
-                                     int64_t seq_len) {
+// Per node: its forward and backward FLOPs for one micro-batch of (micro_batch, seq_len), from
+// the OpDefs.
+StatusOr<std::vector<double>> NodeFlops(const Graph& g, int64_t micro_batch, int64_t seq_len) {
   if (seq_len <= 0 && g.config.count("max_seq_len")) seq_len = g.config.at("max_seq_len");
   auto specs = InferTensorSpecs(
       g, {{"batch", std::max<int64_t>(1, micro_batch)}, {"seq", std::max<int64_t>(1, seq_len)}},
       g.name);
-  if (!specs.ok()) return specs.status().WithPrefix("pipeline.partition_method flops");
+  if (!specs.ok()) return specs.status();
+  std::vector<double> f(g.nodes.size(), 0);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const kernels::OpDef* def = kernels::FindOp(g.nodes[n].op);
+    if (!def) return InvalidArgumentError("pipeline: op " + g.nodes[n].op + " is not registered");
+    std::vector<TensorSpec> in;
+    for (int t : g.nodes[n].inputs) in.push_back((*specs)[t]);
+    if (def->forward_flops) f[n] += def->forward_flops(g.nodes[n].attrs, in);
+    if (def->backward_flops) f[n] += def->backward_flops(g.nodes[n].attrs, in);
+  }
+  return f;
+}
+
+// Per block position: the FLOPs of its nodes.
+StatusOr<std::vector<int64_t>> Flops(const Graph& g, const Units& u, int64_t micro_batch,
+                                     int64_t seq_len) {
+  auto nodes = NodeFlops(g, micro_batch, seq_len);
+  if (!nodes.ok()) return nodes.status().WithPrefix("pipeline.partition_method flops");
   std::vector<int64_t> f(u.node_begin.size(), 0);
   for (size_t b = 0; b < f.size(); ++b)
-    for (int n = u.node_begin[b]; n >= 0 && n < u.node_end[b]; ++n) {
-      const kernels::OpDef* def = kernels::FindOp(g.nodes[n].op);
-      if (!def) return InvalidArgumentError("pipeline: op " + g.nodes[n].op + " is not registered");
-      std::vector<TensorSpec> in;
-      for (int t : g.nodes[n].inputs) in.push_back((*specs)[t]);
-      double x = 0;
-      if (def->forward_flops) x += def->forward_flops(g.nodes[n].attrs, in);
-      if (def->backward_flops) x += def->backward_flops(g.nodes[n].attrs, in);
-      f[b] += static_cast<int64_t>(x);
-    }
+    for (int n = u.node_begin[b]; n >= 0 && n < u.node_end[b]; ++n)
+      f[b] += static_cast<int64_t>((*nodes)[n]);
   return f;
 }
 
@@ -188,6 +196,14 @@ StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& g, int stages,
     out.push_back(st);
   }
   return out;
+}
+
+StatusOr<double> GraphFlops(const Graph& graph, int64_t micro_batch, int64_t seq_len) {
+  auto nodes = NodeFlops(graph, micro_batch, seq_len);
+  if (!nodes.ok()) return nodes.status();
+  double sum = 0;
+  for (double f : *nodes) sum += f;
+  return sum;
 }
 
 std::string FormatStages(const std::vector<PipelineStage>& stages, int num_blocks) {

@@ -46,6 +46,10 @@ StatusOr<std::vector<PipelineStage>> PartitionStages(const Graph& graph, int sta
                                                      const std::string& method,
                                                      int64_t micro_batch = 1, int64_t seq_len = 0);
 
+// The forward and backward FLOPs of every node of `graph` for one micro-batch (the OpDefs'
+// counts; seq_len 0: the graph's max_seq_len): what a pipeline stage computes per micro-batch.
+StatusOr<double> GraphFlops(const Graph& graph, int64_t micro_batch, int64_t seq_len);
+
 // "stage 0: embeddings + blocks 0-2, 12.3 M parameters" lines, for ds-launch plan.
 std::string FormatStages(const std::vector<PipelineStage>& stages, int num_blocks);
 
