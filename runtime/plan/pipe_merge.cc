@@ -163,6 +163,7 @@ class Merger {
         for (int w : x.wait_for()) y.add_wait_for(w);
       y.set_chunk(x.chunk());
       y.set_slot(x.slot());
+      if (y.kind() == Ins::BACKWARD) y.set_kind(x.kind());  // zb-h1: its input half
       if (y.kind() == Ins::FORWARD) y.set_computes_loss(y.computes_loss() && x.computes_loss());
       KeepStepBuffers(first_acts, &y);
       from_d_[group[j]] = Size();

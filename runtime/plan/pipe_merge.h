@@ -12,7 +12,9 @@
 //                                   the first of i taking D's buffers and waits
 //     after i's last BACKWARD       D's reductions of i (stage 2: every micro-batch); zb-h1's
 //                                   BACKWARD_INPUT takes D's backward, the reductions follow
-//                                   its BACKWARD_WEIGHT
+//                                   its BACKWARD_WEIGHT (with tensor parallelism the input
+//                                   half runs D's backward ranges and collectives, the weight
+//                                   half the whole chunk at once: it needs no collective)
 //   then `tied` (TIED_GRAD_ALL_REDUCE) and the last micro-batch's reductions and the step, after
 //   every send: no rank blocks in a world collective while a neighbour waits for its data.
 //

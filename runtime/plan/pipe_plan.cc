@@ -30,8 +30,6 @@ Status NotYet(const std::string& what) {
 
 Status CheckScope(const Topology& topo, const PlanConfig& c) {
   if (c.sequence_parallel) return NotYet("parallel.sequence_parallel");
-  if (topo.tp > 1 && c.pipe_schedule == PipeScheduleKind::kZbH1)
-    return NotYet("parallel.tensor " + Str(topo.tp) + " and pipeline.schedule zb-h1");
   if (topo.tp > 1 && c.virtual_stages > 1)
     return NotYet("parallel.tensor " + Str(topo.tp) + " and pipeline.virtual_stages " +
                   Str(c.virtual_stages) + " (interleaving with tensor parallelism)");

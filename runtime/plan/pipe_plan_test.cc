@@ -379,10 +379,6 @@ TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]
   tpv.pipe_schedule = PipeScheduleKind::kInterleaved;
   tpv.virtual_stages = 2;
   refused(MakePlan(llama, Topology{4, 1, 2, 2}, tpv), "pipeline.virtual_stages 2");
-  PlanConfig zb = Config(1, 2, 2);
-  zb.pipe_schedule = PipeScheduleKind::kZbH1;
-  zb.tensor = 2;
-  refused(MakePlan(llama, Topology{4, 1, 2, 2}, zb), "zb-h1");
 }
 
 }  // namespace

@@ -244,6 +244,10 @@ TEST_CASE("PP x TP: TP 2 x PP 2 and PP 2 x DP 2 x TP 2 stay on the single-rank c
     const Run three = Train(Job(data, 2, 1, Pipe(2), family), 8, 20, false, 2);
     CheckClose(single.loss, three.loss, 1e-5, "loss at PP 2 x DP 2 x TP 2, ZeRO-1");
     CheckClose(single.norm, three.norm, 1e-5, "gradient norm at PP 2 x DP 2 x TP 2, ZeRO-1");
+    // zb-h1 with TP: the input half runs the tp collectives, the weight half none.
+    const std::string zb = "pipeline: {schedule: zb-h1}\n";
+    const Run split = Train(Job(data, 2, 0, zb + Pipe(2), family), 4, 20, false, 2);
+    CheckClose(single.loss, split.loss, 1e-6, "loss at TP 2 x PP 2, zb-h1");
   }
 }
 
