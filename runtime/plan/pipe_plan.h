@@ -1,19 +1,21 @@
 // MakePipelinePlan: MakePlan's builder for parallel.pipeline > 1. Each pipeline rank runs its
 // stage graph (pipe_graph.h, the split of pipeline_stages.h), so the planner
 //
-//   1. plans each stage as a model of its own over its data-parallel ranks (MakePlan with pp 1
-//      and whole_backward: ZeRO's partition, buckets, reductions, norm, step on the stage's
-//      parameters), giving Plan.stages[s];
+//   1. plans each stage as a model of its own over its dp x tp ranks (MakePlan, or PlanLocal on
+//      the stage's part of tp rank 0's graph, with pp 1 and whole_backward: ZeRO's partition,
+//      buckets, reductions, norm, step on the stage's parameters, its tp collectives), giving
+//      Plan.stages[s];
 //   2. builds the schedule's compute and point-to-point streams (pipe_streams.h) and puts them
 //      in place of the stage plan's per-micro-batch LOAD / FORWARD / BACKWARD, keeping the
 //      buffers and waits those carried (a micro-batch's reductions right after its backward,
 //      the last one's and the step after the whole schedule, so no rank blocks a collective
 //      while a neighbour waits for its last send);
-//   3. names the world's groups: each stage's dp group "dp.<s>", a link per direction between
-//      neighbouring stages of one dp column ("pipe.<a>-<b>", world ranks), "embedding.<d>" for
-//      parameters the first and last stage share (tied embeddings: TIED_GRAD_ALL_REDUCE before
-//      the data-parallel reductions, counted in the norm on the first stage only), and "world"
-//      for the norm, the overflow flag and the loss (the last stage's mean, on every rank).
+//   3. names the world's groups: each stage's "dp.<i>", "tp.<i>", "kv.<i>" numbered on in
+//      Megatron's order, a link per direction between neighbouring stages of one (dp, tp)
+//      column ("pipe.<a>-<b>", world ranks), "embedding.<c>" for parameters the first and last
+//      stage share (tied embeddings: TIED_GRAD_ALL_REDUCE before the data-parallel reductions,
+//      counted in the norm on the first stage only), and "world" for the norm, the overflow
+//      flag and the loss (the last stage's mean, on every rank).
 //
 // Activation buffers count once per slot (the micro-batches a stage keeps in flight). Ranks run
 // RankView(plan, rank) (plan_view.h).
@@ -22,9 +24,10 @@
 // (PipelineRankGraph); its stage plan's buffers and waits go on each micro-batch's first forward
 // and backward, its reductions after the micro-batch's last backward.
 //
-// Not planned yet, each refused naming the setting: tensor parallelism with a pipeline, ZeRO-3,
-// recompute, NVMe offload, the model states on a device, zb-h1, and tied parameters under
-// ZeRO-2 (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+// Tensor parallelism runs inside each stage (1f1b, zb-h1). Not planned yet, each refused naming
+// the setting: ZeRO-3, recompute, sequence parallelism, NVMe offload, the model states on a
+// device, tensor parallelism with an interleaved schedule, and tied parameters under ZeRO-2
+// (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
 #pragma once
 
 #include <vector>
