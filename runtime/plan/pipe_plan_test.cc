@@ -20,19 +20,7 @@ namespace {
 
 using Ins = proto::Instruction;
 
-Graph Tiny(const std::string& family) {
-  ModelSpec spec;
-  spec.family = family;
-  spec.n_layer = 4;
-  spec.n_embd = 32;
-  spec.n_head = 4;
-  spec.n_kv_head = family == "llama" ? 2 : 0;
-  spec.vocab_size = 64;
-  spec.max_seq_len = 16;
-  auto g = BuildModelGraph(spec);
-  REQUIRE(g.ok());
-  return std::move(g).value();
-}
+Graph Tiny(const std::string& family) { return testing::SizedGraph(family, 4, 32, 64, 16); }
 
 PlanConfig Config(int stage, int pp, int gas) {
   PlanConfig c = testing::BaseConfig(stage, DType::kF32);
@@ -146,19 +134,11 @@ TEST_CASE("MakePlan plans interleaved schedules: every chunk's forward and backw
   }
   // 4 ranks x 2 chunks: the last rank hands its first chunk's output on to the first rank, over
   // a link of its own; every SEND and RECV names a group of the plan that holds both ends.
-  ModelSpec spec;
-  spec.family = "gpt2";
-  spec.n_layer = 8;
-  spec.n_embd = 32;
-  spec.n_head = 4;
-  spec.vocab_size = 64;
-  spec.max_seq_len = 16;
-  auto eight = BuildModelGraph(spec);
-  REQUIRE(eight.ok());
+  const Graph eight = testing::SizedGraph("gpt2", 8, 32, 64, 16);
   PlanConfig c = Config(0, 4, 4);
   c.pipe_schedule = PipeScheduleKind::kInterleaved;
   c.virtual_stages = 2;
-  auto plan = Plan(*eight, 4, 4, c);
+  auto plan = Plan(eight, 4, 4, c);
   INFO((plan.ok() ? "" : plan.status().ToString()));
   REQUIRE(plan.ok());
   std::map<std::string, std::set<int>> groups;
@@ -332,24 +312,16 @@ TEST_CASE("The plan summary shows each stage and the schedule's bubble", "[plan]
 // Each stage's FLOPs per micro-batch add up to the whole model's (the pipe ops add only the
 // received gradients' sums); a split whose stages compute unevenly gets a note naming the way out.
 TEST_CASE("The plan summary shows each stage's FLOPs and an uneven split", "[plan][pipe]") {
-  ModelSpec spec;
-  spec.family = "gpt2";
-  spec.n_layer = 4;
-  spec.n_embd = 256;
-  spec.n_head = 4;
-  spec.vocab_size = 8192;
-  spec.max_seq_len = 256;
-  auto g = BuildModelGraph(spec);
-  REQUIRE(g.ok());
+  const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
   PlanConfig c = Config(0, 2, 8);
   c.micro_batch_size = 4;
   c.seq_len = 256;
-  auto whole = GraphFlops(*g, 4, 256);
+  auto whole = GraphFlops(g, 4, 256);
   REQUIRE(whole.ok());
   for (const char* method : {"parameters", "flops"}) {
     INFO(method);
     c.partition_method = method;
-    auto plan = Plan(*g, 2, 2, c);
+    auto plan = Plan(g, 2, 2, c);
     REQUIRE(plan.ok());
     const proto::PlanSummary s = SummarizePlan(*plan, "job.yaml");
     const double sum = s.pipeline().stage(0).flops() + s.pipeline().stage(1).flops();

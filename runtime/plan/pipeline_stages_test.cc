@@ -115,24 +115,16 @@ TEST_CASE("PartitionStages: uniform and type:REGEX", "[plan][pipe]") {
 // parameters of its own) that costs more than a block, so the last stage takes fewer blocks
 // than by parameters, and the split is the best the FLOPs allow.
 TEST_CASE("PartitionStages: flops balances compute, the head counted", "[plan][pipe]") {
-  ModelSpec spec;
-  spec.family = "gpt2";
-  spec.n_layer = 4;
-  spec.n_embd = 256;
-  spec.n_head = 4;
-  spec.vocab_size = 8192;
-  spec.max_seq_len = 256;
-  auto g = BuildModelGraph(spec);
-  REQUIRE(g.ok());
-  auto params = PartitionStages(*g, 2, "parameters");
-  auto flops = PartitionStages(*g, 2, "flops", 4, 256);
+  const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
+  auto params = PartitionStages(g, 2, "parameters");
+  auto flops = PartitionStages(g, 2, "flops", 4, 256);
   REQUIRE(params.ok());
   REQUIRE(flops.ok());
   CHECK((*params)[0].last_block == 1);  // 2 + 2 blocks: the embeddings' parameters weigh
   CHECK((*flops)[0].last_block == 2);   // 3 + 1: the head's FLOPs weigh
   CHECK((*flops)[1].weight < (*flops)[0].weight + (*flops)[1].weight / 2);
   // The largest stage is the smallest any split gives.
-  auto one_three = PartitionStages(*g, 4, "flops", 4, 256);
+  auto one_three = PartitionStages(g, 4, "flops", 4, 256);
   REQUIRE(one_three.ok());
   int64_t largest = 0;
   for (const PipelineStage& st : *one_three) largest = std::max(largest, st.weight);

@@ -17,6 +17,22 @@ inline Graph PresetGraph(const std::string& name) {
   return std::move(graph).value();
 }
 
+// A GPT-2 or Llama graph of the given sizes (4 heads; Llama with 2 key / value heads).
+inline Graph SizedGraph(const std::string& family, int n_layer, int64_t n_embd, int64_t vocab_size,
+                        int64_t max_seq_len) {
+  ModelSpec spec;
+  spec.family = family;
+  spec.n_layer = n_layer;
+  spec.n_embd = n_embd;
+  spec.n_head = 4;
+  spec.n_kv_head = family == "llama" ? 2 : 0;
+  spec.vocab_size = vocab_size;
+  spec.max_seq_len = max_seq_len;
+  auto graph = BuildModelGraph(spec);
+  REQUIRE(graph.ok());
+  return std::move(graph).value();
+}
+
 // Mixed-precision Adam with clipping, as the ZeRO paper counts it.
 inline PlanConfig BaseConfig(int stage, DType dtype = DType::kBF16) {
   PlanConfig c;

@@ -18,62 +18,11 @@
 namespace ds::worker {
 namespace {
 
-struct Run {
-  double eval = 0;  // Evaluate(4) after training, when the job has data.validation
-  std::vector<double> loss, norm, scale;
-  std::vector<std::vector<float>> weights;  // per rank: the fp32 master (unsharded)
-};
-
-bool Same(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
-  return true;
-}
+using Run = testing::TrainRun;
+using testing::CheckClose;
 
 Run Train(const std::string& yaml, int world, int steps, bool save = false, int tp = 0) {
-  std::vector<Run> runs(world);
-  const std::vector<Status> errors =
-      testing::OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
-        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm, tp));
-        DS_RETURN_IF_ERROR(t->Initialize());
-        for (int i = 0; i < steps; ++i) {
-          DS_ASSIGN_OR_RETURN(StepMetrics m, t->TrainStep());
-          runs[r].loss.push_back(m.loss);
-          runs[r].norm.push_back(m.grad_norm);
-          runs[r].scale.push_back(m.skipped ? -m.loss_scale : m.loss_scale);
-        }
-        if (save) DS_RETURN_IF_ERROR(t->SaveCheckpoint());
-        if (!t->config().data.validation.empty()) {
-          DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
-        }
-        const zero::ParamStore& p = t->params();
-        if (!p.master_sharded())
-          runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
-        return OkStatus();
-      });
-  for (int r = 0; r < world; ++r) {
-    INFO("rank " << r << ": " << errors[r].ToString());
-    REQUIRE(errors[r].ok());
-  }
-  Run out = runs[0];
-  for (int r = 0; r < world; ++r) {
-    CHECK(runs[r].loss == runs[0].loss);  // the last stage's loss, on every rank
-    CHECK(runs[r].eval == runs[0].eval);
-    CHECK(Same(runs[r].norm, runs[0].norm));  // an fp16 overflow's inf / nan included
-    out.weights.resize(world);
-    if (!runs[r].weights.empty()) out.weights[r] = runs[r].weights[0];
-  }
-  return out;
-}
-
-void CheckClose(const std::vector<double>& want, const std::vector<double>& got, double rel,
-                const char* what) {
-  REQUIRE(want.size() == got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO(what << " at step " << i + 1 << ": single rank " << want[i] << ", got " << got[i]);
-    CHECK(std::abs(got[i] - want[i]) <= rel * std::abs(want[i]));
-  }
+  return testing::TrainRanks(yaml, world, tp, steps, save);
 }
 
 // The tiny GPT of the trainer tests with 4 layers, micro-batches of `micro`, and `extra`.

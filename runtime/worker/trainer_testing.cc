@@ -1,5 +1,6 @@
 #include "runtime/worker/trainer_testing.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -42,6 +43,62 @@ StatusOr<std::unique_ptr<worker::Trainer>> MakeTrainer(const std::string& yaml,
   if (tp > 0) config.parallel.tensor = tp;
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   return worker::Trainer::Create(config, std::move(graph), comm);
+}
+
+namespace {
+
+bool SameNorms(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+  return true;
+}
+
+}  // namespace
+
+TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool save) {
+  std::vector<TrainRun> runs(world);
+  const std::vector<Status> errors =
+      OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
+        DS_ASSIGN_OR_RETURN(std::unique_ptr<worker::Trainer> t, MakeTrainer(yaml, comm, tp));
+        DS_RETURN_IF_ERROR(t->Initialize());
+        for (int i = 0; i < steps; ++i) {
+          DS_ASSIGN_OR_RETURN(worker::StepMetrics m, t->TrainStep());
+          runs[r].loss.push_back(m.loss);
+          runs[r].norm.push_back(m.grad_norm);
+          runs[r].scale.push_back(m.skipped ? -m.loss_scale : m.loss_scale);
+        }
+        if (save) DS_RETURN_IF_ERROR(t->SaveCheckpoint());
+        if (!t->config().data.validation.empty()) {
+          DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
+        }
+        const zero::ParamStore& p = t->params();
+        if (!p.master_sharded())
+          runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
+        return OkStatus();
+      });
+  for (int r = 0; r < world; ++r) {
+    INFO("rank " << r << ": " << errors[r].ToString());
+    REQUIRE(errors[r].ok());
+  }
+  TrainRun out = runs[0];
+  out.weights.assign(world, {});
+  for (int r = 0; r < world; ++r) {
+    CHECK(runs[r].loss == runs[0].loss);  // every rank reports the same global loss and norm
+    CHECK(SameNorms(runs[r].norm, runs[0].norm));
+    CHECK(runs[r].eval == runs[0].eval);
+    if (!runs[r].weights.empty()) out.weights[r] = runs[r].weights[0];
+  }
+  return out;
+}
+
+void CheckClose(const std::vector<double>& want, const std::vector<double>& got, double rel,
+                const char* what) {
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(what << " at step " << i + 1 << ": want " << want[i] << ", got " << got[i]);
+    CHECK(std::abs(got[i] - want[i]) <= rel * std::abs(want[i]));
+  }
 }
 
 }  // namespace ds::testing

@@ -34,4 +34,20 @@ StatusOr<std::unique_ptr<worker::Trainer>> MakeTrainer(const std::string& yaml,
                                                        parallel::Communicator* comm, int tp = 0,
                                                        const std::string& source = "test.yaml");
 
+// One training run of job text `yaml` on `world` ranks (threads) with parallel.tensor `tp` (0:
+// as the job says): per step the loss, the gradient norm and the loss scale (negative when the
+// step was skipped); after `steps` steps every rank saves a checkpoint with `save`, and evaluates
+// 4 micro-batches when the job has data.validation. REQUIREs every rank to succeed and CHECKs
+// that they all report the same loss, norm (an fp16 overflow's nan included) and validation loss.
+struct TrainRun {
+  double eval = 0;
+  std::vector<double> loss, norm, scale;
+  std::vector<std::vector<float>> weights;  // per rank: its fp32 master, flat (empty: sharded)
+};
+TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool save = false);
+
+// CHECKs got[i] within `rel` of want[i] (relative) at every step, naming `what` and the step.
+void CheckClose(const std::vector<double>& want, const std::vector<double>& got, double rel,
+                const char* what);
+
 }  // namespace ds::testing

@@ -24,55 +24,11 @@ namespace {
 
 std::string MakeData() { return testing::WriteTinyTokens("tp_train.tok"); }
 
-struct Run {
-  double eval = 0;  // Evaluate(4) after training, when the job has data.validation
-  std::vector<double> loss, norm;
-  std::vector<std::vector<float>> weights;  // per rank: the fp32 master, flat (stage 0)
-};
+using Run = testing::TrainRun;
+using testing::CheckClose;
 
-// Trains `steps` steps of `yaml` on `world` ranks (threads) with parallel.tensor `tp`; with
-// `save`, every rank calls SaveCheckpoint at the end.
 Run Train(const std::string& yaml, int world, int tp, int steps, bool save = false) {
-  std::vector<Run> runs(world);
-  const std::vector<Status> errors =
-      testing::OnRanks(world, [&](int r, parallel::Communicator* comm) -> Status {
-        DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, testing::MakeTrainer(yaml, comm, tp));
-        DS_RETURN_IF_ERROR(t->Initialize());
-        for (int i = 0; i < steps; ++i) {
-          DS_ASSIGN_OR_RETURN(StepMetrics m, t->TrainStep());
-          runs[r].loss.push_back(m.loss);
-          runs[r].norm.push_back(m.grad_norm);
-        }
-        if (save) DS_RETURN_IF_ERROR(t->SaveCheckpoint());
-        if (!t->config().data.validation.empty()) {
-          DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
-        }
-        const zero::ParamStore& p = t->params();
-        if (!p.master_sharded())
-          runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
-        return OkStatus();
-      });
-  for (int r = 0; r < world; ++r) {
-    INFO("rank " << r << ": " << errors[r].ToString());
-    REQUIRE(errors[r].ok());
-  }
-  Run out = runs[0];
-  for (int r = 0; r < world; ++r) {
-    CHECK(runs[r].loss == runs[0].loss);  // every rank reports the same global loss and norm
-    CHECK(runs[r].norm == runs[0].norm);
-    out.weights.resize(world);
-    if (!runs[r].weights.empty()) out.weights[r] = runs[r].weights[0];
-  }
-  return out;
-}
-
-void CheckClose(const std::vector<double>& want, const std::vector<double>& got, double rel,
-                const char* what) {
-  REQUIRE(want.size() == got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO(what << " at step " << i + 1 << ": tp 1 " << want[i] << ", got " << got[i]);
-    CHECK(std::abs(got[i] - want[i]) <= rel * std::abs(want[i]));
-  }
+  return testing::TrainRanks(yaml, world, tp, steps, save);
 }
 
 // Every parameter of tp rank `rank` (world rank = tp rank at dp 1) against its slice of the

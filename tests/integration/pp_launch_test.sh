@@ -51,19 +51,7 @@ device: {threads: 1}
 YAML
 }
 
-# same CSV_A CSV_B REL: the loss (column 2) within REL and the gradient norm (column 4) within
-# 5e-5 agree at all 20 steps (the norm carries the last-bit differences of another summation
-# order through 20 clipped AdamW steps; gradients at the same weights are held to 1e-5
-# in-process: runtime/worker:trainer_pipe_test).
-same() {
-  paste -d, <(cut -d, -f2,4 "$1" | tail -n +2) <(cut -d, -f2,4 "$2" | tail -n +2) |
-    awk -F, -v rel="$3" 'NF == 4 && $1 != "" {
-        n++
-        for (k = 1; k <= 2; k++) { a = $k; b = $(k + 2); d = a - b; if (d < 0) d = -d
-          r = k == 1 ? rel : 5e-5
-          if (d > r * (a < 0 ? -a : a) + 1e-6) bad++ } }
-      END { exit !(n == 20 && bad == 0) }'
-}
+source "$(dirname "$0")/curves.sh"  # same, same_tail
 
 for model in gpt llama; do
   spec=$MODEL_GPT; [[ $model == llama ]] && spec=$MODEL_LLAMA
@@ -109,11 +97,6 @@ else fail "3D 2 x 2 x 2"; tail -8 "$BASE/out"; fi
 
 # Saved at PP = 2 x DP = 2 after 10 steps, resumed at other layouts with no conversion step:
 # steps 11-20 on the single-rank curve (1e-5).
-same_tail() {  # same_tail SINGLE_CSV RESUMED_CSV: steps 11-20, loss within 1e-5
-  join -t, <(tail -n +2 "$1" | cut -d, -f1,2 | sort -t, -k1,1) <(tail -n +2 "$2" | cut -d, -f1,2 | sort -t, -k1,1) |
-    awk -F, '$1 > 10 { n++; d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2) + 1e-6) bad++ }
-      END { exit !(n == 10 && bad == 0) }'
-}
 CK=$BASE/ck
 job "$BASE/save.yaml" 4 1 "$BASE/save.csv" "$MODEL_GPT" 10
 printf 'checkpoint: {dir: %s, save_interval: 10}\n' "$CK" >> "$BASE/save.yaml"

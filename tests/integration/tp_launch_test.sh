@@ -50,20 +50,7 @@ device: {threads: 1}
 YAML
 }
 
-# same CSV_A CSV_B REL: the loss (column 2) within REL and the gradient norm (column 4) within
-# 5e-5 agree at all 20 steps. The norm is the more sensitive figure: the tp ranks' half GEMMs sum
-# in another order than the single rank's, and 20 clipped AdamW steps carry that last-bit
-# difference into the weights (up to 2e-5 by step 20 with the AVX2 kernels, 3e-6 at step 10);
-# every gradient at the same weights is held to 1e-5 in-process (runtime/worker:tp_graph_test).
-same() {
-  paste -d, <(cut -d, -f2,4 "$1" | tail -n +2) <(cut -d, -f2,4 "$2" | tail -n +2) |
-    awk -F, -v rel="$3" 'NF == 4 && $1 != "" {
-        n++
-        for (k = 1; k <= 2; k++) { a = $k; b = $(k + 2); d = a - b; if (d < 0) d = -d
-          r = k == 1 ? rel : 5e-5
-          if (d > r * (a < 0 ? -a : a) + 1e-6) bad++ } }
-      END { exit !(n == 20 && bad == 0) }'
-}
+source "$(dirname "$0")/curves.sh"  # same, same_tail
 
 launch() {  # launch YAML HOSTS TP
   timeout 180 "$LAUNCH" "$1" --hostfile "$2" --tp "$3" --worker "$WORKER" --agent "$AGENT" \
