@@ -317,10 +317,17 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
                         config.seq_len};
     DS_RETURN_IF_ERROR(AddStage(x, s, stages[s], &plan));
   }
-  for (int w = 0; w < topo.world; ++w) {
-    const proto::Plan view = RankView(plan, w);
-    proto::RankPlan* rp = plan.mutable_ranks(w);
-    DS_ASSIGN_OR_RETURN(*rp->mutable_memory(), WalkMemory(view, w));
+  const int cells = topo.dp * topo.tp;  // a stage's ranks are s x cells .. (s + 1) x cells - 1
+  for (int s = 0; s < topo.pp; ++s) {
+    proto::Plan view = plan;  // one copy per stage, not per rank
+    SelectStage(s, &view);
+    std::vector<proto::MemorySummary> memory;
+    for (int w = s * cells; w < (s + 1) * cells; ++w) {
+      DS_ASSIGN_OR_RETURN(proto::MemorySummary m, WalkMemory(view, w));
+      memory.push_back(std::move(m));
+    }
+    for (int c = 0; c < cells; ++c)
+      *plan.mutable_ranks(s * cells + c)->mutable_memory() = std::move(memory[c]);
   }
   plan.set_hash(PlanHash(plan));
   return plan;
