@@ -75,6 +75,8 @@ bool ParseRecomputeMode(const std::string& text, RecomputeMode* mode) {
 
 namespace {
 
+bool IsPipeNode(const NodeInfo& n) { return n.op == "pipe_recv" || n.op == "pipe_send"; }
+
 // A segment of node n alone, recomputed just before the backward of the last node whose
 // backward reads its output.
 RecomputeSegment Single(const Readers& r, const Graph& g, int n) {
@@ -95,7 +97,12 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& g, Recomp
       const int block = g.nodes[n].block;
       int end = n;
       while (end < nodes && g.nodes[end].block == block) ++end;
-      if (block >= 0 && block < g.num_blocks) out.push_back({n, end, end, {}});
+      // A pipeline stage's pipe_recv / pipe_send nodes at the block's ends stay out: the plan's
+      // RECVs fill their tensors, which a recompute must not overwrite.
+      int b = n, e = end;
+      while (b < e && IsPipeNode(g.nodes[b])) ++b;
+      while (e > b && IsPipeNode(g.nodes[e - 1])) --e;
+      if (block >= 0 && block < g.num_blocks && b < e) out.push_back({b, e, e, {}});
       n = end;
     }
   }

@@ -5,7 +5,9 @@
 //
 //   full       every transformer block (0 .. num_blocks - 1): only what crosses a block
 //              boundary is kept (the residual stream at each block's input, Korthikanti et al.'s
-//              2sbh); the block's forward runs again just before its backward
+//              2sbh); the block's forward runs again just before its backward (a pipeline
+//              stage's pipe_recv / pipe_send nodes at a block's ends are left out: the plan's
+//              RECVs write their tensors)
 //   selective  the attention core of each block (Korthikanti et al.): the attention node's
 //              output and saved statistics are recomputed just before the backward of the
 //              node that reads its output (the output projection)

@@ -209,37 +209,4 @@ StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGr
   return out;
 }
 
-Graph RankChunksGraph(const std::vector<const Graph*>& chunks) {
-  if (chunks.size() == 1) return *chunks[0];
-  Graph out = *chunks[0];
-  out.tensors.clear();
-  out.nodes.clear();
-  std::map<std::string, int> by_name;
-  std::set<std::string> node_names;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const Graph& g = *chunks[c];
-    std::vector<int> local(g.tensors.size());
-    for (size_t t = 0; t < g.tensors.size(); ++t) {
-      TensorInfo info = g.tensors[t];
-      auto it = by_name.find(info.name);
-      if (it != by_name.end() && info.role != TensorRole::kActivation) {
-        local[t] = it->second;  // the shared inputs (a parameter lives in one chunk)
-        continue;
-      }
-      if (it != by_name.end()) info.name = "chunk" + Str(c) + "." + info.name;
-      local[t] = static_cast<int>(out.tensors.size());
-      by_name[info.name] = local[t];
-      out.tensors.push_back(std::move(info));
-    }
-    for (NodeInfo n : g.nodes) {
-      if (!node_names.insert(n.name).second) n.name = "chunk" + Str(c) + "." + n.name;
-      for (int& t : n.inputs) t = local[t];
-      for (int& t : n.outputs) t = local[t];
-      out.nodes.push_back(std::move(n));
-    }
-    out.loss = local[g.loss];
-  }
-  return out;
-}
-
 }  // namespace ds::plan

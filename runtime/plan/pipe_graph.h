@@ -45,12 +45,4 @@ StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
 // InvalidArgument naming the tensor when a collective's tensor is not the stage's.
 StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGraph& stage);
 
-// The graph of every model chunk one pipeline rank holds (interleaved schedules: virtual
-// stages rank, rank + p, ...): their nodes one chunk after the other, one tensor per name (the
-// chunks share the token ids and targets; each chunk's own pipeline tensors are prefixed
-// "chunk<c>." where names repeat), the loss the last chunk's. What the rank's parameters are laid
-// out and planned over (ZeRO, the memory timeline); each chunk still runs its own graph, over the
-// same parameter store. One chunk: that chunk's graph as is.
-Graph RankChunksGraph(const std::vector<const Graph*>& chunks);
-
 }  // namespace ds::plan

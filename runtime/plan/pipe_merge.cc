@@ -1,8 +1,11 @@
 #include "runtime/plan/pipe_merge.h"
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/plan/chunk_split.h"
 
 namespace ds::plan {
 namespace {
@@ -14,6 +17,19 @@ std::string Str(int64_t v) { return std::to_string(v); }
 bool IsActCollective(const Ins& in) {
   return in.kind() == Ins::ACT_ALL_REDUCE || in.kind() == Ins::ACT_ALL_GATHER ||
          in.kind() == Ins::ACT_REDUCE_SCATTER;
+}
+
+// What a micro-batch's forward group holds: FORWARD ranges, the tp collectives between them and
+// the stashes of partitioned checkpoints (partition_activations).
+bool InForwardGroup(const Ins& in) {
+  return in.kind() == Ins::FORWARD || IsActCollective(in) || in.kind() == Ins::CHECKPOINT_STASH;
+}
+
+// And its backward group: BACKWARD ranges, the recomputes between them (training.recompute)
+// with their checkpoints' restores, and the tp collectives.
+bool InBackwardGroup(const Ins& in) {
+  return in.kind() == Ins::BACKWARD || in.kind() == Ins::RECOMPUTE || IsActCollective(in) ||
+         in.kind() == Ins::CHECKPOINT_RESTORE;
 }
 
 // BACKWARD, or either half of a split one (zb-h1).
@@ -48,18 +64,14 @@ StatusOr<ZeroStream> Cut(const proto::RankPlan& d, int m) {
   for (int mb = 0; mb < m; ++mb) {
     if (!of(i, mb) || list[i].kind() != Ins::LOAD_MICROBATCH) return Bad(mb, "has no LOAD");
     z.load.push_back(i++);
-    for (; of(i, mb) && (list[i].kind() == Ins::FORWARD || IsActCollective(list[i])); ++i)
-      z.forward[mb].push_back(i);
-    for (; of(i, mb) && (list[i].kind() == Ins::BACKWARD || IsActCollective(list[i])); ++i)
-      z.backward[mb].push_back(i);
+    for (; of(i, mb) && InForwardGroup(list[i]); ++i) z.forward[mb].push_back(i);
+    for (; of(i, mb) && InBackwardGroup(list[i]); ++i) z.backward[mb].push_back(i);
     if (z.forward[mb].empty() || list[z.forward[mb][0]].kind() != Ins::FORWARD ||
-        z.backward[mb].empty() || list[z.backward[mb][0]].kind() != Ins::BACKWARD ||
-        list[z.backward[mb].back()].kind() != Ins::BACKWARD)
+        z.backward[mb].empty() || list[z.backward[mb].back()].kind() != Ins::BACKWARD)
       return Bad(mb, "is not a LOAD, forward ranges and backward ranges");
     for (; i < n && list[i].kind() != Ins::LOAD_MICROBATCH; ++i) {
       const Ins::Kind k = list[i].kind();
-      if (k == Ins::FORWARD || k == Ins::BACKWARD || k == Ins::RECOMPUTE ||
-          k == Ins::GATHER_PARAMS || IsActCollective(list[i]))
+      if (InForwardGroup(list[i]) || InBackwardGroup(list[i]) || k == Ins::GATHER_PARAMS)
         return Bad(mb, "has " + Ins::Kind_Name(k) + " after its backward");
       z.post[mb].push_back(i);
     }
@@ -73,52 +85,83 @@ class Merger {
 
   StatusOr<std::vector<Ins>> Run(int m) {
     DS_ASSIGN_OR_RETURN(z_, Cut(*in_.zero, m));
+    DS_RETURN_IF_ERROR(SplitGroups(m));
     from_d_.assign(d_.size(), -1);
     for (int i : z_.prefix) EmitD(d_[i], i);
     const std::vector<Ins>& s = *in_.pipe;
-    // Per micro-batch, the schedule's first forward and first and last backward (one per
-    // chunk): D's buffers and waits go on the first, its reductions after the last.
-    std::vector<int> first_fwd(m, -1), first_bwd(m, -1), last_bwd(m, -1);
-    for (int k = 0; k < static_cast<int>(s.size()); ++k) {
-      const int mb = s[k].micro_batch();
-      if (s[k].kind() == Ins::FORWARD && first_fwd.at(mb) < 0) first_fwd[mb] = k;
-      if (!IsBackward(s[k])) continue;
-      if (first_bwd.at(mb) < 0) first_bwd[mb] = k;  // zb-h1: the input half
-      last_bwd[mb] = last_backward_ = k;            // zb-h1: the weight half
-    }
+    // Per micro-batch and chunk, the schedule's first forward and first backward: D's groups'
+    // pieces of that chunk go there. Per micro-batch, its last backward: D's reductions follow.
+    std::set<std::pair<int, int>> forwarded, backwarded;
+    std::vector<int> last_bwd(m, -1);
+    for (int k = 0; k < static_cast<int>(s.size()); ++k)
+      if (IsBackward(s[k])) last_bwd.at(s[k].micro_batch()) = last_backward_ = k;
     from_s_.assign(s.size(), -1);
     for (int k = 0; k < static_cast<int>(s.size()); ++k) {
       Ins x = s[k];
       for (int& w : *x.mutable_wait_for()) w = from_s_.at(w);
       const int mb = x.micro_batch();
-      if (IsBackward(x))  // dL/dloss over the global batch: gas x dp
-        x.set_mean_over(d_[z_.backward.at(mb)[0]].mean_over());
-      if (x.kind() == Ins::LOAD_MICROBATCH)
-        Place(x, {z_.load.at(mb)}, k, /*first_acts=*/!loaded_);
-      else if (x.kind() == Ins::FORWARD && k == first_fwd[mb])
-        Place(x, z_.forward.at(mb), k, !forwarded_);
-      else if (IsBackward(x) && k == first_bwd[mb])
-        Place(x, z_.backward.at(mb), k, false);
-      else
+      const std::pair<int, int> at{mb, x.chunk()};
+      if (IsBackward(x)) x.set_mean_over(mean_over_.at(mb));  // dL/dloss: gas x dp
+      if (x.kind() == Ins::LOAD_MICROBATCH) {
+        DS_RETURN_IF_ERROR(Place(x, {{d_[z_.load.at(mb)], z_.load[mb]}}, k, !loaded_));
+      } else if (x.kind() == Ins::FORWARD && forwarded.insert(at).second) {
+        DS_RETURN_IF_ERROR(Place(x, Pieces(fwd_, mb, x.chunk()), k, !forwarded_));
+      } else if (IsBackward(x) && backwarded.insert(at).second) {  // zb-h1: the input half
+        DS_RETURN_IF_ERROR(Place(x, Pieces(bwd_, mb, x.chunk()), k, false));
+      } else {
         Emit(std::move(x), k);
+      }
       loaded_ = loaded_ || s[k].kind() == Ins::LOAD_MICROBATCH;
       forwarded_ = forwarded_ || s[k].kind() == Ins::FORWARD;
       if (k == last_bwd[mb] && mb < m - 1)
-        for (int i : z_.post[mb]) EmitD(d_[i], i);
+        for (int i : z_.post[mb]) DS_RETURN_IF_ERROR(EmitD(d_[i], i));
     }
     if (in_.tied) out_.push_back(*in_.tied);
-    for (int i : z_.post[m - 1]) EmitD(d_[i], i);
+    for (int i : z_.post[m - 1]) DS_RETURN_IF_ERROR(EmitD(d_[i], i));
     return std::move(out_);
   }
 
  private:
+  using Groups = std::vector<std::vector<std::vector<ChunkPiece>>>;  // [mb][chunk] pieces
+
+  // D's groups cut into the rank's chunks (one chunk: as they are); each micro-batch's mean.
+  Status SplitGroups(int m) {
+    static const RankChunks kOneChunk;
+    const RankChunks& rc = in_.chunks ? *in_.chunks : kOneChunk;
+    for (int mb = 0; mb < m; ++mb) {
+      DS_ASSIGN_OR_RETURN(fwd_.emplace_back(), SplitByChunk(rc, d_, z_.forward[mb]));
+      DS_ASSIGN_OR_RETURN(bwd_.emplace_back(), SplitByChunk(rc, d_, z_.backward[mb]));
+      for (int i : z_.backward[mb])
+        if (d_[i].kind() == Ins::BACKWARD) {
+          mean_over_.push_back(d_[i].mean_over());
+          break;
+        }
+    }
+    return OkStatus();
+  }
+
+  static const std::vector<ChunkPiece>& Pieces(const Groups& g, int mb, int chunk) {
+    static const std::vector<ChunkPiece> kNone;
+    return chunk < static_cast<int>(g.at(mb).size()) ? g[mb][chunk] : kNone;
+  }
+
   int Size() const { return static_cast<int>(out_.size()); }
   bool PerMicro(int id) const { return in_.activation_buffers.count(id) > 0; }
 
-  void EmitD(Ins x, int i) {
-    for (int& w : *x.mutable_wait_for()) w = from_d_.at(w);
+  Status Renumber(Ins* x) const {
+    for (int& w : *x->mutable_wait_for()) {
+      w = from_d_.at(w);
+      if (w < 0)
+        return InternalError("plan: a pipeline stage's " + Ins::Kind_Name(x->kind()) +
+                             " waits for an instruction the merge has not placed yet");
+    }
+    return OkStatus();
+  }
+  Status EmitD(Ins x, int i) {
+    DS_RETURN_IF_ERROR(Renumber(&x));
     from_d_[i] = Size();
     out_.push_back(std::move(x));
+    return OkStatus();
   }
   void Emit(Ins x, int k) {
     if (k == last_backward_)
@@ -139,26 +182,32 @@ class Merger {
       if (!PerMicro(id)) y->add_frees(id);
   }
 
-  // S's compute instruction `x` (index k) for D's `group`: one D instruction takes S's place
-  // with D's buffers and waits on it; several (tensor-parallel ranges) run in its place, on its
-  // chunk and slot.
-  void Place(Ins x, const std::vector<int>& group, int k, bool first_acts) {
-    if (group.size() == 1) {
-      const Ins& d = d_[group[0]];
-      for (int id : d.reads()) x.add_reads(id);
-      for (int id : d.writes()) x.add_writes(id);
-      for (int id : d.allocs()) x.add_allocs(id);
-      for (int id : d.frees()) x.add_frees(id);
-      for (int id : d.frees_before()) x.add_frees_before(id);
-      for (int w : d.wait_for()) x.add_wait_for(from_d_.at(w));
+  // S's instruction `x` (index k) for D's `pieces` on its chunk: one piece of x's kind takes
+  // S's place with D's buffers and waits; several (tensor-parallel ranges, recomputes) run in its
+  // place, on its chunk and slot, S's waits on the first.
+  Status Place(Ins x, const std::vector<ChunkPiece>& pieces, int k, bool first_acts) {
+    if (pieces.empty())
+      return InternalError("plan: the stage plan has no " + Ins::Kind_Name(x.kind()) +
+                           " for chunk " + Str(x.chunk()) + " of micro-batch " +
+                           Str(x.micro_batch()));
+    const Ins& d = pieces[0].ins;
+    if (pieces.size() == 1 && (d.kind() == x.kind() || IsBackward(x))) {
+      Ins y = d;
+      DS_RETURN_IF_ERROR(Renumber(&y));
+      for (int id : y.reads()) x.add_reads(id);
+      for (int id : y.writes()) x.add_writes(id);
+      for (int id : y.allocs()) x.add_allocs(id);
+      for (int id : y.frees()) x.add_frees(id);
+      for (int id : y.frees_before()) x.add_frees_before(id);
+      for (int w : y.wait_for()) x.add_wait_for(w);
       KeepStepBuffers(first_acts, &x);
-      from_d_[group[0]] = Size();
+      from_d_[pieces[0].from] = Size();
       Emit(std::move(x), k);
-      return;
+      return OkStatus();
     }
-    for (size_t j = 0; j < group.size(); ++j) {
-      Ins y = d_[group[j]];
-      for (int& w : *y.mutable_wait_for()) w = from_d_.at(w);
+    for (size_t j = 0; j < pieces.size(); ++j) {
+      Ins y = pieces[j].ins;
+      DS_RETURN_IF_ERROR(Renumber(&y));
       if (j == 0)
         for (int w : x.wait_for()) y.add_wait_for(w);
       y.set_chunk(x.chunk());
@@ -166,18 +215,21 @@ class Merger {
       if (y.kind() == Ins::BACKWARD) y.set_kind(x.kind());  // zb-h1: its input half
       if (y.kind() == Ins::FORWARD) y.set_computes_loss(y.computes_loss() && x.computes_loss());
       KeepStepBuffers(first_acts, &y);
-      from_d_[group[j]] = Size();
-      if (j + 1 == group.size()) {
+      from_d_[pieces[j].from] = Size();
+      if (j + 1 == pieces.size()) {
         Emit(std::move(y), k);
       } else {
         out_.push_back(std::move(y));
       }
     }
+    return OkStatus();
   }
 
   const StageStreams& in_;
   const google::protobuf::RepeatedPtrField<Ins>& d_;
   ZeroStream z_;
+  Groups fwd_, bwd_;
+  std::vector<int64_t> mean_over_;  // per micro-batch
   std::vector<int> from_d_, from_s_;
   std::vector<Ins> out_;
   int last_backward_ = -1;

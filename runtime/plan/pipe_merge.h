@@ -5,11 +5,12 @@
 //
 //   D's instructions before the first micro-batch, then S in order, where
 //     LOAD of micro-batch i         takes D's LOAD's buffers
-//     FORWARD / BACKWARD of i       with one chunk: become D's forward / backward group of i
-//                                   (its node ranges and tensor-parallel collectives, on S's
-//                                   chunk and slot, S's waits on the first); with several
-//                                   chunks (no tensor parallelism) each stays one instruction,
-//                                   the first of i taking D's buffers and waits
+//     FORWARD / BACKWARD of i       become D's forward / backward group of i (its node
+//                                   ranges, recomputes, tensor-parallel collectives, checkpoint
+//                                   stashes and restores), on S's chunk and slot, S's waits on
+//                                   the first; with several chunks, each chunk's first forward
+//                                   and backward of i run that chunk's part of the group
+//                                   (chunk_split.h)
 //     after i's last BACKWARD       D's reductions of i (stage 2: every micro-batch); zb-h1's
 //                                   BACKWARD_INPUT takes D's backward, the reductions follow
 //                                   its BACKWARD_WEIGHT (with tensor parallelism the input
@@ -27,6 +28,7 @@
 
 #include "proto/plan.pb.h"
 #include "runtime/base/status.h"
+#include "runtime/plan/rank_chunks.h"
 
 namespace ds::plan {
 
@@ -35,9 +37,10 @@ struct StageStreams {
   const std::vector<proto::Instruction>* pipe = nullptr;  // S
   std::set<int> activation_buffers;
   const proto::Instruction* tied = nullptr;  // on the first and last stage with tied parameters
+  const RankChunks* chunks = nullptr;        // the rank's chunks, where D is planned over several
 };
 
-// Internal when D is not cut as described (a stage plan with recompute or stage-3 gathers).
+// Internal when D is not cut as described (a stage plan with stage-3 gathers).
 StatusOr<std::vector<proto::Instruction>> MergeStageStream(const StageStreams& in,
                                                            int micro_batches);
 

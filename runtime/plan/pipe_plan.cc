@@ -13,6 +13,7 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/plan_view.h"
+#include "runtime/plan/rank_chunks.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/plan/tp_plan.h"
 
@@ -30,12 +31,13 @@ Status NotYet(const std::string& what) {
 
 Status CheckScope(const Topology& topo, const PlanConfig& c) {
   if (c.sequence_parallel) return NotYet("parallel.sequence_parallel");
-  if (topo.tp > 1 && c.virtual_stages > 1)
-    return NotYet("parallel.tensor " + Str(topo.tp) + " and pipeline.virtual_stages " +
-                  Str(c.virtual_stages) + " (interleaving with tensor parallelism)");
   if (c.stage == 3) return NotYet("zero_optimization.stage 3");
-  if (c.recompute != RecomputeMode::kNone)
-    return NotYet("training.recompute / activation_checkpointing");
+  if (c.recompute != RecomputeMode::kNone && c.pipe_schedule == PipeScheduleKind::kZbH1)
+    return InvalidArgumentError(
+        "plan: training.recompute " + std::string(RecomputeModeName(c.recompute)) +
+        " with pipeline.schedule zb-h1: the weight half of each backward runs later and would "
+        "need the recomputed activations kept until then, which is what recompute avoids; use "
+        "schedule 1f1b or interleaved with recompute, or zb-h1 without it");
   if (c.optimizer_nvme) return NotYet("offload_optimizer device nvme");
   if (c.states_on_device) return NotYet("the model states on the device (device.type cuda)");
   return OkStatus();
@@ -176,32 +178,50 @@ void RenameGroups(const ParallelGrid& grid, int s, int cell,
   }
 }
 
-// Each stage planned as a model of its own over its dp x tp ranks: without tensor parallelism
-// through MakePlan (its chunks in one graph), with it on the stage's part of tp rank 0's graph.
-StatusOr<std::vector<proto::Plan>> PlanStages(const TpLocalGraph& local, const Stages& st,
-                                              const Topology& topo, const PlanConfig& config) {
+struct StagePlans {
+  std::vector<proto::Plan> plans;
+  std::vector<RankChunks> chunks;  // per stage: its rank's chunks in one graph
+};
+
+// Stage s's chunks' graphs (virtual stages s, s + pp, ...).
+std::vector<const Graph*> ChunksOf(const Stages& st, int pp, int s) {
+  std::vector<const Graph*> chunks;
+  for (size_t v = s; v < st.graphs.size(); v += pp) chunks.push_back(&st.graphs[v].graph);
+  return chunks;
+}
+
+// Each stage planned as a model of its own over its dp x tp ranks, on its chunks in one graph:
+// without tensor parallelism through MakePlan, with it through PlanLocal on the chunks' parts of
+// tp rank 0's graph.
+StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, const Topology& topo,
+                                const PlanConfig& config) {
   PlanConfig sub = config;
   sub.pipeline = 1;
   sub.virtual_stages = 1;
   sub.whole_backward = true;
-  std::vector<proto::Plan> stages;
+  StagePlans out;
   size_t collectives = 0;
   for (int s = 0; s < topo.pp; ++s) {
+    const RankChunks& rc = out.chunks.emplace_back(MapRankChunks(ChunksOf(st, topo.pp, s)));
     StatusOr<proto::Plan> p = InternalError("unplanned");
     if (topo.tp == 1) {
-      p = MakePlan(PipelineRankGraph(st.graphs, topo.pp, s), {topo.dp, topo.dp, 1, 1}, sub);
+      p = MakePlan(rc.graph, {topo.dp, topo.dp, 1, 1}, sub);
     } else {
-      DS_ASSIGN_OR_RETURN(TpLocalGraph part, StageTpLocal(local, st.graphs[s]));
-      collectives += part.collectives.size();
+      std::vector<TpLocalGraph> parts;
+      for (size_t v = s; v < st.graphs.size(); v += topo.pp) {
+        DS_ASSIGN_OR_RETURN(parts.emplace_back(), StageTpLocal(local, st.graphs[v]));
+        collectives += parts.back().collectives.size();
+      }
+      DS_ASSIGN_OR_RETURN(TpLocalGraph part, RankChunksTpLocal(parts, rc));
       p = PlanLocal(part, {topo.dp * topo.tp, topo.dp, topo.tp, 1}, sub);
     }
     if (!p.ok()) return p.status().WithPrefix("pipeline stage " + Str(s));
-    stages.push_back(std::move(p).value());
+    out.plans.push_back(std::move(p).value());
   }
   if (topo.tp > 1 && collectives != local.collectives.size())
     return InvalidArgumentError("plan: " + Str(local.collectives.size() - collectives) +
                                 " tensor-parallel collective(s) fall on a pipeline stage boundary");
-  return stages;
+  return out;
 }
 
 }  // namespace
@@ -228,6 +248,7 @@ struct StageInputs {
   const Stages* st;
   const std::vector<std::string>* tied;
   const std::map<std::string, std::string>* names;  // the stage's groups to the world's
+  const RankChunks* chunks;                         // what the stage plan was planned over
   int micro_batches = 1;
   int64_t micro_batch_size = 1, seq_len = 1;
 };
@@ -247,6 +268,7 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
   }
   StageStreams in;
   in.pipe = &x.st->streams.ranks[s];
+  in.chunks = x.chunks;
   // One executor per chunk and slot: each activation buffer counts the most slots a chunk
   // keeps (exact with one chunk, an upper bound with several).
   const int most = *std::max_element(slots.begin(), slots.end());
@@ -293,7 +315,8 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
     return NotYet("zero_optimization.stage 2 and parameters the first and last stage share (" +
                   tied.front() + ": tie_word_embeddings); use stage 0 or 1");
   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(topo.world, topo.tp, topo.pp));
-  DS_ASSIGN_OR_RETURN(std::vector<proto::Plan> stages, PlanStages(*local, *st, topo, config));
+  DS_ASSIGN_OR_RETURN(StagePlans planned, PlanStages(*local, *st, topo, config));
+  const std::vector<proto::Plan>& stages = planned.plans;
   proto::Plan plan = stages[0];
   plan.clear_ranks();
   plan.clear_groups();
@@ -312,6 +335,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
                         &*st,
                         &tied,
                         &names[s],
+                        &planned.chunks[s],
                         static_cast<int>(config.gradient_accumulation_steps),
                         config.micro_batch_size,
                         config.seq_len};

@@ -20,14 +20,17 @@
 // Activation buffers count once per slot (the micro-batches a stage keeps in flight). Ranks run
 // RankView(plan, rank) (plan_view.h).
 //
-// Interleaved schedules: a rank's chunks share one parameter layout and ZeRO plan
-// (PipelineRankGraph); its stage plan's buffers and waits go on each micro-batch's first forward
-// and backward, its reductions after the micro-batch's last backward.
+// Interleaved schedules: a rank's chunks share one parameter layout and stage plan, made over
+// its chunks in one graph (rank_chunks.h); each chunk's first forward and backward of a
+// micro-batch run that chunk's part of the plan's groups (chunk_split.h), its reductions after
+// the micro-batch's last backward.
 //
-// Tensor parallelism runs inside each stage (1f1b, zb-h1). Not planned yet, each refused naming
-// the setting: ZeRO-3, recompute, sequence parallelism, NVMe offload, the model states on a
-// device, tensor parallelism with an interleaved schedule, and tied parameters under ZeRO-2
-// (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+// Tensor parallelism (every schedule) and recompute (1f1b, interleaved; partition_activations
+// with tp) run inside each stage. Not planned yet, each refused naming the setting: ZeRO-3,
+// sequence parallelism, NVMe offload, the model states on a device, and tied parameters under
+// ZeRO-2 (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+// Recompute with zb-h1 is refused as wrong: its weight half would need the recomputed
+// activations kept until it runs.
 #pragma once
 
 #include <vector>

@@ -190,6 +190,58 @@ TEST_CASE("MakePlan plans pp x dp x tp", "[plan][pipe]") {
   }
 }
 
+// Interleaving with tensor parallelism, and recompute: the stage plan is made over the rank's
+// chunks in one graph; each chunk's forward and backward run that chunk's part of it (node ranges
+// in the chunk's numbering, its tp collectives and recomputes), every collective agreeing.
+TEST_CASE("MakePlan cuts a stage plan into chunks: TP x interleaved, recompute", "[plan][pipe]") {
+  const Graph llama = testing::SizedGraph("llama", 8, 32, 64, 16);
+  struct Case {
+    int tp, v;
+    RecomputeMode recompute;
+    bool partition = false;
+  };
+  for (const Case& k : {Case{2, 2, RecomputeMode::kNone}, Case{1, 2, RecomputeMode::kFull},
+                        Case{2, 2, RecomputeMode::kSelective}, Case{2, 1, RecomputeMode::kFull},
+                        Case{2, 2, RecomputeMode::kFull, true}}) {
+    INFO("tp " << k.tp << " v " << k.v << " recompute " << RecomputeModeName(k.recompute)
+               << (k.partition ? " partition_activations" : ""));
+    PlanConfig c = Config(1, 2, 4);
+    c.tensor = k.tp;
+    c.recompute = k.recompute;
+    c.partition_activations = k.partition;
+    if (k.v > 1) {
+      c.pipe_schedule = PipeScheduleKind::kInterleaved;
+      c.virtual_stages = k.v;
+    }
+    auto plan = MakePlan(llama, Topology{2 * k.tp, 1, k.tp, 2}, c);
+    INFO((plan.ok() ? "" : plan.status().ToString()));
+    REQUIRE(plan.ok());
+    const Status order = CheckCollectiveOrder(*plan);
+    INFO(order.ToString());
+    CHECK(order.ok());
+    for (const proto::RankPlan& rp : plan->ranks()) {
+      INFO("rank " << rp.rank());
+      // Per (micro-batch, chunk): the forward and the backward pieces each cover the chunk's
+      // nodes once, and its recomputes lie inside them.
+      std::map<std::pair<int, int>, int> fwd, bwd, last;
+      for (const Ins& in : rp.instructions()) {
+        const std::pair<int, int> at{in.micro_batch(), in.chunk()};
+        const int n = in.node_end() - in.node_begin();
+        if (in.kind() == Ins::FORWARD) fwd[at] += n;
+        if (in.kind() == Ins::BACKWARD) bwd[at] += n;
+        if (in.kind() == Ins::RECOMPUTE) last[at] = std::max(last[at], in.node_end());
+      }
+      CHECK(static_cast<int>(fwd.size()) == 4 * k.v);
+      CHECK(fwd == bwd);
+      for (const auto& [at, end] : last) CHECK(end <= fwd.at(at));
+      CHECK((CountKind(rp, Ins::RECOMPUTE) > 0) == (k.recompute != RecomputeMode::kNone));
+      CHECK((CountKind(rp, Ins::ACT_ALL_REDUCE) > 0) == (k.tp > 1));
+      CHECK((CountKind(rp, Ins::CHECKPOINT_RESTORE) > 0) == k.partition);
+      CHECK(rp.memory().peak_bytes() > 0);
+    }
+  }
+}
+
 // zb-h1: each backward split into its input half (with the gradients' send) and its weight half,
 // which the reductions of that micro-batch follow; the slots kept until the weights.
 TEST_CASE("MakePlan plans zb-h1 with split backwards", "[plan][pipe]") {
@@ -346,11 +398,10 @@ TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]
   sp.tensor = 2;
   sp.sequence_parallel = true;
   refused(MakePlan(llama, Topology{4, 1, 2, 2}, sp), "parallel.sequence_parallel");
-  PlanConfig tpv = Config(1, 2, 2);
-  tpv.tensor = 2;
-  tpv.pipe_schedule = PipeScheduleKind::kInterleaved;
-  tpv.virtual_stages = 2;
-  refused(MakePlan(llama, Topology{4, 1, 2, 2}, tpv), "pipeline.virtual_stages 2");
+  PlanConfig zb = Config(1, 2, 2);
+  zb.pipe_schedule = PipeScheduleKind::kZbH1;
+  zb.recompute = RecomputeMode::kFull;
+  refused(Plan(llama, 2, 2, zb), "training.recompute full with pipeline.schedule zb-h1");
 }
 
 }  // namespace

@@ -96,6 +96,17 @@ Status PipelineCompute::FinishGradients() {
   return OkStatus();
 }
 
+StatusOr<float*> PipelineCompute::CheckpointSlice(const proto::Instruction& in, int tensor,
+                                                  int64_t count) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return CheckpointSliceOf(e, tensor, count);
+}
+
+Status PipelineCompute::StashCheckpoint(const proto::Instruction& in, int tensor) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return e->StashCheckpoint(tensor);
+}
+
 StatusOr<float*> PipelineCompute::TensorData(const proto::Instruction& in, int tensor, bool grad,
                                              int64_t count) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));

@@ -36,6 +36,9 @@ class PipelineCompute final : public StepCompute {
   Status FinishGradients() override;
   StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
                               int64_t count) override;
+  StatusOr<float*> CheckpointSlice(const proto::Instruction& in, int tensor,
+                                   int64_t count) override;
+  Status StashCheckpoint(const proto::Instruction& in, int tensor) override;
 
   // Milliseconds spent in the executors' forwards and backwards since the last call.
   double TakeComputeMs();

@@ -51,15 +51,12 @@ class ExecutorCompute final : public StepCompute {
                                   ", which the executor does not hold as such");
     return t.f32();
   }
-  StatusOr<float*> CheckpointSlice(int tensor, int64_t count) override {
-    const Tensor t = e_->CheckpointSlice(tensor);
-    if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
-      return InvalidArgumentError("the plan all-gathers " + std::to_string(count) +
-                                  "-element fp32 slices of checkpoint " + std::to_string(tensor) +
-                                  ", which the executor does not keep as such");
-    return t.f32();
+  StatusOr<float*> CheckpointSlice(const Instruction&, int tensor, int64_t count) override {
+    return CheckpointSliceOf(e_, tensor, count);
   }
-  Status StashCheckpoint(int tensor) override { return e_->StashCheckpoint(tensor); }
+  Status StashCheckpoint(const Instruction&, int tensor) override {
+    return e_->StashCheckpoint(tensor);
+  }
 
  private:
   exec::Executor* e_;
@@ -71,10 +68,19 @@ class ExecutorCompute final : public StepCompute {
 StatusOr<float*> StepCompute::TensorData(const Instruction&, int, bool, int64_t) {
   return UnimplementedError("this compute holds no tensors for a tensor-parallel all-reduce");
 }
-StatusOr<float*> StepCompute::CheckpointSlice(int, int64_t) {
+StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count) {
+  const Tensor t = e->CheckpointSlice(tensor);
+  if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
+    return InvalidArgumentError("the plan all-gathers " + std::to_string(count) +
+                                "-element fp32 slices of checkpoint " + std::to_string(tensor) +
+                                ", which the executor does not keep as such");
+  return t.f32();
+}
+
+StatusOr<float*> StepCompute::CheckpointSlice(const Instruction&, int, int64_t) {
   return UnimplementedError("this compute keeps no partitioned checkpoints");
 }
-Status StepCompute::StashCheckpoint(int) {
+Status StepCompute::StashCheckpoint(const Instruction&, int) {
   return UnimplementedError("this compute keeps no partitioned checkpoints");
 }
 Status StepCompute::BackwardInput(float, uint64_t, const Instruction&) {
@@ -266,14 +272,14 @@ Status StepRunner::Impl::PointToPoint(int index, const Instruction& in) {
 // partition_activations: this rank's slice of a checkpoint kept aside after forward, and the
 // tp group's slices gathered back into the whole tensor before its segment's recompute.
 Status StepRunner::Impl::Stash(int, const Instruction& in) {
-  return compute->StashCheckpoint(in.activation().tensor());
+  return compute->StashCheckpoint(in, in.activation().tensor());
 }
 
 Status StepRunner::Impl::Restore(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   const int64_t slice = c.count() / comm->size();
-  DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in.activation().tensor(), slice));
+  DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in, in.activation().tensor(), slice));
   DS_ASSIGN_OR_RETURN(float* dst,
                       compute->TensorData(in, in.activation().tensor(), false, c.count()));
   return comm->AllGather(parallel::BufferView(src, slice), parallel::BufferView(dst, c.count()));

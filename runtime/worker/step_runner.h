@@ -71,10 +71,15 @@ class StepCompute {
   virtual StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
                                       int64_t count);
   // partition_activations: the rank's slice of a partitioned checkpoint (CHECKPOINT_RESTORE's
-  // source), and the copy of that slice out of the tensor forward wrote (CHECKPOINT_STASH).
-  virtual StatusOr<float*> CheckpointSlice(int tensor, int64_t count);
-  virtual Status StashCheckpoint(int tensor);
+  // source), and the copy of that slice out of the tensor forward wrote (CHECKPOINT_STASH), in
+  // the chunk and slot `in` names.
+  virtual StatusOr<float*> CheckpointSlice(const proto::Instruction& in, int tensor, int64_t count);
+  virtual Status StashCheckpoint(const proto::Instruction& in, int tensor);
 };
+
+// The executor's slice of partitioned checkpoint `tensor`, checked to be `count` fp32 values:
+// what a StepCompute's CheckpointSlice returns.
+StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count);
 
 struct StepParts {
   StepCompute* compute = nullptr;  // null: the executor and the data loader below

@@ -198,11 +198,9 @@ Status Trainer::Build() {
   exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
   // zb-h1 runs each backward in two halves (BACKWARD_INPUT, BACKWARD_WEIGHT).
   eo.split_backward = topo->pp > 1 && pc->pipe_schedule == plan::PipeScheduleKind::kZbH1;
-  // The plan's recompute segments, by the same rule on the same graph (runtime/graph/recompute.h).
-  auto recompute = RecomputeSegments(graph_, pc->recompute);
-  if (!recompute.ok()) return recompute.status().WithPrefix(src);
-  eo.recompute = std::move(recompute).value();
-  if (pc->partition_activations) PartitionActivations(*topo, &eo);
+  auto split = SetRecompute(0, &eo);
+  if (!split.ok()) return split.status().WithPrefix(src);
+  if (pc->partition_activations) ReportPartitionedActivations(*topo, *split);
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<zero::DeviceParamBlock> blocks;
@@ -389,7 +387,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {
     status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
-    if (status.ok()) status = ForwardWhole(eval_executor_.get());
+    if (status.ok()) status = ForwardWhole(eval_executor_.get(), tp_.get());
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();

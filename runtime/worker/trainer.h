@@ -152,13 +152,17 @@ class Trainer {
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.
   StatusOr<double> EvaluatePipeline(int64_t iters);
-  // partition_activations: the checkpoints the plan stashes (its rule on this rank's graph) and
-  // this rank's slice of them; says on rank 0 when the job has none to split, and why.
-  void PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* options);
+  // The recompute segments the executors of `chunk` run (the plan's, by the same rule on the same
+  // graph: runtime/graph/recompute.h; without a pipeline, graph_'s), partition_activations'
+  // slices among them (this rank's of the tp group); returns how many inputs are split.
+  StatusOr<int> SetRecompute(int chunk, exec::ExecutorOptions* options);
+  // partition_activations: says on rank 0 when the job has no checkpoint to split, and why.
+  void ReportPartitionedActivations(const plan::Topology& topology, int split);
   Status CreateGroups();
-  // A whole forward outside the step plan (evaluation): with tensor parallelism, the node
-  // ranges between the graph's cuts and the all-reduces at them, over the tp group.
-  Status ForwardWhole(exec::Executor* executor);
+  // A whole forward outside the step plan (evaluation): with tensor parallelism (`local`: the
+  // graph the executor runs, with its cuts), the node ranges between the cuts and the
+  // collectives at them, over the tp group.
+  Status ForwardWhole(exec::Executor* executor, const plan::TpLocalGraph* local);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
@@ -179,8 +183,9 @@ class Trainer {
   int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
   std::vector<Graph> pipe_chunks_;          // its model chunks' graphs (graph_: all of them)
   std::vector<std::pair<std::vector<int>, std::vector<int>>> pipe_io_;  // per chunk: recv, send
-  std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;              // per chunk, for validation
-  std::vector<std::unique_ptr<exec::Executor>> slot_executors_;         // slots 1.. (0: executor_)
+  std::vector<plan::TpLocalGraph> pipe_tp_;  // per chunk with tensor parallelism: its cuts
+  std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;       // per chunk, for validation
+  std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
   std::unique_ptr<zero::InitSlicer> init_slicer_;
   std::vector<std::unique_ptr<parallel::Communicator>> groups_;  // the plan's, this rank's

@@ -31,6 +31,9 @@ Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(std::vector<plan::PipeStageGraph> stages,
                       plan::PipelineStageGraphs(graph_, topology.pp, pc));
   pipe_stage_ = grid.CoordOf(world_rank_).pp;
+  for (size_t s = pipe_stage_; tp_ && s < stages.size(); s += topology.pp) {
+    DS_ASSIGN_OR_RETURN(pipe_tp_.emplace_back(), plan::StageTpLocal(*tp_, stages[s]));
+  }
   if (!tp_) full_graph_ = std::move(graph_);
   graph_ = plan::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
   if (tp_) {
@@ -66,18 +69,21 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
   // executor_ is chunk 0's first slot; each chunk's executors run its own graph over the one
   // parameter store of all the rank's chunks.
   std::vector<std::vector<exec::Executor*>> slots(pipe_chunks_.size());
-  for (size_t c = 0; c < pipe_chunks_.size(); ++c)
+  for (size_t c = 0; c < pipe_chunks_.size(); ++c) {
+    exec::ExecutorOptions chunk = options;  // its own recompute segments
+    DS_RETURN_IF_ERROR(SetRecompute(static_cast<int>(c), &chunk).status());
     for (int k = 0; k < layout.slots(static_cast<int>(c)); ++k) {
       if (c == 0 && k == 0) {
         slots[c].push_back(executor_.get());
         continue;
       }
       DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
-                          exec::Executor::Create(pipe_chunks_[c], params_.get(), options));
+                          exec::Executor::Create(pipe_chunks_[c], params_.get(), chunk));
       slots[c].push_back(e.get());
       if (k == 0) micro_flops_ += e->forward_flops() + e->backward_flops();
       slot_executors_.push_back(std::move(e));
     }
+  }
   pipe_compute_ = std::make_unique<PipelineCompute>(std::move(slots), train_data_.get());
   return OkStatus();
 }
@@ -87,10 +93,6 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
 // stage's rank and sending its output on (blocking, one link per direction), so the chain of
 // virtual stages 0 .. p x v - 1 advances one hand-over at a time and no rank waits on a cycle.
 StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
-  if (tp_)
-    return UnimplementedError(config_.source +
-                              ": validation under parallel.pipeline with parallel.tensor > 1 is "
-                              "not run yet; unset data.validation");
   const int p = plan_->topology().pp(), cells = plan_->topology().dp() * plan_->topology().tp();
   const int column = world_rank_ % cells, v = static_cast<int>(pipe_chunks_.size());
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
@@ -129,7 +131,7 @@ StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
       std::copy(first->targets(), first->targets() + n, e->targets());
       const int vs = c * p + pipe_stage_, prev = (pipe_stage_ + p - 1) % p;
       if (vs > 0) DS_RETURN_IF_ERROR(move(prev, pipe_stage_, pipe_io_[c].first, e, false));
-      DS_RETURN_IF_ERROR(e->Forward(0));
+      DS_RETURN_IF_ERROR(ForwardWhole(e, tp_ ? &pipe_tp_[c] : nullptr));
       if (vs < p * v - 1) {
         DS_RETURN_IF_ERROR(move(pipe_stage_, (pipe_stage_ + 1) % p, pipe_io_[c].second, e, true));
       } else {

@@ -65,6 +65,12 @@ TEST_CASE("PP: validation equals the single rank's", "[worker][pipe]") {
     const Run run = Train(yaml + extra, 4, 5);
     CHECK(std::abs(run.eval - single.eval) <= 1e-5 * single.eval);
   }
+  // With tensor parallelism: each chunk's forward all-reduces at its own cuts.
+  for (const std::string& extra : {Pipe(2), inter}) {
+    INFO("TP 2 x " << extra);
+    const Run run = Train(yaml + extra, 4, 5, false, 2);
+    CHECK(std::abs(run.eval - single.eval) <= 1e-5 * single.eval);
+  }
 }
 
 // ZB-H1: each backward split into its input half (sent on at once) and its weight half (run in
@@ -113,6 +119,39 @@ TEST_CASE("PP: interleaved (2 ranks x 2 chunks) reproduces the single-rank curve
   const Run run8 = Train(Job(data, 2, 0, four, "gpt2", 8), 4, 10);
   CheckClose(single8.loss, run8.loss, 1e-6, "loss at PP 4 x 2 chunks");
   CheckClose(single8.norm, run8.norm, 1e-5, "gradient norm at PP 4 x 2 chunks");
+}
+
+// Recompute inside a pipeline: each chunk's backward runs its blocks' forwards again, its own
+// segments (interleaved: per chunk); the same arithmetic as keeping the activations, so the
+// losses are bit for bit those without recompute, with dropout too (the recompute draws the
+// forward's masks). With TP, partition_activations keeps the block inputs as 1/tp slices.
+TEST_CASE("PP: recompute full and selective give the losses of none, bit for bit",
+          "[worker][pipe]") {
+  const std::string data = testing::WriteTinyTokens("pipe_train.tok");
+  std::string yaml = Job(data, 2, 1, "", "llama");
+  yaml.replace(yaml.find("max_seq_len: 16}"), 16, "max_seq_len: 16, dropout: 0.1}");
+  const std::string inter =
+      "parallel: {pipeline: 2}\npipeline: {schedule: interleaved, virtual_stages: 2}\n";
+  auto recompute = [&yaml](const std::string& mode) {
+    std::string y = yaml;
+    y.replace(y.find("train_iters: 20}"), 16, "train_iters: 20, recompute: " + mode + "}");
+    return y;
+  };
+  for (const std::string& pipe : {Pipe(2), inter}) {
+    const Run none = Train(yaml + pipe, 2, 8);
+    for (const char* mode : {"full", "selective"}) {
+      INFO(pipe << "recompute " << mode);
+      const Run re = Train(recompute(mode) + pipe, 2, 8);
+      CHECK(re.loss == none.loss);
+      CHECK(re.norm == none.norm);
+    }
+  }
+  const Run none = Train(yaml + Pipe(2), 4, 8, false, 2);
+  const Run part = Train(
+      recompute("full") + Pipe(2) + "activation_checkpointing: {partition_activations: true}\n", 4,
+      8, false, 2);
+  CHECK(part.loss == none.loss);
+  CHECK(part.norm == none.norm);
 }
 
 TEST_CASE("PP: Llama (untied) at 2 stages, and with ZeRO-2 at PP 2 x DP 2", "[worker][pipe]") {
@@ -193,6 +232,12 @@ TEST_CASE("PP x TP: TP 2 x PP 2 and PP 2 x DP 2 x TP 2 stay on the single-rank c
     const Run three = Train(Job(data, 2, 1, Pipe(2), family), 8, 20, false, 2);
     CheckClose(single.loss, three.loss, 1e-5, "loss at PP 2 x DP 2 x TP 2, ZeRO-1");
     CheckClose(single.norm, three.norm, 1e-5, "gradient norm at PP 2 x DP 2 x TP 2, ZeRO-1");
+    // Interleaved with TP: each chunk runs its part of the stage plan's tp collectives.
+    const std::string inter =
+        "parallel: {pipeline: 2}\npipeline: {schedule: interleaved, virtual_stages: 2}\n";
+    const Run chunks = Train(Job(data, 2, 0, inter, family), 4, 20, false, 2);
+    CheckClose(single.loss, chunks.loss, 1e-6, "loss at TP 2 x PP 2 x 2 chunks");
+    CheckClose(single.norm, chunks.norm, 1e-5, "gradient norm at TP 2 x PP 2 x 2 chunks");
     // zb-h1 with TP: the input half runs the tp collectives, the weight half none.
     const std::string zb = "pipeline: {schedule: zb-h1}\n";
     const Run split = Train(Job(data, 2, 0, zb + Pipe(2), family), 4, 20, false, 2);

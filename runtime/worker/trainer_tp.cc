@@ -6,6 +6,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/recompute.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
@@ -39,10 +40,18 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   return OkStatus();
 }
 
-void Trainer::PartitionActivations(const plan::Topology& topology, exec::ExecutorOptions* eo) {
-  const int split =
-      tp_ ? PartitionCheckpoints(graph_, tp_->replicated, topology.tp, &eo->recompute) : 0;
+StatusOr<int> Trainer::SetRecompute(int chunk, exec::ExecutorOptions* eo) {
+  DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
+  const bool pipe = !pipe_chunks_.empty();
+  const Graph& g = pipe ? pipe_chunks_.at(chunk) : graph_;
+  DS_ASSIGN_OR_RETURN(eo->recompute, RecomputeSegments(g, pc.recompute));
   eo->checkpoint_rank = tp_rank_;
+  if (!pc.partition_activations || !tp_) return 0;
+  const std::vector<bool>& replicated = pipe ? pipe_tp_.at(chunk).replicated : tp_->replicated;
+  return PartitionCheckpoints(g, replicated, plan_->topology().tp(), &eo->recompute);
+}
+
+void Trainer::ReportPartitionedActivations(const plan::Topology& topology, int split) {
   if (world_rank_ != 0) return;
   if (split > 0) {
     DS_LOG_INFO("worker",
@@ -92,10 +101,10 @@ Status Trainer::CreateGroups() {
   return OkStatus();
 }
 
-Status Trainer::ForwardWhole(exec::Executor* ex) {
-  if (!tp_) return ex->Forward(0);
+Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local) {
+  if (!local) return ex->Forward(0);
   int at = 0;
-  for (const plan::TpCollective& c : tp_->collectives) {
+  for (const plan::TpCollective& c : local->collectives) {
     if (c.backward) continue;
     DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
     at = c.boundary;
@@ -112,7 +121,7 @@ Status Trainer::ForwardWhole(exec::Executor* ex) {
                            ? tp_comm_->AllGather(in, out)
                            : tp_comm_->ReduceScatter(in, out, parallel::ReduceOp::kSum));
   }
-  return ex->ForwardNodes(0, at, static_cast<int>(graph_.nodes.size()));
+  return ex->ForwardNodes(0, at, static_cast<int>(local->graph.nodes.size()));
 }
 
 }  // namespace ds::worker
