@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/validate.h"
 
 namespace ds::plan {
 namespace {
@@ -29,9 +30,17 @@ Uses FindUses(const Graph& g) {
   return u;
 }
 
+// How a boundary tensor crosses: its width and the token chunks it is split into (sequence
+// parallelism's [tokens / chunks, width]; 1: [batch, seq, width]).
+struct Crossing {
+  int64_t width = 0, chunks = 1;
+};
+
 class StageBuilder {
  public:
-  StageBuilder(const Graph& g, const PipelineStage& s) : g_(g), s_(s), uses_(FindUses(g)) {}
+  StageBuilder(const Graph& g, const PipelineStage& s, const TokenShape& tokens,
+               const std::vector<TensorSpec>* specs)
+      : g_(g), s_(s), uses_(FindUses(g)), tokens_(tokens), specs_(specs) {}
 
   StatusOr<PipeStageGraph> Run() {
     out_.graph = g_;
@@ -50,7 +59,7 @@ class StageBuilder {
     if (ids < 0) return InvalidArgumentError("pipeline: graph " + g_.name + " has no ids input");
     for (int t : recv) DS_RETURN_IF_ERROR(Recv(t, Local(ids)));
     for (int n = s_.node_begin; n < s_.node_end; ++n) Copy(n);
-    if (!last) Send(send, Local(ids));
+    if (!last) DS_RETURN_IF_ERROR(Send(send, Local(ids)));
     out_.graph.loss = last ? Local(g_.loss) : loss_;
     out_.node_begin = s_.node_begin;
     out_.node_end = s_.node_end;
@@ -73,29 +82,43 @@ class StageBuilder {
     out_.whole.push_back(-1);
     return static_cast<int>(out_.graph.tensors.size()) - 1;
   }
-  // A pipe_recv node writing tensor `local`: [batch, seq, width], from the ids and the width.
-  void EmitRecv(int local, int ids, int block) {
+  // A pipe_recv node writing tensor `local`, from the ids and how it crosses.
+  void EmitRecv(int local, int ids, int block, const Crossing& x) {
     const TensorInfo& t = out_.graph.tensors[local];
     NodeInfo n;
     n.name = t.name + ".recv";
     n.op = "pipe_recv";
     n.inputs = {ids};
     n.outputs = {local};
-    n.attrs.SetInt("width", t.shape.back().size);
+    n.attrs.SetInt("width", x.width);
+    if (x.chunks > 1) n.attrs.SetInt("chunks", x.chunks);
     n.block = block;
     out_.graph.nodes.push_back(std::move(n));
   }
 
-  Status Recv(int t, int ids) {
+  // [batch, seq, width] by its shape, or (a shape left to inference: sequence parallelism's
+  // token chunks) [tokens / chunks, width] by its inferred spec.
+  StatusOr<Crossing> CrossingOf(int t) const {
     const SymShape& shape = g_.tensors[t].shape;
-    if (shape.size() != 3 || shape[0].symbol != "batch" || shape[1].symbol != "seq" ||
-        !shape[2].symbol.empty())
-      return InvalidArgumentError("pipeline: tensor \"" + g_.tensors[t].name + "\" " +
-                                  SymShapeToString(shape) +
-                                  " crosses a stage boundary; only [batch, seq, width] "
-                                  "activations can (sequence parallelism's token chunks not yet)");
+    if (shape.size() == 3 && shape[0].symbol == "batch" && shape[1].symbol == "seq" &&
+        shape[2].symbol.empty())
+      return Crossing{shape[2].size, 1};
+    const int64_t tokens = tokens_.batch * tokens_.seq;
+    if (shape.empty() && specs_ && t < static_cast<int>(specs_->size())) {
+      const Shape& real = (*specs_)[t].shape;
+      if (real.size() == 2 && real[0] > 0 && tokens % real[0] == 0)
+        return Crossing{real[1], tokens / real[0]};
+    }
+    return InvalidArgumentError("pipeline: tensor \"" + g_.tensors[t].name + "\" " +
+                                SymShapeToString(shape) +
+                                " crosses a stage boundary; only [batch, seq, width] activations "
+                                "and sequence parallelism's [tokens / tp, width] chunks can");
+  }
+
+  Status Recv(int t, int ids) {
+    DS_ASSIGN_OR_RETURN(Crossing x, CrossingOf(t));
     const int local = Local(t);
-    EmitRecv(local, ids, s_.first_block);
+    EmitRecv(local, ids, s_.first_block, x);
     out_.recv.push_back(local);
     return OkStatus();
   }
@@ -106,18 +129,20 @@ class StageBuilder {
     for (int& t : node.outputs) t = Local(t);
     out_.graph.nodes.push_back(std::move(node));
   }
-  void Send(const std::set<int>& send, int ids) {
+  Status Send(const std::set<int>& send, int ids) {
     NodeInfo n;
     n.name = "stage.send";
     n.op = "pipe_send";
     n.block = s_.last_block;
     for (int t : send) {
+      DS_ASSIGN_OR_RETURN(Crossing c, CrossingOf(t));
       const int x = Local(t);
       TensorInfo grad = g_.tensors[t];
       grad.name += ".grad_in";
       const int gi = New(grad);
-      EmitRecv(gi, ids, s_.last_block);
+      EmitRecv(gi, ids, s_.last_block, c);
       out_.send.push_back(x);
+      out_.send_count.push_back(tokens_.batch * tokens_.seq / c.chunks * c.width);
       out_.send_grad.push_back(gi);
       n.inputs.push_back(x);
       n.inputs.push_back(gi);
@@ -129,11 +154,14 @@ class StageBuilder {
     loss_ = New(loss);
     n.outputs = {loss_};
     out_.graph.nodes.push_back(std::move(n));
+    return OkStatus();
   }
 
   const Graph& g_;
   const PipelineStage& s_;
   const Uses uses_;
+  const TokenShape tokens_;
+  const std::vector<TensorSpec>* specs_;
   PipeStageGraph out_;
   std::map<int, int> local_;
   int loss_ = -1;
@@ -142,7 +170,8 @@ class StageBuilder {
 }  // namespace
 
 StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
-                                                  const std::vector<PipelineStage>& stages) {
+                                                  const std::vector<PipelineStage>& stages,
+                                                  const TokenShape& tokens) {
   std::vector<int> stage_of(graph.nodes.size(), -1);
   for (size_t s = 0; s < stages.size(); ++s) {
     if (stages[s].node_begin < 0 || stages[s].node_end > static_cast<int>(graph.nodes.size()) ||
@@ -164,9 +193,19 @@ StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
                                     "\" of stage " + Str(stage_of[r]) +
                                     "; only the next stage may read it");
   }
+  // Sequence parallelism's token chunks have their shapes inferred: at the job's batch and seq.
+  std::vector<TensorSpec> inferred;
+  const std::vector<TensorSpec>* specs = nullptr;
+  if (tokens.batch > 0 && tokens.seq > 0) {
+    auto got = InferTensorSpecs(graph, {{"batch", tokens.batch}, {"seq", tokens.seq}}, graph.name);
+    if (got.ok()) {
+      inferred = std::move(got).value();
+      specs = &inferred;
+    }
+  }
   std::vector<PipeStageGraph> out;
   for (const PipelineStage& s : stages) {
-    DS_ASSIGN_OR_RETURN(PipeStageGraph g, StageBuilder(graph, s).Run());
+    DS_ASSIGN_OR_RETURN(PipeStageGraph g, StageBuilder(graph, s, tokens, specs).Run());
     out.push_back(std::move(g));
   }
   return out;

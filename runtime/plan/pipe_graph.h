@@ -9,10 +9,12 @@
 //              loss (0), whose backward adds those gradients in
 //
 // so the executor runs a stage as it runs any graph. Each tensor that crosses a boundary must
-// be read by the next stage only (a transformer's residual stream) and be [batch, seq, width];
-// anything else is refused naming the tensor.
+// be read by the next stage only (a transformer's residual stream) and be [batch, seq, width]
+// or, under sequence parallelism, a tp rank's [tokens / tp, width] chunk (pipe_recv's chunks:
+// each tp rank sends its chunk to the same tp rank of the next stage); anything else is refused
+// naming the tensor.
 //
-//   DS_ASSIGN_OR_RETURN(std::vector<PipeStageGraph> s, StageGraphs(graph, stages));
+//   DS_ASSIGN_OR_RETURN(std::vector<PipeStageGraph> s, StageGraphs(graph, stages, {micro, seq}));
 #pragma once
 
 #include <vector>
@@ -30,14 +32,23 @@ struct PipeStageGraph {
   std::vector<int> recv;       // local activations the previous stage sends (pipe_recv outputs)
   std::vector<int> send;       // local activations the next stage reads
   std::vector<int> send_grad;  // per send: the local tensor its gradient is received into
-  std::vector<int> whole;      // per local tensor: its index in the whole graph, -1 if new
-  int node_begin = 0;          // the stage's nodes [node_begin, node_end) of the whole graph
+  std::vector<int64_t> send_count;  // per send: its values per micro-batch (at TokenShape)
+  std::vector<int> whole;           // per local tensor: its index in the whole graph, -1 if new
+  int node_begin = 0;               // the stage's nodes [node_begin, node_end) of the whole graph
   int node_end = 0;
+};
+
+// A micro-batch's tokens: what sizes the boundary messages (send_count) and sequence
+// parallelism's token chunks, whose shapes the graph leaves to inference.
+struct TokenShape {
+  int64_t batch = 1;
+  int64_t seq = 1;
 };
 
 // One per stage (PartitionStages' contiguous node ranges, in order).
 StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
-                                                  const std::vector<PipelineStage>& stages);
+                                                  const std::vector<PipelineStage>& stages,
+                                                  const TokenShape& tokens);
 
 // Tensor parallelism in a pipeline: the stage cut out of tp rank 0's graph `local` (`stage` is
 // StageGraphs' of local.graph) with its parameters' boxes and the tp collectives that fall in

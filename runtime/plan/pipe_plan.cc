@@ -30,7 +30,6 @@ Status NotYet(const std::string& what) {
 }
 
 Status CheckScope(const Topology& topo, const PlanConfig& c) {
-  if (c.sequence_parallel) return NotYet("parallel.sequence_parallel");
   if (c.stage == 3) return NotYet("zero_optimization.stage 3");
   if (c.recompute != RecomputeMode::kNone && c.pipe_schedule == PipeScheduleKind::kZbH1)
     return InvalidArgumentError(
@@ -57,13 +56,11 @@ StatusOr<Stages> PlanStreams(const Graph& graph, const Topology& topo, const Pla
                             static_cast<int>(c.gradient_accumulation_steps), c.virtual_stages));
   std::vector<PipeBoundary> bounds;
   std::vector<int> nodes;
-  const int64_t tokens = c.micro_batch_size * c.seq_len;
   for (size_t s = 0; s < st.graphs.size(); ++s) {
     nodes.push_back(static_cast<int>(st.graphs[s].graph.nodes.size()));
     if (s + 1 == st.graphs.size()) break;
     const PipeStageGraph &a = st.graphs[s], &b = st.graphs[s + 1];
-    PipeBoundary bd{a.send, b.recv, a.send_grad, {}};
-    for (int t : a.send) bd.count.push_back(tokens * a.graph.tensors[t].shape.back().size);
+    PipeBoundary bd{a.send, b.recv, a.send_grad, a.send_count};
     bounds.push_back(std::move(bd));
   }
   DS_ASSIGN_OR_RETURN(st.streams, PipelineStreams(orders, bounds, nodes));
@@ -231,7 +228,7 @@ StatusOr<std::vector<PipeStageGraph>> PipelineStageGraphs(const Graph& graph, in
   DS_ASSIGN_OR_RETURN(std::vector<PipelineStage> stages,
                       PartitionStages(graph, pp * c.virtual_stages, c.partition_method,
                                       c.micro_batch_size, c.seq_len));
-  return StageGraphs(graph, stages);
+  return StageGraphs(graph, stages, {c.micro_batch_size, c.seq_len});
 }
 
 Graph PipelineRankGraph(const std::vector<PipeStageGraph>& stages, int pp, int rank) {

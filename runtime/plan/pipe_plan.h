@@ -25,9 +25,9 @@
 // micro-batch run that chunk's part of the plan's groups (chunk_split.h), its reductions after
 // the micro-batch's last backward.
 //
-// Tensor parallelism (every schedule) and recompute (1f1b, interleaved; partition_activations
-// with tp) run inside each stage. Not planned yet, each refused naming the setting: ZeRO-3,
-// sequence parallelism, NVMe offload, the model states on a device, and tied parameters under
+// Tensor and sequence parallelism (every schedule; under sequence parallelism each tp rank sends
+// its token chunk) and recompute (1f1b, interleaved; partition_activations with tp) run inside
+// each stage. Not planned yet, each refused naming the setting: ZeRO-3, NVMe offload, the model states on a device, and tied parameters under
 // ZeRO-2 (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
 // Recompute with zb-h1 is refused as wrong: its weight half would need the recomputed
 // activations kept until it runs.

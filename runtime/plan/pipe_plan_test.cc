@@ -198,17 +198,20 @@ TEST_CASE("MakePlan cuts a stage plan into chunks: TP x interleaved, recompute",
   struct Case {
     int tp, v;
     RecomputeMode recompute;
-    bool partition = false;
+    bool partition = false, sp = false;
   };
-  for (const Case& k : {Case{2, 2, RecomputeMode::kNone}, Case{1, 2, RecomputeMode::kFull},
-                        Case{2, 2, RecomputeMode::kSelective}, Case{2, 1, RecomputeMode::kFull},
-                        Case{2, 2, RecomputeMode::kFull, true}}) {
+  for (const Case& k :
+       {Case{2, 2, RecomputeMode::kNone}, Case{1, 2, RecomputeMode::kFull},
+        Case{2, 2, RecomputeMode::kSelective}, Case{2, 1, RecomputeMode::kFull},
+        Case{2, 2, RecomputeMode::kFull, true}, Case{2, 1, RecomputeMode::kNone, false, true},
+        Case{2, 2, RecomputeMode::kSelective, false, true}}) {
     INFO("tp " << k.tp << " v " << k.v << " recompute " << RecomputeModeName(k.recompute)
-               << (k.partition ? " partition_activations" : ""));
+               << (k.partition ? " partition_activations" : "") << (k.sp ? " sp" : ""));
     PlanConfig c = Config(1, 2, 4);
     c.tensor = k.tp;
     c.recompute = k.recompute;
     c.partition_activations = k.partition;
+    c.sequence_parallel = k.sp;
     if (k.v > 1) {
       c.pipe_schedule = PipeScheduleKind::kInterleaved;
       c.virtual_stages = k.v;
@@ -234,8 +237,13 @@ TEST_CASE("MakePlan cuts a stage plan into chunks: TP x interleaved, recompute",
       CHECK(static_cast<int>(fwd.size()) == 4 * k.v);
       CHECK(fwd == bwd);
       for (const auto& [at, end] : last) CHECK(end <= fwd.at(at));
-      CHECK((CountKind(rp, Ins::RECOMPUTE) > 0) == (k.recompute != RecomputeMode::kNone));
+      // Sequence parallelism recomputes its gathers whatever the mode.
+      CHECK((CountKind(rp, Ins::RECOMPUTE) > 0) == (k.recompute != RecomputeMode::kNone || k.sp));
       CHECK((CountKind(rp, Ins::ACT_ALL_REDUCE) > 0) == (k.tp > 1));
+      CHECK((CountKind(rp, Ins::ACT_ALL_GATHER) > 0) == k.sp);
+      // Under sequence parallelism each tp rank sends its chunk of the tokens: [2 x 16 / 2, 32].
+      for (const Ins& in : rp.instructions())
+        if (in.kind() == Ins::SEND) CHECK(in.collective().count() == 2 * 16 / (k.sp ? 2 : 1) * 32);
       CHECK((CountKind(rp, Ins::CHECKPOINT_RESTORE) > 0) == k.partition);
       CHECK(rp.memory().peak_bytes() > 0);
     }
@@ -394,10 +402,6 @@ TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]
   };
   refused(Plan(llama, 2, 2, Config(3, 2, 2)), "zero_optimization.stage 3");
   refused(Plan(gpt, 2, 2, Config(2, 2, 2)), "tie_word_embeddings");
-  PlanConfig sp = Config(1, 2, 2);
-  sp.tensor = 2;
-  sp.sequence_parallel = true;
-  refused(MakePlan(llama, Topology{4, 1, 2, 2}, sp), "parallel.sequence_parallel");
   PlanConfig zb = Config(1, 2, 2);
   zb.pipe_schedule = PipeScheduleKind::kZbH1;
   zb.recompute = RecomputeMode::kFull;

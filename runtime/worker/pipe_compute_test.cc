@@ -100,7 +100,7 @@ void CheckPipeline(const Graph& g, plan::PipeScheduleKind kind, int p, int v, in
   const float want_loss = Whole(g, data, m, &want);
   auto stages = plan::PartitionStages(g, p * v, "uniform");
   REQUIRE(stages.ok());
-  auto graphs = plan::StageGraphs(g, *stages);
+  auto graphs = plan::StageGraphs(g, *stages, {kBatch, kSeq});
   REQUIRE(graphs.ok());
   auto orders = plan::BuildPipelineSchedule(kind, p, m, v);
   REQUIRE(orders.ok());

@@ -10,6 +10,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/plan/pipe_graph.h"
+#include "runtime/plan/tp_graph.h"
 #include "zero/param_store.h"
 
 namespace ds::plan {
@@ -62,7 +63,7 @@ void CheckStages(const Graph& g, int k) {
 
   auto stages = PartitionStages(g, k, "uniform");
   REQUIRE(stages.ok());
-  auto graphs = StageGraphs(g, *stages);
+  auto graphs = StageGraphs(g, *stages, {2, 8});
   REQUIRE(graphs.ok());
   std::vector<std::unique_ptr<zero::ParamStore>> params;
   std::vector<std::unique_ptr<exec::Executor>> ex;
@@ -151,10 +152,11 @@ TEST_CASE("StageGraphs: the boundaries and their refusals", "[plan][pipe]") {
   Graph g = Build(spec);
   auto stages = PartitionStages(g, 2, "uniform");
   REQUIRE(stages.ok());
-  auto graphs = StageGraphs(g, *stages);
+  auto graphs = StageGraphs(g, *stages, {2, 8});
   REQUIRE(graphs.ok());
   // One residual stream crosses: stage 0 sends it, stage 1 receives it and sends its gradient.
   REQUIRE((*graphs)[0].send.size() == 1);
+  CHECK((*graphs)[0].send_count == std::vector<int64_t>{2 * 8 * 32});
   CHECK((*graphs)[0].recv.empty());
   CHECK((*graphs)[1].send.empty());
   REQUIRE((*graphs)[1].recv.size() == 1);
@@ -173,10 +175,38 @@ TEST_CASE("StageGraphs: the boundaries and their refusals", "[plan][pipe]") {
   std::vector<PipelineStage> split = {(*three)[0], (*three)[1], (*three)[1]};
   split[1].node_end = split[1].node_begin + 5;
   split[2].node_begin = split[1].node_end;
-  auto refused = StageGraphs(skip, split);
+  auto refused = StageGraphs(skip, split, {2, 8});
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find(
             "tensor \"emb\" of stage 0 is read by node \"h.1.res_2\"") != std::string::npos);
+}
+
+// Sequence parallelism: the residual stream between blocks is each tp rank's token chunk (its
+// shape left to inference); it crosses as [tokens / tp, width], a pipe_recv of 2 chunks.
+TEST_CASE("StageGraphs: sequence parallelism's token chunks cross a boundary", "[plan][pipe]") {
+  ModelSpec spec;
+  spec.n_layer = 2;
+  spec.n_embd = 32;
+  spec.vocab_size = 40;
+  spec.max_seq_len = 16;
+  const Graph g = Build(spec);
+  auto local = TensorParallelGraph(g, 2, 1, /*sequence_parallel=*/true);
+  REQUIRE(local.ok());
+  auto stages = PartitionStages(local->graph, 2, "uniform");
+  REQUIRE(stages.ok());
+  auto graphs = StageGraphs(local->graph, *stages, {2, 8});
+  INFO((graphs.ok() ? "" : graphs.status().ToString()));
+  REQUIRE(graphs.ok());
+  REQUIRE((*graphs)[0].send.size() == 1);
+  CHECK((*graphs)[0].send_count == std::vector<int64_t>{2 * 8 / 2 * 32});
+  const NodeInfo& recv = (*graphs)[1].graph.nodes.front();
+  CHECK(recv.op == "pipe_recv");
+  CHECK(recv.attrs.Int("chunks", 1) == 2);
+  CHECK(recv.attrs.Int("width", 0) == 32);
+  // Without the token shape the chunk's size is unknown: refused naming the tensor.
+  auto unknown = StageGraphs(local->graph, *stages, {0, 0});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message().find("crosses a stage boundary") != std::string::npos);
 }
 
 }  // namespace

@@ -245,6 +245,26 @@ TEST_CASE("PP x TP: TP 2 x PP 2 and PP 2 x DP 2 x TP 2 stay on the single-rank c
   }
 }
 
+// Sequence parallelism inside the stages: norms and dropout on token chunks, each tp rank sending
+// its chunk of the residual stream to the same tp rank of the next stage; the numbers of tensor
+// parallelism alone.
+TEST_CASE("PP x TP: sequence parallelism equals tensor parallelism alone", "[worker][pipe]") {
+  const std::string data = testing::WriteTinyTokens("pipe_train.tok");
+  const std::string sp = "parallel: {pipeline: 2, sequence_parallel: true}\n";
+  const std::string inter =
+      "parallel: {pipeline: 2, sequence_parallel: true}\n"
+      "pipeline: {schedule: interleaved, virtual_stages: 2}\n";
+  for (const char* family : {"gpt2", "llama"}) {
+    INFO(family);
+    const Run tp = Train(Job(data, 2, 0, Pipe(2), family), 4, 20, false, 2);
+    const Run run = Train(Job(data, 2, 0, sp, family), 4, 20, false, 2);
+    CheckClose(tp.loss, run.loss, 1e-6, "loss at TP 2 x PP 2 with sequence parallelism");
+    CheckClose(tp.norm, run.norm, 1e-5, "gradient norm with sequence parallelism");
+    const Run chunks = Train(Job(data, 2, 1, inter, family), 8, 20, false, 2);
+    CheckClose(tp.loss, chunks.loss, 1e-5, "loss at PP 2 x DP 2 x TP 2, SP, 2 chunks, ZeRO-1");
+  }
+}
+
 // Checkpoints per stage: every rank writes its parts as ranges of the whole parameters (the tied
 // embedding once, from the first stage), so a PP 2 x DP 2 save resumes at the same layout bit
 // for bit and at PP 1 x DP 4, PP 4, TP 2 x PP 2 and one rank on the curve, no conversion step;
