@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
@@ -388,6 +389,28 @@ Status ZeroCollectives::ReduceGrads(const Instruction& in, parallel::Communicato
     DS_RETURN_IF_ERROR(
         comm->AllReduce(parallel::BufferView(data, r.count(), t), parallel::ReduceOp::kSum));
   }
+  return OkStatus();
+}
+
+Status ZeroCollectives::ReduceTied(const Instruction& in, parallel::Communicator* comm) {
+  const DType t = host_->dtype();
+  const size_t ts = DTypeSize(t);
+  const int64_t count = in.collective().count();
+  std::vector<char> sum(count * ts, 0);  // all-zero bits: 0 in every float type
+  auto at = [&](const proto::ParamRange& r) -> char* {
+    return in.in_shard() ? static_cast<char*>(parts_.params->grad_shard()) + r.offset() * ts
+                         : host_->Grads(r.offset());
+  };
+  for (const proto::ParamRange& r : in.ranges()) {
+    if (r.at() < 0 || r.at() + r.count() > count)
+      return InternalError("the plan places a tied gradient range at " + std::to_string(r.at()) +
+                           " of " + std::to_string(count));
+    std::memcpy(sum.data() + r.at() * ts, at(r), r.count() * ts);
+  }
+  DS_RETURN_IF_ERROR(
+      comm->AllReduce(parallel::BufferView(sum.data(), count, t), parallel::ReduceOp::kSum));
+  for (const proto::ParamRange& r : in.ranges())
+    std::memcpy(at(r), sum.data() + r.at() * ts, r.count() * ts);
   return OkStatus();
 }
 

@@ -86,6 +86,10 @@ class ZeroCollectives {
   // Sequence parallelism's TP_GRAD_ALL_REDUCE: the gradients at `in`'s ranges (flat, or shard
   // positions with in_shard) summed over `comm`, in place, on the host.
   Status ReduceGrads(const proto::Instruction& in, parallel::Communicator* comm);
+  // A pipeline's TIED_GRAD_ALL_REDUCE: `in`'s ranges (flat, or shard positions with in_shard)
+  // placed at their `at` in one zeroed buffer of the collective's count, summed over `comm`,
+  // and copied back: every rank adds what it holds of the tied gradients.
+  Status ReduceTied(const proto::Instruction& in, parallel::Communicator* comm);
   // The host communicator a scalar instruction's group names: one of ZeroParts::groups, else
   // the data-parallel one.
   parallel::Communicator* ScalarComm(const proto::Instruction& in) const;

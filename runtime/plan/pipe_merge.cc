@@ -116,8 +116,23 @@ class Merger {
       if (k == last_bwd[mb] && mb < m - 1)
         for (int i : z_.post[mb]) DS_RETURN_IF_ERROR(EmitD(d_[i], i));
     }
-    if (in_.tied) out_.push_back(*in_.tied);
-    for (int i : z_.post[m - 1]) DS_RETURN_IF_ERROR(EmitD(d_[i], i));
+    if (in_.tied && !in_.tied_after_reductions) out_.push_back(*in_.tied);
+    bool tied = in_.tied && in_.tied_after_reductions;
+    for (int i : z_.post[m - 1]) {
+      Ins x = d_[i];
+      if (tied && x.kind() == Ins::GRAD_NORM_REDUCE) {  // the shards are whole: sum them
+        Ins t = *in_.tied;
+        *t.mutable_wait_for() = x.wait_for();
+        *t.mutable_frees_before() = x.frees_before();
+        x.clear_wait_for();
+        x.clear_frees_before();
+        DS_RETURN_IF_ERROR(Renumber(&t));
+        out_.push_back(std::move(t));
+        tied = false;
+      }
+      DS_RETURN_IF_ERROR(EmitD(std::move(x), i));
+    }
+    if (tied) return InternalError("plan: a ZeRO-2 pipeline stage's stream has no norm");
     return std::move(out_);
   }
 

@@ -16,8 +16,9 @@
 //                                   its BACKWARD_WEIGHT (with tensor parallelism the input
 //                                   half runs D's backward ranges and collectives, the weight
 //                                   half the whole chunk at once: it needs no collective)
-//   then `tied` (TIED_GRAD_ALL_REDUCE) and the last micro-batch's reductions and the step, after
-//   every send: no rank blocks in a world collective while a neighbour waits for its data.
+//   then `tied` (TIED_GRAD_ALL_REDUCE) and the last micro-batch's reductions and the step (ZeRO-2:
+//   the reductions, `tied`, then the norm and the step), after every send: no rank blocks in a
+//   world collective while a neighbour waits for its data.
 //
 // Activation buffers (per micro-batch in D) are allocated by the step's first LOAD / FORWARD
 // and freed by its last BACKWARD (the planner sizes them for every slot). Waits are renumbered.
@@ -38,6 +39,9 @@ struct StageStreams {
   std::set<int> activation_buffers;
   const proto::Instruction* tied = nullptr;  // on the first and last stage with tied parameters
   const RankChunks* chunks = nullptr;        // the rank's chunks, where D is planned over several
+  // ZeRO-2: `tied` sums the gradient shards, so it follows the last micro-batch's reductions
+  // (taking the norm's waits) instead of preceding them.
+  bool tied_after_reductions = false;
 };
 
 // Internal when D is not cut as described (a stage plan with stage-3 gathers).

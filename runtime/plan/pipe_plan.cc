@@ -87,20 +87,44 @@ Ranges FlatOf(const proto::PlanModel& model, const std::vector<std::string>& nam
   return r;
 }
 
-Ins TiedReduce(const proto::Plan& stage, const Ranges& flat, const std::string& group) {
+// The tied gradients' sum over the first and last stage, for dp rank d of `stage`: each tied
+// parameter's flat range (ZeRO 0-1: every rank holds the whole gradient) or the part of it the
+// rank's shard holds (ZeRO-2), placed at its position in the tied parameters' whole gradient
+// (names order, the same on both ends), so the runner all-reduces one buffer of that size over
+// the embedding group: a pair of ranks, or at ZeRO-2 both stages' dp ranks (each adds the
+// elements it owns; the others add zeros).
+Ins TiedReduce(const proto::Plan& stage, const std::vector<std::string>& names, int d,
+               const std::string& group) {
   Ins ins;
   ins.set_kind(Ins::TIED_GRAD_ALL_REDUCE);
   ins.set_micro_batch(-1);
-  int64_t count = 0;
-  for (auto [b, e] : flat) {
-    proto::ParamRange* r = ins.add_ranges();
-    r->set_offset(b);
-    r->set_count(e - b);
-    count += e - b;
+  const bool shard = stage.settings().zero_stage() >= 2;
+  ins.set_in_shard(shard);
+  int64_t at = 0;
+  for (const std::string& name : names) {
+    const auto it = std::find_if(stage.model().params().begin(), stage.model().params().end(),
+                                 [&name](const proto::PlanParam& p) { return p.name() == name; });
+    if (it == stage.model().params().end()) continue;  // (TiedNames: both ends have them)
+    const int64_t b = it->offset(), e = b + it->numel();
+    auto add = [&ins](int64_t offset, int64_t count, int64_t pos) {
+      proto::ParamRange* r = ins.add_ranges();
+      r->set_offset(offset);
+      r->set_count(count);
+      r->set_at(pos);
+    };
+    if (!shard) add(b, e - b, at);
+    for (const proto::PartitionUnit& u : stage.partition().units()) {
+      if (!shard) break;
+      const int64_t own = u.offset() + d * u.chunk();
+      const int64_t lo = std::max(b, own),
+                    hi = std::min({e, own + u.chunk(), u.offset() + u.count()});
+      if (lo < hi) add(u.shard_offset() + lo - own, hi - lo, at + lo - b);
+    }
+    at += e - b;
   }
   proto::Collective* c = ins.mutable_collective();
   c->set_group(group);
-  c->set_count(count);
+  c->set_count(at);
   c->set_dtype(stage.settings().model_dtype());
   c->set_bucket(-1);
   c->set_staging_in(-1);
@@ -109,12 +133,18 @@ Ins TiedReduce(const proto::Plan& stage, const Ranges& flat, const std::string& 
   return ins;
 }
 
+// The embedding group of the rank at `cell` of an end stage: per (dp, tp) cell a pair, or at
+// ZeRO-2 per tp rank both stages' dp ranks.
+std::string EmbeddingGroup(const ParallelGrid& grid, int cell, bool sharded) {
+  return "embedding." + Str(sharded ? cell % grid.tp() : cell);
+}
+
 // The world's groups: each stage's own (its dp, tp and kv groups, numbered on in the world's
 // order), the links of every (dp, tp) column, their embedding groups (with tied parameters) and
 // "world". Fills `names[s]`: stage s's group names to the world's.
 void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages, bool tied,
-               bool interleaved, std::vector<std::map<std::string, std::string>>* names,
-               proto::Plan* plan) {
+               bool sharded, bool interleaved,
+               std::vector<std::map<std::string, std::string>>* names, proto::Plan* plan) {
   auto add = [plan](const std::string& name, const std::string& kind, std::vector<int> ranks) {
     proto::ProcessGroup* g = plan->add_groups();
     g->set_name(name);
@@ -145,9 +175,15 @@ void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages,
       add(PipeLinkName(a, b), "pipe", {std::min(a, b), std::max(a, b)});
       add(PipeLinkName(b, a), "pipe", {std::min(a, b), std::max(a, b)});
     }
-  if (tied)
-    for (int c = 0; c < cell; ++c)
-      add("embedding." + Str(c), "embedding", {c, (grid.pp() - 1) * cell + c});
+  const int last = (grid.pp() - 1) * cell;
+  for (int c = 0; tied && !sharded && c < cell; ++c)
+    add(EmbeddingGroup(grid, c, false), "embedding", {c, last + c});
+  for (int t = 0; tied && sharded && t < grid.tp(); ++t) {
+    std::vector<int> ranks;
+    for (int base : {0, last})
+      for (int d = 0; d < grid.dp(); ++d) ranks.push_back(base + d * grid.tp() + t);
+    add(EmbeddingGroup(grid, t, true), "embedding", ranks);
+  }
   std::vector<int> all(grid.world());
   for (int r = 0; r < grid.world(); ++r) all[r] = r;
   add(kWorldGroup, kWorldGroup, all);
@@ -279,7 +315,11 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
   const int cells = grid.dp() * grid.tp();
   for (int c = 0; c < cells; ++c) {  // the stage plan's rank c: dp c / tp, tp c % tp
     in.zero = &stage.ranks(c);
-    const Ins reduce = TiedReduce(stage, tied_flat, "embedding." + Str(c));
+    const bool sharded = stage.settings().zero_stage() >= 2;
+    const Ins reduce =
+        ends && tied ? TiedReduce(stage, *x.tied, c / grid.tp(), EmbeddingGroup(grid, c, sharded))
+                     : Ins();
+    in.tied_after_reductions = sharded;
     in.tied = ends && tied ? &reduce : nullptr;
     auto merged = MergeStageStream(in, x.micro_batches);
     if (!merged.ok()) return merged.status().WithPrefix("pipeline stage " + Str(s));
@@ -308,9 +348,6 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   auto st = PlanStreams(local->graph, topo, config);
   if (!st.ok()) return st.status().WithPrefix("plan");
   const std::vector<std::string> tied = TiedNames(st->graphs);
-  if (!tied.empty() && config.stage == 2)
-    return NotYet("zero_optimization.stage 2 and parameters the first and last stage share (" +
-                  tied.front() + ": tie_word_embeddings); use stage 0 or 1");
   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(topo.world, topo.tp, topo.pp));
   DS_ASSIGN_OR_RETURN(StagePlans planned, PlanStages(*local, *st, topo, config));
   const std::vector<proto::Plan>& stages = planned.plans;
@@ -326,7 +363,8 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   plan.mutable_settings()->set_virtual_stages(config.virtual_stages);
   plan.mutable_settings()->set_partition_method(config.partition_method);
   std::vector<std::map<std::string, std::string>> names;
-  AddGroups(grid, stages, !tied.empty(), config.virtual_stages > 1, &names, &plan);
+  AddGroups(grid, stages, !tied.empty(), config.stage >= 2, config.virtual_stages > 1, &names,
+            &plan);
   for (int s = 0; s < topo.pp; ++s) {
     const StageInputs x{&grid,
                         &*st,

@@ -12,10 +12,12 @@
 //      while a neighbour waits for its last send);
 //   3. names the world's groups: each stage's "dp.<i>", "tp.<i>", "kv.<i>" numbered on in
 //      Megatron's order, a link per direction between neighbouring stages of one (dp, tp)
-//      column ("pipe.<a>-<b>", world ranks), "embedding.<c>" for parameters the first and last
-//      stage share (tied embeddings: TIED_GRAD_ALL_REDUCE before the data-parallel reductions,
-//      counted in the norm on the first stage only), and "world" for the norm, the overflow
-//      flag and the loss (the last stage's mean, on every rank).
+//      column ("pipe.<a>-<b>", world ranks), "embedding.<i>" for parameters the first and last
+//      stage share (tied embeddings, counted in the norm on the first stage only:
+//      TIED_GRAD_ALL_REDUCE before the data-parallel reductions over a pair of ranks per
+//      (dp, tp) cell; at ZeRO-2, whose ranks hold slices of the gradient, after them over both
+//      stages' dp ranks per tp rank), and "world" for the norm, the overflow flag and the loss
+//      (the last stage's mean, on every rank).
 //
 // Activation buffers count once per slot (the micro-batches a stage keeps in flight). Ranks run
 // RankView(plan, rank) (plan_view.h).
@@ -27,8 +29,8 @@
 //
 // Tensor and sequence parallelism (every schedule; under sequence parallelism each tp rank sends
 // its token chunk) and recompute (1f1b, interleaved; partition_activations with tp) run inside
-// each stage. Not planned yet, each refused naming the setting: ZeRO-3, NVMe offload, the model states on a device, and tied parameters under
-// ZeRO-2 (their per-micro-batch reduce-scatter would need the embedding sum each micro-batch).
+// each stage. Not planned yet, each refused naming the setting: ZeRO-3, NVMe offload, and the
+// model states on a device.
 // Recompute with zb-h1 is refused as wrong: its weight half would need the recomputed
 // activations kept until it runs.
 #pragma once

@@ -110,6 +110,8 @@ TEST_CASE("MakePlan plans a pipeline over every stage and dp rank", "[plan][pipe
   }
   CheckPlan(llama, 4, 2, 2, 4);
   CheckPlan(llama, 8, 4, 2, 5);
+  CheckPlan(gpt, 4, 2, 2, 4);  // ZeRO-2 with the tied embedding: its shards summed
+  CheckPlan(gpt, 8, 4, 2, 5);
 }
 
 TEST_CASE("MakePlan plans interleaved schedules: every chunk's forward and backward",
@@ -393,15 +395,60 @@ TEST_CASE("The plan summary shows each stage's FLOPs and an uneven split", "[pla
   }
 }
 
+// ZeRO-2: each end stage's dp ranks hold different slices of the tied embedding's gradient, so
+// the sum runs after the last reductions over one group of both stages' dp ranks (per tp rank),
+// each placing its slice at the slice's position in the whole embedding: together the ranges of
+// one stage cover it once.
+TEST_CASE("ZeRO-2 sums a pipeline's tied embedding shards over both stages' dp ranks",
+          "[plan][pipe]") {
+  const Graph gpt = Tiny("gpt2");
+  auto plan = Plan(gpt, 4, 2, Config(2, 2, 2));
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  CHECK(CheckCollectiveOrder(*plan).ok());
+  std::map<std::string, std::set<int>> groups;
+  for (const proto::ProcessGroup& g : plan->groups())
+    groups[g.name()] = std::set<int>(g.ranks().begin(), g.ranks().end());
+  CHECK(groups.at("embedding.0") == std::set<int>{0, 1, 2, 3});
+  const int64_t wte = 64 * 32;
+  for (int s : {0, 1}) {
+    std::vector<std::pair<int64_t, int64_t>> covered;  // [at, at + count) over the stage's ranks
+    for (int r : {2 * s, 2 * s + 1}) {
+      const auto& list = plan->ranks(r).instructions();
+      int tied = -1, reduce = -1, norm = -1;
+      for (int i = 0; i < list.size(); ++i) {
+        if (list[i].kind() == Ins::TIED_GRAD_ALL_REDUCE) tied = i;
+        if (list[i].kind() == Ins::REDUCE_SCATTER) reduce = i;
+        if (list[i].kind() == Ins::GRAD_NORM_REDUCE) norm = i;
+      }
+      REQUIRE(tied >= 0);
+      CHECK(reduce < tied);  // after the last reductions, before the norm
+      CHECK(tied < norm);
+      const Ins& in = list[tied];
+      CHECK(in.in_shard());
+      CHECK(in.collective().count() == wte);
+      CHECK(in.collective().group() == "embedding.0");
+      for (const proto::ParamRange& p : in.ranges())
+        covered.push_back({p.at(), p.at() + p.count()});
+    }
+    std::sort(covered.begin(), covered.end());
+    int64_t at = 0;
+    for (auto [b, e] : covered) {
+      CHECK(b == at);
+      at = e;
+    }
+    CHECK(at == wte);
+  }
+}
+
 TEST_CASE("Pipeline settings not planned yet are refused by name", "[plan][pipe]") {
-  const Graph gpt = Tiny("gpt2"), llama = Tiny("llama");
+  const Graph llama = Tiny("llama");
   auto refused = [](const StatusOr<proto::Plan>& p, const std::string& what) {
     INFO((p.ok() ? "planned" : p.status().ToString()));
     REQUIRE_FALSE(p.ok());
     CHECK(p.status().message().find(what) != std::string::npos);
   };
   refused(Plan(llama, 2, 2, Config(3, 2, 2)), "zero_optimization.stage 3");
-  refused(Plan(gpt, 2, 2, Config(2, 2, 2)), "tie_word_embeddings");
   PlanConfig zb = Config(1, 2, 2);
   zb.pipe_schedule = PipeScheduleKind::kZbH1;
   zb.recompute = RecomputeMode::kFull;

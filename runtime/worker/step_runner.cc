@@ -130,6 +130,7 @@ struct StepRunner::Impl {
   Status ActAllReduce(int, const Instruction& in);
   Status ActGatherScatter(int, const Instruction& in);
   Status TpGrads(int, const Instruction& in);
+  Status TiedGrads(int, const Instruction& in);
   Status PointToPoint(int index, const Instruction& in);
   Status Stash(int, const Instruction& in);
   Status Restore(int, const Instruction& in);
@@ -170,7 +171,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
   table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
   table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
-  table[Instruction::TIED_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
+  table[Instruction::TIED_GRAD_ALL_REDUCE] = {&Impl::TiedGrads, true};
   table[Instruction::SEND] = {&Impl::PointToPoint, false};
   table[Instruction::RECV] = {&Impl::PointToPoint, false};
   table[Instruction::CHECKPOINT_STASH] = {&Impl::Stash, false};
@@ -242,11 +243,16 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
                              parallel::ReduceOp::kSum);
 }
 
-// Sequence parallelism: the gradients of parameters used on token chunks, summed over tp; a
-// pipeline's tied parameters, summed over the first and last stage (TIED_GRAD_ALL_REDUCE).
+// Sequence parallelism: the gradients of parameters used on token chunks, summed over tp.
 Status StepRunner::Impl::TpGrads(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   return zero->ReduceGrads(in, comm);
+}
+
+// A pipeline's tied parameters, summed over the first and last stage.
+Status StepRunner::Impl::TiedGrads(int, const Instruction& in) {
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  return zero->ReduceTied(in, comm);
 }
 
 // Pipeline parallelism: an activation or gradient of the instruction's chunk and slot to or
