@@ -37,7 +37,6 @@ Status CheckScope(const Topology& topo, const PlanConfig& c) {
         " with pipeline.schedule zb-h1: the weight half of each backward runs later and would "
         "need the recomputed activations kept until then, which is what recompute avoids; use "
         "schedule 1f1b or interleaved with recompute, or zb-h1 without it");
-  if (c.optimizer_nvme) return NotYet("offload_optimizer device nvme");
   if (c.states_on_device) return NotYet("the model states on the device (device.type cuda)");
   return OkStatus();
 }
@@ -293,6 +292,7 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
   *layout->mutable_partition() = stage.partition();
   *layout->mutable_buckets() = stage.buckets();
   *layout->mutable_buffers() = stage.buffers();
+  *layout->mutable_swap() = stage.swap();
   const std::vector<int>& slots = x.st->streams.slots[s];
   for (int k : slots) layout->add_slots(k);
   for (size_t v = s; v < x.st->graphs.size(); v += grid.pp()) {  // the rank's chunks

@@ -29,8 +29,8 @@
 //
 // Tensor and sequence parallelism (every schedule; under sequence parallelism each tp rank sends
 // its token chunk) and recompute (1f1b, interleaved; partition_activations with tp) run inside
-// each stage. Not planned yet, each refused naming the setting: ZeRO-3, NVMe offload, and the
-// model states on a device.
+// each stage. Not planned yet, each refused naming the setting: ZeRO-3 and the model states on
+// a device.
 // Recompute with zb-h1 is refused as wrong: its weight half would need the recomputed
 // activations kept until it runs.
 #pragma once

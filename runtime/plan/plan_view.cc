@@ -15,6 +15,7 @@ void SelectStage(int stage, proto::Plan* plan) {
   *plan->mutable_partition() = s.partition();
   *plan->mutable_buckets() = s.buckets();
   *plan->mutable_buffers() = s.buffers();
+  *plan->mutable_swap() = s.swap();
 }
 
 proto::Plan RankView(const proto::Plan& plan, int rank) {

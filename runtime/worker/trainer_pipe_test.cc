@@ -274,6 +274,27 @@ TEST_CASE("PP x DP x TP: ZeRO-2 with a tied embedding stays on the single-rank c
              Train(resume, 4, 10).loss, 1e-5, "resumed at PP 1 x DP 4");
 }
 
+// ZeRO-Infinity's optimizer swapper per stage: each rank swaps its own stage's shard of the
+// optimizer states through its own files; the same numbers as keeping them in memory.
+TEST_CASE("PP: offload_optimizer nvme gives the numbers of no offload", "[worker][pipe]") {
+  const std::string data = testing::WriteTinyTokens("pipe_train.tok");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string swap = std::string(tmp ? tmp : "/tmp") + "/pipe_swap";
+  REQUIRE(std::system(("rm -rf '" + swap + "' && mkdir -p '" + swap + "'").c_str()) == 0);
+  for (int stage : {1, 2}) {
+    INFO("ZeRO-" << stage);
+    std::string nvme = Job(data, 2, stage, Pipe(2));
+    const std::string key = "reduce_bucket_size: 3000";
+    nvme.replace(nvme.find(key), key.size(),
+                 key + ", sub_group_size: 2000, offload_optimizer: {device: nvme, nvme_path: " +
+                     swap + ", buffer_count: 4}");
+    const Run memory = Train(Job(data, 2, stage, Pipe(2)), 4, 10);
+    const Run swapped = Train(nvme, 4, 10);
+    CHECK(swapped.loss == memory.loss);
+    CHECK(swapped.norm == memory.norm);
+  }
+}
+
 // Sequence parallelism inside the stages: norms and dropout on token chunks, each tp rank sending
 // its chunk of the residual stream to the same tp rank of the next stage; the numbers of tensor
 // parallelism alone.
