@@ -9,8 +9,10 @@
 #     zb-h1's split backward: the loss
 #     within 1e-6 relative (plus the CSV's last printed digit), the norm within 5e-5 (same()
 #     below)
-#   PP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2): GPT-2 with ZeRO-1, Llama with
-#     ZeRO-2: within 1e-5
+#   PP = 2 x DP = 2 over two nodes (127.0.0.1 and 127.0.0.2): GPT-2 with ZeRO-1 and ZeRO-2 (the
+#     tied embedding's shards summed over both end stages), Llama with ZeRO-2: within 1e-5
+#   TP = 2 x PP = 2 interleaved with sequence parallelism, full recompute and
+#     partition_activations (Llama): within 1e-6
 #   PP = 2 x DP = 2 x TP = 2 (8 ranks over two nodes), ZeRO-1: within 1e-5
 # A PP = 2 x DP = 2 checkpoint resumes at PP = 1 x DP = 4, PP = 4 and TP = 2 x PP = 2 (steps 11-20
 # on the curve), and ds-ckpt verifies and consolidates it. SIGKILL of one stage's rank stops
@@ -64,8 +66,8 @@ run_case() {  # run_case NAME MODEL HOSTS PP MICRO STAGE REL [EXTRA_YAML]
   [[ $model == llama ]] && spec=$MODEL_LLAMA
   job "$BASE/pp.yaml" "$5" "$6" "$csv" "$spec"
   [[ -n "${8:-}" ]] && printf '%s\n' "$8" >> "$BASE/pp.yaml"
-  if ! timeout 180 "$LAUNCH" "$BASE/pp.yaml" --hostfile "$3" --pp "$4" --worker "$WORKER" \
-      --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1; then
+  if ! timeout 180 "$LAUNCH" "$BASE/pp.yaml" --hostfile "$3" --pp "$4" --tp "${TP:-1}" \
+      --worker "$WORKER" --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1; then
     fail "$name: ds-launch failed"; tail -8 "$BASE/out"; return
   fi
   if same "$BASE/single_$model.csv" "$csv" "$7"; then
@@ -86,6 +88,13 @@ run_case "GPT-2 PP=2 interleaved (2 chunks per rank)" gpt "$BASE/one" 2 4 0 1e-6
 run_case "GPT-2 PP=4 zb-h1 (split backward)" gpt "$BASE/four" 4 4 0 1e-6 'pipeline: {schedule: zb-h1}'
 run_case "GPT-2 PP=2 x DP=2 over two nodes, ZeRO-1" gpt "$BASE/two" 2 4 1 1e-5
 run_case "Llama PP=2 x DP=2 over two nodes, ZeRO-2" llama "$BASE/two" 2 4 2 1e-5
+run_case "GPT-2 PP=2 x DP=2 over two nodes, ZeRO-2 (tied embedding shards summed)" gpt "$BASE/two" \
+  2 4 2 1e-5
+# Megatron's usual 3D set-up inside the stages: TP = 2 with sequence parallelism, full recompute,
+# interleaved over 2 chunks per rank.
+TP=2 run_case "Llama TP=2 x PP=2 interleaved, sequence parallel, full recompute" llama \
+  "$BASE/four" 2 4 0 1e-6 "$(printf '%s\n' 'pipeline: {schedule: interleaved, virtual_stages: 2}' \
+  'parallel: {sequence_parallel: true}' 'activation_checkpointing: {partition_activations: true}')"
 
 # 3D: PP = 2 x DP = 2 x TP = 2, 8 ranks on two nodes (a tp group on one node).
 printf '127.0.0.1 slots=4\n127.0.0.2 slots=4\n' > "$BASE/eight"
@@ -163,8 +172,10 @@ refused() {  # refused NAME PATTERN LAUNCH_ARGS...
 }
 job "$BASE/x.yaml" 4 3 "$BASE/x.csv" "$MODEL_LLAMA"
 refused "ZeRO-3 with a pipeline" "zero_optimization.stage 3 is not planned yet" --pp 2
-job "$BASE/x.yaml" 4 2 "$BASE/x.csv" "$MODEL_GPT"
-refused "ZeRO-2 with tied embeddings" "tie_word_embeddings" --pp 2
+job "$BASE/x.yaml" 4 0 "$BASE/x.csv" "$MODEL_GPT"
+sed -i 's/train_iters: 20}/train_iters: 20, recompute: full}/' "$BASE/x.yaml"
+echo 'pipeline: {schedule: zb-h1}' >> "$BASE/x.yaml"
+refused "Recompute with zb-h1" "training.recompute full with pipeline.schedule zb-h1" --pp 2
 
 echo "pp_launch_test: $fails failure(s)"
 [[ $fails -eq 0 ]]
