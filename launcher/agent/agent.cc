@@ -105,8 +105,8 @@ void Agent::OnExit(int id, ExitInfo info) {
     WorkerReport& w = workers_[id];
     w.phase = (!info.signaled && info.code_or_signal == 0) ? WorkerPhase::kSucceeded
                                                            : WorkerPhase::kFailed;
-    r = {opt_.node_name, join_.round,         w.rank,         w.pid,
-         info.signaled,  info.code_or_signal, info.last_lines};
+    r = {opt_.node_name, join_.round,         w.rank,          w.pid,
+         info.signaled,  info.code_or_signal, info.last_lines, NowMs()};
   }
   FlushLogs();  // the worker's last lines reach the coordinator before its exit
   DS_LOG_INFO("agent", "rank {} (pid {}) exited: {}", r.rank, r.pid, info.ToString());
@@ -231,7 +231,8 @@ int Agent::Run() {
                    0,
                    false,
                    127,
-                   {s.ToString()}};
+                   {s.ToString()},
+                   NowMs()};
       client_->ReportExit(r).IgnoreError();
     }
     const milliseconds interval(std::max(50, join_.job.heartbeat_interval_ms));

@@ -8,7 +8,8 @@
 // success_wait after a node finished with all ranks at 0. Only the first failure of a
 // running round acts (later ones are its consequences: the peers of a dead rank fail in
 // their collectives, stopped workers exit by signal); it becomes first_failure, the root
-// cause shown by ds-launch status. With restarts left (counted per job, not per agent) the
+// cause shown by ds-launch status, unless a rank whose exit the agents saw earlier is
+// reported later (EarlierRootCauseLocked). With restarts left (counted per job, not per agent) the
 // job goes RESTARTING: round r+1 opens, every agent heartbeating with round r is answered
 // STOP_WORKERS, stops its workers and joins r+1; exits reported for round r are then
 // recorded as STOPPED. The join timeout and the success wait end the job without a
@@ -241,13 +242,34 @@ void CoordinatorState::CheckSuccessWaitLocked(SteadyTime now) {
   EndJobLocked(JobPhase::kFailed, failure.cause);
 }
 
-void CoordinatorState::OnFailureLocked(Failure failure) {
-  if (phase_ != JobPhase::kRunning || round_failed_) return;  // See Note [Failures]
-  round_failed_ = true;
+// Which rank failed first is a race between the agents' reports: a killed rank's peers fail in
+// their collectives at once, and their agent may report before the killed rank's does. So a
+// rank's failure that exited before the recorded one (the agents' exit times) becomes the root
+// cause instead, whenever it is reported; what the job does about the failure stays as it was.
+bool CoordinatorState::EarlierRootCauseLocked(const Failure& failure) {
+  if (!round_failed_ || !first_failure_ || first_failure_->rank < 0 ||
+      failure.time_ms >= first_failure_->time_ms)
+    return false;
+  DS_LOG_INFO("coord", "rank {} on {} exited ({}) {} ms before rank {}: it is the first failure",
+              failure.rank, failure.host, failure.cause, first_failure_->time_ms - failure.time_ms,
+              first_failure_->rank);
+  if (phase_ == JobPhase::kFailed && end_message_ == FailureText(*first_failure_))
+    end_message_ = FailureText(failure);
+  first_failure_ = failure;
+  return true;
+}
+
+std::string CoordinatorState::FailureText(const Failure& failure) {
   const std::string where = failure.rank >= 0
                                 ? "rank " + std::to_string(failure.rank) + " on " + failure.host
                                 : "node " + failure.host;
-  const std::string what = where + ": " + failure.cause;
+  return where + ": " + failure.cause;
+}
+
+void CoordinatorState::OnFailureLocked(Failure failure) {
+  if (phase_ != JobPhase::kRunning || round_failed_) return;  // See Note [Failures]
+  round_failed_ = true;
+  const std::string what = FailureText(failure);
   first_failure_ = std::move(failure);
   if (restarts_ < config_.max_restarts) {
     ++restarts_;
@@ -368,16 +390,18 @@ Status CoordinatorState::ReportExit(const ExitReport& report) {
   r.exit_code = report.code;
   const bool success = !report.signaled && report.code == 0;
   const bool live = phase_ == JobPhase::kRunning && report.round == rendezvous_.round();
+  Failure failure{report.rank, report.node_name, ExitCause(report.signaled, report.code),
+                  report.last_lines, report.exit_ms > 0 ? report.exit_ms : NowUnixMs()};
   if (success && live) {
     MarkRankSucceededLocked(report.rank);
   } else if (success) {
     r.phase = WorkerPhase::kSucceeded;
+  } else if (EarlierRootCauseLocked(failure)) {
+    r.phase = WorkerPhase::kFailed;
   } else if (!live) {
     r.phase = WorkerPhase::kStopped;  // stopped by us: a restart, Stop, or an ended job
   } else {
     r.phase = WorkerPhase::kFailed;
-    Failure failure{report.rank, report.node_name, ExitCause(report.signaled, report.code),
-                    report.last_lines, NowUnixMs()};
     OnFailureLocked(std::move(failure));
   }
   ChangedLocked();

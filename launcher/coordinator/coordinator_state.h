@@ -156,6 +156,10 @@ class CoordinatorState {
   void OnRoundClosedLocked();
   void CheckNodesLocked(SteadyTime now);
   void CheckSuccessWaitLocked(SteadyTime now);
+  // A later report of a rank that exited before the recorded first failure: it becomes the root
+  // cause (Note [Failures]). Returns whether it did.
+  bool EarlierRootCauseLocked(const Failure& failure);
+  static std::string FailureText(const Failure& failure);  // "rank 3 on b: signal 9 (Killed)"
   void OnFailureLocked(Failure failure);
   void EndJobLocked(JobPhase phase, const std::string& message);
   void MarkRankSucceededLocked(int rank);

@@ -84,13 +84,14 @@ HeartbeatReply Beat(CoordinatorState* state, const std::string& node, int round)
 }
 
 Status Exit(CoordinatorState* state, const std::string& node, int round, int rank, int code,
-            bool signaled = false) {
+            bool signaled = false, int64_t exit_ms = 0) {
   ExitReport report;
   report.node_name = node;
   report.round = round;
   report.rank = rank;
   report.code = code;
   report.signaled = signaled;
+  report.exit_ms = exit_ms;
   report.last_lines = {"loading", "boom"};
   return state->ReportExit(report);
 }
@@ -260,6 +261,33 @@ TEST_CASE("CoordinatorState: first failure, STOP_WORKERS and restart rounds", "[
   REQUIRE(end.ok());
   CHECK(end->phase == JobPhase::kFailed);
   CHECK(end->message == "rank 0 on a: signal 9 (Killed)");
+}
+
+// A killed rank's peers fail in their collectives at once; their agent may report first. The
+// rank whose exit the agents saw first is the root cause, whenever its report arrives, and a
+// rank stopped after the failure never is.
+TEST_CASE("CoordinatorState: the earliest exit is the first failure, whatever the report order",
+          "[coordinator]") {
+  FakeClock clock;
+  auto state = MakeState(Config({{"a", 1}, {"b", 1}, {"c", 1}}), &clock);
+  JoinAll(state.get());
+  CHECK(Exit(state.get(), "a", 1, 0, 1, false, 1000200).ok());  // a peer's collective failed
+  JobStatus status = state->Snapshot();
+  CHECK(status.phase == JobPhase::kFailed);
+  REQUIRE(status.first_failure.has_value());
+  CHECK(status.first_failure->rank == 0);
+  CHECK(Exit(state.get(), "b", 1, 1, 9, true, 1000000).ok());   // killed 200 ms earlier
+  CHECK(Exit(state.get(), "c", 1, 2, 15, true, 1000900).ok());  // stopped after
+  status = state->Snapshot();
+  CHECK(status.first_failure->rank == 1);
+  CHECK(status.first_failure->host == "b");
+  CHECK(status.first_failure->cause == "signal 9 (Killed)");
+  CHECK(status.ranks[1].phase == WorkerPhase::kFailed);
+  CHECK(status.ranks[2].phase == WorkerPhase::kStopped);
+  StatusOr<JobOutcome> end = state->WaitForEnd(milliseconds(10));
+  REQUIRE(end.ok());
+  CHECK(end->first_failure->rank == 1);
+  CHECK(end->message == "rank 1 on b: signal 9 (Killed)");
 }
 
 TEST_CASE("CoordinatorState: success needs every rank; success_wait bounds it", "[coordinator]") {

@@ -109,6 +109,7 @@ struct ExitReport {
   bool signaled = false;  // true: code is the signal number
   int code = 0;
   std::vector<std::string> last_lines;  // the worker's last output lines
+  int64_t exit_ms = 0;  // Unix epoch ms when the agent saw the exit (0: when reported)
 };
 
 struct ProgressReport {

@@ -109,12 +109,13 @@ void ToProto(const ExitReport& in, proto::ExitReport* out) {
   out->set_signaled(in.signaled);
   out->set_code(in.code);
   for (const std::string& line : in.last_lines) out->add_last_lines(line);
+  out->set_exit_ms(in.exit_ms);
 }
 
 ExitReport FromProto(const proto::ExitReport& in) {
   return ExitReport{
-      in.node_name(),          in.round(), in.rank(), in.pid(), in.signaled(), in.code(),
-      Strings(in.last_lines())};
+      in.node_name(),           in.round(),  in.rank(), in.pid(), in.signaled(), in.code(),
+      Strings(in.last_lines()), in.exit_ms()};
 }
 
 void ToProto(const ProgressReport& in, proto::ProgressReport* out) {

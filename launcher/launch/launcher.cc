@@ -318,10 +318,11 @@ int RunLaunch(const LaunchOptions& o) {
   }
   console.Pump(milliseconds(300));
   console.ClearLine();
-  auto outcome = srv.WaitForEnd(milliseconds(0));
   srv.state().WaitForShutdownDelivered(Ms(o.heartbeat_s * 3 + 1));
   agents.WaitAndStop(Ms(o.grace_s + 5));
   console.Pump(milliseconds(0));
+  // After the agents stopped: every exit is reported, so the root cause is settled.
+  auto outcome = srv.WaitForEnd(milliseconds(0));
   srv.Shutdown();
   if (!outcome.ok()) {
     std::fprintf(stderr, "ds-launch: %s\n", outcome.status().ToString().c_str());
