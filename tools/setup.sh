@@ -9,7 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev
-  openssh-server openssh-client procps clang-format
+  openssh-server openssh-client openssl procps clang-format
 )
 
 missing=()

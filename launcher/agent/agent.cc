@@ -172,6 +172,12 @@ Status Agent::StartWorkers(const JoinResult& join) {
     add("NODE_RANK", std::to_string(join.node_rank));
     add("DS_COORDINATOR", opt_.coordinator);
     add("DS_JOB_TOKEN_FILE", opt_.token_file);
+    if (!opt_.tls_ca.empty()) {  // the workers' clients (progress, KV store) use our identity
+      add("DS_TLS_CA", opt_.tls_ca);
+      add("DS_TLS_CERT", opt_.tls_cert);
+      add("DS_TLS_KEY", opt_.tls_key);
+      add("DS_TLS_SERVER_NAME", opt_.tls_server_name);
+    }
     add("DS_ROUND", std::to_string(join.round));
     add("DS_RESUME", join.job.resume ? "1" : "0");
     add("DS_NODE_NAME", opt_.node_name);
@@ -299,6 +305,9 @@ int RunAgent(const AgentOptions& options) {
   co.address = o.coordinator;
   co.token = o.token;
   co.tls_ca_path = o.tls_ca;
+  co.tls_cert_path = o.tls_cert;
+  co.tls_key_path = o.tls_key;
+  co.tls_server_name = o.tls_server_name;
   auto client = CoordinatorClient::Create(co);
   int rc;
   if (!client.ok()) {

@@ -23,7 +23,10 @@ struct AgentOptions {
   std::string token;         // the job token (from --token_file or stdin)
   std::string token_file;    // file the workers read the token from ("" = write a private one)
   bool watch_stdin = false;  // stdin EOF = the launcher is gone: stop everything
-  std::string tls_ca;        // PEM CA of the coordinator's certificate ("" = plaintext)
+  // Mutual TLS ("" = plaintext): the CA of the coordinator's (and our) certificate, the client
+  // certificate and key this agent and its workers present, and the name the coordinator's
+  // certificate is checked against ("" = the host of `coordinator`).
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
   // No successful heartbeat for this long = the coordinator is gone: stop and exit.
   std::chrono::milliseconds coordinator_timeout{6000};
 };

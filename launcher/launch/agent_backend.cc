@@ -66,7 +66,9 @@ std::vector<std::string> AgentBackend::AgentArgv(const NodeSpec& node, bool slur
     argv.insert(argv.end(), {"--node_name", node.name, "--slots", std::to_string(node.slots)});
     if (node.name.rfind("127.", 0) == 0) argv.insert(argv.end(), {"--advertise_addr", node.name});
   }
-  if (!opt_.tls_ca.empty()) argv.insert(argv.end(), {"--tls_ca", opt_.tls_ca});
+  if (!opt_.tls_bundle.empty()) argv.push_back("--tls_stdin");
+  if (!opt_.tls_server_name.empty())
+    argv.insert(argv.end(), {"--tls_server_name", opt_.tls_server_name});
   return argv;
 }
 
@@ -114,7 +116,7 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
     so.stdin_pipe = true;
     so.parent_death_signal = SIGTERM;  // a local agent stops its workers when we die
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
-    const std::string line = opt_.token + "\n";
+    const std::string line = opt_.token + "\n" + opt_.tls_bundle;  // (ssh, srun: their channel)
     if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       // EPIPE: the agent command (ssh to an unreachable host, say) already exited. The
       // supervisor reports its exit status and last lines through OnExit, which names the host.

@@ -24,7 +24,8 @@ struct AgentBackendOptions {
   std::string token;
   int ssh_port = 0;
   std::string ssh_user, ssh_identity, ssh_config;
-  std::string tls_ca;
+  std::string tls_bundle;            // mutual TLS: EncodeTlsBundle's, written after the token
+  std::string tls_server_name;       // passed to the agents ("" = the coordinator's host)
   int heartbeat_timeout_ms = 10000;  // agents stop when the coordinator is silent this long
 };
 

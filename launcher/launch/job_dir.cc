@@ -86,6 +86,12 @@ Status WriteCoordinatorAddress(const JobDir& dir, const std::string& address) {
   return WriteFileAtomic(dir.coordinator_path(), address + "\n", 0600);
 }
 
+Status WriteTlsClient(const JobDir& dir, const TlsClient& tls) {
+  return WriteFileAtomic(dir.path + "/tls",
+                         tls.ca + "\n" + tls.cert + "\n" + tls.key + "\n" + tls.server_name + "\n",
+                         0600);
+}
+
 StatusOr<std::string> ReadTokenFile(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat(" + path + ")");
@@ -106,6 +112,13 @@ StatusOr<JobAccess> CurrentJob() {
   a.job_dir = *dir;
   DS_ASSIGN_OR_RETURN(a.coordinator, ReadFirstLine(*dir + "/coordinator"));
   DS_ASSIGN_OR_RETURN(a.token, ReadTokenFile(*dir + "/token"));
+  std::ifstream tls(*dir + "/tls");
+  if (tls) {
+    std::getline(tls, a.tls.ca);
+    std::getline(tls, a.tls.cert);
+    std::getline(tls, a.tls.key);
+    std::getline(tls, a.tls.server_name);
+  }
   return a;
 }
 

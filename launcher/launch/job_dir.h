@@ -21,11 +21,17 @@ StatusOr<std::string> NewJobToken();
 // Creates the directory (0700) with the token (0600) and makes it the current job.
 StatusOr<JobDir> CreateJobDir(const std::string& token);
 Status WriteCoordinatorAddress(const JobDir& dir, const std::string& address);
-// The current job's coordinator address and token.
+// What a client presents under mutual TLS (absolute paths).
+struct TlsClient {
+  std::string ca, cert, key, server_name;
+};
+Status WriteTlsClient(const JobDir& dir, const TlsClient& tls);
+// The current job's coordinator address and token (and TLS client files, when it has them).
 struct JobAccess {
   std::string coordinator;
   std::string token;
   std::string job_dir;
+  TlsClient tls;
 };
 StatusOr<JobAccess> CurrentJob();
 // Reads a token file (first line), refusing files others can read.

@@ -23,16 +23,27 @@ namespace ds::launcher {
 namespace {
 
 struct Access {
-  std::string coordinator, token_file, tls_ca;
+  std::string coordinator, token_file;
+  TlsClient tls;  // "" = the current job's (its job directory's tls file), or plaintext
 };
+
+void AddTlsOptions(CLI::App* app, Access* a) {
+  app->add_option("--tls_ca", a->tls.ca, "PEM CA of the coordinator (default: the job's)");
+  app->add_option("--tls_cert", a->tls.cert, "PEM client certificate (mutual TLS)");
+  app->add_option("--tls_key", a->tls.key, "PEM key of --tls_cert");
+  app->add_option("--tls_server_name", a->tls.server_name,
+                  "name checked against the coordinator's certificate");
+}
 
 StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Access& a) {
   ClientOptions co;
+  TlsClient tls = a.tls;
   if (a.coordinator.empty()) {
     auto job = CurrentJob();
     if (!job.ok()) return job.status();
     co.address = job->coordinator;
     co.token = job->token;
+    if (tls.ca.empty()) tls = job->tls;
   } else {
     co.address = a.coordinator;
     if (a.token_file.empty()) return InvalidArgumentError("--coordinator needs --token_file");
@@ -40,7 +51,10 @@ StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Access& a) {
     if (!token.ok()) return token.status();
     co.token = *token;
   }
-  co.tls_ca_path = a.tls_ca;
+  co.tls_ca_path = tls.ca;
+  co.tls_cert_path = tls.cert;
+  co.tls_key_path = tls.key;
+  co.tls_server_name = tls.server_name;
   co.rpc_timeout = std::chrono::milliseconds(5000);
   return CoordinatorClient::Create(co);
 }
@@ -52,7 +66,7 @@ int Status_(int argc, char** argv) {
   app.add_option("--coordinator", a.coordinator,
                  "coordinator host:port (default: the current job)");
   app.add_option("--token_file", a.token_file, "the job token (0600 file)");
-  app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
+  AddTlsOptions(&app, &a);
   app.add_flag("--json", json, "print JSON");
   app.add_flag("--watch", watch, "print every change until the job ends");
   try {
@@ -103,7 +117,7 @@ int Stop(int argc, char** argv) {
   app.add_option("--coordinator", a.coordinator,
                  "coordinator host:port (default: the current job)");
   app.add_option("--token_file", a.token_file, "the job token (0600 file)");
-  app.add_option("--tls_ca", a.tls_ca, "PEM CA of the coordinator");
+  AddTlsOptions(&app, &a);
   app.add_option("--reason", reason, "recorded in the job status");
   try {
     app.parse(argc, argv);
@@ -150,9 +164,15 @@ int Launch(int argc, char** argv) {
   app.add_flag("--detach", o.detach, "run in the background; follow with ds-launch status");
   app.add_option("--worker", o.worker, "ds-worker path (default: next to ds-launch)");
   app.add_option("--agent", o.agent, "ds-agent path (default: next to ds-launch)");
-  app.add_option("--tls_cert", o.tls_cert, "coordinator TLS certificate (PEM)");
-  app.add_option("--tls_key", o.tls_key, "coordinator TLS key (PEM)");
-  app.add_option("--tls_ca", o.tls_ca, "CA agents verify the coordinator with (PEM)");
+  app.add_option("--tls_cert", o.tls_cert, "coordinator TLS certificate (PEM): mutual TLS");
+  app.add_option("--tls_key", o.tls_key, "its key (PEM)");
+  app.add_option("--tls_ca", o.tls_ca,
+                 "CA (PEM) of the coordinator's and the clients' certificates");
+  app.add_option("--tls_client_cert", o.tls_client_cert,
+                 "certificate agents, workers and status present (default: --tls_cert)");
+  app.add_option("--tls_client_key", o.tls_client_key, "its key (default: --tls_key)");
+  app.add_option("--tls_server_name", o.tls_server_name,
+                 "name clients check the coordinator's certificate against (default: its host)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,7 @@
 #include "launcher/launch/job_dir.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
+#include "launcher/tls_bundle.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -161,6 +162,35 @@ Status CheckTensorGroupsOnNodes(const std::vector<NodeSpec>& nodes, int tp) {
   return OkStatus();
 }
 
+// Mutual TLS: the coordinator's certificate and key and the CA go together; the clients'
+// identity (default: the same certificate) travels to every agent in a bundle (tls_bundle.h).
+struct Tls {
+  std::string bundle;  // "" = plaintext
+  TlsClient client;    // what ds-launch status / stop present
+};
+
+StatusOr<Tls> TlsMaterial(const LaunchOptions& o) {
+  Tls t;
+  if (o.tls_cert.empty() && o.tls_key.empty() && o.tls_ca.empty()) {
+    if (!o.tls_client_cert.empty() || !o.tls_client_key.empty())
+      return InvalidArgumentError(
+          "--tls_client_cert / --tls_client_key need --tls_cert, "
+          "--tls_key and --tls_ca");
+    return t;
+  }
+  if (o.tls_cert.empty() || o.tls_key.empty() || o.tls_ca.empty())
+    return InvalidArgumentError(
+        "--tls_cert, --tls_key and --tls_ca go together: the coordinator's certificate and key, "
+        "and the CA that signed it and the certificate every client presents (mutual TLS)");
+  DS_RETURN_IF_ERROR(ReadTlsPems(o.tls_ca, o.tls_cert, o.tls_key).status());
+  const std::string cert = o.tls_client_cert.empty() ? o.tls_cert : o.tls_client_cert;
+  const std::string key = o.tls_client_key.empty() ? o.tls_key : o.tls_client_key;
+  DS_ASSIGN_OR_RETURN(TlsPems pems, ReadTlsPems(o.tls_ca, cert, key));
+  t.bundle = EncodeTlsBundle(pems);
+  t.client = {Absolute(o.tls_ca), Absolute(cert), Absolute(key), o.tls_server_name};
+  return t;
+}
+
 void PrintFailure(const JobOutcome& out) {
   std::fprintf(stderr, "ds-launch: job %s: %s\n", JobPhaseName(out.phase), out.message.c_str());
   if (!out.first_failure) return;
@@ -208,6 +238,8 @@ int RunLaunch(const LaunchOptions& o) {
                                "HOST:PORT with an address they can reach"));
     bind = "127.0.0.1:0";
   }
+  auto tls = TlsMaterial(o);
+  if (!tls.ok()) return fail_input(tls.status());
   int world = 0;
   for (const NodeSpec& n : *nodes) world += n.slots;
   // The step plan, made once here: a configuration the planner rejects (a world size that
@@ -229,6 +261,8 @@ int RunLaunch(const LaunchOptions& o) {
   if (!token.ok()) return fail_input(token.status());
   auto dir = CreateJobDir(*token);
   if (!dir.ok()) return fail_input(dir.status());
+  if (!tls->bundle.empty())
+    if (Status s = WriteTlsClient(*dir, tls->client); !s.ok()) return fail_input(s);
   if (o.detach) {
     pid_t pid = fork();
     if (pid < 0) return fail_input(ErrnoToStatus(errno, "fork"));
@@ -295,7 +329,8 @@ int RunLaunch(const LaunchOptions& o) {
   bo.ssh_user = o.ssh_user;
   bo.ssh_identity = o.ssh_identity;
   bo.ssh_config = o.ssh_config;
-  bo.tls_ca = o.tls_ca;
+  bo.tls_bundle = tls->bundle;
+  bo.tls_server_name = o.tls_server_name;
   bo.heartbeat_timeout_ms = static_cast<int>(std::max(6.0, 2 * o.node_timeout_s) * 1000);
   AgentBackend agents(bo, &srv.state());
   if (Status s = agents.Start(*nodes); !s.ok()) {

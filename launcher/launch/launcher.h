@@ -26,7 +26,11 @@ struct LaunchOptions {
   bool detach = false;
   std::string worker;  // ds-worker path ("" = next to ds-launch)
   std::string agent;   // ds-agent path ("" = next to ds-launch)
-  std::string tls_cert, tls_key, tls_ca;
+  // Mutual TLS: the coordinator's certificate and key, the CA that signed it and every client's
+  // certificate, and the clients' own certificate and key (default: tls_cert / tls_key, a
+  // certificate for both ends); tls_server_name: what clients check the coordinator's
+  // certificate against ("" = the coordinator's host).
+  std::string tls_cert, tls_key, tls_ca, tls_client_cert, tls_client_key, tls_server_name;
   int tp = 0, pp = 0;  // override parallel.tensor / parallel.pipeline (0: the config's)
 };
 

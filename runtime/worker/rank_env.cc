@@ -37,6 +37,10 @@ StatusOr<RankEnv> ReadRankEnv() {
   e.resume = StrVar("DS_RESUME") == "1";
   e.coordinator = StrVar("DS_COORDINATOR");
   e.token_file = StrVar("DS_JOB_TOKEN_FILE");
+  e.tls_ca = StrVar("DS_TLS_CA");
+  e.tls_cert = StrVar("DS_TLS_CERT");
+  e.tls_key = StrVar("DS_TLS_KEY");
+  e.tls_server_name = StrVar("DS_TLS_SERVER_NAME");
   if (e.world_size < 1 || e.rank >= e.world_size)
     return InvalidArgumentError("RANK=" + std::to_string(e.rank) +
                                 " is outside WORLD_SIZE=" + std::to_string(e.world_size));

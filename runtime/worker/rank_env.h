@@ -20,6 +20,9 @@ struct RankEnv {
   bool resume = false;      // DS_RESUME=1: resume from the latest checkpoint
   std::string coordinator;  // host:port, "" standalone
   std::string token_file;   // file holding the job token
+  // Mutual TLS to the coordinator (DS_TLS_*, set by ds-agent; "" = plaintext): the CA, the
+  // client certificate and key, and the name the coordinator's certificate is checked against.
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
 
 // Reads the variables; malformed or inconsistent values are errors naming the variable.

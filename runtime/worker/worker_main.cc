@@ -50,6 +50,18 @@ struct Flags {
   std::string log_level;
 };
 
+// A client of the job's coordinator as this rank's agent is one: its address, and under mutual
+// TLS the agent's CA and client identity (the token is read by the caller).
+launcher::ClientOptions CoordinatorClientOptions(const RankEnv& env) {
+  launcher::ClientOptions o;
+  o.address = env.coordinator;
+  o.tls_ca_path = env.tls_ca;
+  o.tls_cert_path = env.tls_cert;
+  o.tls_key_path = env.tls_key;
+  o.tls_server_name = env.tls_server_name;
+  return o;
+}
+
 // Progress reports to the job's coordinator (when started by ds-agent), at most every 500 ms
 // and at the last step. A failing report is logged once and never stops training.
 class Reporter {
@@ -57,8 +69,7 @@ class Reporter {
   static std::unique_ptr<Reporter> Create(const RankEnv& env) {
     if (!env.launched || env.coordinator.empty()) return nullptr;
     std::ifstream in(env.token_file);
-    launcher::ClientOptions o;
-    o.address = env.coordinator;
+    launcher::ClientOptions o = CoordinatorClientOptions(env);
     o.rpc_timeout = std::chrono::milliseconds(2000);
     if (!std::getline(in, o.token)) {
       DS_LOG_WARN("worker", "no job token in {}: progress is not reported", env.token_file);
@@ -131,8 +142,7 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(
     const RankEnv& env, const config::JobConfig& config) {
   auto g = std::make_unique<DataParallelGroup>();
   std::ifstream in(env.token_file);
-  launcher::ClientOptions o;
-  o.address = env.coordinator;
+  launcher::ClientOptions o = CoordinatorClientOptions(env);
   if (!std::getline(in, o.token))
     return FailedPreconditionError("no job token in " + env.token_file);
   DS_ASSIGN_OR_RETURN(g->client, launcher::CoordinatorClient::Create(o));

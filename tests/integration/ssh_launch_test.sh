@@ -70,6 +70,26 @@ grep -q "^\[rank 1\] done: 20 steps" "$BASE/out" && pass "rank 1 ran through ssh
 token=$(cat "$(cat "$DS_RUNTIME_HOME/current")/token")
 if grep -q "$token" "$S/sshd.log" "$BASE/out"; then fail "the token appears in a log"; else pass "token not on any command line or log"; fi
 
+# Mutual TLS through ssh: the agents get the CA, certificate and key on the ssh channel's stdin
+# after the token; the key's text never shows in a log or on a command line.
+P=$BASE/pki; mkdir -p "$P"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$P/ca.key" -subj "/CN=ds-test-ca" -days 2 \
+  -out "$P/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$P/job.key" -subj "/CN=job" -out "$P/job.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,IP:127.0.0.2\n' > "$P/job.ext"
+openssl x509 -req -in "$P/job.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 2 \
+  -extfile "$P/job.ext" -out "$P/job.crt" 2>/dev/null
+timeout 120 "$LAUNCH" "$BASE/job.yaml" --hostfile "$BASE/hosts" --launcher ssh --ssh_port "$PORT" \
+  --ssh_config "$S/ssh_config" --worker "$WORKER" --agent "$AGENT" --heartbeat 0.5 \
+  --tls_cert "$P/job.crt" --tls_key "$P/job.key" --tls_ca "$P/ca.crt" > "$BASE/out_tls" 2>&1
+rc=$?
+[[ $rc == 0 ]] && grep -q "^\[rank 1\] done: 20 steps" "$BASE/out_tls" \
+  && pass "2-node job over ssh with mutual TLS (certificates sent on the ssh channel)" \
+  || { fail "ssh + TLS job exit $rc"; tail -20 "$BASE/out_tls"; }
+keyline=$(sed -n 2p "$P/job.key")
+if grep -qF -- "$keyline" "$S/sshd.log" "$BASE/out_tls"; then fail "the TLS key appears in a log"
+else pass "TLS key not on any command line or log"; fi
+
 printf '127.0.0.1 slots=1\n127.0.0.3 slots=1\n' > "$BASE/unreachable"
 timeout 60 "$LAUNCH" "$BASE/job.yaml" --hostfile "$BASE/unreachable" --launcher ssh --ssh_port "$PORT" \
   --ssh_config "$S/ssh_config" --worker "$WORKER" --agent "$AGENT" --heartbeat 0.5 > "$BASE/out2" 2>&1
