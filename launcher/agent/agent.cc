@@ -138,7 +138,7 @@ Status Agent::StartWorkers(const JoinResult& join) {
   const int local = static_cast<int>(join.global_ranks.size());
   std::vector<std::vector<int>> cpus = SplitCpus(local);
   // GPU nodes: one device per local rank (round-robin when ranks outnumber devices), unless
-  // the user pinned devices already.
+  // the user pinned devices already; --devices (ds-launch --include host:1,3) names them.
   static const int gpus = [] {
     auto n = cuda::CudaDeviceCount();
     return n.ok() ? *n : 0;
@@ -183,7 +183,10 @@ Status Agent::StartWorkers(const JoinResult& join) {
     add("DS_NODE_NAME", opt_.node_name);
     add("DS_NODE_ADDR", join.advertise_addr);
     add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus[i].size())));
-    if (pin_gpus) add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
+    if (!opt_.devices.empty())  // the hostfile slots --include picked: the user's GPUs
+      add("CUDA_VISIBLE_DEVICES", std::to_string(opt_.devices.at(i % opt_.devices.size())));
+    else if (pin_gpus)
+      add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
     so.cpus = cpus[i];
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
     {

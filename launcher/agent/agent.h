@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace ds::launcher {
 
@@ -20,6 +21,7 @@ struct AgentOptions {
   std::string node_name;       // the host as the hostfile names it
   std::string advertise_addr;  // "" = the source address of our connection (coordinator's view)
   int slots = 1;
+  std::vector<int> devices;  // GPU per local rank (--include host:1,3); empty = one each
   std::string token;         // the job token (from --token_file or stdin)
   std::string token_file;    // file the workers read the token from ("" = write a private one)
   bool watch_stdin = false;  // stdin EOF = the launcher is gone: stop everything

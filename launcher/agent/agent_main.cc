@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--node_name", o.node_name, "this node's name in the hostfile");
   app.add_option("--advertise_addr", o.advertise_addr, "address other nodes reach this one at");
   app.add_option("--slots", o.slots, "local ranks to run");
+  app.add_option("--devices", o.devices, "GPU of each local rank, e.g. 1,3 (default: 0, 1, ...)")
+      ->delimiter(',');
   app.add_option("--token_file", token_file, "file holding the job token");
   app.add_flag("--token_stdin", token_stdin, "read the job token from the first line of stdin");
   app.add_flag("--watch_stdin", o.watch_stdin, "stop everything when stdin closes (launcher gone)");
@@ -56,6 +58,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.node_name = env->nodes[env->node_id];
+  }
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.slots) {
+    std::fprintf(stderr, "ds-agent: --devices names %zu GPU(s) for %d slot(s)\n", o.devices.size(),
+                 o.slots);
+    return 2;
   }
   if (o.node_name.empty()) {
     std::fprintf(stderr, "ds-agent: --node_name (or --slurm) is required\n");

@@ -54,6 +54,8 @@ bool IsTerminal(JobPhase phase);
 struct NodeSpec {
   std::string name;  // as the hostfile names it; agents join with this name
   int slots = 0;     // local ranks; 0 = take the agent's count
+  // The hostfile slots (GPU indices) its ranks use when --include picked some; empty = 0..slots-1.
+  std::vector<int> devices;
 };
 
 struct JobSpec {

@@ -66,6 +66,11 @@ std::vector<std::string> AgentBackend::AgentArgv(const NodeSpec& node, bool slur
     argv.insert(argv.end(), {"--node_name", node.name, "--slots", std::to_string(node.slots)});
     if (node.name.rfind("127.", 0) == 0) argv.insert(argv.end(), {"--advertise_addr", node.name});
   }
+  if (!node.devices.empty()) {  // --include host:1,3: those GPUs, in that order
+    std::string list;
+    for (int d : node.devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+    argv.insert(argv.end(), {"--devices", list});
+  }
   if (!opt_.tls_bundle.empty()) argv.push_back("--tls_stdin");
   if (!opt_.tls_server_name.empty())
     argv.insert(argv.end(), {"--tls_server_name", opt_.tls_server_name});
@@ -97,8 +102,9 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
   } else {
     // Every node's slots must agree: the agent learns its node from SLURM_NODEID.
     for (const NodeSpec& n : nodes)
-      if (n.slots != nodes[0].slots)
-        return InvalidArgumentError("slurm: every node needs the same slot count");
+      if (n.slots != nodes[0].slots || n.devices != nodes[0].devices)
+        return InvalidArgumentError(
+            "slurm: every node needs the same slot count and --include devices");
     SrunOptions s;
     s.num_nodes = static_cast<int>(nodes.size());
     s.extra_args = {"--input=all"};  // the token reaches every agent's stdin

@@ -1,11 +1,12 @@
 // ds-launch: start a job, or look at / stop the current one.
 //
 //   ds-launch job.yaml [--hostfile F] [--include S] [--exclude S] [--num_nodes N]
-//             [--num_slots K] [--tp N] [--pp N] [--launcher local|ssh|slurm] [--coordinator
-//             HOST:PORT]
+//             [--num_slots|--num_gpus K] [--tp N] [--pp N] [--launcher local|ssh|pdsh|slurm]
+//             [--coordinator HOST:PORT | --master_addr A --master_port P]
 //             [--ssh_port P] [--max_restarts N] [--rdzv_timeout S] [--detach]
-//   ds-launch status [--coordinator A --token_file F] [--json] [--watch]
-//   ds-launch stop [--coordinator A --token_file F]
+//             [--tls_cert C --tls_key K --tls_ca CA [--tls_client_cert C --tls_client_key K]]
+//   ds-launch status [--coordinator A --token_file F] [--tls_*] [--json] [--watch]
+//   ds-launch stop [--coordinator A --token_file F] [--tls_*]
 //   ds-launch plan job.yaml --world N [--json] [--stage S] [--dump]   (no process started)
 #include <cstdio>
 #include <cstring>
@@ -139,17 +140,26 @@ int Launch(int argc, char** argv) {
   LaunchOptions o;
   app.add_option("config", o.config, "job config (YAML or JSON)")->required();
   app.add_option("--hostfile", o.hostfile,
-                 "DeepSpeed hostfile (host slots=N); default: this machine");
+                 "DeepSpeed hostfile (host slots=N); default: /job/hostfile if it exists, else "
+                 "this machine");
   app.add_option("--include", o.include, "hosts/slots to use, e.g. host1:0,2@host2");
   app.add_option("--exclude", o.exclude, "hosts/slots to leave out");
   app.add_option("--num_nodes", o.num_nodes, "use the first N hosts");
-  app.add_option("--num_slots", o.num_slots, "use the first K slots of each host");
+  CLI::Option* slots =
+      app.add_option("--num_slots", o.num_slots, "use the first K slots of each host");
   app.add_option("--tp", o.tp, "override parallel.tensor (tensor-parallel size)")
       ->check(CLI::PositiveNumber);
   app.add_option("--pp", o.pp, "override parallel.pipeline (pipeline stages)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--launcher", o.backend, "local | ssh | slurm");
+  app.add_option("--num_gpus", o.num_slots, "DeepSpeed's name of --num_slots")
+      ->check(CLI::PositiveNumber)
+      ->excludes(slots);
+  app.add_option("--launcher", o.backend, "local | ssh | pdsh (over ssh) | slurm");
   app.add_option("--coordinator", o.coordinator, "coordinator bind address HOST:PORT");
+  app.add_option("--master_addr", o.master_addr,
+                 "DeepSpeed's: the coordinator's address (with --master_port, default 29500)");
+  app.add_option("--master_port", o.master_port, "DeepSpeed's: the coordinator's port")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--ssh_port", o.ssh_port, "ssh port");
   app.add_option("--ssh_user", o.ssh_user, "ssh user");
   app.add_option("--ssh_identity", o.ssh_identity, "ssh identity file");

@@ -15,7 +15,9 @@
 #include "launcher/coordinator/coordinator_server.h"
 #include "launcher/hostfile.h"
 #include "launcher/launch/agent_backend.h"
+#include "launcher/launch/deepspeed_habits.h"
 #include "launcher/launch/job_dir.h"
+#include "launcher/launch/launch_inputs.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
 #include "launcher/tls_bundle.h"
@@ -36,51 +38,6 @@ std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
 
 milliseconds Ms(double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000)); }
-
-std::string Absolute(const std::string& path) {
-  if (!path.empty() && path[0] == '/') return path;
-  char buf[4096];
-  if (!getcwd(buf, sizeof(buf))) return path;
-  return std::string(buf) + "/" + path;
-}
-
-// ds-worker / ds-agent: the flag, else next to this executable, else Bazel's layout.
-StatusOr<std::string> FindBinary(const std::string& flag, const std::string& name,
-                                 const std::string& bazel_rel) {
-  if (!flag.empty()) return Absolute(flag);
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    std::string dir(self);
-    dir = dir.substr(0, dir.rfind('/'));
-    for (const std::string& c : {dir + "/" + name, dir + "/../../" + bazel_rel})
-      if (access(c.c_str(), X_OK) == 0) return c;
-  }
-  return NotFoundError("cannot find " + name + " next to ds-launch; pass --" +
-                       (name == "ds-worker" ? std::string("worker") : std::string("agent")) +
-                       " PATH");
-}
-
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0;
-}
-
-// Everything validated before a process starts: the nodes of the job.
-StatusOr<std::vector<NodeSpec>> SelectNodes(const LaunchOptions& o) {
-  std::vector<HostSlots> hosts;
-  if (o.hostfile.empty()) {
-    DS_ASSIGN_OR_RETURN(hosts, DefaultLocalHosts(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
-  } else {
-    DS_ASSIGN_OR_RETURN(hosts, LoadHostfile(o.hostfile));
-  }
-  DS_ASSIGN_OR_RETURN(std::vector<HostSelection> sel,
-                      ApplyIncludeExclude(hosts, o.include, o.exclude, o.hostfile));
-  DS_ASSIGN_OR_RETURN(sel, ApplyLimits(sel, o.num_nodes, o.num_slots));
-  std::vector<NodeSpec> nodes;
-  for (const HostSelection& h : sel) nodes.push_back({h.host, static_cast<int>(h.slot_ids.size())});
-  return nodes;
-}
 
 // Prints forwarded output as "[rank N] line" and a progress line from the job status.
 class Console {
@@ -148,49 +105,6 @@ class Console {
   std::chrono::steady_clock::time_point eta_start_;
 };
 
-// Ranks are numbered node by node in hostfile order, tp fastest (runtime/plan/parallel_grid.h):
-// every tensor-parallel group stays on one node when each node's slots are a multiple of tp.
-Status CheckTensorGroupsOnNodes(const std::vector<NodeSpec>& nodes, int tp) {
-  if (tp <= 1) return OkStatus();
-  for (const NodeSpec& n : nodes)
-    if (n.slots % tp != 0)
-      return InvalidArgumentError("parallel.tensor " + std::to_string(tp) + ": node " + n.name +
-                                  " has " + std::to_string(n.slots) +
-                                  " slots, so a tensor-parallel group would span two nodes; "
-                                  "give every node a multiple of " +
-                                  std::to_string(tp) + " slots");
-  return OkStatus();
-}
-
-// Mutual TLS: the coordinator's certificate and key and the CA go together; the clients'
-// identity (default: the same certificate) travels to every agent in a bundle (tls_bundle.h).
-struct Tls {
-  std::string bundle;  // "" = plaintext
-  TlsClient client;    // what ds-launch status / stop present
-};
-
-StatusOr<Tls> TlsMaterial(const LaunchOptions& o) {
-  Tls t;
-  if (o.tls_cert.empty() && o.tls_key.empty() && o.tls_ca.empty()) {
-    if (!o.tls_client_cert.empty() || !o.tls_client_key.empty())
-      return InvalidArgumentError(
-          "--tls_client_cert / --tls_client_key need --tls_cert, "
-          "--tls_key and --tls_ca");
-    return t;
-  }
-  if (o.tls_cert.empty() || o.tls_key.empty() || o.tls_ca.empty())
-    return InvalidArgumentError(
-        "--tls_cert, --tls_key and --tls_ca go together: the coordinator's certificate and key, "
-        "and the CA that signed it and the certificate every client presents (mutual TLS)");
-  DS_RETURN_IF_ERROR(ReadTlsPems(o.tls_ca, o.tls_cert, o.tls_key).status());
-  const std::string cert = o.tls_client_cert.empty() ? o.tls_cert : o.tls_client_cert;
-  const std::string key = o.tls_client_key.empty() ? o.tls_key : o.tls_client_key;
-  DS_ASSIGN_OR_RETURN(TlsPems pems, ReadTlsPems(o.tls_ca, cert, key));
-  t.bundle = EncodeTlsBundle(pems);
-  t.client = {Absolute(o.tls_ca), Absolute(cert), Absolute(key), o.tls_server_name};
-  return t;
-}
-
 void PrintFailure(const JobOutcome& out) {
   std::fprintf(stderr, "ds-launch: job %s: %s\n", JobPhaseName(out.phase), out.message.c_str());
   if (!out.first_failure) return;
@@ -209,12 +123,16 @@ void PrintFailure(const JobOutcome& out) {
 
 }  // namespace
 
-int RunLaunch(const LaunchOptions& o) {
+int RunLaunch(const LaunchOptions& given) {
   auto fail_input = [](const Status& s) {
     std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
     return 2;
   };
-  // 1. Validate everything before anything starts.
+  // 1. Validate everything before anything starts; DeepSpeed's spellings first.
+  LaunchOptions o = given;
+  if (Status s = ResolveDeepSpeedHabits(&o); !s.ok()) return fail_input(s);
+  auto ds_env = LoadDeepSpeedEnv(HomeDir(), CurrentDir(), std::getenv("DS_ENV_FILE"));
+  if (!ds_env.ok()) return fail_input(ds_env.status());
   auto config = config::LoadJobConfig(o.config);
   if (!config.ok()) return fail_input(config.status());
   if (o.tp > 0) config->parallel.tensor = o.tp;
@@ -225,9 +143,6 @@ int RunLaunch(const LaunchOptions& o) {
   if (!worker.ok()) return fail_input(worker.status());
   auto agent = FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent");
   if (!agent.ok()) return fail_input(agent.status());
-  if (o.backend != "local" && o.backend != "ssh" && o.backend != "slurm")
-    return fail_input(
-        InvalidArgumentError("--launcher must be local, ssh or slurm, got \"" + o.backend + "\""));
   bool all_loopback = true;
   for (const NodeSpec& n : *nodes) all_loopback = all_loopback && IsLoopback(n.name);
   std::string bind = o.coordinator;
@@ -303,6 +218,9 @@ int RunLaunch(const LaunchOptions& o) {
   // choice (runtime/exec/accelerator.h), travel with the job.
   for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR"})
     if (const char* v = std::getenv(name)) co.config.job.env[name] = v;
+  for (const auto& [k, v] : ds_env->vars) co.config.job.env[k] = v;  // .deepspeed_env
+  for (const std::string& f : ds_env->files)
+    std::printf("ds-launch: exporting the variables of %s to every rank\n", f.c_str());
   auto server = CoordinatorServer::Start(co);
   if (!server.ok()) return fail_input(server.status());
   CoordinatorServer& srv = **server;

@@ -11,11 +11,14 @@ namespace ds::launcher {
 
 struct LaunchOptions {
   std::string config;    // job YAML/JSON
-  std::string hostfile;  // "" = this machine, one slot per core
+  std::string hostfile;  // "" = default_hostfile if it exists, else this machine
+  std::string default_hostfile = "/job/hostfile";  // DeepSpeed's
   std::string include, exclude;
   int num_nodes = -1, num_slots = -1;
-  std::string backend = "local";  // local | ssh | slurm
+  std::string backend = "local";  // local | ssh | pdsh (= ssh) | slurm
   std::string coordinator;        // bind address host:port ("" = 127.0.0.1:0 for local jobs)
+  std::string master_addr;        // DeepSpeed's spelling of coordinator: master_addr:master_port
+  int master_port = 0;
   int ssh_port = 0;
   std::string ssh_user, ssh_identity, ssh_config;
   int max_restarts = 0;
