@@ -10,6 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev
   openssh-server openssh-client openssl procps clang-format
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "launcher/process/process.h"
 #include "launcher/slurm.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/ssh_command.h"
 #include "runtime/base/status_macros.h"
 
@@ -108,6 +111,11 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
     SrunOptions s;
     s.num_nodes = static_cast<int>(nodes.size());
     s.extra_args = {"--input=all"};  // the token reaches every agent's stdin
+    // Each agent's step gets its node's CPUs (the least any node has): its workers share them.
+    auto alloc = ReadSlurmAllocation(&std::getenv);
+    if (alloc.ok() && !alloc->cpus.empty())
+      s.extra_args.push_back("--cpus-per-task=" + std::to_string(*std::min_element(
+                                                      alloc->cpus.begin(), alloc->cpus.end())));
     s.env = ForwardedEnv();
     s.argv = AgentArgv(nodes[0], true);
     s.argv.insert(s.argv.end(), {"--slots", std::to_string(nodes[0].slots)});

@@ -8,6 +8,7 @@
 #include "launcher/hostfile.h"
 #include "launcher/launch/deepspeed_habits.h"
 #include "launcher/resource_filter.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/tls_bundle.h"
 #include "runtime/base/status_macros.h"
 
@@ -36,6 +37,15 @@ StatusOr<std::string> FindBinary(const std::string& flag, const std::string& nam
   return NotFoundError("cannot find " + name + " next to ds-launch; pass --" +
                        (name == "ds-worker" ? std::string("worker") : std::string("agent")) +
                        " PATH");
+}
+
+std::string DialAddress(const std::string& bound) {
+  const size_t colon = bound.rfind(':');
+  const std::string host = bound.substr(0, colon);
+  if (host != "0.0.0.0" && host != "[::]") return bound;
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0 || !name[0]) return bound;
+  return std::string(name) + bound.substr(colon);
 }
 
 bool IsLoopback(const std::string& host) {
@@ -69,7 +79,16 @@ Status ResolveDeepSpeedHabits(LaunchOptions* o) {
 // Everything validated before a process starts: the nodes of the job.
 StatusOr<std::vector<NodeSpec>> SelectNodes(const LaunchOptions& o) {
   std::vector<HostSlots> hosts;
-  if (o.hostfile.empty()) {
+  if (o.hostfile.empty() && o.backend == "slurm") {  // the allocation's nodes and tasks
+    DS_ASSIGN_OR_RETURN(SlurmAllocation a, ReadSlurmAllocation(&std::getenv));
+    std::string layout;
+    for (size_t i = 0; i < a.nodes.size(); ++i) {
+      hosts.push_back({a.nodes[i], a.tasks[i], 0});
+      layout += (i ? ", " : "") + a.nodes[i] + " x " + std::to_string(a.tasks[i]);
+    }
+    std::printf("ds-launch: Slurm job %s: %s rank(s) (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE)\n",
+                a.job_id.c_str(), layout.c_str());
+  } else if (o.hostfile.empty()) {
     DS_ASSIGN_OR_RETURN(hosts, DefaultLocalHosts(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
   } else {
     DS_ASSIGN_OR_RETURN(hosts, LoadHostfile(o.hostfile));

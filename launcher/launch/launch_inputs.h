@@ -19,6 +19,9 @@ std::string Absolute(const std::string& path);
 std::string HomeDir();     // $HOME, "" when unset
 std::string CurrentDir();  // the working directory
 bool IsLoopback(const std::string& host);
+// The address agents dial for a coordinator bound to `bound` ("host:port"): with a wildcard
+// host (0.0.0.0, [::]) this machine's host name, which the nodes resolve; else `bound`.
+std::string DialAddress(const std::string& bound);
 
 // ds-worker / ds-agent: the flag, else next to this executable, else Bazel's layout.
 StatusOr<std::string> FindBinary(const std::string& flag, const std::string& name,
@@ -28,7 +31,8 @@ StatusOr<std::string> FindBinary(const std::string& flag, const std::string& nam
 // /job/hostfile default), printing what they chose.
 Status ResolveDeepSpeedHabits(LaunchOptions* o);
 
-// The job's nodes in hostfile order; NodeSpec::devices when --include picked slots.
+// The job's nodes in hostfile order (--launcher slurm without a hostfile: the allocation's
+// nodes and --ntasks-per-node); NodeSpec::devices when --include picked slots.
 StatusOr<std::vector<NodeSpec>> SelectNodes(const LaunchOptions& o);
 
 // Ranks are numbered node by node, tp fastest: every tensor-parallel group stays on one node

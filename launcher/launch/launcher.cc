@@ -146,7 +146,9 @@ int RunLaunch(const LaunchOptions& given) {
   bool all_loopback = true;
   for (const NodeSpec& n : *nodes) all_loopback = all_loopback && IsLoopback(n.name);
   std::string bind = o.coordinator;
-  if (bind.empty()) {
+  if (bind.empty() && o.backend == "slurm") {
+    bind = "0.0.0.0:0";  // inside an allocation: every interface; agents dial our host name
+  } else if (bind.empty()) {
     if (!all_loopback)
       return fail_input(
           InvalidArgumentError("the hosts are not all on this machine: pass --coordinator "
@@ -224,12 +226,13 @@ int RunLaunch(const LaunchOptions& given) {
   auto server = CoordinatorServer::Start(co);
   if (!server.ok()) return fail_input(server.status());
   CoordinatorServer& srv = **server;
-  if (Status s = WriteCoordinatorAddress(*dir, srv.address()); !s.ok()) return fail_input(s);
+  const std::string dial = DialAddress(srv.address());
+  if (Status s = WriteCoordinatorAddress(*dir, dial); !s.ok()) return fail_input(s);
   std::printf(
       "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
       "launcher %s\n",
       dir->job_id.c_str(), nodes->size(), world, config->zero.stage,
-      plan::HashHex(plan->hash()).c_str(), srv.address().c_str(), o.backend.c_str());
+      plan::HashHex(plan->hash()).c_str(), dial.c_str(), o.backend.c_str());
   std::fflush(stdout);
 
   struct sigaction sa {};
@@ -241,7 +244,7 @@ int RunLaunch(const LaunchOptions& given) {
   AgentBackendOptions bo;
   bo.backend = o.backend;
   bo.agent = *agent;
-  bo.coordinator = srv.address();
+  bo.coordinator = dial;
   bo.token = *token;
   bo.ssh_port = o.ssh_port;
   bo.ssh_user = o.ssh_user;
