@@ -10,7 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev
   openssh-server openssh-client openssl procps clang-format
-  slurmctld slurmd slurm-client munge
+  slurmctld slurmd slurm-client munge python3-venv python3-matplotlib
 )
 
 missing=()
@@ -29,4 +29,14 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
+fi
+
+# The tools venv: Python packages from PyPI that tests and tools read with (tensorboard: the
+# monitor test reads our event files back with TensorBoard's own reader). tools/test.sh passes
+# its path to the tests as DS_TOOLS_VENV.
+TOOLS_VENV=${DS_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/tools-venv}
+if ! "$TOOLS_VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
+  echo "setup: making the tools venv at $TOOLS_VENV (tensorboard from PyPI)"
+  python3 -m venv "$TOOLS_VENV"
+  "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==2.21.0"
 fi

@@ -8,6 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 tools/setup.sh
+export DS_TOOLS_VENV=${DS_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/tools-venv}
 if ! tools/build.sh; then
   echo "tests: 0 passed, 1 failed (build failed)"
   exit 1

@@ -19,10 +19,6 @@ using config::internal::ParseContext;
 
 // Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
 constexpr const char* kUnsupportedTopLevel[] = {"flops_profiler",
-                                                "tensorboard",
-                                                "wandb",
-                                                "csv_monitor",
-                                                "comet",
                                                 "comms_logger",
                                                 "amp",
                                                 "sparse_attention",
@@ -63,7 +59,8 @@ void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
   r.Require(c->gradient_accumulation_steps >= 1 || !r.Has("gradient_accumulation_steps"),
             "gradient_accumulation_steps", "must be >= 1");
   r.Get("steps_per_print", &c->steps_per_print);
-  r.Require(c->steps_per_print >= 1, "steps_per_print", "must be >= 1");
+  r.Require(c->steps_per_print >= 1 || !r.Has("steps_per_print"), "steps_per_print",
+            "must be >= 1");
   r.Get("gradient_clipping", &c->gradient_clipping);
   r.Require(c->gradient_clipping >= 0, "gradient_clipping", "must be >= 0 (0 disables)");
   r.Get("wall_clock_breakdown", &c->wall_clock_breakdown);
@@ -124,6 +121,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseData(r, c->seed, &c->data);
   in::ParseCheckpoint(r, &c->checkpoint);
   in::ParseMonitor(r, &c->monitor);
+  in::ParseDeepSpeedMonitor(r, &c->monitor);
   in::ParseTraining(r, &c->train_iters, &c->recompute);
   in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);

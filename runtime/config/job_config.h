@@ -163,11 +163,19 @@ struct CheckpointConfig {
   std::string load;           // "" = start fresh, "latest" = newest in dir, else a checkpoint path
 };
 
+// DeepSpeed's tensorboard / csv_monitor block: rank 0 writes under output_path/job_name.
+struct MonitorTargetConfig {
+  bool enabled = false;
+  std::string output_path;                    // "" = the working directory
+  std::string job_name = "DeepSpeedJobName";  // DeepSpeed's default
+};
+
 struct MonitorConfig {
-  std::string csv;            // metrics CSV path; empty = none
-  int64_t log_interval = 1;   // optimizer steps between log lines
-  int64_t eval_interval = 0;  // optimizer steps between evaluations; 0 = never
-  int64_t eval_iters = 20;    // validation micro-batches per evaluation
+  MonitorTargetConfig tensorboard, csv_monitor;  // DeepSpeed's blocks (top level)
+  std::string csv;                               // metrics CSV path; empty = none
+  int64_t log_interval = 1;                      // optimizer steps between log lines
+  int64_t eval_interval = 0;                     // optimizer steps between evaluations; 0 = never
+  int64_t eval_iters = 20;                       // validation micro-batches per evaluation
 };
 
 enum class DeviceType { kCpu, kCuda };
@@ -213,7 +221,7 @@ struct JobConfig {
   int64_t train_micro_batch_size_per_gpu = 0;
   int64_t gradient_accumulation_steps = 0;
 
-  int64_t steps_per_print = 10;
+  int64_t steps_per_print = 0;     // 0 = not given (DeepSpeed's None): no step=... lines
   double gradient_clipping = 0.0;  // global-norm clip; 0 disables
   bool wall_clock_breakdown = false;
   bool prescale_gradients = false;

@@ -21,6 +21,9 @@ void ParseModel(MapReader& root, ModelConfig* out);
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* out);
 void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);
+// DeepSpeed's tensorboard / csv_monitor blocks into `out`; wandb / comet warn
+// (monitor_sections.cc).
+void ParseDeepSpeedMonitor(MapReader& root, MonitorConfig* out);
 void ParseTraining(MapReader& root, int64_t* train_iters, RecomputeConfig* recompute);
 void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute);
 void ParseDevice(MapReader& root, DeviceConfig* out);

@@ -292,16 +292,20 @@ checkpoint: {dir: ckpt, tag_validation: Warn}
 )",
                                          "job.yaml");
   REQUIRE(c.ok());
-  REQUIRE(c->warnings.size() == 4);
+  REQUIRE(c->warnings.size() == 3);
   CHECK(c->warnings[0] ==
         "job.yaml: \"checkpoint.tag_validation\" is a DeepSpeed setting ds-runtime does not "
         "support yet; ignored");
   std::string all;
   for (const std::string& w : c->warnings) all += w + "\n";
-  CHECK(all.find("\"tensorboard\"") != std::string::npos);
-  CHECK(all.find("\"wandb\"") != std::string::npos);
+  CHECK(all.find("\"wandb\" is enabled, but it needs a network service") != std::string::npos);
   CHECK(all.find("\"flops_profiler\"") != std::string::npos);
-  CHECK(all.find("output_path") == std::string::npos);  // one per block, not per key
+  CHECK(all.find("\"wandb.project\"") == std::string::npos);  // one per block, not per key
+  // tensorboard is read (rank 0 writes it), with DeepSpeed's default job name.
+  CHECK(c->monitor.tensorboard.enabled);
+  CHECK(c->monitor.tensorboard.output_path == "tb");
+  CHECK(c->monitor.tensorboard.job_name == "DeepSpeedJobName");
+  CHECK_FALSE(c->monitor.csv_monitor.enabled);
 }
 
 TEST_CASE("JobConfig: the aio block has DeepSpeed's keys, defaults and old name", "[config]") {

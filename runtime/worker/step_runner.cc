@@ -399,7 +399,7 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(const proto::Plan* plan
   for (const proto::PartitionUnit& u : plan->partition().units())
     if (u.persistent()) impl->persistent_ranges.push_back({u.offset(), u.count()});
   const char* profile = std::getenv("DS_PROFILE_OPS");
-  impl->profiling = profile && profile[0] == '1';
+  impl->profiling = (profile && profile[0] == '1') || parts.time_instructions;
   for (const proto::RankPlan& r : plan->ranks())
     if (r.rank() == rank) impl->mine = &r;
   if (!impl->mine)

@@ -100,6 +100,9 @@ struct StepParts {
   bool fp16 = false;
   uint64_t seed = 0;
   bool memory_profile = false;  // sample resident model-state bytes after each instruction
+  // wall_clock_breakdown: time every instruction (InstructionProfile), as DS_PROFILE_OPS=1 does
+  // without waiting for the device after each.
+  bool time_instructions = false;
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.
   zero::DeviceStates* device = nullptr;
@@ -138,8 +141,9 @@ class StepRunner {
   // beside the plan's model-state bytes for this rank. One line.
   std::string MemoryReport() const;
 
-  // With DS_PROFILE_OPS=1: wall milliseconds per instruction kind over all steps run,
-  // including the waits for async collectives charged to the instruction that waits.
+  // With DS_PROFILE_OPS=1 or StepParts::time_instructions: wall milliseconds per instruction
+  // kind over all steps run, including the waits for async collectives charged to the
+  // instruction that waits.
   const std::map<std::string, double>& InstructionProfile() const;
 
  private:

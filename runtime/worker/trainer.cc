@@ -264,6 +264,7 @@ Status Trainer::Build() {
   parts.seed = config_.seed;
   parts.groups = group_by_name_;
   parts.memory_profile = MemoryProfileRequested();
+  parts.time_instructions = config_.wall_clock_breakdown;
   parts.device = device_states_.get();
   parts.swapper = swapper_.get();
   if (device_states_) {

@@ -122,7 +122,8 @@ class Trainer {
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;
-  // With DS_PROFILE_OPS=1: milliseconds per step-plan instruction kind (StepRunner).
+  // With DS_PROFILE_OPS=1 or wall_clock_breakdown: milliseconds per step-plan instruction kind
+  // over all steps run (StepRunner).
   const std::map<std::string, double>& InstructionProfile() const;
 
   int64_t step() const { return step_; }

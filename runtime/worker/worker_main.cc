@@ -31,6 +31,7 @@
 #include "runtime/worker/blas_setup.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
+#include "runtime/worker/step_monitor.h"
 #include "runtime/worker/task_eval.h"
 #include "runtime/worker/trainer.h"
 #include "zero/aio/nvme_path.h"
@@ -188,7 +189,11 @@ Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(f.config));
   // Rank 0 alone writes metrics; checkpoints are written by rank 0 after every rank took
   // part in gathering sharded state (Trainer::SaveCheckpoint).
-  if (env.rank != 0) config.monitor.csv.clear();
+  if (env.rank != 0) {
+    config.monitor.csv.clear();
+    config.monitor.tensorboard.enabled = config.monitor.csv_monitor.enabled = false;
+    config.steps_per_print = 0;
+  }
   if (env.resume && !config.checkpoint.dir.empty()) config.checkpoint.load = "latest";
   if (f.steps > 0) config.train_iters = f.steps;
   if (f.threads > 0) config.device.threads = f.threads;
@@ -250,6 +255,7 @@ Status Run(const Flags& f) {
   std::unique_ptr<Reporter> reporter = Reporter::Create(env);
   MetricsCsv csv;
   if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
   std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
@@ -269,6 +275,7 @@ Status Run(const Flags& f) {
       progress.Note(line);
     }
     csv.Write(m, val);
+    DS_RETURN_IF_ERROR(step_monitor->Step(m, val, trainer->InstructionProfile(), stdout));
     if (!c.checkpoint.dir.empty() &&
         ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) ||
          last)) {
