@@ -18,8 +18,7 @@ using config::internal::MapReader;
 using config::internal::ParseContext;
 
 // Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
-constexpr const char* kUnsupportedTopLevel[] = {"flops_profiler",
-                                                "comms_logger",
+constexpr const char* kUnsupportedTopLevel[] = {"comms_logger",
                                                 "amp",
                                                 "sparse_attention",
                                                 "elasticity",
@@ -122,6 +121,8 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseCheckpoint(r, &c->checkpoint);
   in::ParseMonitor(r, &c->monitor);
   in::ParseDeepSpeedMonitor(r, &c->monitor);
+  // As in DeepSpeed, the flops profiler turns wall_clock_breakdown on (its latencies).
+  if (c->monitor.flops_profiler.enabled) c->wall_clock_breakdown = true;
   in::ParseTraining(r, &c->train_iters, &c->recompute);
   in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);

@@ -170,12 +170,24 @@ struct MonitorTargetConfig {
   std::string job_name = "DeepSpeedJobName";  // DeepSpeed's default
 };
 
+// DeepSpeed's flops_profiler block (deepspeed/profiling/config.py defaults).
+struct FlopsProfilerConfig {
+  bool enabled = false;
+  int64_t profile_step = 1;
+  int module_depth = -1;  // -1: every depth
+  int top_modules = 1;
+  bool detailed = true;
+  std::string output_file;  // "" = stdout
+  double recompute_fwd_factor = 0.0;
+};
+
 struct MonitorConfig {
   MonitorTargetConfig tensorboard, csv_monitor;  // DeepSpeed's blocks (top level)
-  std::string csv;                               // metrics CSV path; empty = none
-  int64_t log_interval = 1;                      // optimizer steps between log lines
-  int64_t eval_interval = 0;                     // optimizer steps between evaluations; 0 = never
-  int64_t eval_iters = 20;                       // validation micro-batches per evaluation
+  FlopsProfilerConfig flops_profiler;
+  std::string csv;            // metrics CSV path; empty = none
+  int64_t log_interval = 1;   // optimizer steps between log lines
+  int64_t eval_interval = 0;  // optimizer steps between evaluations; 0 = never
+  int64_t eval_iters = 20;    // validation micro-batches per evaluation
 };
 
 enum class DeviceType { kCpu, kCuda };

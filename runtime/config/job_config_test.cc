@@ -292,14 +292,14 @@ checkpoint: {dir: ckpt, tag_validation: Warn}
 )",
                                          "job.yaml");
   REQUIRE(c.ok());
-  REQUIRE(c->warnings.size() == 3);
+  REQUIRE(c->warnings.size() == 2);
   CHECK(c->warnings[0] ==
         "job.yaml: \"checkpoint.tag_validation\" is a DeepSpeed setting ds-runtime does not "
         "support yet; ignored");
   std::string all;
   for (const std::string& w : c->warnings) all += w + "\n";
   CHECK(all.find("\"wandb\" is enabled, but it needs a network service") != std::string::npos);
-  CHECK(all.find("\"flops_profiler\"") != std::string::npos);
+  CHECK_FALSE(c->monitor.flops_profiler.enabled);             // read, not warned
   CHECK(all.find("\"wandb.project\"") == std::string::npos);  // one per block, not per key
   // tensorboard is read (rank 0 writes it), with DeepSpeed's default job name.
   CHECK(c->monitor.tensorboard.enabled);

@@ -1,6 +1,6 @@
 // DeepSpeed's monitor blocks (deepspeed/monitor/config.py): tensorboard and csv_monitor are
 // written by rank 0 (runtime/monitor); wandb and comet need a network service and stay off,
-// with a warning.
+// with a warning. And its flops_profiler block (rank 0's report at profile_step).
 #include "runtime/config/job_config_internal.h"
 
 namespace ds::config::internal {
@@ -30,11 +30,29 @@ void ParseService(MapReader& root, const char* key, const char* service) {
          "(written by rank 0 under output_path/job_name)");
 }
 
+void ParseFlopsProfiler(MapReader& root, FlopsProfilerConfig* f) {
+  MapReader r = root.Block("flops_profiler");
+  r.Get("enabled", &f->enabled);
+  r.Get("profile_step", &f->profile_step);
+  r.Require(f->profile_step >= 1, "profile_step", "must be >= 1");
+  r.Get("module_depth", &f->module_depth);
+  r.Require(f->module_depth >= -1, "module_depth", "must be >= -1 (-1: every depth)");
+  r.Get("top_modules", &f->top_modules);
+  r.Require(f->top_modules >= 1, "top_modules", "must be >= 1");
+  r.Get("detailed", &f->detailed);
+  r.Get("output_file", &f->output_file);
+  r.Get("recompute_fwd_factor", &f->recompute_fwd_factor);
+  r.Require(f->recompute_fwd_factor >= 0 && f->recompute_fwd_factor <= 1, "recompute_fwd_factor",
+            "must be in [0, 1]");
+  r.Finish();
+}
+
 }  // namespace
 
 void ParseDeepSpeedMonitor(MapReader& root, MonitorConfig* m) {
   ParseTarget(root, "tensorboard", &m->tensorboard);
   ParseTarget(root, "csv_monitor", &m->csv_monitor);
+  ParseFlopsProfiler(root, &m->flops_profiler);
   ParseService(root, "wandb", "Weights & Biases");
   ParseService(root, "comet", "Comet");
 }

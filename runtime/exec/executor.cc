@@ -130,11 +130,20 @@ Status Executor::Build() {
     std::vector<TensorSpec> in;
     for (int t : n.inputs) in.push_back(f32_specs[t]);
     if (ne->def->saved) saved_specs[i] = ne->def->saved(n.attrs, in);
-    fwd_flops_ += ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
-    bwd_flops_ += ne->def->backward_flops ? ne->def->backward_flops(n.attrs, in) : 0;
+    NodeCost& cost = node_costs_.emplace_back();
+    cost.name = n.name;
+    cost.op = n.op;
+    cost.block = n.block;
+    cost.forward_flops = ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
+    cost.backward_flops = ne->def->backward_flops ? ne->def->backward_flops(n.attrs, in) : 0;
+    fwd_flops_ += cost.forward_flops;
+    bwd_flops_ += cost.backward_flops;
     size_t node_params = 0;
     for (int t : n.inputs)
-      if (g.tensors[t].role == TensorRole::kParam) node_params += AlignUp(specs_[t].numel() * 4);
+      if (g.tensors[t].role == TensorRole::kParam) {
+        node_params += AlignUp(specs_[t].numel() * 4);
+        cost.params += specs_[t].numel();
+      }
     max_node_params = std::max(max_node_params, node_params);
     nodes_.push_back(std::move(ne));
   }
@@ -327,6 +336,14 @@ std::pair<int, int> Executor::NodesOfBlocks(int first_block, int last_block) con
   return {std::min(begin, end), end};
 }
 
+void Executor::SetNodeTiming(bool on) {
+  if (on)
+    for (NodeCost& c : node_costs_) c.forward_ms = c.backward_ms = 0, c.forward_calls = 0;
+  node_timing_ = on;
+}
+
+std::vector<NodeCost> Executor::NodeCosts() const { return node_costs_; }
+
 Tensor Executor::TensorData(int tensor, bool grad) const {
   if (tensor < 0 || tensor >= static_cast<int>(views_.size())) return Tensor();
   return grad ? grad_views_[tensor] : views_[tensor];
@@ -351,17 +368,25 @@ Status Executor::ForwardNodes(uint64_t seed, int node_begin, int node_end) {
   }
   for (int i = node_begin; i < node_end; ++i) {
     NodeExec& ne = *nodes_[i];
-    auto t0 = profiling_ ? Clock::now() : Clock::time_point();
+    const bool timed = profiling_ || node_timing_;
+    auto t0 = timed ? Clock::now() : Clock::time_point();
     if (!ne.params.empty()) WidenParams(ne);
     ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
     Status s = ne.kernel->forward(ne.args);
     if (!s.ok()) return s.WithPrefix("forward of node \"" + ne.node->name + "\"");
-    if (profiling_) {
+    if (timed) {
       if (device_)
         DS_RETURN_IF_ERROR(opt_.memory->Synchronize());  // time the kernels, not their launch
-      NodeProfile& p = profile_[ne.node->op];
-      p.forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      ++p.calls;
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (profiling_) {
+        NodeProfile& p = profile_[ne.node->op];
+        p.forward_ms += ms;
+        ++p.calls;
+      }
+      if (node_timing_) {
+        node_costs_[i].forward_ms += ms;
+        ++node_costs_[i].forward_calls;
+      }
     }
   }
   if (device_ && node_end == total) {
@@ -412,7 +437,8 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
     NodeExec& ne = *nodes_[i];
     // A split backward's halves each skip the nodes with nothing of theirs to compute.
     if ((!inputs && ne.param_grads.empty()) || (!weights && ne.act_grads.empty())) continue;
-    auto t0 = profiling_ ? Clock::now() : Clock::time_point();
+    const bool timed = profiling_ || node_timing_;
+    auto t0 = timed ? Clock::now() : Clock::time_point();
     if (inputs)
       for (const Tensor& t : ne.zero_before_backward) DS_RETURN_IF_ERROR(ZeroTensor(t));
     if (!ne.params.empty()) {
@@ -425,10 +451,11 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
         part == BackwardPart::kWhole ? ne.kernel->backward(ne.args) : BackwardPartOf(ne, part);
     if (!s.ok()) return s.WithPrefix("backward of node \"" + ne.node->name + "\"");
     if (!ne.params.empty() && weights) NarrowGrads(ne);
-    if (profiling_) {
+    if (timed) {
       if (device_) DS_RETURN_IF_ERROR(opt_.memory->Synchronize());
-      profile_[ne.node->op].backward_ms +=
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (profiling_) profile_[ne.node->op].backward_ms += ms;
+      if (node_timing_) node_costs_[i].backward_ms += ms;
     }
   }
   if (device_ && !states_on_device_) {

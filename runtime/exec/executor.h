@@ -79,6 +79,17 @@ struct NodeProfile {
   int64_t calls = 0;
 };
 
+// One node's cost (the flops profiler): its parameters, FLOPs per call (the op's formulas at
+// the executor's batch and sequence), and the time SetNodeTiming collected.
+struct NodeCost {
+  std::string name, op;
+  int block = -1;
+  int64_t params = 0;  // elements of the parameters it reads
+  double forward_flops = 0, backward_flops = 0;
+  double forward_ms = 0, backward_ms = 0;
+  int64_t forward_calls = 0;
+};
+
 class Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> Create(const Graph& graph, zero::ParamStore* params,
@@ -141,6 +152,10 @@ class Executor {
   // Per-op-type time, collected when DS_PROFILE_OPS=1 is set (on a device it synchronizes
   // after every node, so the times are the kernels' and the run is slower).
   const std::map<std::string, NodeProfile>& profile() const { return profile_; }
+  // The flops profiler: on = time every node from now on (the times start at zero; on a
+  // device it synchronizes after each node); off = stop timing.
+  void SetNodeTiming(bool on);
+  std::vector<NodeCost> NodeCosts() const;
 
  private:
   struct NodeExec;
@@ -203,6 +218,8 @@ class Executor {
   int64_t act_bytes_ = 0, grad_bytes_ = 0, kept_bytes_ = 0, transient_bytes_ = 0;
   bool profiling_ = false;
   std::map<std::string, NodeProfile> profile_;
+  bool node_timing_ = false;
+  std::vector<NodeCost> node_costs_;  // per node
 };
 
 }  // namespace ds::exec

@@ -412,6 +412,11 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
 
+void Trainer::SetNodeTiming(bool on) {
+  executor_->SetNodeTiming(on);
+  for (const auto& e : slot_executors_) e->SetNodeTiming(on);
+}
+
 const std::map<std::string, double>& Trainer::InstructionProfile() const {
   return runner_->InstructionProfile();
 }

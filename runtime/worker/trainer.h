@@ -134,6 +134,8 @@ class Trainer {
   const Graph& graph() const { return graph_; }
   zero::ParamStore& params() { return *params_; }
   exec::Executor& executor() { return *executor_; }
+  // The flops profiler: time every node of this rank's executors (on) or stop (off).
+  void SetNodeTiming(bool on);
   // The model states on the device (the plan's states_on_device), or null.
   const zero::DeviceStates* device_states() const { return device_states_.get(); }
 

@@ -25,10 +25,12 @@
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_hash.h"
 
+#include "kernels/cpu/cpu_util.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/blas_setup.h"
+#include "runtime/worker/flops_profiler.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
 #include "runtime/worker/step_monitor.h"
@@ -183,6 +185,31 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(
   return g;
 }
 
+// The flops profiler's peak for MFU on the CPU: the best of three 1024^3 fp32 GEMMs on the
+// OpenMP pool the kernels use (what this machine's cores sustain), after one to warm up.
+std::pair<double, std::string> MeasureSgemmPeak() {
+  constexpr int64_t n = 1024;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::cpu::ParallelSgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                                c.data(), n);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0 && s > 0) best = std::max(best, 2.0 * n * n * n / s);
+  }
+  return {best, "measured: fp32 GEMM 1024^3 on this rank's threads"};
+}
+
+// One training step; the flops profiler's step (rank 0) with every node timed and its report.
+StatusOr<StepMetrics> Step(Trainer* trainer, bool on_device) {
+  const config::FlopsProfilerConfig& fp = trainer->config().monitor.flops_profiler;
+  if (!fp.enabled || trainer->step() + 1 != fp.profile_step) return trainer->TrainStep();
+  const auto [peak, source] =
+      on_device ? std::pair<double, std::string>{0, ""} : MeasureSgemmPeak();
+  return ProfiledStep(trainer, peak, source, stdout);
+}
+
 Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
@@ -192,6 +219,7 @@ Status Run(const Flags& f) {
   if (env.rank != 0) {
     config.monitor.csv.clear();
     config.monitor.tensorboard.enabled = config.monitor.csv_monitor.enabled = false;
+    config.monitor.flops_profiler.enabled = false;
     config.steps_per_print = 0;
   }
   if (env.resume && !config.checkpoint.dir.empty()) config.checkpoint.load = "latest";
@@ -260,7 +288,8 @@ Status Run(const Flags& f) {
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
   std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
   while (trainer->step() < trainer->total_steps()) {
-    DS_ASSIGN_OR_RETURN(StepMetrics m, trainer->TrainStep());
+    DS_ASSIGN_OR_RETURN(StepMetrics m,
+                        Step(trainer.get(), c.device.type == config::DeviceType::kCuda));
     if (m.compute_ms > 0) pipe_ms.push_back({m.compute_ms, m.step_ms});
     progress.Report(m);
     if (reporter) reporter->Report(m, trainer->total_steps());

@@ -4,7 +4,8 @@
 # package, in the tools venv tools/setup.sh makes: DS_TOOLS_VENV), with the loss, lr, grad
 # norm, loss scale, tokens/s, memory and the wall_clock_breakdown times on DeepSpeed's samples
 # axis, the loss equal to monitor.csv's; csv_monitor's one file per tag with DeepSpeed's names;
-# steps_per_print's step and time lines; wandb warned off; tools/plot_metrics.py's PNG.
+# steps_per_print's step and time lines; wandb warned off; the flops profiler's report (DeepSpeed's
+# layout, per block and op, MFU); tools/plot_metrics.py's PNG.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -41,6 +42,7 @@ fp16: {enabled: true}
 tensorboard: {enabled: true, output_path: $BASE/tb, job_name: run}
 csv_monitor: {enabled: true, output_path: $BASE/csv, job_name: run}
 wandb: {enabled: true, project: demo}
+flops_profiler: {enabled: true, profile_step: 3, top_modules: 2, output_file: $BASE/flops.txt}
 device: {threads: 1}
 YAML
 printf '127.0.0.1 slots=2\n' > "$BASE/hosts"
@@ -87,6 +89,16 @@ grep -q "\[Rank 0\] time (ms) | forward: [0-9.]* | backward: [0-9.]* | step: [0-
   || fail "$(grep -c "\[Rank 0\] step=" "$BASE/out") step lines"
 grep -q '"wandb" is enabled, but it needs a network service' "$BASE/out" && pass "wandb warned off" \
   || fail "no wandb warning"
+
+# The flops profiler's report at step 3, in DeepSpeed's layout, with the MFU.
+grep -q "^Profile Summary at step 3:" "$BASE/flops.txt" && pass "flops_profiler: the report at profile_step 3" \
+  || fail "no flops profiler report: $(head -3 "$BASE/flops.txt" 2>&1)"
+for label in "fwd flops per GPU:" "fwd latency:" "iter latency:" "samples/second:" "MFU = FLOPS per GPU / peak FLOPS per GPU:" \
+    "Top 2 modules in terms of params, MACs or fwd latency" "  block.0: " "h.0.mlp.fc (linear): "; do
+  grep -qF -- "$label" "$BASE/flops.txt" || fail "flops report lacks \"$label\""
+done
+grep -q "^MFU.*% of .*FLOPS (measured" "$BASE/flops.txt" && pass "flops_profiler: MFU against the measured peak: $(grep -o '[0-9.]*% of [0-9.]* [GT]FLOPS' "$BASE/flops.txt")" \
+  || fail "no MFU figure"
 
 # The picture: tools/plot_metrics.py draws the run's curves from monitor.csv.
 if "$PLOT" "$BASE/metrics.csv" -o "$BASE/curves.png" > "$BASE/plot.out" 2>&1 \
