@@ -165,6 +165,20 @@ bool MapReader::Get(const char* key, std::string* out) {
   return true;
 }
 
+bool MapReader::Get(const char* key, std::vector<std::string>* out) {
+  YAML::Node value = Find(key);
+  if (value.IsNull()) return false;
+  bool ok = value.IsSequence();
+  for (size_t i = 0; ok && i < value.size(); ++i) ok = value[i].IsScalar();
+  if (!ok) {
+    Fail(key, "expected a list of strings, got " + Describe(value));
+    return false;
+  }
+  out->clear();
+  for (size_t i = 0; i < value.size(); ++i) out->push_back(value[i].Scalar());
+  return true;
+}
+
 bool MapReader::GetPair(const char* key, double* first, double* second) {
   YAML::Node value = Find(key);
   if (value.IsNull()) return false;

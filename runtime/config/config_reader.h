@@ -54,6 +54,7 @@ class MapReader {
   bool Get(const char* key, uint64_t* out);
   bool Get(const char* key, bool* out);
   bool Get(const char* key, std::string* out);
+  bool Get(const char* key, std::vector<std::string>* out);  // a list of strings
   // A two-number list, e.g. betas: [0.9, 0.999].
   bool GetPair(const char* key, double* first, double* second);
   // The first of `keys` present wins (DeepSpeed aliases); all are registered.

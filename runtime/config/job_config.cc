@@ -18,8 +18,7 @@ using config::internal::MapReader;
 using config::internal::ParseContext;
 
 // Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
-constexpr const char* kUnsupportedTopLevel[] = {"comms_logger",
-                                                "amp",
+constexpr const char* kUnsupportedTopLevel[] = {"amp",
                                                 "sparse_attention",
                                                 "elasticity",
                                                 "compression_training",

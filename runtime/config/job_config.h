@@ -181,9 +181,19 @@ struct FlopsProfilerConfig {
   double recompute_fwd_factor = 0.0;
 };
 
+// DeepSpeed's comms_logger block (deepspeed/comm/config.py defaults).
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;
+  bool prof_all = true;
+  bool debug = false;
+  std::vector<std::string> prof_ops;
+};
+
 struct MonitorConfig {
   MonitorTargetConfig tensorboard, csv_monitor;  // DeepSpeed's blocks (top level)
   FlopsProfilerConfig flops_profiler;
+  CommsLoggerConfig comms_logger;
   std::string csv;            // metrics CSV path; empty = none
   int64_t log_interval = 1;   // optimizer steps between log lines
   int64_t eval_interval = 0;  // optimizer steps between evaluations; 0 = never

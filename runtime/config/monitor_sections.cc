@@ -47,9 +47,29 @@ void ParseFlopsProfiler(MapReader& root, FlopsProfilerConfig* f) {
   r.Finish();
 }
 
+// DeepSpeed enables logging whenever the block is present, whatever `enabled` says (its
+// CommsLogger.configure copies the block's presence into enabled); here `enabled` decides.
+void ParseCommsLogger(MapReader& root, CommsLoggerConfig* c) {
+  MapReader r = root.Block("comms_logger");
+  r.Get("enabled", &c->enabled);
+  r.Get("verbose", &c->verbose);
+  r.Get("prof_all", &c->prof_all);
+  r.Get("debug", &c->debug);
+  r.Get("prof_ops", &c->prof_ops);
+  for (const std::string& op : c->prof_ops)
+    r.Require(op == "all_reduce" || op == "reduce_scatter_tensor" ||
+                  op == "all_gather_into_tensor" || op == "all_to_all_single",
+              "prof_ops",
+              "names ops the plan runs (all_reduce, reduce_scatter_tensor, "
+              "all_gather_into_tensor, all_to_all_single), got \"" +
+                  op + "\"");
+  r.Finish();
+}
+
 }  // namespace
 
 void ParseDeepSpeedMonitor(MapReader& root, MonitorConfig* m) {
+  ParseCommsLogger(root, &m->comms_logger);
   ParseTarget(root, "tensorboard", &m->tensorboard);
   ParseTarget(root, "csv_monitor", &m->csv_monitor);
   ParseFlopsProfiler(root, &m->flops_profiler);

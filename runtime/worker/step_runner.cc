@@ -135,6 +135,10 @@ struct StepRunner::Impl {
   Status Stash(int, const Instruction& in);
   Status Restore(int, const Instruction& in);
   StatusOr<parallel::Communicator*> Group(const Instruction& in);
+  int GroupSize(const Instruction& in) {  // the ranks of the instruction's collective
+    auto it = p.groups.find(in.collective().group());
+    return it != p.groups.end() ? it->second->size() : p.comm ? p.comm->size() : 1;
+  }
   void Fill();
   Status RunOne(int index, const Instruction& in);
 
@@ -436,8 +440,16 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   const auto& instructions = m.mine->instructions();
   for (int index = 0; index < instructions.size(); ++index) {
     const Instruction& in = instructions[index];
-    const Clock::time_point t0 = m.profiling ? Clock::now() : Clock::time_point();
+    const CommOp comm = m.p.comms ? LoggedOp(in, m.GroupSize(in)) : CommOp();
+    const Clock::time_point t0 =
+        m.profiling || !comm.name.empty() ? Clock::now() : Clock::time_point();
     Status s = m.RunOne(index, in);
+    if (!comm.name.empty() && s.ok()) {  // comms_logger: complete it now, as DeepSpeed does
+      s = m.zero->WaitFor(index);
+      m.p.comms->Record(comm.name, Instruction::Kind_Name(in.kind()), comm.bytes, m.GroupSize(in),
+                        std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+                        stdout);
+    }
     if (m.profiling && s.ok() && m.p.synchronize) s = m.p.synchronize();  // the device's time
     if (m.profiling)
       m.profile[Instruction::Kind_Name(in.kind())] +=

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "runtime/base/status.h"
+#include "runtime/worker/comms_logger.h"
 #include "zero/param_store.h"
 
 namespace ds {
@@ -103,6 +104,9 @@ struct StepParts {
   // wall_clock_breakdown: time every instruction (InstructionProfile), as DS_PROFILE_OPS=1 does
   // without waiting for the device after each.
   bool time_instructions = false;
+  // comms_logger: every collective completed as soon as it is issued, timed and recorded here
+  // (borrowed; null: off); verbose lines go to stdout.
+  CommsLogger* comms = nullptr;
   // The plan's states_on_device: the model states live here (the executor borrows its flat
   // parameters and gradients); the plan's placements say what runs on them.
   zero::DeviceStates* device = nullptr;

@@ -265,6 +265,12 @@ Status Trainer::Build() {
   parts.groups = group_by_name_;
   parts.memory_profile = MemoryProfileRequested();
   parts.time_instructions = config_.wall_clock_breakdown;
+  if (config_.monitor.comms_logger.enabled) {
+    const config::CommsLoggerConfig& cl = config_.monitor.comms_logger;
+    comms_ = std::make_unique<CommsLogger>(
+        CommsLoggerOptions{cl.verbose && world_rank_ == 0, cl.prof_all, cl.debug, cl.prof_ops});
+    parts.comms = comms_.get();
+  }
   parts.device = device_states_.get();
   parts.swapper = swapper_.get();
   if (device_states_) {

@@ -54,6 +54,7 @@ class OptimizerSwapper;
 
 namespace ds::worker {
 
+class CommsLogger;
 class PipelineCompute;
 class StepRunner;
 
@@ -136,6 +137,8 @@ class Trainer {
   exec::Executor& executor() { return *executor_; }
   // The flops profiler: time every node of this rank's executors (on) or stop (off).
   void SetNodeTiming(bool on);
+  // comms_logger: what the step plan's collectives did (null when the block is off).
+  const CommsLogger* comms_logger() const { return comms_.get(); }
   // The model states on the device (the plan's states_on_device), or null.
   const zero::DeviceStates* device_states() const { return device_states_.get(); }
 
@@ -205,6 +208,7 @@ class Trainer {
   std::unique_ptr<zero::ParamStore> params_;
   std::unique_ptr<exec::Executor> executor_;
   std::unique_ptr<exec::Executor> eval_executor_;
+  std::unique_ptr<CommsLogger> comms_;  // comms_logger
   std::unique_ptr<zero::Optimizer> optimizer_;
   // The plan's states_on_device: the model states on device_memory_ (optimizer there too).
   std::unique_ptr<zero::DeviceStates> device_states_;

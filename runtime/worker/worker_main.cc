@@ -30,6 +30,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/blas_setup.h"
+#include "runtime/worker/comms_logger.h"
 #include "runtime/worker/flops_profiler.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
@@ -312,6 +313,8 @@ Status Run(const Flags& f) {
     }
   }
   progress.Finish();
+  if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
+    std::printf("comms_logger (rank 0):\n%s", trainer->comms_logger()->Summary().c_str());
   if (pipe_ms.size() > 2) {  // the first steps fault their memory in
     std::vector<double> idle;
     double compute = 0, step = 0;

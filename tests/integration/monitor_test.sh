@@ -5,7 +5,7 @@
 # norm, loss scale, tokens/s, memory and the wall_clock_breakdown times on DeepSpeed's samples
 # axis, the loss equal to monitor.csv's; csv_monitor's one file per tag with DeepSpeed's names;
 # steps_per_print's step and time lines; wandb warned off; the flops profiler's report (DeepSpeed's
-# layout, per block and op, MFU); tools/plot_metrics.py's PNG.
+# layout, per block and op, MFU); comms_logger's table; tools/plot_metrics.py's PNG.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -43,6 +43,7 @@ tensorboard: {enabled: true, output_path: $BASE/tb, job_name: run}
 csv_monitor: {enabled: true, output_path: $BASE/csv, job_name: run}
 wandb: {enabled: true, project: demo}
 flops_profiler: {enabled: true, profile_step: 3, top_modules: 2, output_file: $BASE/flops.txt}
+comms_logger: {enabled: true}
 device: {threads: 1}
 YAML
 printf '127.0.0.1 slots=2\n' > "$BASE/hosts"
@@ -99,6 +100,14 @@ for label in "fwd flops per GPU:" "fwd latency:" "iter latency:" "samples/second
 done
 grep -q "^MFU.*% of .*FLOPS (measured" "$BASE/flops.txt" && pass "flops_profiler: MFU against the measured peak: $(grep -o '[0-9.]*% of [0-9.]* [GT]FLOPS' "$BASE/flops.txt")" \
   || fail "no MFU figure"
+
+# comms_logger: DeepSpeed's table of the plan's collectives (12 steps x 4 micro-batches: the
+# gradient all-reduce per step over the 2 ranks, and the loss / norm scalars).
+grep -q "Comm. Op            Message Size        Count               Total Latency(ms)" "$BASE/out" \
+  && pass "comms_logger: DeepSpeed's summary table" || fail "no comms_logger summary"
+rows=$(awk '/^\[rank 0\] all_reduce$/ { on = 1; next } on && /^\[rank 0\] +[0-9.]+ [KMG]?B +[0-9]+/ { n++; next } { on = 0 } END { print n + 0 }' "$BASE/out")
+[[ $rows -ge 1 ]] && pass "comms_logger: $rows all_reduce message size(s) with count, latency and bandwidths" \
+  || { fail "comms_logger rows"; grep -A6 "Comm. Op" "$BASE/out"; }
 
 # The picture: tools/plot_metrics.py draws the run's curves from monitor.csv.
 if "$PLOT" "$BASE/metrics.csv" -o "$BASE/curves.png" > "$BASE/plot.out" 2>&1 \
