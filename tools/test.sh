@@ -37,8 +37,9 @@ for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null); 
   fi
 done
 
-# Layering check (tools/layering): the include check over the tree, then its own tests.
-for script in check_layers check_layers_test; do
+# Layering check (tools/layering): the include check over the tree, then its own tests; and the
+# config check (every stored config key is read outside runtime/config, or marked warned).
+for script in check_layers check_layers_test check_config_fields; do
   if python3 "tools/layering/$script.py" > "$log.layering" 2>&1; then
     passed=$((passed + 1)); echo "//tools/layering:$script PASSED"
   else

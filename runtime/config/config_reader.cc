@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <utility>
@@ -226,6 +227,21 @@ void MapReader::Unsupported(const char* key) {
   if (!n[key].IsDefined()) return;
   ctx_->Warn("\"" + KeyPath(key) + "\" is a DeepSpeed setting ds-runtime does not support yet;" +
              " ignored");
+}
+
+void MapReader::Inert(const char* key, bool runs, const std::string& why) {
+  bool v = runs;
+  if (Get(key, &v) && v != runs)
+    Warn("\"" + KeyPath(key) + "\": " + (v ? "true" : "false") + " changes nothing here: " + why);
+}
+
+void MapReader::Inert(const char* key, double runs, const std::string& why) {
+  double v = runs;
+  if (Get(key, &v) && v != runs) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", v);
+    Warn("\"" + KeyPath(key) + "\": " + text + " changes nothing here: " + why);
+  }
 }
 
 void MapReader::Warn(const std::string& message) { ctx_->Warn(message); }

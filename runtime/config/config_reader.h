@@ -66,6 +66,11 @@ class MapReader {
 
   // `key` is a known DeepSpeed setting we do not support yet: one warning when present.
   void Unsupported(const char* key);
+  // A DeepSpeed setting whose other values ask for what ds-runtime does not do: read (its type
+  // checked) and, when it differs from `runs` (what runs here), one warning saying that it
+  // changes nothing and `why`.
+  void Inert(const char* key, bool runs, const std::string& why);
+  void Inert(const char* key, double runs, const std::string& why);
   // Records a warning (the file name is prefixed).
   void Warn(const std::string& message);
   // Registers `key` as known without reading it.

@@ -22,7 +22,8 @@ void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
   p.Get("eps", &o->eps);
   p.Require(o->eps >= 0, "eps", "must be >= 0");
   p.Get("adam_w_mode", &o->adam_w_mode);
-  p.Get("torch_adam", &o->torch_adam);
+  p.Inert("torch_adam", false,
+          "ds-runtime's fused Adam(W) computes torch.optim.Adam(W)'s update (runtime/optim)");
   // Accepted at the value our Adam implements; anything else would silently train differently.
   bool bias_correction = true;
   p.Get("bias_correction", &bias_correction);
@@ -35,7 +36,9 @@ void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
 void ParseSgdParams(MapReader& p, OptimizerConfig* o) {
   p.Get("momentum", &o->momentum);
   p.Require(o->momentum >= 0 && o->momentum < 1, "momentum", "must be in [0, 1)");
-  p.Get("nesterov", &o->nesterov);
+  bool nesterov = false;
+  p.Get("nesterov", &nesterov);
+  p.Require(!nesterov, "nesterov", "only false is supported (SGD with plain momentum)");
 }
 
 void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfig* o) {
@@ -233,7 +236,8 @@ void ParseScheduler(MapReader& root, SchedulerConfig* s) {
       p.Fail("warmup_type", "must be \"log\" or \"linear\", got \"" + warmup_type + "\"");
     }
   }
-  p.Get("last_batch_iteration", &s->last_batch_iteration);
+  p.Inert("last_batch_iteration", -1.0,
+          "the schedule resumes from the checkpoint's step, not from this number");
   if (s->type == SchedulerType::kWarmupDecayLR || s->type == SchedulerType::kWarmupCosineLR) {
     if (!p.Get("total_num_steps", &s->total_num_steps)) {
       p.Fail("total_num_steps", std::string("is required by ") + SchedulerTypeName(s->type));
@@ -247,7 +251,8 @@ void ParseScheduler(MapReader& root, SchedulerConfig* s) {
 void ParsePrecision(MapReader& root, Fp16Config* f, Bf16Config* b) {
   MapReader fp = root.Block("fp16");
   fp.Get("enabled", &f->enabled);
-  fp.Get("auto_cast", &f->auto_cast);
+  fp.Inert("auto_cast", false,
+           "every op runs in the model's precision; there are no fp32 inputs to cast");
   fp.Get("loss_scale", &f->loss_scale);
   fp.Require(f->loss_scale >= 0, "loss_scale", "must be >= 0 (0 = dynamic)");
   fp.Get("initial_scale_power", &f->initial_scale_power);
@@ -270,7 +275,9 @@ void ParsePrecision(MapReader& root, Fp16Config* f, Bf16Config* b) {
   }
   MapReader bf = root.Block(bf16_key);
   bf.Get("enabled", &b->enabled);
-  bf.Get("immediate_grad_update", &b->immediate_grad_update);
+  bf.Inert("immediate_grad_update", false,
+           "16-bit gradients accumulate into the fp32 flat gradients after each micro-batch's "
+           "backward, as they do now");
   bf.Finish();
   if (f->enabled && b->enabled) {
     root.Fail(bf16_key, "fp16 and bf16 cannot both be enabled");
@@ -281,16 +288,19 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   MapReader r = root.Block("zero_optimization");
   r.Get("stage", &z->stage);
   r.Require(z->stage >= 0 && z->stage <= 3, "stage", "must be 0, 1, 2 or 3");
-  r.Get("contiguous_gradients", &z->contiguous_gradients);
+  r.Inert("contiguous_gradients", true,
+          "gradients are always copied into contiguous buckets (the plan's arenas)");
   r.Get("reduce_scatter", &z->reduce_scatter);
   r.Get("reduce_bucket_size", &z->reduce_bucket_size);
   r.Require(z->reduce_bucket_size > 0, "reduce_bucket_size", "must be > 0");
-  r.Get("allgather_partitions", &z->allgather_partitions);
+  r.Inert("allgather_partitions", true,
+          "the updated partitions are always all-gathered (no broadcast mode)");
   r.Get("allgather_bucket_size", &z->allgather_bucket_size);
   r.Require(z->allgather_bucket_size > 0, "allgather_bucket_size", "must be > 0");
   // DeepSpeed: overlap_comm unset means true for stage 3, false otherwise.
   if (!r.Get("overlap_comm", &z->overlap_comm)) z->overlap_comm = z->stage == 3;
-  r.Get("round_robin_gradients", &z->round_robin_gradients);
+  r.Inert("round_robin_gradients", false,
+          "gradients are partitioned by contiguous ranges, never round-robin");
   r.Get("sub_group_size", &z->sub_group_size);
   r.Require(z->sub_group_size > 0, "sub_group_size", "must be > 0");
   // stage3_* names and their newer short aliases.

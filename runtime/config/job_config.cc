@@ -62,9 +62,12 @@ void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
   r.Get("gradient_clipping", &c->gradient_clipping);
   r.Require(c->gradient_clipping >= 0, "gradient_clipping", "must be >= 0 (0 disables)");
   r.Get("wall_clock_breakdown", &c->wall_clock_breakdown);
-  r.Get("prescale_gradients", &c->prescale_gradients);
-  r.Get("gradient_predivide_factor", &c->gradient_predivide_factor);
-  r.Require(c->gradient_predivide_factor > 0, "gradient_predivide_factor", "must be > 0");
+  // The backward's loss gradient is 1 / (gas x dp): gradients are divided before any reduction.
+  r.Inert("prescale_gradients", true,
+          "gradients are always divided by gas x dp before they are reduced (the backward's "
+          "loss gradient), which is what prescale_gradients: true does");
+  r.Inert("gradient_predivide_factor", 1.0,
+          "gradients are divided by gas x dp before they are reduced, in one step");
   std::string comm;
   if (r.Get("communication_data_type", &comm)) {
     const std::string t = config::internal::Lower(comm);

@@ -28,7 +28,7 @@ namespace ds::config {
 enum class OptimizerType { kAdam, kAdamW, kSGD };
 
 struct OptimizerConfig {
-  bool specified = false;  // the file had an `optimizer` block
+  bool specified = false;  // [reader] the file had an `optimizer` block
   OptimizerType type = OptimizerType::kAdamW;
   double lr = 1e-3;
   double beta1 = 0.9;    // params.betas[0]
@@ -38,9 +38,7 @@ struct OptimizerConfig {
   // Decoupled (AdamW) weight decay. DeepSpeed's quirk: type Adam defaults to true; type AdamW
   // is always true whatever the file says.
   bool adam_w_mode = true;
-  bool torch_adam = false;  // stored; we have one Adam implementation
-  double momentum = 0.0;    // SGD only
-  bool nesterov = false;    // SGD only
+  double momentum = 0.0;  // SGD only
 };
 
 enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR };
@@ -56,7 +54,6 @@ struct SchedulerConfig {
   int64_t total_num_steps = 0;    // required by WarmupDecayLR and WarmupCosineLR
   double warmup_min_ratio = 0.0;  // WarmupCosineLR: start lr = ratio x optimizer lr
   double cos_min_ratio = 1e-4;    // WarmupCosineLR: final lr = ratio x optimizer lr
-  int64_t last_batch_iteration = -1;
 };
 
 // fp16 with loss scaling. loss_scale 0 = dynamic, starting at 2^initial_scale_power.
@@ -64,7 +61,6 @@ struct SchedulerConfig {
 // use the documented defaults (2^16, 2) in every case.
 struct Fp16Config {
   bool enabled = false;
-  bool auto_cast = false;
   double loss_scale = 0.0;
   int initial_scale_power = 16;
   int loss_scale_window = 1000;  // clean steps before the scale doubles
@@ -75,7 +71,6 @@ struct Fp16Config {
 
 struct Bf16Config {
   bool enabled = false;
-  bool immediate_grad_update = false;
 };
 
 enum class OffloadDevice { kNone, kCpu, kNvme };
@@ -86,24 +81,21 @@ struct OffloadConfig {
   std::string nvme_path;
   int buffer_count = 4;             // offload_param default 5
   int64_t buffer_size = 100000000;  // elements; offload_param only
-  int64_t max_in_cpu = 1000000000;  // elements; offload_param only
-  bool pin_memory = false;
-  bool pipeline_read = false;   // offload_optimizer only
-  bool pipeline_write = false;  // offload_optimizer only
-  bool fast_init = false;       // offload_optimizer only
-  double ratio = 1.0;           // offload_optimizer only: fraction offloaded (< 1 needs stage 3)
+  int64_t max_in_cpu = 1000000000;  // [warned] elements; offload_param only
+  bool pin_memory = false;          // [warned]
+  bool pipeline_read = false;       // offload_optimizer only
+  bool pipeline_write = false;      // offload_optimizer only
+  bool fast_init = false;           // [warned] offload_optimizer only
+  double ratio = 1.0;  // [warned] offload_optimizer only: fraction offloaded (< 1 needs stage 3)
 };
 
 // zero_optimization (deepspeed.md 2.5). Sizes are in elements, as in DeepSpeed.
 struct ZeroConfig {
   int stage = 0;  // 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
-  bool contiguous_gradients = true;
   bool reduce_scatter = true;
   int64_t reduce_bucket_size = 500000000;
-  bool allgather_partitions = true;
   int64_t allgather_bucket_size = 500000000;
   bool overlap_comm = false;  // unset in the file: true for stage 3, false otherwise
-  bool round_robin_gradients = false;
   int64_t sub_group_size = 1000000000;
   int64_t prefetch_bucket_size = 50000000;       // alias stage3_prefetch_bucket_size
   int64_t max_live_parameters = 1000000000;      // alias stage3_max_live_parameters
@@ -121,7 +113,7 @@ struct AioConfig {
   int intra_op_parallelism = 1;  // `thread_count` is its old name (a warning)
   bool single_submit = false;
   bool overlap_events = true;
-  bool present = false;  // the block was given
+  bool present = false;  // [reader] the block was given
 };
 
 // ---- our sections ----
@@ -213,7 +205,7 @@ struct ParallelConfig {
   int tensor = 1;
   int pipeline = 1;
   bool sequence_parallel = false;
-  bool pipeline_given = false;  // parallel.pipeline was set (pipeline.stages must agree)
+  bool pipeline_given = false;  // [reader] parallel.pipeline was set (pipeline.stages must agree)
 };
 
 // pipeline: {schedule, virtual_stages, partition_method} (runtime/plan/pipeline_schedule.h and
@@ -229,7 +221,7 @@ struct PipelineConfig {
 // (present: full, unless training.recompute says otherwise).
 struct RecomputeConfig {
   std::string mode = "none";  // "none", "selective", "full"
-  bool given = false;         // training.recompute or activation_checkpointing present
+  bool given = false;         // [reader] training.recompute or activation_checkpointing present
   // activation_checkpointing.partition_activations: full recompute's block inputs kept as 1/tp
   // slices over the tensor-parallel group, all-gathered before each block's recompute.
   bool partition_activations = false;
@@ -246,8 +238,6 @@ struct JobConfig {
   int64_t steps_per_print = 0;     // 0 = not given (DeepSpeed's None): no step=... lines
   double gradient_clipping = 0.0;  // global-norm clip; 0 disables
   bool wall_clock_breakdown = false;
-  bool prescale_gradients = false;
-  double gradient_predivide_factor = 1.0;
   std::string communication_data_type;  // "", "fp32", "fp16", "bf16"; "" = follow precision
   uint64_t seed = 1234;
 
@@ -269,7 +259,7 @@ struct JobConfig {
   PipelineConfig pipeline;
 
   // One line per accepted-but-unsupported key ("job.yaml: \"wandb\" is ...").
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // [reader]
 };
 
 // Reads and validates `path` (YAML or JSON). NotFound if it cannot be read; InvalidArgument for

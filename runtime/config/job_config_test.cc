@@ -128,7 +128,6 @@ TEST_CASE("JobConfig: defaults follow DeepSpeed", "[config]") {
   REQUIRE(c.ok());
   CHECK(c->seed == 1234);
   CHECK(c->gradient_clipping == 0.0);
-  CHECK(c->gradient_predivide_factor == 1.0);
   CHECK_FALSE(c->optimizer.specified);
   CHECK(c->scheduler.type == SchedulerType::kNone);
   CHECK(c->fp16.initial_scale_power == 16);
@@ -136,7 +135,6 @@ TEST_CASE("JobConfig: defaults follow DeepSpeed", "[config]") {
   CHECK(c->fp16.hysteresis == 2);
   CHECK(c->fp16.min_loss_scale == 1.0);
   CHECK(c->zero.stage == 0);
-  CHECK(c->zero.contiguous_gradients);
   CHECK(c->zero.allgather_bucket_size == 500000000);
   CHECK(c->zero.offload_param.buffer_count == 5);
   CHECK(c->zero.offload_optimizer.buffer_count == 4);
@@ -522,6 +520,60 @@ TEST_CASE("JobConfig: training.recompute and DeepSpeed's activation_checkpointin
   StatusOr<JobConfig> bad = ParseJobConfig("training: {recompute: some}", "job.yaml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("training.recompute") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+// DeepSpeed settings whose other values ask for what ds-runtime does not do: one warning each
+// naming the key when set to those values, nothing at the values that run; nesterov refused.
+TEST_CASE("JobConfig: settings that change nothing here warn, at their other values only",
+          "[config]") {
+  StatusOr<JobConfig> quiet = ParseJobConfig(R"(
+train_batch_size: 8
+prescale_gradients: true
+gradient_predivide_factor: 1.0
+optimizer: {type: AdamW, params: {lr: 0.001, torch_adam: false}}
+fp16: {enabled: true, auto_cast: false}
+zero_optimization: {stage: 2, contiguous_gradients: true, allgather_partitions: true,
+                    round_robin_gradients: false}
+)",
+                                             "job.yaml");
+  REQUIRE(quiet.ok());
+  CHECK(quiet->warnings.empty());
+  StatusOr<JobConfig> loud = ParseJobConfig(R"(
+train_batch_size: 8
+prescale_gradients: false
+gradient_predivide_factor: 2.0
+optimizer: {type: AdamW, params: {lr: 0.001, torch_adam: true}}
+scheduler: {type: WarmupLR, params: {last_batch_iteration: 100}}
+bf16: {enabled: true, immediate_grad_update: true}
+zero_optimization: {stage: 2, contiguous_gradients: false, allgather_partitions: false,
+                    round_robin_gradients: true}
+)",
+                                            "job.yaml");
+  REQUIRE(loud.ok());
+  std::string all;
+  for (const std::string& w : loud->warnings) all += w + "\n";
+  INFO(all);
+  for (const char* key :
+       {"\"prescale_gradients\": false changes nothing here",
+        "\"gradient_predivide_factor\": 2 changes nothing here", "\"optimizer.params.torch_adam\"",
+        "\"scheduler.params.last_batch_iteration\": 100", "\"bf16.immediate_grad_update\": true",
+        "\"zero_optimization.contiguous_gradients\": false",
+        "\"zero_optimization.allgather_partitions\": false",
+        "\"zero_optimization.round_robin_gradients\": true"})
+    CHECK(all.find(key) != std::string::npos);
+  CHECK(loud->warnings.size() == 8);
+  StatusOr<JobConfig> sgd = ParseJobConfig(
+      "train_batch_size: 8\noptimizer: {type: SGD, params: {lr: 0.1, momentum: 0.9, nesterov: "
+      "true}}\n",
+      "job.yaml");
+  REQUIRE_FALSE(sgd.ok());
+  CHECK(sgd.status().message().find("nesterov") != std::string::npos);
 }
 
 }  // namespace
