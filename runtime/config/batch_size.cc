@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 
@@ -33,7 +34,30 @@ Status CheckDivides(const JobConfig& c, int64_t numerator, const std::string& nu
 
 }  // namespace
 
+namespace {
+
+Status ResolveTriad(JobConfig* c, int dp_world_size);
+
+}  // namespace
+
 Status ResolveBatchSizes(JobConfig* c, int dp_world_size) {
+  DS_RETURN_IF_ERROR(ResolveTriad(c, dp_world_size));
+  for (const std::string& key : c->auto_keys)  // say what "auto" became
+    DS_LOG_INFO("config",
+                "{}: {} \"auto\" is {} (train_batch_size {} = micro {} x accumulation {} x "
+                "data-parallel {})",
+                c->source, key,
+                key == "train_batch_size"                 ? c->train_batch_size
+                : key == "train_micro_batch_size_per_gpu" ? c->train_micro_batch_size_per_gpu
+                                                          : c->gradient_accumulation_steps,
+                c->train_batch_size, c->train_micro_batch_size_per_gpu,
+                c->gradient_accumulation_steps, dp_world_size);
+  return OkStatus();
+}
+
+namespace {
+
+Status ResolveTriad(JobConfig* c, int dp_world_size) {
   if (dp_world_size < 1) {
     return Error(*c, "data-parallel size must be >= 1, got " + Str(dp_world_size));
   }
@@ -86,5 +110,7 @@ Status ResolveBatchSizes(JobConfig* c, int dp_world_size) {
   }
   return Error(*c, "give train_batch_size or train_micro_batch_size_per_gpu (or both)");
 }
+
+}  // namespace
 
 }  // namespace ds::config

@@ -62,6 +62,13 @@ bool MapReader::Has(const char* key) const {
   return value.IsDefined() && !value.IsNull();
 }
 
+bool MapReader::IsAuto(const char* key) {
+  Known(key);
+  if (!Has(key)) return false;
+  const YAML::Node value = node_[key];
+  return value.IsScalar() && value.Scalar() == "auto";
+}
+
 YAML::Node MapReader::Find(const char* key) {
   Known(key);
   if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Null);
@@ -74,7 +81,7 @@ YAML::Node MapReader::Find(const char* key) {
 void MapReader::Known(const char* key) { known_.emplace_back(key); }
 
 bool MapReader::PlainScalar(const char* key, const YAML::Node& value, const char* expected) {
-  if (value.IsScalar() && !IsQuoted(value)) return true;
+  if (value.IsScalar() && !IsQuoted(value) && value.Scalar() != "auto") return true;
   std::string what = std::string("expected ") + expected + ", got " + Describe(value);
   if (value.IsScalar() && value.Scalar() == "auto") {
     what += " (\"auto\" is filled in by the HuggingFace Trainer; give a value)";

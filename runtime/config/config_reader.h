@@ -43,6 +43,9 @@ class MapReader {
 
   // True when `key` is present with a non-null value. Does not register the key.
   bool Has(const char* key) const;
+  // True when `key` is the string "auto" (the HuggingFace Trainer's placeholder); registers the
+  // key. Readers that can derive the value check this before Get (which refuses "auto").
+  bool IsAuto(const char* key);
   bool present() const { return node_.IsMap(); }
 
   // Read `key` into *out when present, non-null and of the right type; return whether it was.

@@ -291,7 +291,10 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   r.Inert("contiguous_gradients", true,
           "gradients are always copied into contiguous buckets (the plan's arenas)");
   r.Get("reduce_scatter", &z->reduce_scatter);
-  r.Get("reduce_bucket_size", &z->reduce_bucket_size);
+  if (r.IsAuto("reduce_bucket_size"))
+    z->auto_keys.push_back("reduce_bucket_size");
+  else
+    r.Get("reduce_bucket_size", &z->reduce_bucket_size);
   r.Require(z->reduce_bucket_size > 0, "reduce_bucket_size", "must be > 0");
   r.Inert("allgather_partitions", true,
           "the updated partitions are always all-gathered (no broadcast mode)");
@@ -304,7 +307,13 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   r.Get("sub_group_size", &z->sub_group_size);
   r.Require(z->sub_group_size > 0, "sub_group_size", "must be > 0");
   // stage3_* names and their newer short aliases.
-  auto limit = [&r](const char* key, const char* alias, int64_t* out) {
+  auto limit = [&r, z](const char* key, const char* alias, int64_t* out) {
+    if (r.IsAuto(key) || r.IsAuto(alias)) {  // derived from the model (ResolveAutoBuckets)
+      r.Known(key);
+      r.Known(alias);
+      z->auto_keys.push_back(alias);
+      return;
+    }
     r.GetAlias({key, alias}, out);
     r.Require(*out >= 0, r.Has(alias) ? alias : key, "must be >= 0");
   };

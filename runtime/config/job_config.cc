@@ -1,5 +1,6 @@
 #include "runtime/config/job_config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <exception>
@@ -47,15 +48,18 @@ constexpr const char* kUnsupportedTopLevel[] = {"amp",
                                                 "timers"};
 
 void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
-  r.Get("train_batch_size", &c->train_batch_size);
-  r.Require(c->train_batch_size >= 1 || !r.Has("train_batch_size"), "train_batch_size",
-            "must be >= 1");
-  r.Get("train_micro_batch_size_per_gpu", &c->train_micro_batch_size_per_gpu);
-  r.Require(c->train_micro_batch_size_per_gpu >= 1 || !r.Has("train_micro_batch_size_per_gpu"),
-            "train_micro_batch_size_per_gpu", "must be >= 1");
-  r.Get("gradient_accumulation_steps", &c->gradient_accumulation_steps);
-  r.Require(c->gradient_accumulation_steps >= 1 || !r.Has("gradient_accumulation_steps"),
-            "gradient_accumulation_steps", "must be >= 1");
+  // The batch triad; "auto" (HuggingFace's placeholder) is derived by ResolveBatchSizes.
+  for (auto [key, out] :
+       {std::pair{"train_batch_size", &c->train_batch_size},
+        std::pair{"train_micro_batch_size_per_gpu", &c->train_micro_batch_size_per_gpu},
+        std::pair{"gradient_accumulation_steps", &c->gradient_accumulation_steps}}) {
+    if (r.IsAuto(key)) {
+      c->auto_keys.push_back(key);
+      continue;
+    }
+    r.Get(key, out);
+    r.Require(*out >= 1 || !r.Has(key), key, "must be >= 1");
+  }
   r.Get("steps_per_print", &c->steps_per_print);
   r.Require(c->steps_per_print >= 1 || !r.Has("steps_per_print"), "steps_per_print",
             "must be >= 1");
@@ -82,8 +86,38 @@ void ParseTopLevelScalars(MapReader& r, JobConfig* c) {
   r.Get("seed", &c->seed);
 }
 
+// ZeRO's bucket sizes given as "auto": from the model's width h as HuggingFace's integration
+// derives them (reduce h^2, stage-3 prefetch 0.9 h^2, persistence threshold 10 h).
+void ResolveAutoBuckets(MapReader& r, JobConfig* c) {
+  const int64_t h = c->model.n_embd;
+  for (const std::string& key : c->zero.auto_keys) {
+    int64_t* out = key == "reduce_bucket_size"            ? &c->zero.reduce_bucket_size
+                   : key == "prefetch_bucket_size"        ? &c->zero.prefetch_bucket_size
+                   : key == "param_persistence_threshold" ? &c->zero.param_persistence_threshold
+                                                          : nullptr;
+    if (!out) {
+      r.Fail("zero_optimization",
+             "zero_optimization " + key + " \"auto\" has no value to derive here: give a number");
+      continue;
+    }
+    if (c->model.family == ModelFamily::kNone) {
+      r.Fail("zero_optimization",
+             "zero_optimization " + key +
+                 " \"auto\" is derived from the model's width (model.n_embd of a generated "
+                 "model); this model is a graph file: give a number");
+      continue;
+    }
+    *out = key == "reduce_bucket_size"     ? h * h
+           : key == "prefetch_bucket_size" ? h * h * 9 / 10
+                                           : 10 * h;
+    DS_LOG_INFO("config", "{}: zero_optimization.{} \"auto\" is {} (from the model width {})",
+                c->source, key, *out, h);
+  }
+}
+
 // Checks that span sections; run after every section is read.
 void CrossCheck(MapReader& r, JobConfig* c) {
+  ResolveAutoBuckets(r, c);
   const bool generated = c->model.family != ModelFamily::kNone;
   if (generated && c->data.seq_len > c->model.max_seq_len) {
     r.Fail("data", "data.seq_len " + std::to_string(c->data.seq_len) +

@@ -92,6 +92,8 @@ struct OffloadConfig {
 // zero_optimization (deepspeed.md 2.5). Sizes are in elements, as in DeepSpeed.
 struct ZeroConfig {
   int stage = 0;  // 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
+  // Sizes given as "auto", resolved from the model's width by the reader (short names).
+  std::vector<std::string> auto_keys;  // [reader]
   bool reduce_scatter = true;
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;
@@ -260,6 +262,9 @@ struct JobConfig {
 
   // One line per accepted-but-unsupported key ("job.yaml: \"wandb\" is ...").
   std::vector<std::string> warnings;  // [reader]
+  // Keys given as "auto" (HuggingFace's placeholder) that are derived here: the batch triad
+  // (ResolveBatchSizes says what it chose) and the ZeRO bucket sizes (from the model's width).
+  std::vector<std::string> auto_keys;  // [reader]  // [reader]
 };
 
 // Reads and validates `path` (YAML or JSON). NotFound if it cannot be read; InvalidArgument for

@@ -52,7 +52,7 @@ TEST_CASE("Config errors: wrong types name file and key", "[config]") {
                  "key \"optimizer.params.betas\" (line 1): expected a list of two numbers"));
   CHECK(Contains(ErrorOf("zero_optimization: 2"),
                  "key \"zero_optimization\" (line 1): expected a map"));
-  CHECK(Contains(ErrorOf("{\"train_micro_batch_size_per_gpu\": \"auto\"}"), "HuggingFace Trainer"));
+  CHECK(Contains(ErrorOf("{\"gradient_clipping\": \"auto\"}"), "HuggingFace Trainer"));
 }
 
 TEST_CASE("Config errors: out-of-range values", "[config]") {

@@ -578,3 +578,43 @@ zero_optimization: {stage: 2, contiguous_gradients: false, allgather_partitions:
 
 }  // namespace
 }  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+// HuggingFace's "auto": the batch triad derived from the other two, the ZeRO bucket sizes from
+// the model's width as HF's integration does; "auto" where nothing can be derived is refused.
+TEST_CASE("JobConfig: \"auto\" resolves where the value can be derived", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"({
+  "train_batch_size": "auto",
+  "train_micro_batch_size_per_gpu": 4,
+  "gradient_accumulation_steps": "auto",
+  "model": {"family": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 32,
+            "max_seq_len": 16},
+  "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+                        "stage3_prefetch_bucket_size": "auto",
+                        "stage3_param_persistence_threshold": "auto"}
+})",
+                                         "ds_config.json");
+  INFO((c.ok() ? "" : c.status().ToString()));
+  REQUIRE(c.ok());
+  CHECK(c->zero.reduce_bucket_size == 64 * 64);
+  CHECK(c->zero.prefetch_bucket_size == 64 * 64 * 9 / 10);
+  CHECK(c->zero.param_persistence_threshold == 640);
+  REQUIRE(ResolveBatchSizes(&*c, 2).ok());
+  CHECK(c->gradient_accumulation_steps == 1);
+  CHECK(c->train_batch_size == 8);
+  StatusOr<JobConfig> lr = ParseJobConfig(
+      "train_batch_size: 8\noptimizer: {type: AdamW, params: {lr: auto}}\n", "job.yaml");
+  REQUIRE_FALSE(lr.ok());
+  CHECK(lr.status().message().find("HuggingFace Trainer") != std::string::npos);
+  StatusOr<JobConfig> live = ParseJobConfig(
+      "train_batch_size: 8\nzero_optimization: {stage: 3, stage3_max_live_parameters: auto}\n",
+      "job.yaml");
+  REQUIRE_FALSE(live.ok());
+  CHECK(live.status().message().find("max_live_parameters \"auto\" has no value") !=
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds::config
