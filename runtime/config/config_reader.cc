@@ -69,6 +69,13 @@ bool MapReader::IsAuto(const char* key) {
   return value.IsScalar() && value.Scalar() == "auto";
 }
 
+bool MapReader::IsFalse(const char* key) {
+  Known(key);
+  if (!Has(key)) return false;
+  const YAML::Node value = node_[key];
+  return value.IsScalar() && !IsQuoted(value) && value.Scalar() == "false";
+}
+
 YAML::Node MapReader::Find(const char* key) {
   Known(key);
   if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Null);

@@ -46,6 +46,8 @@ class MapReader {
   // True when `key` is the string "auto" (the HuggingFace Trainer's placeholder); registers the
   // key. Readers that can derive the value check this before Get (which refuses "auto").
   bool IsAuto(const char* key);
+  // True when `key` is the plain scalar `false` (a number's "none" in some DeepSpeed configs).
+  bool IsFalse(const char* key);
   bool present() const { return node_.IsMap(); }
 
   // Read `key` into *out when present, non-null and of the right type; return whether it was.

@@ -10,9 +10,9 @@ namespace ds::config::internal {
 namespace {
 
 // DeepSpeed optimizers we know of but do not implement (lower case).
-constexpr const char* kOtherDeepSpeedOptimizers[] = {"lamb",       "onebitadam", "zerooneadam",
-                                                     "onebitlamb", "adagrad",    "muadam",
-                                                     "muadamw",    "musgd",      "lion"};
+constexpr const char* kOtherDeepSpeedOptimizers[] = {
+    "lamb",    "onebitadam", "zerooneadam", "onebitlamb", "adagrad", "muadam",
+    "muadamw", "musgd",      "lion",        "muon",       "cpuadam"};
 
 void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
   if (p.GetPair("betas", &o->beta1, &o->beta2)) {
@@ -36,6 +36,9 @@ void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
 void ParseSgdParams(MapReader& p, OptimizerConfig* o) {
   p.Get("momentum", &o->momentum);
   p.Require(o->momentum >= 0 && o->momentum < 1, "momentum", "must be in [0, 1)");
+  double dampening = 0;
+  p.Get("dampening", &dampening);
+  p.Require(dampening == 0, "dampening", "only 0 is supported (plain momentum)");
   bool nesterov = false;
   p.Get("nesterov", &nesterov);
   p.Require(!nesterov, "nesterov", "only false is supported (SGD with plain momentum)");
@@ -77,6 +80,8 @@ void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfi
       r.Warn("\"" + r.KeyPath("ratio") + "\" " + std::to_string(o->ratio) +
              ": a partial optimizer offload is not supported; all of it is offloaded");
     r.Unsupported("pipeline");
+    for (const char* key : {"super_offload", "cpuadam_cores_perc"}) r.Unsupported(key);
+    r.Inert("convert_grad_on_cpu", true, "16-bit gradients are widened on the host already");
   } else {
     r.Get("buffer_size", &o->buffer_size);
     r.Require(o->buffer_size > 0, "buffer_size", "must be > 0");
@@ -102,6 +107,14 @@ constexpr const char* kUnsupportedZeroKeys[] = {"load_from_fp32_weights",
                                                 "stage3_model_persistence_threshold",
                                                 "module_granularity_threshold",
                                                 "stage3_module_granularity_threshold",
+                                                "enable_sanity_checks",
+                                                "allgather_sequential",
+                                                "stage3_allgather_sequential",
+                                                "partition_stream_chunk_size",
+                                                "stage3_partition_stream_chunk_size",
+                                                "save_muon_momentum_buffer_in_memory",
+                                                "leaf_module",
+                                                "zenflow",
                                                 "use_all_reduce_for_fetch_params",
                                                 "stage3_use_all_reduce_for_fetch_params",
                                                 "zero_hpz_partition_size",
@@ -114,8 +127,7 @@ constexpr const char* kUnsupportedZeroKeys[] = {"load_from_fp32_weights",
                                                 "memory_efficient_linear",
                                                 "pipeline_loading_checkpoint",
                                                 "override_module_apply",
-                                                "log_trace_cache_warnings",
-                                                "grad_hooks"};
+                                                "log_trace_cache_warnings"};
 
 // DeepSpeed's deprecated ZeRO-Offload switches, with their meaning: cpu_offload: true is
 // offload_optimizer {device: cpu}, cpu_offload_param: true is offload_param {device: cpu}.
@@ -184,11 +196,20 @@ void ParseOptimizer(MapReader& root, OptimizerConfig* o) {
   }
   // DeepSpeed: AdamW always decouples weight decay, whatever adam_w_mode says.
   if (o->type == OptimizerType::kAdamW) o->adam_w_mode = true;
+  // Implementation switches of DeepSpeed's and torch's optimizers: one fused update here.
+  for (const char* key :
+       {"set_grad_none", "foreach", "capturable", "differentiable", "fused", "legacy_fusion"})
+    p.Unsupported(key);
+  bool maximize = false;
+  p.Get("maximize", &maximize);
+  p.Require(!maximize, "maximize", "only false is supported (the optimizer minimises the loss)");
+  p.Inert("fp32_optimizer_states", true, "the optimizer states are always fp32");
   p.Known("max_grad_norm");
   if (p.Has("max_grad_norm")) {
     p.Fail("max_grad_norm", "is not an optimizer parameter; use the top-level gradient_clipping");
   }
   p.Finish();
+  r.Unsupported("legacy_fusion");
   r.Finish();
 }
 
@@ -248,9 +269,20 @@ void ParseScheduler(MapReader& root, SchedulerConfig* s) {
   r.Finish();
 }
 
+// "enabled": "auto" (HuggingFace fills it from its --fp16 / --bf16 flags; DeepSpeed drops
+// "auto" values and keeps the default): off here, with a warning saying so.
+bool AutoOff(MapReader& r, const char* key) {
+  if (!r.IsAuto(key)) return false;
+  r.Warn("\"" + r.KeyPath(key) +
+         "\": \"auto\" is false here (DeepSpeed's default; no Trainer to fill it): say true "
+         "to enable it");
+  return true;
+}
+
 void ParsePrecision(MapReader& root, Fp16Config* f, Bf16Config* b) {
   MapReader fp = root.Block("fp16");
-  fp.Get("enabled", &f->enabled);
+  if (!AutoOff(fp, "enabled")) fp.Get("enabled", &f->enabled);
+  for (const char* key : {"fp16_master_weights_and_grads", "fused_mode"}) fp.Unsupported(key);
   fp.Inert("auto_cast", false,
            "every op runs in the model's precision; there are no fp32 inputs to cast");
   fp.Get("loss_scale", &f->loss_scale);
@@ -274,7 +306,10 @@ void ParsePrecision(MapReader& root, Fp16Config* f, Bf16Config* b) {
     root.Fail("bfloat16", "is an alias of \"bf16\"; give only one");
   }
   MapReader bf = root.Block(bf16_key);
-  bf.Get("enabled", &b->enabled);
+  if (!AutoOff(bf, "enabled")) bf.Get("enabled", &b->enabled);
+  for (const char* key : {"check_grad_overflow", "check_overflow", "bf16_master_weights_and_grads",
+                          "bf16_optimizer_states"})
+    bf.Unsupported(key);
   bf.Inert("immediate_grad_update", false,
            "16-bit gradients accumulate into the fp32 flat gradients after each micro-batch's "
            "backward, as they do now");
@@ -361,6 +396,7 @@ void ParseAio(MapReader& root, AioConfig* a) {
             has_new ? "intra_op_parallelism" : "thread_count", "must be in 1..64");
   r.Get("single_submit", &a->single_submit);
   r.Get("overlap_events", &a->overlap_events);
+  r.Unsupported("io_backend");  // newer DeepSpeed: the async_io engine is the one here
   bool gds = false;
   if (r.Get("use_gds", &gds) && gds)
     r.Warn("\"" + r.KeyPath("use_gds") +
@@ -385,7 +421,9 @@ void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute) {
            "\": the kept block inputs stay where training runs: host memory on the CPU, where "
            "they already are; on a device, offloading them is not supported yet");
   int64_t n = 0;
-  if (r.Get("number_checkpoints", &n))
+  if (r.IsFalse("number_checkpoints")) {
+    // `false` (some public configs): no number, nothing to warn about.
+  } else if (r.Get("number_checkpoints", &n))
     r.Warn("\"" + r.KeyPath("number_checkpoints") +
            "\" changes nothing: the planner keeps every block's input and sizes their buffer");
   if (r.Get("contiguous_memory_optimization", &on) && on)

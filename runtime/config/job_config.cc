@@ -19,7 +19,18 @@ using config::internal::MapReader;
 using config::internal::ParseContext;
 
 // Top-level DeepSpeed keys we accept but do not act on yet (one warning each when present).
-constexpr const char* kUnsupportedTopLevel[] = {"amp",
+constexpr const char* kUnsupportedTopLevel[] = {"vocabulary_size",
+                                                "compile",
+                                                "torch_autocast",
+                                                "gradient_allreduce_op",
+                                                "managed_gradient_accumulation",
+                                                "log_level",
+                                                "expert_parallel",
+                                                "datastates_ckpt",
+                                                "trackio",
+                                                "seq_parallel_communication_data_type",
+                                                "disable_python_gc",
+                                                "amp",
                                                 "sparse_attention",
                                                 "elasticity",
                                                 "compression_training",
@@ -95,9 +106,9 @@ void ResolveAutoBuckets(MapReader& r, JobConfig* c) {
                    : key == "prefetch_bucket_size"        ? &c->zero.prefetch_bucket_size
                    : key == "param_persistence_threshold" ? &c->zero.param_persistence_threshold
                                                           : nullptr;
-    if (!out) {
-      r.Fail("zero_optimization",
-             "zero_optimization " + key + " \"auto\" has no value to derive here: give a number");
+    if (!out) {  // max_live_parameters, max_reuse_distance: DeepSpeed keeps its default
+      DS_LOG_INFO("config", "{}: zero_optimization.{} \"auto\" keeps DeepSpeed's default",
+                  c->source, key);
       continue;
     }
     if (c->model.family == ModelFamily::kNone) {

@@ -611,8 +611,68 @@ TEST_CASE("JobConfig: \"auto\" resolves where the value can be derived", "[confi
   StatusOr<JobConfig> live = ParseJobConfig(
       "train_batch_size: 8\nzero_optimization: {stage: 3, stage3_max_live_parameters: auto}\n",
       "job.yaml");
-  REQUIRE_FALSE(live.ok());
-  CHECK(live.status().message().find("max_live_parameters \"auto\" has no value") !=
+  REQUIRE(live.ok());  // DeepSpeed's default kept
+  CHECK(live->zero.max_live_parameters == 1000000000);
+}
+
+}  // namespace
+}  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+// Keys newer DeepSpeed versions read (the audit in runtime/config/README.md) load with one
+// warning each instead of failing as unknown; settings that would train differently are refused.
+TEST_CASE("JobConfig: newer DeepSpeed keys load with a warning each", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"({
+  "train_batch_size": 8,
+  "vocabulary_size": 50304,
+  "gradient_allreduce_op": "mean",
+  "compile": {"deepcompile": false},
+  "seq_parallel_communication_data_type": "fp32",
+  "optimizer": {"type": "AdamW", "legacy_fusion": false,
+                "params": {"lr": 0.001, "set_grad_none": true, "foreach": true,
+                           "fp32_optimizer_states": true}},
+  "fp16": {"enabled": "auto", "fp16_master_weights_and_grads": false},
+  "zero_optimization": {"stage": 3, "enable_sanity_checks": false,
+                        "stage3_max_live_parameters": "auto",
+                        "offload_optimizer": {"device": "cpu", "convert_grad_on_cpu": true,
+                                              "super_offload": false}},
+  "checkpoint": {"writer": {"type": "FAST"}},
+  "tensor_parallel": {"autotp_size": 0, "tp_overlap_comm": false},
+  "activation_checkpointing": {"number_checkpoints": false},
+  "aio": {"io_backend": "async_io"},
+  "comms_logger": {"enabled": true, "prof_ops": ["broadcast"]}
+})",
+                                         "ds_config.json");
+  INFO((c.ok() ? "" : c.status().ToString()));
+  REQUIRE(c.ok());
+  std::string all;
+  for (const std::string& w : c->warnings) all += w + "\n";
+  INFO(all);
+  for (const char* key :
+       {"\"vocabulary_size\"", "\"gradient_allreduce_op\"", "\"compile\"",
+        "\"optimizer.legacy_fusion\"", "\"optimizer.params.set_grad_none\"",
+        "\"optimizer.params.foreach\"", "\"fp16.enabled\": \"auto\" is false here",
+        "\"fp16.fp16_master_weights_and_grads\"", "\"zero_optimization.enable_sanity_checks\"",
+        "\"zero_optimization.offload_optimizer.super_offload\"", "\"checkpoint.writer\"",
+        "\"tensor_parallel.tp_overlap_comm\"", "\"aio.io_backend\""})
+    CHECK(all.find(key) != std::string::npos);
+  CHECK_FALSE(c->fp16.enabled);
+  CHECK(c->parallel.tensor == 1);  // autotp_size 0: off
+  CHECK(all.find("number_checkpoints") == std::string::npos);
+  CHECK(all.find("fp32_optimizer_states") == std::string::npos);  // what runs
+  for (const char* refused : {"optimizer: {type: AdamW, params: {lr: 0.001, maximize: true}}",
+                              "optimizer: {type: SGD, params: {lr: 0.1, dampening: 0.5}}",
+                              "optimizer: {type: Muon, params: {lr: 0.1}}"}) {
+    INFO(refused);
+    StatusOr<JobConfig> r =
+        ParseJobConfig(std::string("train_batch_size: 8\n") + refused, "job.yaml");
+    CHECK_FALSE(r.ok());
+  }
+  StatusOr<JobConfig> muon =
+      ParseJobConfig("train_batch_size: 8\noptimizer: {type: Muon, params: {lr: 0.1}}\n", "j.yaml");
+  CHECK(muon.status().message().find("DeepSpeed optimizer \"Muon\" is not supported yet") !=
         std::string::npos);
 }
 

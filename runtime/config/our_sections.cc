@@ -104,8 +104,8 @@ void ParseCheckpoint(MapReader& root, CheckpointConfig* c) {
   r.Get("load", &c->load);
   r.Require(c->load != "latest" || !c->dir.empty(), "load", "\"latest\" needs checkpoint.dir");
   // DeepSpeed's own checkpoint keys share this block.
-  for (const char* key :
-       {"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"}) {
+  for (const char* key : {"tag_validation", "load_universal", "use_node_local_storage",
+                          "parallel_write", "checkpoint_serialization", "writer"}) {
     r.Unsupported(key);
   }
   r.Finish();
@@ -196,14 +196,16 @@ void ParsePipeline(MapReader& root, PipelineConfig* c, ParallelConfig* parallel,
 void ParseTensorParallel(MapReader& root, ParallelConfig* p, bool parallel_tensor_given) {
   MapReader r = root.Block("tensor_parallel");
   int size = 0;
-  if (r.Get("autotp_size", &size)) {
-    r.Require(size >= 1, "autotp_size", "must be >= 1");
+  if (r.Get("autotp_size", &size) && size != 0) {  // 0: DeepSpeed's default, AutoTP off
+    r.Require(size >= 1, "autotp_size", "must be >= 1 (or 0: off)");
     r.Require(!parallel_tensor_given || size == p->tensor, "autotp_size",
               "is " + std::to_string(size) + " and parallel.tensor is " +
                   std::to_string(p->tensor) + ": give one of them");
     if (size >= 1) p->tensor = size;
   }
-  for (const char* key : {"tp", "tp_grain_size", "partition_config", "keep_module_on_host"})
+  for (const char* key :
+       {"tp", "tensor_parallel", "tp_grain_size", "partition_config", "keep_module_on_host",
+        "tp_overlap_comm", "preset_model", "replace_with_kernel_inject", "kernel_inject", "dtype"})
     r.Unsupported(key);
   r.Finish();
 }

@@ -1,7 +1,7 @@
-# A private Slurm cluster on this host for tests (source it): munged, slurmctld and two slurmd
-# ("n1" at 127.0.0.2, "n2" at 127.0.0.3, distinct ports), all from a private slurm.conf under
-# $SLAB (the system's /etc/slurm is untouched), every daemon stopped by its pid
-# (slurm_cluster_stop). Needs slurmctld, slurmd, slurm-client and munge (tools/setup.sh).
+# A private Slurm cluster on this host for tests (source it): munged (with its own key), slurmctld
+# and two slurmd ("n1" at 127.0.0.2, "n2" at 127.0.0.3, distinct ports), all from a private
+# slurm.conf under $SLAB (the system's /etc/slurm and /etc/munge are untouched), every daemon
+# stopped by its pid (slurm_cluster_stop). Needs slurmctld, slurmd, slurm-client and munge (tools/setup.sh).
 #
 #   SLAB=$BASE/slurm CPUS=2 slurm_cluster_start || exit 1
 #   sbatch ...; slurm_cluster_stop
@@ -11,8 +11,10 @@ slurm_cluster_start() {
   mkdir -p "$c/state" "$c/spool" "$c/run" "$c/log" "$c/munge"
   chmod 755 "$c"  # munged runs as munge and must reach its directory
   chown munge:munge "$c/munge"
-  [[ -s /etc/munge/munge.key ]] || { /usr/sbin/mungekey -c -f -k /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key; }
-  su -s /bin/sh munge -c "/usr/sbin/munged --socket=$c/munge/munge.socket --pid-file=$c/munge/munged.pid --log-file=$c/munge/munged.log --seed-file=$c/munge/seed" \
+  # A key of its own (the system's /etc/munge stays untouched).
+  /usr/sbin/mungekey -c -f -k "$c/munge/munge.key" && chown munge:munge "$c/munge/munge.key" \
+    || { echo "slurm_cluster: mungekey failed"; return 1; }
+  su -s /bin/sh munge -c "/usr/sbin/munged --key-file=$c/munge/munge.key --socket=$c/munge/munge.socket --pid-file=$c/munge/munged.pid --log-file=$c/munge/munged.log --seed-file=$c/munge/seed" \
     || { echo "slurm_cluster: munged did not start"; return 1; }
   cat > "$SLURM_CONF" <<CONF
 ClusterName=dstest
