@@ -32,6 +32,18 @@ TEST_CASE("Config errors: unknown keys suggest the closest known key", "[config]
         "job.yaml: unknown key \"optimizer.params.lrr\" (did you mean \"lr\"?)");
   CHECK(ErrorOf("model: {family: gpt2, n_layers: 2}") ==
         "job.yaml: unknown key \"model.n_layers\" (did you mean \"n_layer\"?)");
+  // The obvious key, not the nearest spelling: a longer key it begins, a synonym from other
+  // trainers; and no suggestion for a different word.
+  CHECK(ErrorOf("train_micro_batch_size: 4") ==
+        "job.yaml: unknown key \"train_micro_batch_size\" (did you mean "
+        "\"train_micro_batch_size_per_gpu\"?)");
+  CHECK(ErrorOf("optimizer: {type: AdamW, params: {learning_rate: 0.1}}") ==
+        "job.yaml: unknown key \"optimizer.params.learning_rate\" (did you mean \"lr\"?)");
+  CHECK(ErrorOf("zero_optimization: {stage: 3, prefetch_bucket: 5}") ==
+        "job.yaml: unknown key \"zero_optimization.prefetch_bucket\" (did you mean "
+        "\"prefetch_bucket_size\"?)");
+  CHECK(ErrorOf("optimizer: {type: AdamW, params: {frobnicate: 1}}") ==
+        "job.yaml: unknown key \"optimizer.params.frobnicate\"");
   // SGD has no betas: the key is unknown for that type.
   CHECK(Contains(ErrorOf("optimizer: {type: SGD, params: {betas: [0.9, 0.99]}}"),
                  "unknown key \"optimizer.params.betas\""));

@@ -23,9 +23,59 @@ int EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Names users bring from other trainers (PyTorch, the HuggingFace Trainer) for DeepSpeed's keys.
+const char* Synonym(const std::string& key) {
+  static const std::pair<const char*, const char*> kSynonyms[] = {
+      {"learning_rate", "lr"},
+      {"epsilon", "eps"},
+      {"adam_epsilon", "eps"},
+      {"beta1", "betas"},
+      {"beta2", "betas"},
+      {"adam_beta1", "betas"},
+      {"adam_beta2", "betas"},
+      {"batch_size", "train_batch_size"},
+      {"micro_batch_size", "train_micro_batch_size_per_gpu"},
+      {"per_device_train_batch_size", "train_micro_batch_size_per_gpu"},
+      {"grad_accumulation_steps", "gradient_accumulation_steps"},
+      {"max_norm", "gradient_clipping"},
+      {"clip_grad_norm", "gradient_clipping"},
+      {"zero", "zero_optimization"},
+      {"lr_scheduler", "scheduler"},
+      {"num_warmup_steps", "warmup_num_steps"},
+      {"warmup_steps", "warmup_num_steps"}};
+  for (const auto& [from, to] : kSynonyms)
+    if (key == from) return to;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string ClosestKey(const std::string& key, const std::vector<std::string>& candidates) {
+  const std::string k = Lower(key);
+  if (const char* to = Synonym(k))
+    for (const std::string& c : candidates)
+      if (c == to) return c;
+  // A key cut short or embedded in a longer one (train_micro_batch_size ->
+  // train_micro_batch_size_per_gpu): the shortest candidate that starts with it, else holds it.
+  std::string prefix, inside;
+  for (const std::string& c : candidates) {
+    const std::string lc = Lower(c);
+    if (k.size() < 3 || lc.size() <= k.size()) continue;
+    if (lc.compare(0, k.size(), k) == 0 && (prefix.empty() || c.size() < prefix.size())) prefix = c;
+    if (lc.find(k) != std::string::npos && (inside.empty() || c.size() < inside.size())) inside = c;
+  }
+  if (!prefix.empty()) return prefix;
+  if (!inside.empty()) return inside;
+  // Else a typo: the fewest edits, at most a third of the key (more is a different word).
   std::string best;
-  int best_distance = static_cast<int>(key.size());
+  int best_distance = std::max(2, static_cast<int>(key.size()) / 3) + 1;
   for (const std::string& candidate : candidates) {
     const int d = EditDistance(key, candidate);
     if (d < best_distance) {
