@@ -678,3 +678,51 @@ TEST_CASE("JobConfig: newer DeepSpeed keys load with a warning each", "[config]"
 
 }  // namespace
 }  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+// DeepSpeed-Chat's training config (its get_train_ds_config, written out for stage 3 with CPU
+// offload, fp16 and the hybrid engine) loads: what does not run here warns, once each.
+TEST_CASE("JobConfig: DeepSpeed-Chat's training config loads", "[config]") {
+  StatusOr<JobConfig> c = ParseJobConfig(R"({
+  "train_batch_size": 32,
+  "train_micro_batch_size_per_gpu": 4,
+  "steps_per_print": 10,
+  "zero_optimization": {"stage": 3, "overlap_comm": true,
+                        "offload_param": {"device": "cpu"},
+                        "offload_optimizer": {"device": "cpu"},
+                        "stage3_param_persistence_threshold": 1e4,
+                        "stage3_max_live_parameters": 3e7,
+                        "stage3_prefetch_bucket_size": 3e7,
+                        "memory_efficient_linear": false},
+  "fp16": {"enabled": true, "loss_scale_window": 100},
+  "gradient_clipping": 1.0,
+  "prescale_gradients": false,
+  "wall_clock_breakdown": false,
+  "hybrid_engine": {"enabled": false, "max_out_tokens": 512, "inference_tp_size": 1,
+                    "release_inference_cache": false, "pin_parameters": true,
+                    "tp_gather_partition_size": 8},
+  "tensorboard": {"enabled": false, "output_path": "step1_tensorboard/ds_tensorboard_logs/",
+                  "job_name": "step1_model_tensorboard"}
+})",
+                                         "ds_config.json");
+  INFO((c.ok() ? "" : c.status().ToString()));
+  REQUIRE(c.ok());
+  CHECK(c->zero.stage == 3);
+  CHECK(c->zero.offload_param.device == OffloadDevice::kCpu);
+  CHECK(c->zero.max_live_parameters == 30000000);
+  CHECK(c->fp16.loss_scale_window == 100);
+  CHECK(c->steps_per_print == 10);
+  CHECK(c->monitor.tensorboard.job_name == "step1_model_tensorboard");
+  std::string all;
+  for (const std::string& w : c->warnings) all += w + "\n";
+  INFO(all);
+  CHECK(c->warnings.size() == 3);
+  CHECK(all.find("\"prescale_gradients\": false changes nothing here") != std::string::npos);
+  CHECK(all.find("\"zero_optimization.memory_efficient_linear\"") != std::string::npos);
+  CHECK(all.find("\"hybrid_engine\"") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds::config
