@@ -416,10 +416,7 @@ void ParseActivationCheckpointing(MapReader& root, RecomputeConfig* recompute) {
   recompute->given = true;
   bool on = false;
   r.Get("partition_activations", &recompute->partition_activations);
-  if (r.Get("cpu_checkpointing", &on) && on)
-    r.Warn("\"" + r.KeyPath("cpu_checkpointing") +
-           "\": the kept block inputs stay where training runs: host memory on the CPU, where "
-           "they already are; on a device, offloading them is not supported yet");
+  r.Get("cpu_checkpointing", &recompute->cpu_checkpointing);
   int64_t n = 0;
   if (r.IsFalse("number_checkpoints")) {
     // `false` (some public configs): no number, nothing to warn about.

@@ -137,6 +137,17 @@ void CrossCheck(MapReader& r, JobConfig* c) {
   if (c->monitor.eval_interval > 0 && c->data.validation.empty()) {
     r.Fail("monitor", "monitor.eval_interval needs data.validation");
   }
+  if (c->recompute.cpu_checkpointing && c->device.type != DeviceType::kCuda)
+    r.Warn(
+        "\"activation_checkpointing.cpu_checkpointing\" changes nothing on the CPU: the kept "
+        "block inputs already live in host memory");
+  else if (c->recompute.cpu_checkpointing && c->recompute.mode != "full")
+    r.Warn(
+        "\"activation_checkpointing.cpu_checkpointing\" changes nothing with "
+        "training.recompute " +
+        c->recompute.mode +
+        ": it moves the block inputs full "
+        "recompute keeps");
   const bool swaps = c->zero.offload_optimizer.device == OffloadDevice::kNvme ||
                      (c->zero.stage == 3 && c->zero.offload_param.device == OffloadDevice::kNvme);
   if (c->aio.present && !swaps)

@@ -227,6 +227,9 @@ struct RecomputeConfig {
   // activation_checkpointing.partition_activations: full recompute's block inputs kept as 1/tp
   // slices over the tensor-parallel group, all-gathered before each block's recompute.
   bool partition_activations = false;
+  // activation_checkpointing.cpu_checkpointing: on a device, full recompute's block inputs are
+  // kept in host memory between their forward and their block's recompute.
+  bool cpu_checkpointing = false;
 };
 
 struct JobConfig {

@@ -132,6 +132,10 @@ class Executor {
   // the slices back into TensorData(tensor) before the segment's recompute.
   Tensor CheckpointSlice(int tensor) const;
   Status StashCheckpoint(int tensor);
+  // cpu_checkpointing (RecomputeSegment::on_host): the whole tensor's copy lives in host memory;
+  // StashCheckpoint copies it there, RestoreCheckpoint copies it back before the recompute.
+  Status RestoreCheckpoint(int tensor);
+  int64_t host_checkpoint_bytes() const { return static_cast<int64_t>(host_slices_.size()); }
   // Device path with the states on the host: adds the gradients still on their way from the
   // device into the ParamStore. A no-op otherwise.
   Status FinishGradients();
@@ -194,7 +198,9 @@ class Executor {
   std::vector<Tensor> views_;          // forward value of every tensor
   std::vector<Tensor> grad_views_;     // activation gradients (aliasing by liveness)
   std::map<int, Tensor> slice_views_;  // partitioned checkpoints: this rank's slice
-  std::vector<int32_t*> inputs_;       // ids, targets
+  std::vector<char> host_slices_;      // cpu_checkpointing: the kept copies, in host memory
+  std::map<int, bool> slice_on_host_;
+  std::vector<int32_t*> inputs_;  // ids, targets
   std::vector<std::unique_ptr<NodeExec>> nodes_;
   Buffer act_arena_, grad_arena_, scratch_, grad_scratch_, data_arena_;
   // Device path.

@@ -93,12 +93,16 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
         kept += AlignUp(sp.nbytes());
       }
   std::map<int, std::pair<size_t, TensorSpec>> slices;  // partitioned input -> offset, spec
+  size_t host = 0;  // cpu_checkpointing: offsets into host_slices_
   for (const RecomputeSegment& s : opt_.recompute)
     for (int t : s.partitioned) {
       const TensorSpec spec{{specs_[t].numel() / s.parts}, specs_[t].dtype};
-      slices[t] = {kept, spec};
-      kept += AlignUp(spec.nbytes());
+      size_t& at_end = s.on_host ? host : kept;
+      slices[t] = {at_end, spec};
+      slice_on_host_[t] = s.on_host;
+      at_end += AlignUp(spec.nbytes());
     }
+  host_slices_.assign(host, 0);
   const size_t forward = static_cast<size_t>(fwd.bytes);
   act_bytes_ = static_cast<int64_t>(kept + transient + forward);
   kept_bytes_ = static_cast<int64_t>(kept);
@@ -109,7 +113,8 @@ Status Executor::LayoutActivations(const std::vector<std::vector<TensorSpec>>& s
     if (g.tensors[t].role == TensorRole::kActivation)
       views_[t] = Tensor(base + base_of[part[t]] + at[t], specs_[t].shape, specs_[t].dtype);
   for (const auto& [t, slice] : slices)
-    slice_views_[t] = Tensor(base + slice.first, slice.second.shape, slice.second.dtype);
+    slice_views_[t] = Tensor((slice_on_host_[t] ? host_slices_.data() : base) + slice.first,
+                             slice.second.shape, slice.second.dtype);
   saved_views->assign(nn, {});
   for (int n = 0; n < nn; ++n)
     for (size_t k = 0; k < saved_specs[n].size(); ++k)
@@ -130,9 +135,24 @@ Status Executor::StashCheckpoint(int tensor) {
     return InvalidArgumentError("the plan stashes tensor " + std::to_string(tensor) +
                                 ", which no recompute segment partitions");
   const size_t bytes = slice.nbytes();
-  const char* from = static_cast<const char*>(views_[tensor].data()) + opt_.checkpoint_rank * bytes;
-  if (device_) return opt_.memory->Copy(slice.data(), from, bytes);
+  const bool host = slice_on_host_.at(tensor);
+  const char* from =
+      static_cast<const char*>(views_[tensor].data()) + (host ? 0 : opt_.checkpoint_rank * bytes);
+  if (device_)
+    return host ? opt_.memory->CopyToHost(slice.data(), from, bytes)
+                : opt_.memory->Copy(slice.data(), from, bytes);
   std::memcpy(slice.data(), from, bytes);
+  return OkStatus();
+}
+
+Status Executor::RestoreCheckpoint(int tensor) {
+  const Tensor slice = CheckpointSlice(tensor);
+  if (!slice.defined() || !slice_on_host_.at(tensor))
+    return InvalidArgumentError("the plan restores tensor " + std::to_string(tensor) +
+                                " from host memory, where no recompute segment keeps it");
+  if (device_)
+    return opt_.memory->CopyToDevice(views_[tensor].data(), slice.data(), slice.nbytes());
+  std::memcpy(views_[tensor].data(), slice.data(), slice.nbytes());
   return OkStatus();
 }
 

@@ -163,6 +163,27 @@ int PartitionCheckpoints(const Graph& g, const std::vector<bool>& replicated, in
   return marked;
 }
 
+int OffloadCheckpoints(const Graph& g, std::vector<RecomputeSegment>* segments) {
+  const Readers r = FindReaders(g);
+  const std::vector<bool> any(g.tensors.size(), true);  // whole tensors: no replication needed
+  int marked = 0;
+  for (RecomputeSegment& s : *segments) {
+    if (!s.partitioned.empty()) continue;  // partition_activations chose already
+    std::set<int> seen;
+    for (int n = s.node_begin; n < s.node_end; ++n)
+      for (int t : g.nodes[n].inputs)
+        if (seen.insert(t).second && Partitionable(g, r, any, 1, s, t)) {
+          s.partitioned.push_back(t);
+          ++marked;
+        }
+    if (!s.partitioned.empty()) {
+      s.parts = 1;
+      s.on_host = true;
+    }
+  }
+  return marked;
+}
+
 std::vector<bool> KeptTensors(const Graph& g, const std::vector<RecomputeSegment>& segments) {
   const Readers r = FindReaders(g);
   std::vector<bool> kept(g.tensors.size(), false), transient(g.tensors.size(), false);

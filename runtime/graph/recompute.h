@@ -54,6 +54,7 @@ struct RecomputeSegment {
   // partition_activations: inputs kept as slices over `parts` ranks (PartitionCheckpoints).
   std::vector<int> partitioned;
   int parts = 1;
+  bool on_host = false;  // cpu_checkpointing: the kept parts live in host memory
 };
 
 // The segments of `mode` in node order (none: only sequence parallelism's gathers). InvalidArgument
@@ -66,6 +67,12 @@ StatusOr<std::vector<RecomputeSegment>> RecomputeSegments(const Graph& graph, Re
 // `parts` divides. Returns how many were marked (0 when parts is 1).
 int PartitionCheckpoints(const Graph& graph, const std::vector<bool>& replicated, int parts,
                          std::vector<RecomputeSegment>* segments);
+
+// cpu_checkpointing on a device: the same inputs PartitionCheckpoints could split (a full
+// recompute's block inputs that only the block reads), whole (parts 1), kept in host memory
+// while the device holds them only from their forward to their segment's recompute. Returns
+// how many were marked.
+int OffloadCheckpoints(const Graph& graph, std::vector<RecomputeSegment>* segments);
 
 // Per tensor: whether forward must keep it for backward: some node's backward reads it
 // (OpDef::backward_reads_*) and recompute does not make it transient, or a recompute segment

@@ -6,7 +6,8 @@
 //                       there, and the stash follows any tp collective at that point): this
 //                       rank's slice copied aside
 //   CHECKPOINT_RESTORE  just before the segment's RECOMPUTE: the tp group's slices all-gathered
-//                       back into the whole tensor
+//                       back into the whole tensor (cpu_checkpointing: the whole tensor copied
+//                       back from host memory, LOCAL)
 //
 // so the runner only dispatches. Pure and deterministic, like MakePlan.
 #pragma once

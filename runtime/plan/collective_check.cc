@@ -68,6 +68,7 @@ Status CollectGroups(const proto::Plan& plan, Sequences* seq) {
     const auto& list = rp.instructions();
     for (int i = 0; i < list.size(); ++i) {
       if (!IsCollective(list[i].kind())) continue;
+      if (list[i].collective().placement() == proto::LOCAL) continue;  // no communication
       const std::string& group = list[i].collective().group();
       auto m = members.find(group);
       if (m == members.end() || !m->second.count(rp.rank()))

@@ -123,9 +123,10 @@ Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs
     if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
     facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
   }
-  // partition_activations: a partitioned checkpoint keeps its rank's slice (the executor's).
+  // partition_activations: a partitioned checkpoint keeps its rank's slice (the executor's);
+  // cpu_checkpointing: in host memory, nothing on the device.
   for (const RecomputeSegment& s : recompute)
-    for (int t : s.partitioned)
+    for (int t : s.on_host ? std::vector<int>() : s.partitioned)
       facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes +=
           specs[t].nbytes() / s.parts;
   for (size_t t = 0; t < graph.tensors.size(); ++t) {

@@ -155,6 +155,7 @@ StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topol
                       RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)
     PartitionCheckpoints(local.graph, local.replicated, topology.tp, &recompute);
+  if (config.cpu_checkpointing) OffloadCheckpoints(local.graph, &recompute);
   DS_ASSIGN_OR_RETURN(ModelFacts facts, AnalyzeModel(local.graph, config.micro_batch_size,
                                                      config.seq_len, recompute));
   proto::Plan plan;

@@ -17,6 +17,9 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
     return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
                                 "\" must be none, selective or full");
   c.partition_activations = job.recompute.partition_activations;
+  c.cpu_checkpointing = job.recompute.cpu_checkpointing &&
+                        job.device.type == config::DeviceType::kCuda &&
+                        c.recompute == RecomputeMode::kFull;
   if (!ParsePipeSchedule(job.pipeline.schedule, &c.pipe_schedule))
     return InvalidArgumentError(job.source + ": pipeline.schedule \"" + job.pipeline.schedule +
                                 "\" must be 1f1b, interleaved or zb-h1");

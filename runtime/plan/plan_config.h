@@ -44,6 +44,9 @@ struct PlanConfig {
   // activation_checkpointing.partition_activations: the checkpoints PartitionCheckpoints picks
   // (full recompute's block inputs, replicated over tp) kept as 1/tp slices.
   bool partition_activations = false;
+  // activation_checkpointing.cpu_checkpointing with the activations on a device (device.type
+  // cuda) and full recompute: the block inputs kept in host memory (OffloadCheckpoints).
+  bool cpu_checkpointing = false;
   int stage = 0;  // ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters
   // Batch triad as in the job file (0 = not given); MakePlan resolves it for topology.dp with
   // DeepSpeed's rule train = micro x gas x dp (ResolveBatchSizes).

@@ -107,6 +107,11 @@ Status PipelineCompute::StashCheckpoint(const proto::Instruction& in, int tensor
   return e->StashCheckpoint(tensor);
 }
 
+Status PipelineCompute::RestoreCheckpoint(const proto::Instruction& in, int tensor) {
+  DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
+  return e->RestoreCheckpoint(tensor);
+}
+
 StatusOr<float*> PipelineCompute::TensorData(const proto::Instruction& in, int tensor, bool grad,
                                              int64_t count) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));

@@ -39,6 +39,7 @@ class PipelineCompute final : public StepCompute {
   StatusOr<float*> CheckpointSlice(const proto::Instruction& in, int tensor,
                                    int64_t count) override;
   Status StashCheckpoint(const proto::Instruction& in, int tensor) override;
+  Status RestoreCheckpoint(const proto::Instruction& in, int tensor) override;
 
   // Milliseconds spent in the executors' forwards and backwards since the last call.
   double TakeComputeMs();

@@ -57,6 +57,9 @@ class ExecutorCompute final : public StepCompute {
   Status StashCheckpoint(const Instruction&, int tensor) override {
     return e_->StashCheckpoint(tensor);
   }
+  Status RestoreCheckpoint(const Instruction&, int tensor) override {
+    return e_->RestoreCheckpoint(tensor);
+  }
 
  private:
   exec::Executor* e_;
@@ -79,6 +82,9 @@ StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count)
 
 StatusOr<float*> StepCompute::CheckpointSlice(const Instruction&, int, int64_t) {
   return UnimplementedError("this compute keeps no partitioned checkpoints");
+}
+Status StepCompute::RestoreCheckpoint(const Instruction&, int) {
+  return UnimplementedError("this compute keeps no checkpoints in host memory");
 }
 Status StepCompute::StashCheckpoint(const Instruction&, int) {
   return UnimplementedError("this compute keeps no partitioned checkpoints");
@@ -280,13 +286,16 @@ Status StepRunner::Impl::PointToPoint(int index, const Instruction& in) {
 }
 
 // partition_activations: this rank's slice of a checkpoint kept aside after forward, and the
-// tp group's slices gathered back into the whole tensor before its segment's recompute.
+// tp group's slices gathered back into the whole tensor before its segment's recompute
+// (cpu_checkpointing: the whole tensor kept in host memory, copied back).
 Status StepRunner::Impl::Stash(int, const Instruction& in) {
   return compute->StashCheckpoint(in, in.activation().tensor());
 }
 
 Status StepRunner::Impl::Restore(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
+  if (c.placement() == proto::LOCAL)  // cpu_checkpointing: one part, in host memory
+    return compute->RestoreCheckpoint(in, in.activation().tensor());
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   const int64_t slice = c.count() / comm->size();
   DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in, in.activation().tensor(), slice));

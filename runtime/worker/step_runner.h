@@ -76,6 +76,8 @@ class StepCompute {
   // the chunk and slot `in` names.
   virtual StatusOr<float*> CheckpointSlice(const proto::Instruction& in, int tensor, int64_t count);
   virtual Status StashCheckpoint(const proto::Instruction& in, int tensor);
+  // cpu_checkpointing: the kept copy (host memory) back into the tensor on the device.
+  virtual Status RestoreCheckpoint(const proto::Instruction& in, int tensor);
 };
 
 // The executor's slice of partitioned checkpoint `tensor`, checked to be `count` fp32 values:

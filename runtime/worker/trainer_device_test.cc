@@ -185,6 +185,53 @@ TEST_CASE("Device states: one rank follows the host-state curve", "[worker][devi
   CheckClose(sgd(true), sgd_host, 1e-6);
 }
 
+// cpu_checkpointing: with full recompute on a device, each block's input is copied to host
+// memory after forward (CHECKPOINT_STASH) and back before its recompute (CHECKPOINT_RESTORE,
+// LOCAL); the device keeps it only in the forward-only arena. The same arithmetic: losses bit
+// for bit; the device's activations shrink by what the host keeps.
+TEST_CASE("Device states: cpu_checkpointing keeps the block inputs in host memory",
+          "[worker][device]") {
+  const std::string data = MakeData();
+  struct Result {
+    std::vector<double> losses;
+    int64_t device_bytes = 0, kept_bytes = 0, host_bytes = 0;
+    int stashes = 0, local_restores = 0;
+  };
+  auto run = [&](const std::string& ac) {
+    std::string yaml = Config(data, 8, 1, true, ac);
+    yaml.replace(yaml.find("train_iters: 20}"), 16, "train_iters: 6, recompute: full}");
+    HostMemory memory;
+    auto t = MakeTrainer(yaml, nullptr, &memory);
+    REQUIRE(t.ok());
+    REQUIRE((*t)->Initialize().ok());
+    Result r;
+    for (int i = 0; i < 6; ++i) {
+      auto m = (*t)->TrainStep();
+      REQUIRE(m.ok());
+      r.losses.push_back(m->loss);
+    }
+    r.device_bytes = (*t)->executor().activation_bytes();
+    r.kept_bytes = (*t)->executor().kept_activation_bytes();
+    r.host_bytes = (*t)->executor().host_checkpoint_bytes();
+    for (const proto::Instruction& in : (*t)->plan().ranks(0).instructions()) {
+      r.stashes += in.kind() == proto::Instruction::CHECKPOINT_STASH;
+      r.local_restores += in.kind() == proto::Instruction::CHECKPOINT_RESTORE &&
+                          in.collective().placement() == proto::LOCAL;
+    }
+    return r;
+  };
+  const Result kept = run("");
+  const Result host = run("activation_checkpointing: {cpu_checkpointing: true}\n");
+  CHECK(host.losses == kept.losses);
+  CHECK(kept.host_bytes == 0);
+  CHECK(host.host_bytes > 0);
+  CHECK(host.kept_bytes + host.host_bytes == kept.kept_bytes);  // moved, not copied
+  CHECK(host.device_bytes < kept.device_bytes);
+  CHECK(host.stashes == 2);  // one per block input (2 blocks), gas 1
+  CHECK(host.local_restores == 2);
+  CHECK(kept.stashes == 0);
+}
+
 // Stage 2 reduces every micro-batch's buckets into the gradient shard (gas 2 here: micro 2 x
 // 2 ranks x 2), from the plan's gradient bucket arena on the device.
 TEST_CASE("Device states: DP = 2 at stages 0-2 follows the single-rank curve", "[worker][device]") {

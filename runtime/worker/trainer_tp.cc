@@ -46,9 +46,14 @@ StatusOr<int> Trainer::SetRecompute(int chunk, exec::ExecutorOptions* eo) {
   const Graph& g = pipe ? pipe_chunks_.at(chunk) : graph_;
   DS_ASSIGN_OR_RETURN(eo->recompute, RecomputeSegments(g, pc.recompute));
   eo->checkpoint_rank = tp_rank_;
-  if (!pc.partition_activations || !tp_) return 0;
-  const std::vector<bool>& replicated = pipe ? pipe_tp_.at(chunk).replicated : tp_->replicated;
-  return PartitionCheckpoints(g, replicated, plan_->topology().tp(), &eo->recompute);
+  int split = 0;
+  if (pc.partition_activations && tp_) {
+    const std::vector<bool>& replicated = pipe ? pipe_tp_.at(chunk).replicated : tp_->replicated;
+    split = PartitionCheckpoints(g, replicated, plan_->topology().tp(), &eo->recompute);
+  }
+  // cpu_checkpointing on a device: the plan's rule, after the partition as the planner does.
+  if (pc.cpu_checkpointing) OffloadCheckpoints(g, &eo->recompute);
+  return split;
 }
 
 void Trainer::ReportPartitionedActivations(const plan::Topology& topology, int split) {
