@@ -57,9 +57,13 @@ YAML
 job "$BASE/single.yaml" 16 "$BASE/single.csv" 20
 "$WORKER" --config "$BASE/single.yaml" >/dev/null 2>&1 || fail "single-rank run"
 
+# --coordinator 127.0.0.1:0 keeps every connection on loopback: by default ds-launch would
+# listen on every interface and the agents would dial this host's name, which may resolve
+# beyond 127.0.0.0/8 on another machine.
 submit() {  # submit NAME CONFIG: sbatch train.sbatch CONFIG; prints the job id
   DS_LAUNCH=$LAUNCH sbatch --parsable --export=ALL -o "$BASE/$1-%j.out" -D "$BASE" \
-    "$SBATCH_SCRIPT" "$2" --worker "$WORKER" --agent "$AGENT" --heartbeat 0.5 --grace 1
+    "$SBATCH_SCRIPT" "$2" --worker "$WORKER" --agent "$AGENT" --heartbeat 0.5 --grace 1 \
+    --coordinator 127.0.0.1:0
 }
 state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 wait_state() {  # wait_state ID SECONDS STATE...
