@@ -396,7 +396,8 @@ Status ZeroCollectives::ReduceTied(const Instruction& in, parallel::Communicator
   const DType t = host_->dtype();
   const size_t ts = DTypeSize(t);
   const int64_t count = in.collective().count();
-  std::vector<char> sum(count * ts, 0);  // all-zero bits: 0 in every float type
+  std::vector<char>& sum = tied_sum_;
+  sum.assign(count * ts, 0);  // all-zero bits: 0 in every float type
   auto at = [&](const proto::ParamRange& r) -> char* {
     return in.in_shard() ? static_cast<char*>(parts_.params->grad_shard()) + r.offset() * ts
                          : host_->Grads(r.offset());

@@ -124,6 +124,7 @@ class ZeroCollectives {
   std::unique_ptr<Impl> impl_;  // the staging arena
   int64_t staging_bytes_ = 0;
   DType comm_dtype_ = DType::kF32;  // of gradient reductions (the plan's)
+  std::vector<char> tied_sum_;      // ReduceTied's buffer, kept from step to step
 };
 
 }  // namespace ds::zero

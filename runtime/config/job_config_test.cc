@@ -9,6 +9,13 @@
 namespace ds::config {
 namespace {
 
+// Every warning of a parse, one per line (for find and INFO).
+std::string AllWarnings(const JobConfig& c) {
+  std::string all;
+  for (const std::string& w : c.warnings) all += w + "\n";
+  return all;
+}
+
 // The same job, once in YAML and once in JSON.
 constexpr const char* kYaml = R"(
 train_micro_batch_size_per_gpu: 4
@@ -294,8 +301,7 @@ checkpoint: {dir: ckpt, tag_validation: Warn}
   CHECK(c->warnings[0] ==
         "job.yaml: \"checkpoint.tag_validation\" is a DeepSpeed setting ds-runtime does not "
         "support yet; ignored");
-  std::string all;
-  for (const std::string& w : c->warnings) all += w + "\n";
+  const std::string all = AllWarnings(*c);
   CHECK(all.find("\"wandb\" is enabled, but it needs a network service") != std::string::npos);
   CHECK_FALSE(c->monitor.flops_profiler.enabled);             // read, not warned
   CHECK(all.find("\"wandb.project\"") == std::string::npos);  // one per block, not per key
@@ -490,12 +496,6 @@ TEST_CASE("JobConfig: LoadJobConfig reads a file and names it", "[config]") {
   CHECK(missing.status().message().find("job_config_test.json.missing") != std::string::npos);
 }
 
-}  // namespace
-}  // namespace ds::config
-
-namespace ds::config {
-namespace {
-
 TEST_CASE("JobConfig: training.recompute and DeepSpeed's activation_checkpointing", "[config]") {
   auto mode = [](const std::string& yaml) {
     StatusOr<JobConfig> c = ParseJobConfig("train_batch_size: 8\n" + yaml, "job.yaml");
@@ -522,12 +522,6 @@ TEST_CASE("JobConfig: training.recompute and DeepSpeed's activation_checkpointin
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("training.recompute") != std::string::npos);
 }
-
-}  // namespace
-}  // namespace ds::config
-
-namespace ds::config {
-namespace {
 
 // DeepSpeed settings whose other values ask for what ds-runtime does not do: one warning each
 // naming the key when set to those values, nothing at the values that run; nesterov refused.
@@ -557,8 +551,7 @@ zero_optimization: {stage: 2, contiguous_gradients: false, allgather_partitions:
 )",
                                             "job.yaml");
   REQUIRE(loud.ok());
-  std::string all;
-  for (const std::string& w : loud->warnings) all += w + "\n";
+  const std::string all = AllWarnings(*loud);
   INFO(all);
   for (const char* key :
        {"\"prescale_gradients\": false changes nothing here",
@@ -576,12 +569,6 @@ zero_optimization: {stage: 2, contiguous_gradients: false, allgather_partitions:
   REQUIRE_FALSE(sgd.ok());
   CHECK(sgd.status().message().find("nesterov") != std::string::npos);
 }
-
-}  // namespace
-}  // namespace ds::config
-
-namespace ds::config {
-namespace {
 
 // HuggingFace's "auto": the batch triad derived from the other two, the ZeRO bucket sizes from
 // the model's width as HF's integration does; "auto" where nothing can be derived is refused.
@@ -616,12 +603,6 @@ TEST_CASE("JobConfig: \"auto\" resolves where the value can be derived", "[confi
   CHECK(live->zero.max_live_parameters == 1000000000);
 }
 
-}  // namespace
-}  // namespace ds::config
-
-namespace ds::config {
-namespace {
-
 // Keys newer DeepSpeed versions read (the audit in runtime/config/README.md) load with one
 // warning each instead of failing as unknown; settings that would train differently are refused.
 TEST_CASE("JobConfig: newer DeepSpeed keys load with a warning each", "[config]") {
@@ -648,8 +629,7 @@ TEST_CASE("JobConfig: newer DeepSpeed keys load with a warning each", "[config]"
                                          "ds_config.json");
   INFO((c.ok() ? "" : c.status().ToString()));
   REQUIRE(c.ok());
-  std::string all;
-  for (const std::string& w : c->warnings) all += w + "\n";
+  const std::string all = AllWarnings(*c);
   INFO(all);
   for (const char* key :
        {"\"vocabulary_size\"", "\"gradient_allreduce_op\"", "\"compile\"",
@@ -676,12 +656,6 @@ TEST_CASE("JobConfig: newer DeepSpeed keys load with a warning each", "[config]"
   CHECK(muon.status().message().find("DeepSpeed optimizer \"Muon\" is not supported yet") !=
         std::string::npos);
 }
-
-}  // namespace
-}  // namespace ds::config
-
-namespace ds::config {
-namespace {
 
 // DeepSpeed-Chat's training config (its get_train_ds_config, written out for stage 3 with CPU
 // offload, fp16 and the hybrid engine) loads: what does not run here warns, once each.
@@ -716,8 +690,7 @@ TEST_CASE("JobConfig: DeepSpeed-Chat's training config loads", "[config]") {
   CHECK(c->fp16.loss_scale_window == 100);
   CHECK(c->steps_per_print == 10);
   CHECK(c->monitor.tensorboard.job_name == "step1_model_tensorboard");
-  std::string all;
-  for (const std::string& w : c->warnings) all += w + "\n";
+  const std::string all = AllWarnings(*c);
   INFO(all);
   CHECK(c->warnings.size() == 3);
   CHECK(all.find("\"prescale_gradients\": false changes nothing here") != std::string::npos);
