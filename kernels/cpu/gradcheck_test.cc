@@ -36,7 +36,7 @@ double Loss(OpHarness& h, const std::vector<OwnedTensor>& proj) {
   REQUIRE(h.Forward().ok());
   double loss = 0.0;
   for (size_t o = 0; o < proj.size(); ++o)
-    for (int64_t i = 0; i < proj[o].numel(); ++i)
+    for (int64_t i = 0; proj[o].view().defined() && i < proj[o].numel(); ++i)
       loss += static_cast<double>(h.outputs[o].f32()[i]) * proj[o].f32()[i];
   return loss;
 }
@@ -51,7 +51,10 @@ void CheckGradients(GradCase c) {
   REQUIRE(h.Forward().ok());
   std::mt19937 rng(7);
   std::vector<OwnedTensor> proj;
-  for (const OwnedTensor& o : h.outputs) proj.push_back(RandomTensor(o.view().shape(), rng));
+  // Integer outputs (MoE routes) take no gradient: no projection.
+  for (const OwnedTensor& o : h.outputs)
+    proj.push_back(o.view().dtype() == DType::kF32 ? RandomTensor(o.view().shape(), rng)
+                                                   : OwnedTensor());
 
   // Analytic: backward twice; the second call must exactly double (accumulate).
   std::vector<OwnedTensor> grads;
@@ -109,6 +112,13 @@ Attrs HeadAttrs(int64_t n_head, int64_t n_kv_head) {
   a.SetInt("n_head", n_head);
   a.SetInt("n_kv_head", n_kv_head);
   return a;
+}
+
+// A float tensor holding small integers (the MoE capacity).
+OwnedTensor IntTensorF(const Shape& shape, const std::vector<float>& values) {
+  OwnedTensor t(shape, DType::kF32);
+  for (size_t i = 0; i < values.size(); ++i) t.f32()[i] = values[i];
+  return t;
 }
 
 template <typename... T>
@@ -228,6 +238,80 @@ TEST_CASE("gradcheck: cross_entropy with ignored targets", "[kernels][gradcheck]
                          IntTensor({2, 4}, {3, -1, 0, 10, 7, 7, -1, 2}))});
 }
 
+// Gate logits whose order per token is a random permutation with gaps of about 1, so the finite
+// differences never change a token's experts.
+OwnedTensor SeparatedLogits(int64_t tokens, int64_t experts, std::mt19937& rng) {
+  OwnedTensor t = RandomTensor({tokens, experts}, rng, -0.2f, 0.2f);
+  std::vector<int> perm(experts);
+  for (int64_t n = 0; n < tokens; ++n) {
+    for (int64_t e = 0; e < experts; ++e) perm[e] = static_cast<int>(e);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t e = 0; e < experts; ++e) t.f32()[n * experts + e] += perm[e];
+  }
+  return t;
+}
+
+Attrs Gating(int64_t experts, int64_t k, double factor, int64_t drop) {
+  Attrs a;
+  a.SetInt("num_experts", experts);
+  a.SetInt("top_k", k);
+  a.SetFloat("capacity_factor", factor);
+  a.SetInt("min_capacity", 0);
+  a.SetInt("drop_tokens", drop);
+  a.SetString("second_expert", "argmax");
+  return a;
+}
+
+TEST_CASE("gradcheck: mixture of experts", "[kernels][gradcheck][moe]") {
+  std::mt19937 rng(9);
+  SECTION("router top-1 with drops (random token selection)") {
+    CheckGradients({"moe_router", Gating(4, 1, 0.5, 1), Inputs(SeparatedLogits(24, 4, rng))});
+  }
+  SECTION("router top-2 with drops: weights renormalised over the survivors") {
+    CheckGradients({"moe_router", Gating(4, 2, 0.5, 1), Inputs(SeparatedLogits(24, 4, rng))});
+  }
+  SECTION("router top-2 without drops") {
+    CheckGradients({"moe_router", Gating(3, 2, 1.0, 0), Inputs(SeparatedLogits(10, 3, rng))});
+  }
+  // 6 tokens, 3 experts without drops: buffer capacity 6 (route e x 6 + p), step capacity 3.
+  OwnedTensor routes = IntTensor({2, 3, 2}, {0, 6, 12, -1, 1, 13, 7, 2, 14, -1, 8, -1});
+  SECTION("dispatch") {
+    Attrs a = Gating(3, 2, 1.0, 0);
+    CheckGradients(
+        {"moe_dispatch", a,
+         Inputs(RandomTensor({2, 3, 5}, rng), CopyOf(routes.view()), IntTensorF({1}, {3}))});
+  }
+  SECTION("expert_linear with and without bias, two blocks per expert") {
+    CheckGradients({"expert_linear",
+                    {},
+                    Inputs(RandomTensor({4, 5, 3}, rng), IntTensorF({1}, {4}),
+                           RandomTensor({2, 6, 3}, rng), RandomTensor({2, 6}, rng))});
+    CheckGradients(
+        {"expert_linear",
+         {},
+         Inputs(RandomTensor({4, 5, 3}, rng), IntTensorF({1}, {3}), RandomTensor({4, 6, 3}, rng))});
+  }
+  SECTION("combine") {
+    CheckGradients({"moe_combine",
+                    {},
+                    Inputs(RandomTensor({3, 6, 5}, rng), CopyOf(routes.view()),
+                           RandomTensor({2, 3, 2}, rng), IntTensorF({1}, {3}))});
+  }
+  SECTION("residual mix") {
+    CheckGradients({"moe_residual_mix",
+                    {},
+                    Inputs(RandomTensor({2, 3, 5}, rng), RandomTensor({2, 3, 5}, rng),
+                           RandomTensor({2, 3, 2}, rng, -2, 2))});
+  }
+  SECTION("moe_loss") {
+    Attrs a;
+    a.SetFloat("coeff", 0.25);
+    CheckGradients(
+        {"moe_loss", a,
+         Inputs(RandomTensor({1}, rng), RandomTensor({1}, rng), RandomTensor({1}, rng))});
+  }
+}
+
 TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
           "[kernels][gradcheck]") {
   std::mt19937 rng(8);
@@ -257,6 +341,12 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
                                          "layernorm",
                                          "linear",
                                          "mul",
+                                         "moe_router",
+                                         "moe_dispatch",
+                                         "expert_linear",
+                                         "moe_combine",
+                                         "moe_residual_mix",
+                                         "moe_loss",
                                          "position_embedding",
                                          "rmsnorm",
                                          "rope",

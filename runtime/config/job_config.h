@@ -122,6 +122,24 @@ struct AioConfig {
 
 enum class ModelFamily { kNone, kGpt2, kLlama };
 
+// model.moe: mixture-of-experts MLPs for the generator (DeepSpeed-MoE's layer arguments; ds-model
+// takes the same as flags).
+struct MoeConfig {
+  int num_experts = 0;  // 0: dense
+  int expert_interval = 1;
+  int top_k = 1;
+  double capacity_factor = 1.0;
+  double eval_capacity_factor = 1.0;
+  int min_capacity = 4;
+  bool drop_tokens = true;
+  bool use_residual = false;
+  std::string noisy_gate_policy = "none";
+  bool top2_2nd_expert_sampling = true;
+  bool use_rts = true;
+  double moe_loss_coeff = 0.01;
+  int expert_ffn_hidden = 0;
+};
+
 // Either a graph file or the settings of the built-in generator.
 struct ModelConfig {
   std::string graph;  // path to a .pb / .pbtxt graph; empty = use the generator settings
@@ -136,6 +154,7 @@ struct ModelConfig {
   double dropout = 0.0;
   double rope_theta = 10000.0;  // llama only
   bool tie_embeddings = true;
+  MoeConfig moe;
 };
 
 // data.format: auto (by header magic), ds, uint16, llmc; the readers' own enum.

@@ -9,9 +9,42 @@ namespace ds::config::internal {
 namespace {
 
 // Generator settings; with `model.graph` none of them may be given.
-constexpr const char* kGeneratorKeys[] = {"family",    "n_layer",    "n_embd",        "n_head",
-                                          "n_kv_head", "vocab_size", "max_seq_len",   "ffn_hidden",
-                                          "dropout",   "rope_theta", "tie_embeddings"};
+constexpr const char* kGeneratorKeys[] = {"family",    "n_layer",    "n_embd",         "n_head",
+                                          "n_kv_head", "vocab_size", "max_seq_len",    "ffn_hidden",
+                                          "dropout",   "rope_theta", "tie_embeddings", "moe"};
+
+void ReadMoe(MapReader& parent, MoeConfig* m) {
+  MapReader r = parent.Block("moe");
+  r.Get("num_experts", &m->num_experts);
+  r.Require(m->num_experts >= 0, "num_experts", "must be >= 0 (0 = dense)");
+  r.Get("expert_interval", &m->expert_interval);
+  r.Require(m->expert_interval >= 1, "expert_interval", "must be >= 1");
+  r.Get("top_k", &m->top_k);
+  r.Require(m->top_k == 1 || m->top_k == 2, "top_k", "must be 1 or 2");
+  r.Require(m->num_experts == 0 || m->top_k <= m->num_experts, "top_k",
+            "must not exceed num_experts " + std::to_string(m->num_experts));
+  r.Get("capacity_factor", &m->capacity_factor);
+  r.Require(m->capacity_factor > 0, "capacity_factor", "must be > 0");
+  r.Get("eval_capacity_factor", &m->eval_capacity_factor);
+  r.Require(m->eval_capacity_factor > 0, "eval_capacity_factor", "must be > 0");
+  r.Get("min_capacity", &m->min_capacity);
+  r.Require(m->min_capacity >= 0, "min_capacity", "must be >= 0");
+  r.Get("drop_tokens", &m->drop_tokens);
+  r.Get("use_residual", &m->use_residual);
+  if (r.Get("noisy_gate_policy", &m->noisy_gate_policy)) {
+    m->noisy_gate_policy = Lower(m->noisy_gate_policy);
+    if (m->noisy_gate_policy == "null") m->noisy_gate_policy = "none";
+    r.Require(m->noisy_gate_policy == "none" || m->noisy_gate_policy == "rsample",
+              "noisy_gate_policy", "must be None or RSample (Jitter is not supported)");
+  }
+  r.Get("top2_2nd_expert_sampling", &m->top2_2nd_expert_sampling);
+  r.Get("use_rts", &m->use_rts);
+  r.Get("moe_loss_coeff", &m->moe_loss_coeff);
+  r.Require(m->moe_loss_coeff >= 0, "moe_loss_coeff", "must be >= 0");
+  r.Get("expert_ffn_hidden", &m->expert_ffn_hidden);
+  r.Require(m->expert_ffn_hidden >= 0, "expert_ffn_hidden", "must be >= 0 (0 = ffn_hidden)");
+  r.Finish();
+}
 
 void ReadGenerator(MapReader& r, ModelConfig* m) {
   std::string family;
@@ -48,6 +81,7 @@ void ReadGenerator(MapReader& r, ModelConfig* m) {
   r.Get("rope_theta", &m->rope_theta);
   r.Require(m->rope_theta > 0, "rope_theta", "must be > 0");
   r.Get("tie_embeddings", &m->tie_embeddings);
+  if (r.Has("moe")) ReadMoe(r, &m->moe);
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ struct InitSpec {
   float mean = 0, std = 0, low = 0, high = 0, value = 0;
 };
 
-enum class ShardKind : uint8_t { kNone, kReplicated, kColumn, kRow, kVocab };
+// kExpert: split by experts (dimension 0) over the expert-parallel group.
+enum class ShardKind : uint8_t { kNone, kReplicated, kColumn, kRow, kVocab, kExpert };
 
 struct TensorInfo {
   std::string name;

@@ -4,66 +4,20 @@
 #include <map>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/graph_builder.h"
+#include "runtime/graph/moe_builder.h"
 
 namespace ds {
 namespace {
 
-// Appends tensors and nodes to a Graph with short calls.
-class Builder {
- public:
-  explicit Builder(Graph* g) : g_(g) {}
-
-  int Param(const std::string& name, Shape shape, InitSpec init, ShardKind shard) {
-    TensorInfo t;
-    t.name = name;
-    for (int64_t d : shape) t.shape.push_back(Dim::Fixed(d));
-    t.role = TensorRole::kParam;
-    t.init = init;
-    t.sharding = shard;
-    return Add(std::move(t));
-  }
-  int Data(const std::string& name, TensorRole role) {
-    TensorInfo t;
-    t.name = name;
-    t.shape = {Dim::Sym("batch"), Dim::Sym("seq")};
-    t.dtype = DType::kI32;
-    t.role = role;
-    return Add(std::move(t));
-  }
-  // Adds node `op` producing a new activation `out` of shape [batch, seq, width]
-  // (width 0: a scalar [1]).
-  int Node(const std::string& op, const std::string& out, std::vector<int> inputs, int64_t width,
-           int block, kernels::Attrs attrs = {}) {
-    TensorInfo t;
-    t.name = out;
-    if (width > 0)
-      t.shape = {Dim::Sym("batch"), Dim::Sym("seq"), Dim::Fixed(width)};
-    else
-      t.shape = {Dim::Fixed(1)};
-    t.role = TensorRole::kActivation;
-    int o = Add(std::move(t));
-    NodeInfo n;
-    n.name = out;
-    n.op = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {o};
-    n.attrs = std::move(attrs);
-    n.block = block;
-    g_->nodes.push_back(std::move(n));
-    return o;
-  }
-
- private:
-  int Add(TensorInfo t) {
-    g_->tensors.push_back(std::move(t));
-    return static_cast<int>(g_->tensors.size()) - 1;
-  }
-  Graph* g_;
-};
-
-InitSpec Normal(float std) { return {InitSpec::kNormal, 0.0f, std, 0, 0, 0}; }
-InitSpec Zeros() { return {InitSpec::kZeros, 0, 0, 0, 0, 0}; }
-InitSpec Ones() { return {InitSpec::kOnes, 0, 0, 0, 0, 0}; }
+using graph_internal::Builder;
+using graph_internal::Gpt2MoeMlp;
+using graph_internal::IsMoeBlock;
+using graph_internal::LlamaMoeMlp;
+using graph_internal::MoeTotalLoss;
+using graph_internal::Normal;
+using graph_internal::Ones;
+using graph_internal::Zeros;
 
 kernels::Attrs Eps(float eps) {
   kernels::Attrs a;
@@ -94,6 +48,7 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   kernels::Attrs heads;
   heads.SetInt("n_head", s.n_head);
   heads.SetInt("n_kv_head", s.n_head);
+  std::vector<int> aux;  // the MoE layers' aux losses
   for (int i = 0; i < L; ++i) {
     std::string p = "h." + std::to_string(i) + ".";
     int ln1w = b.Param(p + "ln_1.weight", {C}, Ones(), ShardKind::kReplicated);
@@ -104,10 +59,6 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
     int projb = b.Param(p + "attn.proj.bias", {C}, Zeros(), ShardKind::kReplicated);
     int ln2w = b.Param(p + "ln_2.weight", {C}, Ones(), ShardKind::kReplicated);
     int ln2b = b.Param(p + "ln_2.bias", {C}, Zeros(), ShardKind::kReplicated);
-    int fcw = b.Param(p + "mlp.fc.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
-    int fcb = b.Param(p + "mlp.fc.bias", {F}, Zeros(), ShardKind::kColumn);
-    int mpw = b.Param(p + "mlp.proj.weight", {C, F}, Normal(proj_std), ShardKind::kRow);
-    int mpb = b.Param(p + "mlp.proj.bias", {C}, Zeros(), ShardKind::kReplicated);
     int h = b.Node("layernorm", p + "ln_1", {x, ln1w, ln1b}, C, i, Eps(eps));
     h = b.Node("linear", p + "attn.qkv", {h, qkvw, qkvb}, 3 * C, i);
     h = b.Node("attention", p + "attn.att", {h}, C, i, heads);
@@ -115,9 +66,16 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
     h = MaybeDropout(b, h, p + "attn.drop", C, i, s.dropout);
     x = b.Node("add", p + "res_1", {x, h}, C, i);
     h = b.Node("layernorm", p + "ln_2", {x, ln2w, ln2b}, C, i, Eps(eps));
-    h = b.Node("linear", p + "mlp.fc", {h, fcw, fcb}, F, i);
-    h = b.Node("gelu", p + "mlp.gelu", {h}, F, i);
-    h = b.Node("linear", p + "mlp.proj", {h, mpw, mpb}, C, i);
+    auto dense = [&, h] {
+      int fcw = b.Param(p + "mlp.fc.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+      int fcb = b.Param(p + "mlp.fc.bias", {F}, Zeros(), ShardKind::kColumn);
+      int mpw = b.Param(p + "mlp.proj.weight", {C, F}, Normal(proj_std), ShardKind::kRow);
+      int mpb = b.Param(p + "mlp.proj.bias", {C}, Zeros(), ShardKind::kReplicated);
+      int y = b.Node("linear", p + "mlp.fc", {h, fcw, fcb}, F, i);
+      y = b.Node("gelu", p + "mlp.gelu", {y}, F, i);
+      return b.Node("linear", p + "mlp.proj", {y, mpw, mpb}, C, i);
+    };
+    h = IsMoeBlock(s.moe, i) ? Gpt2MoeMlp(b, s, p, h, i, F, proj_std, &aux, dense) : dense();
     h = MaybeDropout(b, h, p + "mlp.drop", C, i, s.dropout);
     x = b.Node("add", p + "res_2", {x, h}, C, i);
   }
@@ -128,7 +86,8 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   if (s.tie_embeddings == 0)
     head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int logits = b.Node("linear", "logits", {x, head}, V, L);
-  g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
+  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
+  g->loss = MoeTotalLoss(b, s.moe, ce, aux, L);
 }
 
 void BuildLlama(const ModelSpec& s, Graph* g) {
@@ -148,6 +107,7 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   kernels::Attrs rope = heads;
   rope.SetFloat("theta", s.rope_theta);
   const int64_t qkv_rows = (H + 2 * KV) * D;
+  std::vector<int> aux;  // the MoE layers' aux losses
   for (int i = 0; i < L; ++i) {
     std::string p = "layers." + std::to_string(i) + ".";
     int n1w = b.Param(p + "input_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
@@ -155,9 +115,6 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
         b.Param(p + "attn.qkv.weight", {qkv_rows, C}, Normal(s.init_std), ShardKind::kColumn);
     int ow = b.Param(p + "attn.o_proj.weight", {C, H * D}, Normal(s.init_std), ShardKind::kRow);
     int n2w = b.Param(p + "post_attention_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
-    int gw = b.Param(p + "mlp.gate_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
-    int uw = b.Param(p + "mlp.up_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
-    int dw = b.Param(p + "mlp.down_proj.weight", {C, F}, Normal(s.init_std), ShardKind::kRow);
     int h = b.Node("rmsnorm", p + "input_layernorm", {x, n1w}, C, i, Eps(eps));
     h = b.Node("linear", p + "attn.qkv", {h, qkvw}, qkv_rows, i);
     h = b.Node("rope", p + "attn.rope", {h}, qkv_rows, i, rope);
@@ -165,11 +122,18 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
     h = b.Node("linear", p + "attn.o_proj", {h, ow}, C, i);
     x = b.Node("add", p + "res_1", {x, h}, C, i);
     h = b.Node("rmsnorm", p + "post_attention_layernorm", {x, n2w}, C, i, Eps(eps));
-    int gate = b.Node("linear", p + "mlp.gate", {h, gw}, F, i);
-    int up = b.Node("linear", p + "mlp.up", {h, uw}, F, i);
-    gate = b.Node("silu", p + "mlp.silu", {gate}, F, i);
-    h = b.Node("mul", p + "mlp.swiglu", {gate, up}, F, i);
-    h = b.Node("linear", p + "mlp.down", {h, dw}, C, i);
+    if (IsMoeBlock(s.moe, i)) {
+      h = LlamaMoeMlp(b, s, p, h, i, F, &aux);
+    } else {
+      int gw = b.Param(p + "mlp.gate_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+      int uw = b.Param(p + "mlp.up_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
+      int dw = b.Param(p + "mlp.down_proj.weight", {C, F}, Normal(s.init_std), ShardKind::kRow);
+      int gate = b.Node("linear", p + "mlp.gate", {h, gw}, F, i);
+      int up = b.Node("linear", p + "mlp.up", {h, uw}, F, i);
+      gate = b.Node("silu", p + "mlp.silu", {gate}, F, i);
+      h = b.Node("mul", p + "mlp.swiglu", {gate, up}, F, i);
+      h = b.Node("linear", p + "mlp.down", {h, dw}, C, i);
+    }
     x = b.Node("add", p + "res_2", {x, h}, C, i);
   }
   int nw = b.Param("norm.weight", {C}, Ones(), ShardKind::kReplicated);
@@ -178,7 +142,8 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   if (s.tie_embeddings != 1)
     head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int logits = b.Node("linear", "logits", {x, head}, V, L);
-  g->loss = b.Node("cross_entropy", "loss", {logits, targets}, 0, L);
+  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
+  g->loss = MoeTotalLoss(b, s.moe, ce, aux, L);
 }
 
 }  // namespace
@@ -201,7 +166,7 @@ Status CheckModelSpec(const ModelSpec& s) {
   if (s.family == "llama" && (s.n_embd / s.n_head) % 2) return bad("RoPE needs an even head size");
   if (s.dropout < 0 || s.dropout >= 1) return bad("dropout must be in [0, 1)");
   if (s.ffn_hidden < 0) return bad("ffn_hidden must be positive (or 0 for the default)");
-  return OkStatus();
+  return graph_internal::CheckMoeSpec(s);
 }
 
 StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
@@ -213,6 +178,12 @@ StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
   g.config = {{"n_layer", s.n_layer},       {"n_embd", s.n_embd},
               {"n_head", s.n_head},         {"n_kv_head", s.n_kv_head > 0 ? s.n_kv_head : s.n_head},
               {"vocab_size", s.vocab_size}, {"max_seq_len", s.max_seq_len}};
+  if (s.moe.num_experts > 0) {
+    g.name += "-E" + std::to_string(s.moe.num_experts);
+    g.config["num_experts"] = s.moe.num_experts;
+    g.config["moe_top_k"] = s.moe.top_k;
+    g.config["expert_interval"] = s.moe.expert_interval;
+  }
   if (s.family == "gpt2")
     BuildGpt2(s, &g);
   else
@@ -221,8 +192,8 @@ StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
 }
 
 std::vector<std::string> ModelPresetNames() {
-  return {"gpt2-tiny",  "gpt2-small-test", "gpt2-124m", "gpt2-350m",
-          "llama-tiny", "llama-small",     "llama-1b"};
+  return {"gpt2-tiny",   "gpt2-small-test", "gpt2-124m",     "gpt2-350m",     "llama-tiny",
+          "llama-small", "llama-1b",        "gpt2-moe-tiny", "llama-moe-tiny"};
 }
 
 StatusOr<ModelSpec> ModelPreset(const std::string& name) {
@@ -243,6 +214,14 @@ StatusOr<ModelSpec> ModelPreset(const std::string& name) {
     s = {"llama", 16, 2048, 32, 8, 128256, 2048};
     s.ffn_hidden = 8192;
     s.rope_theta = 500000.0f;
+  } else if (name == "gpt2-moe-tiny") {  // 4 experts in every second block, top-1
+    s = {"gpt2", 2, 64, 4, 0, 64, 64};
+    s.moe.num_experts = 4;
+    s.moe.expert_interval = 2;
+  } else if (name == "llama-moe-tiny") {  // Mixtral-style: 4 top-2 experts in every block
+    s = {"llama", 2, 64, 4, 2, 64, 64};
+    s.moe.num_experts = 4;
+    s.moe.top_k = 2;
   } else {
     std::string known;
     for (const std::string& n : ModelPresetNames()) known += (known.empty() ? "" : ", ") + n;

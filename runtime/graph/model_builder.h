@@ -1,6 +1,8 @@
 // Graph generators for the GPT-2 family (learned positions, LayerNorm, GELU, biases, tied
 // embeddings) and the Llama family (RMSNorm, RoPE, SwiGLU, no biases, untied head,
-// grouped-query attention). Parameter names are the contract shared with checkpoints
+// grouped-query attention), each optionally with mixture-of-experts MLPs (moe_builder.h: GPT-2
+// with DeepSpeed-MoE's experts and its residual PR-MoE, Llama with Mixtral's top-2 SwiGLU
+// experts). Parameter names are the contract shared with checkpoints
 // and the Hugging Face name mapping (runtime/ckpt/hf_names.h).
 //
 //   ModelSpec spec = ModelPreset("gpt2-124m").value();
@@ -13,6 +15,24 @@
 #include "runtime/graph/graph.h"
 
 namespace ds {
+
+// Mixture of experts (DeepSpeed-MoE's layer arguments, parallelism.md D): blocks expert_interval,
+// 2 x expert_interval, ... (1-based) replace their MLP with num_experts experts.
+struct MoeSpec {
+  int num_experts = 0;  // 0: a dense model
+  int expert_interval = 1;
+  int top_k = 1;  // 1 or 2
+  float capacity_factor = 1.0f;
+  float eval_capacity_factor = 1.0f;
+  int min_capacity = 4;
+  bool drop_tokens = true;
+  bool use_residual = false;  // PR-MoE: a dense MLP beside the experts, mixed per token
+  std::string noisy_gate_policy = "none";  // "none" or "rsample" (top-1)
+  std::string second_expert = "sample";    // top-2: "sample" (Gumbel, as DeepSpeed) or "argmax"
+  bool use_rts = true;                     // top-1: random token selection when dropping
+  float aux_loss_coeff = 0.01f;            // Megatron-DeepSpeed's moe_loss_coeff
+  int expert_ffn_hidden = 0;               // 0: the dense MLP's width
+};
 
 struct ModelSpec {
   std::string family = "gpt2";  // "gpt2" or "llama"
@@ -28,10 +48,11 @@ struct ModelSpec {
   float norm_eps = 0.0f;  // 0: 1e-5
   float init_std = 0.02f;
   int tie_embeddings = -1;  // -1: family default (gpt2 tied, llama untied)
+  MoeSpec moe;
 };
 
 // The named presets ds-model offers: gpt2-tiny, gpt2-small-test, gpt2-124m, gpt2-350m,
-// llama-tiny, llama-small, llama-1b.
+// llama-tiny, llama-small, llama-1b, and the MoE ones gpt2-moe-tiny, llama-moe-tiny.
 StatusOr<ModelSpec> ModelPreset(const std::string& name);
 std::vector<std::string> ModelPresetNames();
 

@@ -1,4 +1,5 @@
-// ds-model: writes model graph descriptions for the GPT-2 and Llama families.
+// ds-model: writes model graph descriptions for the GPT-2 and Llama families, dense or with
+// mixture-of-experts MLPs (--num_experts, DeepSpeed-MoE's layer arguments).
 //
 //   ds-model --preset gpt2-124m --output gpt2-124m.pb
 //   ds-model --family llama --n_layer 4 --n_embd 256 --n_head 8 --n_kv_head 4 \
@@ -10,6 +11,27 @@
 #include "runtime/graph/graph_io.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/graph/validate.h"
+
+namespace {
+
+// A MoE flag the command line did not give keeps the preset's value.
+void OverrideMoe(const std::string& flag, const ds::MoeSpec& preset, ds::MoeSpec* m) {
+  if (flag == "--num_experts") m->num_experts = preset.num_experts;
+  if (flag == "--expert_interval") m->expert_interval = preset.expert_interval;
+  if (flag == "--top_k") m->top_k = preset.top_k;
+  if (flag == "--capacity_factor") m->capacity_factor = preset.capacity_factor;
+  if (flag == "--eval_capacity_factor") m->eval_capacity_factor = preset.eval_capacity_factor;
+  if (flag == "--min_capacity") m->min_capacity = preset.min_capacity;
+  if (flag == "--drop_tokens") m->drop_tokens = preset.drop_tokens;
+  if (flag == "--use_residual") m->use_residual = preset.use_residual;
+  if (flag == "--noisy_gate_policy") m->noisy_gate_policy = preset.noisy_gate_policy;
+  if (flag == "--top2_2nd_expert_sampling") m->second_expert = preset.second_expert;
+  if (flag == "--use_rts") m->use_rts = preset.use_rts;
+  if (flag == "--moe_loss_coeff") m->aux_loss_coeff = preset.aux_loss_coeff;
+  if (flag == "--expert_ffn_hidden") m->expert_ffn_hidden = preset.expert_ffn_hidden;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ds-model: write a GPT-2 or Llama model graph (.pb binary or .pbtxt text)"};
@@ -29,12 +51,29 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", spec.dropout, "dropout probability (gpt2)");
   app.add_option("--rope_theta", spec.rope_theta, "RoPE base (llama)");
   app.add_option("--tie_embeddings", spec.tie_embeddings, "1 tie, 0 untie, -1 family default");
+  ds::MoeSpec& moe = spec.moe;
+  app.add_option("--num_experts", moe.num_experts, "experts per MoE layer (0 = dense)");
+  app.add_option("--expert_interval", moe.expert_interval, "every k-th block is MoE");
+  app.add_option("--top_k", moe.top_k, "experts per token (1 or 2)");
+  app.add_option("--capacity_factor", moe.capacity_factor, "training capacity factor");
+  app.add_option("--eval_capacity_factor", moe.eval_capacity_factor, "evaluation capacity factor");
+  app.add_option("--min_capacity", moe.min_capacity, "least capacity per expert");
+  app.add_option("--drop_tokens", moe.drop_tokens, "drop tokens past the capacity (true/false)");
+  app.add_option("--use_residual", moe.use_residual, "PR-MoE: a dense MLP beside the experts");
+  app.add_option("--noisy_gate_policy", moe.noisy_gate_policy, "none or rsample (top-1)");
+  bool sample_second = true;
+  app.add_option("--top2_2nd_expert_sampling", sample_second,
+                 "top-2: Gumbel-sample the second expert (true, DeepSpeed's default) or argmax");
+  app.add_option("--use_rts", moe.use_rts, "top-1: random token selection when dropping");
+  app.add_option("--moe_loss_coeff", moe.aux_loss_coeff, "aux (load-balancing) loss coefficient");
+  app.add_option("--expert_ffn_hidden", moe.expert_ffn_hidden, "expert MLP width (0 = dense's)");
   app.add_option("--output,-o", output, "output file (.pb or .pbtxt)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  moe.second_expert = sample_second ? "sample" : "argmax";
   if (list) {
     for (const std::string& n : ds::ModelPresetNames()) {
       ds::ModelSpec s = ds::ModelPreset(n).value();
@@ -58,9 +97,14 @@ int main(int argc, char** argv) {
     }
     // Explicit flags override the preset's values.
     ds::ModelSpec base = *p;
+    const ds::MoeSpec preset_moe = base.moe;
+    base.moe = spec.moe;
     for (CLI::Option* opt : app.get_options()) {
-      if (opt->count() == 0) continue;
       const std::string n = opt->get_name();
+      if (opt->count() == 0) {
+        OverrideMoe(n, preset_moe, &base.moe);
+        continue;
+      }
       if (n == "--family")
         base.family = spec.family;
       else if (n == "--n_layer")
