@@ -329,36 +329,16 @@ TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
 TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // vocab_max, vocab_ce_stats and vocab_ce_loss take no gradient but the logits' (the chain
   // against cross_entropy in tensor_parallel_test.cc); sp_gather and sp_scatter compute nothing
-  // (the plan's collectives do: runtime/worker/tp_graph_test.cc); pipe_recv and pipe_send move
+  // (the plan's collectives do: runtime/worker/tp_graph_test.cc), nor does moe_all_to_all
+  // (runtime/worker/trainer_moe_test.cc); pipe_recv and pipe_send move
   // gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc).
-  const std::set<std::string> covered = {"add",
-                                         "attention",
-                                         "bias_add",
-                                         "cross_entropy",
-                                         "dropout",
-                                         "embedding",
-                                         "gelu",
-                                         "layernorm",
-                                         "linear",
-                                         "mul",
-                                         "moe_router",
-                                         "moe_dispatch",
-                                         "expert_linear",
-                                         "moe_combine",
-                                         "moe_residual_mix",
-                                         "moe_loss",
-                                         "position_embedding",
-                                         "rmsnorm",
-                                         "rope",
-                                         "silu",
-                                         "vocab_max",
-                                         "vocab_ce_stats",
-                                         "vocab_ce_loss",
-                                         "sp_split",
-                                         "sp_gather",
-                                         "sp_scatter",
-                                         "pipe_recv",
-                                         "pipe_send"};
+  const std::set<std::string> covered = {
+      "add",        "attention",      "bias_add",           "cross_entropy", "dropout",
+      "embedding",  "gelu",           "layernorm",          "linear",        "mul",
+      "moe_router", "moe_dispatch",   "expert_linear",      "moe_combine",   "moe_residual_mix",
+      "moe_loss",   "moe_all_to_all", "position_embedding", "rmsnorm",       "rope",
+      "silu",       "vocab_max",      "vocab_ce_stats",     "vocab_ce_loss", "sp_split",
+      "sp_gather",  "sp_scatter",     "pipe_recv",          "pipe_send"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

@@ -8,6 +8,7 @@
 //   moe_combine    y[t] = sum_i w[t, i] x[row of route i]; backward both products
 //   moe_residual_mix  out = p0 moe + p1 mlp, p = softmax(coef); backward through the softmax
 //   moe_loss       loss + coeff x sum of the aux inputs
+//   moe_all_to_all nothing: the plan's all-to-all writes its output and its input's gradient
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -73,13 +74,17 @@ Status DispatchBackward(const OpArgs& args) {
 // The blocks of an expert_linear call: `blocks` of `rows` rows, block b through local expert
 // b mod experts.
 struct ExpertShape {
-  int64_t blocks, buffer, rows, in, out, experts;
+  int64_t blocks, buffer, rows, in, out, experts, first;  // experts [first, first + experts)
 };
 
 StatusOr<ExpertShape> ShapeOf(const OpArgs& args) {
   const Tensor& x = args.in[0];
   const Tensor& w = args.in[2];
-  ExpertShape s{x.dim(0), x.dim(1), 0, w.dim(2), w.dim(1), w.dim(0)};
+  ExpertShape s{x.dim(0), x.dim(1), 0, w.dim(2), w.dim(1), w.dim(0), 0};
+  if (args.attrs) {
+    s.first = args.attrs->Int("expert_begin", 0);
+    s.experts = args.attrs->Int("local_experts", s.experts);
+  }
   DS_ASSIGN_OR_RETURN(s.rows, Capacity(args.in[1], s.buffer, "expert_linear"));
   return s;
 }
@@ -115,7 +120,7 @@ Status ExpertForward(const OpArgs& args) {
   const int64_t used = s.blocks * s.rows;
   std::memset(y + used * s.out, 0, (s.blocks * s.buffer - used) * s.out * sizeof(float));
   ForBlocks(s.blocks, [&](int64_t b, bool parallel) {
-    const int64_t e = b % s.experts;
+    const int64_t e = s.first + b % s.experts;
     float* yb = y + b * s.rows * s.out;
     if (bias)
       for (int64_t r = 0; r < s.rows; ++r)
@@ -135,15 +140,16 @@ Status ExpertBackward(const OpArgs& args) {
     float* dx = args.grad_in[0].f32();
     ForBlocks(s.blocks, [&](int64_t b, bool parallel) {
       Gemm(parallel, false, false, s.rows, s.in, s.out, dy + b * s.rows * s.out, s.out,
-           w + (b % s.experts) * s.out * s.in, s.in, dx + b * s.rows * s.in, s.in, 1.f);
+           w + (s.first + b % s.experts) * s.out * s.in, s.in, dx + b * s.rows * s.in, s.in, 1.f);
     });
   }
   // Each local expert sums its blocks in block order (a fixed order at any thread count).
   float* dw = args.grad_in[2].defined() ? args.grad_in[2].f32() : nullptr;
   float* db =
       args.grad_in.size() > 3 && args.grad_in[3].defined() ? args.grad_in[3].f32() : nullptr;
-  ForBlocks(s.experts, [&](int64_t e, bool parallel) {
-    for (int64_t b = e; b < s.blocks; b += s.experts) {
+  ForBlocks(s.experts, [&](int64_t local, bool parallel) {
+    const int64_t e = s.first + local;
+    for (int64_t b = local; b < s.blocks; b += s.experts) {
       const float* dyb = dy + b * s.rows * s.out;
       if (dw)
         Gemm(parallel, true, false, s.out, s.in, s.rows, dyb, s.out, x + b * s.rows * s.in, s.in,
@@ -271,7 +277,10 @@ Status LossBackward(const OpArgs& args) {
   return OkStatus();
 }
 
+Status Nothing(const OpArgs&) { return OkStatus(); }
+
 const bool kRegistered =
+    RegisterKernel("moe_all_to_all", Device::kCpu, DType::kF32, {Nothing, Nothing}) &&
     RegisterKernel("moe_dispatch", Device::kCpu, DType::kF32,
                    {DispatchForward, DispatchBackward}) &&
     RegisterKernel("expert_linear", Device::kCpu, DType::kF32, {ExpertForward, ExpertBackward}) &&

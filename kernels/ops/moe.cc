@@ -15,6 +15,11 @@
 //                 its expert's output row
 //   moe_residual_mix  Residual MoE (PR-MoE): softmax(coef [.., 2]) mixes the MoE and the dense MLP
 //   moe_loss      loss + coeff x sum of the layers' aux losses: what backward starts from
+//   moe_all_to_all  expert parallelism (runtime/plan/ep_graph.h): its output is the input buffer
+//                 exchanged over the ep group, which the plan's ACT_ALL_TO_ALL writes (and the
+//                 input's gradient, in backward); forward and backward do nothing
+// expert_linear's attributes expert_begin and local_experts (expert parallelism) make it use
+// experts [expert_begin, expert_begin + local_experts) of a W holding all of them.
 // The router, dispatch and combine cannot be partitioned by the tensor-parallel planner
 // (TpRule::kNone); expert parallelism splits expert_linear's weights by experts instead.
 #include "kernels/moe_capacity.h"
@@ -111,7 +116,7 @@ OpDef Dispatch() {
   return def;
 }
 
-Status InferExpertLinear(const Attrs&, const std::vector<TensorSpec>& in,
+Status InferExpertLinear(const Attrs& a, const std::vector<TensorSpec>& in,
                          std::vector<TensorSpec>* out) {
   DS_RETURN_IF_ERROR(CheckArity("expert_linear", in, 3, 4));
   DS_RETURN_IF_ERROR(CheckRank("expert_linear", "x", in[0], 3));
@@ -120,7 +125,11 @@ Status InferExpertLinear(const Attrs&, const std::vector<TensorSpec>& in,
   DS_RETURN_IF_ERROR(CheckRank("expert_linear", "W", in[2], 3));
   DS_RETURN_IF_ERROR(CheckFloat("expert_linear", "W", in[2]));
   const TensorSpec& w = in[2];
-  if (in[0].shape[0] % w.shape[0] || in[0].shape[2] != w.shape[2])
+  const int64_t begin = a.Int("expert_begin", 0), local = a.Int("local_experts", w.shape[0]);
+  if (begin < 0 || local < 1 || begin + local > w.shape[0])
+    return InvalidArgumentError(StrCat("expert_linear: experts [", begin, ", ", begin + local,
+                                       ") are not within the weights' ", w.shape[0]));
+  if (in[0].shape[0] % local || in[0].shape[2] != w.shape[2])
     return InvalidArgumentError(StrCat("expert_linear: x ", ShapeToString(in[0].shape),
                                        " does not fit expert weights ", ShapeToString(w.shape),
                                        " (blocks a multiple of the local experts, same features)"));
@@ -139,6 +148,7 @@ OpDef ExpertLinear() {
   def.name = "expert_linear";
   def.min_inputs = 3;
   def.max_inputs = 4;  // x, capacity, W [, b]
+  def.attr_names = {"expert_begin", "local_experts"};
   def.infer = InferExpertLinear;
   // Counted over the whole buffer: the capacity a step uses is known only when it runs.
   def.forward_flops = [](const Attrs&, const std::vector<TensorSpec>& in) {
@@ -221,7 +231,22 @@ OpDef Loss() {
   return def;
 }
 
-const bool kRegistered = RegisterOp(Router()) && RegisterOp(Dispatch()) &&
+OpDef AllToAll() {
+  OpDef def;
+  def.name = "moe_all_to_all";
+  def.min_inputs = def.max_inputs = 2;  // the buffer and the capacity
+  def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+    DS_RETURN_IF_ERROR(CheckArity("moe_all_to_all", in, 2, 2));
+    DS_RETURN_IF_ERROR(CheckRank("moe_all_to_all", "x", in[0], 3));
+    DS_RETURN_IF_ERROR(CheckCapacity("moe_all_to_all", in[1]));
+    *out = {in[0]};
+    return OkStatus();
+  };
+  def.non_differentiable_inputs = 0b10;
+  return def;
+}
+
+const bool kRegistered = RegisterOp(AllToAll()) && RegisterOp(Router()) && RegisterOp(Dispatch()) &&
                          RegisterOp(ExpertLinear()) && RegisterOp(Combine()) &&
                          RegisterOp(ResidualMix()) && RegisterOp(Loss());
 

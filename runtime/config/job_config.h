@@ -220,11 +220,12 @@ struct DeviceConfig {
   int threads = 0;  // compute threads per rank; 0 = the cores the launcher gave the rank
 };
 
-// parallel: {tensor, pipeline, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size is
-// `tensor` too. The planner refuses pipeline sizes above 1 until its pipeline builders land.
+// parallel: {tensor, pipeline, expert, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size
+// is `tensor` too. The planner refuses pipeline sizes above 1 until its pipeline builders land.
 struct ParallelConfig {
   int tensor = 1;
   int pipeline = 1;
+  int expert = 1;  // expert-parallel size (DeepSpeed-MoE's ep_size): divides the dp size
   bool sequence_parallel = false;
   bool pipeline_given = false;  // [reader] parallel.pipeline was set (pipeline.stages must agree)
 };

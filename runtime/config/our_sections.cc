@@ -189,11 +189,15 @@ void ParseDevice(MapReader& root, DeviceConfig* d) {
 
 bool ParseParallel(MapReader& root, ParallelConfig* p) {
   MapReader r = root.Block("parallel");
+  int64_t expert = p->expert;
   const bool tensor_given = r.Get("tensor", &p->tensor);
   r.Require(p->tensor >= 1, "tensor", "must be >= 1");
   p->pipeline_given = r.Get("pipeline", &p->pipeline);
   r.Require(p->pipeline >= 1, "pipeline", "must be >= 1");
   r.Get("sequence_parallel", &p->sequence_parallel);
+  r.GetAlias({"expert", "ep_size", "expert_parallel_size"}, &expert);
+  p->expert = static_cast<int>(expert);
+  r.Require(p->expert >= 1, "expert", "must be >= 1");
   r.Finish();
   return tensor_given;
 }

@@ -14,11 +14,13 @@ const char* GroupKindName(GroupKind kind) {
       return "pp";
     case GroupKind::kEmbedding:
       return "embedding";
+    case GroupKind::kEp:
+      return "ep";
   }
   return "?";
 }
 
-StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp) {
+StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep) {
   auto str = [](int v) { return std::to_string(v); };
   if (world < 1 || tp < 1 || pp < 1)
     return InvalidArgumentError("parallel grid: world " + str(world) + ", parallel.tensor " +
@@ -28,7 +30,13 @@ StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp) {
     return InvalidArgumentError(
         "parallel grid: parallel.tensor " + str(tp) + " x parallel.pipeline " + str(pp) + " = " +
         str(tp * pp) + " does not divide the world size " + str(world) + " (world = pp x dp x tp)");
-  return ParallelGrid(world, tp, pp);
+  const int dp = world / (tp * pp);
+  if (ep < 1 || dp % ep != 0)
+    return InvalidArgumentError("parallel grid: parallel.expert " + str(ep) +
+                                " must be >= 1 and divide the data-parallel size " + str(dp) +
+                                " (world " + str(world) + " / (tp " + str(tp) + " x pp " + str(pp) +
+                                "))");
+  return ParallelGrid(world, tp, pp, ep);
 }
 
 GridCoord ParallelGrid::CoordOf(int rank) const {
@@ -56,6 +64,10 @@ std::vector<int> ParallelGrid::Group(GroupKind kind, int rank) const {
       break;
     case GroupKind::kEmbedding:
       if (pp_ > 1) ranks = {RankOf({0, me.dp, me.tp}), RankOf({pp_ - 1, me.dp, me.tp})};
+      break;
+    case GroupKind::kEp:
+      for (int d = me.dp - me.dp % ep_; ep_ > 1 && d < me.dp - me.dp % ep_ + ep_; ++d)
+        ranks.push_back(RankOf({me.pp, d, me.tp}));
       break;
   }
   return ranks;

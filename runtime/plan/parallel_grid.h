@@ -4,6 +4,8 @@
 //   dp   the dp ranks of one (pp, tp) cell: where ZeRO shards and gradients are reduced
 //   pp   the pp ranks of one (dp, tp) cell: the pipeline's stages
 //   embedding  the first and last pp rank of one (dp, tp) cell (tied embeddings), pp > 1 only
+//   ep   expert parallelism (ep > 1 only): consecutive runs of ep ranks of a dp group, as
+//        DeepSpeed forms them; a rank's ep rank is its dp rank mod ep
 //
 //   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(8, /*tp=*/2, /*pp=*/2));
 //   grid.dp();                          // 2
@@ -19,9 +21,9 @@
 
 namespace ds::plan {
 
-enum class GroupKind { kTp, kDp, kPp, kEmbedding };
+enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp };
 
-// "tp", "dp", "pp", "embedding".
+// "tp", "dp", "pp", "embedding", "ep".
 const char* GroupKindName(GroupKind kind);
 
 struct GridCoord {
@@ -30,13 +32,16 @@ struct GridCoord {
 
 class ParallelGrid {
  public:
-  // InvalidArgument naming the sizes when tp x pp does not divide `world` or a size is < 1.
-  static StatusOr<ParallelGrid> Create(int world, int tp, int pp);
+  // InvalidArgument naming the sizes when tp x pp does not divide `world`, ep does not divide
+  // dp, or a size is < 1.
+  static StatusOr<ParallelGrid> Create(int world, int tp, int pp, int ep = 1);
 
   int world() const { return world_; }
   int tp() const { return tp_; }
   int pp() const { return pp_; }
   int dp() const { return world_ / (tp_ * pp_); }
+  int ep() const { return ep_; }
+  int EpRankOf(int rank) const { return CoordOf(rank).dp % ep_; }
 
   GridCoord CoordOf(int rank) const;
   int RankOf(const GridCoord& c) const;
@@ -48,8 +53,8 @@ class ParallelGrid {
   std::string Describe() const;
 
  private:
-  ParallelGrid(int world, int tp, int pp) : world_(world), tp_(tp), pp_(pp) {}
-  int world_ = 1, tp_ = 1, pp_ = 1;
+  ParallelGrid(int world, int tp, int pp, int ep) : world_(world), tp_(tp), pp_(pp), ep_(ep) {}
+  int world_ = 1, tp_ = 1, pp_ = 1, ep_ = 1;
 };
 
 }  // namespace ds::plan

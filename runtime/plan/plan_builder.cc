@@ -5,6 +5,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/checkpoint_plan.h"
+#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipeline_stages.h"
@@ -28,6 +29,15 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
   if (topo.dp * topo.tp * topo.pp != topo.world)
     return Bad("topology", "pp " + Str(topo.pp) + " x dp " + Str(topo.dp) + " x tp " +
                                Str(topo.tp) + " != world size " + Str(topo.world));
+  if (topo.ep != c.expert)
+    return Bad("topology", "ep " + Str(topo.ep) + " differs from parallel.expert " + Str(c.expert));
+  if (topo.ep > 1 && (topo.tp > 1 || topo.pp > 1))
+    return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
+                              " with parallel.tensor or parallel.pipeline above 1: expert "
+                              "parallelism runs on a data-parallel grid only so far");
+  if (topo.ep > 1 && c.states_on_device)
+    return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
+                              " on a device: the MoE ops have CPU kernels only so far");
   if (topo.tp != c.tensor || topo.pp != c.pipeline)
     return Bad("topology", "tp " + Str(topo.tp) + " and pp " + Str(topo.pp) +
                                " differ from parallel.tensor " + Str(c.tensor) +
@@ -73,6 +83,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   t->set_dp(topo.dp);
   t->set_tp(topo.tp);
   t->set_pp(topo.pp);
+  t->set_ep(topo.ep);
   proto::PlanSettings* s = plan->mutable_settings();
   s->set_zero_stage(c.stage);
   s->set_model_dtype(ToProtoDType(c.model_dtype));
@@ -136,21 +147,23 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
-  DS_RETURN_IF_ERROR(ParallelGrid::Create(topology.world, topology.tp, topology.pp).status());
+  DS_RETURN_IF_ERROR(
+      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep).status());
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
   if (topology.pp > 1) return MakePipelinePlan(graph, topology, resolved);
-  // Every tp rank's graph has the same structure and shapes: tp rank 0's is planned.
+  // Every tp (and ep) rank's graph has the same structure and shapes: rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
+  DS_RETURN_IF_ERROR(ApplyExpertParallel(topology.ep, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
 }
 
 StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
                                 const PlanConfig& config) {
   DS_ASSIGN_OR_RETURN(ParallelGrid grid,
-                      ParallelGrid::Create(topology.world, topology.tp, topology.pp));
+                      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep));
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)
@@ -166,7 +179,7 @@ StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topol
   };
   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, topology.dp, &plan));
   DS_RETURN_IF_ERROR(InsertRecompute(local.graph, recompute, &plan));
-  if (topology.tp > 1)
+  if (!local.collectives.empty())
     DS_RETURN_IF_ERROR(
         InsertTpCollectives(local, facts, config.micro_batch_size, config.seq_len, &plan));
   DS_RETURN_IF_ERROR(InsertCheckpointPartition(local.graph, recompute, config.micro_batch_size,

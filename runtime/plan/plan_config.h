@@ -24,12 +24,14 @@ struct Topology {
   int dp = 1;  // data-parallel size: world / (tp x pp)
   int tp = 1;
   int pp = 1;
+  int ep = 1;  // expert parallelism: consecutive runs of ep dp ranks split the experts
 };
 
 struct PlanConfig {
   // parallel: {tensor, pipeline, sequence_parallel} (tensor_parallel.autotp_size is tensor).
   int tensor = 1;
   int pipeline = 1;
+  int expert = 1;  // parallel.expert: the expert-parallel size (divides the dp size)
   bool sequence_parallel = false;
   // pipeline: {schedule, virtual_stages, partition_method} (pipeline_schedule.h,
   // pipeline_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.

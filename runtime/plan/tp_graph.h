@@ -34,9 +34,10 @@
 
 namespace ds::plan {
 
-// A collective over the tp group at a cut of the local graph's node order.
+// A collective over the tp group (or, expert parallelism, the ep group: ep_graph.h) at a cut of
+// the local graph's node order.
 struct TpCollective {
-  enum Kind { kAllReduce, kAllGather, kReduceScatter };
+  enum Kind { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
   Kind kind = kAllReduce;
   // Forward: after nodes [0, boundary) ran, before node `boundary`. Backward: after the
   // backward of nodes [boundary, end) ran, before node boundary - 1's.
@@ -45,6 +46,8 @@ struct TpCollective {
   int tensor = -1;        // local graph tensor index (all-reduce: in place; else the source)
   int out = -1;           // all-gather / reduce-scatter: the destination tensor
   bool max = false;       // reduce with max (the vocab-parallel row max); else sum
+  bool ep = false;        // on the ep group instead of the tp group
+  int capacity = -1;      // all-to-all: the tensor holding the rows per block a step moves
 };
 
 struct TpLocalGraph {

@@ -30,20 +30,27 @@ Ins ActCollective(const TpLocalGraph& local, const TpCollective& c,
                   const std::vector<TensorSpec>& specs, int tp) {
   Ins ins;
   const bool gather = c.kind == TpCollective::kAllGather;
-  ins.set_kind(c.kind == TpCollective::kAllReduce ? Ins::ACT_ALL_REDUCE
-               : gather                           ? Ins::ACT_ALL_GATHER
-                                                  : Ins::ACT_REDUCE_SCATTER);
+  ins.set_kind(c.kind == TpCollective::kAllReduce  ? Ins::ACT_ALL_REDUCE
+               : c.kind == TpCollective::kAllToAll ? Ins::ACT_ALL_TO_ALL
+               : gather                            ? Ins::ACT_ALL_GATHER
+                                                   : Ins::ACT_REDUCE_SCATTER);
   proto::ActivationRef* a = ins.mutable_activation();
   a->set_tensor(c.tensor);
   a->set_grad(c.backward);
   a->set_name(local.graph.tensors[c.tensor].name);
   a->set_out_tensor(c.out);
   const int64_t whole = specs[gather ? c.out : c.tensor].numel();
+  if (c.kind == TpCollective::kAllToAll) {
+    const Shape& shape = specs[c.tensor].shape;  // [blocks, block_rows, row_elements]
+    a->set_capacity_tensor(c.capacity);
+    a->set_block_rows(shape.at(1));
+    a->set_row_elements(shape.at(2));
+  }
   proto::Collective* col = ins.mutable_collective();
-  col->set_group(kTpGroup);
+  col->set_group(c.ep ? kEpGroup : kTpGroup);
   col->set_count(whole);
-  for (int r = 0; c.kind != TpCollective::kAllReduce && r < tp; ++r)
-    col->add_rank_counts(whole / tp);
+  const bool split = c.kind == TpCollective::kAllGather || c.kind == TpCollective::kReduceScatter;
+  for (int r = 0; split && r < tp; ++r) col->add_rank_counts(whole / tp);
   col->set_dtype(proto::DT_F32);
   col->set_bucket(-1);
   col->set_reduce_max(c.max);
@@ -221,7 +228,7 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
     const int gas = static_cast<int>(plan->settings().gradient_accumulation_steps());
     for (size_t k = 0; k < placed.size(); ++k)
       if (placed[k] != gas)
-        return InternalError("plan: the tensor-parallel all-reduce of \"" +
+        return InternalError("plan: the collective of \"" +
                              local.graph.tensors[local.collectives[k].tensor].name + "\" fell in " +
                              Str(placed[k]) + " compute ranges for " + Str(gas) + " micro-batches");
     for (Ins& in : out)
@@ -319,6 +326,17 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         }
       }
   }
+  const auto eps = grid.Groups(GroupKind::kEp);
+  for (size_t i = 0; i < eps.size(); ++i) {
+    const std::vector<int>& ranks = eps[i];
+    proto::ProcessGroup* g = plan->add_groups();
+    g->set_name(std::string(kEpGroup) + "." + std::to_string(i));
+    g->set_kind(kEpGroup);
+    for (int r : ranks) {
+      g->add_ranks(r);
+      name_of[{GroupKind::kEp, r}] = g->name();
+    }
+  }
   const bool tp = grid.tp() > 1;
   if (tp) {
     proto::ProcessGroup* g = plan->add_groups();
@@ -353,6 +371,8 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         c->set_group(kv_name.at(w));
       } else if (c->group() == kTpGroup) {
         c->set_group(name_of.at({GroupKind::kTp, w}));
+      } else if (c->group() == kEpGroup) {
+        c->set_group(name_of.at({GroupKind::kEp, w}));
       } else if (!c->group().empty()) {
         c->set_group(name_of.at({GroupKind::kDp, w}));
       }

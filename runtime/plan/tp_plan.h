@@ -2,8 +2,9 @@
 // planned one dp group's ranks over the tp rank's graph (tp_graph.h):
 //
 //   InsertTpCollectives  splits each FORWARD / BACKWARD node range at the graph's cut points
-//                        and puts an ACT_ALL_REDUCE on the tp group there (micro-batch by
-//                        micro-batch), so the runner only dispatches
+//                        and puts an ACT_ALL_REDUCE (ACT_ALL_GATHER, ...) on the tp group
+//                        there, or an expert-parallel ACT_ALL_TO_ALL on the ep group
+//                        (micro-batch by micro-batch), so the runner only dispatches
 //   ExpandToGrid         one RankPlan per world rank (its dp rank's stream), the groups of the
 //                        pp x dp x tp grid named in the plan and in every collective (and the
 //                        kv groups of replicated key / value heads), and the gradient norm
@@ -24,6 +25,7 @@ namespace ds::plan {
 inline constexpr const char* kTpGroup = "tp";
 inline constexpr const char* kWorldGroup = "world";
 inline constexpr const char* kKvGroup = "kv";  // the ranks sharing replicated kv heads
+inline constexpr const char* kEpGroup = "ep";  // expert parallelism (ep_graph.h)
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.

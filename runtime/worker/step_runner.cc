@@ -135,6 +135,7 @@ struct StepRunner::Impl {
   Status Loss(int, const Instruction& in);
   Status ActAllReduce(int, const Instruction& in);
   Status ActGatherScatter(int, const Instruction& in);
+  Status ActAllToAll(int, const Instruction& in);
   Status TpGrads(int, const Instruction& in);
   Status TiedGrads(int, const Instruction& in);
   Status PointToPoint(int index, const Instruction& in);
@@ -180,6 +181,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::RECOMPUTE] = {&Impl::Forward, false};
   table[Instruction::ACT_ALL_GATHER] = {&Impl::ActGatherScatter, false};
   table[Instruction::ACT_REDUCE_SCATTER] = {&Impl::ActGatherScatter, false};
+  table[Instruction::ACT_ALL_TO_ALL] = {&Impl::ActAllToAll, false};
   table[Instruction::TP_GRAD_ALL_REDUCE] = {&Impl::TpGrads, true};
   table[Instruction::TIED_GRAD_ALL_REDUCE] = {&Impl::TiedGrads, true};
   table[Instruction::SEND] = {&Impl::PointToPoint, false};
@@ -251,6 +253,27 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
     return comm->AllGather(parallel::BufferView(src, chunk), parallel::BufferView(dst, c.count()));
   return comm->ReduceScatter(parallel::BufferView(src, c.count()), parallel::BufferView(dst, chunk),
                              parallel::ReduceOp::kSum);
+}
+
+// Expert parallelism: an MoE buffer's packed blocks (the step's capacity rows of each, which the
+// plan's capacity tensor holds) exchanged over the ep group, source to destination.
+Status StepRunner::Impl::ActAllToAll(int, const Instruction& in) {
+  const proto::Collective& c = in.collective();
+  const proto::ActivationRef& a = in.activation();
+  DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
+  int64_t count = c.count();
+  if (a.capacity_tensor() >= 0) {
+    DS_ASSIGN_OR_RETURN(const float* cap, compute->TensorData(in, a.capacity_tensor(), false, 1));
+    const int64_t rows = static_cast<int64_t>(*cap);
+    if (rows < 0 || rows > a.block_rows())
+      return InternalError("the all-to-all of \"" + a.name() + "\" got capacity " +
+                           std::to_string(rows) + " for " + std::to_string(a.block_rows()) +
+                           " rows per block");
+    count = c.count() / (a.block_rows() * a.row_elements()) * rows * a.row_elements();
+  }
+  DS_ASSIGN_OR_RETURN(float* src, compute->TensorData(in, a.tensor(), a.grad(), c.count()));
+  DS_ASSIGN_OR_RETURN(float* dst, compute->TensorData(in, a.out_tensor(), a.grad(), c.count()));
+  return comm->AllToAll(parallel::BufferView(src, count), parallel::BufferView(dst, count));
 }
 
 // Sequence parallelism: the gradients of parameters used on token chunks, summed over tp.

@@ -183,6 +183,7 @@ Status Trainer::Build() {
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
   if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
+  if (topo->ep > 1) DS_RETURN_IF_ERROR(PartitionForExpertParallel(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc->states_on_device;
   params_ =
@@ -324,7 +325,7 @@ Status Trainer::BuildPlan() {
   const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
-  const bool whole = tp_ || pipe_stage_ >= 0;
+  const bool whole = tp_ || ep_ || pipe_stage_ >= 0;
   auto made = plan::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
@@ -394,7 +395,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {
     status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
-    if (status.ok()) status = ForwardWhole(eval_executor_.get(), tp_.get());
+    if (status.ok()) status = ForwardWhole(eval_executor_.get(), tp_ ? tp_.get() : ep_.get());
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();

@@ -71,3 +71,39 @@ TEST_CASE("MoE: data parallelism reproduces the single-rank curve, ZeRO 0-3", "[
 
 }  // namespace
 }  // namespace ds::worker
+
+namespace ds::worker {
+namespace {
+
+// Expert parallelism: the ranks of each ep group split the experts and exchange tokens with
+// all-to-alls; at every ep degree the steps are those of ep 1 (the same micro-batches and
+// routing), with drops and without (the capacity then agreed over the ep group), and under ZeRO.
+TEST_CASE("MoE: expert parallelism 2 and 4 reproduces ep 1", "[worker][moe][ep]") {
+  const std::string data = testing::WriteTinyTokens("moe_ep.tok");
+  const char* moes[] = {
+      "num_experts: 4, top_k: 2, drop_tokens: false",
+      "num_experts: 4, top_k: 1, capacity_factor: 1.0",
+  };
+  for (const char* moe : moes) {
+    const std::string base = MoeJob(data, "gpt2", 2, 0, moe);
+    const testing::TrainRun ep1 = testing::TrainRanks(base, 4, 0, 20);
+    for (int ep : {2, 4}) {
+      INFO(moe << ", ep " << ep);
+      const testing::TrainRun run =
+          testing::TrainRanks(base + "parallel: {expert: " + std::to_string(ep) + "}\n", 4, 0, 20);
+      testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
+      testing::CheckClose(ep1.norm, run.norm, 1e-5, "grad norm");
+    }
+  }
+  const std::string llama = MoeJob(data, "llama", 2, 2, "num_experts: 4, top_k: 2");
+  const testing::TrainRun ep1 = testing::TrainRanks(llama, 4, 0, 20);
+  for (int stage : {1, 2, 3}) {
+    INFO("llama, ep 2 x edp 2, ZeRO " << stage);
+    std::string yaml = MoeJob(data, "llama", 2, stage, "num_experts: 4, top_k: 2");
+    const testing::TrainRun run = testing::TrainRanks(yaml + "parallel: {expert: 2}\n", 4, 0, 20);
+    testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
+  }
+}
+
+}  // namespace
+}  // namespace ds::worker

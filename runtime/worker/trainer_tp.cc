@@ -1,5 +1,6 @@
-// The Trainer's tensor-parallel part: its tp rank's graph and initial slices, the plan's
-// process groups, and a whole forward with the tp all-reduces (evaluation).
+// The Trainer's tensor- and expert-parallel part: its tp rank's graph and initial slices, its ep
+// rank's graph, the plan's process groups, and a whole forward with the tp and ep collectives
+// (evaluation).
 #include <algorithm>
 
 #include "parallel/communicator.h"
@@ -7,6 +8,7 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/recompute.h"
+#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
@@ -37,6 +39,25 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   };
   DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
               world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
+  return OkStatus();
+}
+
+// Expert parallelism at tp 1: the same parameters, this ep rank's experts computed, the
+// all-to-all nodes in place (ep_graph.h).
+Status Trainer::PartitionForExpertParallel(const plan::Topology& topology) {
+  DS_ASSIGN_OR_RETURN(
+      plan::ParallelGrid grid,
+      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep));
+  const int ep_rank = grid.EpRankOf(world_rank_);
+  DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local, plan::TensorParallelGraph(graph_, 1, 0));
+  DS_RETURN_IF_ERROR(plan::ApplyExpertParallel(topology.ep, ep_rank, &local));
+  ep_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
+  full_graph_ = std::move(graph_);
+  graph_ = ep_->graph;
+  const int64_t experts = plan::NumExperts(graph_);
+  DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: experts {}-{} of {}",
+              world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
+              (ep_rank + 1) * experts / topology.ep - 1, experts);
   return OkStatus();
 }
 
@@ -101,6 +122,7 @@ Status Trainer::CreateGroups() {
     if (std::find(g.ranks().begin(), g.ranks().end(), world_rank_) == g.ranks().end()) continue;
     group_by_name_[g.name()] = comm;
     if (g.kind() == "tp") tp_comm_ = comm;
+    if (g.kind() == "ep") ep_comm_ = comm;
     if (g.kind() == "dp" && g.ranks_size() != world) comm_ = host_comm_ = comm;
   }
   return OkStatus();
@@ -113,18 +135,26 @@ Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local
     if (c.backward) continue;
     DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
     at = c.boundary;
+    parallel::Communicator* comm = c.ep ? ep_comm_ : tp_comm_;
     const Tensor t = ex->TensorData(c.tensor, false);
     const parallel::BufferView in(t.f32(), t.numel());
     if (c.kind == plan::TpCollective::kAllReduce) {
       DS_RETURN_IF_ERROR(
-          tp_comm_->AllReduce(in, c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
+          comm->AllReduce(in, c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
       continue;
     }
     const Tensor o = ex->TensorData(c.out, false);
     const parallel::BufferView out(o.f32(), o.numel());
+    if (c.kind == plan::TpCollective::kAllToAll) {  // the step's capacity rows of each block
+      const int64_t rows = static_cast<int64_t>(ex->TensorData(c.capacity, false).f32()[0]);
+      const int64_t used = t.dim(0) * rows * t.dim(2);
+      DS_RETURN_IF_ERROR(
+          comm->AllToAll(parallel::BufferView(t.f32(), used), parallel::BufferView(o.f32(), used)));
+      continue;
+    }
     DS_RETURN_IF_ERROR(c.kind == plan::TpCollective::kAllGather
-                           ? tp_comm_->AllGather(in, out)
-                           : tp_comm_->ReduceScatter(in, out, parallel::ReduceOp::kSum));
+                           ? comm->AllGather(in, out)
+                           : comm->ReduceScatter(in, out, parallel::ReduceOp::kSum));
   }
   return ex->ForwardNodes(0, at, static_cast<int>(local->graph.nodes.size()));
 }
