@@ -152,6 +152,7 @@ bool IsCollective(Ins::Kind kind) {
     case Ins::ACT_ALL_REDUCE:
     case Ins::ACT_ALL_GATHER:
     case Ins::ACT_REDUCE_SCATTER:
+    case Ins::ACT_ALL_TO_ALL:
     case Ins::TP_GRAD_ALL_REDUCE:
     case Ins::TIED_GRAD_ALL_REDUCE:
     case Ins::CHECKPOINT_RESTORE:

@@ -26,11 +26,13 @@ int64_t Kind(const proto::MemorySummary& m, Buf::Kind kind) {
 }
 
 // Bytes one rank sends: ring all-reduce 2(n-1)/n of the data; reduce-scatter and all-gather
-// everything but the rank's own part.
+// everything but the rank's own part; all-to-all (n-1)/n of its buffer (at most: without drops a
+// step moves its capacity's rows only).
 int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
   const proto::Collective& c = ins.collective();
   const int64_t payload = c.count() * ProtoDTypeSize(c.dtype());
   if (n <= 1) return 0;
+  if (ins.kind() == proto::Instruction::ACT_ALL_TO_ALL) return (n - 1) * payload / n;
   if (c.rank_counts_size() == 0) return 2 * (n - 1) * payload / n;
   return (c.count() - c.rank_counts(rank)) * ProtoDTypeSize(c.dtype());
 }

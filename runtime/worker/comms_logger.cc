@@ -48,6 +48,9 @@ CommOp LoggedOp(const proto::Instruction& in, int n) {
     case Ins::ACT_REDUCE_SCATTER:
       op.name = "reduce_scatter_tensor";
       break;
+    case Ins::ACT_ALL_TO_ALL:
+      op.name = "all_to_all_single";
+      break;
     case Ins::ALL_GATHER:
     case Ins::GATHER_PARAMS:
     case Ins::ACT_ALL_GATHER:
@@ -60,7 +63,8 @@ CommOp LoggedOp(const proto::Instruction& in, int n) {
   const proto::DataType t = in.collective().dtype();
   const int64_t size = t == proto::DT_BF16 || t == proto::DT_F16 ? 2 : 4;
   op.bytes = in.collective().count() * size;
-  if (op.name != "all_reduce") op.bytes /= std::max(1, n);  // each rank's part
+  if (op.name != "all_reduce" && op.name != "all_to_all_single")
+    op.bytes /= std::max(1, n);  // each rank's part
   return op;
 }
 

@@ -25,7 +25,7 @@ const char* TimeGroup(const std::string& kind) {
                                                             {"LOSS_REDUCE", "communication"}};
   auto it = groups.find(kind);
   if (it != groups.end()) return it->second;
-  for (const char* comm : {"REDUCE", "GATHER", "SEND", "RECV", "SCATTER", "BROADCAST"})
+  for (const char* comm : {"REDUCE", "GATHER", "SEND", "RECV", "SCATTER", "BROADCAST", "TO_ALL"})
     if (kind.find(comm) != std::string::npos) return "communication";
   return "other";
 }

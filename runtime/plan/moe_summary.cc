@@ -1,0 +1,95 @@
+#include "runtime/plan/moe_summary.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/moe_capacity.h"
+#include "runtime/core/proto_dtype.h"
+#include "runtime/plan/ep_graph.h"
+
+namespace ds::plan {
+namespace {
+
+std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), f, a, b, c, d);
+  return buf;
+}
+
+double MiB(int64_t bytes) { return bytes / 1048576.0; }
+
+bool IsExpertParam(const std::string& name) { return name.find(".experts.") != std::string::npos; }
+
+// Expert elements among rank 0's owned shard positions (the whole flat buffer at stage 0).
+int64_t OwnedExpertElements(const proto::Plan& plan) {
+  int64_t owned = 0;
+  const bool sharded = plan.settings().zero_stage() >= 1;
+  for (const proto::PlanParam& p : plan.model().params()) {
+    if (!IsExpertParam(p.name())) continue;
+    if (!sharded) {
+      owned += p.numel();
+      continue;
+    }
+    for (const proto::PartitionUnit& u : plan.partition().units()) {
+      const int64_t lo = std::max(p.offset(), u.offset());
+      const int64_t hi =
+          std::min({p.offset() + p.numel(), u.offset() + u.count(), u.offset() + u.chunk()});
+      owned += std::max<int64_t>(0, hi - lo);
+    }
+  }
+  return owned;
+}
+
+}  // namespace
+
+std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan) {
+  const int64_t experts = NumExperts(graph);
+  if (experts == 0) return "";
+  const NodeInfo* router = nullptr;
+  int layers = 0;
+  for (const NodeInfo& n : graph.nodes)
+    if (n.op == "moe_router") router = router ? router : &n, ++layers;
+  if (!router) return "";
+  const kernels::MoeGating g = kernels::MoeGatingFrom(router->attrs);
+  const int64_t tokens = plan.settings().micro_batch_size() * plan.settings().seq_len();
+  const int ep = std::max(1, plan.topology().ep());
+  std::string out = Fmt("\nmixture of experts: %.0f experts, top-%.0f, in %.0f of %.0f blocks",
+                        experts, g.top_k, layers, graph.num_blocks);
+  out += Fmt("; ep %.0f: each rank computes %.0f experts of each layer\n", ep, experts / ep);
+  if (g.drop_tokens)
+    out +=
+        Fmt("  capacity per expert: %.0f tokens (training), %.0f (evaluation) of %.0f per "
+            "micro-batch\n",
+            kernels::MoeCapacity(g, tokens, true), kernels::MoeCapacity(g, tokens, false), tokens);
+  else
+    out +=
+        Fmt("  no drops: the capacity is the busiest expert's count, agreed over the ep group "
+            "(at most %.0f tokens)\n",
+            tokens);
+  int64_t expert_elems = 0;
+  for (const proto::PlanParam& p : plan.model().params())
+    if (IsExpertParam(p.name())) expert_elems += p.numel();
+  const int64_t model = ProtoDTypeSize(plan.settings().model_dtype());
+  const int64_t states = 4 * plan.settings().optimizer_states() + (model == 4 ? 0 : 4);
+  out +=
+      Fmt("  expert parameters: %.2fM of %.2fM (%.1f%%), %.2f MiB per rank (every rank stores "
+          "them whole)\n",
+          expert_elems / 1e6, plan.model().num_parameters() / 1e6,
+          100.0 * expert_elems / std::max<int64_t>(1, plan.model().num_parameters()),
+          MiB(expert_elems * model));
+  out += Fmt("  expert optimizer states on rank 0: %.2f MiB (ZeRO stage %.0f)\n",
+             MiB(OwnedExpertElements(plan) * states), plan.settings().zero_stage());
+  int64_t calls = 0, payload = 0;
+  for (const proto::Instruction& ins : plan.ranks(0).instructions()) {
+    if (ins.kind() != proto::Instruction::ACT_ALL_TO_ALL) continue;
+    ++calls;
+    payload += ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
+  }
+  if (calls > 0)
+    out += Fmt("  all-to-all per step on rank 0: %.0f calls, %.2f MiB exchanged, %.2f MiB sent\n",
+               calls, MiB(payload), MiB(payload * (ep - 1) / ep)) +
+           (g.drop_tokens ? "" : "  (without drops: at most; a step moves its capacity's rows)\n");
+  return out;
+}
+
+}  // namespace ds::plan
