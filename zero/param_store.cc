@@ -31,7 +31,10 @@ ParamStore::ParamStore(const Graph& graph, DType model_dtype, bool sparse_host)
     for (const Dim& d : info.shape) s.shape.push_back(d.size);
     s.numel = NumElements(s.shape);
     s.offset = total_;
-    s.decay = s.shape.size() >= 2;
+    // A stacked expert tensor [E, ...] decays as each expert's own tensor would: its biases
+    // [E, F] do not.
+    const size_t dims = s.shape.size() - (info.sharding == ShardKind::kExpert ? 1 : 0);
+    s.decay = dims >= 2;
     total_ += (s.numel + kAlign - 1) / kAlign * kAlign;
     by_tensor_[t] = static_cast<int>(slots_.size());
     slots_.push_back(std::move(s));

@@ -73,7 +73,8 @@ struct ParamSlot {
   Shape shape;
   int64_t offset = 0;  // element offset into the flat buffers
   int64_t numel = 0;
-  bool decay = true;  // weight decay applies (matrices and embeddings, not biases/norms)
+  bool decay = true;  // weight decay applies (matrices and embeddings, not biases/norms; an
+                      // expert tensor by each expert's shape)
 };
 
 // Tensor parallelism: parameter `slot` (graph parameter order) is a slice of a tensor of

@@ -138,6 +138,10 @@ const Rule kLlamaBlock[] = {
        return {d.C, d.Q};
      }},
     {"post_attention_layernorm.weight", "post_attention_layernorm.weight", false, C},
+};
+
+// A dense layer's MLP (a Mixtral layer has block_sparse_moe instead: hf_mixtral.cc).
+const Rule kLlamaMlp[] = {
     {"mlp.gate_proj.weight", "mlp.gate_proj.weight", false, FxC},
     {"mlp.up_proj.weight", "mlp.up_proj.weight", false, FxC},
     {"mlp.down_proj.weight", "mlp.down_proj.weight", false, CxF},
@@ -174,8 +178,12 @@ StatusOr<Out> LlamaHfToOurs(TensorSource& src, const HfOptions& o) {
   if (layers > 0) {
     DS_ASSIGN_OR_RETURN(Tensor q, src.Peek("model.layers.0.self_attn.q_proj.weight"));
     DS_ASSIGN_OR_RETURN(Tensor k, src.Peek("model.layers.0.self_attn.k_proj.weight"));
-    DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek("model.layers.0.mlp.gate_proj.weight"));
-    d.Q = Dim(q, 0), d.K = Dim(k, 0), d.F = Dim(gate, 0);
+    d.Q = Dim(q, 0), d.K = Dim(k, 0);
+    d.F = MoeWidth(src, "model.layers.0.", false);
+    if (!IsMoeLayer(src, "model.layers.0.")) {
+      DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek("model.layers.0.mlp.gate_proj.weight"));
+      d.F = Dim(gate, 0);
+    }
   }
   DS_RETURN_IF_ERROR(ApplyHeads(o, src.label(), &d));
   Out out;
@@ -193,6 +201,10 @@ StatusOr<Out> LlamaHfToOurs(TensorSource& src, const HfOptions& o) {
     if (!qkv.ok()) return qkv.status().WithPrefix(src.label() + ": " + hp + "self_attn");
     DS_RETURN_IF_ERROR(Emit(op + "attn.qkv.weight", qkv->view(), false, src.dtype(), &out));
     DS_RETURN_IF_ERROR(ApplyAll(kLlamaBlock, Direction::kImport, hp, op, d, src, &out));
+    if (IsMoeLayer(src, hp))
+      DS_RETURN_IF_ERROR(MixtralFromHf(src, hp, op, d, &out));
+    else
+      DS_RETURN_IF_ERROR(ApplyAll(kLlamaMlp, Direction::kImport, hp, op, d, src, &out));
   }
   DS_RETURN_IF_ERROR(ApplyRule(kLlamaNorm, Direction::kImport, "", "", d, src, &out));
   if (src.Has(kLlamaHead.hf)) {
@@ -214,8 +226,12 @@ StatusOr<Out> LlamaOursToHf(TensorSource& src, const HfOptions& o) {
   if (layers > 0) {
     DS_ASSIGN_OR_RETURN(Tensor o_proj, src.Peek("layers.0.attn.o_proj.weight"));
     DS_ASSIGN_OR_RETURN(Tensor qkv, src.Peek("layers.0.attn.qkv.weight"));
-    DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek("layers.0.mlp.gate_proj.weight"));
-    d.Q = Dim(o_proj, 1), d.K = (Dim(qkv, 0) - d.Q) / 2, d.F = Dim(gate, 0);
+    d.Q = Dim(o_proj, 1), d.K = (Dim(qkv, 0) - d.Q) / 2;
+    d.F = MoeWidth(src, "layers.0.", true);
+    if (!IsMoeLayer(src, "layers.0.")) {
+      DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek("layers.0.mlp.gate_proj.weight"));
+      d.F = Dim(gate, 0);
+    }
   }
   DS_RETURN_IF_ERROR(ApplyHeads(o, src.label(), &d));
   Out out;
@@ -229,6 +245,10 @@ StatusOr<Out> LlamaOursToHf(TensorSource& src, const HfOptions& o) {
       DS_RETURN_IF_ERROR(Emit(hp + kQkvParts[j], part.view(), false, src.dtype(), &out));
     }
     DS_RETURN_IF_ERROR(ApplyAll(kLlamaBlock, Direction::kExport, hp, op, d, src, &out));
+    if (IsMoeLayer(src, op))
+      DS_RETURN_IF_ERROR(MixtralToHf(src, hp, op, d, &out));
+    else
+      DS_RETURN_IF_ERROR(ApplyAll(kLlamaMlp, Direction::kExport, hp, op, d, src, &out));
   }
   DS_RETURN_IF_ERROR(ApplyRule(kLlamaNorm, Direction::kExport, "", "", d, src, &out));
   DS_RETURN_IF_ERROR(ApplyRule(kLlamaHead, Direction::kExport, "", "", d, src, &out));

@@ -72,6 +72,15 @@ Status ApplyRule(const Rule& rule, Direction dir, const std::string& hf_prefix,
 // The dimension `i` of `t` (0 when the rank is too small, which the shape checks catch).
 inline int64_t Dim(const Tensor& t, int i) { return t.rank() > i ? t.dim(i) : 0; }
 
+// Mixtral's expert MLPs (hf_mixtral.cc): whether layer `prefix` ("layers.<i>." ours,
+// "model.layers.<i>." HF) has one, its expert width F, and its tensors converted.
+bool IsMoeLayer(const TensorSource& src, const std::string& prefix);
+int64_t MoeWidth(const TensorSource& src, const std::string& prefix, bool ours);
+Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& op,
+                   const Dims& d, std::vector<OwnedNamedTensor>* out);
+Status MixtralFromHf(TensorSource& src, const std::string& hp, const std::string& op,
+                     const Dims& d, std::vector<OwnedNamedTensor>* out);
+
 StatusOr<std::vector<OwnedNamedTensor>> Gpt2HfToOurs(TensorSource& src);
 StatusOr<std::vector<OwnedNamedTensor>> Gpt2OursToHf(TensorSource& src);
 StatusOr<std::vector<OwnedNamedTensor>> LlamaHfToOurs(TensorSource& src, const HfOptions& o);

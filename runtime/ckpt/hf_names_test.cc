@@ -54,7 +54,8 @@ Model Gpt2(DType dtype = DType::kF32) {
 // C = 16, H = 4, Hkv = 2, D = 4: qkv rows (4 + 2 * 2) * 4 = 32; F = 24.
 constexpr int64_t kLC = 16, kQ = 16, kK = 8, kF = 24;
 
-Model Llama() {
+// experts > 0: Mixtral-style, layer 0 with `experts` top-2 SwiGLU experts, layer 1 dense.
+Model Llama(int64_t experts = 0) {
   Model m;
   m.Add("embed_tokens", {kV, kLC});
   for (int i = 0; i < kLayers; ++i) {
@@ -63,6 +64,13 @@ Model Llama() {
     m.Add(p + "attn.qkv.weight", {kQ + 2 * kK, kLC});
     m.Add(p + "attn.o_proj.weight", {kLC, kQ});
     m.Add(p + "post_attention_layernorm.weight", {kLC});
+    if (experts > 0 && i == 0) {
+      m.Add(p + "block_sparse_moe.gate.weight", {experts, kLC});
+      m.Add(p + "block_sparse_moe.experts.w1.weight", {experts, kF, kLC});
+      m.Add(p + "block_sparse_moe.experts.w3.weight", {experts, kF, kLC});
+      m.Add(p + "block_sparse_moe.experts.w2.weight", {experts, kLC, kF});
+      continue;
+    }
     m.Add(p + "mlp.gate_proj.weight", {kF, kLC});
     m.Add(p + "mlp.up_proj.weight", {kF, kLC});
     m.Add(p + "mlp.down_proj.weight", {kLC, kF});
@@ -218,6 +226,30 @@ TEST_CASE("HF Llama: q/k/v split and concat round trip bitwise", "[ckpt][hf]") {
   auto back = HfToOurs(ModelFamily::kLlama, Views(*hf), "hf", o);
   REQUIRE(back.ok());
   CheckSameSet(Views(*back), m.tensors);
+}
+
+TEST_CASE("HF Mixtral: stacked experts become per-expert tensors and back, bitwise",
+          "[ckpt][hf][moe]") {
+  Model m = Llama(3);
+  auto hf = OursToHf(ModelFamily::kLlama, m.tensors, "ours");
+  REQUIRE(hf.ok());
+  auto hf_map = ByName(Views(*hf));
+  // 3 stacked expert tensors become 9; q/k/v add 2 per layer.
+  CHECK(hf_map.size() == m.tensors.size() + 6 + 2 * kLayers);
+  const std::string p = "model.layers.0.block_sparse_moe.";
+  CHECK(hf_map.at(p + "gate.weight").shape() == Shape{3, kLC});
+  Tensor w2 = hf_map.at(p + "experts.2.w2.weight");
+  REQUIRE(w2.shape() == Shape{kLC, kF});
+  Tensor ours = ByName(m.tensors).at("layers.0.block_sparse_moe.experts.w2.weight");
+  CHECK(w2.f32()[0] == ours.f32()[2 * kLC * kF]);  // expert 2's first element
+  CHECK(w2.f32()[kLC * kF - 1] == ours.f32()[ours.numel() - 1]);
+  CHECK(hf_map.count("model.layers.1.mlp.gate_proj.weight") == 1);  // the dense layer
+  auto back = HfToOurs(ModelFamily::kLlama, Views(*hf), "hf");
+  REQUIRE(back.ok());
+  CheckSameSet(Views(*back), m.tensors);
+  CHECK(Error(HfToOurs(ModelFamily::kLlama, Without(Views(*hf), p + "experts.1.w3.weight"),
+                       "hf.st"))
+            .find("experts.1.w3.weight") != std::string::npos);
 }
 
 TEST_CASE("HF Llama: tied head, head counts and errors", "[ckpt][hf]") {

@@ -99,6 +99,7 @@ class Executor {
   int32_t* ids() const { return inputs_[0]; }
   int32_t* targets() const { return inputs_[1]; }
   int64_t batch() const { return opt_.batch; }
+  const Graph& graph() const { return *graph_; }
   int64_t seq() const { return opt_.seq; }
 
   // Runs every node; `seed` feeds dropout (derive it from step and micro-batch).

@@ -8,6 +8,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/data/addition_task.h"
+#include "runtime/worker/expert_load.h"
 
 namespace ds::worker {
 namespace {
@@ -29,7 +30,7 @@ StatusOr<std::string> ReadText(const std::string& path) {
 // whole example width each time (causal attention ignores what lies to the right).
 Status GenerateAnswers(exec::Executor& ex, const data::AdditionTask& task,
                        const std::vector<data::AdditionProblem>& batch,
-                       std::vector<std::vector<int32_t>>* answers) {
+                       std::vector<std::vector<int32_t>>* answers, ExpertLoad* load) {
   const int64_t T = ex.seq(), B = ex.batch();
   const int prompt = task.prompt_length();
   Tensor logits = ex.Activation("logits");
@@ -49,6 +50,7 @@ Status GenerateAnswers(exec::Executor& ex, const data::AdditionTask& task,
       ex.ids()[r * T + pos + 1] = static_cast<int32_t>(std::max_element(row, row + V) - row);
     }
   }
+  load->Add(ex, static_cast<int64_t>(batch.size()));  // the last forward saw whole examples
   answers->clear();
   for (size_t r = 0; r < batch.size(); ++r)
     answers->emplace_back(ex.ids() + r * T + prompt,
@@ -80,10 +82,11 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
                       trainer.MakeInferenceExecutor(batch, task->example_length()));
   std::vector<std::vector<int32_t>> answers;
   std::string first_wrong;
+  ExpertLoad load;
   for (size_t start = 0; start < problems.size(); start += batch) {
     std::vector<data::AdditionProblem> chunk(
         problems.begin() + start, problems.begin() + std::min(problems.size(), start + batch));
-    DS_RETURN_IF_ERROR(GenerateAnswers(*ex, *task, chunk, &answers));
+    DS_RETURN_IF_ERROR(GenerateAnswers(*ex, *task, chunk, &answers, &load));
     for (size_t r = 0; r < chunk.size(); ++r) {
       auto got = data::DecodeAdditionAnswer(*task, answers[r].data(), answers[r].size());
       bool ok = got.ok() && *got == chunk[r].a + chunk[r].b;
@@ -99,6 +102,7 @@ StatusOr<TaskResult> EvaluateTask(Trainer& trainer, int64_t max_problems) {
               ExactPercent(result.correct, static_cast<int64_t>(problems.size())).c_str(),
               static_cast<long long>(result.correct), static_cast<long long>(result.problems),
               task->digits, first_wrong.empty() ? "" : "; first miss: ", first_wrong.c_str());
+  std::printf("%s", load.Report().c_str());
   return result;
 }
 

@@ -8,7 +8,8 @@
 #   Mixtral-style Llama (top-2 SwiGLU experts) DP = 4 with EP = 4 over two nodes, ZeRO-1;
 #   GPT-2 PR-MoE (residual experts in every second block) DP = 4, EP = 2, ZeRO-3.
 # A checkpoint saved at EP = 4 after 10 steps resumes at EP = 2 and at one rank on the curve (the
-# checkpoint holds whole expert tensors with global expert ids), and ds-ckpt consolidates it.
+# checkpoint holds whole expert tensors with global expert ids), and ds-ckpt consolidates it;
+# an EP = 4 Llama checkpoint exports to Hugging Face with Mixtral's names.
 # Bad layouts and gating settings are refused before any process starts.
 set -uo pipefail
 
@@ -56,10 +57,10 @@ for model in GPT LLAMA PR; do
   "$WORKER" --config "$BASE/single_$model.yaml" >/dev/null 2>&1 || fail "$model single-rank run"
 done
 
-run_case() {  # run_case NAME MODEL HOSTS EP STAGE
+run_case() {  # run_case NAME MODEL HOSTS EP STAGE [EXTRA_YAML]
   local name=$1 spec_var=MODEL_$2 csv=$BASE/$RANDOM.csv
   job "$BASE/ep.yaml" "$5" "$csv" "${!spec_var}"
-  printf 'parallel: {expert: %s}\n' "$4" >> "$BASE/ep.yaml"
+  printf 'parallel: {expert: %s}\n%s\n' "$4" "${6:-}" >> "$BASE/ep.yaml"
   if ! timeout 180 "$LAUNCH" "$BASE/ep.yaml" --hostfile "$3" --worker "$WORKER" --agent "$AGENT" \
       --heartbeat 0.5 > "$BASE/out" 2>&1; then
     fail "$name: ds-launch failed"; tail -8 "$BASE/out"; return
@@ -75,7 +76,15 @@ run_case() {  # run_case NAME MODEL HOSTS EP STAGE
 run_case "GPT-2 MoE DP=4 x EP=2, ZeRO-2" GPT "$BASE/four" 2 2
 grep -q "expert parallel: rank 3 is ep rank 1 of 2: experts 2-3 of 4" "$BASE/out" &&
   pass "EP=2: rank 3 says it computes experts 2-3" || fail "EP=2: no expert line"
-run_case "Llama (Mixtral-style) DP=4 x EP=4 over two nodes, ZeRO-1" LLAMA "$BASE/two" 4 1
+run_case "Llama (Mixtral-style) DP=4 x EP=4 over two nodes, ZeRO-1" LLAMA "$BASE/two" 4 1 \
+  "checkpoint: {dir: $BASE/ck_llama, save_interval: 20}"
+# Hugging Face export with Mixtral's names: each expert its own w1 / w3 / w2.
+if "$CKPT" export --family llama --input "$BASE/ck_llama" --output "$BASE/mixtral.safetensors" \
+    > "$BASE/export.out" 2>&1 &&
+   grep -aq "model.layers.1.block_sparse_moe.experts.3.w2.weight" "$BASE/mixtral.safetensors" &&
+   grep -aq "model.layers.0.block_sparse_moe.gate.weight" "$BASE/mixtral.safetensors"; then
+  pass "ds-ckpt exports the EP=4 Llama checkpoint with Mixtral's per-expert names"
+else fail "Mixtral export"; tail -3 "$BASE/export.out"; fi
 run_case "GPT-2 PR-MoE DP=4 x EP=2, ZeRO-3" PR "$BASE/four" 2 3
 
 # Saved at EP = 4 after 10 steps, resumed at EP = 2 and on one rank: steps 11-20 on the curve.
