@@ -312,6 +312,32 @@ TEST_CASE("gradcheck: mixture of experts", "[kernels][gradcheck][moe]") {
   }
 }
 
+TEST_CASE("gradcheck: Ulysses sequence parallelism", "[kernels][gradcheck][ulysses]") {
+  std::mt19937 rng(10);
+  auto attrs = [](int64_t sp, int64_t inverse) {
+    Attrs a;
+    a.SetInt("sp_degree", sp);
+    a.SetInt("inverse", inverse);
+    a.SetString("heads", "4,2,2");
+    a.SetInt("head_dim", 3);
+    return a;
+  };
+  SECTION("seq_chunk: chunk 1 of 3") {
+    Attrs a;
+    a.SetInt("sp_rank", 1);
+    a.SetInt("sp_degree", 3);
+    CheckGradients({"seq_chunk", a, Inputs(RandomTensor({2, 6, 5}, rng))});
+  }
+  SECTION("ulysses_heads both ways (q, k, v segments)") {
+    CheckGradients({"ulysses_heads", attrs(2, 0), Inputs(RandomTensor({2, 3, 24}, rng))});
+    CheckGradients({"ulysses_heads", attrs(2, 1), Inputs(RandomTensor({2, 2, 3, 12}, rng))});
+  }
+  SECTION("ulysses_time both ways") {
+    CheckGradients({"ulysses_time", attrs(2, 0), Inputs(RandomTensor({2, 3, 4, 5}, rng))});
+    CheckGradients({"ulysses_time", attrs(2, 1), Inputs(RandomTensor({3, 4, 5}, rng))});
+  }
+}
+
 TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",
           "[kernels][gradcheck]") {
   std::mt19937 rng(8);
@@ -330,15 +356,21 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // vocab_max, vocab_ce_stats and vocab_ce_loss take no gradient but the logits' (the chain
   // against cross_entropy in tensor_parallel_test.cc); sp_gather and sp_scatter compute nothing
   // (the plan's collectives do: runtime/worker/tp_graph_test.cc), nor does moe_all_to_all
-  // (runtime/worker/trainer_moe_test.cc); pipe_recv and pipe_send move
-  // gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc).
-  const std::set<std::string> covered = {
-      "add",        "attention",      "bias_add",           "cross_entropy", "dropout",
-      "embedding",  "gelu",           "layernorm",          "linear",        "mul",
-      "moe_router", "moe_dispatch",   "expert_linear",      "moe_combine",   "moe_residual_mix",
-      "moe_loss",   "moe_all_to_all", "position_embedding", "rmsnorm",       "rope",
-      "silu",       "vocab_max",      "vocab_ce_stats",     "vocab_ce_loss", "sp_split",
-      "sp_gather",  "sp_scatter",     "pipe_recv",          "pipe_send"};
+  // (runtime/worker/trainer_moe_test.cc) or seq_all_to_all; seq_ce_stats and seq_ce_loss are
+  // checked as a chain against cross_entropy (kernels/cpu/ulysses_test.cc); pipe_recv and pipe_send
+  // move gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc).
+  const std::set<std::string> covered = {"add",           "attention",      "bias_add",
+                                         "cross_entropy", "dropout",        "embedding",
+                                         "gelu",          "layernorm",      "linear",
+                                         "mul",           "moe_router",     "moe_dispatch",
+                                         "expert_linear", "moe_combine",    "moe_residual_mix",
+                                         "moe_loss",      "moe_all_to_all", "seq_chunk",
+                                         "ulysses_heads", "ulysses_time",   "seq_all_to_all",
+                                         "seq_ce_stats",  "seq_ce_loss",    "position_embedding",
+                                         "rmsnorm",       "rope",           "silu",
+                                         "vocab_max",     "vocab_ce_stats", "vocab_ce_loss",
+                                         "sp_split",      "sp_gather",      "sp_scatter",
+                                         "pipe_recv",     "pipe_send"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

@@ -1,5 +1,6 @@
 // position_embedding (learned, GPT-2): out[b, t, :] = x[b, t, :] + wpe[t, :];
-// x [B, T, C], wpe [maxT, C] with T <= maxT.
+// x [B, T, C], wpe [maxT, C] with T <= maxT; attr position_offset o (Ulysses: the rank's chunk
+// of the sequence) reads rows o .. o + T - 1.
 // Backward: dx += dout; dwpe[t] += sum_b dout[b, t]. Threads split t, so each wpe row has
 // one writer. Backward reads no tensors.
 #include <algorithm>
@@ -10,16 +11,21 @@
 namespace ds::kernels::cpu {
 namespace {
 
+int64_t Offset(const OpArgs& args) {
+  return args.attrs ? args.attrs->Int("position_offset", 0) : 0;
+}
+
 Status Forward(const OpArgs& args) {
   const Tensor& x = args.in[0];
   const int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);
   const float* xp = x.f32();
   const float* wpe = args.in[1].f32();
   float* out = args.out[0].f32();
+  const int64_t offset = Offset(args);
   ParallelFor(b * t, kElementwiseGrain / std::max<int64_t>(c, 1) + 1,
               [&](int64_t begin, int64_t end) {
                 for (int64_t r = begin; r < end; ++r) {
-                  const float* w = wpe + (r % t) * c;
+                  const float* w = wpe + (offset + r % t) * c;
                   for (int64_t j = 0; j < c; ++j) out[r * c + j] = xp[r * c + j] + w[j];
                 }
               });
@@ -38,7 +44,7 @@ Status Backward(const OpArgs& args) {
     });
   }
   if (args.grad_in[1].defined()) {
-    float* dw = args.grad_in[1].f32();
+    float* dw = args.grad_in[1].f32() + Offset(args) * c;
     ParallelFor(t, grain, [&](int64_t begin, int64_t end) {
       for (int64_t ti = begin; ti < end; ++ti)
         for (int64_t bi = 0; bi < b; ++bi) {

@@ -69,13 +69,15 @@ Status Apply(const OpArgs& args, const float* src, float* dst, float sign) {
   HeadLayout l;
   DS_RETURN_IF_ERROR(Layout(args, &l));
   const double theta = args.attrs ? args.attrs->Float("theta", 10000.0) : 10000.0;
-  const RopeTable& table = GetTable(l.seq, l.head_dim, theta);
+  // position_offset: the first token's position (Ulysses: the rank's chunk of the sequence).
+  const int64_t offset = args.attrs ? args.attrs->Int("position_offset", 0) : 0;
+  const RopeTable& table = GetTable(l.seq + offset, l.head_dim, theta);
   const int64_t row = l.row(), d = l.head_dim, half = d / 2;
   const int64_t rotated = l.n_head + l.n_kv_head;  // q and k heads lead the row
   ParallelFor(l.batch * l.seq, kElementwiseGrain / std::max<int64_t>(row, 1) + 1,
               [&](int64_t begin, int64_t end) {
                 for (int64_t r = begin; r < end; ++r) {
-                  const int64_t t = r % l.seq;
+                  const int64_t t = offset + r % l.seq;
                   const float* cs = table.cos.data() + t * half;
                   const float* sn = table.sin.data() + t * half;
                   const float* x = src + r * row;

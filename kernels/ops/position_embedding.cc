@@ -7,7 +7,7 @@
 namespace ds::kernels::ops {
 namespace {
 
-Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
+Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
   const char* op = "position_embedding";
   DS_RETURN_IF_ERROR(CheckArity(op, in, 2, 2));
   DS_RETURN_IF_ERROR(CheckRank(op, "x", in[0], 3));
@@ -17,9 +17,11 @@ Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<Tensor
   if (in[0].shape[2] != in[1].shape[1])
     return InvalidArgumentError(
         StrCat(op, ": x has ", in[0].shape[2], " channels but wpe has ", in[1].shape[1]));
-  if (in[0].shape[1] > in[1].shape[0])
-    return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1], " exceeds the ",
-                                       in[1].shape[0], " positions of wpe (maxT)"));
+  const int64_t offset = a.Int("position_offset", 0);
+  if (offset < 0 || offset + in[0].shape[1] > in[1].shape[0])
+    return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1],
+                                       " from position ", offset, " exceeds the ", in[1].shape[0],
+                                       " positions of wpe (maxT)"));
   *out = {in[0]};
   return OkStatus();
 }
@@ -30,6 +32,8 @@ OpDef Def() {
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 2;
   def.infer = Infer;
+  // position_offset: the first position (Ulysses sequence parallelism: a rank's chunk).
+  def.attr_names = {"position_offset"};
   SetPerElementFlops(&def, 1.0, 2.0);
   return def;
 }
