@@ -75,7 +75,7 @@ TEST_CASE("op defs: all 13 ops are registered with cpu/f32 kernels", "[kernels][
   }
   using Names = std::vector<std::string>;
   CHECK(FindOp("attention")->attr_names == Names{"n_head", "n_kv_head"});
-  CHECK(FindOp("rope")->attr_names == Names{"n_head", "n_kv_head", "theta", "position_offset"});
+  CHECK(FindOp("rope")->attr_names == Names{"n_head", "n_kv_head", "theta", "position_chunk"});
   CHECK(FindOp("layernorm")->attr_names == Names{"eps"});
   CHECK(FindOp("rmsnorm")->attr_names == Names{"eps"});
   CHECK(FindOp("cross_entropy")->attr_names == Names{"ignore_index"});

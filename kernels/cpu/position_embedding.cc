@@ -1,6 +1,6 @@
 // position_embedding (learned, GPT-2): out[b, t, :] = x[b, t, :] + wpe[t, :];
-// x [B, T, C], wpe [maxT, C] with T <= maxT; attr position_offset o (Ulysses: the rank's chunk
-// of the sequence) reads rows o .. o + T - 1.
+// x [B, T, C], wpe [maxT, C] with T <= maxT; attr position_chunk k (Ulysses: the rank's chunk of
+// the sequence) reads rows k T .. (k + 1) T - 1.
 // Backward: dx += dout; dwpe[t] += sum_b dout[b, t]. Threads split t, so each wpe row has
 // one writer. Backward reads no tensors.
 #include <algorithm>
@@ -12,7 +12,7 @@ namespace ds::kernels::cpu {
 namespace {
 
 int64_t Offset(const OpArgs& args) {
-  return args.attrs ? args.attrs->Int("position_offset", 0) : 0;
+  return args.attrs ? args.attrs->Int("position_chunk", 0) * args.in[0].dim(1) : 0;
 }
 
 Status Forward(const OpArgs& args) {

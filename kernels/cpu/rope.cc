@@ -69,8 +69,8 @@ Status Apply(const OpArgs& args, const float* src, float* dst, float sign) {
   HeadLayout l;
   DS_RETURN_IF_ERROR(Layout(args, &l));
   const double theta = args.attrs ? args.attrs->Float("theta", 10000.0) : 10000.0;
-  // position_offset: the first token's position (Ulysses: the rank's chunk of the sequence).
-  const int64_t offset = args.attrs ? args.attrs->Int("position_offset", 0) : 0;
+  // position_chunk k: positions k T .. (k + 1) T - 1 (Ulysses: the rank's chunk of the sequence).
+  const int64_t offset = args.attrs ? args.attrs->Int("position_chunk", 0) * l.seq : 0;
   const RopeTable& table = GetTable(l.seq + offset, l.head_dim, theta);
   const int64_t row = l.row(), d = l.head_dim, half = d / 2;
   const int64_t rotated = l.n_head + l.n_kv_head;  // q and k heads lead the row

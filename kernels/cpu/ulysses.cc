@@ -56,7 +56,9 @@ int ParseHeads(const OpArgs& args, int64_t* heads) {
 }
 
 // ulysses_heads: A = [B, Tl, W] (token-major), B = [sp, B, Tl, W / sp]; fn(a, b, len) per run.
+// Its forward reads A.
 struct HeadRuns {
+  static constexpr bool kReadsA = true;
   template <typename Fn>
   static void Each(const OpArgs& args, const Fn& fn) {
     const bool inverse = Attr(args, "inverse", 0) != 0;
@@ -78,8 +80,9 @@ struct HeadRuns {
   }
 };
 
-// ulysses_time: A = [B, sp Tl, Wl] (all positions), B = [sp, B, Tl, Wl].
+// ulysses_time: A = [B, sp Tl, Wl] (all positions), B = [sp, B, Tl, Wl]. Its forward writes A.
 struct TimeRuns {
+  static constexpr bool kReadsA = false;
   template <typename Fn>
   static void Each(const OpArgs& args, const Fn& fn) {
     const bool inverse = Attr(args, "inverse", 0) != 0;
@@ -92,14 +95,19 @@ struct TimeRuns {
   }
 };
 
-// The token-major side A is the input unless `inverse`.
+// The input is side A when the op's forward reads A, flipped by `inverse`.
+template <typename Runs>
+bool InputIsA(const OpArgs& args) {
+  return Runs::kReadsA != (Attr(args, "inverse", 0) != 0);
+}
+
 template <typename Runs>
 Status PermuteForward(const OpArgs& args) {
-  const bool inverse = Attr(args, "inverse", 0) != 0;
+  const bool in_a = InputIsA<Runs>(args);
   const float* in = args.in[0].f32();
   float* out = args.out[0].f32();
   Runs::Each(args, [&](int64_t a, int64_t b, int64_t len) {
-    std::memcpy(out + (inverse ? a : b), in + (inverse ? b : a), len * sizeof(float));
+    std::memcpy(out + (in_a ? b : a), in + (in_a ? a : b), len * sizeof(float));
   });
   return OkStatus();
 }
@@ -107,12 +115,12 @@ Status PermuteForward(const OpArgs& args) {
 template <typename Runs>
 Status PermuteBackward(const OpArgs& args) {
   if (!args.grad_in[0].defined()) return OkStatus();
-  const bool inverse = Attr(args, "inverse", 0) != 0;
+  const bool in_a = InputIsA<Runs>(args);
   const float* dy = args.grad_out[0].f32();
   float* dx = args.grad_in[0].f32();
   Runs::Each(args, [&](int64_t a, int64_t b, int64_t len) {
-    const float* src = dy + (inverse ? a : b);
-    float* dst = dx + (inverse ? b : a);
+    const float* src = dy + (in_a ? b : a);
+    float* dst = dx + (in_a ? a : b);
     for (int64_t k = 0; k < len; ++k) dst[k] += src[k];
   });
   return OkStatus();

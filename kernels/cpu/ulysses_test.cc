@@ -46,11 +46,18 @@ TEST_CASE("ulysses layouts: parts hold their heads, and the inverses undo them",
   CHECK(got[6] == tok[14]);  // v head 1 (v starts at 12)
   OwnedTensor back = Run("ulysses_heads", Layout(2, 1), parts.view());
   for (int64_t i = 0; i < x.numel(); ++i) REQUIRE(back.f32()[i] == x.f32()[i]);
-  OwnedTensor whole = Run("ulysses_time", Layout(2, 0), parts.view());
-  REQUIRE(whole.view().shape() == Shape{2, 6, 8});
-  CHECK(whole.f32()[(1 * 6 + 3 + 2) * 8] == parts.f32()[((1 * 2 + 1) * 3 + 2) * 8]);
-  OwnedTensor again = Run("ulysses_time", Layout(2, 1), whole.view());
-  for (int64_t i = 0; i < parts.numel(); ++i) REQUIRE(again.f32()[i] == parts.f32()[i]);
+  // Time: 4 parts of batch 3 (sp != B, so a transposed mapping cannot pass by symmetry).
+  OwnedTensor p4 = RandomTensor({4, 3, 2, 5}, rng);
+  OwnedTensor whole = Run("ulysses_time", Layout(4, 0), p4.view());
+  REQUIRE(whole.view().shape() == Shape{3, 8, 5});
+  for (int j = 0; j < 4; ++j)
+    for (int b = 0; b < 3; ++b)
+      for (int t = 0; t < 2; ++t)
+        for (int k = 0; k < 5; ++k)
+          REQUIRE(whole.f32()[(b * 8 + j * 2 + t) * 5 + k] ==
+                  p4.f32()[((j * 3 + b) * 2 + t) * 5 + k]);
+  OwnedTensor again = Run("ulysses_time", Layout(4, 1), whole.view());
+  for (int64_t i = 0; i < p4.numel(); ++i) REQUIRE(again.f32()[i] == p4.f32()[i]);
 }
 
 TEST_CASE("ulysses cross-entropy: chunks' stats and gradients make the whole loss's",

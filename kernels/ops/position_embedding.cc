@@ -17,7 +17,7 @@ Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<Tens
   if (in[0].shape[2] != in[1].shape[1])
     return InvalidArgumentError(
         StrCat(op, ": x has ", in[0].shape[2], " channels but wpe has ", in[1].shape[1]));
-  const int64_t offset = a.Int("position_offset", 0);
+  const int64_t offset = a.Int("position_chunk", 0) * in[0].shape[1];
   if (offset < 0 || offset + in[0].shape[1] > in[1].shape[0])
     return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1],
                                        " from position ", offset, " exceeds the ", in[1].shape[0],
@@ -32,8 +32,8 @@ OpDef Def() {
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 2;
   def.infer = Infer;
-  // position_offset: the first position (Ulysses sequence parallelism: a rank's chunk).
-  def.attr_names = {"position_offset"};
+  // position_chunk k: the positions are k T .. (k + 1) T - 1 (Ulysses: a rank's chunk).
+  def.attr_names = {"position_chunk"};
   SetPerElementFlops(&def, 1.0, 2.0);
   return def;
 }

@@ -30,7 +30,7 @@ OpDef Def() {
   OpDef def;
   def.name = "rope";
   def.tp_rule = TpRule::kHeads;
-  def.attr_names = {"n_head", "n_kv_head", "theta", "position_offset"};
+  def.attr_names = {"n_head", "n_kv_head", "theta", "position_chunk"};
   def.infer = Infer;
   def.forward_flops = Flops;
   def.backward_flops = Flops;

@@ -47,7 +47,6 @@ constexpr const char* kUnsupportedTopLevel[] = {"vocabulary_size",
                                                 "disable_allgather",
                                                 "data_types",
                                                 "seq_parallel_comm_data_type",
-                                                "sequence_parallel_size",
                                                 "dataloader_drop_last",
                                                 "use_data_before_expert_parallelism",
                                                 "graph_harvesting",
@@ -185,6 +184,14 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);
   const bool tensor_given = in::ParseParallel(r, &c->parallel);
+  // DeepSpeed's Ulysses size is a top-level key; parallel.ulysses is ours (they must agree).
+  int64_t sp = 0;
+  if (r.Get("sequence_parallel_size", &sp)) {
+    r.Require(c->parallel.ulysses == 1 || c->parallel.ulysses == sp, "sequence_parallel_size",
+              "must equal parallel.ulysses " + std::to_string(c->parallel.ulysses));
+    r.Require(sp >= 1, "sequence_parallel_size", "must be >= 1");
+    c->parallel.ulysses = static_cast<int>(sp);
+  }
   in::ParseTensorParallel(r, &c->parallel, tensor_given);
   in::ParsePipeline(r, &c->pipeline, &c->parallel, c->parallel.pipeline_given);
   for (const char* key : kUnsupportedTopLevel) r.Unsupported(key);

@@ -225,7 +225,8 @@ struct DeviceConfig {
 struct ParallelConfig {
   int tensor = 1;
   int pipeline = 1;
-  int expert = 1;  // expert-parallel size (DeepSpeed-MoE's ep_size): divides the dp size
+  int expert = 1;   // expert-parallel size (DeepSpeed-MoE's ep_size): divides the dp size
+  int ulysses = 1;  // DeepSpeed-Ulysses' sequence_parallel_size: divides the dp size
   bool sequence_parallel = false;
   bool pipeline_given = false;  // [reader] parallel.pipeline was set (pipeline.stages must agree)
 };

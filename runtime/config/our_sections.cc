@@ -198,6 +198,8 @@ bool ParseParallel(MapReader& root, ParallelConfig* p) {
   r.GetAlias({"expert", "ep_size", "expert_parallel_size"}, &expert);
   p->expert = static_cast<int>(expert);
   r.Require(p->expert >= 1, "expert", "must be >= 1");
+  r.Get("ulysses", &p->ulysses);
+  r.Require(p->ulysses >= 1, "ulysses", "must be >= 1 (DeepSpeed's sequence_parallel_size)");
   r.Finish();
   return tensor_given;
 }

@@ -34,10 +34,9 @@ class Rewriter {
       if (n.op == "moe_dispatch") rename_[n.outputs[0]] = Exchange(n.outputs[0], n.inputs[2], n);
     }
     new_index_[nodes.size()] = static_cast<int>(g.nodes.size());
-    for (TpCollective& c : local_->collectives)
-      if (!c.ep) c.boundary = new_index_.at(c.boundary);
+    for (TpCollective& c : local_->collectives) c.boundary = new_index_.at(c.boundary);
     collectives_.insert(collectives_.begin(), local_->collectives.begin(),
-                        local_->collectives.end());
+                        local_->collectives.end());  // the tensor-parallel ones, moved above
     local_->collectives = std::move(collectives_);
     local_->replicated.resize(g.tensors.size(), false);
     return OkStatus();
@@ -64,7 +63,7 @@ class Rewriter {
     g.nodes.push_back(n);
     TpCollective fwd;
     fwd.kind = TpCollective::kAllToAll;
-    fwd.ep = true;
+    fwd.group = "ep";
     fwd.boundary = at + 1;  // after the (empty) node: the collective writes its output
     fwd.tensor = buffer;
     fwd.out = out;
@@ -84,7 +83,7 @@ class Rewriter {
   void AgreeCapacity(const NodeInfo& router) {
     TpCollective c;
     c.kind = TpCollective::kAllReduce;
-    c.ep = true;
+    c.group = "ep";
     c.max = true;
     c.boundary = static_cast<int>(local_->graph.nodes.size());
     c.tensor = router.outputs[3];

@@ -16,11 +16,13 @@ const char* GroupKindName(GroupKind kind) {
       return "embedding";
     case GroupKind::kEp:
       return "ep";
+    case GroupKind::kSp:
+      return "sp";
   }
   return "?";
 }
 
-StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep) {
+StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep, int sp) {
   auto str = [](int v) { return std::to_string(v); };
   if (world < 1 || tp < 1 || pp < 1)
     return InvalidArgumentError("parallel grid: world " + str(world) + ", parallel.tensor " +
@@ -36,7 +38,12 @@ StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep) {
                                 " must be >= 1 and divide the data-parallel size " + str(dp) +
                                 " (world " + str(world) + " / (tp " + str(tp) + " x pp " + str(pp) +
                                 "))");
-  return ParallelGrid(world, tp, pp, ep);
+  if (sp < 1 || dp % sp != 0)
+    return InvalidArgumentError("parallel grid: parallel.ulysses " + str(sp) +
+                                " must be >= 1 and divide the data-parallel size " + str(dp) +
+                                " (world " + str(world) + " / (tp " + str(tp) + " x pp " + str(pp) +
+                                "))");
+  return ParallelGrid(world, tp, pp, ep, sp);
 }
 
 GridCoord ParallelGrid::CoordOf(int rank) const {
@@ -67,6 +74,10 @@ std::vector<int> ParallelGrid::Group(GroupKind kind, int rank) const {
       break;
     case GroupKind::kEp:
       for (int d = me.dp - me.dp % ep_; ep_ > 1 && d < me.dp - me.dp % ep_ + ep_; ++d)
+        ranks.push_back(RankOf({me.pp, d, me.tp}));
+      break;
+    case GroupKind::kSp:
+      for (int d = me.dp - me.dp % sp_; sp_ > 1 && d < me.dp - me.dp % sp_ + sp_; ++d)
         ranks.push_back(RankOf({me.pp, d, me.tp}));
       break;
   }

@@ -6,6 +6,9 @@
 //   embedding  the first and last pp rank of one (dp, tp) cell (tied embeddings), pp > 1 only
 //   ep   expert parallelism (ep > 1 only): consecutive runs of ep ranks of a dp group, as
 //        DeepSpeed forms them; a rank's ep rank is its dp rank mod ep
+//   sp   Ulysses sequence parallelism (sp > 1 only): consecutive runs of sp ranks of a dp group
+//        share each micro-batch, a time chunk each; ZeRO still shards over the whole dp group
+//        (DeepSpeed's dp x sp)
 //
 //   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(8, /*tp=*/2, /*pp=*/2));
 //   grid.dp();                          // 2
@@ -21,9 +24,9 @@
 
 namespace ds::plan {
 
-enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp };
+enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp, kSp };
 
-// "tp", "dp", "pp", "embedding", "ep".
+// "tp", "dp", "pp", "embedding", "ep", "sp".
 const char* GroupKindName(GroupKind kind);
 
 struct GridCoord {
@@ -32,9 +35,9 @@ struct GridCoord {
 
 class ParallelGrid {
  public:
-  // InvalidArgument naming the sizes when tp x pp does not divide `world`, ep does not divide
-  // dp, or a size is < 1.
-  static StatusOr<ParallelGrid> Create(int world, int tp, int pp, int ep = 1);
+  // InvalidArgument naming the sizes when tp x pp does not divide `world`, ep or sp does not
+  // divide dp, or a size is < 1.
+  static StatusOr<ParallelGrid> Create(int world, int tp, int pp, int ep = 1, int sp = 1);
 
   int world() const { return world_; }
   int tp() const { return tp_; }
@@ -42,6 +45,10 @@ class ParallelGrid {
   int dp() const { return world_ / (tp_ * pp_); }
   int ep() const { return ep_; }
   int EpRankOf(int rank) const { return CoordOf(rank).dp % ep_; }
+  int sp() const { return sp_; }
+  int SpRankOf(int rank) const { return CoordOf(rank).dp % sp_; }
+  // Which micro-batches a rank reads: its sp group's (the dp rank / sp), of dp / sp.
+  int DataRankOf(int rank) const { return CoordOf(rank).dp / sp_; }
 
   GridCoord CoordOf(int rank) const;
   int RankOf(const GridCoord& c) const;
@@ -53,8 +60,9 @@ class ParallelGrid {
   std::string Describe() const;
 
  private:
-  ParallelGrid(int world, int tp, int pp, int ep) : world_(world), tp_(tp), pp_(pp), ep_(ep) {}
-  int world_ = 1, tp_ = 1, pp_ = 1, ep_ = 1;
+  ParallelGrid(int world, int tp, int pp, int ep, int sp)
+      : world_(world), tp_(tp), pp_(pp), ep_(ep), sp_(sp) {}
+  int world_ = 1, tp_ = 1, pp_ = 1, ep_ = 1, sp_ = 1;
 };
 
 }  // namespace ds::plan

@@ -13,6 +13,7 @@
 #include "runtime/plan/recompute_plan.h"
 #include "runtime/plan/tp_plan.h"
 #include "runtime/plan/tp_shards.h"
+#include "runtime/plan/ulysses_graph.h"
 #include "zero/plan/zero_builder.h"
 
 namespace ds::plan {
@@ -35,6 +36,23 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
     return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
                               " with parallel.tensor or parallel.pipeline above 1: expert "
                               "parallelism runs on a data-parallel grid only so far");
+  if (topo.sp != c.ulysses)
+    return Bad("topology",
+               "sp " + Str(topo.sp) + " differs from parallel.ulysses " + Str(c.ulysses));
+  if (topo.sp > 1 && (topo.tp > 1 || topo.pp > 1 || topo.ep > 1))
+    return UnimplementedError("plan: parallel.ulysses " + Str(topo.sp) +
+                              " with parallel.tensor, pipeline or expert above 1: Ulysses runs on "
+                              "a data-parallel grid only so far");
+  if (topo.sp > 1 && c.states_on_device)
+    return UnimplementedError("plan: parallel.ulysses " + Str(topo.sp) +
+                              " on a device: its ops have CPU kernels only so far");
+  if (topo.sp > 1 && c.seq_len % topo.sp != 0)
+    return Bad("parallel.ulysses", Str(topo.sp) + " does not divide seq_len " + Str(c.seq_len) +
+                                       " (each rank takes seq_len / " + Str(topo.sp) +
+                                       " positions of every sequence)");
+  if (topo.sp > 1 && c.recompute != RecomputeMode::kNone)
+    return UnimplementedError(std::string("plan: parallel.ulysses with training.recompute ") +
+                              RecomputeModeName(c.recompute) + " is not planned yet");
   if (topo.ep > 1 && c.states_on_device)
     return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
                               " on a device: the MoE ops have CPU kernels only so far");
@@ -69,7 +87,8 @@ Status ResolveBatch(const Topology& topo, PlanConfig* c) {
   job.train_batch_size = c->train_batch_size;
   job.train_micro_batch_size_per_gpu = c->micro_batch_size;
   job.gradient_accumulation_steps = c->gradient_accumulation_steps;
-  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&job, topo.dp));
+  // Ulysses' ranks share micro-batches: the batch is over dp / sp data ranks (DeepSpeed's rule).
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&job, topo.dp / topo.sp));
   c->train_batch_size = job.train_batch_size;
   c->micro_batch_size = job.train_micro_batch_size_per_gpu;
   c->gradient_accumulation_steps = job.gradient_accumulation_steps;
@@ -84,6 +103,7 @@ void EchoSettings(const PlanConfig& c, const Topology& topo, proto::Plan* plan) 
   t->set_tp(topo.tp);
   t->set_pp(topo.pp);
   t->set_ep(topo.ep);
+  t->set_sp(topo.sp);
   proto::PlanSettings* s = plan->mutable_settings();
   s->set_zero_stage(c.stage);
   s->set_model_dtype(ToProtoDType(c.model_dtype));
@@ -148,7 +168,8 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
   DS_RETURN_IF_ERROR(
-      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep).status());
+      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep, topology.sp)
+          .status());
   PlanConfig resolved = config;
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
@@ -157,13 +178,15 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_RETURN_IF_ERROR(ApplyExpertParallel(topology.ep, 0, &*local).WithPrefix("plan"));
+  DS_RETURN_IF_ERROR(ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
 }
 
 StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
                                 const PlanConfig& config) {
-  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
-                      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep));
+  DS_ASSIGN_OR_RETURN(
+      ParallelGrid grid,
+      ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep, topology.sp));
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)
@@ -178,6 +201,12 @@ StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topol
     return it == local.graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
   };
   DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, topology.dp, &plan));
+  // Ulysses: each rank's loss is its whole sequence's (the chunks' sums meet in seq_ce_loss), so
+  // the dp reductions sum the sp ranks' gradients and average over the data ranks only.
+  for (proto::RankPlan& rp : *plan.mutable_ranks())
+    for (proto::Instruction& in : *rp.mutable_instructions())
+      if (in.mean_over() > 0 && in.kind() != proto::Instruction::LOSS_REDUCE)
+        in.set_mean_over(in.mean_over() / topology.sp);
   DS_RETURN_IF_ERROR(InsertRecompute(local.graph, recompute, &plan));
   if (!local.collectives.empty())
     DS_RETURN_IF_ERROR(

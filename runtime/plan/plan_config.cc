@@ -13,6 +13,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.tensor = job.parallel.tensor;
   c.pipeline = job.parallel.pipeline;
   c.expert = job.parallel.expert;
+  c.ulysses = job.parallel.ulysses;
   c.sequence_parallel = job.parallel.sequence_parallel;
   if (!ParseRecomputeMode(job.recompute.mode, &c.recompute))
     return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
@@ -81,9 +82,9 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
 }
 
 StatusOr<Topology> TopologyFor(int world, const PlanConfig& config) {
-  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
-                      ParallelGrid::Create(world, config.tensor, config.pipeline, config.expert));
-  return Topology{world, grid.dp(), grid.tp(), grid.pp(), grid.ep()};
+  DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(world, config.tensor, config.pipeline,
+                                                              config.expert, config.ulysses));
+  return Topology{world, grid.dp(), grid.tp(), grid.pp(), grid.ep(), grid.sp()};
 }
 
 }  // namespace ds::plan

@@ -25,13 +25,15 @@ struct Topology {
   int tp = 1;
   int pp = 1;
   int ep = 1;  // expert parallelism: consecutive runs of ep dp ranks split the experts
+  int sp = 1;  // Ulysses: consecutive runs of sp dp ranks split each sequence
 };
 
 struct PlanConfig {
   // parallel: {tensor, pipeline, sequence_parallel} (tensor_parallel.autotp_size is tensor).
   int tensor = 1;
   int pipeline = 1;
-  int expert = 1;  // parallel.expert: the expert-parallel size (divides the dp size)
+  int expert = 1;   // parallel.expert: the expert-parallel size (divides the dp size)
+  int ulysses = 1;  // parallel.ulysses: Ulysses' sequence-parallel size (divides the dp size)
   bool sequence_parallel = false;
   // pipeline: {schedule, virtual_stages, partition_method} (pipeline_schedule.h,
   // pipeline_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.

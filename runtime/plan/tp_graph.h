@@ -26,6 +26,7 @@
 //   ParamStore params(local.graph, ...);
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/base/status.h"
@@ -46,8 +47,10 @@ struct TpCollective {
   int tensor = -1;        // local graph tensor index (all-reduce: in place; else the source)
   int out = -1;           // all-gather / reduce-scatter: the destination tensor
   bool max = false;       // reduce with max (the vocab-parallel row max); else sum
-  bool ep = false;        // on the ep group instead of the tp group
-  int capacity = -1;      // all-to-all: the tensor holding the rows per block a step moves
+  // The group it runs on: "tp", or "ep" (expert parallelism, ep_graph.h), "sp" (Ulysses,
+  // ulysses_graph.h).
+  std::string group = "tp";
+  int capacity = -1;  // all-to-all: the tensor holding the rows per block a step moves
 };
 
 struct TpLocalGraph {

@@ -47,7 +47,7 @@ Ins ActCollective(const TpLocalGraph& local, const TpCollective& c,
     a->set_row_elements(shape.at(2));
   }
   proto::Collective* col = ins.mutable_collective();
-  col->set_group(c.ep ? kEpGroup : kTpGroup);
+  col->set_group(c.group);
   col->set_count(whole);
   const bool split = c.kind == TpCollective::kAllGather || c.kind == TpCollective::kReduceScatter;
   for (int r = 0; split && r < tp; ++r) col->add_rank_counts(whole / tp);
@@ -326,15 +326,16 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         }
       }
   }
-  const auto eps = grid.Groups(GroupKind::kEp);
-  for (size_t i = 0; i < eps.size(); ++i) {
-    const std::vector<int>& ranks = eps[i];
-    proto::ProcessGroup* g = plan->add_groups();
-    g->set_name(std::string(kEpGroup) + "." + std::to_string(i));
-    g->set_kind(kEpGroup);
-    for (int r : ranks) {
-      g->add_ranks(r);
-      name_of[{GroupKind::kEp, r}] = g->name();
+  for (GroupKind kind : {GroupKind::kEp, GroupKind::kSp}) {  // expert and Ulysses groups
+    const auto groups = grid.Groups(kind);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      proto::ProcessGroup* g = plan->add_groups();
+      g->set_name(std::string(GroupKindName(kind)) + "." + std::to_string(i));
+      g->set_kind(GroupKindName(kind));
+      for (int r : groups[i]) {
+        g->add_ranks(r);
+        name_of[{kind, r}] = g->name();
+      }
     }
   }
   const bool tp = grid.tp() > 1;
@@ -373,6 +374,8 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         c->set_group(name_of.at({GroupKind::kTp, w}));
       } else if (c->group() == kEpGroup) {
         c->set_group(name_of.at({GroupKind::kEp, w}));
+      } else if (c->group() == kSpGroup) {
+        c->set_group(name_of.at({GroupKind::kSp, w}));
       } else if (!c->group().empty()) {
         c->set_group(name_of.at({GroupKind::kDp, w}));
       }

@@ -150,8 +150,8 @@ Status Trainer::Build() {
   if (!pc.ok()) return pc.status().WithPrefix(src);
   auto topo = plan::TopologyFor(comm_->size(), *pc);
   if (!topo.ok()) return topo.status().WithPrefix(src);
-  // The batch triad counts the data-parallel ranks only.
-  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo->dp).WithPrefix(src));
+  // The batch triad counts the data-parallel ranks only (Ulysses' ranks share micro-batches).
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo->dp / topo->sp).WithPrefix(src));
   if (config_.device.type != config::DeviceType::kCuda)
     device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == config::DeviceType::kCuda && !device_memory_) {
@@ -183,7 +183,7 @@ Status Trainer::Build() {
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
   if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
-  if (topo->ep > 1) DS_RETURN_IF_ERROR(PartitionForExpertParallel(*topo).WithPrefix(src));
+  if (topo->ep > 1 || topo->sp > 1) DS_RETURN_IF_ERROR(PartitionForRank(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc->states_on_device;
   params_ =
@@ -245,8 +245,10 @@ Status Trainer::Build() {
   d.seq = seq_;
   d.shuffle = config_.data.shuffle;
   d.seed = config_.data.seed;
-  d.dp_rank = comm_->rank();
-  d.dp_size = comm_->size();
+  // Ulysses: the sp ranks of a group read the same micro-batches (each its chunk of them).
+  const int sp = std::max(1, plan_->topology().sp());
+  d.dp_rank = comm_->rank() / sp;
+  d.dp_size = comm_->size() / sp;
   DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
   if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
@@ -325,7 +327,7 @@ Status Trainer::BuildPlan() {
   const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
-  const bool whole = tp_ || ep_ || pipe_stage_ >= 0;
+  const bool whole = tp_ || rank_graph_ || pipe_stage_ >= 0;
   auto made = plan::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
@@ -395,7 +397,8 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   Status status;
   for (int64_t i = 0; i < iters && status.ok(); ++i) {
     status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
-    if (status.ok()) status = ForwardWhole(eval_executor_.get(), tp_ ? tp_.get() : ep_.get());
+    if (status.ok())
+      status = ForwardWhole(eval_executor_.get(), tp_ ? tp_.get() : rank_graph_.get());
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();
@@ -414,7 +417,9 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
-  return exec::Executor::Create(graph_, params_.get(), {batch, seq, false});
+  // Every rank holds every parameter: it generates with the whole model, alone.
+  return exec::Executor::Create(rank_graph_ ? full_graph_ : graph_, params_.get(),
+                                {batch, seq, false});
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }

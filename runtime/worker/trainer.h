@@ -169,7 +169,7 @@ class Trainer {
   // graph the executor runs, with its cuts), the node ranges between the cuts and the
   // collectives at them, over the tp group.
   Status ForwardWhole(exec::Executor* executor, const plan::TpLocalGraph* local);
-  Status PartitionForExpertParallel(const plan::Topology& topology);
+  Status PartitionForRank(const plan::Topology& topology);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
@@ -199,7 +199,9 @@ class Trainer {
   std::map<std::string, parallel::Communicator*> group_by_name_;
   parallel::Communicator* tp_comm_ = nullptr;
   parallel::Communicator* ep_comm_ = nullptr;
-  std::unique_ptr<plan::TpLocalGraph> ep_;  // expert parallelism: this ep rank's graph
+  parallel::Communicator* sp_comm_ = nullptr;
+  // Expert parallelism or Ulysses: this rank's graph and its collectives (eval runs them).
+  std::unique_ptr<plan::TpLocalGraph> rank_graph_;
   int tp_rank_ = 0;
   parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
   parallel::Communicator* world_host_comm_ = nullptr;  // the same on host memory (checkpoints)

@@ -12,6 +12,7 @@
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
+#include "runtime/plan/ulysses_graph.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -42,22 +43,31 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   return OkStatus();
 }
 
-// Expert parallelism at tp 1: the same parameters, this ep rank's experts computed, the
-// all-to-all nodes in place (ep_graph.h).
-Status Trainer::PartitionForExpertParallel(const plan::Topology& topology) {
-  DS_ASSIGN_OR_RETURN(
-      plan::ParallelGrid grid,
-      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep));
-  const int ep_rank = grid.EpRankOf(world_rank_);
+// Expert parallelism or Ulysses at tp 1: the same parameters; this ep rank's experts computed,
+// or this sp rank's chunk of each sequence; the all-to-all nodes in place (ep_graph.h,
+// ulysses_graph.h).
+Status Trainer::PartitionForRank(const plan::Topology& topology) {
+  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
+                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
+                                                 topology.ep, topology.sp));
+  const int ep_rank = grid.EpRankOf(world_rank_), sp_rank = grid.SpRankOf(world_rank_);
   DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local, plan::TensorParallelGraph(graph_, 1, 0));
   DS_RETURN_IF_ERROR(plan::ApplyExpertParallel(topology.ep, ep_rank, &local));
-  ep_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
+  DS_RETURN_IF_ERROR(plan::ApplyUlysses(topology.sp, sp_rank, &local));
+  rank_graph_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
-  graph_ = ep_->graph;
+  graph_ = rank_graph_->graph;
   const int64_t experts = plan::NumExperts(graph_);
-  DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: experts {}-{} of {}",
-              world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
-              (ep_rank + 1) * experts / topology.ep - 1, experts);
+  if (topology.ep > 1)
+    DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: experts {}-{} of {}",
+                world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
+                (ep_rank + 1) * experts / topology.ep - 1, experts);
+  if (topology.sp > 1)
+    DS_LOG_INFO("worker",
+                "ulysses: rank {} is sp rank {} of {}: its chunk of every sequence, data rank {} "
+                "of {}",
+                world_rank_, sp_rank, topology.sp, grid.DataRankOf(world_rank_),
+                grid.dp() / topology.sp);
   return OkStatus();
 }
 
@@ -123,6 +133,7 @@ Status Trainer::CreateGroups() {
     group_by_name_[g.name()] = comm;
     if (g.kind() == "tp") tp_comm_ = comm;
     if (g.kind() == "ep") ep_comm_ = comm;
+    if (g.kind() == "sp") sp_comm_ = comm;
     if (g.kind() == "dp" && g.ranks_size() != world) comm_ = host_comm_ = comm;
   }
   return OkStatus();
@@ -135,7 +146,9 @@ Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local
     if (c.backward) continue;
     DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
     at = c.boundary;
-    parallel::Communicator* comm = c.ep ? ep_comm_ : tp_comm_;
+    parallel::Communicator* comm = c.group == "ep"   ? ep_comm_
+                                   : c.group == "sp" ? sp_comm_
+                                                     : tp_comm_;
     const Tensor t = ex->TensorData(c.tensor, false);
     const parallel::BufferView in(t.f32(), t.numel());
     if (c.kind == plan::TpCollective::kAllReduce) {

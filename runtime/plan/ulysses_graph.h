@@ -1,0 +1,30 @@
+// DeepSpeed-Ulysses sequence parallelism (parallelism.md C): the graph an sp rank runs. The sp
+// ranks of a dp group share each micro-batch; rank r takes positions [r T / sp, (r + 1) T / sp)
+// of every sequence (seq_chunk of the token ids and targets, position_embedding / rope at their
+// own positions), and everything but attention runs on that chunk. Around each attention:
+//
+//   qkv [B, T/sp, (H + 2 KV) D] -ulysses_heads-> [sp, B, T/sp, (H + 2 KV) D / sp]
+//     -seq_all_to_all (ACT_ALL_TO_ALL on the sp group)-> part j: chunk j's tokens of my heads
+//     -ulysses_time-> [B, T, (H + 2 KV) D / sp] -attention over H / sp heads (KV / sp kv heads)->
+//   [B, T, H D / sp] -ulysses_time (inverse)-> [sp, B, T/sp, H D / sp] -all-to-all->
+//     -ulysses_heads (inverse)-> [B, T/sp, H D]
+//
+// so each rank moves 4 N h / sp per layer (3 for q, k, v and 1 for the output; Megatron-SP moves
+// 4 N h). The loss is the whole sequence's: seq_ce_stats sums the chunk's token losses and
+// counts them, the plan all-reduces both over sp, and seq_ce_loss divides; its backward scales by
+// the whole count, so the sp ranks' gradients are parts of one sum, added (not averaged) by the
+// data-parallel reductions over dp x sp, whose mean is over the data ranks only (plan_builder).
+// Heads must divide evenly: n_head and n_kv_head by sp (DeepSpeed's newer uneven-head path is not
+// supported). Nodes keep the whole graph's index as seed_id.
+#pragma once
+
+#include "runtime/base/status.h"
+#include "runtime/plan/tp_graph.h"
+
+namespace ds::plan {
+
+// Rewrites `local` for sp rank `rank` of `sp` (nothing at sp 1). InvalidArgument naming the
+// heads when sp does not divide them; Unimplemented for a mixture-of-experts graph.
+Status ApplyUlysses(int sp, int rank, TpLocalGraph* local);
+
+}  // namespace ds::plan
