@@ -1,7 +1,8 @@
-// What `ds-launch plan` / ds-plan says about a mixture-of-experts model (after the memory and
-// communication tables): the layers, the capacity per expert at the job's micro-batch, the expert
-// parameters and the part of them rank 0 keeps states for, and the expert-parallel all-to-alls
-// per step (ep_graph.h).
+// What `ds-launch plan` / ds-plan says about the all-to-all layouts (after the memory and
+// communication tables). A mixture-of-experts model: the layers, the capacity per expert at the
+// job's micro-batch, the expert parameters and the part of them rank 0 keeps states for, and the
+// expert-parallel all-to-alls per step (ep_graph.h). Ulysses: the bytes each rank exchanges per
+// layer beside DeepSpeed's 4Nh/P and Megatron-SP's 4Nh (ulysses_graph.h).
 #pragma once
 
 #include <string>
@@ -13,5 +14,7 @@ namespace ds::plan {
 
 // Empty for a dense graph.
 std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan);
+// Empty without Ulysses (topology.sp <= 1).
+std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan);
 
 }  // namespace ds::plan

@@ -49,7 +49,8 @@ StatusOr<std::string> Run(const Flags& f) {
                              ? static_cast<int64_t>(f.host_memory_gib * 1073741824.0)
                              : HostMemoryBytes();
     const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
-    std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan);
+    std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
+                       FormatUlyssesSummary(graph, *plan);
     if (node <= 0) return text;
     DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
     return text + "\n" + advice;
