@@ -5,7 +5,8 @@
 //
 // Conventions (nccl-tests): size = the buffer for allreduce and broadcast, the gathered output
 // for allgather, the input per rank for reduce_scatter; algbw = size / time; busbw = algbw x
-// 2(n-1)/n (allreduce), (n-1)/n (reduce_scatter, allgather), 1 (broadcast). time = the mean of
+// 2(n-1)/n (allreduce), (n-1)/n (reduce_scatter, allgather, alltoall: size = each rank's
+// buffer), 1 (broadcast). time = the mean of
 // back-to-back iterations after a warm-up, the slowest rank's. memcpy = one thread copying
 // `size` bytes between two warm buffers, same timing. "allreduce(gloo)" is Gloo's own
 // gloo::allreduce (ring) on the same sockets' kind, for comparison with ours.
@@ -63,9 +64,9 @@ double MemcpyGBps(int64_t bytes) {
   return bytes / s / 1e9;
 }
 
-const char* const kOps[] = {"allreduce", "allreduce(gloo)", "reduce_scatter", "allgather",
-                            "broadcast"};
-constexpr int kNumOps = 5;
+const char* const kOps[] = {"allreduce", "allreduce(gloo)", "reduce_scatter",
+                            "allgather", "broadcast",       "alltoall"};
+constexpr int kNumOps = 6;
 
 double BusFactor(int op, int n) {
   if (op <= 1) return 2.0 * (n - 1) / n;
@@ -132,6 +133,9 @@ void RankMain(int rank, int n, GrpcStore* store, const std::vector<int64_t>& siz
           break;
         case 3:
           run = [&] { return comm.AllGather({in.data(), count / n}, {out.data(), count}); };
+          break;
+        case 5:  // size = each rank's buffer, 1/n of it to every rank
+          run = [&] { return comm.AllToAll({in.data(), count}, {out.data(), count}); };
           break;
         default:
           run = [&] { return comm.Broadcast({out.data(), count}, 0); };
@@ -253,10 +257,11 @@ int main(int argc, char** argv) {
     } else if (ds::parallel::ParseFlag(arg, "step", &v)) {
       flags.step = std::max(2LL, std::stoll(v));
     } else {
-      std::fprintf(stderr,
-                   "usage: comm_bench [--worlds=2,4] [--min_bytes=1024] "
-                   "[--max_bytes=67108864] [--step=4] "
-                   "[--ops=allreduce,allreduce(gloo),reduce_scatter,allgather,broadcast]\n");
+      std::fprintf(
+          stderr,
+          "usage: comm_bench [--worlds=2,4] [--min_bytes=1024] "
+          "[--max_bytes=67108864] [--step=4] "
+          "[--ops=allreduce,allreduce(gloo),reduce_scatter,allgather,broadcast,alltoall]\n");
       return 2;
     }
   }

@@ -106,12 +106,14 @@ std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan) {
       exchanged += ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   const double per_layer = static_cast<double>(exchanged) / std::max(1, layers);
   const double formula = 4.0 * n * h * 4 / sp;  // fp32
-  std::string out = Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
-                        "sequence and 1/%.0f of the heads in attention\n",
-                        sp, s.seq_len() / sp, s.seq_len(), sp);
-  out += Fmt("  all-to-all per layer and micro-batch (forward): %.1f KiB exchanged per rank, "
-             "%.1f KiB sent; 4Nh/P: %.1f KiB\n",
-             per_layer / 1024, per_layer * (sp - 1) / sp / 1024, formula / 1024);
+  std::string out =
+      Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
+          "sequence and 1/%.0f of the heads in attention\n",
+          sp, s.seq_len() / sp, s.seq_len(), sp);
+  out +=
+      Fmt("  all-to-all per layer and micro-batch (forward): %.1f KiB exchanged per rank, "
+          "%.1f KiB sent; 4Nh/P: %.1f KiB\n",
+          per_layer / 1024, per_layer * (sp - 1) / sp / 1024, formula / 1024);
   out += Fmt("  Megatron-SP at tp %.0f moves 4Nh: %.1f KiB per layer (N = %.0f tokens, h = %.0f)\n",
              sp, 4.0 * n * h * 4 / 1024, n, h);
   return out;

@@ -61,6 +61,29 @@ TEST_CASE("ParallelGrid: sizes that do not fit the world are refused with the nu
   CHECK(bad.status().message().find("parallel.tensor 4 x parallel.pipeline 1 = 4 does not divide "
                                     "the world size 6") != std::string::npos);
   CHECK_FALSE(ParallelGrid::Create(4, 0, 1).ok());
+  auto ep = ParallelGrid::Create(8, 2, 1, 3);
+  REQUIRE_FALSE(ep.ok());
+  CHECK(ep.status().message().find("parallel.expert 3 must be >= 1 and divide the data-parallel "
+                                   "size 4") != std::string::npos);
+  CHECK_FALSE(ParallelGrid::Create(8, 1, 1, 1, 3).ok());
+}
+
+// DeepSpeed's expert and Ulysses groups: consecutive runs of a dp group's ranks.
+TEST_CASE("ParallelGrid: ep and sp groups split each dp group into consecutive runs",
+          "[plan][grid]") {
+  auto grid = ParallelGrid::Create(8, 2, 1, 2, 1);  // tp 2, dp 4: dp groups {0,2,4,6}, {1,3,5,7}
+  REQUIRE(grid.ok());
+  CHECK(grid->Groups(GroupKind::kEp) ==
+        std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(grid->EpRankOf(4) == 0);
+  CHECK(grid->EpRankOf(6) == 1);
+  auto sp = ParallelGrid::Create(4, 1, 1, 1, 2);
+  REQUIRE(sp.ok());
+  CHECK(sp->Groups(GroupKind::kSp) == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+  CHECK(sp->SpRankOf(3) == 1);
+  CHECK(sp->DataRankOf(3) == 1);
+  CHECK(sp->DataRankOf(1) == 0);
+  CHECK(ParallelGrid::Create(4, 1, 1)->Groups(GroupKind::kEp).empty());
 }
 
 }  // namespace
