@@ -76,10 +76,10 @@ inline int64_t Dim(const Tensor& t, int i) { return t.rank() > i ? t.dim(i) : 0;
 // "model.layers.<i>." HF) has one, its expert width F, and its tensors converted.
 bool IsMoeLayer(const TensorSource& src, const std::string& prefix);
 int64_t MoeWidth(const TensorSource& src, const std::string& prefix, bool ours);
-Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& op,
-                   const Dims& d, std::vector<OwnedNamedTensor>* out);
-Status MixtralFromHf(TensorSource& src, const std::string& hp, const std::string& op,
-                     const Dims& d, std::vector<OwnedNamedTensor>* out);
+Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& op, const Dims& d,
+                   std::vector<OwnedNamedTensor>* out);
+Status MixtralFromHf(TensorSource& src, const std::string& hp, const std::string& op, const Dims& d,
+                     std::vector<OwnedNamedTensor>* out);
 
 StatusOr<std::vector<OwnedNamedTensor>> Gpt2HfToOurs(TensorSource& src);
 StatusOr<std::vector<OwnedNamedTensor>> Gpt2OursToHf(TensorSource& src);

@@ -32,16 +32,16 @@ int64_t MoeWidth(const TensorSource& src, const std::string& prefix, bool ours) 
   return w1.ok() ? Dim(*w1, ours ? 1 : 0) : 0;
 }
 
-Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& op,
-                   const Dims& d, std::vector<OwnedNamedTensor>* out) {
+Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& op, const Dims& d,
+                   std::vector<OwnedNamedTensor>* out) {
   DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek(op + kMoe + "gate.weight"));
   const int64_t experts = Dim(gate, 0);
   DS_ASSIGN_OR_RETURN(gate, src.Take(op + kMoe + "gate.weight", {experts, d.C}));
   DS_RETURN_IF_ERROR(Emit(hp + kMoe + "gate.weight", gate, false, src.dtype(), out));
   for (const char* w : kExperts) {
     const Shape one = ExpertShape(w, d);
-    DS_ASSIGN_OR_RETURN(Tensor all, src.Take(op + kMoe + "experts." + w + ".weight",
-                                             {experts, one[0], one[1]}));
+    DS_ASSIGN_OR_RETURN(
+        Tensor all, src.Take(op + kMoe + "experts." + w + ".weight", {experts, one[0], one[1]}));
     const Tensor rows(all.data(), {experts * one[0], one[1]}, all.dtype());
     for (int64_t j = 0; j < experts; ++j) {
       DS_ASSIGN_OR_RETURN(OwnedTensor part, SliceRows(rows, j * one[0], (j + 1) * one[0]));
@@ -51,8 +51,8 @@ Status MixtralToHf(TensorSource& src, const std::string& hp, const std::string& 
   return OkStatus();
 }
 
-Status MixtralFromHf(TensorSource& src, const std::string& hp, const std::string& op,
-                     const Dims& d, std::vector<OwnedNamedTensor>* out) {
+Status MixtralFromHf(TensorSource& src, const std::string& hp, const std::string& op, const Dims& d,
+                     std::vector<OwnedNamedTensor>* out) {
   DS_ASSIGN_OR_RETURN(Tensor gate, src.Peek(hp + kMoe + "gate.weight"));
   const int64_t experts = Dim(gate, 0);
   DS_ASSIGN_OR_RETURN(gate, src.Take(hp + kMoe + "gate.weight", {experts, d.C}));

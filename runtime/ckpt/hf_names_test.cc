@@ -247,9 +247,9 @@ TEST_CASE("HF Mixtral: stacked experts become per-expert tensors and back, bitwi
   auto back = HfToOurs(ModelFamily::kLlama, Views(*hf), "hf");
   REQUIRE(back.ok());
   CheckSameSet(Views(*back), m.tensors);
-  CHECK(Error(HfToOurs(ModelFamily::kLlama, Without(Views(*hf), p + "experts.1.w3.weight"),
-                       "hf.st"))
-            .find("experts.1.w3.weight") != std::string::npos);
+  CHECK(
+      Error(HfToOurs(ModelFamily::kLlama, Without(Views(*hf), p + "experts.1.w3.weight"), "hf.st"))
+          .find("experts.1.w3.weight") != std::string::npos);
 }
 
 TEST_CASE("HF Llama: tied head, head counts and errors", "[ckpt][hf]") {
