@@ -1,0 +1,102 @@
+// The all-to-all layouts' plans: expert parallelism agrees on the capacity (a max all-reduce on
+// the ep group) before any all-to-all when nothing is dropped, and only then; every layer's
+// tokens go out and come back in forward and backward; Ulysses exchanges q, k, v and the output
+// of every attention and sums the loss's stats over sp; every group's members issue the same
+// collectives in the same order (no deadlock by construction).
+#include <catch2/catch.hpp>
+
+#include "runtime/plan/collective_check.h"
+#include "runtime/plan/plan_test_util.h"
+
+namespace ds::plan {
+namespace {
+
+using Ins = proto::Instruction;
+
+Graph MoeGraph(bool drop) {
+  ModelSpec s = ModelPreset("gpt2-moe-tiny").value();  // 4 experts in block 1 of 2
+  s.moe.drop_tokens = drop;
+  return BuildModelGraph(s).value();
+}
+
+proto::Plan Plan(const Graph& g, int world, int ep, int sp, int stage) {
+  PlanConfig c = testing::BaseConfig(stage, DType::kF32);
+  c.expert = ep;
+  c.ulysses = sp;
+  c.micro_batch_size = 2;
+  c.gradient_accumulation_steps = 2;
+  c.seq_len = 16;
+  auto topo = TopologyFor(world, c);
+  REQUIRE(topo.ok());
+  auto plan = MakePlan(g, *topo, c);
+  INFO(plan.status().ToString());
+  REQUIRE(plan.ok());
+  return std::move(plan).value();
+}
+
+TEST_CASE("ep plan: capacity agreed over ep before the all-to-alls only without drops",
+          "[plan][moe]") {
+  for (bool drop : {false, true}) {
+    INFO("drop_tokens " << drop);
+    const proto::Plan plan = Plan(MoeGraph(drop), 4, 2, 1, 2);
+    REQUIRE(CheckCollectiveOrder(plan).ok());
+    for (const proto::RankPlan& rp : plan.ranks()) {
+      int agree = 0, exchanges = 0;
+      bool agreed_first = true;
+      for (const Ins& in : rp.instructions()) {
+        if (in.kind() == Ins::ACT_ALL_REDUCE && in.collective().reduce_max()) {
+          ++agree;
+          CHECK(in.activation().name() == "h.1.mlp.capacity");
+          CHECK(in.collective().group() == (rp.rank() < 2 ? "ep.0" : "ep.1"));
+        }
+        if (in.kind() == Ins::ACT_ALL_TO_ALL) {
+          ++exchanges;
+          agreed_first = agreed_first && (drop || agree > 0);
+          CHECK(in.activation().capacity_tensor() >= 0);
+        }
+      }
+      CHECK(agree == (drop ? 0 : 2));  // one per micro-batch
+      CHECK(exchanges == 2 * 2 * 2);   // out and back, forward and backward, 2 micro-batches
+      CHECK(agreed_first);
+    }
+  }
+}
+
+TEST_CASE("ulysses plan: four all-to-alls per attention and micro-batch, the loss summed once",
+          "[plan][ulysses]") {
+  const Graph g = testing::SizedGraph("llama", 2, 32, 64, 16);
+  const proto::Plan plan = Plan(g, 4, 1, 2, 1);
+  REQUIRE(CheckCollectiveOrder(plan).ok());
+  CHECK(plan.topology().sp() == 2);
+  for (const proto::RankPlan& rp : plan.ranks()) {
+    int exchanges = 0, sums = 0;
+    for (const Ins& in : rp.instructions()) {
+      if (in.kind() == Ins::ACT_ALL_TO_ALL) {
+        ++exchanges;
+        CHECK(in.collective().group().rfind("sp.", 0) == 0);
+      }
+      if (in.kind() == Ins::ACT_ALL_REDUCE) ++sums;
+      if (in.kind() == Ins::BACKWARD && in.computes_loss()) CHECK(in.mean_over() == 2 * 4 / 2);
+    }
+    CHECK(exchanges == 2 * 2 * 2 * 2);  // q k v in, output out; forward, backward; 2 layers, 2 mb
+    CHECK(sums == 2);                   // the loss's stats, per micro-batch
+  }
+}
+
+TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe]") {
+  PlanConfig c = testing::BaseConfig(0, DType::kF32);
+  c.ulysses = 2;
+  c.seq_len = 15;
+  auto bad = MakePlan(testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("does not divide seq_len 15") != std::string::npos);
+  c.seq_len = 16;
+  c.ulysses = 1;
+  c.expert = 2;
+  bad = MakePlan(testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("needs a mixture-of-experts model") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds::plan
