@@ -20,8 +20,9 @@
 //                 input's gradient, in backward); forward and backward do nothing
 // expert_linear's attributes expert_begin and local_experts (expert parallelism) make it use
 // experts [expert_begin, expert_begin + local_experts) of a W holding all of them.
-// The router, dispatch and combine cannot be partitioned by the tensor-parallel planner
-// (TpRule::kNone); expert parallelism splits expert_linear's weights by experts instead.
+// Under tensor parallelism (without sequence parallelism) every tp rank runs the MoE MLP whole
+// on the whole tokens (TpRule::kReplicated: the experts' weights replicated, counted once in the
+// norm); expert parallelism, not tp, splits the experts.
 #include "kernels/moe_capacity.h"
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
@@ -59,6 +60,7 @@ Status CheckCapacity(const char* op, const TensorSpec& t) {
 OpDef Router() {
   OpDef def;
   def.name = "moe_router";
+  def.tp_rule = TpRule::kReplicated;
   def.num_outputs = 4;
   def.attr_names = kGatingAttrs;
   def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
@@ -89,6 +91,7 @@ OpDef Router() {
 OpDef Dispatch() {
   OpDef def;
   def.name = "moe_dispatch";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 3;
   def.attr_names = kGatingAttrs;
   def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
@@ -146,6 +149,7 @@ Status InferExpertLinear(const Attrs& a, const std::vector<TensorSpec>& in,
 OpDef ExpertLinear() {
   OpDef def;
   def.name = "expert_linear";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = 3;
   def.max_inputs = 4;  // x, capacity, W [, b]
   def.attr_names = {"expert_begin", "local_experts"};
@@ -165,6 +169,7 @@ OpDef ExpertLinear() {
 OpDef Combine() {
   OpDef def;
   def.name = "moe_combine";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 4;
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("moe_combine", in, 4, 4));
@@ -195,6 +200,7 @@ OpDef Combine() {
 OpDef ResidualMix() {
   OpDef def;
   def.name = "moe_residual_mix";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 3;
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("moe_residual_mix", in, 3, 3));
@@ -217,6 +223,7 @@ OpDef ResidualMix() {
 OpDef Loss() {
   OpDef def;
   def.name = "moe_loss";
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = 2;
   def.max_inputs = 1 << 12;
   def.attr_names = {"coeff"};

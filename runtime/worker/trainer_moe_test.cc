@@ -107,3 +107,23 @@ TEST_CASE("MoE: expert parallelism 2 and 4 reproduces ep 1", "[worker][moe][ep]"
 
 }  // namespace
 }  // namespace ds::worker
+
+namespace ds::worker {
+namespace {
+
+// Tensor parallelism on the dense layers: every tp rank runs the MoE MLPs whole (replicated
+// experts), so TP 2 follows TP 1.
+TEST_CASE("MoE: tensor parallelism 2 on the dense layers reproduces one rank",
+          "[worker][moe][tp]") {
+  const std::string data = testing::WriteTinyTokens("moe_tp.tok");
+  const std::string moe = "num_experts: 4, top_k: 2, drop_tokens: false";
+  for (const char* family : {"gpt2", "llama"}) {
+    INFO(family);
+    const testing::TrainRun one = testing::TrainRanks(MoeJob(data, family, 8, 0, moe), 1, 0, 20);
+    const testing::TrainRun tp = testing::TrainRanks(MoeJob(data, family, 8, 1, moe), 2, 2, 20);
+    testing::CheckClose(one.loss, tp.loss, 1e-5, "loss");
+  }
+}
+
+}  // namespace
+}  // namespace ds::worker
