@@ -1,6 +1,6 @@
-// The Trainer's tensor- and expert-parallel part: its tp rank's graph and initial slices, its ep
-// rank's graph, the plan's process groups, and a whole forward with the tp and ep collectives
-// (evaluation).
+// The Trainer's tensor-, expert- and sequence-parallel part: its tp rank's graph and initial
+// slices, its ep / sp rank's graph, the plan's process groups, and a whole forward with the tp,
+// ep and sp collectives (evaluation).
 #include <algorithm>
 
 #include "parallel/communicator.h"
