@@ -50,9 +50,6 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
     return Bad("parallel.ulysses", Str(topo.sp) + " does not divide seq_len " + Str(c.seq_len) +
                                        " (each rank takes seq_len / " + Str(topo.sp) +
                                        " positions of every sequence)");
-  if (topo.sp > 1 && c.recompute != RecomputeMode::kNone)
-    return UnimplementedError(std::string("plan: parallel.ulysses with training.recompute ") +
-                              RecomputeModeName(c.recompute) + " is not planned yet");
   if (topo.ep > 1 && c.states_on_device)
     return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
                               " on a device: the MoE ops have CPU kernels only so far");

@@ -52,3 +52,35 @@ TEST_CASE("Ulysses: SP 2 and 4 and SP 2 x DP 2 reproduce the single rank", "[wor
 
 }  // namespace
 }  // namespace ds::worker
+
+namespace ds::worker {
+namespace {
+
+// Recompute re-runs a block's forward, its all-to-alls included, before the block's backward:
+// the steps are those of keeping everything.
+TEST_CASE("Ulysses and expert parallelism with activation recompute", "[worker][ulysses][moe]") {
+  const std::string data = testing::WriteTinyTokens("ulysses_recompute.tok");
+  for (const char* mode : {"full", "selective"}) {
+    INFO("recompute " << mode);
+    const std::string sp = Job(data, "llama", 0, 2);
+    const testing::TrainRun keep = testing::TrainRanks(sp, 2, 0, 20);
+    const testing::TrainRun again = testing::TrainRanks(
+        sp.substr(0, sp.find("training:")) + "training: {train_iters: 20, recompute: " + mode +
+            "}\n" + sp.substr(sp.find("device:")),
+        2, 0, 20);
+    testing::CheckClose(keep.loss, again.loss, 1e-6, "loss");
+  }
+  std::string ep = Job(data, "gpt2", 0, 1);
+  ep.replace(ep.find("max_seq_len: 16}"), 16,
+             "max_seq_len: 16, moe: {num_experts: 4, top_k: 1, capacity_factor: 1.0}}");
+  ep += "parallel: {expert: 2}\n";
+  const testing::TrainRun keep = testing::TrainRanks(ep, 2, 0, 20);
+  const testing::TrainRun again = testing::TrainRanks(
+      ep.substr(0, ep.find("training:")) + "training: {train_iters: 20, recompute: full}\n" +
+          ep.substr(ep.find("device:")),
+      2, 0, 20);
+  testing::CheckClose(keep.loss, again.loss, 1e-6, "EP 2 loss");
+}
+
+}  // namespace
+}  // namespace ds::worker
