@@ -1,5 +1,6 @@
 // The MoE data path's CPU kernels (definitions and layout: kernels/ops/moe.cc).
-//   moe_dispatch   zeroes the buffer, then copies each kept token to its row (expert e's position
+//   moe_dispatch   zeroes the step's rows, then copies each kept token to its row (expert e's
+//   position
 //                  p sits at row e x capacity + p, capacity the step's, from the router's
 //                  float); backward adds each row's gradient back to its token
 //   expert_linear  per block of `capacity` rows, y = x W_e^T + b_e (one GEMM per block, the
@@ -41,7 +42,8 @@ Status DispatchForward(const OpArgs& args) {
   DS_ASSIGN_OR_RETURN(const int64_t cap, Capacity(args.in[2], buffer, "moe_dispatch"));
   const int32_t* routes = args.in[1].i32();
   float* out = args.out[0].f32();
-  std::memset(out, 0, args.out[0].nbytes());
+  // Only the step's blocks are read (expert_linear zeroes its own rows past them).
+  std::memset(out, 0, args.out[0].dim(0) * cap * c * sizeof(float));
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(c, 1) + 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t)
       for (int64_t i = 0; i < k; ++i)

@@ -30,7 +30,7 @@ std::string MoeJob(const std::string& data, const std::string& family, int micro
          moe +
          "}}\n"
          "data: {train: " +
-         data +
+         data + ", validation: " + data +
          ", seq_len: 16, shuffle: true}\n"
          "training: {train_iters: 20}\n"
          "device: {type: cpu, threads: 1}\n";
@@ -93,6 +93,8 @@ TEST_CASE("MoE: expert parallelism 2 and 4 reproduces ep 1", "[worker][moe][ep]"
           testing::TrainRanks(base + "parallel: {expert: " + std::to_string(ep) + "}\n", 4, 0, 20);
       testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
       testing::CheckClose(ep1.norm, run.norm, 1e-5, "grad norm");
+      CHECK(ep1.eval > 0);
+      CHECK(run.eval == Approx(ep1.eval).epsilon(1e-5));  // validation runs the all-to-alls too
     }
   }
   const std::string llama = MoeJob(data, "llama", 2, 2, "num_experts: 4, top_k: 2");

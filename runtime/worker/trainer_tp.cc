@@ -158,9 +158,12 @@ Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local
     }
     const Tensor o = ex->TensorData(c.out, false);
     const parallel::BufferView out(o.f32(), o.numel());
-    if (c.kind == plan::TpCollective::kAllToAll) {  // the step's capacity rows of each block
-      const int64_t rows = static_cast<int64_t>(ex->TensorData(c.capacity, false).f32()[0]);
-      const int64_t used = t.dim(0) * rows * t.dim(2);
+    if (c.kind == plan::TpCollective::kAllToAll) {  // MoE: the step's capacity rows of each block
+      const int64_t used =
+          c.capacity < 0
+              ? t.numel()
+              : t.dim(0) * static_cast<int64_t>(ex->TensorData(c.capacity, false).f32()[0]) *
+                    t.dim(2);
       DS_RETURN_IF_ERROR(
           comm->AllToAll(parallel::BufferView(t.f32(), used), parallel::BufferView(o.f32(), used)));
       continue;

@@ -25,7 +25,7 @@ std::string Job(const std::string& data, const std::string& family, int stage, i
          (family == "llama" ? "n_kv_head: 2, " : "") +
          "vocab_size: 32, max_seq_len: 16}\n"
          "data: {train: " +
-         data +
+         data + ", validation: " + data +
          ", seq_len: 16, shuffle: true}\n"
          "training: {train_iters: 20}\n"
          "device: {type: cpu, threads: 1}\n" +
@@ -46,6 +46,8 @@ TEST_CASE("Ulysses: SP 2 and 4 and SP 2 x DP 2 reproduce the single rank", "[wor
           testing::TrainRanks(Job(data, family, c.stage, c.sp), c.world, 0, 20);
       testing::CheckClose(single.loss, run.loss, 1e-6, "loss");
       testing::CheckClose(single.norm, run.norm, 1e-5, "grad norm");
+      CHECK(single.eval > 0);
+      CHECK(run.eval == Approx(single.eval).epsilon(1e-5));  // validation runs the all-to-alls too
     }
   }
 }
