@@ -4,6 +4,7 @@
 //   ds-model --preset gpt2-124m --output gpt2-124m.pb
 //   ds-model --family llama --n_layer 4 --n_embd 256 --n_head 8 --n_kv_head 4 \
 //            --vocab_size 8192 --max_seq_len 256 --output llama.pbtxt
+#include <cctype>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +32,24 @@ void OverrideMoe(const std::string& flag, const ds::MoeSpec& preset, ds::MoeSpec
   if (flag == "--expert_ffn_hidden") m->expert_ffn_hidden = preset.expert_ffn_hidden;
 }
 
+// DeepSpeed-MoE's layer arguments (model_builder.h MoeSpec).
+void AddMoeFlags(CLI::App& app, ds::MoeSpec* moe, bool* sample_second) {
+  app.add_option("--num_experts", moe->num_experts, "experts per MoE layer (0 = dense)");
+  app.add_option("--expert_interval", moe->expert_interval, "every k-th block is MoE");
+  app.add_option("--top_k", moe->top_k, "experts per token (1 or 2)");
+  app.add_option("--capacity_factor", moe->capacity_factor, "training capacity factor");
+  app.add_option("--eval_capacity_factor", moe->eval_capacity_factor, "evaluation capacity factor");
+  app.add_option("--min_capacity", moe->min_capacity, "least capacity per expert");
+  app.add_option("--drop_tokens", moe->drop_tokens, "drop tokens past the capacity (true/false)");
+  app.add_option("--use_residual", moe->use_residual, "PR-MoE: a dense MLP beside the experts");
+  app.add_option("--noisy_gate_policy", moe->noisy_gate_policy, "none or rsample (top-1)");
+  app.add_option("--top2_2nd_expert_sampling", *sample_second,
+                 "top-2: Gumbel-sample the second expert (true, DeepSpeed's default) or argmax");
+  app.add_option("--use_rts", moe->use_rts, "top-1: random token selection when dropping");
+  app.add_option("--moe_loss_coeff", moe->aux_loss_coeff, "aux (load-balancing) loss coefficient");
+  app.add_option("--expert_ffn_hidden", moe->expert_ffn_hidden, "expert MLP width (0 = dense's)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,29 +70,16 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", spec.dropout, "dropout probability (gpt2)");
   app.add_option("--rope_theta", spec.rope_theta, "RoPE base (llama)");
   app.add_option("--tie_embeddings", spec.tie_embeddings, "1 tie, 0 untie, -1 family default");
-  ds::MoeSpec& moe = spec.moe;
-  app.add_option("--num_experts", moe.num_experts, "experts per MoE layer (0 = dense)");
-  app.add_option("--expert_interval", moe.expert_interval, "every k-th block is MoE");
-  app.add_option("--top_k", moe.top_k, "experts per token (1 or 2)");
-  app.add_option("--capacity_factor", moe.capacity_factor, "training capacity factor");
-  app.add_option("--eval_capacity_factor", moe.eval_capacity_factor, "evaluation capacity factor");
-  app.add_option("--min_capacity", moe.min_capacity, "least capacity per expert");
-  app.add_option("--drop_tokens", moe.drop_tokens, "drop tokens past the capacity (true/false)");
-  app.add_option("--use_residual", moe.use_residual, "PR-MoE: a dense MLP beside the experts");
-  app.add_option("--noisy_gate_policy", moe.noisy_gate_policy, "none or rsample (top-1)");
   bool sample_second = true;
-  app.add_option("--top2_2nd_expert_sampling", sample_second,
-                 "top-2: Gumbel-sample the second expert (true, DeepSpeed's default) or argmax");
-  app.add_option("--use_rts", moe.use_rts, "top-1: random token selection when dropping");
-  app.add_option("--moe_loss_coeff", moe.aux_loss_coeff, "aux (load-balancing) loss coefficient");
-  app.add_option("--expert_ffn_hidden", moe.expert_ffn_hidden, "expert MLP width (0 = dense's)");
+  AddMoeFlags(app, &spec.moe, &sample_second);
   app.add_option("--output,-o", output, "output file (.pb or .pbtxt)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  moe.second_expert = sample_second ? "sample" : "argmax";
+  spec.moe.second_expert = sample_second ? "sample" : "argmax";
+  for (char& ch : spec.moe.noisy_gate_policy) ch = static_cast<char>(std::tolower(ch));
   if (list) {
     for (const std::string& n : ds::ModelPresetNames()) {
       ds::ModelSpec s = ds::ModelPreset(n).value();
