@@ -120,6 +120,16 @@ TEST_CASE("Config errors: required and conflicting keys", "[config]") {
   CHECK(Contains(ErrorOf("model: {family: gpt2, max_seq_len: 64}\ndata: {seq_len: 128}\n"),
                  "data.seq_len 128 exceeds model.max_seq_len 64"));
   CHECK(Contains(ErrorOf("monitor: {eval_interval: 10}"), "needs data.validation"));
+  // Mixture of experts and the all-to-all layouts.
+  const std::string gpt = "model: {family: gpt2, moe: {num_experts: 4, ";
+  CHECK(Contains(ErrorOf(gpt + "top_k: 3}}"), "key \"model.moe.top_k\" (line 1): must be 1 or 2"));
+  CHECK(Contains(ErrorOf(gpt + "noisy_gate_policy: Jitter}}"), "Jitter is not supported"));
+  CHECK(Contains(ErrorOf(gpt + "capacity_factor: 0}}"), "model.moe.capacity_factor"));
+  CHECK(Contains(ErrorOf(gpt + "num_expert: 4}}"), "num_experts"));  // did you mean
+  CHECK(Contains(ErrorOf("parallel: {ulysses: 2}\nsequence_parallel_size: 4\n"),
+                 "must equal parallel.ulysses 2"));
+  CHECK(
+      Contains(ErrorOf("parallel: {expert: 0}"), "key \"parallel.expert\" (line 1): must be >= 1"));
 }
 
 TEST_CASE("Config errors: syntax, empty files and duplicate keys", "[config]") {
