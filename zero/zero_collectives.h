@@ -82,7 +82,7 @@ class ZeroCollectives {
   Status AllReduceSumExact(const proto::Instruction& in, double* value);
   // The mean over the group's ranks that hold a value (`has`): every rank gets it. The loss,
   // which every rank computes, or under pipeline parallelism only the last stage's ranks.
-  Status AllReduceMean(const proto::Instruction& in, float* value, bool has);
+  Status AllReduceMean(const proto::Instruction& in, float* value, bool has, float* aux = nullptr);
   // Sequence parallelism's TP_GRAD_ALL_REDUCE: the gradients at `in`'s ranges (flat, or shard
   // positions with in_shard) summed over `comm`, in place, on the host.
   Status ReduceGrads(const proto::Instruction& in, parallel::Communicator* comm);

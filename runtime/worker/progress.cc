@@ -20,6 +20,17 @@ std::string FormatDuration(double s) {
   return buf;
 }
 
+namespace {
+
+// " (aux 1.0132)": the MoE routers' load-balancing loss beside the loss it is part of.
+std::string Aux(double aux) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), " (aux %.4f)", aux);
+  return buf;
+}
+
+}  // namespace
+
 Progress::Progress(int64_t total_steps, int64_t interval)
     : total_(total_steps), interval_(interval > 0 ? interval : 1), tty_(isatty(STDOUT_FILENO)) {}
 
@@ -31,10 +42,10 @@ void Progress::Report(const StepMetrics& m) {
   char line[256];
   std::snprintf(
       line, sizeof(line),
-      "step %lld/%lld | loss %.4f | lr %.2e | grad %.3f | %.0f tok/s | %.1f ms | ETA %s%s",
-      static_cast<long long>(m.step), static_cast<long long>(total_), m.loss, m.lr, m.grad_norm,
-      m.tokens_per_s, m.step_ms, FormatDuration(eta).c_str(),
-      m.skipped ? " | SKIPPED (overflow)" : "");
+      "step %lld/%lld | loss %.4f%s | lr %.2e | grad %.3f | %.0f tok/s | %.1f ms | ETA %s%s",
+      static_cast<long long>(m.step), static_cast<long long>(total_), m.loss,
+      m.moe_aux > 0 ? Aux(m.moe_aux).c_str() : "", m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
+      FormatDuration(eta).c_str(), m.skipped ? " | SKIPPED (overflow)" : "");
   if (tty_) {
     std::printf("\r\033[K%s", line);
     open_line_ = true;
@@ -61,7 +72,8 @@ MetricsCsv::~MetricsCsv() {
   if (f_) std::fclose(f_);
 }
 
-Status MetricsCsv::Open(const std::string& path, bool append) {
+Status MetricsCsv::Open(const std::string& path, bool append, bool moe) {
+  moe_ = moe;
   // Create missing parent directories, as `mkdir -p` would.
   for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
     mkdir(path.substr(0, i).c_str(), 0755);
@@ -71,7 +83,8 @@ Status MetricsCsv::Open(const std::string& path, bool append) {
   if (!append || !exists)
     std::fprintf(f_,
                  "step,loss,lr,grad_norm,tokens_per_s,tflops,peak_rss_bytes,skipped,loss_scale,"
-                 "step_ms,val_loss\n");
+                 "step_ms,val_loss%s\n",
+                 moe ? ",moe_aux" : "");
   return OkStatus();
 }
 
@@ -82,6 +95,7 @@ void MetricsCsv::Write(const StepMetrics& m, double val_loss) {
                static_cast<long long>(m.peak_rss_bytes), m.skipped ? 1 : 0, m.loss_scale,
                m.step_ms);
   if (std::isfinite(val_loss)) std::fprintf(f_, "%.6f", val_loss);
+  if (moe_) std::fprintf(f_, ",%.6f", m.moe_aux);
   std::fprintf(f_, "\n");
   std::fflush(f_);
 }

@@ -34,11 +34,13 @@ class Progress {
 class MetricsCsv {
  public:
   ~MetricsCsv();
-  Status Open(const std::string& path, bool append);
+  // `moe`: a last column moe_aux (the routers' load-balancing loss, StepMetrics::moe_aux).
+  Status Open(const std::string& path, bool append, bool moe = false);
   void Write(const StepMetrics& m, double val_loss);  // val_loss NaN: empty cell
 
  private:
   std::FILE* f_ = nullptr;
+  bool moe_ = false;
 };
 
 std::string FormatDuration(double seconds);  // "1h02m", "3m05s", "12s"

@@ -67,6 +67,7 @@ Status StepMonitor::Step(const StepMetrics& m, double val_loss,
         {"Train/Samples/tokens_per_s", m.tokens_per_s, after},
         {"Train/Samples/peak_rss_MiB", m.peak_rss_bytes / 1048576.0, after}};
     if (fp16_) ev.push_back({"Train/Samples/loss_scale", m.loss_scale, after});
+    if (m.moe_aux > 0) ev.push_back({"Train/Samples/moe_aux_loss", m.moe_aux, after});
     if (!std::isnan(val_loss)) ev.push_back({"Train/Samples/val_loss", val_loss, after});
     if (breakdown_)
       for (const auto& [group, ms] : Since(profile, &last_step_))

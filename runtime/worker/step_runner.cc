@@ -32,12 +32,26 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
 // The real compute: the executor over the data loader's micro-batches.
 class ExecutorCompute final : public StepCompute {
  public:
-  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {}
+  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {
+    // The MoE routers' load-balancing losses (runtime/graph/moe_builder.h names them).
+    const std::string tail = ".aux_loss";
+    for (const TensorInfo& t : e->graph().tensors)
+      if (t.role == TensorRole::kActivation && t.name.size() > tail.size() &&
+          t.name.compare(t.name.size() - tail.size(), tail.size(), tail) == 0)
+        aux_names_.push_back(t.name);
+  }
   Status LoadMicrobatch(const Instruction&) override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, const Instruction& in) override {
-    return e_->ForwardNodes(seed, in.node_begin(), in.node_end());
+    DS_RETURN_IF_ERROR(e_->ForwardNodes(seed, in.node_begin(), in.node_end()));
+    if (in.computes_loss() && !aux_names_.empty()) {  // alive until the loss node, the last
+      double sum = 0;
+      for (const std::string& name : aux_names_) sum += e_->Activation(name).f32()[0];
+      aux_ = static_cast<float>(sum / aux_names_.size());
+    }
+    return OkStatus();
   }
   float loss() const override { return e_->loss(); }
+  float aux() const override { return aux_; }
   Status Backward(float loss_grad, uint64_t seed, const Instruction& in) override {
     return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
@@ -64,6 +78,8 @@ class ExecutorCompute final : public StepCompute {
  private:
   exec::Executor* e_;
   data::DataLoader* d_;
+  std::vector<std::string> aux_names_;
+  float aux_ = 0;
 };
 
 }  // namespace
@@ -116,7 +132,8 @@ struct StepRunner::Impl {
   int64_t step = 0;
   int micro = 0;
   double loss_sum = 0;
-  int losses = 0;  // forwards that computed the loss (a pipeline's last stage only)
+  double aux_sum = 0;  // the MoE layers' mean aux loss, summed like loss_sum
+  int losses = 0;      // forwards that computed the loss (a pipeline's last stage only)
   double norm_sq = 0;
   bool overflow = false;
   StepResult result;
@@ -202,6 +219,7 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
   DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in));
   if (in.computes_loss()) {
     loss_sum += compute->loss();
+    aux_sum += compute->aux();
     ++losses;
   }
   return OkStatus();
@@ -391,8 +409,10 @@ Status StepRunner::Impl::ZeroGrads(int, const Instruction& in) {
 
 Status StepRunner::Impl::Loss(int, const Instruction& in) {
   float loss = static_cast<float>(loss_sum / in.mean_over());
-  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss, /*has=*/losses > 0));
+  float aux = static_cast<float>(aux_sum / in.mean_over());
+  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss, /*has=*/losses > 0, &aux));
   result.loss = loss;
+  result.moe_aux = aux;
   return OkStatus();
 }
 
@@ -463,6 +483,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   Impl& m = *impl_;
   m.step = step;
   m.loss_sum = 0;
+  m.aux_sum = 0;
   m.losses = 0;
   m.norm_sq = 0;
   m.overflow = false;

@@ -60,6 +60,9 @@ class StepCompute {
   // The node range of a FORWARD / BACKWARD instruction (its blocks and node_begin / node_end).
   virtual Status Forward(uint64_t seed, const proto::Instruction& range) = 0;
   virtual float loss() const = 0;  // of the last forward that computed the loss
+  // The mean over the MoE layers of the routers' load-balancing (aux) loss in that forward; 0 for
+  // a dense model.
+  virtual float aux() const { return 0.f; }
   virtual Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& range) = 0;
   // Zero-bubble schedules: a backward's activation-gradient half (BACKWARD_INPUT) and, later,
   // its parameter-gradient half (BACKWARD_WEIGHT). Unimplemented unless overridden.
@@ -120,6 +123,7 @@ struct StepParts {
 
 struct StepResult {
   double loss = 0;       // mean over this rank's micro-batches and the dp ranks
+  double moe_aux = 0;    // the same mean of StepCompute::aux (1 for perfectly balanced experts)
   double grad_norm = 0;  // global, unscaled, before clipping
   double lr = 0;
   bool skipped = false;  // fp16 overflow on some rank

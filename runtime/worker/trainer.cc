@@ -347,6 +347,7 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   DS_ASSIGN_OR_RETURN(StepResult s, runner_->Run(step_));
   StepMetrics r;
   r.loss = s.loss;
+  r.moe_aux = s.moe_aux;
   r.lr = s.lr;
   r.grad_norm = s.grad_norm;
   r.loss_scale = scale;

@@ -59,8 +59,9 @@ class PipelineCompute;
 class StepRunner;
 
 struct StepMetrics {
-  int64_t step = 0;  // optimizer steps done after this one
-  double loss = 0;   // mean over the micro-batches
+  int64_t step = 0;    // optimizer steps done after this one
+  double loss = 0;     // mean over the micro-batches
+  double moe_aux = 0;  // MoE: the routers' load-balancing loss, mean over layers (1 = balanced)
   double lr = 0;
   double grad_norm = 0;  // before clipping, unscaled
   double loss_scale = 1;

@@ -49,6 +49,8 @@ TEST_CASE("MoE: GPT-2, PR-MoE and Mixtral-style Llama train on one rank", "[work
     const testing::TrainRun run = testing::TrainRanks(MoeJob(data, c[0], 8, 0, c[1]), 1, 0, 20);
     for (double l : run.loss) REQUIRE(std::isfinite(l));
     CHECK(run.loss.back() < run.loss.front() - 0.3);
+    // E sum_e me_e ce_e: 1 when balanced, E when every token picks one expert.
+    for (double a : run.aux) CHECK((a >= 0.99 && a < 4.0));
   }
 }
 
@@ -92,6 +94,7 @@ TEST_CASE("MoE: expert parallelism 2 and 4 reproduces ep 1", "[worker][moe][ep]"
       const testing::TrainRun run =
           testing::TrainRanks(base + "parallel: {expert: " + std::to_string(ep) + "}\n", 4, 0, 20);
       testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
+      testing::CheckClose(ep1.aux, run.aux, 1e-6, "aux loss");
       testing::CheckClose(ep1.norm, run.norm, 1e-5, "grad norm");
       CHECK(ep1.eval > 0);
       CHECK(run.eval == Approx(ep1.eval).epsilon(1e-5));  // validation runs the all-to-alls too

@@ -65,6 +65,7 @@ TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool 
         for (int i = 0; i < steps; ++i) {
           DS_ASSIGN_OR_RETURN(worker::StepMetrics m, t->TrainStep());
           runs[r].loss.push_back(m.loss);
+          runs[r].aux.push_back(m.moe_aux);
           runs[r].norm.push_back(m.grad_norm);
           runs[r].scale.push_back(m.skipped ? -m.loss_scale : m.loss_scale);
         }
@@ -85,6 +86,7 @@ TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool 
   TrainRun out = runs[0];
   out.weights.assign(world, {});
   for (int r = 0; r < world; ++r) {
+    CHECK(runs[r].aux == runs[0].aux);
     CHECK(runs[r].loss == runs[0].loss);  // every rank reports the same global loss and norm
     CHECK(SameNorms(runs[r].norm, runs[0].norm));
     CHECK(runs[r].eval == runs[0].eval);

@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<worker::Trainer>> MakeTrainer(const std::string& yaml,
 struct TrainRun {
   double eval = 0;
   std::vector<double> loss, norm, scale;
+  std::vector<double> aux;  // MoE: the routers' aux loss, mean over layers (0 for dense)
   std::vector<std::vector<float>> weights;  // per rank: its fp32 master, flat (empty: sharded)
 };
 TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool save = false);

@@ -283,7 +283,8 @@ Status Run(const Flags& f) {
 
   std::unique_ptr<Reporter> reporter = Reporter::Create(env);
   MetricsCsv csv;
-  if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0));
+  const bool moe = trainer->graph().config.count("num_experts") > 0;
+  if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0, moe));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
