@@ -241,7 +241,7 @@ TEST_CASE("Plan: norm, overflow and loss reductions are planned around the step"
     CHECK(rp.instructions(norm).collective().placement() == proto::HOST);
     const proto::Instruction& loss = rp.instructions(rp.instructions_size() - 1);
     CHECK(loss.kind() == Instruction::LOSS_REDUCE);
-    CHECK(loss.collective().count() == 2);  // the loss and whether the rank computed one
+    CHECK(loss.collective().count() == 3);  // the loss, whether the rank has one, the MoE aux
     c = BaseConfig(stage, DType::kBF16);
     c.gradient_clipping = false;
     plan = MustPlan(g, 2, c);
