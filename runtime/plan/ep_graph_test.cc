@@ -96,6 +96,20 @@ TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe
   bad = MakePlan(testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("needs a mixture-of-experts model") != std::string::npos);
+  c.expert = 1;
+  c.tensor = 2;
+  c.sequence_parallel = true;
+  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("sequence_parallel with a mixture-of-experts model") !=
+        std::string::npos);
+  c.tensor = 1;
+  c.sequence_parallel = false;
+  c.ulysses = 2;
+  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("parallel.ulysses 2 with a mixture-of-experts model") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -171,6 +171,10 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
   if (topology.pp > 1) return MakePipelinePlan(graph, topology, resolved);
+  if (NumExperts(graph) > 0 && config.sequence_parallel)
+    return UnimplementedError(
+        "plan: parallel.sequence_parallel with a mixture-of-experts model: its MoE layers run "
+        "whole on every tp rank and need every token; train it without sequence parallelism");
   // Every tp (and ep) rank's graph has the same structure and shapes: rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
