@@ -105,6 +105,12 @@ TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe
         std::string::npos);
   c.tensor = 1;
   c.sequence_parallel = false;
+  c.pipeline = 2;
+  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("parallel.pipeline with a mixture-of-experts model") !=
+        std::string::npos);
+  c.pipeline = 1;
   c.ulysses = 2;
   bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());

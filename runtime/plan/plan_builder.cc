@@ -164,6 +164,14 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
+  if (NumExperts(graph) > 0 && topology.pp > 1)
+    return UnimplementedError(
+        "plan: parallel.pipeline with a mixture-of-experts model: the layers' aux losses meet in "
+        "the loss on the last stage and do not cross stages yet; train it without a pipeline");
+  if (NumExperts(graph) > 0 && config.sequence_parallel)
+    return UnimplementedError(
+        "plan: parallel.sequence_parallel with a mixture-of-experts model: its MoE layers run "
+        "whole on every tp rank and need every token; train it without sequence parallelism");
   DS_RETURN_IF_ERROR(
       ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep, topology.sp)
           .status());
@@ -171,10 +179,6 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   DS_RETURN_IF_ERROR(ResolveBatch(topology, &resolved));
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
   if (topology.pp > 1) return MakePipelinePlan(graph, topology, resolved);
-  if (NumExperts(graph) > 0 && config.sequence_parallel)
-    return UnimplementedError(
-        "plan: parallel.sequence_parallel with a mixture-of-experts model: its MoE layers run "
-        "whole on every tp rank and need every token; train it without sequence parallelism");
   // Every tp (and ep) rank's graph has the same structure and shapes: rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
