@@ -61,20 +61,7 @@ class Rewriter {
     n.seed_id = -2;  // draws nothing
     const int at = static_cast<int>(g.nodes.size());
     g.nodes.push_back(n);
-    TpCollective fwd;
-    fwd.kind = TpCollective::kAllToAll;
-    fwd.group = "ep";
-    fwd.boundary = at + 1;  // after the (empty) node: the collective writes its output
-    fwd.tensor = buffer;
-    fwd.out = out;
-    fwd.capacity = capacity;
-    TpCollective bwd = fwd;
-    bwd.boundary = at;  // after the node's backward zeroed the input's gradient
-    bwd.backward = true;
-    bwd.tensor = out;
-    bwd.out = buffer;
-    collectives_.push_back(fwd);
-    collectives_.push_back(bwd);
+    AddAllToAllCuts(at, buffer, out, "ep", capacity, &collectives_);
     return out;
   }
 

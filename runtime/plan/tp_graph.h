@@ -53,6 +53,28 @@ struct TpCollective {
   int capacity = -1;  // all-to-all: the tensor holding the rows per block a step moves
 };
 
+// The two cuts of an all-to-all node at index `node` (an empty node whose output `out` the
+// collective writes from `in`, expert parallelism and Ulysses): forward after the node ran, and in
+// backward after its backward zeroed `in`'s gradient, the gradients the other way. `capacity`:
+// the tensor holding the rows per block a step moves (-1: the whole tensor).
+inline void AddAllToAllCuts(int node, int in, int out, const std::string& group, int capacity,
+                            std::vector<TpCollective>* cuts) {
+  TpCollective fwd;
+  fwd.kind = TpCollective::kAllToAll;
+  fwd.group = group;
+  fwd.boundary = node + 1;
+  fwd.tensor = in;
+  fwd.out = out;
+  fwd.capacity = capacity;
+  TpCollective bwd = fwd;
+  bwd.boundary = node;
+  bwd.backward = true;
+  bwd.tensor = out;
+  bwd.out = in;
+  cuts->push_back(fwd);
+  cuts->push_back(bwd);
+}
+
 struct TpLocalGraph {
   Graph graph;
   std::vector<TpParamShard> shards;       // per parameter, in graph parameter order

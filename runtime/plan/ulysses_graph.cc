@@ -88,19 +88,7 @@ class Rewriter {
     const int at = static_cast<int>(local_->graph.nodes.size());
     const int out =
         Add("seq_all_to_all", local_->graph.tensors[parts].name + ".a2a", {parts}, block, {});
-    TpCollective fwd;
-    fwd.kind = TpCollective::kAllToAll;
-    fwd.group = "sp";
-    fwd.boundary = at + 1;
-    fwd.tensor = parts;
-    fwd.out = out;
-    TpCollective bwd = fwd;
-    bwd.boundary = at;
-    bwd.backward = true;
-    bwd.tensor = out;
-    bwd.out = parts;
-    added_.push_back(fwd);
-    added_.push_back(bwd);
+    AddAllToAllCuts(at, parts, out, "sp", -1, &added_);
     return out;
   }
 

@@ -35,23 +35,26 @@ class ExecutorCompute final : public StepCompute {
   ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {
     // The MoE routers' load-balancing losses (runtime/graph/moe_builder.h names them).
     const std::string tail = ".aux_loss";
-    for (const TensorInfo& t : e->graph().tensors)
-      if (t.role == TensorRole::kActivation && t.name.size() > tail.size() &&
-          t.name.compare(t.name.size() - tail.size(), tail.size(), tail) == 0)
-        aux_names_.push_back(t.name);
+    const std::vector<TensorInfo>& tensors = e->graph().tensors;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::string& name = tensors[i].name;
+      if (tensors[i].role == TensorRole::kActivation && name.size() > tail.size() &&
+          name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+        aux_.push_back(static_cast<int>(i));
+    }
   }
   Status LoadMicrobatch(const Instruction&) override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, const Instruction& in) override {
     DS_RETURN_IF_ERROR(e_->ForwardNodes(seed, in.node_begin(), in.node_end()));
-    if (in.computes_loss() && !aux_names_.empty()) {  // alive until the loss node, the last
+    if (in.computes_loss() && !aux_.empty()) {  // alive until the loss node, the last
       double sum = 0;
-      for (const std::string& name : aux_names_) sum += e_->Activation(name).f32()[0];
-      aux_ = static_cast<float>(sum / aux_names_.size());
+      for (int t : aux_) sum += e_->TensorData(t, false).f32()[0];
+      aux_mean_ = static_cast<float>(sum / aux_.size());
     }
     return OkStatus();
   }
   float loss() const override { return e_->loss(); }
-  float aux() const override { return aux_; }
+  float aux() const override { return aux_mean_; }
   Status Backward(float loss_grad, uint64_t seed, const Instruction& in) override {
     return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
@@ -78,8 +81,8 @@ class ExecutorCompute final : public StepCompute {
  private:
   exec::Executor* e_;
   data::DataLoader* d_;
-  std::vector<std::string> aux_names_;
-  float aux_ = 0;
+  std::vector<int> aux_;  // the routers' aux-loss tensors
+  float aux_mean_ = 0;
 };
 
 }  // namespace
