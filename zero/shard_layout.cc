@@ -18,6 +18,16 @@ int DpRankOf(const proto::Plan& plan, int rank) {
   return rank / tp % dp;
 }
 
+int UnitRanks(const proto::Plan& plan, const proto::PartitionUnit& u) {
+  const int dp = std::max(1, plan.topology().dp()), ep = std::max(1, plan.topology().ep());
+  return u.expert() ? dp / ep : dp;
+}
+
+int UnitRankOf(const proto::Plan& plan, const proto::PartitionUnit& u, int rank) {
+  const int d = DpRankOf(plan, rank), ep = std::max(1, plan.topology().ep());
+  return u.expert() ? d / ep : d;
+}
+
 ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
   ShardLayout layout;
   const int stage = plan.settings().zero_stage();
@@ -30,7 +40,7 @@ ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total) {
     return layout;
   }
   for (const proto::PartitionUnit& u : plan.partition().units()) {
-    auto [begin, end] = OwnedOfUnit(u, DpRankOf(plan, rank));
+    auto [begin, end] = OwnedOfUnit(u, UnitRankOf(plan, u, rank));
     end = std::min(end, total);
     if (end > begin) layout.segments.push_back({begin, end - begin, u.shard_offset()});
   }

@@ -24,7 +24,13 @@ ShardLayout LayoutFor(const proto::Plan& plan, int rank, int64_t total_elements)
 // (Megatron's grid order, runtime/plan/parallel_grid.h: tp fastest, then dp).
 int DpRankOf(const proto::Plan& plan, int rank);
 
-// The flat range [first, second) rank `rank` owns of unit `u` (empty past the unit's end).
+// Expert parallelism: how many ranks unit `u` is split over (dp, or dp / ep for the experts'
+// units: the edp group), and world rank `rank`'s place among them (its dp rank, or dp rank / ep).
+int UnitRanks(const proto::Plan& plan, const proto::PartitionUnit& u);
+int UnitRankOf(const proto::Plan& plan, const proto::PartitionUnit& u, int rank);
+
+// The flat range [first, second) group rank `rank` (UnitRankOf) owns of unit `u` (empty past
+// the unit's end).
 std::pair<int64_t, int64_t> OwnedOfUnit(const proto::PartitionUnit& u, int rank);
 
 }  // namespace ds::zero

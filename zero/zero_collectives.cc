@@ -196,8 +196,9 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
   return OkStatus();
 }
 
-// Stages 1-2: range k of the instruction is rank k's slice of its updated shard; the 16-bit
-// copy (mixed precision) or the fp32 master (fp32) is gathered whole.
+// Stages 1-2: range k of the instruction is group rank k's slice of its updated shard (clipped to
+// the unit; the collective moves count / ranks elements per rank); the 16-bit copy (mixed
+// precision) or the fp32 master (fp32) is gathered whole.
 Status GatherSlices(const Op& op, CollectiveJob* job) {
   if (op.local()) return OkStatus();  // one rank updated everything in place
   if (op.in.ranges_size() != op.dp)
@@ -205,21 +206,21 @@ Status GatherSlices(const Op& op, CollectiveJob* job) {
   StateView* v = op.v;
   const DType dt = v->updated_dtype();
   const size_t size = DTypeSize(dt);
-  const int64_t len = op.in.ranges(0).count(), total = v->layout().total_elements();
-  std::vector<int64_t> offsets;
-  for (const proto::ParamRange& r : op.in.ranges()) offsets.push_back(r.offset());
-  const int64_t mine_n = std::max<int64_t>(0, std::min(len, total - offsets[op.rank]));
+  const int64_t len = op.in.collective().count() / op.dp, total = v->layout().total_elements();
+  std::vector<int64_t> offsets, counts;
+  for (const proto::ParamRange& r : op.in.ranges()) {
+    offsets.push_back(r.offset());
+    counts.push_back(std::clamp<int64_t>(std::min(r.count(), total - r.offset()), 0, len));
+  }
   DS_RETURN_IF_ERROR(v->Zero(op.stage_in, len * size));
-  DS_RETURN_IF_ERROR(v->Copy(op.stage_in, v->Updated(offsets[op.rank]), mine_n * size));
+  DS_RETURN_IF_ERROR(v->Copy(op.stage_in, v->Updated(offsets[op.rank]), counts[op.rank] * size));
   job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, len, dt),
                                         parallel::BufferView(op.stage_out, len * op.dp, dt));
   char* out = op.stage_out;
   job->finish = [=]() -> Status {
     v->ParamsChanged();
-    for (int k = 0; k < op.dp; ++k) {
-      const int64_t n = std::max<int64_t>(0, std::min(len, total - offsets[k]));
-      DS_RETURN_IF_ERROR(v->Copy(v->Updated(offsets[k]), out + k * len * size, n * size));
-    }
+    for (int k = 0; k < op.dp; ++k)
+      DS_RETURN_IF_ERROR(v->Copy(v->Updated(offsets[k]), out + k * len * size, counts[k] * size));
     return OkStatus();
   };
   return OkStatus();
@@ -265,12 +266,21 @@ ZeroCollectives::ZeroCollectives(const proto::Plan* plan, int rank, const ZeroPa
     : plan_(plan), rank_(rank), parts_(parts), impl_(std::make_unique<Impl>()) {}
 ZeroCollectives::~ZeroCollectives() = default;
 
+// Expert parallelism: the experts' units and buckets run on the rank's edp group, where its
+// place is its dp rank / ep; everything else on the dp group.
 Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
                               char* stage_in, char* stage_out, CollectiveJob* job) {
+  const bool expert = IsExpertGroup(in.collective().group());
+  const int ep = expert ? std::max(1, plan_->topology().ep()) : 1;
+  if (expert && in.collective().placement() != proto::LOCAL) {
+    comm = ScalarComm(in);
+    if (comm == parts_.host_comm)
+      return InternalError("no communicator for the plan's group " + in.collective().group());
+  }
   const Op op{*plan_,
               in,
-              DpRankOf(*plan_, rank_),
-              std::max(1, plan_->topology().dp()),
+              DpRankOf(*plan_, rank_) / ep,
+              std::max(1, plan_->topology().dp()) / ep,
               v,
               comm,
               stage_in,
@@ -300,6 +310,9 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
   if (!mine)
     return InvalidArgumentError("the plan has no instructions for rank " + std::to_string(rank));
   DS_RETURN_IF_ERROR(z->CheckPlacements(*mine));
+  for (const proto::ProcessGroup& g : plan->groups())
+    if (g.kind() == "edp" && std::count(g.ranks().begin(), g.ranks().end(), rank))
+      z->edp_group_ = g.name();
   Impl& m = *z->impl_;
   m.arena = zero::AssignStagingArena(*plan, rank);
   z->staging_bytes_ = m.arena.bytes;
@@ -481,23 +494,34 @@ std::vector<StateView*> ZeroCollectives::ViewsFor(const Instruction& in) const {
 
 Status ZeroCollectives::GatherAll() {
   if (!parts_.params->params_partitioned()) return OkStatus();
-  Instruction in;
-  in.set_kind(Instruction::GATHER_PARAMS);
-  int64_t per_rank = 0;
-  for (int u = 0; u < plan_->partition().units_size(); ++u)
-    if (!plan_->partition().units(u).persistent()) {
+  for (bool expert : {false, true}) {
+    Instruction in;
+    in.set_kind(Instruction::GATHER_PARAMS);
+    int64_t per_rank = 0;
+    int ranks = 1;
+    for (int u = 0; u < plan_->partition().units_size(); ++u) {
+      const proto::PartitionUnit& unit = plan_->partition().units(u);
+      if (unit.persistent() || unit.expert() != expert) continue;
       in.add_units(u);
-      per_rank += plan_->partition().units(u).chunk();
+      per_rank += unit.chunk();
+      ranks = UnitRanks(*plan_, unit);
     }
-  const int dp = std::max(1, plan_->topology().dp());
-  in.mutable_collective()->set_placement(dp == 1 ? proto::LOCAL : proto::HOST);
-  const size_t ts = DTypeSize(host_->dtype());
-  std::vector<char> stage_in(std::max<int64_t>(1, per_rank) * ts),
-      stage_out(std::max<int64_t>(1, per_rank * dp) * ts);
-  CollectiveJob job;
-  DS_RETURN_IF_ERROR(
-      Start(in, host_.get(), parts_.host_comm, stage_in.data(), stage_out.data(), &job));
-  return CollectiveQueue().Track(0, /*async=*/false, std::move(job));
+    if (in.units_size() == 0) continue;
+    in.mutable_collective()->set_placement(ranks == 1 ? proto::LOCAL : proto::HOST);
+    in.mutable_collective()->set_group(expert ? edp_group_ : "");
+    const size_t ts = DTypeSize(host_->dtype());
+    std::vector<char> stage_in(std::max<int64_t>(1, per_rank) * ts),
+        stage_out(std::max<int64_t>(1, per_rank * ranks) * ts);
+    CollectiveJob job;
+    DS_RETURN_IF_ERROR(
+        Start(in, host_.get(), parts_.host_comm, stage_in.data(), stage_out.data(), &job));
+    DS_RETURN_IF_ERROR(CollectiveQueue().Track(0, /*async=*/false, std::move(job)));
+  }
+  return OkStatus();
+}
+
+bool ZeroCollectives::IsExpertGroup(const std::string& group) const {
+  return !edp_group_.empty() && group == edp_group_;
 }
 
 void ZeroCollectives::ReleaseAll() {

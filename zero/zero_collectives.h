@@ -53,7 +53,8 @@ struct ZeroParts {
   parallel::Communicator* host_comm = nullptr;  // the same ranks on host memory; null: comm
   OptimizerSwapper* swapper = nullptr;          // offload_optimizer nvme
   // Host communicators of the other groups the plan's scalars name (the gradient norm and the
-  // overflow flag over "world" with tensor parallelism), by ProcessGroup name.
+  // overflow flag over "world" with tensor parallelism) and of the experts' edp group (expert
+  // parallelism), by ProcessGroup name.
   std::map<std::string, parallel::Communicator*> groups;
 };
 
@@ -114,6 +115,7 @@ class ZeroCollectives {
   Status CheckPlacements(const proto::RankPlan& mine) const;
   Status Start(const proto::Instruction& in, StateView* v, parallel::Communicator* comm,
                char* stage_in, char* stage_out, CollectiveJob* job);
+  bool IsExpertGroup(const std::string& group) const;
 
   const proto::Plan* plan_;
   int rank_;
@@ -125,6 +127,7 @@ class ZeroCollectives {
   int64_t staging_bytes_ = 0;
   DType comm_dtype_ = DType::kF32;  // of gradient reductions (the plan's)
   std::vector<char> tied_sum_;      // ReduceTied's buffer, kept from step to step
+  std::string edp_group_;           // expert parallelism: this rank's edp group ("": none)
 };
 
 }  // namespace ds::zero

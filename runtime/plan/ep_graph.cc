@@ -18,6 +18,7 @@ class Rewriter {
 
   Status Run() {
     Graph& g = local_->graph;
+    DS_RETURN_IF_ERROR(SliceExperts());
     std::vector<NodeInfo> nodes = std::move(g.nodes);
     g.nodes.clear();
     new_index_.assign(nodes.size() + 1, 0);
@@ -77,15 +78,37 @@ class Rewriter {
     collectives_.push_back(c);
   }
 
+  // Every stacked expert parameter [E, ...] becomes this rank's [E / ep, ...]: experts
+  // [rank x E / ep, (rank + 1) x E / ep) of the whole tensor (a box along dimension 0).
+  Status SliceExperts() {
+    Graph& g = local_->graph;
+    const std::vector<int> params = g.Params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      TensorInfo& t = g.tensors[params[i]];
+      if (t.sharding != ShardKind::kExpert) continue;
+      const int64_t experts = t.shape.empty() ? 0 : t.shape[0].size;
+      if (experts % ep_ != 0)
+        return InvalidArgumentError("expert parallelism: parallel.expert " + Str(ep_) +
+                                    " does not divide the " + Str(experts) + " experts of \"" +
+                                    t.name + "\"");
+      t.shape[0].size = experts / ep_;
+      TpParamShard& sh = local_->shards.at(i);
+      sh.local_shape[0] = experts / ep_;
+      sh.replicated = false;
+      TpBox box;
+      box.offset.assign(sh.full_shape.size(), 0);
+      box.offset[0] = rank_ * (experts / ep_);
+      box.shape = sh.local_shape;
+      sh.boxes = {box};
+    }
+    return OkStatus();
+  }
+
+  // The node computes every expert its (sliced) weights hold.
   Status SplitExperts(NodeInfo* n) {
     const TensorInfo& w = local_->graph.tensors[n->inputs[2]];
-    const int64_t experts = w.shape.empty() ? 0 : w.shape[0].size;
-    if (experts % ep_ != 0)
-      return InvalidArgumentError("expert parallelism: parallel.expert " + Str(ep_) +
-                                  " does not divide the " + Str(experts) + " experts of \"" +
-                                  w.name + "\"");
-    n->attrs.SetInt("expert_begin", rank_ * (experts / ep_));
-    n->attrs.SetInt("local_experts", experts / ep_);
+    n->attrs.SetInt("expert_begin", 0);
+    n->attrs.SetInt("local_experts", w.shape.empty() ? 0 : w.shape[0].size);
     return OkStatus();
   }
 
@@ -114,6 +137,12 @@ Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local) {
     return InvalidArgumentError("parallel.expert " + Str(ep) + " does not divide num_experts " +
                                 Str(experts));
   return Rewriter(ep, rank, local).Run();
+}
+
+StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank) {
+  DS_ASSIGN_OR_RETURN(TpLocalGraph local, TensorParallelGraph(whole, 1, 0));
+  DS_RETURN_IF_ERROR(ApplyExpertParallel(ep, rank, &local));
+  return std::move(local.shards);
 }
 
 }  // namespace ds::plan

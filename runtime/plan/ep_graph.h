@@ -13,11 +13,12 @@
 // nodes keep the whole graph's index as seed_id, so routing and dropout draw the same numbers
 // at every ep degree.
 //
-// Storage: every rank holds every expert's parameters (the flat layout is the whole model's),
-// and each computes, and so makes gradients for, its own experts only; the data-parallel
-// reductions then sum each expert's gradient over exactly the ranks that compute it (the
-// expert-data-parallel group), and ZeRO 1-3 shard expert states over dp like any other.
-// Checkpoints hold the whole expert tensors, with global expert ids, at every layout.
+// Storage: each rank holds only its experts: every stacked expert parameter (ShardKind::kExpert)
+// is [E / ep, ...] in the rank's graph, its shard a box of the whole tensor at expert
+// rank x E / ep (TpParamShard: initialization takes that slice of the whole draw, checkpoints
+// store it as that range of the whole tensor, with global expert ids). ZeRO reduces and shards
+// those parameters over the expert-data-parallel group (the dp ranks with the same experts,
+// zero::kEdpGroup) and everything else over dp.
 #pragma once
 
 #include "runtime/base/status.h"
@@ -29,9 +30,13 @@ namespace ds::plan {
 int64_t NumExperts(const Graph& graph);
 
 // Rewrites `local` for ep rank `rank` of `ep` (nothing at ep 1): the all-to-all nodes and their
-// collectives, the capacity agreement, the experts' ranges; boundaries of the collectives already
-// there move with the nodes. InvalidArgument when the graph has no MoE layer or ep does not divide
-// num_experts.
+// collectives, the capacity agreement, the experts' slices (graph shapes and `shards`); boundaries
+// of the collectives already there move with the nodes. InvalidArgument when the graph has no MoE
+// layer or ep does not divide num_experts.
 Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local);
+
+// Ep rank `rank`'s parameters as boxes of the whole graph's (its experts' slices; the rest
+// whole), in graph parameter order: what its checkpoint slices are.
+StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank);
 
 }  // namespace ds::plan

@@ -19,6 +19,7 @@ Status LayoutParams(const Graph& graph, ModelFacts* facts) {
     ParamFacts p;
     p.name = info.name;
     p.tensor = t;
+    p.expert = info.sharding == ShardKind::kExpert;
     p.numel = 1;
     for (const Dim& d : info.shape) {
       if (!d.symbol.empty())

@@ -27,6 +27,7 @@ struct ParamFacts {
   int64_t numel = 0;
   int64_t span = 0;         // numel aligned up: the flat elements it occupies
   std::vector<int> blocks;  // distinct blocks of the nodes that read it, ascending
+  bool expert = false;      // stacked experts (ShardKind::kExpert): split over ep when ep > 1
 };
 
 struct BlockFacts {

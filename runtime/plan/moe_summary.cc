@@ -55,7 +55,7 @@ std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan) {
   const int ep = std::max(1, plan.topology().ep());
   std::string out = Fmt("\nmixture of experts: %.0f experts, top-%.0f, in %.0f of %.0f blocks",
                         experts, g.top_k, layers, graph.num_blocks);
-  out += Fmt("; ep %.0f: each rank computes %.0f experts of each layer\n", ep, experts / ep);
+  out += Fmt("; ep %.0f\n", ep);
   if (g.drop_tokens)
     out +=
         Fmt("  capacity per expert: %.0f tokens (training), %.0f (evaluation) of %.0f per "
@@ -71,14 +71,17 @@ std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan) {
     if (IsExpertParam(p.name())) expert_elems += p.numel();
   const int64_t model = ProtoDTypeSize(plan.settings().model_dtype());
   const int64_t states = 4 * plan.settings().optimizer_states() + (model == 4 ? 0 : 4);
-  out +=
-      Fmt("  expert parameters: %.2fM of %.2fM (%.1f%%), %.2f MiB per rank (every rank stores "
-          "them whole)\n",
-          expert_elems / 1e6, plan.model().num_parameters() / 1e6,
-          100.0 * expert_elems / std::max<int64_t>(1, plan.model().num_parameters()),
-          MiB(expert_elems * model));
-  out += Fmt("  expert optimizer states on rank 0: %.2f MiB (ZeRO stage %.0f)\n",
+  // The plan's model is a rank's: its E / ep experts of each layer.
+  const int64_t whole = plan.model().num_parameters() + expert_elems * (ep - 1);
+  out += Fmt("  expert parameters: %.2fM of %.2fM (%.1f%%); each rank holds its %.0f experts",
+             expert_elems * ep / 1e6, whole / 1e6, 100.0 * expert_elems * ep / whole, experts / ep);
+  out += Fmt(" of each layer: %.2fM, %.2f MiB\n", expert_elems / 1e6, MiB(expert_elems * model));
+  out += Fmt("  expert optimizer states on rank 0: %.2f MiB (ZeRO stage %.0f",
              MiB(OwnedExpertElements(plan) * states), plan.settings().zero_stage());
+  out += plan.settings().zero_stage() >= 1 && ep > 1
+             ? Fmt(", sharded over the %.0f ranks holding the same experts)\n",
+                   plan.topology().dp() / ep)
+             : ")\n";
   int64_t calls = 0, payload = 0;
   for (const proto::Instruction& ins : plan.ranks(0).instructions()) {
     if (ins.kind() != proto::Instruction::ACT_ALL_TO_ALL) continue;

@@ -18,6 +18,8 @@ const char* GroupKindName(GroupKind kind) {
       return "ep";
     case GroupKind::kSp:
       return "sp";
+    case GroupKind::kEdp:
+      return "edp";
   }
   return "?";
 }
@@ -74,6 +76,10 @@ std::vector<int> ParallelGrid::Group(GroupKind kind, int rank) const {
       break;
     case GroupKind::kEp:
       for (int d = me.dp - me.dp % ep_; ep_ > 1 && d < me.dp - me.dp % ep_ + ep_; ++d)
+        ranks.push_back(RankOf({me.pp, d, me.tp}));
+      break;
+    case GroupKind::kEdp:
+      for (int d = me.dp % ep_; ep_ > 1 && d < dp(); d += ep_)
         ranks.push_back(RankOf({me.pp, d, me.tp}));
       break;
     case GroupKind::kSp:

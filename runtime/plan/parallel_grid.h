@@ -6,6 +6,9 @@
 //   embedding  the first and last pp rank of one (dp, tp) cell (tied embeddings), pp > 1 only
 //   ep   expert parallelism (ep > 1 only): consecutive runs of ep ranks of a dp group, as
 //        DeepSpeed forms them; a rank's ep rank is its dp rank mod ep
+//   edp  expert data parallelism (ep > 1 only): the dp ranks of one ep rank (every ep-th rank
+//        of a dp group), which hold the same experts: where expert gradients are reduced and
+//        ZeRO shards the expert states; a rank's edp rank is its dp rank / ep
 //   sp   Ulysses sequence parallelism (sp > 1 only): consecutive runs of sp ranks of a dp group
 //        share each micro-batch, a time chunk each; ZeRO still shards over the whole dp group
 //        (DeepSpeed's dp x sp)
@@ -24,9 +27,9 @@
 
 namespace ds::plan {
 
-enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp, kSp };
+enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp, kSp, kEdp };
 
-// "tp", "dp", "pp", "embedding", "ep", "sp".
+// "tp", "dp", "pp", "embedding", "ep", "sp", "edp".
 const char* GroupKindName(GroupKind kind);
 
 struct GridCoord {
@@ -45,6 +48,7 @@ class ParallelGrid {
   int dp() const { return world_ / (tp_ * pp_); }
   int ep() const { return ep_; }
   int EpRankOf(int rank) const { return CoordOf(rank).dp % ep_; }
+  int EdpRankOf(int rank) const { return CoordOf(rank).dp / ep_; }
   int sp() const { return sp_; }
   int SpRankOf(int rank) const { return CoordOf(rank).dp % sp_; }
   // Which micro-batches a rank reads: its sp group's (the dp rank / sp), of dp / sp.

@@ -205,7 +205,7 @@ StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topol
     auto it = local.graph.config.find(key);
     return it == local.graph.config.end() ? int64_t{0} : static_cast<int64_t>(it->second);
   };
-  DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, topology.dp, &plan));
+  DS_RETURN_IF_ERROR(zero::BuildZeroPlan(facts, config, topology.dp, &plan, topology.ep));
   // Ulysses: each rank's loss is its whole sequence's (the chunks' sums meet in seq_ce_loss), so
   // the dp reductions sum the sp ranks' gradients and average over the data ranks only.
   for (proto::RankPlan& rp : *plan.mutable_ranks())

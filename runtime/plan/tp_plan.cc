@@ -326,7 +326,8 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         }
       }
   }
-  for (GroupKind kind : {GroupKind::kEp, GroupKind::kSp}) {  // expert and Ulysses groups
+  // Expert, expert-data-parallel and Ulysses groups.
+  for (GroupKind kind : {GroupKind::kEp, GroupKind::kSp, GroupKind::kEdp}) {
     const auto groups = grid.Groups(kind);
     for (size_t i = 0; i < groups.size(); ++i) {
       proto::ProcessGroup* g = plan->add_groups();
@@ -376,6 +377,8 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         c->set_group(name_of.at({GroupKind::kEp, w}));
       } else if (c->group() == kSpGroup) {
         c->set_group(name_of.at({GroupKind::kSp, w}));
+      } else if (c->group() == kEdpGroup) {
+        c->set_group(name_of.at({GroupKind::kEdp, w}));
       } else if (!c->group().empty()) {
         c->set_group(name_of.at({GroupKind::kDp, w}));
       }

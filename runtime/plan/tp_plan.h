@@ -27,6 +27,8 @@ inline constexpr const char* kWorldGroup = "world";
 inline constexpr const char* kKvGroup = "kv";  // the ranks sharing replicated kv heads
 inline constexpr const char* kEpGroup = "ep";  // expert parallelism (ep_graph.h)
 inline constexpr const char* kSpGroup = "sp";  // Ulysses (ulysses_graph.h)
+// The experts' ZeRO collectives (zero::kEdpGroup): the dp ranks holding the same experts.
+inline constexpr const char* kEdpGroup = "edp";
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.

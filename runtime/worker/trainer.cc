@@ -418,9 +418,13 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
+  // Expert parallelism: the other ranks' experts gathered first (every rank joins).
+  zero::ParamStore* params = params_.get();
+  if (sliced_) {
+    DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
+  }
   // Every rank holds every parameter: it generates with the whole model, alone.
-  return exec::Executor::Create(rank_graph_ ? full_graph_ : graph_, params_.get(),
-                                {batch, seq, false});
+  return exec::Executor::Create(rank_graph_ ? full_graph_ : graph_, params, {batch, seq, false});
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }

@@ -57,6 +57,7 @@ namespace ds::worker {
 class CommsLogger;
 class PipelineCompute;
 class StepRunner;
+struct OwnedSlice;
 
 struct StepMetrics {
   int64_t step = 0;    // optimizer steps done after this one
@@ -171,6 +172,7 @@ class Trainer {
   // collectives at them, over the tp group.
   Status ForwardWhole(exec::Executor* executor, const plan::TpLocalGraph* local);
   Status PartitionForRank(const plan::Topology& topology);
+  void SliceParameters(const plan::TpLocalGraph* local);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
@@ -183,6 +185,11 @@ class Trainer {
   // trainer_checkpoint.cc: whole tensors from rank 0, or one shard file per rank (ZeRO).
   Status SaveConsolidated(const ckpt::CheckpointContents& base);
   Status SaveSharded(const ckpt::CheckpointContents& base);
+  // trainer_whole.cc: every world rank's slices of the whole parameters for a sharded save;
+  // expert parallelism: the whole model gathered over the ep group (generation).
+  StatusOr<std::vector<std::vector<OwnedSlice>>> SliceLists(
+      const std::vector<std::string>& states) const;
+  StatusOr<zero::ParamStore*> GatherWholeModel();
 
   config::JobConfig config_;
   Graph graph_;       // the graph this rank runs (with tensor parallelism, its tp rank's part)
@@ -203,6 +210,11 @@ class Trainer {
   parallel::Communicator* sp_comm_ = nullptr;
   // Expert parallelism or Ulysses: this rank's graph and its collectives (eval runs them).
   std::unique_ptr<plan::TpLocalGraph> rank_graph_;
+  // Tensor or expert parallelism: this rank's parameters are these boxes of the whole ones
+  // (initialization, checkpoints); null when it holds every parameter whole.
+  const plan::TpLocalGraph* sliced_ = nullptr;
+  // Expert parallelism: the whole model for generation, gathered over the ep group.
+  std::unique_ptr<zero::ParamStore> whole_params_;
   int tp_rank_ = 0;
   parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
   parallel::Communicator* world_host_comm_ = nullptr;  // the same on host memory (checkpoints)

@@ -82,10 +82,10 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 }  // namespace
 
 Status Trainer::ExportWeights(const std::string& path) const {
-  if (tp_ || pipe_stage_ >= 0)
+  if (sliced_ || pipe_stage_ >= 0)
     return FailedPreconditionError(
-        "ExportWeights holds one tensor- or pipeline-parallel rank's part; save a checkpoint and "
-        "use ds-ckpt consolidate");
+        "ExportWeights holds one tensor-, expert- or pipeline-parallel rank's part; save a "
+        "checkpoint and use ds-ckpt consolidate");
   if (params_->master_sharded())
     return FailedPreconditionError(
         "ExportWeights needs the whole master weights; with ZeRO use a "
@@ -180,26 +180,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
   const std::vector<std::string> states = StateNames(*optimizer_);
   std::vector<std::vector<OwnedSlice>> all(world);
   size_t max_slices = 0;
-  std::vector<std::vector<plan::TpParamShard>> shards;  // per tp rank
-  for (int r = 0; tp_ && r < plan_->topology().tp(); ++r) {
-    DS_ASSIGN_OR_RETURN(auto s, plan::TensorParallelShards(full_graph_, plan_->topology().tp(), r));
-    shards.push_back(std::move(s));
-  }
-  // ToFullSlices finds a parameter's shard by its name's place in the whole graph's order.
-  std::vector<zero::ParamSlot> whole_order;
-  for (int t : (tp_ ? full_graph_ : graph_).Params())
-    whole_order.push_back({(tp_ ? full_graph_ : graph_).tensors[t].name});
-  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, tp_ ? tp_->graph : full_graph_, states);
-  for (int k = 0; k < world; ++k) {
-    if (pipe_stage_ < 0)
-      all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
-                        params_->slots(), states);
-    if (tp_) {
-      const int tp_rank = k % plan_->topology().tp();  // Megatron's order: tp fastest
-      all[k] = ToFullSlices(all[k], shards[tp_rank], whole_order, tp_rank);
-    }
-    max_slices = std::max(max_slices, all[k].size());
-  }
+  DS_ASSIGN_OR_RETURN(all, SliceLists(states));
+  for (const std::vector<OwnedSlice>& list : all) max_slices = std::max(max_slices, list.size());
   // This rank's file, straight from its buffers.
   std::vector<float*> bases = {params_->master_data()};
   for (const zero::Optimizer::StateBuffer& b : optimizer_->state()) bases.push_back(b.data);
@@ -263,7 +245,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file
       // (not a tp rank's or a pipeline stage's part of them).
-      if (!params_->master_sharded() && !tp_ && pipe_stage_ < 0)
+      if (!params_->master_sharded() && !sliced_ && pipe_stage_ < 0)
         for (const zero::ParamSlot& s : params_->slots())
           c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
@@ -310,7 +292,8 @@ Status Trainer::SaveCheckpoint() {
   c.info["precision"] = DTypeName(params_->model_dtype());
   // Tensor and pipeline parallelism: every rank writes its parts as slices of the whole
   // parameters.
-  const bool sharded = (config_.zero.stage >= 1 && comm_->size() > 1) || tp_ || pipe_stage_ >= 0;
+  const bool sharded =
+      (config_.zero.stage >= 1 && comm_->size() > 1) || sliced_ || pipe_stage_ >= 0;
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
   Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
   if (device_states_) device_states_->ReleaseHostCopies();
@@ -324,12 +307,22 @@ Status Trainer::SaveCheckpoint() {
 
 Status Trainer::LoadWeights(const std::string& path) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
-  std::vector<float> full(params_->total_elements(), 0.0f);
-  for (const zero::ParamSlot& s : params_->slots()) {
+  std::vector<float> full(params_->total_elements(), 0.0f), whole;
+  for (size_t i = 0; i < params_->slots().size(); ++i) {
+    const zero::ParamSlot& s = params_->slots()[i];
     auto t = file.Get(s.name);
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
-    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data() + s.offset, s.shape, DType::kF32),
-                                path + ": tensor \"" + s.name + "\""));
+    const std::string what = path + ": tensor \"" + s.name + "\"";
+    if (!sliced_) {
+      DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data() + s.offset, s.shape, DType::kF32), what));
+      continue;
+    }
+    // Tensor or expert parallelism: the whole tensor, then this rank's boxes of it.
+    const plan::TpParamShard& sh = sliced_->shards[i];
+    const Shape shape(sh.full_shape.begin(), sh.full_shape.end());
+    whole.assign(NumElements(shape), 0.0f);
+    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(whole.data(), shape, DType::kF32), what));
+    plan::TakeShard(sh, whole.data(), full.data() + s.offset);
   }
   params_->SetFromFull(full.data());
   runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
@@ -417,9 +410,9 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   auto read = [&](bool commit, const std::string& state, size_t i, int64_t lo, int64_t hi,
                   float* dst) -> Status {
     const std::string& name = params_->slots()[i].name;
-    if (!tp_)
+    if (!sliced_)
       return commit ? reader->Read(state, name, lo, hi, dst) : reader->Verify(state, name, lo, hi);
-    for (const plan::FlatPiece& p : plan::LocalToFull(tp_->shards[i], lo, hi)) {
+    for (const plan::FlatPiece& p : plan::LocalToFull(sliced_->shards[i], lo, hi)) {
       const int64_t b = p.full, e = p.full + p.count;
       DS_RETURN_IF_ERROR(commit ? reader->Read(state, name, b, e, dst + (p.local - lo))
                                 : reader->Verify(state, name, b, e));
@@ -437,8 +430,9 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
       const zero::ParamSlot& s = params_->slots()[i];
       auto found = shapes.find(s.name);
       const Shape* shape = found == shapes.end() ? nullptr : found->second;
-      const Shape want =
-          tp_ ? Shape(tp_->shards[i].full_shape.begin(), tp_->shards[i].full_shape.end()) : s.shape;
+      const Shape want = sliced_ ? Shape(sliced_->shards[i].full_shape.begin(),
+                                         sliced_->shards[i].full_shape.end())
+                                 : s.shape;
       if (shape == nullptr)
         return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
       if (*shape != want)

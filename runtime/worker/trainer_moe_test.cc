@@ -1,10 +1,13 @@
 // Mixture of experts through the trainer: GPT-2 (DeepSpeed-MoE, with and without its residual
 // PR-MoE) and Llama (Mixtral's top-2 SwiGLU experts) train on one rank, and data parallelism
 // over ranks as threads reproduces the single-rank curve under ZeRO 0-3 (every rank holds every
-// expert: the expert-data-parallel group is the data-parallel group).
+// expert: the expert-data-parallel group is the data-parallel group); expert parallelism, where
+// each rank holds its experts only, reproduces ep 1.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "runtime/worker/trainer_testing.h"
 
@@ -98,16 +101,23 @@ TEST_CASE("MoE: expert parallelism 2 and 4 reproduces ep 1", "[worker][moe][ep]"
       testing::CheckClose(ep1.norm, run.norm, 1e-5, "grad norm");
       CHECK(ep1.eval > 0);
       CHECK(run.eval == Approx(ep1.eval).epsilon(1e-5));  // validation runs the all-to-alls too
+      // Each rank holds its experts only; generation gathers the whole model back.
+      CHECK(run.elements < ep1.elements);
+      CHECK(run.whole_loss == Approx(ep1.whole_loss).epsilon(1e-5));
     }
   }
   const std::string llama = MoeJob(data, "llama", 2, 2, "num_experts: 4, top_k: 2");
   const testing::TrainRun ep1 = testing::TrainRanks(llama, 4, 0, 20);
-  for (int stage : {1, 2, 3}) {
-    INFO("llama, ep 2 x edp 2, ZeRO " << stage);
-    std::string yaml = MoeJob(data, "llama", 2, stage, "num_experts: 4, top_k: 2");
-    const testing::TrainRun run = testing::TrainRanks(yaml + "parallel: {expert: 2}\n", 4, 0, 20);
-    testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
-  }
+  for (int ep : {2, 4})
+    for (int stage : {1, 2, 3}) {
+      INFO("llama, ep " << ep << " x edp " << 4 / ep << ", ZeRO " << stage);
+      std::string yaml = MoeJob(data, "llama", 2, stage, "num_experts: 4, top_k: 2");
+      const testing::TrainRun run =
+          testing::TrainRanks(yaml + "parallel: {expert: " + std::to_string(ep) + "}\n", 4, 0, 20);
+      testing::CheckClose(ep1.loss, run.loss, 1e-6, "loss");
+      testing::CheckClose(ep1.norm, run.norm, 1e-5, "grad norm");
+      CHECK(run.whole_loss == Approx(ep1.whole_loss).epsilon(1e-5));
+    }
 }
 
 }  // namespace
@@ -127,6 +137,43 @@ TEST_CASE("MoE: tensor parallelism 2 on the dense layers reproduces one rank",
     const testing::TrainRun one = testing::TrainRanks(MoeJob(data, family, 8, 0, moe), 1, 0, 20);
     const testing::TrainRun tp = testing::TrainRanks(MoeJob(data, family, 8, 1, moe), 2, 2, 20);
     testing::CheckClose(one.loss, tp.loss, 1e-5, "loss");
+  }
+}
+
+}  // namespace
+}  // namespace ds::worker
+
+namespace ds::worker {
+namespace {
+
+// Checkpoints under expert parallelism hold each expert once, with its global id (stage 0: the
+// first rank of each edp group writes its experts, dp rank 0 the rest), so they resume at any ep,
+// dp and stage on the same curve.
+TEST_CASE("MoE: expert-parallel checkpoints resume at another ep and stage", "[worker][moe][ep]") {
+  const std::string data = testing::WriteTinyTokens("moe_ckpt.tok");
+  const std::string moe = "num_experts: 4, top_k: 2, drop_tokens: false";
+  const testing::TrainRun whole = testing::TrainRanks(MoeJob(data, "llama", 2, 0, moe), 4, 0, 20);
+  const std::vector<double> want(whole.loss.begin() + 10, whole.loss.end());
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  for (int stage : {0, 2}) {
+    INFO("saved at ep 2, ZeRO " << stage);
+    const std::string dir =
+        std::string(tmp ? tmp : "/tmp") + "/moe_ep_ckpt" + std::to_string(stage);
+    std::system(("rm -rf '" + dir + "'").c_str());
+    std::string save = MoeJob(data, "llama", 2, stage, moe) + "parallel: {expert: 2}\n" +
+                       "checkpoint: {dir: " + dir + "}\n";
+    save.replace(save.find("train_iters: 20"), 15, "train_iters: 10");
+    testing::TrainRanks(save, 4, 0, 10, /*save=*/true);
+    const std::string load = "checkpoint: {dir: " + dir + ", load: latest}\n";
+    testing::CheckClose(want,
+                        testing::TrainRanks(MoeJob(data, "llama", 2, 1, moe) + load, 4, 0, 10).loss,
+                        1e-5, "resumed at ep 1, ZeRO 1");
+    testing::CheckClose(
+        want,
+        testing::TrainRanks(MoeJob(data, "llama", 2, 3, moe) + "parallel: {expert: 4}\n" + load, 4,
+                            0, 10)
+            .loss,
+        1e-5, "resumed at ep 4, ZeRO 3");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "parallel/loopback_communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/token_file.h"
+#include "runtime/exec/executor.h"
 #include "runtime/plan/model_loader.h"
 
 namespace ds::testing {
@@ -74,6 +75,18 @@ TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool 
           DS_ASSIGN_OR_RETURN(runs[r].eval, t->Evaluate(4));
         }
         const zero::ParamStore& p = t->params();
+        runs[r].elements = p.total_elements();
+        if (tp <= 1 && t->graph().config.count("num_experts")) {  // all join expert gathers
+          const int64_t micro = t->config().train_micro_batch_size_per_gpu, seq = 16;
+          DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> ex,
+                              t->MakeInferenceExecutor(micro, seq));
+          for (int64_t i = 0; i < micro * seq; ++i) {
+            ex->ids()[i] = static_cast<int32_t>(i * 7 % 29);
+            ex->targets()[i] = static_cast<int32_t>((i * 7 + 1) % 29);
+          }
+          DS_RETURN_IF_ERROR(ex->Forward(0));
+          runs[r].whole_loss = ex->loss();
+        }
         if (!p.master_sharded())
           runs[r].weights.emplace_back(p.master_data(), p.master_data() + p.total_elements());
         return OkStatus();
@@ -90,6 +103,7 @@ TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool 
     CHECK(runs[r].loss == runs[0].loss);  // every rank reports the same global loss and norm
     CHECK(SameNorms(runs[r].norm, runs[0].norm));
     CHECK(runs[r].eval == runs[0].eval);
+    CHECK(runs[r].whole_loss == runs[0].whole_loss);
     if (!runs[r].weights.empty()) out.weights[r] = runs[r].weights[0];
   }
   return out;

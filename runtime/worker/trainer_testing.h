@@ -44,6 +44,9 @@ struct TrainRun {
   std::vector<double> loss, norm, scale;
   std::vector<double> aux;  // MoE: the routers' aux loss, mean over layers (0 for dense)
   std::vector<std::vector<float>> weights;  // per rank: its fp32 master, flat (empty: sharded)
+  int64_t elements = 0;  // rank 0's flat parameter elements (what its ParamStore lays out)
+  // MoE: the loss of the whole model, as generation runs it on one rank, on a fixed batch.
+  double whole_loss = 0;
 };
 TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool save = false);
 

@@ -28,24 +28,29 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;
-  const plan::TpLocalGraph* tp = tp_.get();
-  init_slicer_ = std::make_unique<zero::InitSlicer>();
-  init_slicer_->full_numel = [tp](int slot) {
-    int64_t n = 1;
-    for (int64_t d : tp->shards[slot].full_shape) n *= d;
-    return n;
-  };
-  init_slicer_->take = [tp](int slot, const float* full, float* local) {
-    plan::TakeShard(tp->shards[slot], full, local);
-  };
+  SliceParameters(tp_.get());
   DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
               world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
   return OkStatus();
 }
 
-// Expert parallelism or Ulysses at tp 1: the same parameters; this ep rank's experts computed,
-// or this sp rank's chunk of each sequence; the all-to-all nodes in place (ep_graph.h,
-// ulysses_graph.h).
+// This rank's parameters are `local`'s boxes of the whole ones: initialization draws each whole
+// tensor and keeps the rank's part, so every layout starts from the same weights.
+void Trainer::SliceParameters(const plan::TpLocalGraph* local) {
+  sliced_ = local;
+  init_slicer_ = std::make_unique<zero::InitSlicer>();
+  init_slicer_->full_numel = [local](int slot) {
+    int64_t n = 1;
+    for (int64_t d : local->shards[slot].full_shape) n *= d;
+    return n;
+  };
+  init_slicer_->take = [local](int slot, const float* full, float* part) {
+    plan::TakeShard(local->shards[slot], full, part);
+  };
+}
+
+// Expert parallelism or Ulysses at tp 1: this ep rank's experts, held and computed, or this sp
+// rank's chunk of each sequence; the all-to-all nodes in place (ep_graph.h, ulysses_graph.h).
 Status Trainer::PartitionForRank(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
@@ -57,9 +62,10 @@ Status Trainer::PartitionForRank(const plan::Topology& topology) {
   rank_graph_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = rank_graph_->graph;
-  const int64_t experts = plan::NumExperts(graph_);
+  if (topology.ep > 1) SliceParameters(rank_graph_.get());  // its experts only
+  const int64_t experts = plan::NumExperts(full_graph_);
   if (topology.ep > 1)
-    DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: experts {}-{} of {}",
+    DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {}",
                 world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
                 (ep_rank + 1) * experts / topology.ep - 1, experts);
   if (topology.sp > 1)

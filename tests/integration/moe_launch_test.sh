@@ -74,8 +74,8 @@ run_case() {  # run_case NAME MODEL HOSTS EP STAGE [EXTRA_YAML]
 }
 
 run_case "GPT-2 MoE DP=4 x EP=2, ZeRO-2" GPT "$BASE/four" 2 2
-grep -q "expert parallel: rank 3 is ep rank 1 of 2: experts 2-3 of 4" "$BASE/out" &&
-  pass "EP=2: rank 3 says it computes experts 2-3" || fail "EP=2: no expert line"
+grep -q "expert parallel: rank 3 is ep rank 1 of 2: holds experts 2-3 of 4" "$BASE/out" &&
+  pass "EP=2: rank 3 says it holds experts 2-3" || fail "EP=2: no expert line"
 run_case "Llama (Mixtral-style) DP=4 x EP=4 over two nodes, ZeRO-1" LLAMA "$BASE/two" 4 1 \
   "checkpoint: {dir: $BASE/ck_llama, save_interval: 20}"
 # Hugging Face export with Mixtral's names: each expert its own w1 / w3 / w2.

@@ -30,6 +30,7 @@ struct Unit {
   int64_t shard_offset = 0;  // position of the chunk in each rank's shard buffer
   std::vector<int> blocks;   // blocks that read it, ascending
   bool persistent = false;
+  bool expert = false;  // split over the expert-data-parallel group (proto::PartitionUnit)
 };
 
 // Backward positions: 0 is the first block backward runs (the highest block).
@@ -41,6 +42,7 @@ struct Bucket {
   std::vector<int64_t> rank_counts;  // what each rank keeps after a reduce-scatter
   int open_pos = 0;                  // first backward position that writes a gradient into it
   int ready_pos = 0;                 // backward position after which all its gradients are final
+  bool expert = false;               // experts' gradients: reduced over the edp group
 };
 
 struct BufferIds {
@@ -58,9 +60,15 @@ struct BufferIds {
   std::vector<int> param_slots;  // per slot: its sub-group's 16-bit shard pages (offload_param)
 };
 
+// Expert parallelism: the ranks a unit (or bucket) of `expert` parameters is split over, and dp
+// rank d's place among them. Experts: the dp / ep ranks holding the same experts (edp).
+inline int GroupSize(bool expert, int dp, int ep) { return expert ? dp / ep : dp; }
+inline int GroupRank(bool expert, int d, int ep) { return expert ? d / ep : d; }
+
 struct Context {
   PlanConfig config;
   int dp = 1;
+  int ep = 1;  // expert parallelism: the experts' units are split over dp / ep ranks
   ModelFacts facts;
   std::vector<Unit> units;
   std::vector<Bucket> buckets;
@@ -68,6 +76,10 @@ struct Context {
   proto::DataType model_dtype = proto::DT_F32;
   proto::DataType comm_dtype = proto::DT_F32;
   proto::SwapPlan swap;  // offload_optimizer nvme (MakeSwapPlan); sub_groups empty otherwise
+
+  int Ranks(const Unit& u) const { return GroupSize(u.expert, dp, ep); }
+  int Ranks(const Bucket& b) const { return GroupSize(b.expert, dp, ep); }
+  int RankIn(const Unit& u, int dp_rank) const { return GroupRank(u.expert, dp_rank, ep); }
 };
 
 // An async instruction not yet waited for, and the bucket buffer it frees when it completes.
@@ -91,15 +103,17 @@ class Stream {
 };
 
 // ---- partition.cc ----
-// Stage 0: none. Stages 1-2: one unit over the flat buffer. Stage 3: runs of
-// consecutive params with the same reader blocks and persistence.
+// Stage 0: none. Stages 1-2: one unit over the flat buffer (with expert parallelism, one per
+// run of expert or other parameters). Stage 3: runs of consecutive params with the same reader
+// blocks, persistence and group.
 // chunk_align: elements each stage-3 chunk is a multiple of (kFlatAlign; kSwapAlign when the
 // parameter shard is swapped, so every chunk is a whole number of 4 KiB O_DIRECT pages).
-std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
+// Expert parameters form units of their own when ep > 1.
+std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp, int ep,
                             int64_t persistence_threshold, int64_t chunk_align = kFlatAlign);
-// Buckets in reverse parameter order (stages 0-2: params; stage 3: units).
+// Buckets in reverse parameter order (stages 0-2: params; stage 3: units), each of one group.
 std::vector<Bucket> MakeBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int stage,
-                                int dp, int64_t bucket_size);
+                                int dp, int ep, int64_t bucket_size);
 // Parameter elements that block position `pos` must hold gathered at once (stage 3).
 int64_t GatheredElements(const Context& ctx, int pos);
 
@@ -108,8 +122,9 @@ int BackwardPosToBlockPos(const Context& ctx, int bwd_pos);
 // FORWARD / BACKWARD over block positions [lo, hi] for micro-batch `mb`.
 proto::Instruction Compute(const Context& ctx, proto::Instruction::Kind kind, int mb, int lo,
                            int hi);
+// On the dp group, or the edp group for `expert` units and buckets.
 void SetCollective(proto::Instruction* ins, int64_t count, proto::DataType dtype, int bucket,
-                   const std::vector<int64_t>& rank_counts);
+                   const std::vector<int64_t>& rank_counts, bool expert = false);
 // The gradient reduction of bucket `b` (ALL_REDUCE or REDUCE_SCATTER); async when overlapping.
 proto::Instruction ReduceBucket(const Context& ctx, int b);
 // Adds the reduction of `b` to the stream; sync ones free the bucket buffer at once.

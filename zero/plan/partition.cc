@@ -28,16 +28,35 @@ void MakeReadyMonotone(std::vector<Bucket>* buckets) {
     (*buckets)[i].ready_pos = std::max((*buckets)[i].ready_pos, (*buckets)[i - 1].ready_pos);
 }
 
+// What each of the bucket's group ranks owns of it (stages 1-2): the unit holding its range.
+std::vector<int64_t> RankCounts(const Bucket& b, const std::vector<Unit>& units, int dp, int ep) {
+  const int64_t lo = b.ranges[0].offset(), end = lo + b.ranges[0].count();
+  std::vector<int64_t> counts;
+  for (const Unit& u : units) {
+    if (lo < u.offset || lo >= u.offset + u.count) continue;
+    for (int r = 0; r < GroupSize(u.expert, dp, ep); ++r) {
+      const int64_t s = std::max(lo, u.offset + r * u.chunk);
+      const int64_t e = std::min(end, u.offset + (r + 1) * u.chunk);
+      counts.push_back(std::max<int64_t>(0, e - s));
+    }
+  }
+  return counts;
+}
+
 std::vector<Bucket> ParamBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int dp,
-                                 int64_t bucket_size) {
+                                 int ep, int64_t bucket_size) {
   std::vector<Bucket> buckets;
   int hi = -1;  // highest param index of the open bucket
   for (int p = static_cast<int>(facts.params.size()) - 1; p >= 0; --p) {
     const ParamFacts& param = facts.params[p];
-    // A parameter larger than the bucket gets a bucket of its own (as in DeepSpeed).
-    bool fresh = buckets.empty() || buckets.back().numel + param.numel > bucket_size;
+    const bool expert = param.expert && ep > 1;
+    // A parameter larger than the bucket gets a bucket of its own (as in DeepSpeed); experts'
+    // and the others' gradients are reduced over different groups.
+    bool fresh = buckets.empty() || buckets.back().numel + param.numel > bucket_size ||
+                 buckets.back().expert != expert;
     if (fresh) {
       buckets.emplace_back();
+      buckets.back().expert = expert;
       hi = p;
     }
     Bucket& b = buckets.back();
@@ -49,27 +68,22 @@ std::vector<Bucket> ParamBuckets(const ModelFacts& facts, const std::vector<Unit
     b.ranges.assign(1, r);
     b.count = r.count();
   }
-  if (!units.empty()) {  // stages 1-2: what each rank owns of the bucket
-    const Unit& u = units.front();
-    for (Bucket& b : buckets) {
-      const int64_t lo = b.ranges[0].offset(), end = lo + b.ranges[0].count();
-      for (int r = 0; r < dp; ++r) {
-        int64_t s = std::max(lo, u.offset + r * u.chunk);
-        int64_t e = std::min(end, u.offset + (r + 1) * u.chunk);
-        b.rank_counts.push_back(std::max<int64_t>(0, e - s));
-      }
-    }
-  }
+  if (!units.empty())  // stages 1-2: what each rank owns of the bucket
+    for (Bucket& b : buckets) b.rank_counts = RankCounts(b, units, dp, ep);
   return buckets;
 }
 
 std::vector<Bucket> UnitBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int dp,
-                                int64_t bucket_size) {
+                                int ep, int64_t bucket_size) {
   std::vector<Bucket> buckets;
   for (int i = static_cast<int>(units.size()) - 1; i >= 0; --i) {
     const Unit& u = units[i];
-    bool fresh = buckets.empty() || buckets.back().numel + u.numel > bucket_size;
-    if (fresh) buckets.emplace_back();
+    bool fresh = buckets.empty() || buckets.back().numel + u.numel > bucket_size ||
+                 buckets.back().expert != u.expert;
+    if (fresh) {
+      buckets.emplace_back();
+      buckets.back().expert = u.expert;
+    }
     Bucket& b = buckets.back();
     Cover(facts, u.blocks, &b, fresh);
     b.numel += u.numel;
@@ -78,34 +92,34 @@ std::vector<Bucket> UnitBuckets(const ModelFacts& facts, const std::vector<Unit>
     r.set_offset(u.offset);
     r.set_count(u.count);
     b.ranges.push_back(r);
-    b.count += u.chunk * dp;
+    b.count += u.chunk * GroupSize(u.expert, dp, ep);
   }
-  for (Bucket& b : buckets) b.rank_counts.assign(dp, b.count / dp);
+  for (Bucket& b : buckets) {
+    const int n = GroupSize(b.expert, dp, ep);
+    b.rank_counts.assign(n, b.count / n);
+  }
   return buckets;
 }
 
 }  // namespace
 
-std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
+std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp, int ep,
                             int64_t persistence_threshold, int64_t chunk_align) {
   std::vector<Unit> units;
   if (stage == 0) return units;
-  if (stage < 3) {
-    Unit u;
-    u.count = facts.flat_elements;
-    u.numel = facts.num_parameters;
-    u.chunk = ChunkFor(u.count, dp);
-    for (const BlockFacts& b : facts.blocks) u.blocks.push_back(b.block);
-    units.push_back(u);
-    return units;
-  }
+  std::vector<int> all_blocks;
+  for (const BlockFacts& b : facts.blocks) all_blocks.push_back(b.block);
   for (const ParamFacts& p : facts.params) {
-    bool persistent = p.numel <= persistence_threshold;
-    if (units.empty() || units.back().blocks != p.blocks || units.back().persistent != persistent) {
+    const bool persistent = stage == 3 && p.numel <= persistence_threshold;
+    const bool expert = p.expert && ep > 1;
+    const std::vector<int>& blocks = stage == 3 ? p.blocks : all_blocks;
+    if (units.empty() || units.back().blocks != blocks || units.back().persistent != persistent ||
+        units.back().expert != expert) {
       Unit u;
       u.offset = p.offset;
-      u.blocks = p.blocks;
+      u.blocks = blocks;
       u.persistent = persistent;
+      u.expert = expert;
       units.push_back(u);
     }
     units.back().count += p.span;
@@ -113,7 +127,7 @@ std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
   }
   int64_t shard = 0;
   for (Unit& u : units) {
-    u.chunk = ChunkFor(u.count, dp, chunk_align);
+    u.chunk = ChunkFor(u.count, GroupSize(u.expert, dp, ep), stage == 3 ? chunk_align : kFlatAlign);
     u.shard_offset = shard;
     shard += u.chunk;
   }
@@ -121,9 +135,9 @@ std::vector<Unit> MakeUnits(const ModelFacts& facts, int stage, int dp,
 }
 
 std::vector<Bucket> MakeBuckets(const ModelFacts& facts, const std::vector<Unit>& units, int stage,
-                                int dp, int64_t bucket_size) {
-  std::vector<Bucket> buckets = stage == 3 ? UnitBuckets(facts, units, dp, bucket_size)
-                                           : ParamBuckets(facts, units, dp, bucket_size);
+                                int dp, int ep, int64_t bucket_size) {
+  std::vector<Bucket> buckets = stage == 3 ? UnitBuckets(facts, units, dp, ep, bucket_size)
+                                           : ParamBuckets(facts, units, dp, ep, bucket_size);
   MakeReadyMonotone(&buckets);
   return buckets;
 }

@@ -23,8 +23,13 @@ bool IsCollective(Instruction::Kind k) {
 
 // Bytes of the packed input and output of collective `ins` (0: none, it works in place). The
 // same on host and device memory: reductions pack in the comm dtype, gathers in the model's.
+// The ranks collective `ins` runs over: the dp group, or the edp group of the experts' units.
+int GroupRanks(const Context& ctx, const Instruction& ins) {
+  return GroupSize(ins.collective().group() == kEdpGroup, ctx.dp, ctx.ep);
+}
+
 std::pair<int64_t, int64_t> StagingBytes(const Context& ctx, const Instruction& ins) {
-  const int64_t dp = ctx.dp, c = ProtoDTypeSize(ctx.comm_dtype),
+  const int64_t dp = GroupRanks(ctx, ins), c = ProtoDTypeSize(ctx.comm_dtype),
                 t = ProtoDTypeSize(ctx.model_dtype);
   int64_t per_rank = 0;
   for (int u : ins.units()) per_rank += ctx.units[u].chunk;
@@ -107,8 +112,8 @@ void PlaceInstructions(const Context& ctx, proto::Plan* plan, Stream* stream) {
     if (k == Instruction::ALL_REDUCE || k == Instruction::REDUCE_SCATTER)
       ins.set_in_shard(ctx.config.stage >= 2);
     proto::Collective* c = ins.mutable_collective();
-    c->set_placement(comm);
-    if (comm == proto::LOCAL) continue;
+    c->set_placement(GroupRanks(ctx, ins) == 1 ? proto::LOCAL : comm);
+    if (c->placement() == proto::LOCAL) continue;
     const auto [in, out] = StagingBytes(ctx, ins);
     const std::string name = "staging." + std::to_string(staged++);
     if (in > 0) c->set_staging_in(AddStaging(plan, name + ".in", in, comm == proto::DEVICE));

@@ -140,7 +140,18 @@ class Stage3Builder {
     Gather(chosen);
   }
 
+  // One GATHER_PARAMS per group the units are split over (expert parallelism: the experts'
+  // over the ranks holding them).
   void Gather(const std::vector<int>& units) {
+    for (bool expert : {false, true}) {
+      std::vector<int> group;
+      for (int u : units)
+        if (ctx_.units[u].expert == expert) group.push_back(u);
+      GatherGroup(group, expert);
+    }
+  }
+
+  void GatherGroup(const std::vector<int>& units, bool expert) {
     if (units.empty()) return;
     proto::Instruction ins;
     ins.set_kind(proto::Instruction::GATHER_PARAMS);
@@ -155,8 +166,9 @@ class Stage3Builder {
       ins.add_allocs(ctx_.buf.gathers[u]);
       ins.add_writes(ctx_.buf.gathers[u]);
     }
-    SetCollective(&ins, per_rank * ctx_.dp, ctx_.model_dtype, -1,
-                  std::vector<int64_t>(ctx_.dp, per_rank));
+    const int n = GroupSize(expert, ctx_.dp, ctx_.ep);
+    SetCollective(&ins, per_rank * n, ctx_.model_dtype, -1, std::vector<int64_t>(n, per_rank),
+                  expert);
     ins.add_reads(ctx_.buf.param_shard);
     ins.set_async(true);
     const int idx = stream_->size();

@@ -24,35 +24,45 @@ proto::Instruction ScalarReduce(const Context& ctx, Kind kind) {
   return ins;
 }
 
-// Stages 1-2: every rank contributes the same slice of its shard per chunk, as DeepSpeed's
-// all_gather_dp_groups does (allgather_bucket_size elements per collective).
+// Stages 1-2: every rank contributes the same slice of its chunk of each unit per collective, as
+// DeepSpeed's all_gather_dp_groups does (allgather_bucket_size elements per collective). Range r
+// is group rank r's slice, clipped to the unit (the last chunk's tail is padding).
 void EmitShardAllGathers(const Context& ctx, Stream* stream) {
-  const Unit& u = ctx.units.front();
-  const int64_t per_rank = std::max<int64_t>(
-      kFlatAlign, ctx.config.allgather_bucket_size / ctx.dp / kFlatAlign * kFlatAlign);
   int chunk_id = 0;
-  for (int64_t start = 0; start < u.chunk; start += per_rank, ++chunk_id) {
-    const int64_t len = std::min(per_rank, u.chunk - start);
-    proto::Instruction ins;
-    ins.set_kind(proto::Instruction::ALL_GATHER);
-    ins.set_micro_batch(-1);
-    for (int r = 0; r < ctx.dp; ++r) AddRange(&ins, u.offset + r * u.chunk + start, len);
-    SetCollective(&ins, len * ctx.dp, ctx.model_dtype, chunk_id, std::vector<int64_t>(ctx.dp, len));
-    ins.add_reads(ctx.buf.params);
-    ins.add_writes(ctx.buf.params);
-    stream->Add(std::move(ins));
+  for (const Unit& u : ctx.units) {
+    const int n = ctx.Ranks(u);
+    const int64_t per_rank = std::max<int64_t>(
+        kFlatAlign, ctx.config.allgather_bucket_size / n / kFlatAlign * kFlatAlign);
+    for (int64_t start = 0; start < u.chunk; start += per_rank, ++chunk_id) {
+      const int64_t len = std::min(per_rank, u.chunk - start);
+      proto::Instruction ins;
+      ins.set_kind(proto::Instruction::ALL_GATHER);
+      ins.set_micro_batch(-1);
+      for (int r = 0; r < n; ++r) {
+        const int64_t at = u.offset + r * u.chunk + start;
+        AddRange(&ins, at, std::clamp<int64_t>(u.offset + u.count - at, 0, len));
+      }
+      SetCollective(&ins, len * n, ctx.model_dtype, chunk_id, std::vector<int64_t>(n, len),
+                    u.expert);
+      ins.add_reads(ctx.buf.params);
+      ins.add_writes(ctx.buf.params);
+      stream->Add(std::move(ins));
+    }
   }
 }
 
-// Stage 3: the persistent units' full copies, refreshed after the step (DeepSpeed's _post_step).
+// Stage 3: the persistent units' full copies, refreshed after the step (DeepSpeed's _post_step),
+// one group's units per collective.
 void EmitPersistentAllGathers(const Context& ctx, Stream* stream) {
   proto::Instruction ins;
   int64_t numel = 0, per_rank = 0;
   int chunk_id = 0;
+  bool expert = false;
   auto flush = [&]() {
     if (ins.units_size() == 0) return;
-    SetCollective(&ins, per_rank * ctx.dp, ctx.model_dtype, chunk_id++,
-                  std::vector<int64_t>(ctx.dp, per_rank));
+    const int n = GroupSize(expert, ctx.dp, ctx.ep);
+    SetCollective(&ins, per_rank * n, ctx.model_dtype, chunk_id++,
+                  std::vector<int64_t>(n, per_rank), expert);
     ins.add_reads(ctx.buf.param_shard);
     ins.add_writes(ctx.buf.params);
     stream->Add(std::move(ins));
@@ -62,7 +72,9 @@ void EmitPersistentAllGathers(const Context& ctx, Stream* stream) {
   for (int i = 0; i < static_cast<int>(ctx.units.size()); ++i) {
     const Unit& u = ctx.units[i];
     if (!u.persistent) continue;
-    if (numel > 0 && numel + u.numel > ctx.config.allgather_bucket_size) flush();
+    if (numel > 0 && (numel + u.numel > ctx.config.allgather_bucket_size || u.expert != expert))
+      flush();
+    expert = u.expert;
     ins.set_kind(proto::Instruction::ALL_GATHER);
     ins.set_micro_batch(-1);
     ins.add_units(i);
@@ -94,9 +106,9 @@ proto::Instruction Compute(const Context& ctx, Kind kind, int mb, int lo, int hi
 }
 
 void SetCollective(proto::Instruction* ins, int64_t count, proto::DataType dtype, int bucket,
-                   const std::vector<int64_t>& rank_counts) {
+                   const std::vector<int64_t>& rank_counts, bool expert) {
   proto::Collective* c = ins->mutable_collective();
-  c->set_group(kDpGroup);
+  c->set_group(expert ? kEdpGroup : kDpGroup);
   c->set_count(count);
   c->set_dtype(dtype);
   c->set_bucket(bucket);
@@ -113,7 +125,7 @@ proto::Instruction ReduceBucket(const Context& ctx, int b) {
   for (const proto::ParamRange& r : bucket.ranges) *ins.add_ranges() = r;
   for (int u : bucket.units) ins.add_units(u);
   SetCollective(&ins, bucket.count, ctx.comm_dtype, b,
-                scatter ? bucket.rank_counts : std::vector<int64_t>());
+                scatter ? bucket.rank_counts : std::vector<int64_t>(), bucket.expert);
   if (stage >= 2) {
     ins.add_reads(ctx.buf.buckets[b]);
     if (!scatter) ins.add_writes(ctx.buf.buckets[b]);

@@ -89,13 +89,14 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
   const int64_t shard = c.stage == 0 ? flat : plan->partition().shard_elements();
   BufferIds& ids = ctx->buf;
   if (c.stage < 3) {
-    const int64_t padded = c.stage == 0 ? flat : shard * ctx->dp;
+    int64_t padded = c.stage == 0 ? flat : 0;  // every group's chunks
+    for (const Unit& u : ctx->units) padded += u.chunk * ctx->Ranks(u);
     ids.params = AddBuffer(plan, "params", K::PARAM_FULL, padded, m, true);
   } else {
     ids.param_shard = AddBuffer(plan, "params.shard", K::PARAM_SHARD, shard, m, true);
     plan->mutable_buffers(ids.param_shard)->set_nvme(ctx->swap.params());
     int64_t persistent = 0;
-    for (const Unit& u : ctx->units) persistent += u.persistent ? u.chunk * ctx->dp : 0;
+    for (const Unit& u : ctx->units) persistent += u.persistent ? u.chunk * ctx->Ranks(u) : 0;
     if (persistent > 0)
       ids.params = AddBuffer(plan, "params.persistent", K::PARAM_FULL, persistent, m, true);
   }
@@ -140,7 +141,8 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
       ids.gathers.push_back(ctx->units[u].persistent
                                 ? -1
                                 : AddBuffer(plan, "gathered.unit" + Str(u), K::GATHER_BUFFER,
-                                            ctx->units[u].chunk * ctx->dp, m, false));
+                                            ctx->units[u].chunk * ctx->Ranks(ctx->units[u]), m,
+                                            false));
 }
 
 void EchoLayout(const Context& ctx, proto::Plan* plan) {
@@ -172,6 +174,7 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
     for (int b : u.blocks) q->add_blocks(b);
     q->set_persistent(u.persistent);
     q->set_shard_offset(u.shard_offset);
+    q->set_expert(u.expert);
     shard += u.chunk;
   }
   plan->mutable_partition()->set_shard_elements(shard);
@@ -215,14 +218,17 @@ void SetRankRanges(const Context& ctx, int rank, proto::Instruction* ins) {
   const int64_t flat = ctx.facts.flat_elements;
   if (ins->kind() == proto::Instruction::GRAD_NORM_REDUCE && ctx.config.stage >= 2)
     return add(0, ShardElements(ctx), 0);
-  if (ctx.units.empty()) {
-    if (ins->kind() == proto::Instruction::OPTIMIZER_STEP) return add(0, flat, 0);
-    const int64_t chunk = (flat + ctx.dp - 1) / ctx.dp;
-    return add(std::min(flat, rank * chunk), std::min(flat, (rank + 1) * chunk), 0);
+  if (ctx.units.empty() && ins->kind() == proto::Instruction::OPTIMIZER_STEP)
+    return add(0, flat, 0);
+  // Stage 0's norm: a slice of each group's run of parameters (expert parallelism: the experts'
+  // over the ranks holding them), so that the sum over dp counts every element once.
+  const std::vector<Unit> runs =
+      ctx.units.empty() ? internal::MakeUnits(ctx.facts, 1, ctx.dp, ctx.ep, 0) : ctx.units;
+  for (const Unit& u : runs) {
+    const int64_t begin = u.offset + ctx.RankIn(u, rank) * u.chunk;
+    const int64_t end = std::min({u.offset + u.count, begin + u.chunk, flat});
+    add(begin, std::max(begin, end), ctx.units.empty() ? begin : u.shard_offset);
   }
-  for (const Unit& u : ctx.units)
-    add(u.offset + rank * u.chunk,
-        std::min({u.offset + u.count, u.offset + (rank + 1) * u.chunk, flat}), u.shard_offset);
 }
 
 // What the step runner would refuse, refused before any process starts.
@@ -236,6 +242,19 @@ Status CheckPlacement(const Context& ctx) {
     return UnimplementedError(
         "plan: ZeRO stage 3 with the model states on the device reduces in the model dtype: "
         "drop communication_data_type");
+  return OkStatus();
+}
+
+// Expert parallelism: the experts' units have a group of their own, on host memory.
+Status CheckExperts(const Context& ctx) {
+  if (ctx.ep <= 1) return OkStatus();
+  if (ctx.dp % ctx.ep != 0)
+    return InternalError("plan: expert parallelism " + Str(ctx.ep) + " does not divide dp " +
+                         Str(ctx.dp));
+  if (ctx.config.states_on_device)
+    return UnimplementedError(
+        "plan: expert parallelism with the model states on the device (its expert-data-parallel "
+        "collectives run on host memory only)");
   return OkStatus();
 }
 
@@ -263,20 +282,24 @@ Status CheckZeroSettings(const PlanConfig& c) {
   return OkStatus();
 }
 
-Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, proto::Plan* plan) {
+Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, proto::Plan* plan,
+                     int ep) {
   Context ctx;
   ctx.config = config;
   ctx.dp = dp;
+  ctx.ep = ep;
   ctx.facts = facts;
   ctx.model_dtype = ToProtoDType(config.model_dtype);
   ctx.comm_dtype = ToProtoDType(config.comm_dtype);
-  ctx.units = internal::MakeUnits(ctx.facts, config.stage, dp, config.param_persistence_threshold,
-                                  config.param_nvme ? internal::kSwapAlign : plan::kFlatAlign);
+  DS_RETURN_IF_ERROR(CheckExperts(ctx));
+  ctx.units =
+      internal::MakeUnits(ctx.facts, config.stage, dp, ep, config.param_persistence_threshold,
+                          config.param_nvme ? internal::kSwapAlign : plan::kFlatAlign);
   DS_RETURN_IF_ERROR(internal::CheckParamSwap(ctx));
   DS_RETURN_IF_ERROR(CheckLiveParameters(ctx));
   DS_RETURN_IF_ERROR(CheckPlacement(ctx));
   ctx.buckets =
-      internal::MakeBuckets(ctx.facts, ctx.units, config.stage, dp, config.reduce_bucket_size);
+      internal::MakeBuckets(ctx.facts, ctx.units, config.stage, dp, ep, config.reduce_bucket_size);
   EchoLayout(ctx, plan);
   if (config.optimizer_nvme) {
     const int64_t shard =

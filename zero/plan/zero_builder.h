@@ -18,8 +18,10 @@
 
 namespace ds::zero {
 
-// The process group ZeRO shards over.
+// The process group ZeRO shards over, and (expert parallelism) the one it shards the experts'
+// parameters over: the dp ranks holding the same experts.
 inline constexpr const char* kDpGroup = "dp";
+inline constexpr const char* kEdpGroup = "edp";
 
 // InvalidArgument naming the zero_optimization key for a setting that cannot work: a stage
 // outside 0..3, a bucket size <= 0, a negative stage-3 knob.
@@ -30,7 +32,9 @@ Status CheckZeroSettings(const plan::PlanConfig& config);
 // InvalidArgument when stage3_max_live_parameters is below what one block gathers;
 // Unimplemented for a placement the runtime cannot carry out (stage 3 with the states on the
 // device without device collectives, or with a communication dtype apart from the model's).
+// ep > 1: the expert parameters (ParamFacts::expert) are this rank's experts only, and their
+// units are split over the dp / ep ranks that hold the same ones.
 Status BuildZeroPlan(const plan::ModelFacts& facts, const plan::PlanConfig& config, int dp,
-                     proto::Plan* plan);
+                     proto::Plan* plan, int ep = 1);
 
 }  // namespace ds::zero

@@ -1,0 +1,99 @@
+// The Trainer's parts as parts of the whole model: every rank's checkpoint slices of the whole
+// parameters (tensor, expert and pipeline parallelism, ZeRO segments), and, for generation under
+// expert parallelism, the whole model gathered over the ep group.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "proto/plan.pb.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/core/dtype.h"
+#include "runtime/plan/ep_graph.h"
+#include "runtime/plan/parallel_grid.h"
+#include "runtime/plan/tp_graph.h"
+#include "runtime/worker/checkpoint_slices.h"
+#include "runtime/worker/trainer.h"
+#include "zero/shard_layout.h"
+
+namespace ds::worker {
+
+// Each element of every parameter is stored by exactly one rank (Note [Sharded checkpoints]):
+// its ZeRO segments (stage 0: everything it holds, kept only on the first dp rank holding it, the
+// experts' on the first of their edp group), as boxes of the whole parameters with tensor or
+// expert parallelism, from its stage's layout under a pipeline.
+StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
+    const std::vector<std::string>& states) const {
+  const proto::PlanTopology& topo = plan_->topology();
+  const int world = world_host_comm_->size();
+  DS_ASSIGN_OR_RETURN(
+      plan::ParallelGrid grid,
+      plan::ParallelGrid::Create(world, std::max(1, topo.tp()), std::max(1, topo.pp()),
+                                 std::max(1, topo.ep()), std::max(1, topo.sp())));
+  // The boxes of every tp rank (tensor parallelism) or ep rank (expert parallelism).
+  std::vector<std::vector<plan::TpParamShard>> shards;
+  const int parts = tp_ ? topo.tp() : sliced_ ? topo.ep() : 0;
+  for (int r = 0; r < parts; ++r) {
+    auto s = tp_ ? plan::TensorParallelShards(full_graph_, topo.tp(), r)
+                 : plan::ExpertParallelShards(full_graph_, topo.ep(), r);
+    DS_RETURN_IF_ERROR(s.status());
+    shards.push_back(std::move(s).value());
+  }
+  // ToFullSlices finds a parameter's shard by its name's place in the whole graph's order.
+  const Graph& whole = sliced_ ? full_graph_ : graph_;
+  std::vector<zero::ParamSlot> whole_order;
+  for (int t : whole.Params()) whole_order.push_back({whole.tensors[t].name});
+  std::vector<std::vector<OwnedSlice>> all(world);
+  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, tp_ ? tp_->graph : full_graph_, states);
+  const bool copies = plan_->settings().zero_stage() == 0 && grid.dp() > 1;
+  for (int k = 0; k < world; ++k) {
+    if (pipe_stage_ < 0)
+      all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
+                        params_->slots(), states);
+    if (tp_) {
+      const int tp_rank = grid.CoordOf(k).tp;
+      all[k] = ToFullSlices(all[k], shards[tp_rank], whole_order, tp_rank);
+    } else if (sliced_) {
+      all[k] = ToFullSlices(all[k], shards[grid.EpRankOf(k)], whole_order, 0);
+    }
+    if (!copies) continue;
+    std::vector<OwnedSlice> first;
+    for (OwnedSlice& o : all[k]) {
+      const bool expert =
+          whole.tensors[whole.FindTensor(o.desc.param)].sharding == ShardKind::kExpert &&
+          topo.ep() > 1;
+      if ((expert ? grid.EdpRankOf(k) : grid.CoordOf(k).dp) == 0) first.push_back(std::move(o));
+    }
+    all[k] = std::move(first);
+  }
+  return all;
+}
+
+// Expert parallelism: each rank holds its experts; generation runs the whole model on one rank,
+// so every rank gathers the others' experts (an all-gather over the ep group per expert tensor:
+// the ep ranks' slices are consecutive along the experts) into a store of the whole graph.
+StatusOr<zero::ParamStore*> Trainer::GatherWholeModel() {
+  const plan::TpLocalGraph* local = rank_graph_.get();
+  whole_params_ = std::make_unique<zero::ParamStore>(full_graph_, DType::kF32);
+  std::vector<float> full(whole_params_->total_elements(), 0.0f), mine;
+  for (size_t i = 0; i < params_->slots().size(); ++i) {
+    const zero::ParamSlot& s = params_->slots()[i];
+    const zero::ParamSlot* w = whole_params_->Find(s.name);
+    if (w == nullptr) return InternalError("the whole model has no parameter " + s.name);
+    mine.resize(s.numel);
+    const Tensor model = params_->ModelView(s);
+    for (int64_t j = 0; j < s.numel; ++j) mine[j] = LoadFloat(model.data(), model.dtype(), j);
+    if (local->shards[i].boxes.front().shape == local->shards[i].full_shape) {
+      std::memcpy(full.data() + w->offset, mine.data(), s.numel * sizeof(float));
+      continue;
+    }
+    DS_RETURN_IF_ERROR(ep_comm_->AllGather(
+        parallel::BufferView(mine.data(), s.numel),
+        parallel::BufferView(full.data() + w->offset, s.numel * ep_comm_->size())));
+  }
+  whole_params_->SetFromFull(full.data());
+  return whole_params_.get();
+}
+
+}  // namespace ds::worker
