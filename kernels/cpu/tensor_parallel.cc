@@ -7,7 +7,8 @@
 //   and backward adds dloss / count (exp(x - lse_r) - onehot) to the shard's dlogits, as the
 //   full cross_entropy kernel does for its columns.
 //   sp_split copies its token chunk (backward adds it back); sp_gather and sp_scatter do nothing:
-//   the plan's all-gather and reduce-scatter write their outputs and gradients.
+//   the plan's all-gather and reduce-scatter write their outputs and gradients (sp_gather with
+//   grad_chunk: backward adds the chunk's rows of the whole gradient).
 #include <algorithm>
 #include <cmath>
 
@@ -165,9 +166,19 @@ Status SplitBackward(const OpArgs& args) {
   return OkStatus();
 }
 
+// sp_gather with grad_chunk: the rank's rows of the whole gradient (the same on every rank).
+Status GatherBackward(const OpArgs& args) {
+  if (!args.grad_in[0].defined() || Attr(args, "grad_chunk", 0) == 0) return OkStatus();
+  const int64_t n = args.grad_in[0].numel(), r = Attr(args, "sp_rank", 0);
+  const float* dy = args.grad_out[0].f32() + r * n;
+  float* dx = args.grad_in[0].f32();
+  for (int64_t i = 0; i < n; ++i) dx[i] += dy[i];
+  return OkStatus();
+}
+
 const bool kRegistered =
     RegisterKernel("sp_split", Device::kCpu, DType::kF32, {SplitForward, SplitBackward}) &&
-    RegisterKernel("sp_gather", Device::kCpu, DType::kF32, {NoBackward, NoBackward}) &&
+    RegisterKernel("sp_gather", Device::kCpu, DType::kF32, {NoBackward, GatherBackward}) &&
     RegisterKernel("sp_scatter", Device::kCpu, DType::kF32, {NoBackward, NoBackward}) &&
     RegisterKernel("bias_add", Device::kCpu, DType::kF32, {BiasForward, BiasBackward}) &&
     RegisterKernel("vocab_max", Device::kCpu, DType::kF32, {MaxForward, NoBackward}) &&

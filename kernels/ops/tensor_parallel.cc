@@ -13,7 +13,11 @@
 //   sp_split        its chunk of a whole tensor; backward adds the chunk's gradient into its
 //                   rows of the whole gradient (the plan all-reduces it)
 //   sp_gather       the whole [B, T, C] (B, T from its second input, the token ids) from the
-//                   chunks: the plan's all-gather writes it; forward and backward do nothing
+//                   chunks: the plan's all-gather writes it; forward does nothing, and so does
+//                   backward (the plan's reduce-scatter writes the chunk's gradient) unless
+//                   grad_chunk is 1: the whole gradient is then the same on every rank (MoE's
+//                   tokens split over tp, runtime/plan/ep_graph.h) and backward adds the chunk's
+//                   rows of it
 //   sp_scatter      the rank's chunk of the sum of partial [B, T, C]: the plan's reduce-scatter
 //                   writes it; forward and backward do nothing
 // None of them can be partitioned again (TpRule::kNone).
@@ -150,7 +154,7 @@ OpDef SpGather() {
   OpDef def;
   def.name = "sp_gather";
   def.min_inputs = def.max_inputs = 2;
-  def.attr_names = {"sp_rank", "sp_degree"};
+  def.attr_names = {"sp_rank", "sp_degree", "grad_chunk"};
   def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("sp_gather", in, 2, 2));
     DS_RETURN_IF_ERROR(CheckRank("sp_gather", "x", in[0], 2));

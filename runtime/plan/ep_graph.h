@@ -33,10 +33,14 @@ int64_t NumExperts(const Graph& graph);
 // collectives, the capacity agreement, the experts' slices (graph shapes and `shards`); boundaries
 // of the collectives already there move with the nodes. InvalidArgument when the graph has no MoE
 // layer or ep does not divide num_experts.
-Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local);
+// `local` may be a tp rank's graph (tensor parallelism on the dense layers): each tp rank then
+// routes its 1 / tp of the tokens (DeepSpeed's drop of duplicate tokens; see FindTokenPaths).
+Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local, int tp = 1, int tp_rank = 0);
 
-// Ep rank `rank`'s parameters as boxes of the whole graph's (its experts' slices; the rest
-// whole), in graph parameter order: what its checkpoint slices are.
-StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank);
+// Ep rank `rank`'s (and tp rank `tp_rank`'s) parameters as boxes of the whole graph's (its
+// experts' slices; the rest as tensor parallelism splits them), in graph parameter order: what
+// its checkpoint slices are.
+StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank,
+                                                         int tp = 1, int tp_rank = 0);
 
 }  // namespace ds::plan

@@ -1,7 +1,8 @@
 // Expert parallelism's storage: each rank's plan holds its E / ep experts only; ZeRO splits them
 // over the dp / ep ranks holding the same experts (the edp group) and everything else over dp.
 // Every element is stepped, and counted in the norm, by exactly one rank of its group; every
-// collective over an edp group touches experts only.
+// collective over an edp group touches experts only. With tensor parallelism each tp rank routes
+// its chunk of the tokens.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
@@ -10,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/graph/validate.h"
 #include "runtime/plan/collective_check.h"
+#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/plan_test_util.h"
 
 namespace ds::plan {
@@ -159,6 +162,44 @@ TEST_CASE("ep plan: with ep = dp the experts' collectives are local", "[plan][mo
     for (const Ins& in : rp.instructions())
       if (in.collective().group().rfind("edp.", 0) == 0)
         CHECK(in.collective().placement() == proto::LOCAL);
+}
+
+}  // namespace
+}  // namespace ds::plan
+
+namespace ds::plan {
+namespace {
+
+// With tensor parallelism each tp rank routes, exchanges and computes only its half of the
+// tokens (the duplicates dropped), and all-gathers the layer's output over tp after the combine.
+TEST_CASE("ep plan: tp ranks route their chunk of the tokens", "[plan][moe][tp]") {
+  const Graph g = BuildModelGraph(ModelPreset("gpt2-moe-tiny").value()).value();
+  for (int tp_rank : {0, 1}) {
+    auto local = TensorParallelGraph(g, 2, tp_rank);
+    REQUIRE(local.ok());
+    REQUIRE(ApplyExpertParallel(2, 1, &*local, 2, tp_rank).ok());
+    CHECK(local->aux_per_rank);
+    auto specs = InferTensorSpecs(local->graph, {{"batch", 2}, {"seq", 16}}, "test");
+    INFO(specs.status().ToString());
+    REQUIRE(specs.ok());
+    int splits = 0, gathers = 0;
+    for (const NodeInfo& n : local->graph.nodes) {
+      if (n.op == "moe_router") CHECK((*specs)[n.outputs[0]].shape == Shape{16, 1});  // of 32
+      if (n.op == "moe_combine") CHECK((*specs)[n.outputs[0]].shape == Shape{16, 64});
+      splits += n.op == "sp_split";
+      if (n.op != "sp_gather") continue;
+      ++gathers;
+      CHECK(n.attrs.Int("grad_chunk", 0) == 1);
+      CHECK((*specs)[n.outputs[0]].shape == Shape{2, 16, 64});
+    }
+    CHECK(splits == 1);
+    CHECK(gathers == 1);
+    // The gate and the experts' gradients are each rank's part, summed over tp.
+    std::set<std::string> partial;
+    for (int t : local->sp_params) partial.insert(local->graph.tensors[t].name);
+    CHECK(partial.count("h.1.mlp.gate.weight"));
+    CHECK(partial.count("h.1.mlp.experts.fc.weight"));
+  }
 }
 
 }  // namespace

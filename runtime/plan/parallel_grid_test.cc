@@ -69,7 +69,7 @@ TEST_CASE("ParallelGrid: sizes that do not fit the world are refused with the nu
 }
 
 // DeepSpeed's expert and Ulysses groups: consecutive runs of a dp group's ranks.
-TEST_CASE("ParallelGrid: ep and sp groups split each dp group into consecutive runs",
+TEST_CASE("ParallelGrid: ep and sp groups split each dp group into consecutive runs, edp strides",
           "[plan][grid]") {
   auto grid = ParallelGrid::Create(8, 2, 1, 2, 1);  // tp 2, dp 4: dp groups {0,2,4,6}, {1,3,5,7}
   REQUIRE(grid.ok());
@@ -77,6 +77,11 @@ TEST_CASE("ParallelGrid: ep and sp groups split each dp group into consecutive r
         std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
   CHECK(grid->EpRankOf(4) == 0);
   CHECK(grid->EpRankOf(6) == 1);
+  // The ranks holding the same experts: every ep-th rank of a dp group.
+  CHECK(grid->Groups(GroupKind::kEdp) ==
+        std::vector<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(grid->EdpRankOf(4) == 1);
+  CHECK(grid->EdpRankOf(2) == 0);
   auto sp = ParallelGrid::Create(4, 1, 1, 1, 2);
   REQUIRE(sp.ok());
   CHECK(sp->Groups(GroupKind::kSp) == std::vector<std::vector<int>>{{0, 1}, {2, 3}});

@@ -32,10 +32,10 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
                                Str(topo.tp) + " != world size " + Str(topo.world));
   if (topo.ep != c.expert)
     return Bad("topology", "ep " + Str(topo.ep) + " differs from parallel.expert " + Str(c.expert));
-  if (topo.ep > 1 && (topo.tp > 1 || topo.pp > 1))
+  if (topo.ep > 1 && topo.pp > 1)
     return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
-                              " with parallel.tensor or parallel.pipeline above 1: expert "
-                              "parallelism runs on a data-parallel grid only so far");
+                              " with parallel.pipeline above 1: expert parallelism runs on a "
+                              "dp x tp grid only so far");
   if (topo.sp != c.ulysses)
     return Bad("topology",
                "sp " + Str(topo.sp) + " differs from parallel.ulysses " + Str(c.ulysses));
@@ -182,7 +182,8 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   // Every tp (and ep) rank's graph has the same structure and shapes: rank 0's is planned.
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
-  DS_RETURN_IF_ERROR(ApplyExpertParallel(topology.ep, 0, &*local).WithPrefix("plan"));
+  DS_RETURN_IF_ERROR(
+      ApplyExpertParallel(topology.ep, 0, &*local, topology.tp, 0).WithPrefix("plan"));
   DS_RETURN_IF_ERROR(ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
 }

@@ -90,6 +90,9 @@ struct TpLocalGraph {
   // outputs, the residual stream, what a row-parallel all-reduce made whole): what
   // partition_activations may split into per-rank parts (runtime/graph/recompute.h).
   std::vector<bool> replicated;
+  // Expert parallelism with tensor parallelism: each tp rank routes its chunk of the tokens, so
+  // the MoE aux losses differ between tp ranks and the loss metric is averaged over every rank.
+  bool aux_per_rank = false;
 };
 
 // InvalidArgument naming the node, op or model key when the graph cannot be partitioned (an

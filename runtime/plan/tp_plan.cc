@@ -113,10 +113,12 @@ std::vector<const Cut*> CutsOf(const Ins& in, const std::vector<Cut>& fwd,
   return out;
 }
 
+// dp rank d's shard positions of `flat` (an expert unit's chunks go by its edp rank, d / ep).
 Ranges InShard(const proto::Plan& plan, int d, const Ranges& flat) {
   Ranges out;
+  const int ep = std::max(1, plan.topology().ep());
   for (const proto::PartitionUnit& u : plan.partition().units()) {
-    const int64_t own = u.offset() + d * u.chunk();
+    const int64_t own = u.offset() + (u.expert() ? d / ep : d) * u.chunk();
     const int64_t own_end = std::min(u.offset() + u.count(), own + u.chunk());
     for (auto [b, e] : flat) {
       const int64_t lo = std::max(b, own), hi = std::min(e, own_end);
@@ -369,6 +371,9 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
         std::sort(cut.begin(), cut.end());
         if (in.kind() == Ins::GRAD_NORM_REDUCE && !cut.empty())
           LeaveOutOfNorm(*plan, at.dp, cut, &in);
+      } else if (in.kind() == Ins::LOSS_REDUCE && local.aux_per_rank) {
+        c->set_group(kWorldGroup);  // the tp ranks' aux losses are their chunks'
+        c->set_placement(proto::HOST);
       } else if (c->group() == kKvGroup) {
         c->set_group(kv_name.at(w));
       } else if (c->group() == kTpGroup) {

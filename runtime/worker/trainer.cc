@@ -183,7 +183,8 @@ Status Trainer::Build() {
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
   if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
-  if (topo->ep > 1 || topo->sp > 1) DS_RETURN_IF_ERROR(PartitionForRank(*topo).WithPrefix(src));
+  if ((topo->ep > 1 || topo->sp > 1) && topo->tp == 1)
+    DS_RETURN_IF_ERROR(PartitionForRank(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc->states_on_device;
   params_ =

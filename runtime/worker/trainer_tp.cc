@@ -19,18 +19,31 @@ namespace ds::worker {
 
 Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
-                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
+                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
+                                                 topology.ep, topology.sp));
   const int tp_rank = grid.CoordOf(world_rank_).tp;
   tp_rank_ = tp_rank;
   DS_ASSIGN_OR_RETURN(
       plan::TpLocalGraph local,
       plan::TensorParallelGraph(graph_, topology.tp, tp_rank, config_.parallel.sequence_parallel));
+  // Expert parallelism beside it: this ep rank's experts, each tp rank routing its share of the
+  // tokens (ep_graph.h).
+  DS_RETURN_IF_ERROR(plan::ApplyExpertParallel(topology.ep, grid.EpRankOf(world_rank_), &local,
+                                               topology.tp, tp_rank));
   tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;
   SliceParameters(tp_.get());
   DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
               world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
+  if (topology.ep > 1) {
+    const int64_t experts = plan::NumExperts(full_graph_), ep_rank = grid.EpRankOf(world_rank_);
+    DS_LOG_INFO("worker",
+                "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {} and "
+                "routes 1/{} of the tokens",
+                world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
+                (ep_rank + 1) * experts / topology.ep - 1, experts, topology.tp);
+  }
   return OkStatus();
 }
 

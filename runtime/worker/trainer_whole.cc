@@ -3,7 +3,9 @@
 // expert parallelism, the whole model gathered over the ep group.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -31,15 +33,15 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
       plan::ParallelGrid grid,
       plan::ParallelGrid::Create(world, std::max(1, topo.tp()), std::max(1, topo.pp()),
                                  std::max(1, topo.ep()), std::max(1, topo.sp())));
-  // The boxes of every tp rank (tensor parallelism) or ep rank (expert parallelism).
-  std::vector<std::vector<plan::TpParamShard>> shards;
-  const int parts = tp_ ? topo.tp() : sliced_ ? topo.ep() : 0;
-  for (int r = 0; r < parts; ++r) {
-    auto s = tp_ ? plan::TensorParallelShards(full_graph_, topo.tp(), r)
-                 : plan::ExpertParallelShards(full_graph_, topo.ep(), r);
-    DS_RETURN_IF_ERROR(s.status());
-    shards.push_back(std::move(s).value());
-  }
+  // The boxes of every (tp rank, ep rank): tensor and expert parallelism.
+  std::map<std::pair<int, int>, std::vector<plan::TpParamShard>> shards;
+  for (int t = 0; sliced_ && t < std::max(1, topo.tp()); ++t)
+    for (int e = 0; e < std::max(1, topo.ep()); ++e) {
+      auto s = plan::ExpertParallelShards(full_graph_, std::max(1, topo.ep()), e,
+                                          std::max(1, topo.tp()), t);
+      DS_RETURN_IF_ERROR(s.status());
+      shards[{t, e}] = std::move(s).value();
+    }
   // ToFullSlices finds a parameter's shard by its name's place in the whole graph's order.
   const Graph& whole = sliced_ ? full_graph_ : graph_;
   std::vector<zero::ParamSlot> whole_order;
@@ -51,11 +53,9 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
     if (pipe_stage_ < 0)
       all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
                         params_->slots(), states);
-    if (tp_) {
+    if (sliced_) {
       const int tp_rank = grid.CoordOf(k).tp;
-      all[k] = ToFullSlices(all[k], shards[tp_rank], whole_order, tp_rank);
-    } else if (sliced_) {
-      all[k] = ToFullSlices(all[k], shards[grid.EpRankOf(k)], whole_order, 0);
+      all[k] = ToFullSlices(all[k], shards.at({tp_rank, grid.EpRankOf(k)}), whole_order, tp_rank);
     }
     if (!copies) continue;
     std::vector<OwnedSlice> first;

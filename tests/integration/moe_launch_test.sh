@@ -6,9 +6,12 @@
 # expert by argmax, so that routing depends on the tokens alone):
 #   GPT-2 (4 experts in every block) DP = 4 with EP = 2 on one node, ZeRO-2;
 #   Mixtral-style Llama (top-2 SwiGLU experts) DP = 4 with EP = 4 over two nodes, ZeRO-1;
-#   GPT-2 PR-MoE (residual experts in every second block) DP = 4, EP = 2, ZeRO-3.
-# A checkpoint saved at EP = 4 after 10 steps resumes at EP = 2 and at one rank on the curve (the
-# checkpoint holds whole expert tensors with global expert ids), and ds-ckpt consolidates it;
+#   GPT-2 PR-MoE (residual experts in every second block) DP = 4, EP = 2, ZeRO-3;
+#   GPT-2 with TP = 2 x DP = 2, EP = 2 over two nodes, ZeRO-2 (each tp rank routes half of the
+#   tokens; the aux loss out of the objective, as each chunk's aux loss is its own).
+# Each rank holds only its experts. A checkpoint saved at EP = 4 after 10 steps resumes at EP = 2
+# and at one rank on the curve (each expert stored once, under its global id), and ds-ckpt
+# consolidates it;
 # an EP = 4 Llama checkpoint exports to Hugging Face with Mixtral's names.
 # Bad layouts and gating settings are refused before any process starts.
 set -uo pipefail
@@ -32,6 +35,7 @@ printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/two"
 GATE='top_k: 2, drop_tokens: false, top2_2nd_expert_sampling: false'
 MODEL_GPT="{family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10, moe: {num_experts: 4, $GATE}}"
 MODEL_LLAMA="{family: llama, n_layer: 2, n_embd: 32, n_head: 4, n_kv_head: 2, vocab_size: 16, max_seq_len: 10, moe: {num_experts: 4, $GATE}}"
+MODEL_TP="{family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10, moe: {num_experts: 4, moe_loss_coeff: 0.0, $GATE}}"
 MODEL_PR="{family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10, moe: {num_experts: 4, expert_interval: 2, use_residual: true, $GATE}}"
 
 job() {  # job FILE STAGE CSV MODEL [STEPS]
@@ -51,13 +55,13 @@ YAML
 
 source "$(dirname "$0")/curves.sh"  # same, same_tail
 
-for model in GPT LLAMA PR; do
+for model in GPT LLAMA PR TP; do
   spec_var=MODEL_$model
   job "$BASE/single_$model.yaml" 0 "$BASE/single_$model.csv" "${!spec_var}"
   "$WORKER" --config "$BASE/single_$model.yaml" >/dev/null 2>&1 || fail "$model single-rank run"
 done
 
-run_case() {  # run_case NAME MODEL HOSTS EP STAGE [EXTRA_YAML]
+run_case() {  # run_case NAME MODEL HOSTS EP STAGE [EXTRA_YAML] (EP may add "tensor: 2")
   local name=$1 spec_var=MODEL_$2 csv=$BASE/$RANDOM.csv
   job "$BASE/ep.yaml" "$5" "$csv" "${!spec_var}"
   printf 'parallel: {expert: %s}\n%s\n' "$4" "${6:-}" >> "$BASE/ep.yaml"
@@ -86,6 +90,10 @@ if "$CKPT" export --family llama --input "$BASE/ck_llama" --output "$BASE/mixtra
   pass "ds-ckpt exports the EP=4 Llama checkpoint with Mixtral's per-expert names"
 else fail "Mixtral export"; tail -3 "$BASE/export.out"; fi
 run_case "GPT-2 PR-MoE DP=4 x EP=2, ZeRO-3" PR "$BASE/four" 2 3
+run_case "GPT-2 MoE TP=2 x DP=2 x EP=2 over two nodes, ZeRO-2" TP "$BASE/two" "2, tensor: 2" 2
+grep -q "rank 3 is ep rank 1 of 2: holds experts 2-3 of 4 and routes 1/2 of the tokens" \
+  "$BASE/out" && pass "TP x EP: rank 3 holds experts 2-3 and routes half of the tokens" ||
+  fail "TP x EP: no expert line"
 
 # Saved at EP = 4 after 10 steps, resumed at EP = 2 and on one rank: steps 11-20 on the curve.
 CK=$BASE/ck
