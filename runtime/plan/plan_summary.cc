@@ -91,6 +91,16 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
 
 namespace {
 
+// What ZeRO splits P / N stands for: P over the dp ranks, with expert parallelism the experts'
+// part over the dp / ep ranks holding them (rounded down, as P / N).
+int64_t PerRank(const proto::Plan& plan, int64_t bytes_per_param) {
+  const int64_t n = plan.topology().dp(), ep = std::max(1, plan.topology().ep());
+  int64_t dense = 0, expert = 0;
+  for (const proto::PlanParam& q : plan.model().params())
+    (q.expert() ? expert : dense) += q.numel();
+  return bytes_per_param * dense / n + bytes_per_param * expert / (n / ep);
+}
+
 void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
   const proto::PlanSettings& c = plan.settings();
   const int64_t psi = plan.model().num_parameters(), n = plan.topology().dp();
@@ -102,21 +112,22 @@ void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
       paper = (p + g + k) * psi;
       break;
     case 1:
-      paper = (p + g) * psi + k * psi / n;
+      paper = (p + g) * psi + PerRank(plan, k);
       break;
     case 2:
-      paper = p * psi + (g + k) * psi / n;
+      paper = p * psi + PerRank(plan, g + k);
       break;
     default:
-      paper = (p + g + k) * psi / n;
+      paper = PerRank(plan, p + g + k);
       break;
   }
   s->set_paper_model_state_bytes(paper);
   if (c.zero_stage() == 2) {
-    s->set_deepspeed_estimate_bytes(2 * psi + 18 * psi / n);
+    s->set_deepspeed_estimate_bytes(2 * psi + PerRank(plan, 18));
     s->set_deepspeed_estimate_formula("2P + 18P/G");
   } else if (c.zero_stage() == 3) {
-    s->set_deepspeed_estimate_bytes(4 * plan.model().largest_block_parameters() + 18 * psi / n);
+    s->set_deepspeed_estimate_bytes(4 * plan.model().largest_block_parameters() +
+                                    PerRank(plan, 18));
     s->set_deepspeed_estimate_formula("4L + 18P/G");
   }
   // With the optimizer (and at stage 3 the parameters) offloaded, DeepSpeed's estimator's
@@ -139,7 +150,13 @@ void Estimates(const proto::Plan& plan, proto::PlanSummary* s) {
     }
   }
   const int64_t factor = c.zero_stage() == 3 ? 3 : 2;
-  s->set_paper_comm_bytes(factor * psi * (n - 1) / n * ProtoDTypeSize(c.comm_dtype()));
+  // Each group's ring moves (N - 1) / N of what it reduces.
+  const int64_t ep = std::max(1, plan.topology().ep()), edp = n / ep;
+  int64_t dense = 0, expert = 0;
+  for (const proto::PlanParam& q : plan.model().params())
+    (q.expert() ? expert : dense) += q.numel();
+  s->set_paper_comm_bytes(factor * (dense * (n - 1) / n + expert * (edp - 1) / edp) *
+                          ProtoDTypeSize(c.comm_dtype()));
 }
 
 // Korthikanti et al. (arXiv 2205.05198, Table 2): one layer's 16-bit activations for sequence

@@ -162,6 +162,7 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
     q->set_first_block(p.blocks.front());
     q->set_last_block(p.blocks.back());
     q->set_persistent(ctx.config.stage == 3 && p.numel <= ctx.config.param_persistence_threshold);
+    q->set_expert(p.expert && ctx.ep > 1);
   }
   int64_t shard = 0;
   for (size_t i = 0; i < ctx.units.size(); ++i) {
