@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mixture of experts, 2 ranks on this machine (1 thread each): ds-launch with expert parallelism
-# (parallel.expert 2: each rank computes 2 of the 4 experts, tokens travel by all-to-all) and ZeRO-2
-# (overlap_comm) over Gloo, against DeepSpeed-MoE itself (tools/bench/deepspeed_moe_gpt2.py:
+# (parallel.expert 2: each rank holds and computes 2 of the 4 experts, tokens travel by
+# all-to-all) and ZeRO-2 (overlap_comm) over Gloo, against DeepSpeed-MoE itself (tools/bench/deepspeed_moe_gpt2.py:
 # deepspeed.moe.layer.MoE, ep_size 2, ZeRO-2 overlap_comm, CPU accelerator over gloo), installed
 # on first use into a venv by tools/bench/setup_deepspeed.sh; DEEPSPEED=0 skips it, a failed
 # install or run is reported in its place. GPT-2 L4 C256 H4 V8192 T256, micro 4 per rank,
