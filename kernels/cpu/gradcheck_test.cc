@@ -175,6 +175,12 @@ TEST_CASE("gradcheck: embeddings and linear", "[kernels][gradcheck]") {
                     {},
                     Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng))});
   }
+  SECTION("position_embedding at given positions (left padding: repeats)") {
+    CheckGradients({"position_embedding",
+                    {},
+                    Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng),
+                           IntTensor({2, 5}, {0, 0, 0, 1, 2, 3, 4, 5, 6, 7}))});
+  }
   SECTION("linear with bias") {
     CheckGradients(
         {"linear",
@@ -205,6 +211,8 @@ TEST_CASE("gradcheck: rope", "[kernels][gradcheck]") {
   Attrs a = HeadAttrs(4, 2);
   a.SetFloat("theta", 100.0);
   CheckGradients({"rope", a, Inputs(RandomTensor({2, 6, 8 * 8}, rng))});
+  CheckGradients(
+      {"rope", a, Inputs(RandomTensor({2, 3, 8 * 8}, rng), IntTensor({2, 3}, {0, 0, 1, 5, 6, 7}))});
 }
 
 TEST_CASE("gradcheck: attention", "[kernels][gradcheck]") {
@@ -358,7 +366,9 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // (the plan's collectives do: runtime/worker/tp_graph_test.cc), nor does moe_all_to_all
   // (runtime/worker/trainer_moe_test.cc) or seq_all_to_all; seq_ce_stats and seq_ce_loss are
   // checked as a chain against cross_entropy (kernels/cpu/ulysses_test.cc); pipe_recv and pipe_send
-  // move gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc).
+  // move gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc);
+  // kv_attention is generation's forward only (against the full forward at every decode step:
+  // runtime/generate/generator_test.cc).
   const std::set<std::string> covered = {"add",           "attention",      "bias_add",
                                          "cross_entropy", "dropout",        "embedding",
                                          "gelu",          "layernorm",      "linear",
@@ -370,7 +380,7 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
                                          "rmsnorm",       "rope",           "silu",
                                          "vocab_max",     "vocab_ce_stats", "vocab_ce_loss",
                                          "sp_split",      "sp_gather",      "sp_scatter",
-                                         "pipe_recv",     "pipe_send"};
+                                         "pipe_recv",     "pipe_send",      "kv_attention"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

@@ -213,6 +213,8 @@ Status RopeLayout(const OpArgs& a, HeadLayout* l) {
 template <typename T>
 Status RopeApply(const OpArgs& a, const Tensor& src, const Tensor& dst, float sign,
                  bool accumulate) {
+  if (a.in.size() > 1)
+    return UnimplementedError("rope at given positions (generation) has a CPU kernel only so far");
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rope", a));
   HeadLayout l;
   DS_RETURN_IF_ERROR(RopeLayout(a, &l));
@@ -250,6 +252,9 @@ Status EmbeddingBackward(const OpArgs& a) {
 
 template <typename T>
 Status PositionEmbeddingForward(const OpArgs& a) {
+  if (a.in.size() > 2)
+    return UnimplementedError(
+        "position_embedding at given positions (generation) has a CPU kernel only so far");
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
   DS_LAUNCH(LaunchPositionEmbeddingForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
                                            a.in[0].dim(0), a.in[0].dim(1), a.in[0].dim(2),

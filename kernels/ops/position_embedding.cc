@@ -9,7 +9,7 @@ namespace {
 
 Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
   const char* op = "position_embedding";
-  DS_RETURN_IF_ERROR(CheckArity(op, in, 2, 2));
+  DS_RETURN_IF_ERROR(CheckArity(op, in, 2, 3));
   DS_RETURN_IF_ERROR(CheckRank(op, "x", in[0], 3));
   DS_RETURN_IF_ERROR(CheckRank(op, "wpe", in[1], 2));
   DS_RETURN_IF_ERROR(CheckFloat(op, "x", in[0]));
@@ -17,6 +17,14 @@ Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<Tens
   if (in[0].shape[2] != in[1].shape[1])
     return InvalidArgumentError(
         StrCat(op, ": x has ", in[0].shape[2], " channels but wpe has ", in[1].shape[1]));
+  if (in.size() == 3) {  // each token's position (generation: left padding, a KV cache)
+    DS_RETURN_IF_ERROR(CheckInt32(op, "positions", in[2]));
+    if (in[2].shape != Shape{in[0].shape[0], in[0].shape[1]})
+      return InvalidArgumentError(StrCat(op, ": positions have shape ", ShapeToString(in[2].shape),
+                                         " for x ", ShapeToString(in[0].shape)));
+    *out = {in[0]};
+    return OkStatus();
+  }
   const int64_t offset = a.Int("position_chunk", 0) * in[0].shape[1];
   if (offset < 0 || offset + in[0].shape[1] > in[1].shape[0])
     return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1],
@@ -30,7 +38,9 @@ OpDef Def() {
   OpDef def;
   def.name = "position_embedding";
   def.tp_rule = TpRule::kReplicated;
-  def.min_inputs = def.max_inputs = 2;
+  def.min_inputs = 2;
+  def.max_inputs = 3;  // x, wpe [, positions int32 [B, T]: token (b, t) at positions[b, t]]
+  def.non_differentiable_inputs = 1u << 2;
   def.infer = Infer;
   // position_chunk k: the positions are k T .. (k + 1) T - 1 (Ulysses: a rank's chunk).
   def.attr_names = {"position_chunk"};

@@ -8,9 +8,15 @@ namespace ds::kernels::ops {
 namespace {
 
 Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-  DS_RETURN_IF_ERROR(CheckArity("rope", in, 1, 1));
+  DS_RETURN_IF_ERROR(CheckArity("rope", in, 1, 2));
   HeadLayout l;
   DS_RETURN_IF_ERROR(InferHeadLayout("rope", attrs, in[0], &l));
+  if (in.size() == 2) {  // each token's position (generation: left padding, a KV cache)
+    DS_RETURN_IF_ERROR(CheckInt32("rope", "positions", in[1]));
+    if (in[1].shape != Shape{l.batch, l.seq})
+      return InvalidArgumentError(StrCat("rope: positions have shape ", ShapeToString(in[1].shape),
+                                         " for qkv ", ShapeToString(in[0].shape)));
+  }
   if (l.head_dim % 2 != 0)
     return InvalidArgumentError(StrCat("rope: head dim ", l.head_dim, " must be even"));
   if (!(attrs.Float("theta", 10000.0) > 0.0))
@@ -30,6 +36,8 @@ OpDef Def() {
   OpDef def;
   def.name = "rope";
   def.tp_rule = TpRule::kHeads;
+  def.max_inputs = 2;  // qkv [, positions int32 [B, T]]
+  def.non_differentiable_inputs = 1u << 1;
   def.attr_names = {"n_head", "n_kv_head", "theta", "position_chunk"};
   def.infer = Infer;
   def.forward_flops = Flops;

@@ -78,6 +78,28 @@ StatusOr<char*> Executor::Arena(size_t bytes, Buffer* host) {
   return p;
 }
 
+// Generation's state (KV caches, positions): the caller's buffers, checked against the graph.
+Status Executor::BindState() {
+  const Graph& g = *graph_;
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role != TensorRole::kState) continue;
+    const std::string& name = g.tensors[t].name;
+    auto it = opt_.state.find(name);
+    if (it == opt_.state.end())
+      return InvalidArgumentError("executor: state tensor \"" + name + "\" is not bound");
+    if (device_)
+      return UnimplementedError("executor: state tensors on a device (\"" + name + "\")");
+    const Tensor& v = it->second;
+    if (v.shape() != specs_[t].shape || v.dtype() != specs_[t].dtype)
+      return InvalidArgumentError("executor: state \"" + name + "\" is bound as " +
+                                  ShapeToString(v.shape()) + " " + DTypeName(v.dtype()) +
+                                  ", the graph needs " + ShapeToString(specs_[t].shape) + " " +
+                                  DTypeName(specs_[t].dtype));
+    views_[t] = v;
+  }
+  return OkStatus();
+}
+
 Status Executor::Build() {
   const Graph& g = *graph_;
   device_ = opt_.memory != nullptr;
@@ -113,6 +135,7 @@ Status Executor::Build() {
   }
   views_[ids] = Tensor(data, specs_[ids].shape, DType::kI32);
   if (targets >= 0) views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
+  DS_RETURN_IF_ERROR(BindState());
 
   // Node kernels, then the forward arena (activations + saved buffers, LayoutActivations).
   std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());

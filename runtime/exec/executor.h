@@ -67,6 +67,10 @@ struct ExecutorOptions {
   // Zero-bubble schedules: backwards run in two halves (BackwardPart), so the output gradients of
   // nodes with parameters keep their own memory until the weight half has read them.
   bool split_backward = false;
+  // The graph's kState tensors by name (generation's KV caches and per-run inputs): the caller's
+  // buffers, kept between runs, of exactly the shapes the graph gives at (batch, seq). Host
+  // memory only.
+  std::map<std::string, Tensor> state;
 };
 
 // The halves of a backward a zero-bubble schedule runs apart: kInput the activations' gradients
@@ -166,6 +170,7 @@ class Executor {
   struct NodeExec;
   Executor(const Graph& graph, zero::ParamStore* params, const ExecutorOptions& options);
   Status Build();
+  Status BindState();  // views_ of the kState tensors: the caller's buffers (options.state)
   Status LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                            std::vector<std::vector<Tensor>>* saved_views);
   Status PlanActivationGrads();

@@ -12,6 +12,8 @@ const char* TensorRoleName(TensorRole r) {
       return "target";
     case TensorRole::kActivation:
       return "activation";
+    case TensorRole::kState:
+      return "state";
   }
   return "?";
 }

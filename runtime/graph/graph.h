@@ -19,7 +19,10 @@
 
 namespace ds {
 
-enum class TensorRole : uint8_t { kParam, kInput, kTarget, kActivation };
+// kState: a buffer the caller binds by name (exec::ExecutorOptions::state) and keeps between
+// runs: generation's KV caches, which ops may write in place, and its per-run int32 inputs
+// (positions, the cache slot, pad counts).
+enum class TensorRole : uint8_t { kParam, kInput, kTarget, kActivation, kState };
 const char* TensorRoleName(TensorRole r);
 
 // A dimension: fixed size, or a symbol ("batch", "seq") bound per run.

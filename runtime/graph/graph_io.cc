@@ -70,8 +70,11 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
       case proto::ACTIVATION:
         info.role = TensorRole::kActivation;
         break;
+      case proto::STATE:
+        info.role = TensorRole::kState;
+        break;
       default:
-        return InvalidArgumentError(where + ": missing role (param/input/target/activation)");
+        return InvalidArgumentError(where + ": missing role (param/input/target/activation/state)");
     }
     const proto::Initializer& in = t.init();
     info.init.kind = static_cast<InitSpec::Kind>(in.kind());
@@ -159,6 +162,9 @@ void ToProto(const Graph& g, proto::GraphDef* p) {
         break;
       case TensorRole::kActivation:
         d->set_role(proto::ACTIVATION);
+        break;
+      case TensorRole::kState:
+        d->set_role(proto::STATE);
         break;
     }
     if (t.role == TensorRole::kParam) {
