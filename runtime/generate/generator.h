@@ -63,6 +63,8 @@ class Generator {
   Status Prefill(const std::vector<std::vector<int32_t>>& prompts, int32_t pad_token);
   Status Decode(const std::vector<int32_t>& tokens);
   const float* Logits(int64_t b) const;
+  // The executor of the last Prefill or Decode (its activations: the routers' choices).
+  const exec::Executor& executor() const { return *last_; }
 
   int64_t vocab() const { return info_.vocab; }
   int64_t max_len() const { return info_.max_len; }

@@ -1,7 +1,8 @@
-// Generation against the full forward (GPT-2, and Llama with grouped-query attention, random
-// weights): the cached decode's logits equal the training graph's at every step (1e-5), a
-// left-padded sequence (0, 1 and 31 pads) computes what it computes alone, greedy output is the
-// full recompute's argmax chain, sampling repeats under a seed, and bad prompts are refused.
+// Generation against the full forward (GPT-2, Llama with grouped-query attention and GPT-2 with
+// dropless experts, random weights): the cached decode's logits equal the training graph's at every
+// step (1e-5), a left-padded sequence (0, 1 and 31 pads) computes what it computes alone, greedy
+// output is the full recompute's argmax chain, sampling repeats under a seed, and bad prompts are
+// refused.
 #include "runtime/generate/generator.h"
 
 #include <algorithm>
@@ -22,9 +23,17 @@ struct Model {
   int logits = -1;
 };
 
+// "gpt2", "llama" (grouped-query attention) or "moe" (GPT-2 with dropless top-2 experts, whose
+// routing is the full forward's token by token).
 Model Make(const std::string& family) {
-  ModelSpec s = ModelPreset(family == "gpt2" ? "gpt2-tiny" : "llama-tiny").value();
+  ModelSpec s = ModelPreset(family == "llama" ? "llama-tiny" : "gpt2-tiny").value();
   s.max_seq_len = 64;
+  if (family == "moe") {
+    s.moe.num_experts = 4;
+    s.moe.top_k = 2;
+    s.moe.drop_tokens = false;
+    s.moe.second_expert = "argmax";
+  }
   Model m;
   m.graph = BuildModelGraph(s).value();
   m.params = std::make_unique<zero::ParamStore>(m.graph, DType::kF32);
@@ -62,7 +71,7 @@ double Diff(const float* a, const float* b, int64_t n) {
 }
 
 TEST_CASE("generate: cached decode equals the full forward at every step", "[generate]") {
-  for (const char* family : {"gpt2", "llama"}) {
+  for (const char* family : {"gpt2", "llama", "moe"}) {
     INFO(family);
     const Model m = Make(family);
     auto gen = Generator::Create(m.graph, m.params.get(), {2, 48});

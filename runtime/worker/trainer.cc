@@ -17,6 +17,7 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/accelerator.h"
+#include "runtime/generate/generator.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/plan_builder.h"
@@ -426,6 +427,23 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
   }
   // Every rank holds every parameter: it generates with the whole model, alone.
   return exec::Executor::Create(rank_graph_ ? full_graph_ : graph_, params, {batch, seq, false});
+}
+
+StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t max_batch,
+                                                                      int64_t max_len) {
+  if (tp_ || pipe_stage_ >= 0)
+    return UnimplementedError(config_.source +
+                              ": generation from a tensor- or pipeline-parallel model "
+                              "(parallel.tensor or parallel.pipeline > 1) is not written yet");
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
+  zero::ParamStore* params = params_.get();
+  if (sliced_) {  // expert parallelism: the other ranks' experts gathered first
+    DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
+  }
+  return generate::Generator::Create(rank_graph_ ? full_graph_ : graph_, params,
+                                     {max_batch, max_len});
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }

@@ -45,6 +45,9 @@ namespace plan {
 struct Topology;
 struct TpLocalGraph;
 }  // namespace plan
+namespace generate {
+class Generator;
+}
 namespace zero {
 class DeviceStates;
 class Optimizer;
@@ -122,6 +125,9 @@ class Trainer {
   // model states on a device it downloads them into the host copies now; a later checkpoint
   // hands those back (make a new executor after one).
   StatusOr<std::unique_ptr<exec::Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+  // A Generator (runtime/generate/generator.h: KV cache, left-padded batches, sampling) over the
+  // same parameters, prepared as MakeInferenceExecutor prepares them; max_len 0: max_seq_len.
+  StatusOr<std::unique_ptr<generate::Generator>> MakeGenerator(int64_t max_batch, int64_t max_len);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;
