@@ -1,0 +1,129 @@
+// Greedy generation token for token against Hugging Face transformers' generate(): random-weight
+// GPT-2 and Llama (grouped-query attention) models, their weights and transformers' output in
+// testdata/ (made by tools/hf_generate_golden.py, which anyone can run again). The weights load
+// through the Hugging Face importer (runtime/ckpt/hf_names.h); each prompt alone and the prompts
+// as one left-padded batch give transformers' tokens, and the first step's logits agree to 1e-4.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/ckpt/hf_names.h"
+#include "runtime/ckpt/json.h"
+#include "runtime/ckpt/safetensors.h"
+#include "runtime/generate/generator.h"
+#include "runtime/graph/model_builder.h"
+
+namespace ds::generate {
+namespace {
+
+std::string TestData(const std::string& file) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/ds_runtime/runtime/generate/testdata/" + file;
+}
+
+ckpt::Json Golden() {
+  std::ifstream in(TestData("hf_golden.json"));
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto doc = ckpt::ParseJson(ss.str());
+  REQUIRE(doc.ok());
+  return *doc;
+}
+
+std::vector<int32_t> Ints(const ckpt::Json& a) {
+  std::vector<int32_t> out;
+  for (const ckpt::Json& v : a.items()) out.push_back(static_cast<int32_t>(v.as_int()));
+  return out;
+}
+
+int64_t Int(const ckpt::Json& o, const char* key) { return o.Find(key)->as_int(); }
+
+struct Loaded {
+  Graph graph;
+  std::unique_ptr<zero::ParamStore> params;
+};
+
+// Our model of the golden file's shape, with transformers' weights.
+Loaded Load(const std::string& family, const ckpt::Json& g) {
+  ModelSpec s;
+  s.family = family;
+  s.n_layer = static_cast<int>(Int(g, "n_layer"));
+  s.n_embd = static_cast<int>(Int(g, "n_embd"));
+  s.n_head = static_cast<int>(Int(g, "n_head"));
+  s.n_kv_head = static_cast<int>(Int(g, "n_kv_head"));
+  s.ffn_hidden = static_cast<int>(Int(g, "ffn_hidden"));
+  s.vocab_size = static_cast<int>(Int(g, "vocab_size"));
+  s.max_seq_len = static_cast<int>(Int(g, "max_seq_len"));
+  Loaded m;
+  m.graph = BuildModelGraph(s).value();
+  m.params = std::make_unique<zero::ParamStore>(m.graph, DType::kF32);
+  const std::string path = TestData(g.Find("weights")->as_string());
+  auto file = ckpt::SafetensorsFile::Open(path);
+  REQUIRE(file.ok());
+  std::vector<ckpt::NamedTensor> hf;
+  for (const ckpt::SafetensorsEntry& e : file->tensors())
+    hf.push_back({e.name, *file->Get(e.name)});
+  ckpt::HfOptions o;
+  o.n_head = s.n_head;
+  o.n_kv_head = s.n_kv_head;
+  auto ours = ckpt::HfToOurs(*ckpt::ParseModelFamily(family), hf, path, o);
+  INFO(ours.status().ToString());
+  REQUIRE(ours.ok());
+  std::vector<float> full(m.params->total_elements(), 0.0f);
+  int loaded = 0;
+  for (const ckpt::OwnedNamedTensor& t : *ours) {
+    const zero::ParamSlot* slot = m.params->Find(t.name);
+    INFO(t.name);
+    REQUIRE(slot != nullptr);
+    REQUIRE(t.tensor.view().numel() == slot->numel);
+    std::copy(t.tensor.view().f32(), t.tensor.view().f32() + slot->numel,
+              full.begin() + slot->offset);
+    ++loaded;
+  }
+  CHECK(loaded == static_cast<int>(m.params->slots().size()));
+  m.params->SetFromFull(full.data());
+  return m;
+}
+
+TEST_CASE("generate: greedy tokens equal transformers' generate", "[generate][hf]") {
+  const ckpt::Json golden = Golden();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const ckpt::Json& p : golden.Find("prompts")->items()) prompts.push_back(Ints(p));
+  const int64_t new_tokens = golden.Find("new_tokens")->as_int();
+  for (const char* family : {"gpt2", "llama"}) {
+    INFO(family << " (transformers " << golden.Find("transformers")->as_string() << ")");
+    const ckpt::Json& g = *golden.Find(family);
+    Loaded m = Load(family, g);
+    auto gen = Generator::Create(m.graph, m.params.get(), {4, 0});
+    REQUIRE(gen.ok());
+    GenerateRequest r;
+    r.max_new_tokens = new_tokens;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      INFO("prompt " << i << " alone");
+      REQUIRE((*gen)->Prefill({prompts[i]}, 0).ok());
+      const auto& logits = g.Find("first_logits")->items()[i].items();
+      for (size_t v = 0; v < logits.size(); ++v)
+        CHECK(std::abs((*gen)->Logits(0)[v] - logits[v].as_double()) <= 1e-4);
+      r.prompts = {prompts[i]};
+      auto out = (*gen)->Generate(r);
+      REQUIRE(out.ok());
+      CHECK(out->tokens[0] == Ints(g.Find("alone")->items()[i]));
+    }
+    INFO("the prompts as one left-padded batch");
+    r.prompts = prompts;
+    auto out = (*gen)->Generate(r);
+    REQUIRE(out.ok());
+    for (size_t i = 0; i < prompts.size(); ++i)
+      CHECK(out->tokens[i] == Ints(g.Find("batched")->items()[i]));
+  }
+}
+
+}  // namespace
+}  // namespace ds::generate
