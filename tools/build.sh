@@ -7,6 +7,7 @@ BINARIES=(
   //tools/ds_model:ds-model
   //tools/ds_data:ds-data
   //tools/ds_ckpt:ds-ckpt
+  //tools/ds_generate:ds-generate
   //runtime/worker:ds-worker
   //launcher/launch:ds-launch
   //launcher/agent:ds-agent

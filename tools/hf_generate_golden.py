@@ -2,7 +2,8 @@
 """Golden files for runtime/generate/hf_golden_test.cc, from Hugging Face transformers.
 
 Builds random-weight GPT-2 and Llama (grouped-query attention: 4 heads, 2 key/value heads)
-models, writes their weights as safetensors with transformers' names, and records greedy
+models, saves each as a Hugging Face directory (<family>/config.json, model.safetensors), and
+records greedy
 generate() output for fixed prompts: each prompt alone, and all of them as one left-padded
 batch (attention_mask, pad_token_id 0), plus the first step's logits of each prompt alone.
 Weights are drawn wider than transformers' init (std 0.3) so that every greedy choice wins by
@@ -19,7 +20,6 @@ import sys
 
 import torch
 import transformers
-from safetensors.torch import save_file
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 VOCAB, LAYERS, WIDTH, HEADS, KV_HEADS, FFN, POSITIONS = 64, 2, 32, 4, 2, 64, 64
@@ -71,12 +71,10 @@ def main(out_dir):
               "new_tokens": NEW_TOKENS, "prompts": PROMPTS}
     for family in ("gpt2", "llama"):
         model = build(family)
-        weights = f"{family}.safetensors"
-        # GPT-2's lm_head is wte itself (tied): stored once, as transformers saves it.
-        skip = (".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq")  # buffers
-        save_file({k: v.clone().contiguous() for k, v in model.state_dict().items()
-                   if not k.endswith(skip) and not (family == "gpt2" and k == "lm_head.weight")},
-                  os.path.join(out_dir, weights))
+        # A Hugging Face model directory (config.json, model.safetensors), as ds-generate --hf
+        # and the importer read it.
+        model.save_pretrained(os.path.join(out_dir, family), safe_serialization=True)
+        weights = f"{family}/model.safetensors"
         alone, first = [], []
         for p in PROMPTS:
             tokens, scores = greedy(model, [p])
@@ -91,7 +89,7 @@ def main(out_dir):
     with open(os.path.join(out_dir, "hf_golden.json"), "w") as f:
         json.dump(golden, f, indent=1)
         f.write("\n")
-    print(f"wrote {out_dir}/hf_golden.json, gpt2.safetensors, llama.safetensors")
+    print(f"wrote {out_dir}/hf_golden.json, gpt2/ and llama/")
 
 
 if __name__ == "__main__":

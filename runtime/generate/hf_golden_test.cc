@@ -1,8 +1,9 @@
 // Greedy generation token for token against Hugging Face transformers' generate(): random-weight
 // GPT-2 and Llama (grouped-query attention) models, their weights and transformers' output in
-// testdata/ (made by tools/hf_generate_golden.py, which anyone can run again). The weights load
-// through the Hugging Face importer (runtime/ckpt/hf_names.h); each prompt alone and the prompts
-// as one left-padded batch give transformers' tokens, and the first step's logits agree to 1e-4.
+// testdata/ (made by tools/hf_generate_golden.py, which anyone can run again). The Hugging Face
+// directories load through LoadHfModel (config.json, the importer); each prompt alone and the
+// prompts as one left-padded batch give transformers' tokens, and the first step's logits agree to
+// 1e-4.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -13,11 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/hf_names.h"
 #include "runtime/ckpt/json.h"
-#include "runtime/ckpt/safetensors.h"
 #include "runtime/generate/generator.h"
-#include "runtime/graph/model_builder.h"
+#include "runtime/generate/hf_model.h"
 
 namespace ds::generate {
 namespace {
@@ -43,55 +42,6 @@ std::vector<int32_t> Ints(const ckpt::Json& a) {
   return out;
 }
 
-int64_t Int(const ckpt::Json& o, const char* key) { return o.Find(key)->as_int(); }
-
-struct Loaded {
-  Graph graph;
-  std::unique_ptr<zero::ParamStore> params;
-};
-
-// Our model of the golden file's shape, with transformers' weights.
-Loaded Load(const std::string& family, const ckpt::Json& g) {
-  ModelSpec s;
-  s.family = family;
-  s.n_layer = static_cast<int>(Int(g, "n_layer"));
-  s.n_embd = static_cast<int>(Int(g, "n_embd"));
-  s.n_head = static_cast<int>(Int(g, "n_head"));
-  s.n_kv_head = static_cast<int>(Int(g, "n_kv_head"));
-  s.ffn_hidden = static_cast<int>(Int(g, "ffn_hidden"));
-  s.vocab_size = static_cast<int>(Int(g, "vocab_size"));
-  s.max_seq_len = static_cast<int>(Int(g, "max_seq_len"));
-  Loaded m;
-  m.graph = BuildModelGraph(s).value();
-  m.params = std::make_unique<zero::ParamStore>(m.graph, DType::kF32);
-  const std::string path = TestData(g.Find("weights")->as_string());
-  auto file = ckpt::SafetensorsFile::Open(path);
-  REQUIRE(file.ok());
-  std::vector<ckpt::NamedTensor> hf;
-  for (const ckpt::SafetensorsEntry& e : file->tensors())
-    hf.push_back({e.name, *file->Get(e.name)});
-  ckpt::HfOptions o;
-  o.n_head = s.n_head;
-  o.n_kv_head = s.n_kv_head;
-  auto ours = ckpt::HfToOurs(*ckpt::ParseModelFamily(family), hf, path, o);
-  INFO(ours.status().ToString());
-  REQUIRE(ours.ok());
-  std::vector<float> full(m.params->total_elements(), 0.0f);
-  int loaded = 0;
-  for (const ckpt::OwnedNamedTensor& t : *ours) {
-    const zero::ParamSlot* slot = m.params->Find(t.name);
-    INFO(t.name);
-    REQUIRE(slot != nullptr);
-    REQUIRE(t.tensor.view().numel() == slot->numel);
-    std::copy(t.tensor.view().f32(), t.tensor.view().f32() + slot->numel,
-              full.begin() + slot->offset);
-    ++loaded;
-  }
-  CHECK(loaded == static_cast<int>(m.params->slots().size()));
-  m.params->SetFromFull(full.data());
-  return m;
-}
-
 TEST_CASE("generate: greedy tokens equal transformers' generate", "[generate][hf]") {
   const ckpt::Json golden = Golden();
   std::vector<std::vector<int32_t>> prompts;
@@ -100,8 +50,10 @@ TEST_CASE("generate: greedy tokens equal transformers' generate", "[generate][hf
   for (const char* family : {"gpt2", "llama"}) {
     INFO(family << " (transformers " << golden.Find("transformers")->as_string() << ")");
     const ckpt::Json& g = *golden.Find(family);
-    Loaded m = Load(family, g);
-    auto gen = Generator::Create(m.graph, m.params.get(), {4, 0});
+    auto m = LoadHfModel(TestData(family));
+    INFO(m.status().ToString());
+    REQUIRE(m.ok());
+    auto gen = Generator::Create(m->graph, m->params.get(), {4, 0});
     REQUIRE(gen.ok());
     GenerateRequest r;
     r.max_new_tokens = new_tokens;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# ds-generate end to end on the Hugging Face directories of runtime/generate/testdata (random
+# GPT-2 and Llama with grouped-query attention, transformers' greedy output in hf_golden.json):
+# greedy tokens equal transformers' alone and as one left-padded batch, JSONL carries the
+# summary's tokens per second, a sampling seed repeats, and bad input gets one clear error.
+set -uo pipefail
+R=${TEST_SRCDIR:-.}/ds_runtime
+GEN=$R/tools/ds_generate/ds-generate
+DATA=$R/runtime/generate/testdata
+W=${TEST_TMPDIR:-$(mktemp -d)}
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+golden() {  # golden FAMILY KIND INDEX: transformers' tokens as "a,b,c"
+  sed -n "/\"$1\": {/,/\"first_logits\"/p" "$DATA/hf_golden.json" | tr -d ' \n' |
+    sed -n "s/.*\"$2\":\[\(\[[0-9,]*\]\(,\[[0-9,]*\]\)*\)\].*/\1/p" |
+    sed 's/\],\[/\n/g; s/[][]//g' | sed -n "$(($3 + 1))p"
+}
+P0=5 P1=17,3,42,8,29 P2=1,60,7,33,12,9,50,2,41,19,26
+for fam in gpt2 llama; do
+  out=$("$GEN" --hf "$DATA/$fam" --prompt_ids $P1 --max_new_tokens 12 2>&1)
+  got=$(echo "$out" | head -1 | sed 's/.*-> \[//; s/\]//')
+  [[ "$got" == "$(golden $fam alone 1)" ]] && pass "$fam: greedy equals transformers ($got)" ||
+    fail "$fam: greedy $got, transformers $(golden $fam alone 1)"
+  "$GEN" --hf "$DATA/$fam" --prompt_ids $P0 --prompt_ids $P1 --prompt_ids $P2 --max_new_tokens 12 \
+    --jsonl > "$W/$fam.jsonl" 2>&1
+  ok=1
+  for i in 0 1 2; do
+    got=$(sed -n "$((i + 1))p" "$W/$fam.jsonl" | sed 's/.*"ids": \[\([0-9,]*\)\].*/\1/')
+    [[ "$got" == "$(golden $fam batched $i)" ]] || ok=0
+  done
+  ((ok)) && pass "$fam: a left-padded batch of 3 (0, 6 and 10 pads) equals transformers' batch" ||
+    fail "$fam: batched output differs: $(cat "$W/$fam.jsonl")"
+  grep -q '"summary": {"prompts": 3, "prefill_tokens": 17,.*"decode_tokens": 33,' "$W/$fam.jsonl" &&
+    pass "$fam: JSONL summary with prefill and decode tokens/s" || fail "$fam: no summary"
+done
+a=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
+b=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
+[[ -n "$a" && "$a" == "$b" ]] && pass "sampling with --seed 3 repeats: $a" || fail "sampling: $a / $b"
+# A checkpoint through --config: a tiny addition model trained 20 steps, its checkpoint loaded by
+# the Trainer on one rank (task tokens: ids in and out).
+"$R/tools/ds_data/ds-data" addition --digits 2 --train_examples 500 --val_examples 20 \
+  --output_dir "$W/add" > /dev/null 2>&1
+cat > "$W/job.yaml" <<YAML
+train_micro_batch_size_per_gpu: 8
+optimizer: {type: AdamW, params: {lr: 0.003}}
+model: {family: gpt2, n_layer: 1, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 16}
+data: {train: $W/add/train.tok, seq_len: 10}
+training: {train_iters: 20}
+checkpoint: {dir: $W/ckpt}
+device: {threads: 1}
+YAML
+"$R/runtime/worker/ds-worker" --config "$W/job.yaml" > "$W/train.log" 2>&1 || fail "training for --config"
+out=$("$GEN" --config "$W/job.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 3 2>&1)
+echo "$out" | grep -q "^\[1,2,10,3,4,11\] -> \[[0-9]*,[0-9]*,[0-9]*\]" &&
+  echo "$out" | grep -q "prefill 6 tokens" && pass "--config: step 20's checkpoint generates" ||
+  fail "--config: $out"
+
+expect_error() {  # expect_error NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  if out=$("$GEN" "$@" 2>&1); then fail "$name: accepted"; return; fi
+  echo "$out" | grep -q -- "$pattern" && pass "$name refused: $(echo "$out" | tail -1)" ||
+    fail "$name: $(echo "$out" | tail -1)"
+}
+expect_error "a prompt longer than the context" "exceed the context of 64" \
+  --hf "$DATA/gpt2" --prompt_ids "$(seq -s, 1 60)" --max_new_tokens 8
+expect_error "a text prompt for a BPE model" "give --prompt_ids" --hf "$DATA/gpt2" --prompt hello
+expect_error "a token outside the vocabulary" "outside the vocabulary of 64" \
+  --hf "$DATA/gpt2" --prompt_ids 1,99
+printf '{"prompt_ids": [1]}\n' > "$W/bad.jsonl"
+expect_error "a prompts file line without prompt or ids" "bad.jsonl:1" --hf "$DATA/gpt2" --prompts "$W/bad.jsonl"
+mkdir -p "$W/other" && sed 's/"model_type": "gpt2"/"model_type": "mistral"/' "$DATA/gpt2/config.json" > "$W/other/config.json"
+expect_error "an unknown model_type" '"model_type" is "mistral"' --hf "$W/other" --prompt_ids 1
+sed 's/"n_embd": 32/"n_embd": 48/' "$DATA/gpt2/config.json" > "$W/other/config.json"
+cp "$DATA/gpt2/model.safetensors" "$W/other/"
+expect_error "weights of another shape" "model.safetensors" --hf "$W/other" --prompt_ids 1
+expect_error "no model" "one of --hf DIR or --config JOB" --prompt_ids 1
+echo "ds_generate_cli_test: $fails failed"
+exit $((fails > 0))
