@@ -11,6 +11,7 @@
 #include "runtime/ckpt/json.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/byte_tokenizer.h"
+#include "runtime/generate/bpe_tokenizer.h"
 #include "runtime/generate/generator.h"
 #include "runtime/generate/hf_model.h"
 #include "runtime/plan/model_loader.h"
@@ -72,13 +73,31 @@ Status ReadPromptsFile(const std::string& path, std::vector<Prompt>* out) {
   return OkStatus();
 }
 
-// The model and its Generator, and whether its tokens are bytes (text in and out).
+// The model and its Generator, and how text becomes its tokens: a tokenizer.json, or bytes.
 struct Loaded {
   generate::HfModel hf;
   std::unique_ptr<worker::Trainer> trainer;
   std::unique_ptr<Generator> gen;
+  std::unique_ptr<generate::BpeTokenizer> bpe;
   bool bytes = false;
 };
+
+bool Exists(const std::string& path) { return std::ifstream(path).good(); }
+
+// --tokenizer, else the Hugging Face directory's tokenizer.json; checked against the model.
+Status LoadTokenizer(const GenerateFlags& f, Loaded* m) {
+  std::string path = f.tokenizer;
+  if (path.empty() && !f.hf.empty() && Exists(f.hf + "/tokenizer.json"))
+    path = f.hf + "/tokenizer.json";
+  if (path.empty()) return OkStatus();
+  DS_ASSIGN_OR_RETURN(generate::BpeTokenizer t, generate::BpeTokenizer::Load(path));
+  if (t.vocab_size() > m->gen->vocab())
+    return InvalidArgumentError(path + " has " + std::to_string(t.vocab_size()) +
+                                " tokens, more than the model's " +
+                                std::to_string(m->gen->vocab()));
+  m->bpe = std::make_unique<generate::BpeTokenizer>(std::move(t));
+  return OkStatus();
+}
 
 StatusOr<Loaded> Load(const GenerateFlags& f) {
   Loaded m;
@@ -86,7 +105,8 @@ StatusOr<Loaded> Load(const GenerateFlags& f) {
   if (!f.hf.empty()) {
     DS_ASSIGN_OR_RETURN(m.hf, generate::LoadHfModel(f.hf));
     DS_ASSIGN_OR_RETURN(m.gen, Generator::Create(m.hf.graph, m.hf.params.get(), o));
-    return m;  // Hugging Face vocabularies are not bytes: ids only until tokenizers land
+    DS_RETURN_IF_ERROR(LoadTokenizer(f, &m));
+    return m;
   }
   DS_ASSIGN_OR_RETURN(config::JobConfig c, config::LoadJobConfig(f.config));
   if (c.checkpoint.load.empty()) c.checkpoint.load = "latest";
@@ -100,6 +120,7 @@ StatusOr<Loaded> Load(const GenerateFlags& f) {
   DS_ASSIGN_OR_RETURN(m.gen, m.trainer->MakeGenerator(f.batch, f.max_len));
   // A byte-level vocabulary (ds-data tokenize): 256 tokens, padded a little at most.
   m.bytes = m.gen->vocab() >= data::kByteVocabSize && m.gen->vocab() <= 384;
+  DS_RETURN_IF_ERROR(LoadTokenizer(f, &m));
   return m;
 }
 
@@ -129,12 +150,17 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
   DS_ASSIGN_OR_RETURN(Loaded m, Load(f));
   for (Prompt& p : prompts) {
     if (!p.is_text) continue;
+    if (m.bpe) {
+      DS_ASSIGN_OR_RETURN(p.ids, m.bpe->Encode(p.text));
+      continue;
+    }
     if (!m.bytes)
       return InvalidArgumentError(
-          "text prompts need the model's tokenizer; this model's tokens are not "
-          "bytes and tokenizer.json / SentencePiece files are not read yet: give --prompt_ids");
+          "text prompts need the model's tokenizer: give --tokenizer tokenizer.json (byte-level "
+          "BPE; SentencePiece models are not read yet) or --prompt_ids");
     for (uint32_t b : data::ByteEncode(p.text)) p.ids.push_back(static_cast<int32_t>(b));
   }
+  const bool text = m.bpe || m.bytes;
   generate::GenerateResult total;
   for (size_t start = 0; start < prompts.size(); start += f.batch) {
     generate::GenerateRequest r;
@@ -146,18 +172,20 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
     DS_ASSIGN_OR_RETURN(generate::GenerateResult g, m.gen->Generate(r));
     for (size_t i = start; i < end; ++i) {
       const std::vector<int32_t>& ids = g.tokens[i - start];
-      std::string text;
-      if (m.bytes) {
-        DS_ASSIGN_OR_RETURN(text, data::ByteDecode(ids.data(), ids.size()));
+      std::string completion;
+      if (m.bpe) {
+        DS_ASSIGN_OR_RETURN(completion, m.bpe->Decode(ids));
+      } else if (m.bytes) {
+        DS_ASSIGN_OR_RETURN(completion, data::ByteDecode(ids.data(), ids.size()));
       }
       if (f.jsonl) {
         std::fprintf(out, "{\"index\": %zu, \"prompt_ids\": %s, \"ids\": %s%s%s}\n", i,
                      JsonIds(prompts[i].ids).c_str(), JsonIds(ids).c_str(),
-                     m.bytes ? ", \"text\": " : "",
-                     m.bytes ? ckpt::Json::String(text).Dump().c_str() : "");
-      } else if (m.bytes) {
+                     text ? ", \"text\": " : "",
+                     text ? ckpt::Json::String(completion).Dump().c_str() : "");
+      } else if (text) {
         std::fprintf(out, "%s%s\n", prompts[i].is_text ? prompts[i].text.c_str() : "",
-                     text.c_str());
+                     completion.c_str());
       } else {
         std::fprintf(out, "%s -> %s\n", JsonIds(prompts[i].ids).c_str(), JsonIds(ids).c_str());
       }

@@ -17,7 +17,8 @@ namespace ds::tools {
 struct GenerateFlags {
   std::string hf;      // a Hugging Face model directory (config.json, model.safetensors)
   std::string config;  // or a job config: its checkpoint (checkpoint.load, else the latest)
-  std::vector<std::string> prompts;     // text: byte-level tokens (models of >= 256 tokens)
+  std::string tokenizer;  // a tokenizer.json (default: --hf's own, if it has one)
+  std::vector<std::string> prompts;     // text: the tokenizer's, or bytes for byte-level models
   std::vector<std::string> prompt_ids;  // "1,2,3": token ids
   std::string prompts_file;             // JSONL: {"prompt": "..."} or {"ids": [...]} per line
   int64_t max_new_tokens = 16;

@@ -1,0 +1,309 @@
+#include "runtime/generate/bpe_tokenizer.h"
+
+#include <unicode/uchar.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/ckpt/json.h"
+
+namespace ds::generate {
+namespace {
+
+std::string Utf8(uint32_t c) {
+  std::string s;
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xE0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (c >> 18));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return s;
+}
+
+// One code point of UTF-8 text: its value and bytes (an invalid byte stands alone, as U+FFFD).
+struct CodePoint {
+  uint32_t c;
+  size_t begin, size;
+};
+
+std::vector<CodePoint> Decode8(std::string_view s) {
+  std::vector<CodePoint> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char b = s[i];
+    size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    uint32_t c = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
+    for (size_t k = 1; k < n; ++k) {
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 2) {
+        n = 0;
+        break;
+      }
+      c = (c << 6) | (s[i + k] & 0x3F);
+    }
+    if (n == 0) {
+      out.push_back({0xFFFD, i, 1});
+      ++i;
+      continue;
+    }
+    out.push_back({c, i, n});
+    i += n;
+  }
+  return out;
+}
+
+bool IsLetter(uint32_t c) {
+  const int8_t t = u_charType(static_cast<UChar32>(c));
+  return t == U_UPPERCASE_LETTER || t == U_LOWERCASE_LETTER || t == U_TITLECASE_LETTER ||
+         t == U_MODIFIER_LETTER || t == U_OTHER_LETTER;
+}
+bool IsNumber(uint32_t c) {
+  const int8_t t = u_charType(static_cast<UChar32>(c));
+  return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
+}
+bool IsSpace(uint32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)); }
+bool IsOther(uint32_t c) { return !IsSpace(c) && !IsLetter(c) && !IsNumber(c); }
+
+// GPT-2's pattern over `cp`: the byte ranges [begin, end) of the pieces, in order.
+std::vector<std::pair<size_t, size_t>> SplitGpt2(const std::vector<CodePoint>& cp, size_t bytes) {
+  std::vector<std::pair<size_t, size_t>> out;
+  const size_t n = cp.size();
+  auto at = [&](size_t i) { return i < n ? cp[i].begin : bytes; };
+  size_t i = 0;
+  while (i < n) {
+    size_t end = i;
+    if (cp[i].c == '\'' && i + 1 < n) {  // 's 't 'm 'd, then 're 've 'll
+      const uint32_t a = cp[i + 1].c, b = i + 2 < n ? cp[i + 2].c : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
+    }
+    for (bool (*cls)(uint32_t) : {IsLetter, IsNumber, IsOther}) {  // " ?\p{L}+" and so on
+      if (end > i) break;
+      const size_t from = cp[i].c == ' ' && i + 1 < n && cls(cp[i + 1].c) ? i + 1 : i;
+      if (!cls(cp[from].c)) continue;
+      end = from;
+      while (end < n && cls(cp[end].c)) ++end;
+    }
+    if (end == i) {  // whitespace: \s+(?!\S), else \s+
+      while (end < n && IsSpace(cp[end].c)) ++end;
+      if (end < n && end - i >= 2) --end;  // leave the last one to the next word
+    }
+    out.push_back({at(i), at(end)});
+    i = end;
+  }
+  return out;
+}
+
+StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+StatusOr<BpeTokenizer> BpeTokenizer::Load(const std::string& path) {
+  DS_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  return FromJson(text, path);
+}
+
+StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std::string& where) {
+  auto doc = ckpt::ParseJson(text);
+  if (!doc.ok()) return doc.status().WithPrefix(where);
+  auto bad = [&](const std::string& key, const std::string& what) {
+    return InvalidArgumentError(where + ": " + key + " " + what);
+  };
+  auto type_of = [](const ckpt::Json* o) {
+    const ckpt::Json* t = o ? o->Find("type") : nullptr;
+    return t && t->is_string() ? t->as_string() : std::string();
+  };
+  BpeTokenizer t;
+  const ckpt::Json* model = doc->Find("model");
+  if (type_of(model) != "BPE")
+    return bad("model.type", "is \"" + type_of(model) + "\"; only BPE models are read");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const ckpt::Json* v = model->Find(key);
+    if (v && v->is_string() && !v->as_string().empty())
+      return bad(std::string("model.") + key, "is not supported");
+  }
+  if (const ckpt::Json* v = model->Find("byte_fallback"); v && v->as_bool())
+    return bad("model.byte_fallback", "(SentencePiece-style BPE) is not supported");
+  if (const ckpt::Json* v = model->Find("ignore_merges"); v) t.ignore_merges_ = v->as_bool();
+  const ckpt::Json* normalizer = doc->Find("normalizer");
+  if (normalizer && !normalizer->is_null())
+    return bad("normalizer", "\"" + type_of(normalizer) + "\" is not supported");
+  const ckpt::Json* pre = doc->Find("pre_tokenizer");
+  if (type_of(pre) != "ByteLevel")
+    return bad("pre_tokenizer", "\"" + type_of(pre) + "\" is not supported (ByteLevel is)");
+  if (const ckpt::Json* v = pre->Find("use_regex"); v && v->is_bool() && !v->as_bool())
+    return bad("pre_tokenizer.use_regex", "false is not supported");
+  if (const ckpt::Json* v = pre->Find("add_prefix_space"); v) t.add_prefix_space_ = v->as_bool();
+  const ckpt::Json* vocab = model->Find("vocab");
+  const ckpt::Json* merges = model->Find("merges");
+  if (!vocab || !vocab->is_object() || !merges || !merges->is_array())
+    return bad("model", "needs a vocab object and a merges list");
+  for (const auto& [token, id] : vocab->members()) {
+    if (!id.is_int() || id.as_int() < 0) return bad("model.vocab", "\"" + token + "\" has no id");
+    const size_t at = static_cast<size_t>(id.as_int());
+    if (at >= t.id_to_token_.size()) t.id_to_token_.resize(at + 1);
+    t.id_to_token_[at] = token;
+    t.vocab_[token] = static_cast<int32_t>(at);
+  }
+  int32_t rank = 0;
+  for (const ckpt::Json& m : merges->items()) {
+    std::string pair;
+    if (m.is_string()) {
+      pair = m.as_string();
+    } else if (m.is_array() && m.items().size() == 2) {
+      pair = m.items()[0].as_string() + " " + m.items()[1].as_string();
+    }
+    if (pair.find(' ') == std::string::npos)
+      return bad("model.merges", "entry " + std::to_string(rank) + " is not a pair");
+    t.ranks_.emplace(pair, rank++);
+  }
+  if (const ckpt::Json* added = doc->Find("added_tokens"); added && added->is_array())
+    for (const ckpt::Json& a : added->items()) {
+      const ckpt::Json* content = a.Find("content");
+      const ckpt::Json* id = a.Find("id");
+      if (!content || !id) return bad("added_tokens", "entries need content and id");
+      const int32_t i = static_cast<int32_t>(id->as_int());
+      t.added_.push_back({content->as_string(), i});
+      t.added_text_[i] = content->as_string();
+      if (i >= static_cast<int32_t>(t.id_to_token_.size())) t.id_to_token_.resize(i + 1);
+      t.id_to_token_[i] = content->as_string();
+    }
+  std::stable_sort(t.added_.begin(), t.added_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest for 256 + n.
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t c = printable ? b : next++;
+    t.byte_char_[b] = Utf8(c);
+    t.char_byte_[c] = static_cast<uint8_t>(b);
+  }
+  return t;
+}
+
+int32_t BpeTokenizer::TokenId(std::string_view token) const {
+  auto it = vocab_.find(std::string(token));
+  if (it != vocab_.end()) return it->second;
+  for (const auto& [text, id] : added_)
+    if (text == token) return id;
+  return -1;
+}
+
+Status BpeTokenizer::EncodePiece(std::string_view bytes, std::vector<int32_t>* ids) const {
+  std::vector<std::string> sym;
+  std::string whole;
+  for (unsigned char b : bytes) {
+    sym.push_back(byte_char_[b]);
+    whole += byte_char_[b];
+  }
+  if (ignore_merges_) {
+    auto it = vocab_.find(whole);
+    if (it != vocab_.end()) {
+      ids->push_back(it->second);
+      return OkStatus();
+    }
+  }
+  while (sym.size() > 1) {  // the lowest-ranked pair, merged everywhere, left to right
+    int32_t best = std::numeric_limits<int32_t>::max();
+    for (size_t i = 0; i + 1 < sym.size(); ++i) {
+      auto it = ranks_.find(sym[i] + " " + sym[i + 1]);
+      if (it != ranks_.end()) best = std::min(best, it->second);
+    }
+    if (best == std::numeric_limits<int32_t>::max()) break;
+    std::vector<std::string> merged;
+    for (size_t i = 0; i < sym.size(); ++i) {
+      if (i + 1 < sym.size()) {
+        auto it = ranks_.find(sym[i] + " " + sym[i + 1]);
+        if (it != ranks_.end() && it->second == best) {
+          merged.push_back(sym[i] + sym[i + 1]);
+          ++i;
+          continue;
+        }
+      }
+      merged.push_back(sym[i]);
+    }
+    sym = std::move(merged);
+  }
+  for (const std::string& s : sym) {
+    auto it = vocab_.find(s);
+    if (it == vocab_.end())
+      return InvalidArgumentError("tokenizer: symbol \"" + s + "\" is not in the vocabulary");
+    ids->push_back(it->second);
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  auto plain = [&](std::string_view segment, bool first) -> Status {
+    std::string s(segment);
+    if (first && add_prefix_space_ && !s.empty() && s[0] != ' ') s = " " + s;
+    const std::vector<CodePoint> cp = Decode8(s);
+    for (const auto& [b, e] : SplitGpt2(cp, s.size()))
+      DS_RETURN_IF_ERROR(EncodePiece(std::string_view(s).substr(b, e - b), &ids));
+    return OkStatus();
+  };
+  size_t from = 0;
+  for (size_t i = 0; i < text.size();) {
+    const std::pair<std::string, int32_t>* hit = nullptr;
+    for (const auto& a : added_)
+      if (!a.first.empty() && text.compare(i, a.first.size(), a.first) == 0) {
+        hit = &a;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    DS_RETURN_IF_ERROR(plain(text.substr(from, i - from), from == 0));
+    ids.push_back(hit->second);
+    i += hit->first.size();
+    from = i;
+  }
+  DS_RETURN_IF_ERROR(plain(text.substr(from), from == 0));
+  return ids;
+}
+
+StatusOr<std::string> BpeTokenizer::Decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      return InvalidArgumentError("tokenizer: id " + std::to_string(id) + " is outside the " +
+                                  std::to_string(vocab_size()) + " tokens");
+    auto added = added_text_.find(id);
+    if (added != added_text_.end()) {
+      out += added->second;
+      continue;
+    }
+    const std::string& token = id_to_token_[id];
+    for (const CodePoint& c : Decode8(token)) {
+      auto it = char_byte_.find(c.c);
+      if (it == char_byte_.end()) {  // not a byte-level character: kept as it is
+        out += token.substr(c.begin, c.size);
+        continue;
+      }
+      out += static_cast<char>(it->second);
+    }
+  }
+  return out;
+}
+
+}  // namespace ds::generate

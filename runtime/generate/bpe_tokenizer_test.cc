@@ -1,0 +1,83 @@
+// The byte-level BPE tokenizer against the tokenizers package: a small BPE trained by
+// tools/hf_tokenizer_golden.py (GPT-2's ByteLevel pre-tokenizer, two special tokens) must give
+// the package's ids for texts with Unicode letters and digits, punctuation, whitespace runs,
+// newlines, contractions, emoji and special tokens, and decode them back to the text. Files
+// other than a byte-level BPE are refused naming the key.
+#include "runtime/generate/bpe_tokenizer.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/ckpt/json.h"
+
+namespace ds::generate {
+namespace {
+
+std::string TestData(const std::string& file) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/ds_runtime/runtime/generate/testdata/" + file;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_CASE("tokenizer: byte-level BPE ids equal the tokenizers package's", "[generate][tokenizer]") {
+  auto tok = BpeTokenizer::Load(TestData("tokenizer.json"));
+  INFO(tok.status().ToString());
+  REQUIRE(tok.ok());
+  auto golden = ckpt::ParseJson(Read(TestData("tokenizer_golden.json")));
+  REQUIRE(golden.ok());
+  CHECK(tok->vocab_size() == golden->Find("vocab_size")->as_int());
+  CHECK(tok->TokenId("<|endoftext|>") == 0);
+  int cases = 0;
+  for (const ckpt::Json& c : golden->Find("cases")->items()) {
+    const std::string text = c.Find("text")->as_string();
+    INFO("text: \"" << text << "\"");
+    std::vector<int32_t> want;
+    for (const ckpt::Json& v : c.Find("ids")->items())
+      want.push_back(static_cast<int32_t>(v.as_int()));
+    auto ids = tok->Encode(text);
+    REQUIRE(ids.ok());
+    CHECK(*ids == want);
+    auto back = tok->Decode(*ids);
+    REQUIRE(back.ok());
+    CHECK(*back == c.Find("decoded")->as_string());
+    CHECK(*back == text);  // byte-level: lossless
+    ++cases;
+  }
+  CHECK(cases == 10);
+  CHECK_FALSE(tok->Decode({static_cast<int32_t>(tok->vocab_size())}).ok());
+}
+
+TEST_CASE("tokenizer: other formats are refused by key", "[generate][tokenizer]") {
+  const std::string good = Read(TestData("tokenizer.json"));
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  auto wordpiece =
+      BpeTokenizer::FromJson(replaced("\"type\": \"BPE\"", "\"type\": \"WordPiece\""), "t.json");
+  REQUIRE_FALSE(wordpiece.ok());
+  CHECK(wordpiece.status().message().find("t.json: model.type is \"WordPiece\"") !=
+        std::string::npos);
+  auto meta = BpeTokenizer::FromJson(replaced("\"pre_tokenizer\": {\n    \"type\": \"ByteLevel\"",
+                                              "\"pre_tokenizer\": {\n    \"type\": \"Metaspace\""),
+                                     "t.json");
+  REQUIRE_FALSE(meta.ok());
+  CHECK(meta.status().message().find("pre_tokenizer \"Metaspace\"") != std::string::npos);
+  CHECK_FALSE(BpeTokenizer::FromJson("{not json", "t.json").ok());
+  CHECK_FALSE(BpeTokenizer::Load(TestData("missing.json")).ok());
+}
+
+}  // namespace
+}  // namespace ds::generate

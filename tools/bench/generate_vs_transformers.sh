@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Generation on this machine's CPU, GPT-2 124M fp32 (random weights, the same Hugging Face
+# directory for both), greedy with the KV cache, one prompt of PROMPT tokens, NEW new tokens:
+#   ds-runtime   runtime/generate:generate_bench (Generator: prefill, decode steps)
+#   transformers generate() (torch from Debian, transformers 4.40.2 in a venv over it:
+#                ~/.cache/ds-runtime/hf-venv, made on first use; HF=0 skips it)
+# at batch 1 and 8, the same threads (THREADS, default all cores), best of ROUNDS. Prints prefill
+# and decode tokens/s, ds-runtime / transformers, and decode beside the memory-bandwidth bound:
+# the machine's read bandwidth (an OpenMP sum over 1 GiB) / bytes a decode step reads (every
+# parameter in fp32 and the KV cache so far). Targets (issue 17): >= 2x transformers at batch 1,
+# >= 60% of the bound.
+#   tools/bench/generate_vs_transformers.sh       (PROMPT=128 NEW=128 ROUNDS=3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PROMPT=${PROMPT:-128}; NEW=${NEW:-128}; ROUNDS=${ROUNDS:-3}; THREADS=${THREADS:-$(nproc)}
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+VENV=${HF_VENV:-$HOME/.cache/ds-runtime/hf-venv}
+if [[ ! -x $VENV/bin/python ]]; then
+  /usr/bin/python3 -m venv --system-site-packages "$VENV" >&2
+  "$VENV/bin/pip" install -q "transformers==4.40.2" >&2
+fi
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+bazel build -c opt --jobs=2 //runtime/generate:generate_bench >/dev/null 2>&1
+"$VENV/bin/python" tools/bench/transformers_generate.py save "$W/gpt2"
+echo "== GPT-2 124M fp32, prompt $PROMPT, $NEW new tokens, greedy, $THREADS threads, best of $ROUNDS;" \
+  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}, $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+OMP_NUM_THREADS=$THREADS bazel-bin/runtime/generate/generate_bench --hf "$W/gpt2" \
+  --prompt_len "$PROMPT" --new_tokens "$NEW" --batches 1,8 --rounds "$ROUNDS" | tee "$W/ours.txt"
+if [[ "${HF:-1}" != 0 ]]; then
+  "$VENV/bin/python" tools/bench/transformers_generate.py time "$W/gpt2" --prompt_len "$PROMPT" \
+    --new_tokens "$NEW" --batches 1,8 --rounds "$ROUNDS" --threads "$THREADS" | tee "$W/hf.txt"
+else
+  echo "transformers: skipped (HF=0)" > "$W/hf.txt"
+fi
+/usr/bin/python3 - "$W/ours.txt" "$W/hf.txt" <<'PYEOF'
+import re, sys
+def rows(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r"batch (\d+) prefill ([\d.]+) tok/s decode ([\d.]+) tok/s(?: bound ([\d.]+))?", line)
+        if m: out[int(m[1])] = tuple(float(x) if x else None for x in m.groups()[1:])
+    return out
+ours, hf = rows(sys.argv[1]), rows(sys.argv[2])
+for b, (pre, dec, bound) in sorted(ours.items()):
+    line = f"batch {b}: ds-runtime decode {dec:.2f} tok/s = {100 * dec / bound:.1f}% of the bound {bound:.2f}"
+    if b in hf:
+        line += f"; transformers decode {hf[b][1]:.2f} tok/s, ratio {dec / hf[b][1]:.2f}x;"
+        line += f" prefill {pre:.1f} vs {hf[b][0]:.1f} tok/s ({pre / hf[b][0]:.2f}x)"
+    print(line)
+PYEOF

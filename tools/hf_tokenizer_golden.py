@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Golden files for runtime/generate/bpe_tokenizer_test.cc, from Hugging Face tokenizers.
+
+Trains a small byte-level BPE (GPT-2's pre-tokenizer: ByteLevel with its regex, 600 tokens, two
+special tokens) on a corpus written here, saves it as tokenizer.json, and records the ids the
+tokenizers package gives for test texts: ASCII, Unicode letters and digits, punctuation,
+whitespace runs, newlines, contractions, emoji and the special tokens.
+
+  ~/.cache/ds-runtime/hf-venv/bin/python tools/hf_tokenizer_golden.py runtime/generate/testdata
+"""
+import json
+import os
+import sys
+
+import tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. It's 2024, and we've 3 dogs!",
+    "Addition: 123 + 456 = 579; 99+1=100.  Two  spaces,\tand a tab.\nNew line\n\nTwo new lines.",
+    "Unicode: naïve café, Straße, Ελληνικά, русский текст, 中文字符, 日本語のテキスト, ١٢٣ ٤٥٦.",
+    "Punctuation!!! ... ??? (parens) [brackets] {braces} <angle> --- ''quotes'' \"double\"",
+    "Emoji 🙂🚀 and symbols © ® ™ € £ ¥ ½ ¾ ² ³ ∑ ∞ ≠ ≤.",
+    "I'll, you'd, he's, they're, we'm? She'S SHOUTED, don't won't can't.",
+] * 20
+TESTS = [
+    "The quick brown fox.",
+    "It's 12345 dogs, isn't it?",
+    "  leading spaces and trailing   ",
+    "tabs\tand\nnewlines\n\n\nend",
+    "naïve café Straße Ελληνικά 中文 日本語 ١٢٣",
+    "emoji 🙂🚀 ½ ² ∑ ≤ done",
+    "<|endoftext|>special<|pad|> tokens <|endoftext|>",
+    "I'LL you'd THEY'RE we've",
+    "   \n  \t x",
+    "",
+]
+
+
+def main(out_dir):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>", "<|pad|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    os.makedirs(out_dir, exist_ok=True)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    golden = {"tokenizers": tokenizers.__version__, "vocab_size": tok.get_vocab_size(), "cases": []}
+    for text in TESTS:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        golden["cases"].append({"text": text, "ids": ids,
+                                "decoded": tok.decode(ids, skip_special_tokens=False)})
+    with open(os.path.join(out_dir, "tokenizer_golden.json"), "w") as f:
+        json.dump(golden, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {out_dir}/tokenizer.json and tokenizer_golden.json")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "runtime/generate/testdata")
