@@ -55,6 +55,10 @@ out=$("$GEN" --config "$W/job.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 
 echo "$out" | grep -q "^\[1,2,10,3,4,11\] -> \[[0-9]*,[0-9]*,[0-9]*\]" &&
   echo "$out" | grep -q "prefill 6 tokens" && pass "--config: step 20's checkpoint generates" ||
   fail "--config: $out"
+out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000020" --prompt_ids 1,2,10 \
+  --max_new_tokens 2 2>&1)
+echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step directory" ||
+  fail "--checkpoint: $out"
 
 expect_error() {  # expect_error NAME PATTERN ARGS...
   local name=$1 pattern=$2

@@ -109,6 +109,7 @@ StatusOr<Loaded> Load(const GenerateFlags& f) {
     return m;
   }
   DS_ASSIGN_OR_RETURN(config::JobConfig c, config::LoadJobConfig(f.config));
+  if (!f.checkpoint.empty()) c.checkpoint.load = f.checkpoint;
   if (c.checkpoint.load.empty()) c.checkpoint.load = "latest";
   if (c.train_iters <= 0) c.train_iters = 1;
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(c));
@@ -135,6 +136,8 @@ std::string JsonIds(const std::vector<int32_t>& ids) {
 Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
   if (f.hf.empty() == f.config.empty())
     return InvalidArgumentError("give one of --hf DIR or --config JOB");
+  if (!f.checkpoint.empty() && f.config.empty())
+    return InvalidArgumentError("--checkpoint needs --config JOB (the model it was trained as)");
   DS_RETURN_IF_ERROR(generate::CheckSamplingOptions(f.sampling));
   std::vector<Prompt> prompts;
   for (const std::string& t : f.prompts) prompts.push_back({{}, t, true});
