@@ -11,6 +11,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 #include "runtime/plan/fit_advice.h"
+#include "runtime/plan/generation_summary.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/moe_summary.h"
 #include "runtime/plan/plan_builder.h"
@@ -51,6 +52,7 @@ StatusOr<std::string> Run(const Flags& f) {
     const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
     std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
                        FormatUlyssesSummary(graph, *plan);
+    text += FormatGenerationSummary(graph, node > 0 ? node / per_node : 0);
     if (node <= 0) return text;
     DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
     return text + "\n" + advice;

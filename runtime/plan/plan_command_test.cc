@@ -39,6 +39,11 @@ TEST_CASE("ds-plan: prints memory and traffic per rank for the configured stage"
        {"parameters", "gradients", "optimizer state", "model states", "activations (peak)",
         "peak total", "REDUCE_SCATTER", "ALL_GATHER", "GRAD_NORM_REDUCE", "2P + 18P/G"})
     CHECK_THAT(r.out, Catch::Contains(row));
+  // Generation: 4 layers x k, v x 4 heads x 64 x 4 bytes = 8 KiB per token.
+  CHECK_THAT(r.out, Catch::Contains("generation (KV cache, fp32): 8.0 KiB per token and sequence "
+                                    "(4 layers x k, v x 4 kv heads x 64)"));
+  r = Run({kJob, "--world", "4", "--host-memory", "2", "--ranks-per-node", "4"});
+  CHECK_THAT(r.out, Catch::Contains("in 0.50 GiB: "));
 }
 
 TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {
