@@ -6,8 +6,9 @@
 #                ~/.cache/ds-runtime/hf-venv, made on first use; HF=0 skips it)
 # at batch 1 and 8, the same threads (THREADS, default all cores), best of ROUNDS. Prints prefill
 # and decode tokens/s, ds-runtime / transformers, and decode beside the memory-bandwidth bound:
-# the machine's read bandwidth (an OpenMP sum over 1 GiB) / bytes a decode step reads (every
-# parameter in fp32 and the KV cache so far). Targets (issue 17): >= 2x transformers at batch 1,
+# the machine's read bandwidth (the faster of a vectorized OpenMP sum and a BLAS GEMV streaming
+# 1 GiB of huge pages, as the weights are) / bytes a decode step reads (every parameter in fp32
+# and the KV cache so far). Targets (issue 17): >= 2x transformers at batch 1,
 # >= 60% of the bound.
 #   tools/bench/generate_vs_transformers.sh       (PROMPT=128 NEW=128 ROUNDS=3)
 set -euo pipefail
