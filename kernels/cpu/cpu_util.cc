@@ -30,7 +30,7 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
   if (m == 1) {  // one row (a decode step's linears): OpenBLAS's gemv streams B about 4x faster
     const blasint inc = trans_a ? static_cast<blasint>(lda) : 1;  // a's k values
-    if (trans_b)  // c[1, n] = a B^T, B [n, k]
+    if (trans_b)                                                  // c[1, n] = a B^T, B [n, k]
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(k),
                   alpha, b, static_cast<blasint>(ldb), a, inc, beta, c, 1);
     else  // c[1, n] = a B, B [k, n]

@@ -15,10 +15,10 @@
 namespace ds::tools {
 
 struct GenerateFlags {
-  std::string hf;      // a Hugging Face model directory (config.json, model.safetensors)
-  std::string config;  // or a job config: its checkpoint (checkpoint.load, else the latest)
+  std::string hf;          // a Hugging Face model directory (config.json, model.safetensors)
+  std::string config;      // or a job config: its checkpoint (checkpoint.load, else the latest)
   std::string checkpoint;  // with --config: this checkpoint (a step directory or a root)
-  std::string tokenizer;  // a tokenizer.json (default: --hf's own, if it has one)
+  std::string tokenizer;   // a tokenizer.json (default: --hf's own, if it has one)
   std::vector<std::string> prompts;     // text: the tokenizer's, or bytes for byte-level models
   std::vector<std::string> prompt_ids;  // "1,2,3": token ids
   std::string prompts_file;             // JSONL: {"prompt": "..."} or {"ids": [...]} per line
