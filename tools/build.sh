@@ -22,6 +22,8 @@ for target in "${BINARIES[@]}"; do
   path=${path/://}
   install -m 0755 "$path" "bin/$name"
 done
+# The SentencePiece tokenizer plugin (runtime/generate/tokenizer.cc dlopens it from beside the binary).
+install -m 0755 bazel-bin/runtime/generate/libds_sentencepiece.so bin/libds_sentencepiece.so
 # The CUDA plugins (built where the toolkit is): ds-worker loads them from its own directory
 # for device.type cuda (libds_cuda.so) and its data-parallel group over NCCL (libds_nccl.so).
 for plugin in runtime/cuda/libds_cuda.so parallel/nccl/libds_nccl.so; do

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Golden files for runtime/generate/bpe_tokenizer_test.cc, from Hugging Face tokenizers.
+"""Golden files for runtime/generate/bpe_tokenizer_test.cc and tokenizer_test.cc, from Hugging
+Face tokenizers and the sentencepiece package.
 
 Trains a small byte-level BPE (GPT-2's pre-tokenizer: ByteLevel with its regex, 600 tokens, two
 special tokens) on a corpus written here, saves it as tokenizer.json, and records the ids the
 tokenizers package gives for test texts: ASCII, Unicode letters and digits, punctuation,
-whitespace runs, newlines, contractions, emoji and the special tokens.
+whitespace runs, newlines, contractions, emoji and the special tokens. Also trains a small
+SentencePiece BPE model (Llama-2's kind: byte fallback, whitespace as U+2581) on the same corpus,
+saves sp.model, and records sentencepiece's ids and decoded text for the same texts.
 
   ~/.cache/ds-runtime/hf-venv/bin/python tools/hf_tokenizer_golden.py runtime/generate/testdata
 """
@@ -12,6 +15,7 @@ import json
 import os
 import sys
 
+import sentencepiece as spm
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -54,7 +58,23 @@ def main(out_dir):
     with open(os.path.join(out_dir, "tokenizer_golden.json"), "w") as f:
         json.dump(golden, f, indent=1, ensure_ascii=False)
         f.write("\n")
-    print(f"wrote {out_dir}/tokenizer.json and tokenizer_golden.json")
+    corpus = os.path.join(out_dir, "sp_corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("\n".join(CORPUS) + "\n")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(out_dir, "sp"),
+                                   vocab_size=600, model_type="bpe", byte_fallback=True,
+                                   character_coverage=1.0, num_threads=1, minloglevel=2)
+    os.remove(corpus)
+    os.remove(os.path.join(out_dir, "sp.vocab"))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, "sp.model"))
+    sp_golden = {"sentencepiece": spm.__version__, "vocab_size": sp.get_piece_size(), "cases": []}
+    for text in TESTS:
+        ids = sp.encode(text)
+        sp_golden["cases"].append({"text": text, "ids": ids, "decoded": sp.decode(ids)})
+    with open(os.path.join(out_dir, "sp_golden.json"), "w") as f:
+        json.dump(sp_golden, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {out_dir}/tokenizer.json, tokenizer_golden.json, sp.model and sp_golden.json")
 
 
 if __name__ == "__main__":

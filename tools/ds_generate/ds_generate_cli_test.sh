@@ -69,9 +69,13 @@ expect_error() {  # expect_error NAME PATTERN ARGS...
 }
 expect_error "a prompt longer than the context" "exceed the context of 64" \
   --hf "$DATA/gpt2" --prompt_ids "$(seq -s, 1 60)" --max_new_tokens 8
-expect_error "a text prompt without a tokenizer" "give --tokenizer tokenizer.json" --hf "$DATA/gpt2" --prompt hello
+expect_error "a text prompt without a tokenizer" "give --tokenizer" --hf "$DATA/gpt2" --prompt hello
 expect_error "a tokenizer larger than the model" "has 552 tokens, more than the model's 64" \
   --hf "$DATA/gpt2" --tokenizer "$DATA/tokenizer.json" --prompt hello
+expect_error "a SentencePiece model larger than the model" "has 600 tokens" \
+  --hf "$DATA/gpt2" --tokenizer "$DATA/sp.model" --prompt hello
+expect_error "an unknown tokenizer format" "unknown tokenizer format" \
+  --hf "$DATA/gpt2" --tokenizer "$DATA/gpt2/model.safetensors" --prompt hello
 expect_error "a token outside the vocabulary" "outside the vocabulary of 64" \
   --hf "$DATA/gpt2" --prompt_ids 1,99
 printf '{"prompt_ids": [1]}\n' > "$W/bad.jsonl"

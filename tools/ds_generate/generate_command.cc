@@ -11,9 +11,9 @@
 #include "runtime/ckpt/json.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/byte_tokenizer.h"
-#include "runtime/generate/bpe_tokenizer.h"
 #include "runtime/generate/generator.h"
 #include "runtime/generate/hf_model.h"
+#include "runtime/generate/tokenizer.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
 
@@ -73,29 +73,28 @@ Status ReadPromptsFile(const std::string& path, std::vector<Prompt>* out) {
   return OkStatus();
 }
 
-// The model and its Generator, and how text becomes its tokens: a tokenizer.json, or bytes.
+// The model and its Generator, and how text becomes its tokens: a tokenizer (tokenizer.json,
+// a SentencePiece model), or bytes.
 struct Loaded {
   generate::HfModel hf;
   std::unique_ptr<worker::Trainer> trainer;
   std::unique_ptr<Generator> gen;
-  std::unique_ptr<generate::BpeTokenizer> bpe;
+  std::unique_ptr<generate::Tokenizer> bpe;
   bool bytes = false;
 };
 
-bool Exists(const std::string& path) { return std::ifstream(path).good(); }
-
-// --tokenizer, else the Hugging Face directory's tokenizer.json; checked against the model.
+// --tokenizer, else the Hugging Face directory's own; checked against the model.
 Status LoadTokenizer(const GenerateFlags& f, Loaded* m) {
-  std::string path = f.tokenizer;
-  if (path.empty() && !f.hf.empty() && Exists(f.hf + "/tokenizer.json"))
-    path = f.hf + "/tokenizer.json";
-  if (path.empty()) return OkStatus();
-  DS_ASSIGN_OR_RETURN(generate::BpeTokenizer t, generate::BpeTokenizer::Load(path));
-  if (t.vocab_size() > m->gen->vocab())
-    return InvalidArgumentError(path + " has " + std::to_string(t.vocab_size()) +
+  const std::string where = f.tokenizer.empty() ? f.hf : f.tokenizer;
+  if (!f.tokenizer.empty()) {
+    DS_ASSIGN_OR_RETURN(m->bpe, generate::LoadTokenizer(f.tokenizer));
+  } else if (!f.hf.empty()) {
+    DS_ASSIGN_OR_RETURN(m->bpe, generate::LoadDirTokenizer(f.hf));
+  }
+  if (m->bpe && m->bpe->vocab_size() > m->gen->vocab())
+    return InvalidArgumentError(where + "'s tokenizer has " + std::to_string(m->bpe->vocab_size()) +
                                 " tokens, more than the model's " +
                                 std::to_string(m->gen->vocab()));
-  m->bpe = std::make_unique<generate::BpeTokenizer>(std::move(t));
   return OkStatus();
 }
 
@@ -159,8 +158,8 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
     }
     if (!m.bytes)
       return InvalidArgumentError(
-          "text prompts need the model's tokenizer: give --tokenizer tokenizer.json (byte-level "
-          "BPE; SentencePiece models are not read yet) or --prompt_ids");
+          "text prompts need the model's tokenizer: give --tokenizer (a tokenizer.json or a "
+          "SentencePiece .model) or --prompt_ids");
     for (uint32_t b : data::ByteEncode(p.text)) p.ids.push_back(static_cast<int32_t>(b));
   }
   const bool text = m.bpe || m.bytes;

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", f.config, "job config: its checkpoint (checkpoint.load, else latest)");
   app.add_option("--checkpoint", f.checkpoint,
                  "with --config: a checkpoint step directory or root");
-  app.add_option("--tokenizer", f.tokenizer, "tokenizer.json (default: the --hf directory's)");
+  app.add_option("--tokenizer", f.tokenizer,
+                 "tokenizer.json or SentencePiece .model (default: the --hf directory's)");
   app.add_option("--prompt", f.prompts, "a text prompt (a tokenizer, or a byte-level model)");
   app.add_option("--prompt_ids", f.prompt_ids, "a prompt as token ids, \"1,2,3\"; repeatable");
   app.add_option("--prompts", f.prompts_file, "JSONL: {\"prompt\": text} or {\"ids\": [...]}");
