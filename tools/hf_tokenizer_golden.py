@@ -7,7 +7,9 @@ special tokens) on a corpus written here, saves it as tokenizer.json, and record
 tokenizers package gives for test texts: ASCII, Unicode letters and digits, punctuation,
 whitespace runs, newlines, contractions, emoji and the special tokens. Also trains a small
 SentencePiece BPE model (Llama-2's kind: byte fallback, whitespace as U+2581) on the same corpus,
-saves sp.model, and records sentencepiece's ids and decoded text for the same texts.
+saves sp.model, and records sentencepiece's ids and decoded text for the same texts; and a
+byte-level BPE with Llama-3's pre-tokenizer (its Split pattern, then ByteLevel without a regex,
+ignore_merges) as tokenizer_llama3.json with the package's ids.
 
   ~/.cache/ds-runtime/hf-venv/bin/python tools/hf_tokenizer_golden.py runtime/generate/testdata
 """
@@ -40,6 +42,15 @@ TESTS = [
     "",
 ]
 
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_TESTS = [
+    "1234567 and 12, 123, 1234",
+    "SHE'S IT'LL They'Re",
+    "line one.\n\nline two!\r\n  indented\n",
+    "(x+y)*z  ==  42;\n\t-done-",
+]
+
 
 def main(out_dir):
     tok = Tokenizer(models.BPE())
@@ -57,6 +68,24 @@ def main(out_dir):
                                 "decoded": tok.decode(ids, skip_special_tokens=False)})
     with open(os.path.join(out_dir, "tokenizer_golden.json"), "w") as f:
         json.dump(golden, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    # Llama-3's pre-tokenizer: its Split pattern (digits in threes, case-insensitive contractions,
+    # newlines kept with punctuation), then ByteLevel without its own regex; ignore_merges.
+    llama3 = Tokenizer(models.BPE(ignore_merges=True))
+    llama3.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(tokenizers.Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    llama3.decoder = decoders.ByteLevel()
+    llama3.train_from_iterator(CORPUS, trainer)
+    llama3.save(os.path.join(out_dir, "tokenizer_llama3.json"))
+    golden3 = {"tokenizers": tokenizers.__version__, "vocab_size": llama3.get_vocab_size(),
+               "cases": []}
+    for text in TESTS + LLAMA3_TESTS:
+        ids = llama3.encode(text, add_special_tokens=False).ids
+        golden3["cases"].append({"text": text, "ids": ids,
+                                 "decoded": llama3.decode(ids, skip_special_tokens=False)})
+    with open(os.path.join(out_dir, "tokenizer_llama3_golden.json"), "w") as f:
+        json.dump(golden3, f, indent=1, ensure_ascii=False)
         f.write("\n")
     corpus = os.path.join(out_dir, "sp_corpus.txt")
     with open(corpus, "w") as f:

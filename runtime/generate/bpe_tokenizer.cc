@@ -106,6 +106,64 @@ std::vector<std::pair<size_t, size_t>> SplitGpt2(const std::vector<CodePoint>& c
   return out;
 }
 
+uint32_t Lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+bool IsNewline(uint32_t c) { return c == '\r' || c == '\n'; }
+
+// Llama-3's pattern over `cp`:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+std::vector<std::pair<size_t, size_t>> SplitLlama3(const std::vector<CodePoint>& cp, size_t bytes) {
+  std::vector<std::pair<size_t, size_t>> out;
+  const size_t n = cp.size();
+  auto at = [&](size_t i) { return i < n ? cp[i].begin : bytes; };
+  size_t i = 0;
+  while (i < n) {
+    size_t end = i;
+    if (cp[i].c == '\'' && i + 1 < n) {  // case-insensitive contractions
+      const uint32_t a = Lower(cp[i + 1].c), b = i + 2 < n ? Lower(cp[i + 2].c) : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
+    }
+    if (end == i) {  // one non-letter, non-digit, non-newline char, then letters
+      const uint32_t c = cp[i].c;
+      const size_t from =
+          !IsNewline(c) && !IsLetter(c) && !IsNumber(c) && i + 1 < n && IsLetter(cp[i + 1].c)
+              ? i + 1
+              : i;
+      if (IsLetter(cp[from].c)) {
+        end = from;
+        while (end < n && IsLetter(cp[end].c)) ++end;
+      }
+    }
+    if (end == i && IsNumber(cp[i].c))  // digits in threes
+      while (end < n && end < i + 3 && IsNumber(cp[end].c)) ++end;
+    if (end == i) {  // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+      const size_t from = cp[i].c == ' ' && i + 1 < n && IsOther(cp[i + 1].c) ? i + 1 : i;
+      if (IsOther(cp[from].c)) {
+        end = from;
+        while (end < n && IsOther(cp[end].c)) ++end;
+        while (end < n && IsNewline(cp[end].c)) ++end;
+      }
+    }
+    if (end == i) {  // whitespace: up to its last newline, else \s+(?!\S), else \s+
+      size_t run = i;
+      while (run < n && IsSpace(cp[run].c)) ++run;
+      for (size_t k = run; k > i; --k)
+        if (IsNewline(cp[k - 1].c)) {
+          end = k;
+          break;
+        }
+      if (end == i) {
+        end = run;
+        if (end < n && end - i >= 2) --end;
+      }
+    }
+    out.push_back({at(i), at(end)});
+    i = end;
+  }
+  return out;
+}
+
 StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFoundError(path + ": cannot open");
@@ -147,11 +205,7 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
   if (normalizer && !normalizer->is_null())
     return bad("normalizer", "\"" + type_of(normalizer) + "\" is not supported");
   const ckpt::Json* pre = doc->Find("pre_tokenizer");
-  if (type_of(pre) != "ByteLevel")
-    return bad("pre_tokenizer", "\"" + type_of(pre) + "\" is not supported (ByteLevel is)");
-  if (const ckpt::Json* v = pre->Find("use_regex"); v && v->is_bool() && !v->as_bool())
-    return bad("pre_tokenizer.use_regex", "false is not supported");
-  if (const ckpt::Json* v = pre->Find("add_prefix_space"); v) t.add_prefix_space_ = v->as_bool();
+  DS_RETURN_IF_ERROR(t.ReadPreTokenizer(pre, where));
   const ckpt::Json* vocab = model->Find("vocab");
   const ckpt::Json* merges = model->Find("merges");
   if (!vocab || !vocab->is_object() || !merges || !merges->is_array())
@@ -197,6 +251,46 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
     t.char_byte_[c] = static_cast<uint8_t>(b);
   }
   return t;
+}
+
+// ByteLevel (GPT-2's regex), or Llama-3's Sequence: its Split pattern, then ByteLevel without one.
+Status BpeTokenizer::ReadPreTokenizer(const ckpt::Json* pre, const std::string& where) {
+  auto type_of = [](const ckpt::Json* o) {
+    const ckpt::Json* t = o ? o->Find("type") : nullptr;
+    return t && t->is_string() ? t->as_string() : std::string();
+  };
+  auto bad = [&](const std::string& what) {
+    return InvalidArgumentError(where + ": pre_tokenizer " + what);
+  };
+  auto flag = [](const ckpt::Json* o, const char* key, bool dflt) {
+    const ckpt::Json* v = o->Find(key);
+    return v && v->is_bool() ? v->as_bool() : dflt;
+  };
+  const ckpt::Json* byte_level = pre;
+  if (type_of(pre) == "Sequence") {
+    const ckpt::Json* list = pre->Find("pretokenizers");
+    if (!list || !list->is_array() || list->items().size() != 2 ||
+        type_of(&list->items()[0]) != "Split" || type_of(&list->items()[1]) != "ByteLevel")
+      return bad("Sequence: only Llama-3's [Split, ByteLevel] is supported");
+    const ckpt::Json& split = list->items()[0];
+    const ckpt::Json* pattern = split.Find("pattern");
+    const ckpt::Json* regex = pattern ? pattern->Find("Regex") : nullptr;
+    if (!regex || regex->as_string() != kLlama3Pattern)
+      return bad("Split: only Llama-3's pattern is supported");
+    if (const ckpt::Json* b = split.Find("behavior"); !b || b->as_string() != "Isolated")
+      return bad("Split: behavior must be Isolated");
+    if (flag(&split, "invert", false)) return bad("Split: invert is not supported");
+    byte_level = &list->items()[1];
+    if (flag(byte_level, "use_regex", true))
+      return bad("ByteLevel after a Split must have use_regex false");
+    llama3_ = true;
+  } else if (type_of(pre) != "ByteLevel") {
+    return bad("\"" + type_of(pre) + "\" is not supported (ByteLevel, or Llama-3's Sequence)");
+  } else if (!flag(pre, "use_regex", true)) {
+    return bad("ByteLevel with use_regex false needs a Split before it");
+  }
+  add_prefix_space_ = flag(byte_level, "add_prefix_space", false);
+  return OkStatus();
 }
 
 int32_t BpeTokenizer::TokenId(std::string_view token) const {
@@ -257,7 +351,7 @@ StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text) const
     std::string s(segment);
     if (first && add_prefix_space_ && !s.empty() && s[0] != ' ') s = " " + s;
     const std::vector<CodePoint> cp = Decode8(s);
-    for (const auto& [b, e] : SplitGpt2(cp, s.size()))
+    for (const auto& [b, e] : llama3_ ? SplitLlama3(cp, s.size()) : SplitGpt2(cp, s.size()))
       DS_RETURN_IF_ERROR(EncodePiece(std::string_view(s).substr(b, e - b), &ids));
     return OkStatus();
   };

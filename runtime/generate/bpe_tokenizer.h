@@ -4,8 +4,10 @@
 //      first, longest match first, and become their ids;
 //   2. the ByteLevel pre-tokenizer splits the rest with GPT-2's pattern
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//      (Unicode classes from ICU), optionally after a leading space (add_prefix_space), and maps
-//      each piece's UTF-8 bytes to GPT-2's printable characters (bytes_to_unicode);
+//      or, for Llama-3's Sequence [Split, ByteLevel], with Llama-3's (kLlama3Pattern: digits in
+//      threes, case-insensitive contractions), with Unicode classes from ICU, optionally after
+//      a leading space (add_prefix_space), and maps each piece's UTF-8 bytes to GPT-2's
+//      printable characters (bytes_to_unicode);
 //   3. BPE merges each piece's symbols by the merges' ranks, lowest first (ignore_merges: a
 //      piece in the vocabulary is one token).
 // Decoding maps the tokens' characters back to bytes (added tokens as their text). Special
@@ -26,7 +28,16 @@
 
 #include "runtime/base/status.h"
 
+namespace ds::ckpt {
+class Json;
+}
+
 namespace ds::generate {
+
+// Llama-3's pre-tokenizer pattern, as its tokenizer.json spells it.
+inline constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 class BpeTokenizer {
  public:
@@ -47,6 +58,7 @@ class BpeTokenizer {
 
  private:
   Status EncodePiece(std::string_view bytes, std::vector<int32_t>* ids) const;
+  Status ReadPreTokenizer(const ckpt::Json* pre, const std::string& where);
 
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;
@@ -57,6 +69,7 @@ class BpeTokenizer {
   std::unordered_map<uint32_t, uint8_t> char_byte_;  // code point -> byte
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;
+  bool llama3_ = false;  // Llama-3's Split pattern instead of GPT-2's
 };
 
 }  // namespace ds::generate

@@ -1,8 +1,8 @@
 // The byte-level BPE tokenizer against the tokenizers package: a small BPE trained by
 // tools/hf_tokenizer_golden.py (GPT-2's ByteLevel pre-tokenizer, two special tokens) must give
 // the package's ids for texts with Unicode letters and digits, punctuation, whitespace runs,
-// newlines, contractions, emoji and special tokens, and decode them back to the text. Files
-// other than a byte-level BPE are refused naming the key.
+// newlines, contractions, emoji and special tokens, and decode them back to the text; so must
+// one with Llama-3's pre-tokenizer. Files other than a byte-level BPE are refused naming the key.
 #include "runtime/generate/bpe_tokenizer.h"
 
 #include <catch2/catch.hpp>
@@ -55,6 +55,32 @@ TEST_CASE("tokenizer: byte-level BPE ids equal the tokenizers package's", "[gene
   }
   CHECK(cases == 10);
   CHECK_FALSE(tok->Decode({static_cast<int32_t>(tok->vocab_size())}).ok());
+}
+
+// Llama-3's pre-tokenizer: its Split pattern (digits in threes, case-insensitive contractions,
+// newlines with punctuation), then ByteLevel without a regex; ignore_merges.
+TEST_CASE("tokenizer: Llama-3's pre-tokenizer gives the tokenizers package's ids",
+          "[generate][tokenizer]") {
+  auto tok = BpeTokenizer::Load(TestData("tokenizer_llama3.json"));
+  INFO(tok.status().ToString());
+  REQUIRE(tok.ok());
+  auto golden = ckpt::ParseJson(Read(TestData("tokenizer_llama3_golden.json")));
+  REQUIRE(golden.ok());
+  CHECK(tok->vocab_size() == golden->Find("vocab_size")->as_int());
+  int cases = 0;
+  for (const ckpt::Json& c : golden->Find("cases")->items()) {
+    const std::string text = c.Find("text")->as_string();
+    INFO("text: \"" << text << "\"");
+    std::vector<int32_t> want;
+    for (const ckpt::Json& v : c.Find("ids")->items())
+      want.push_back(static_cast<int32_t>(v.as_int()));
+    auto ids = tok->Encode(text);
+    REQUIRE(ids.ok());
+    CHECK(*ids == want);
+    CHECK(*tok->Decode(*ids) == text);
+    ++cases;
+  }
+  CHECK(cases == 14);
 }
 
 TEST_CASE("tokenizer: other formats are refused by key", "[generate][tokenizer]") {
