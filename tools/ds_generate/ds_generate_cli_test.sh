@@ -60,6 +60,21 @@ out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000020" --promp
 echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step directory" ||
   fail "--checkpoint: $out"
 
+# A checkpoint saved by a tensor-parallel job (TP 2, ZeRO-1) generates on one rank: the same
+# tokens as the job's layout-free twin trained from the same weights.
+sed 's|checkpoint: {dir: $W/ckpt}|checkpoint: {dir: $W/ckpt_tp}\nparallel: {tensor: 2}\nzero_optimization: {stage: 1}|' \
+  "$W/job.yaml" > "$W/job_tp.yaml"
+printf '127.0.0.1 slots=2\n' > "$W/hosts"
+if timeout 120 "$R/launcher/launch/ds-launch" "$W/job_tp.yaml" --hostfile "$W/hosts" \
+    --worker "$R/runtime/worker/ds-worker" --agent "$R/launcher/agent/ds-agent" > "$W/tp.log" 2>&1; then
+  a=$("$GEN" --config "$W/job_tp.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 3 2>&1 | grep -- '->')
+  b=$("$GEN" --config "$W/job.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 3 2>&1 | grep -- '->')
+  [[ "$a" == "$b" && "$a" == *"->"* ]] &&
+    pass "a TP 2 checkpoint generates on one rank as the TP 1 one does: $a" || fail "TP 2: $a / $b"
+else
+  fail "TP 2 training: $(tail -3 "$W/tp.log")"
+fi
+
 expect_error() {  # expect_error NAME PATTERN ARGS...
   local name=$1 pattern=$2
   shift 2

@@ -111,6 +111,13 @@ StatusOr<Loaded> Load(const GenerateFlags& f) {
   if (!f.checkpoint.empty()) c.checkpoint.load = f.checkpoint;
   if (c.checkpoint.load.empty()) c.checkpoint.load = "latest";
   if (c.train_iters <= 0) c.train_iters = 1;
+  // Generation runs on this one rank whatever layout trained the model: its checkpoint holds
+  // whole-parameter slices that load at any tp, pp, ep, sp and stage.
+  c.parallel = config::ParallelConfig();
+  c.pipeline.virtual_stages = 1;
+  c.zero.offload_optimizer.device = config::OffloadDevice::kNone;
+  c.zero.offload_param.device = config::OffloadDevice::kNone;
+  c.device.type = config::DeviceType::kCpu;
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(c));
   DS_ASSIGN_OR_RETURN(m.trainer, worker::Trainer::Create(c, std::move(graph)));
   DS_RETURN_IF_ERROR(m.trainer->Initialize());
