@@ -367,8 +367,8 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // (runtime/worker/trainer_moe_test.cc) or seq_all_to_all; seq_ce_stats and seq_ce_loss are
   // checked as a chain against cross_entropy (kernels/cpu/ulysses_test.cc); pipe_recv and pipe_send
   // move gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc);
-  // kv_attention is generation's forward only (against the full forward at every decode step:
-  // runtime/generate/generator_test.cc).
+  // kv_attention and last_position are generation's forward only (against the full forward at
+  // every decode step: runtime/generate/generator_test.cc).
   const std::set<std::string> covered = {"add",           "attention",      "bias_add",
                                          "cross_entropy", "dropout",        "embedding",
                                          "gelu",          "layernorm",      "linear",
@@ -380,7 +380,8 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
                                          "rmsnorm",       "rope",           "silu",
                                          "vocab_max",     "vocab_ce_stats", "vocab_ce_loss",
                                          "sp_split",      "sp_gather",      "sp_scatter",
-                                         "pipe_recv",     "pipe_send",      "kv_attention"};
+                                         "pipe_recv",     "pipe_send",      "kv_attention",
+                                         "last_position"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

@@ -38,8 +38,9 @@ class Builder {
     // Every parameter first, in the model's order (the ParamStore's slots).
     for (int t : model_.Params()) Keep(t);
     for (const NodeInfo& n : model_.nodes) {
-      DS_RETURN_IF_ERROR(Copy(n));
-      if (!n.outputs.empty() && n.outputs[0] == logits) break;
+      const bool last = !n.outputs.empty() && n.outputs[0] == logits;
+      DS_RETURN_IF_ERROR(Copy(n, last));
+      if (last) break;
     }
     out_.logits = Keep(logits);
     g.loss = out_.logits;
@@ -75,15 +76,36 @@ class Builder {
   }
   int Positions() { return State(kPositions, {Dim::Sym("batch"), Dim::Sym("seq")}, DType::kI32); }
 
-  Status Copy(NodeInfo n) {
+  Status Copy(NodeInfo n, bool logits) {
     if (n.op == "cross_entropy" || n.op == "moe_loss") return OkStatus();
     const std::string op = n.op;
     for (int& t : n.inputs) t = Keep(t);
     for (int& t : n.outputs) t = Keep(t);
+    if (logits) LastPositionOnly(&n);
     if (op == "attention" || op == "position_embedding" || op == "rope")
       DS_RETURN_IF_ERROR(Rewrite(&n));
     out_.graph.nodes.push_back(std::move(n));
     return OkStatus();
+  }
+
+  // The vocabulary projection reads each sequence's last position only (last_position):
+  // [batch, 1, vocab] logits, the next token's.
+  void LastPositionOnly(NodeInfo* n) {
+    Graph& g = out_.graph;
+    TensorInfo t;
+    t.name = g.tensors[n->inputs[0]].name + ".last";
+    t.role = TensorRole::kActivation;
+    g.tensors.push_back(t);
+    const int last = static_cast<int>(g.tensors.size()) - 1;
+    NodeInfo k;
+    k.name = t.name;
+    k.op = "last_position";
+    k.inputs = {n->inputs[0]};
+    k.outputs = {last};
+    k.block = n->block;
+    g.nodes.push_back(k);
+    n->inputs[0] = last;
+    g.tensors[n->outputs[0]].shape.clear();  // [batch, 1, vocab], inferred
   }
 
   Status Rewrite(NodeInfo* n) {

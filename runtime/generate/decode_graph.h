@@ -3,7 +3,9 @@
 //   attention -> kv_attention over per-layer KV caches (kernels/ops/kv_attention.cc)
 //   position_embedding, rope -> reading each token's position
 // with the caches and per-run inputs as kState tensors the caller binds (exec::ExecutorOptions
-// ::state, names below). The graph's "loss" is the logits [batch, seq, vocab] (nothing trains).
+// ::state, names below). The vocabulary projection reads each sequence's last position only
+// (last_position), so the graph's "loss" is the next token's logits [batch, 1, vocab] (nothing
+// trains).
 // The same graph runs prefill (seq = the padded prompt length) and each decode step (seq = 1).
 //
 //   DS_ASSIGN_OR_RETURN(DecodeGraphInfo d, DecodeGraph(model, /*max_len=*/256));

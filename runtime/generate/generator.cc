@@ -79,7 +79,6 @@ Status Generator::Run(exec::Executor* ex, const std::vector<int32_t>& ids, int64
   std::copy(ids.begin(), ids.end(), ex->ids());
   DS_RETURN_IF_ERROR(ex->Forward(0));
   last_ = ex;
-  last_seq_ = seq;
   start_ += static_cast<int32_t>(seq);
   return OkStatus();
 }
@@ -124,8 +123,8 @@ Status Generator::Decode(const std::vector<int32_t>& tokens) {
 }
 
 const float* Generator::Logits(int64_t b) const {
-  const Tensor t = last_->TensorData(info_.logits, false);
-  return t.f32() + ((b * last_seq_) + last_seq_ - 1) * info_.vocab;
+  const Tensor t = last_->TensorData(info_.logits, false);  // [batch, 1, vocab]
+  return t.f32() + b * info_.vocab;
 }
 
 StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {

@@ -90,7 +90,6 @@ class Generator {
   };
   std::map<std::pair<int64_t, int64_t>, Shaped> executors_;  // by (batch, seq)
   exec::Executor* last_ = nullptr;                           // the one that ran last
-  int64_t last_seq_ = 0;
 };
 
 }  // namespace ds::generate
