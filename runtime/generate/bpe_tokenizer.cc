@@ -1,7 +1,5 @@
 #include "runtime/generate/bpe_tokenizer.h"
 
-#include <unicode/uchar.h>
-
 #include <algorithm>
 #include <fstream>
 #include <limits>
@@ -10,6 +8,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/json.h"
+#include "runtime/generate/pretokenizer.h"
 
 namespace ds::generate {
 namespace {
@@ -34,136 +33,6 @@ std::string Utf8(uint32_t c) {
   return s;
 }
 
-// One code point of UTF-8 text: its value and bytes (an invalid byte stands alone, as U+FFFD).
-struct CodePoint {
-  uint32_t c;
-  size_t begin, size;
-};
-
-std::vector<CodePoint> Decode8(std::string_view s) {
-  std::vector<CodePoint> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char b = s[i];
-    size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    uint32_t c = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
-    for (size_t k = 1; k < n; ++k) {
-      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 2) {
-        n = 0;
-        break;
-      }
-      c = (c << 6) | (s[i + k] & 0x3F);
-    }
-    if (n == 0) {
-      out.push_back({0xFFFD, i, 1});
-      ++i;
-      continue;
-    }
-    out.push_back({c, i, n});
-    i += n;
-  }
-  return out;
-}
-
-bool IsLetter(uint32_t c) {
-  const int8_t t = u_charType(static_cast<UChar32>(c));
-  return t == U_UPPERCASE_LETTER || t == U_LOWERCASE_LETTER || t == U_TITLECASE_LETTER ||
-         t == U_MODIFIER_LETTER || t == U_OTHER_LETTER;
-}
-bool IsNumber(uint32_t c) {
-  const int8_t t = u_charType(static_cast<UChar32>(c));
-  return t == U_DECIMAL_DIGIT_NUMBER || t == U_LETTER_NUMBER || t == U_OTHER_NUMBER;
-}
-bool IsSpace(uint32_t c) { return u_isUWhiteSpace(static_cast<UChar32>(c)); }
-bool IsOther(uint32_t c) { return !IsSpace(c) && !IsLetter(c) && !IsNumber(c); }
-
-// GPT-2's pattern over `cp`: the byte ranges [begin, end) of the pieces, in order.
-std::vector<std::pair<size_t, size_t>> SplitGpt2(const std::vector<CodePoint>& cp, size_t bytes) {
-  std::vector<std::pair<size_t, size_t>> out;
-  const size_t n = cp.size();
-  auto at = [&](size_t i) { return i < n ? cp[i].begin : bytes; };
-  size_t i = 0;
-  while (i < n) {
-    size_t end = i;
-    if (cp[i].c == '\'' && i + 1 < n) {  // 's 't 'm 'd, then 're 've 'll
-      const uint32_t a = cp[i + 1].c, b = i + 2 < n ? cp[i + 2].c : 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
-      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
-    }
-    for (bool (*cls)(uint32_t) : {IsLetter, IsNumber, IsOther}) {  // " ?\p{L}+" and so on
-      if (end > i) break;
-      const size_t from = cp[i].c == ' ' && i + 1 < n && cls(cp[i + 1].c) ? i + 1 : i;
-      if (!cls(cp[from].c)) continue;
-      end = from;
-      while (end < n && cls(cp[end].c)) ++end;
-    }
-    if (end == i) {  // whitespace: \s+(?!\S), else \s+
-      while (end < n && IsSpace(cp[end].c)) ++end;
-      if (end < n && end - i >= 2) --end;  // leave the last one to the next word
-    }
-    out.push_back({at(i), at(end)});
-    i = end;
-  }
-  return out;
-}
-
-uint32_t Lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-bool IsNewline(uint32_t c) { return c == '\r' || c == '\n'; }
-
-// Llama-3's pattern over `cp`:
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-std::vector<std::pair<size_t, size_t>> SplitLlama3(const std::vector<CodePoint>& cp, size_t bytes) {
-  std::vector<std::pair<size_t, size_t>> out;
-  const size_t n = cp.size();
-  auto at = [&](size_t i) { return i < n ? cp[i].begin : bytes; };
-  size_t i = 0;
-  while (i < n) {
-    size_t end = i;
-    if (cp[i].c == '\'' && i + 1 < n) {  // case-insensitive contractions
-      const uint32_t a = Lower(cp[i + 1].c), b = i + 2 < n ? Lower(cp[i + 2].c) : 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
-      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
-    }
-    if (end == i) {  // one non-letter, non-digit, non-newline char, then letters
-      const uint32_t c = cp[i].c;
-      const size_t from =
-          !IsNewline(c) && !IsLetter(c) && !IsNumber(c) && i + 1 < n && IsLetter(cp[i + 1].c)
-              ? i + 1
-              : i;
-      if (IsLetter(cp[from].c)) {
-        end = from;
-        while (end < n && IsLetter(cp[end].c)) ++end;
-      }
-    }
-    if (end == i && IsNumber(cp[i].c))  // digits in threes
-      while (end < n && end < i + 3 && IsNumber(cp[end].c)) ++end;
-    if (end == i) {  // " ?[^\s\p{L}\p{N}]+[\r\n]*"
-      const size_t from = cp[i].c == ' ' && i + 1 < n && IsOther(cp[i + 1].c) ? i + 1 : i;
-      if (IsOther(cp[from].c)) {
-        end = from;
-        while (end < n && IsOther(cp[end].c)) ++end;
-        while (end < n && IsNewline(cp[end].c)) ++end;
-      }
-    }
-    if (end == i) {  // whitespace: up to its last newline, else \s+(?!\S), else \s+
-      size_t run = i;
-      while (run < n && IsSpace(cp[run].c)) ++run;
-      for (size_t k = run; k > i; --k)
-        if (IsNewline(cp[k - 1].c)) {
-          end = k;
-          break;
-        }
-      if (end == i) {
-        end = run;
-        if (end < n && end - i >= 2) --end;
-      }
-    }
-    out.push_back({at(i), at(end)});
-    i = end;
-  }
-  return out;
-}
-
 StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFoundError(path + ": cannot open");
@@ -182,17 +51,35 @@ StatusOr<BpeTokenizer> BpeTokenizer::Load(const std::string& path) {
 StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std::string& where) {
   auto doc = ckpt::ParseJson(text);
   if (!doc.ok()) return doc.status().WithPrefix(where);
+  BpeTokenizer t;
+  const ckpt::Json* normalizer = doc->Find("normalizer");
+  if (normalizer && !normalizer->is_null()) {
+    const ckpt::Json* type = normalizer->Find("type");
+    return InvalidArgumentError(where + ": normalizer \"" + (type ? type->as_string() : "") +
+                                "\" is not supported");
+  }
+  DS_RETURN_IF_ERROR(t.ReadModel(doc->Find("model"), where));
+  DS_RETURN_IF_ERROR(t.ReadPreTokenizer(doc->Find("pre_tokenizer"), where));
+  DS_RETURN_IF_ERROR(t.ReadAddedTokens(doc->Find("added_tokens"), where));
+  // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest for 256 + n.
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t c = printable ? b : next++;
+    t.byte_char_[b] = Utf8(c);
+    t.char_byte_[c] = static_cast<uint8_t>(b);
+  }
+  return t;
+}
+
+// model: a BPE's vocabulary and merges ("a b" strings or [a, b] pairs), ignore_merges.
+Status BpeTokenizer::ReadModel(const ckpt::Json* model, const std::string& where) {
   auto bad = [&](const std::string& key, const std::string& what) {
     return InvalidArgumentError(where + ": " + key + " " + what);
   };
-  auto type_of = [](const ckpt::Json* o) {
-    const ckpt::Json* t = o ? o->Find("type") : nullptr;
-    return t && t->is_string() ? t->as_string() : std::string();
-  };
-  BpeTokenizer t;
-  const ckpt::Json* model = doc->Find("model");
-  if (type_of(model) != "BPE")
-    return bad("model.type", "is \"" + type_of(model) + "\"; only BPE models are read");
+  const ckpt::Json* type = model ? model->Find("type") : nullptr;
+  const std::string name = type && type->is_string() ? type->as_string() : "";
+  if (name != "BPE") return bad("model.type", "is \"" + name + "\"; only BPE models are read");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const ckpt::Json* v = model->Find(key);
     if (v && v->is_string() && !v->as_string().empty())
@@ -200,12 +87,7 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
   }
   if (const ckpt::Json* v = model->Find("byte_fallback"); v && v->as_bool())
     return bad("model.byte_fallback", "(SentencePiece-style BPE) is not supported");
-  if (const ckpt::Json* v = model->Find("ignore_merges"); v) t.ignore_merges_ = v->as_bool();
-  const ckpt::Json* normalizer = doc->Find("normalizer");
-  if (normalizer && !normalizer->is_null())
-    return bad("normalizer", "\"" + type_of(normalizer) + "\" is not supported");
-  const ckpt::Json* pre = doc->Find("pre_tokenizer");
-  DS_RETURN_IF_ERROR(t.ReadPreTokenizer(pre, where));
+  if (const ckpt::Json* v = model->Find("ignore_merges"); v) ignore_merges_ = v->as_bool();
   const ckpt::Json* vocab = model->Find("vocab");
   const ckpt::Json* merges = model->Find("merges");
   if (!vocab || !vocab->is_object() || !merges || !merges->is_array())
@@ -213,9 +95,9 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
   for (const auto& [token, id] : vocab->members()) {
     if (!id.is_int() || id.as_int() < 0) return bad("model.vocab", "\"" + token + "\" has no id");
     const size_t at = static_cast<size_t>(id.as_int());
-    if (at >= t.id_to_token_.size()) t.id_to_token_.resize(at + 1);
-    t.id_to_token_[at] = token;
-    t.vocab_[token] = static_cast<int32_t>(at);
+    if (at >= id_to_token_.size()) id_to_token_.resize(at + 1);
+    id_to_token_[at] = token;
+    vocab_[token] = static_cast<int32_t>(at);
   }
   int32_t rank = 0;
   for (const ckpt::Json& m : merges->items()) {
@@ -227,30 +109,28 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
     }
     if (pair.find(' ') == std::string::npos)
       return bad("model.merges", "entry " + std::to_string(rank) + " is not a pair");
-    t.ranks_.emplace(pair, rank++);
+    ranks_.emplace(pair, rank++);
   }
-  if (const ckpt::Json* added = doc->Find("added_tokens"); added && added->is_array())
-    for (const ckpt::Json& a : added->items()) {
-      const ckpt::Json* content = a.Find("content");
-      const ckpt::Json* id = a.Find("id");
-      if (!content || !id) return bad("added_tokens", "entries need content and id");
-      const int32_t i = static_cast<int32_t>(id->as_int());
-      t.added_.push_back({content->as_string(), i});
-      t.added_text_[i] = content->as_string();
-      if (i >= static_cast<int32_t>(t.id_to_token_.size())) t.id_to_token_.resize(i + 1);
-      t.id_to_token_[i] = content->as_string();
-    }
-  std::stable_sort(t.added_.begin(), t.added_.end(),
+  return OkStatus();
+}
+
+// added_tokens: matched in the text before anything else, longest first.
+Status BpeTokenizer::ReadAddedTokens(const ckpt::Json* added, const std::string& where) {
+  if (!added || !added->is_array()) return OkStatus();
+  for (const ckpt::Json& a : added->items()) {
+    const ckpt::Json* content = a.Find("content");
+    const ckpt::Json* id = a.Find("id");
+    if (!content || !id)
+      return InvalidArgumentError(where + ": added_tokens entries need content and id");
+    const int32_t i = static_cast<int32_t>(id->as_int());
+    added_.push_back({content->as_string(), i});
+    added_text_[i] = content->as_string();
+    if (i >= static_cast<int32_t>(id_to_token_.size())) id_to_token_.resize(i + 1);
+    id_to_token_[i] = content->as_string();
+  }
+  std::stable_sort(added_.begin(), added_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest for 256 + n.
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const uint32_t c = printable ? b : next++;
-    t.byte_char_[b] = Utf8(c);
-    t.char_byte_[c] = static_cast<uint8_t>(b);
-  }
-  return t;
+  return OkStatus();
 }
 
 // ByteLevel (GPT-2's regex), or Llama-3's Sequence: its Split pattern, then ByteLevel without one.
@@ -350,7 +230,7 @@ StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text) const
   auto plain = [&](std::string_view segment, bool first) -> Status {
     std::string s(segment);
     if (first && add_prefix_space_ && !s.empty() && s[0] != ' ') s = " " + s;
-    const std::vector<CodePoint> cp = Decode8(s);
+    const std::vector<CodePoint> cp = DecodeUtf8(s);
     for (const auto& [b, e] : llama3_ ? SplitLlama3(cp, s.size()) : SplitGpt2(cp, s.size()))
       DS_RETURN_IF_ERROR(EncodePiece(std::string_view(s).substr(b, e - b), &ids));
     return OkStatus();
@@ -388,7 +268,7 @@ StatusOr<std::string> BpeTokenizer::Decode(const std::vector<int32_t>& ids) cons
       continue;
     }
     const std::string& token = id_to_token_[id];
-    for (const CodePoint& c : Decode8(token)) {
+    for (const CodePoint& c : DecodeUtf8(token)) {
       auto it = char_byte_.find(c.c);
       if (it == char_byte_.end()) {  // not a byte-level character: kept as it is
         out += token.substr(c.begin, c.size);

@@ -137,14 +137,8 @@ std::string JsonIds(const std::vector<int32_t>& ids) {
   return a.Dump();
 }
 
-}  // namespace
-
-Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
-  if (f.hf.empty() == f.config.empty())
-    return InvalidArgumentError("give one of --hf DIR or --config JOB");
-  if (!f.checkpoint.empty() && f.config.empty())
-    return InvalidArgumentError("--checkpoint needs --config JOB (the model it was trained as)");
-  DS_RETURN_IF_ERROR(generate::CheckSamplingOptions(f.sampling));
+// --prompt, --prompt_ids and --prompts, in that order.
+StatusOr<std::vector<Prompt>> ReadPrompts(const GenerateFlags& f) {
   std::vector<Prompt> prompts;
   for (const std::string& t : f.prompts) prompts.push_back({{}, t, true});
   for (const std::string& s : f.prompt_ids) {
@@ -154,10 +148,12 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
   if (!f.prompts_file.empty()) DS_RETURN_IF_ERROR(ReadPromptsFile(f.prompts_file, &prompts));
   if (prompts.empty())
     return InvalidArgumentError("no prompt (--prompt, --prompt_ids or --prompts)");
-  DS_ASSIGN_OR_RETURN(std::vector<int32_t> stops, ParseIds(f.stop_ids, "--stop_ids"));
-  if (f.threads > 0) omp_set_num_threads(f.threads);
-  DS_ASSIGN_OR_RETURN(Loaded m, Load(f));
-  for (Prompt& p : prompts) {
+  return prompts;
+}
+
+// Text prompts as the model's tokens: its tokenizer's, or bytes for a byte-level model.
+Status Tokenize(const Loaded& m, std::vector<Prompt>* prompts) {
+  for (Prompt& p : *prompts) {
     if (!p.is_text) continue;
     if (m.bpe) {
       DS_ASSIGN_OR_RETURN(p.ids, m.bpe->Encode(p.text));
@@ -169,7 +165,58 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
           "SentencePiece .model) or --prompt_ids");
     for (uint32_t b : data::ByteEncode(p.text)) p.ids.push_back(static_cast<int32_t>(b));
   }
+  return OkStatus();
+}
+
+// One prompt's completion: JSONL, its text, or its ids.
+Status Write(const GenerateFlags& f, const Loaded& m, size_t index, const Prompt& p,
+             const std::vector<int32_t>& ids, std::FILE* out) {
   const bool text = m.bpe || m.bytes;
+  std::string completion;
+  if (m.bpe) {
+    DS_ASSIGN_OR_RETURN(completion, m.bpe->Decode(ids));
+  } else if (m.bytes) {
+    DS_ASSIGN_OR_RETURN(completion, data::ByteDecode(ids.data(), ids.size()));
+  }
+  if (f.jsonl)
+    std::fprintf(out, "{\"index\": %zu, \"prompt_ids\": %s, \"ids\": %s%s%s}\n", index,
+                 JsonIds(p.ids).c_str(), JsonIds(ids).c_str(), text ? ", \"text\": " : "",
+                 text ? ckpt::Json::String(completion).Dump().c_str() : "");
+  else if (text)
+    std::fprintf(out, "%s%s\n", p.is_text ? p.text.c_str() : "", completion.c_str());
+  else
+    std::fprintf(out, "%s -> %s\n", JsonIds(p.ids).c_str(), JsonIds(ids).c_str());
+  return OkStatus();
+}
+
+void WriteSummary(const GenerateFlags& f, size_t prompts, const generate::GenerateResult& t,
+                  std::FILE* out) {
+  const double prefill_s = t.prefill_ms / 1e3, decode_s = t.decode_ms / 1e3;
+  std::fprintf(
+      out,
+      f.jsonl ? "{\"summary\": {\"prompts\": %zu, \"prefill_tokens\": %lld, \"prefill_ms\": "
+                "%.3f, \"prefill_tokens_per_s\": %.1f, \"decode_tokens\": %lld, "
+                "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f}}\n"
+              : "ds-generate: %zu prompts; prefill %lld tokens in %.1f ms (%.1f tokens/s); "
+                "decode %lld tokens in %.1f ms (%.1f tokens/s)\n",
+      prompts, static_cast<long long>(t.prefill_tokens), t.prefill_ms,
+      prefill_s > 0 ? t.prefill_tokens / prefill_s : 0.0, static_cast<long long>(t.decode_tokens),
+      t.decode_ms, decode_s > 0 ? t.decode_tokens / decode_s : 0.0);
+}
+
+}  // namespace
+
+Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
+  if (f.hf.empty() == f.config.empty())
+    return InvalidArgumentError("give one of --hf DIR or --config JOB");
+  if (!f.checkpoint.empty() && f.config.empty())
+    return InvalidArgumentError("--checkpoint needs --config JOB (the model it was trained as)");
+  DS_RETURN_IF_ERROR(generate::CheckSamplingOptions(f.sampling));
+  DS_ASSIGN_OR_RETURN(std::vector<Prompt> prompts, ReadPrompts(f));
+  DS_ASSIGN_OR_RETURN(std::vector<int32_t> stops, ParseIds(f.stop_ids, "--stop_ids"));
+  if (f.threads > 0) omp_set_num_threads(f.threads);
+  DS_ASSIGN_OR_RETURN(Loaded m, Load(f));
+  DS_RETURN_IF_ERROR(Tokenize(m, &prompts));
   generate::GenerateResult total;
   for (size_t start = 0; start < prompts.size(); start += f.batch) {
     generate::GenerateRequest r;
@@ -179,43 +226,14 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
     const size_t end = std::min(prompts.size(), start + static_cast<size_t>(f.batch));
     for (size_t i = start; i < end; ++i) r.prompts.push_back(prompts[i].ids);
     DS_ASSIGN_OR_RETURN(generate::GenerateResult g, m.gen->Generate(r));
-    for (size_t i = start; i < end; ++i) {
-      const std::vector<int32_t>& ids = g.tokens[i - start];
-      std::string completion;
-      if (m.bpe) {
-        DS_ASSIGN_OR_RETURN(completion, m.bpe->Decode(ids));
-      } else if (m.bytes) {
-        DS_ASSIGN_OR_RETURN(completion, data::ByteDecode(ids.data(), ids.size()));
-      }
-      if (f.jsonl) {
-        std::fprintf(out, "{\"index\": %zu, \"prompt_ids\": %s, \"ids\": %s%s%s}\n", i,
-                     JsonIds(prompts[i].ids).c_str(), JsonIds(ids).c_str(),
-                     text ? ", \"text\": " : "",
-                     text ? ckpt::Json::String(completion).Dump().c_str() : "");
-      } else if (text) {
-        std::fprintf(out, "%s%s\n", prompts[i].is_text ? prompts[i].text.c_str() : "",
-                     completion.c_str());
-      } else {
-        std::fprintf(out, "%s -> %s\n", JsonIds(prompts[i].ids).c_str(), JsonIds(ids).c_str());
-      }
-    }
+    for (size_t i = start; i < end; ++i)
+      DS_RETURN_IF_ERROR(Write(f, m, i, prompts[i], g.tokens[i - start], out));
     total.prefill_tokens += g.prefill_tokens;
     total.decode_tokens += g.decode_tokens;
     total.prefill_ms += g.prefill_ms;
     total.decode_ms += g.decode_ms;
   }
-  const double prefill_s = total.prefill_ms / 1e3, decode_s = total.decode_ms / 1e3;
-  std::fprintf(out,
-               f.jsonl
-                   ? "{\"summary\": {\"prompts\": %zu, \"prefill_tokens\": %lld, \"prefill_ms\": "
-                     "%.3f, \"prefill_tokens_per_s\": %.1f, \"decode_tokens\": %lld, "
-                     "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f}}\n"
-                   : "ds-generate: %zu prompts; prefill %lld tokens in %.1f ms (%.1f tokens/s); "
-                     "decode %lld tokens in %.1f ms (%.1f tokens/s)\n",
-               prompts.size(), static_cast<long long>(total.prefill_tokens), total.prefill_ms,
-               prefill_s > 0 ? total.prefill_tokens / prefill_s : 0.0,
-               static_cast<long long>(total.decode_tokens), total.decode_ms,
-               decode_s > 0 ? total.decode_tokens / decode_s : 0.0);
+  WriteSummary(f, prompts.size(), total, out);
   return OkStatus();
 }
 
