@@ -153,7 +153,7 @@ StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
       if (done[b]) continue;
       std::vector<int32_t> held = r.prompts[b];
       held.insert(held.end(), out.tokens[b].begin(), out.tokens[b].end());
-      next[b] = Sample(Logits(b), info_.vocab, r.sampling, held, step, b);
+      next[b] = Sample(Logits(b), info_.vocab, r.sampling, held, step, r.first_sequence + b);
       out.tokens[b].push_back(next[b]);
       done[b] = std::count(r.stop_tokens.begin(), r.stop_tokens.end(), next[b]) > 0;
       live += !done[b];

@@ -37,6 +37,9 @@ struct GenerateRequest {
   std::vector<int32_t> stop_tokens;  // a sequence ends after emitting one
   int32_t pad_token = 0;             // what left padding feeds (masked)
   SamplingOptions sampling;
+  // Prompt b draws as sequence first_sequence + b (sampler.h): a caller that splits its prompts
+  // into batches keeps each prompt's own stream.
+  int64_t first_sequence = 0;
 };
 
 struct GenerateResult {

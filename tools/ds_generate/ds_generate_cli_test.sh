@@ -101,5 +101,8 @@ sed 's/"n_embd": 32/"n_embd": 48/' "$DATA/gpt2/config.json" > "$W/other/config.j
 cp "$DATA/gpt2/model.safetensors" "$W/other/"
 expect_error "weights of another shape" "model.safetensors" --hf "$W/other" --prompt_ids 1
 expect_error "no model" "one of --hf DIR or --config JOB" --prompt_ids 1
+sed 's/n_embd: 32/n_embd: 48/' "$W/job.yaml" > "$W/job_wide.yaml"
+expect_error "a checkpoint of another model shape" "the model expects" \
+  --config "$W/job_wide.yaml" --prompt_ids 1,2
 echo "ds_generate_cli_test: $fails failed"
 exit $((fails > 0))

@@ -223,6 +223,7 @@ Status RunGenerate(const GenerateFlags& f, std::FILE* out) {
     r.max_new_tokens = f.max_new_tokens;
     r.stop_tokens = stops;
     r.sampling = f.sampling;
+    r.first_sequence = static_cast<int64_t>(start);
     const size_t end = std::min(prompts.size(), start + static_cast<size_t>(f.batch));
     for (size_t i = start; i < end; ++i) r.prompts.push_back(prompts[i].ids);
     DS_ASSIGN_OR_RETURN(generate::GenerateResult g, m.gen->Generate(r));
