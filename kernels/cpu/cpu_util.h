@@ -77,7 +77,8 @@ float* ThreadScratch(int slot, size_t floats);
 // op(A) is [m, k], op(B) is [k, n], C is [m, n]. Nothing happens when m or n is 0;
 // k == 0 leaves beta * C.
 // m == 1 (a single row, as a decode step's linears) goes to OpenBLAS's sgemv, which streams
-// B at several times the rate sgemm reaches for one row.
+// B at several times the rate sgemm reaches for one row; 2-8 rows against a transposed B (a
+// batched decode step) to a kernel that reads each row of B once for all of them.
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
