@@ -13,47 +13,21 @@
 #include <vector>
 
 #include "runtime/ckpt/json.h"
+#include "runtime/generate/generate_testing.h"
 
 namespace ds::generate {
 namespace {
 
-std::string TestData(const std::string& file) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/ds_runtime/runtime/generate/testdata/" + file;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CheckTokenizerGolden;
+using testing::ReadText;
+using testing::TestData;
 
 TEST_CASE("tokenizer: byte-level BPE ids equal the tokenizers package's", "[generate][tokenizer]") {
   auto tok = BpeTokenizer::Load(TestData("tokenizer.json"));
   INFO(tok.status().ToString());
   REQUIRE(tok.ok());
-  auto golden = ckpt::ParseJson(Read(TestData("tokenizer_golden.json")));
-  REQUIRE(golden.ok());
-  CHECK(tok->vocab_size() == golden->Find("vocab_size")->as_int());
   CHECK(tok->TokenId("<|endoftext|>") == 0);
-  int cases = 0;
-  for (const ckpt::Json& c : golden->Find("cases")->items()) {
-    const std::string text = c.Find("text")->as_string();
-    INFO("text: \"" << text << "\"");
-    std::vector<int32_t> want;
-    for (const ckpt::Json& v : c.Find("ids")->items())
-      want.push_back(static_cast<int32_t>(v.as_int()));
-    auto ids = tok->Encode(text);
-    REQUIRE(ids.ok());
-    CHECK(*ids == want);
-    auto back = tok->Decode(*ids);
-    REQUIRE(back.ok());
-    CHECK(*back == c.Find("decoded")->as_string());
-    CHECK(*back == text);  // byte-level: lossless
-    ++cases;
-  }
-  CHECK(cases == 10);
+  CheckTokenizerGolden(*tok, "tokenizer_golden.json", 10);  // byte-level: decoded == text
   CHECK_FALSE(tok->Decode({static_cast<int32_t>(tok->vocab_size())}).ok());
 }
 
@@ -64,27 +38,11 @@ TEST_CASE("tokenizer: Llama-3's pre-tokenizer gives the tokenizers package's ids
   auto tok = BpeTokenizer::Load(TestData("tokenizer_llama3.json"));
   INFO(tok.status().ToString());
   REQUIRE(tok.ok());
-  auto golden = ckpt::ParseJson(Read(TestData("tokenizer_llama3_golden.json")));
-  REQUIRE(golden.ok());
-  CHECK(tok->vocab_size() == golden->Find("vocab_size")->as_int());
-  int cases = 0;
-  for (const ckpt::Json& c : golden->Find("cases")->items()) {
-    const std::string text = c.Find("text")->as_string();
-    INFO("text: \"" << text << "\"");
-    std::vector<int32_t> want;
-    for (const ckpt::Json& v : c.Find("ids")->items())
-      want.push_back(static_cast<int32_t>(v.as_int()));
-    auto ids = tok->Encode(text);
-    REQUIRE(ids.ok());
-    CHECK(*ids == want);
-    CHECK(*tok->Decode(*ids) == text);
-    ++cases;
-  }
-  CHECK(cases == 14);
+  CheckTokenizerGolden(*tok, "tokenizer_llama3_golden.json", 14);
 }
 
 TEST_CASE("tokenizer: other formats are refused by key", "[generate][tokenizer]") {
-  const std::string good = Read(TestData("tokenizer.json"));
+  const std::string good = ReadText(TestData("tokenizer.json"));
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string s = good;
     const size_t at = s.find(from);

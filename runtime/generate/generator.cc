@@ -151,8 +151,11 @@ StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
     int64_t live = 0;
     for (int64_t b = 0; b < n; ++b) {
       if (done[b]) continue;
-      std::vector<int32_t> held = r.prompts[b];
-      held.insert(held.end(), out.tokens[b].begin(), out.tokens[b].end());
+      std::vector<int32_t> held;  // what the repetition penalty reads, when there is one
+      if (r.sampling.repetition_penalty != 1.0f) {
+        held = r.prompts[b];
+        held.insert(held.end(), out.tokens[b].begin(), out.tokens[b].end());
+      }
       next[b] = Sample(Logits(b), info_.vocab, r.sampling, held, step, r.first_sequence + b);
       out.tokens[b].push_back(next[b]);
       done[b] = std::count(r.stop_tokens.begin(), r.stop_tokens.end(), next[b]) > 0;

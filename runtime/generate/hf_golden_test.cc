@@ -15,35 +15,19 @@
 #include <vector>
 
 #include "runtime/ckpt/json.h"
+#include "runtime/generate/generate_testing.h"
 #include "runtime/generate/generator.h"
 #include "runtime/generate/hf_model.h"
 
 namespace ds::generate {
 namespace {
 
-std::string TestData(const std::string& file) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/ds_runtime/runtime/generate/testdata/" + file;
-}
-
-ckpt::Json Golden() {
-  std::ifstream in(TestData("hf_golden.json"));
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto doc = ckpt::ParseJson(ss.str());
-  REQUIRE(doc.ok());
-  return *doc;
-}
-
-std::vector<int32_t> Ints(const ckpt::Json& a) {
-  std::vector<int32_t> out;
-  for (const ckpt::Json& v : a.items()) out.push_back(static_cast<int32_t>(v.as_int()));
-  return out;
-}
+using testing::Golden;
+using testing::Ints;
+using testing::TestData;
 
 TEST_CASE("generate: greedy tokens equal transformers' generate", "[generate][hf]") {
-  const ckpt::Json golden = Golden();
+  const ckpt::Json golden = Golden("hf_golden.json");
   std::vector<std::vector<int32_t>> prompts;
   for (const ckpt::Json& p : golden.Find("prompts")->items()) prompts.push_back(Ints(p));
   const int64_t new_tokens = golden.Find("new_tokens")->as_int();

@@ -37,13 +37,18 @@ Status CheckSamplingOptions(const SamplingOptions& o) {
 
 Candidates Process(const float* logits, int64_t vocab, const SamplingOptions& o,
                    const std::vector<int32_t>& held) {
+  Candidates c;
+  if (o.greedy && o.repetition_penalty == 1.0f) {  // the first largest, as torch.argmax
+    c.tokens = {static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits)};
+    c.probs = {1.0};
+    return c;
+  }
   std::vector<double> x(logits, logits + vocab);
   if (o.repetition_penalty != 1.0f)
     for (int32_t t : std::set<int32_t>(held.begin(), held.end()))
       if (t >= 0 && t < vocab)
         x[t] = x[t] > 0 ? x[t] / o.repetition_penalty : x[t] * o.repetition_penalty;
-  Candidates c;
-  if (o.greedy) {  // the first largest, as torch.argmax
+  if (o.greedy) {
     c.tokens = {static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin())};
     c.probs = {1.0};
     return c;

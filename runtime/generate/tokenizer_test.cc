@@ -12,41 +12,16 @@
 #include <vector>
 
 #include "runtime/ckpt/json.h"
+#include "runtime/generate/generate_testing.h"
 
 namespace ds::generate {
 namespace {
 
-std::string TestData(const std::string& file) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/ds_runtime/runtime/generate/testdata/" + file;
-}
+using testing::TestData;
 
-ckpt::Json Golden(const std::string& file) {
-  std::ifstream in(TestData(file));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto doc = ckpt::ParseJson(ss.str());
-  REQUIRE(doc.ok());
-  return *doc;
-}
-
-void CheckCases(const Tokenizer& t, const ckpt::Json& golden) {
-  CHECK(t.vocab_size() == golden.Find("vocab_size")->as_int());
-  int cases = 0;
-  for (const ckpt::Json& c : golden.Find("cases")->items()) {
-    INFO("text: \"" << c.Find("text")->as_string() << "\"");
-    std::vector<int32_t> want;
-    for (const ckpt::Json& v : c.Find("ids")->items())
-      want.push_back(static_cast<int32_t>(v.as_int()));
-    auto ids = t.Encode(c.Find("text")->as_string());
-    REQUIRE(ids.ok());
-    CHECK(*ids == want);
-    auto text = t.Decode(*ids);
-    REQUIRE(text.ok());
-    CHECK(*text == c.Find("decoded")->as_string());
-    ++cases;
-  }
-  CHECK(cases == 10);
+// Through the Tokenizer interface.
+void CheckCases(const Tokenizer& t, const std::string& file) {
+  testing::CheckTokenizerGolden(t, file, 10);
 }
 
 TEST_CASE("tokenizer: SentencePiece ids and text equal the sentencepiece package's",
@@ -54,7 +29,7 @@ TEST_CASE("tokenizer: SentencePiece ids and text equal the sentencepiece package
   auto t = LoadTokenizer(TestData("sp.model"));
   INFO(t.status().ToString());
   REQUIRE(t.ok());
-  CheckCases(**t, Golden("sp_golden.json"));
+  CheckCases(**t, "sp_golden.json");
   CHECK_FALSE((*t)->Decode({-1}).ok());
 }
 
@@ -62,7 +37,7 @@ TEST_CASE("tokenizer: a tokenizer.json loads as byte-level BPE; other files are 
           "[generate][tokenizer]") {
   auto bpe = LoadTokenizer(TestData("tokenizer.json"));
   REQUIRE(bpe.ok());
-  CheckCases(**bpe, Golden("tokenizer_golden.json"));
+  CheckCases(**bpe, "tokenizer_golden.json");
   auto other = LoadTokenizer(TestData("hf_golden.json.txt"));
   CHECK(other.status().code() == StatusCode::kNotFound);
   auto json_as_model = LoadTokenizer(TestData("gpt2/config.json"));
