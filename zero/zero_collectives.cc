@@ -433,15 +433,18 @@ parallel::Communicator* ZeroCollectives::ScalarComm(const Instruction& in) const
   return it != parts_.groups.end() ? it->second : parts_.host_comm;
 }
 
-Status ZeroCollectives::AllReduceMean(const Instruction& in, float* value, bool has, float* aux) {
-  // The plan's count: the value and whether the rank has one, then (3) the MoE aux loss.
-  const int64_t n = std::clamp<int64_t>(in.collective().count(), 2, 3);
-  float sums[3] = {has ? *value : 0.0f, has ? 1.0f : 0.0f, has && aux ? *aux : 0.0f};
+Status ZeroCollectives::ReduceLoss(const Instruction& in, LossSums* l) {
+  if (in.collective().count() != 4)
+    return InvalidArgumentError("the plan's LOSS_REDUCE moves " +
+                                std::to_string(in.collective().count()) +
+                                " values; the loss, whether the rank has one and the aux loss's "
+                                "sum and count are 4 (a plan older than version 6?)");
+  float sums[4] = {l->loss, l->has ? 1.0f : 0.0f, l->aux_sum, l->aux_count};
   if (in.collective().placement() != proto::LOCAL)
     DS_RETURN_IF_ERROR(
-        ScalarComm(in)->AllReduce(parallel::BufferView(sums, n), parallel::ReduceOp::kSum));
-  *value = sums[1] > 0 ? sums[0] / sums[1] : 0.0f;
-  if (aux) *aux = sums[1] > 0 && n == 3 ? sums[2] / sums[1] : 0.0f;
+        ScalarComm(in)->AllReduce(parallel::BufferView(sums, 4), parallel::ReduceOp::kSum));
+  l->loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0f;
+  l->aux_sum = sums[3] > 0 ? sums[2] / sums[3] : 0.0f;
   return OkStatus();
 }
 

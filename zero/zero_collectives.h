@@ -81,9 +81,17 @@ class ZeroCollectives {
   Status AllReduceScalar(const proto::Instruction& in, float* value, bool max);
   // A sum of doubles, the same on every rank whatever the ranks' shares (for the gradient norm).
   Status AllReduceSumExact(const proto::Instruction& in, double* value);
-  // The mean over the group's ranks that hold a value (`has`): every rank gets it. The loss,
-  // which every rank computes, or under pipeline parallelism only the last stage's ranks.
-  Status AllReduceMean(const proto::Instruction& in, float* value, bool has, float* aux = nullptr);
+  // The step's loss over the group (LOSS_REDUCE), every rank gets it: the ranks' losses summed
+  // and divided by the ranks that hold a whole one (`has`; a pipeline's earlier stages hold
+  // none, or a part: their MoE layers' aux terms), and the MoE aux loss, the ranks' aux sums
+  // over their counts. On return `loss` and `aux_sum` hold the results.
+  struct LossSums {
+    float loss = 0;
+    bool has = false;
+    float aux_sum = 0;
+    float aux_count = 0;
+  };
+  Status ReduceLoss(const proto::Instruction& in, LossSums* sums);
   // Sequence parallelism's TP_GRAD_ALL_REDUCE: the gradients at `in`'s ranges (flat, or shard
   // positions with in_shard) summed over `comm`, in place, on the host.
   Status ReduceGrads(const proto::Instruction& in, parallel::Communicator* comm);

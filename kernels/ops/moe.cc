@@ -226,7 +226,9 @@ OpDef Loss() {
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = 2;
   def.max_inputs = 1 << 12;
-  def.attr_names = {"coeff"};
+  // metric_scale: how many times over the loss metric counts the aux terms (expert parallelism
+  // with tp: each rank's objective carries 1/tp of its chunk's aux loss); compute ignores it.
+  def.attr_names = {"coeff", "metric_scale"};
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     for (const TensorSpec& t : in)
       if (t.shape != Shape{1} || t.dtype != DType::kF32)

@@ -20,6 +20,7 @@ bool HasActivation(const Ins& in) {
     case Ins::ACT_ALL_REDUCE:
     case Ins::ACT_ALL_GATHER:
     case Ins::ACT_REDUCE_SCATTER:
+    case Ins::ACT_ALL_TO_ALL:
     case Ins::CHECKPOINT_STASH:
     case Ins::CHECKPOINT_RESTORE:
       return true;
@@ -51,12 +52,20 @@ class Splitter {
                            "\" names no activation of the rank's chunks");
     const int c = it->second.first;
     a->set_tensor(it->second.second);
-    if (in.kind() == Ins::ACT_ALL_GATHER || in.kind() == Ins::ACT_REDUCE_SCATTER) {
+    if (in.kind() == Ins::ACT_ALL_GATHER || in.kind() == Ins::ACT_REDUCE_SCATTER ||
+        in.kind() == Ins::ACT_ALL_TO_ALL) {
       auto out = owner_.find(a->out_tensor());
       if (out == owner_.end() || out->second.first != c)
         return InternalError("plan: " + Ins::Kind_Name(in.kind()) + " of \"" + a->name() +
                              "\" writes a tensor outside its chunk");
       a->set_out_tensor(out->second.second);
+    }
+    if (in.kind() == Ins::ACT_ALL_TO_ALL && a->capacity_tensor() >= 0) {
+      auto cap = owner_.find(a->capacity_tensor());
+      if (cap == owner_.end() || cap->second.first != c)
+        return InternalError("plan: ACT_ALL_TO_ALL of \"" + a->name() +
+                             "\" reads a capacity outside its chunk");
+      a->set_capacity_tensor(cap->second.second);
     }
     out_[c].push_back({std::move(x), from});
     last_ = c;

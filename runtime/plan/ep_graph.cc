@@ -35,8 +35,10 @@ class Rewriter {
       if (path_.count(static_cast<int>(i))) OnChunk(&n);
       if (n.op == "moe_combine") n.inputs[0] = Exchange(n.inputs[0], n.inputs[3], n);
       if (n.op == "expert_linear") DS_RETURN_IF_ERROR(SplitExperts(&n));
-      if (n.op == "moe_loss" && tp_ > 1)  // each tp rank's aux loss is its chunk's: the mean
+      if (n.op == "moe_loss" && tp_ > 1) {  // each tp rank's aux loss is its chunk's: the mean
         n.attrs.SetFloat("coeff", n.attrs.Float("coeff", 0.0) / tp_);
+        n.attrs.SetFloat("metric_scale", static_cast<float>(tp_));
+      }
       const int whole = n.op == "moe_combine" && tp_ > 1 ? n.outputs[0] : -1;
       if (whole >= 0) n.outputs[0] = NewActivation(g.tensors[whole].name + ".chunk");
       new_index_[i] = static_cast<int>(g.nodes.size());

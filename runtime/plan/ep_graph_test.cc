@@ -105,11 +105,8 @@ TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe
         std::string::npos);
   c.tensor = 1;
   c.sequence_parallel = false;
-  c.pipeline = 2;
-  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("parallel.pipeline with a mixture-of-experts model") !=
-        std::string::npos);
+  c.pipeline = 2;  // planned: each stage adds its own aux terms (pipe_graph.h)
+  REQUIRE(MakePlan(MoeGraph(true), *TopologyFor(2, c), c).ok());
   c.pipeline = 1;
   c.ulysses = 2;
   bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);

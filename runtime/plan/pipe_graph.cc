@@ -19,12 +19,26 @@ struct Uses {
   std::vector<std::vector<int>> readers;
 };
 
+// The node adding the MoE layers' aux losses to the loss (runtime/graph/moe_builder.h), -1 if
+// none: each stage adds its own layers' terms instead (their gradient is the constant coeff, so
+// no stage needs another's), and the step's loss reduction sums the stages' parts.
+int AuxLossNode(const Graph& g) {
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n)
+    if (g.nodes[n].op == "moe_loss" && g.loss >= 0 &&
+        g.nodes[n].outputs == std::vector<int>{g.loss})
+      return n;
+  return -1;
+}
+
+// Reads by the aux-loss node are left out: no aux loss crosses a boundary.
 Uses FindUses(const Graph& g) {
   Uses u;
   u.producer.assign(g.tensors.size(), -1);
   u.readers.resize(g.tensors.size());
+  const int aux = AuxLossNode(g);
   for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {
-    for (int t : g.nodes[n].inputs) u.readers[t].push_back(n);
+    if (n != aux)
+      for (int t : g.nodes[n].inputs) u.readers[t].push_back(n);
     for (int t : g.nodes[n].outputs) u.producer[t] = n;
   }
   return u;
@@ -40,7 +54,12 @@ class StageBuilder {
  public:
   StageBuilder(const Graph& g, const PipelineStage& s, const TokenShape& tokens,
                const std::vector<TensorSpec>* specs)
-      : g_(g), s_(s), uses_(FindUses(g)), tokens_(tokens), specs_(specs) {}
+      : g_(g),
+        s_(s),
+        uses_(FindUses(g)),
+        aux_node_(AuxLossNode(g)),
+        tokens_(tokens),
+        specs_(specs) {}
 
   StatusOr<PipeStageGraph> Run() {
     out_.graph = g_;
@@ -49,6 +68,7 @@ class StageBuilder {
     const bool last = s_.node_end == static_cast<int>(g_.nodes.size());
     std::set<int> recv, send;
     for (int n = s_.node_begin; n < s_.node_end; ++n) {
+      if (n == aux_node_) continue;
       for (int t : g_.nodes[n].inputs)
         if (IsActivation(t) && uses_.producer[t] < s_.node_begin) recv.insert(t);
       for (int t : g_.nodes[n].outputs)
@@ -58,9 +78,11 @@ class StageBuilder {
     const int ids = g_.FindTensor("ids");
     if (ids < 0) return InvalidArgumentError("pipeline: graph " + g_.name + " has no ids input");
     for (int t : recv) DS_RETURN_IF_ERROR(Recv(t, Local(ids)));
-    for (int n = s_.node_begin; n < s_.node_end; ++n) Copy(n);
+    for (int n = s_.node_begin; n < s_.node_end; ++n)
+      if (n != aux_node_) Copy(n);
     if (!last) DS_RETURN_IF_ERROR(Send(send, Local(ids)));
-    out_.graph.loss = last ? Local(g_.loss) : loss_;
+    const int main_loss = aux_node_ >= 0 ? g_.nodes[aux_node_].inputs[0] : g_.loss;
+    out_.graph.loss = AddAuxLosses(last ? Local(main_loss) : loss_);
     out_.node_begin = s_.node_begin;
     out_.node_end = s_.node_end;
     return std::move(out_);
@@ -129,6 +151,28 @@ class StageBuilder {
     for (int& t : node.outputs) t = Local(t);
     out_.graph.nodes.push_back(std::move(node));
   }
+  // The stage's objective: `loss` plus coeff x its own MoE layers' aux losses (a copy of the aux
+  // node on the stage's terms); `loss` itself when the stage has no MoE layer.
+  int AddAuxLosses(int loss) {
+    if (aux_node_ < 0) return loss;
+    NodeInfo n = g_.nodes[aux_node_];
+    n.inputs = {loss};
+    for (size_t i = 1; i < g_.nodes[aux_node_].inputs.size(); ++i) {
+      const int t = g_.nodes[aux_node_].inputs[i];
+      if (uses_.producer[t] >= s_.node_begin && uses_.producer[t] < s_.node_end)
+        n.inputs.push_back(Local(t));
+    }
+    if (n.inputs.size() == 1) return loss;
+    if (n.seed_id < 0) n.seed_id = aux_node_;
+    n.block = s_.last_block;
+    TensorInfo total = g_.tensors[g_.loss];
+    total.name = loss == loss_ ? "stage.loss_terms" : total.name;
+    const int out = loss == loss_ ? New(total) : Local(g_.loss);
+    n.outputs = {out};
+    out_.graph.nodes.push_back(std::move(n));
+    return out;
+  }
+
   Status Send(const std::set<int>& send, int ids) {
     NodeInfo n;
     n.name = "stage.send";
@@ -160,6 +204,7 @@ class StageBuilder {
   const Graph& g_;
   const PipelineStage& s_;
   const Uses uses_;
+  const int aux_node_;
   const TokenShape tokens_;
   const std::vector<TensorSpec>* specs_;
   PipeStageGraph out_;
@@ -215,6 +260,7 @@ StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGr
   TpLocalGraph out;
   out.graph = stage.graph;
   out.kv_share = local.kv_share;
+  out.aux_per_rank = local.aux_per_rank;
   std::map<int, int> of_whole;  // local.graph tensor -> stage tensor
   for (size_t t = 0; t < stage.whole.size(); ++t)
     if (stage.whole[t] >= 0) of_whole[stage.whole[t]] = static_cast<int>(t);
@@ -232,7 +278,7 @@ StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGr
     if (c.boundary <= stage.node_begin || c.boundary >= stage.node_end) continue;
     TpCollective m = c;
     m.boundary = c.boundary + shift;
-    for (int* t : {&m.tensor, &m.out}) {
+    for (int* t : {&m.tensor, &m.out, &m.capacity}) {
       if (*t < 0) continue;
       auto it = of_whole.find(*t);
       if (it == of_whole.end())

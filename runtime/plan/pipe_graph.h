@@ -7,6 +7,11 @@
 //   pipe_send  last, on every stage but the last: what the next stage reads, each with a
 //              pipe_recv'd tensor for the gradient that comes back; its output is the stage's
 //              loss (0), whose backward adds those gradients in
+//   moe_loss   after them, on a stage with MoE layers: the stage's loss plus coeff x its own
+//              layers' aux losses. The aux terms' gradient is the constant coeff, so each stage
+//              backpropagates its own and none crosses a boundary; the step's loss reduction
+//              adds the stages' terms (the plan's FORWARD of such a stage computes_loss, and its
+//              LOSS_REDUCE is loss_part).
 //
 // so the executor runs a stage as it runs any graph. Each tensor that crosses a boundary must
 // be read by the next stage only (a transformer's residual stream) and be [batch, seq, width]

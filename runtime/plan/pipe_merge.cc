@@ -16,11 +16,11 @@ std::string Str(int64_t v) { return std::to_string(v); }
 
 bool IsActCollective(const Ins& in) {
   return in.kind() == Ins::ACT_ALL_REDUCE || in.kind() == Ins::ACT_ALL_GATHER ||
-         in.kind() == Ins::ACT_REDUCE_SCATTER;
+         in.kind() == Ins::ACT_REDUCE_SCATTER || in.kind() == Ins::ACT_ALL_TO_ALL;
 }
 
-// What a micro-batch's forward group holds: FORWARD ranges, the tp collectives between them and
-// the stashes of partitioned checkpoints (partition_activations).
+// What a micro-batch's forward group holds: FORWARD ranges, the tp (and ep) collectives between
+// them and the stashes of partitioned checkpoints (partition_activations).
 bool InForwardGroup(const Ins& in) {
   return in.kind() == Ins::FORWARD || IsActCollective(in) || in.kind() == Ins::CHECKPOINT_STASH;
 }
@@ -87,7 +87,7 @@ class Merger {
     DS_ASSIGN_OR_RETURN(z_, Cut(*in_.zero, m));
     DS_RETURN_IF_ERROR(SplitGroups(m));
     from_d_.assign(d_.size(), -1);
-    for (int i : z_.prefix) EmitD(d_[i], i);
+    for (int i : z_.prefix) DS_RETURN_IF_ERROR(EmitD(d_[i], i));
     const std::vector<Ins>& s = *in_.pipe;
     // Per micro-batch and chunk, the schedule's first forward and first backward: D's groups'
     // pieces of that chunk go there. Per micro-batch, its last backward: D's reductions follow.
@@ -220,6 +220,10 @@ class Merger {
       Emit(std::move(x), k);
       return OkStatus();
     }
+    // The chunk's loss (or its part) is computed by its last forward piece.
+    size_t last_forward = pieces.size();
+    for (size_t j = 0; j < pieces.size(); ++j)
+      if (pieces[j].ins.kind() == Ins::FORWARD) last_forward = j;
     for (size_t j = 0; j < pieces.size(); ++j) {
       Ins y = pieces[j].ins;
       DS_RETURN_IF_ERROR(Renumber(&y));
@@ -228,7 +232,7 @@ class Merger {
       y.set_chunk(x.chunk());
       y.set_slot(x.slot());
       if (y.kind() == Ins::BACKWARD) y.set_kind(x.kind());  // zb-h1: its input half
-      if (y.kind() == Ins::FORWARD) y.set_computes_loss(y.computes_loss() && x.computes_loss());
+      if (y.kind() == Ins::FORWARD) y.set_computes_loss(x.computes_loss() && j == last_forward);
       KeepStepBuffers(first_acts, &y);
       from_d_[pieces[j].from] = Size();
       if (j + 1 == pieces.size()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_merge.h"
@@ -63,6 +64,14 @@ StatusOr<Stages> PlanStreams(const Graph& graph, const Topology& topo, const Pla
     bounds.push_back(std::move(bd));
   }
   DS_ASSIGN_OR_RETURN(st.streams, PipelineStreams(orders, bounds, nodes));
+  // A stage adding its MoE layers' aux terms (pipe_graph.h) computes a part of the loss.
+  for (int r = 0; r < topo.pp; ++r)
+    for (Ins& in : st.streams.ranks[r]) {
+      const PipeStageGraph& g = st.graphs.at(in.chunk() * topo.pp + r);
+      if (in.kind() == Ins::FORWARD && g.graph.loss >= 0 && !g.graph.nodes.empty() &&
+          g.graph.nodes.back().op == "moe_loss")
+        in.set_computes_loss(true);
+    }
   return st;
 }
 
@@ -204,6 +213,8 @@ void RenameGroups(const ParallelGrid& grid, int s, int cell,
                in.kind() == Ins::LOSS_REDUCE) {
       c->set_group(kWorldGroup);
       c->set_placement(proto::HOST);
+      // Before the last stage a rank's loss is at most a part: its MoE layers' aux terms.
+      if (in.kind() == Ins::LOSS_REDUCE) in.set_loss_part(s + 1 < grid.pp());
     } else if (in.kind() != Ins::TIED_GRAD_ALL_REDUCE && !c->group().empty()) {
       c->set_group(names.at(c->group()));
     }
@@ -223,12 +234,13 @@ std::vector<const Graph*> ChunksOf(const Stages& st, int pp, int s) {
 }
 
 // Each stage planned as a model of its own over its dp x tp ranks, on its chunks in one graph:
-// without tensor parallelism through MakePlan, with it through PlanLocal on the chunks' parts of
-// tp rank 0's graph.
+// without tensor or expert parallelism through MakePlan, with them through PlanLocal on the
+// chunks' parts of tp (and ep) rank 0's graph.
 StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, const Topology& topo,
                                 const PlanConfig& config) {
   PlanConfig sub = config;
   sub.pipeline = 1;
+  sub.expert = topo.ep;
   sub.virtual_stages = 1;
   sub.whole_backward = true;
   StagePlans out;
@@ -236,7 +248,7 @@ StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, con
   for (int s = 0; s < topo.pp; ++s) {
     const RankChunks& rc = out.chunks.emplace_back(MapRankChunks(ChunksOf(st, topo.pp, s)));
     StatusOr<proto::Plan> p = InternalError("unplanned");
-    if (topo.tp == 1) {
+    if (topo.tp == 1 && topo.ep == 1) {
       p = MakePlan(rc.graph, {topo.dp, topo.dp, 1, 1}, sub);
     } else {
       std::vector<TpLocalGraph> parts;
@@ -245,12 +257,12 @@ StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, con
         collectives += parts.back().collectives.size();
       }
       DS_ASSIGN_OR_RETURN(TpLocalGraph part, RankChunksTpLocal(parts, rc));
-      p = PlanLocal(part, {topo.dp * topo.tp, topo.dp, topo.tp, 1}, sub);
+      p = PlanLocal(part, {topo.dp * topo.tp, topo.dp, topo.tp, 1, topo.ep}, sub);
     }
     if (!p.ok()) return p.status().WithPrefix("pipeline stage " + Str(s));
     out.plans.push_back(std::move(p).value());
   }
-  if (topo.tp > 1 && collectives != local.collectives.size())
+  if ((topo.tp > 1 || topo.ep > 1) && collectives != local.collectives.size())
     return InvalidArgumentError("plan: " + Str(local.collectives.size() - collectives) +
                                 " tensor-parallel collective(s) fall on a pipeline stage boundary");
   return out;
@@ -345,10 +357,13 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   // same structure); at tp 1 that is the graph itself.
   auto local = TensorParallelGraph(graph, topo.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
+  // Expert parallelism: ep rank 0's experts (every ep rank's graph has the same shapes).
+  DS_RETURN_IF_ERROR(ApplyExpertParallel(topo.ep, 0, &*local, topo.tp, 0).WithPrefix("plan"));
   auto st = PlanStreams(local->graph, topo, config);
   if (!st.ok()) return st.status().WithPrefix("plan");
   const std::vector<std::string> tied = TiedNames(st->graphs);
-  DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(topo.world, topo.tp, topo.pp));
+  DS_ASSIGN_OR_RETURN(ParallelGrid grid,
+                      ParallelGrid::Create(topo.world, topo.tp, topo.pp, topo.ep));
   DS_ASSIGN_OR_RETURN(StagePlans planned, PlanStages(*local, *st, topo, config));
   const std::vector<proto::Plan>& stages = planned.plans;
   proto::Plan plan = stages[0];
@@ -359,6 +374,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   plan.mutable_topology()->set_dp(topo.dp);
   plan.mutable_topology()->set_tp(topo.tp);
   plan.mutable_topology()->set_pp(topo.pp);
+  plan.mutable_topology()->set_ep(topo.ep);
   plan.mutable_settings()->set_pipe_schedule(PipeScheduleName(config.pipe_schedule));
   plan.mutable_settings()->set_virtual_stages(config.virtual_stages);
   plan.mutable_settings()->set_partition_method(config.partition_method);

@@ -32,10 +32,6 @@ Status CheckSettings(const Topology& topo, const PlanConfig& c) {
                                Str(topo.tp) + " != world size " + Str(topo.world));
   if (topo.ep != c.expert)
     return Bad("topology", "ep " + Str(topo.ep) + " differs from parallel.expert " + Str(c.expert));
-  if (topo.ep > 1 && topo.pp > 1)
-    return UnimplementedError("plan: parallel.expert " + Str(topo.ep) +
-                              " with parallel.pipeline above 1: expert parallelism runs on a "
-                              "dp x tp grid only so far");
   if (topo.sp != c.ulysses)
     return Bad("topology",
                "sp " + Str(topo.sp) + " differs from parallel.ulysses " + Str(c.ulysses));
@@ -164,10 +160,6 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
-  if (NumExperts(graph) > 0 && topology.pp > 1)
-    return UnimplementedError(
-        "plan: parallel.pipeline with a mixture-of-experts model: the layers' aux losses meet in "
-        "the loss on the last stage and do not cross stages yet; train it without a pipeline");
   if (NumExperts(graph) > 0 && config.sequence_parallel)
     return UnimplementedError(
         "plan: parallel.sequence_parallel with a mixture-of-experts model: its MoE layers run "

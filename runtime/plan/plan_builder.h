@@ -17,7 +17,7 @@
 
 namespace ds::plan {
 
-inline constexpr int kPlanVersion = 5;  // 5: expert units over the edp group
+inline constexpr int kPlanVersion = 6;  // 6: LOSS_REDUCE adds loss parts and aux counts
 
 // InvalidArgument, naming the setting and the numbers, for a configuration that cannot work: a
 // world size that does not divide the batch (train = micro x gas x dp), dp != world, a stage

@@ -242,7 +242,8 @@ TEST_CASE("Plan: norm, overflow and loss reductions are planned around the step"
     CHECK(rp.instructions(norm).collective().placement() == proto::HOST);
     const proto::Instruction& loss = rp.instructions(rp.instructions_size() - 1);
     CHECK(loss.kind() == Instruction::LOSS_REDUCE);
-    CHECK(loss.collective().count() == 3);  // the loss, whether the rank has one, the MoE aux
+    // The loss, whether the rank has one, the MoE aux losses' sum and count.
+    CHECK(loss.collective().count() == 4);
     c = BaseConfig(stage, DType::kBF16);
     c.gradient_clipping = false;
     plan = MustPlan(g, 2, c);

@@ -58,6 +58,7 @@ StatusOr<TpLocalGraph> RankChunksTpLocal(const std::vector<TpLocalGraph>& chunks
   TpLocalGraph out;
   out.graph = rc.graph;
   out.kv_share = chunks.front().kv_share;
+  out.aux_per_rank = chunks.front().aux_per_rank;
   out.replicated.assign(rc.graph.tensors.size(), false);
   std::map<int, const TpParamShard*> box;  // rc.graph parameter -> its box
   std::vector<TpCollective> backward;
@@ -72,6 +73,7 @@ StatusOr<TpLocalGraph> RankChunksTpLocal(const std::vector<TpLocalGraph>& chunks
       m.boundary += rc.node_offset[c];
       m.tensor = m.tensor < 0 ? -1 : to[m.tensor];
       m.out = m.out < 0 ? -1 : to[m.out];
+      m.capacity = m.capacity < 0 ? -1 : to[m.capacity];
       (m.backward ? backward : out.collectives).push_back(m);
     }
     for (int t : part.sp_params) out.sp_params.push_back(to[t]);

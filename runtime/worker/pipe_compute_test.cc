@@ -134,7 +134,7 @@ void CheckPipeline(const Graph& g, plan::PipeScheduleKind kind, int p, int v, in
     loss.set_mean_over(m);
     loss.set_placement(proto::HOST);
     proto::Collective* c = loss.mutable_collective();
-    c->set_count(2);
+    c->set_count(4);
     c->set_dtype(proto::DT_F32);
     c->set_placement(proto::HOST);
     c->set_bucket(-1);

@@ -28,6 +28,12 @@ class Timed {
 
 }  // namespace
 
+PipelineCompute::PipelineCompute(std::vector<std::vector<exec::Executor*>> executors,
+                                 data::DataLoader* data)
+    : ex_(std::move(executors)), data_(data) {
+  for (const auto& chunk : ex_) aux_.emplace_back(chunk.at(0)->graph());
+}
+
 double PipelineCompute::TakeComputeMs() { return std::exchange(compute_ms_, 0.0); }
 
 StatusOr<exec::Executor*> PipelineCompute::For(const proto::Instruction& in) const {
@@ -66,7 +72,12 @@ Status PipelineCompute::Forward(uint64_t seed, const proto::Instruction& in) {
   std::copy(t.begin() + n, t.end(), e->targets());
   Timed timed(&compute_ms_);
   DS_RETURN_IF_ERROR(e->ForwardNodes(seed, in.node_begin(), in.node_end()));
-  if (in.computes_loss()) loss_ = e->loss();
+  if (in.computes_loss()) {  // the loss, or a part of it: the stage's MoE aux terms
+    aux_chunk_ = in.chunk();
+    aux_[aux_chunk_].Clear();
+    aux_[aux_chunk_].Add(*e);
+    loss_ = e->loss() + aux_[aux_chunk_].loss_correction();
+  }
   return OkStatus();
 }
 

@@ -16,6 +16,7 @@
 
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/executor.h"
+#include "runtime/worker/aux_losses.h"
 #include "runtime/worker/step_runner.h"
 
 namespace ds::worker {
@@ -23,12 +24,13 @@ namespace ds::worker {
 class PipelineCompute final : public StepCompute {
  public:
   // executors[chunk][slot], borrowed.
-  PipelineCompute(std::vector<std::vector<exec::Executor*>> executors, data::DataLoader* data)
-      : ex_(std::move(executors)), data_(data) {}
+  PipelineCompute(std::vector<std::vector<exec::Executor*>> executors, data::DataLoader* data);
 
   Status LoadMicrobatch(const proto::Instruction& in) override;
   Status Forward(uint64_t seed, const proto::Instruction& in) override;
   float loss() const override { return loss_; }
+  double aux_sum() const override { return aux_.at(aux_chunk_).sum(); }
+  int aux_count() const override { return aux_.at(aux_chunk_).count(); }
   Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
   // zb-h1: the executors were made with split_backward.
   Status BackwardInput(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
@@ -51,6 +53,8 @@ class PipelineCompute final : public StepCompute {
   data::DataLoader* data_;
   std::vector<std::vector<int32_t>> tokens_;  // per micro-batch of the step: ids, then targets
   float loss_ = 0;                            // of the last forward that computed one
+  std::vector<AuxLosses> aux_;                // per chunk: its MoE layers' aux losses
+  int aux_chunk_ = 0;                         // and the chunk of that forward
   double compute_ms_ = 0;
 };
 

@@ -14,6 +14,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/worker/aux_losses.h"
 #include "zero/grad_norm.h"
 #include "zero/optimizer.h"
 #include "zero/optimizer_swapper.h"
@@ -32,29 +33,19 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
 // The real compute: the executor over the data loader's micro-batches.
 class ExecutorCompute final : public StepCompute {
  public:
-  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d) {
-    // The MoE routers' load-balancing losses (runtime/graph/moe_builder.h names them).
-    const std::string tail = ".aux_loss";
-    const std::vector<TensorInfo>& tensors = e->graph().tensors;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const std::string& name = tensors[i].name;
-      if (tensors[i].role == TensorRole::kActivation && name.size() > tail.size() &&
-          name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
-        aux_.push_back(static_cast<int>(i));
-    }
-  }
+  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d), aux_(e->graph()) {}
   Status LoadMicrobatch(const Instruction&) override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, const Instruction& in) override {
     DS_RETURN_IF_ERROR(e_->ForwardNodes(seed, in.node_begin(), in.node_end()));
-    if (in.computes_loss() && !aux_.empty()) {  // alive until the loss node, the last
-      double sum = 0;
-      for (int t : aux_) sum += e_->TensorData(t, false).f32()[0];
-      aux_mean_ = static_cast<float>(sum / aux_.size());
+    if (in.computes_loss() && !aux_.empty()) {
+      aux_.Clear();
+      aux_.Add(*e_);
     }
     return OkStatus();
   }
-  float loss() const override { return e_->loss(); }
-  float aux() const override { return aux_mean_; }
+  float loss() const override { return e_->loss() + aux_.loss_correction(); }
+  double aux_sum() const override { return aux_.sum(); }
+  int aux_count() const override { return aux_.count(); }
   Status Backward(float loss_grad, uint64_t seed, const Instruction& in) override {
     return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
@@ -81,8 +72,7 @@ class ExecutorCompute final : public StepCompute {
  private:
   exec::Executor* e_;
   data::DataLoader* d_;
-  std::vector<int> aux_;  // the routers' aux-loss tensors
-  float aux_mean_ = 0;
+  AuxLosses aux_;  // the routers' aux losses, of the last forward that computed the loss
 };
 
 }  // namespace
@@ -135,8 +125,9 @@ struct StepRunner::Impl {
   int64_t step = 0;
   int micro = 0;
   double loss_sum = 0;
-  double aux_sum = 0;  // the MoE layers' mean aux loss, summed like loss_sum
-  int losses = 0;      // forwards that computed the loss (a pipeline's last stage only)
+  double aux_sum = 0;  // the MoE layers' aux losses over the micro-batches
+  int aux_count = 0;
+  int losses = 0;  // forwards that computed the loss (or a pipeline stage's part of it)
   double norm_sq = 0;
   bool overflow = false;
   StepResult result;
@@ -222,7 +213,8 @@ Status StepRunner::Impl::Forward(int, const Instruction& in) {
   DS_RETURN_IF_ERROR(compute->Forward(MicroSeed(p.seed, step, micro), in));
   if (in.computes_loss()) {
     loss_sum += compute->loss();
-    aux_sum += compute->aux();
+    aux_sum += compute->aux_sum();
+    aux_count += compute->aux_count();
     ++losses;
   }
   return OkStatus();
@@ -411,11 +403,14 @@ Status StepRunner::Impl::ZeroGrads(int, const Instruction& in) {
 }
 
 Status StepRunner::Impl::Loss(int, const Instruction& in) {
-  float loss = static_cast<float>(loss_sum / in.mean_over());
-  float aux = static_cast<float>(aux_sum / in.mean_over());
-  DS_RETURN_IF_ERROR(zero->AllReduceMean(in, &loss, /*has=*/losses > 0, &aux));
-  result.loss = loss;
-  result.moe_aux = aux;
+  zero::ZeroCollectives::LossSums l;
+  l.loss = static_cast<float>(loss_sum / in.mean_over());
+  l.has = losses > 0 && !in.loss_part();
+  l.aux_sum = static_cast<float>(aux_sum);
+  l.aux_count = static_cast<float>(aux_count);
+  DS_RETURN_IF_ERROR(zero->ReduceLoss(in, &l));
+  result.loss = l.loss;
+  result.moe_aux = l.aux_sum;
   return OkStatus();
 }
 
@@ -487,6 +482,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   m.step = step;
   m.loss_sum = 0;
   m.aux_sum = 0;
+  m.aux_count = 0;
   m.losses = 0;
   m.norm_sq = 0;
   m.overflow = false;

@@ -60,9 +60,10 @@ class StepCompute {
   // The node range of a FORWARD / BACKWARD instruction (its blocks and node_begin / node_end).
   virtual Status Forward(uint64_t seed, const proto::Instruction& range) = 0;
   virtual float loss() const = 0;  // of the last forward that computed the loss
-  // The mean over the MoE layers of the routers' load-balancing (aux) loss in that forward; 0 for
-  // a dense model.
-  virtual float aux() const { return 0.f; }
+  // The MoE routers' load-balancing (aux) losses in that forward: their sum and how many (none
+  // for a dense model; a pipeline stage's, its own layers').
+  virtual double aux_sum() const { return 0; }
+  virtual int aux_count() const { return 0; }
   virtual Status Backward(float loss_grad, uint64_t seed, const proto::Instruction& range) = 0;
   // Zero-bubble schedules: a backward's activation-gradient half (BACKWARD_INPUT) and, later,
   // its parameter-gradient half (BACKWARD_WEIGHT). Unimplemented unless overridden.

@@ -173,7 +173,7 @@ proto::Plan HandMadePlan(int world, int64_t flat, int blocks) {
     norm.add_wait_for(6);
     add(norm);
     add(Make(Instruction::OPTIMIZER_STEP));
-    Instruction loss = Collective(Instruction::LOSS_REDUCE, 0, 2, comm, false);
+    Instruction loss = Collective(Instruction::LOSS_REDUCE, 0, 4, comm, false);
     loss.clear_ranges();
     loss.set_mean_over(1);  // gas
     add(loss);
@@ -253,7 +253,7 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
     CHECK(s.timeline.IndexOf("backward 0-0") < s.timeline.IndexOf(first + " end"));
     CHECK(s.timeline.IndexOf(first + " end") < s.timeline.IndexOf("comm 2 2 begin"));
     CHECK(s.timeline.IndexOf(second + " end") < s.timeline.IndexOf("comm 2 2 begin"));
-    CHECK(s.timeline.IndexOf("comm 3 2 end") >= 0);  // the loss and its count, last
+    CHECK(s.timeline.IndexOf("comm 3 4 end") >= 0);  // the loss, its count and the aux, last
     // Reduced in place: the sum over both ranks.
     const float* grad = static_cast<const float*>(s.params.GradAt(0));
     bool all = true;
@@ -267,8 +267,8 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
   }
 }
 
-// A pipeline's earlier stages compute no loss: the reported loss is the mean over the ranks
-// that did, on every rank.
+// A pipeline's earlier stages compute no loss (or a part of it): the reported loss is the sum
+// over the ranks divided by those that computed a whole one, on every rank.
 TEST_CASE("StepRunner: the loss is the mean over the ranks that computed one", "[worker][runner]") {
   const Graph g = plan::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(2, zero::ParamStore(g, DType::kF32).total_elements(), 2);
@@ -279,6 +279,17 @@ TEST_CASE("StepRunner: the loss is the mean over the ranks that computed one", "
     INFO("rank " << r);
     REQUIRE(ranks[r]->result.ok());
     CHECK(ranks[r]->result->loss == 2.0);  // rank 1's (its loss is rank + 1)
+  }
+  // A stage before the last whose loss is a part (its MoE layers' aux terms): added to the last
+  // stage's, without counting as a loss of its own.
+  plan = HandMadePlan(2, zero::ParamStore(g, DType::kF32).total_elements(), 2);
+  for (Instruction& in : *plan.mutable_ranks(0)->mutable_instructions())
+    if (in.kind() == Instruction::LOSS_REDUCE) in.set_loss_part(true);
+  ranks = RunStep(g, plan);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ", rank 0's loss a part");
+    REQUIRE(ranks[r]->result.ok());
+    CHECK(ranks[r]->result->loss == 3.0);  // 1 + 2 over one whole loss
   }
 }
 

@@ -182,9 +182,11 @@ Status Trainer::Build() {
   DType model_dtype = DType::kF32;
   if (config_.bf16.enabled) model_dtype = DType::kBF16;
   if (config_.fp16.enabled) model_dtype = DType::kF16;
-  if (topo->tp > 1) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
+  // A pipeline cuts its stages out of the rank's tensor- (and expert-) parallel graph.
+  const bool tp_graph = topo->tp > 1 || (topo->ep > 1 && topo->pp > 1);
+  if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
   if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
-  if ((topo->ep > 1 || topo->sp > 1) && topo->tp == 1)
+  if ((topo->ep > 1 || topo->sp > 1) && !tp_graph)
     DS_RETURN_IF_ERROR(PartitionForRank(*topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc->states_on_device;

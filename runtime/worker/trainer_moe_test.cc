@@ -16,7 +16,7 @@ namespace {
 
 // Global batch 8 of `micro` sequences per rank; model.moe gets `moe`.
 std::string MoeJob(const std::string& data, const std::string& family, int micro, int stage,
-                   const std::string& moe) {
+                   const std::string& moe, int layers = 2) {
   return "train_batch_size: 8\n"
          "train_micro_batch_size_per_gpu: " +
          std::to_string(micro) +
@@ -28,7 +28,7 @@ std::string MoeJob(const std::string& data, const std::string& family, int micro
          (stage == 3 ? ", stage3_param_persistence_threshold: 100" : "") +
          "}\n"
          "model: {family: " +
-         family + ", n_layer: 2, n_embd: 32, n_head: 4, " +
+         family + ", n_layer: " + std::to_string(layers) + ", n_embd: 32, n_head: 4, " +
          (family == "llama" ? "n_kv_head: 2, " : "") + "vocab_size: 32, max_seq_len: 16, moe: {" +
          moe +
          "}}\n"
@@ -72,6 +72,71 @@ TEST_CASE("MoE: data parallelism reproduces the single-rank curve, ZeRO 0-3", "[
       testing::CheckClose(single.loss, dp.loss, 1e-5, "loss");
       testing::CheckClose(single.norm, dp.norm, 1e-4, "grad norm");
     }
+}
+
+// Pipeline parallelism: each stage adds its own MoE layers' aux terms to its objective (their
+// gradient is the constant coefficient) and the loss reduction sums the stages' parts, so the
+// loss, the aux loss and the gradients are the single rank's at every pipeline layout, with
+// stages that hold no MoE layer (expert_interval 2 at 4 stages) and under ZeRO and TP.
+TEST_CASE("MoE: pipeline parallelism reproduces the single-rank curve", "[worker][moe][pipe]") {
+  const std::string data = testing::WriteTinyTokens("moe_pipe.tok");
+  const std::string moe =
+      "num_experts: 4, top_k: 2, drop_tokens: false, top2_2nd_expert_sampling: false";
+  struct Layout {
+    const char* name;
+    const char* parallel;
+    int world, stage, tp;
+  };
+  const Layout layouts[] = {
+      {"PP 2", "parallel: {pipeline: 2}\n", 2, 0, 0},
+      {"PP 4", "parallel: {pipeline: 4}\n", 4, 0, 0},
+      {"PP 2 x DP 2, ZeRO-1", "parallel: {pipeline: 2}\n", 4, 1, 0},
+      {"PP 2 x TP 2", "parallel: {pipeline: 2}\n", 4, 0, 2},
+      {"PP 2 x DP 2 x EP 2, ZeRO-2", "parallel: {pipeline: 2, expert: 2}\n", 4, 2, 0},
+      {"PP 2 x DP 4 x EP 2, ZeRO-1", "parallel: {pipeline: 2, expert: 2}\n", 8, 1, 0},
+      {"PP 2 x 2 chunks",
+       "parallel: {pipeline: 2}\npipeline: {schedule: interleaved, virtual_stages: 2}\n", 2, 0, 0},
+  };
+  for (const std::string extra : {"", ", expert_interval: 2, use_residual: true"}) {
+    const testing::TrainRun single =
+        testing::TrainRanks(MoeJob(data, "gpt2", 2, 0, moe + extra, 4), 1, 0, 20);
+    REQUIRE(single.aux.front() > 0.9);
+    for (const Layout& l : layouts) {
+      if (l.tp > 1 && !extra.empty()) continue;  // PR-MoE's shared input: no TP (tp_graph.h)
+      INFO(l.name << extra);
+      const testing::TrainRun run = testing::TrainRanks(
+          MoeJob(data, "gpt2", 2, l.stage, moe + extra, 4) + l.parallel, l.world, l.tp, 20);
+      testing::CheckClose(single.loss, run.loss, 1e-6, "loss");
+      testing::CheckClose(single.aux, run.aux, 1e-6, "aux loss");
+      testing::CheckClose(single.norm, run.norm, 1e-5, "grad norm");
+    }
+  }
+  // EP x TP x PP: each tp rank routes its chunk of the tokens. Without the aux loss in the
+  // objective the steps are the single rank's; with it, each chunk's aux loss is its own (as in
+  // DeepSpeed) and the loss metric is the loss plus coeff x the layers' aux losses averaged
+  // over the chunks: at the first step the cross-entropy part is the single rank's.
+  for (const std::string coeff : {"0.0", "0.01"}) {
+    const std::string m = moe + ", moe_loss_coeff: " + coeff;
+    const testing::TrainRun one = testing::TrainRanks(MoeJob(data, "gpt2", 2, 0, m, 4), 1, 0, 20);
+    const testing::TrainRun run = testing::TrainRanks(
+        MoeJob(data, "gpt2", 2, 0, m, 4) + "parallel: {pipeline: 2, expert: 2}\n", 8, 2, 20);
+    INFO("PP 2 x TP 2 x DP 2 x EP 2, moe_loss_coeff " << coeff);
+    if (coeff == "0.0") {
+      testing::CheckClose(one.loss, run.loss, 1e-5, "loss");
+      testing::CheckClose(one.norm, run.norm, 1e-4, "grad norm");
+    } else {
+      const double c = 0.01 * 4;  // 4 MoE layers
+      CHECK(run.loss[0] - c * run.aux[0] == Approx(one.loss[0] - c * one.aux[0]).epsilon(1e-6));
+      CHECK(run.aux[0] != Approx(one.aux[0]).epsilon(1e-4));  // the chunks' own
+    }
+  }
+  const testing::TrainRun single =
+      testing::TrainRanks(MoeJob(data, "llama", 2, 0, moe, 4), 1, 0, 20);
+  const testing::TrainRun run = testing::TrainRanks(
+      MoeJob(data, "llama", 2, 2, moe, 4) + "parallel: {pipeline: 2}\n", 4, 0, 20);
+  INFO("llama PP 2 x DP 2, ZeRO-2");
+  testing::CheckClose(single.loss, run.loss, 1e-5, "loss");
+  testing::CheckClose(single.aux, run.aux, 1e-5, "aux loss");
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool 
         }
         const zero::ParamStore& p = t->params();
         runs[r].elements = p.total_elements();
-        if (tp <= 1 && t->graph().config.count("num_experts")) {  // all join expert gathers
+        const config::ParallelConfig& par = t->config().parallel;
+        if (tp <= 1 && par.tensor <= 1 && par.pipeline <= 1 &&
+            t->graph().config.count("num_experts")) {  // all join expert gathers
           const int64_t micro = t->config().train_micro_batch_size_per_gpu, seq = 16;
           DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> ex,
                               t->MakeInferenceExecutor(micro, seq));

@@ -34,8 +34,9 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;
   SliceParameters(tp_.get());
-  DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
-              world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
+  if (topology.tp > 1)
+    DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
+                world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
   if (topology.ep > 1) {
     const int64_t experts = plan::NumExperts(full_graph_), ep_rank = grid.EpRankOf(world_rank_);
     DS_LOG_INFO("worker",

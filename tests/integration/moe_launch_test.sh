@@ -8,10 +8,12 @@
 #   Mixtral-style Llama (top-2 SwiGLU experts) DP = 4 with EP = 4 over two nodes, ZeRO-1;
 #   GPT-2 PR-MoE (residual experts in every second block) DP = 4, EP = 2, ZeRO-3;
 #   GPT-2 with TP = 2 x DP = 2, EP = 2 over two nodes, ZeRO-2 (each tp rank routes half of the
-#   tokens; the aux loss out of the objective, as each chunk's aux loss is its own).
+#   tokens; the aux loss out of the objective, as each chunk's aux loss is its own);
+#   GPT-2 PP = 2 x DP = 2 x EP = 2 over two nodes, ZeRO-1, and PR-MoE at the same layout, ZeRO-2
+#   (its one MoE block on one stage: the other adds no aux term), each stage's aux terms summed.
 # Each rank holds only its experts. A checkpoint saved at EP = 4 after 10 steps resumes at EP = 2
 # and at one rank on the curve (each expert stored once, under its global id), and ds-ckpt
-# consolidates it;
+# consolidates it; a PP = 2 x EP = 2 checkpoint resumes on one rank;
 # an EP = 4 Llama checkpoint exports to Hugging Face with Mixtral's names.
 # Bad layouts and gating settings are refused before any process starts.
 set -uo pipefail
@@ -94,6 +96,26 @@ run_case "GPT-2 MoE TP=2 x DP=2 x EP=2 over two nodes, ZeRO-2" TP "$BASE/two" "2
 grep -q "rank 3 is ep rank 1 of 2: holds experts 2-3 of 4 and routes 1/2 of the tokens" \
   "$BASE/out" && pass "TP x EP: rank 3 holds experts 2-3 and routes half of the tokens" ||
   fail "TP x EP: no expert line"
+# Pipeline parallelism: each stage adds its own MoE layers' aux terms; the loss sums the stages'.
+run_case "GPT-2 MoE PP=2 x DP=2 x EP=2 over two nodes, ZeRO-1" GPT "$BASE/two" "2, pipeline: 2" 1
+grep -q "pipeline: rank 3 runs stage 1 of 2" "$BASE/out" &&
+  grep -q "expert parallel: rank 3 is ep rank 1 of 2: holds experts 2-3 of 4" "$BASE/out" &&
+  pass "PP x EP: rank 3 runs stage 1 and holds experts 2-3" || fail "PP x EP: no stage line"
+run_case "GPT-2 PR-MoE PP=2 x DP=2 x EP=2 (a stage without experts), ZeRO-2" PR "$BASE/four" \
+  "2, pipeline: 2" 2
+# Saved at PP = 2 x EP = 2 after 10 steps, resumed on one rank: steps 11-20 on the curve.
+job "$BASE/save_pp.yaml" 1 "$BASE/save_pp.csv" "$MODEL_GPT" 10
+printf 'parallel: {expert: 2, pipeline: 2}\ncheckpoint: {dir: %s, save_interval: 10}\n' \
+  "$BASE/ck_pp" >> "$BASE/save_pp.yaml"
+csv=$BASE/$RANDOM.csv
+job "$BASE/resume_pp.yaml" 0 "$csv" "$MODEL_GPT"
+printf 'checkpoint: {dir: %s, load: latest}\n' "$BASE/ck_pp" >> "$BASE/resume_pp.yaml"
+if timeout 180 "$LAUNCH" "$BASE/save_pp.yaml" --hostfile "$BASE/two" --worker "$WORKER" \
+     --agent "$AGENT" --heartbeat 0.5 > "$BASE/out" 2>&1 &&
+   timeout 180 "$WORKER" --config "$BASE/resume_pp.yaml" > "$BASE/out" 2>&1 &&
+   same_tail "$BASE/single_GPT.csv" "$csv"; then
+  pass "a PP=2 x EP=2 checkpoint resumes on one rank on the single-rank curve (steps 11-20)"
+else fail "PP x EP resume"; tail -8 "$BASE/out"; fi
 
 # Saved at EP = 4 after 10 steps, resumed at EP = 2 and on one rank: steps 11-20 on the curve.
 CK=$BASE/ck

@@ -203,8 +203,9 @@ void EmitStepTail(const Context& ctx, Stream* stream) {
   loss.set_kind(proto::Instruction::LOSS_REDUCE);
   loss.set_mean_over(ctx.config.gradient_accumulation_steps);
   loss.set_micro_batch(-1);
-  // The loss, whether the rank has one, and the MoE layers' aux loss (0 for a dense model).
-  SetCollective(&loss, 3, proto::DT_F32, -1, {});
+  // The loss, whether the rank has one, and the MoE layers' aux losses' sum and count (0 for a
+  // dense model).
+  SetCollective(&loss, 4, proto::DT_F32, -1, {});
   WaitAll(&loss, stream);
   stream->Add(std::move(loss));
 }
