@@ -51,7 +51,7 @@ double Flops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "kv_attention";
-  def.tp_rule = TpRule::kNone;
+  def.tp_rule = TpRule::kHeads;  // the rank's query heads and the kv heads they read
   def.min_inputs = def.max_inputs = 5;
   def.attr_names = {"n_head", "n_kv_head"};
   def.infer = Infer;

@@ -1,5 +1,5 @@
 // The last_position op's definition: generation's prefill needs the next-token logits of each
-// sequence's last position only, so the decode graph (runtime/generate/decode_graph.h) takes
+// sequence's last position only, so the decode graph (runtime/plan/decode_graph.h) takes
 //   x [B, T, C] -> out [B, 1, C] = x[:, T - 1, :]
 // before the vocabulary projection, which then runs on B rows instead of B T. Forward only.
 #include "kernels/registry.h"
@@ -12,7 +12,7 @@ namespace {
 OpDef Def() {
   OpDef def;
   def.name = "last_position";
-  def.tp_rule = TpRule::kNone;
+  def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = 1;
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("last_position", in, 1, 1));

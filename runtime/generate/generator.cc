@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 
 namespace ds::generate {
@@ -18,16 +19,24 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Generator::Generator(DecodeGraphInfo info, zero::ParamStore* params, int64_t max_batch)
-    : info_(std::move(info)), params_(params), max_batch_(max_batch), pad_(max_batch, 0) {
-  for (const CacheLayer& c : info_.layers)
+Generator::Generator(plan::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
+                     parallel::Communicator* tp_comm)
+    : plan_(std::move(plan)),
+      params_(params),
+      tp_comm_(tp_comm),
+      max_batch_(max_batch),
+      pad_(max_batch, 0) {
+  for (const plan::CacheLayer& c : plan_.decode.layers)
     for (int kv = 0; kv < 2; ++kv)
-      caches_.emplace_back(max_batch * c.n_kv_head * info_.max_len * c.head_dim, 0.0f);
+      caches_.emplace_back(max_batch * c.n_kv_head * plan_.decode.max_len * c.head_dim, 0.0f);
 }
 
 StatusOr<std::unique_ptr<Generator>> Generator::Create(const Graph& model, zero::ParamStore* params,
                                                        const GeneratorOptions& options) {
   if (options.max_batch < 1) return InvalidArgumentError("generation: max_batch must be >= 1");
+  if (options.tp > 1 && (!options.tp_comm || options.tp_comm->size() != options.tp))
+    return InvalidArgumentError("generation: tensor parallelism " + Str(options.tp) +
+                                " needs its group's communicator of " + Str(options.tp) + " ranks");
   int64_t max_len = options.max_len;
   if (max_len == 0) {
     auto it = model.config.find("max_seq_len");
@@ -36,8 +45,10 @@ StatusOr<std::unique_ptr<Generator>> Generator::Create(const Graph& model, zero:
                                   " has no max_seq_len; give max_len");
     max_len = it->second;
   }
-  DS_ASSIGN_OR_RETURN(DecodeGraphInfo info, DecodeGraph(model, max_len));
-  return std::unique_ptr<Generator>(new Generator(std::move(info), params, options.max_batch));
+  DS_ASSIGN_OR_RETURN(plan::InferencePlan plan,
+                      plan::MakeInferencePlan(model, max_len, options.tp, options.tp_rank));
+  return std::unique_ptr<Generator>(
+      new Generator(std::move(plan), params, options.max_batch, options.tp_comm));
 }
 
 StatusOr<exec::Executor*> Generator::ExecutorFor(int64_t batch, int64_t seq) {
@@ -52,16 +63,16 @@ StatusOr<exec::Executor*> Generator::ExecutorFor(int64_t batch, int64_t seq) {
   o.batch = batch;
   o.seq = seq;
   o.training = false;
-  o.state[kPositions] = Tensor(s.positions.data(), {batch, seq}, DType::kI32);
-  o.state[kStart] = Tensor(&start_, {1}, DType::kI32);
-  o.state[kPad] = Tensor(pad_.data(), {batch}, DType::kI32);
-  for (size_t l = 0; l < info_.layers.size(); ++l) {
-    const CacheLayer& c = info_.layers[l];
-    const Shape shape = {batch, c.n_kv_head, info_.max_len, c.head_dim};
+  o.state[plan::kPositions] = Tensor(s.positions.data(), {batch, seq}, DType::kI32);
+  o.state[plan::kStart] = Tensor(&start_, {1}, DType::kI32);
+  o.state[plan::kPad] = Tensor(pad_.data(), {batch}, DType::kI32);
+  for (size_t l = 0; l < plan_.decode.layers.size(); ++l) {
+    const plan::CacheLayer& c = plan_.decode.layers[l];
+    const Shape shape = {batch, c.n_kv_head, plan_.decode.max_len, c.head_dim};
     o.state[c.k] = Tensor(caches_[2 * l].data(), shape, DType::kF32);
     o.state[c.v] = Tensor(caches_[2 * l + 1].data(), shape, DType::kF32);
   }
-  auto ex = exec::Executor::Create(info_.graph, params_, o);
+  auto ex = exec::Executor::Create(plan_.decode.graph, params_, o);
   if (!ex.ok()) {
     executors_.erase({batch, seq});
     return ex.status();
@@ -77,7 +88,7 @@ Status Generator::Run(exec::Executor* ex, const std::vector<int32_t>& ids, int64
     for (int64_t t = 0; t < seq; ++t)
       positions[b * seq + t] = std::max<int32_t>(0, start_ + static_cast<int32_t>(t) - pad_[b]);
   std::copy(ids.begin(), ids.end(), ex->ids());
-  DS_RETURN_IF_ERROR(ex->Forward(0));
+  DS_RETURN_IF_ERROR(RunStream(ex, batch_ * seq));
   last_ = ex;
   start_ += static_cast<int32_t>(seq);
   return OkStatus();
@@ -93,14 +104,14 @@ Status Generator::Prefill(const std::vector<std::vector<int32_t>>& prompts, int3
     if (prompts[b].empty())
       return InvalidArgumentError("generation: prompt " + Str(b) + " is empty");
     for (int32_t t : prompts[b])
-      if (t < 0 || t >= info_.vocab)
+      if (t < 0 || t >= plan_.decode.vocab)
         return InvalidArgumentError("generation: prompt " + Str(b) + " holds token " + Str(t) +
-                                    " outside the vocabulary of " + Str(info_.vocab));
+                                    " outside the vocabulary of " + Str(plan_.decode.vocab));
     longest = std::max<int64_t>(longest, prompts[b].size());
   }
-  if (longest > info_.max_len)
+  if (longest > plan_.decode.max_len)
     return InvalidArgumentError("generation: a prompt of " + Str(longest) +
-                                " tokens exceeds the context of " + Str(info_.max_len));
+                                " tokens exceeds the context of " + Str(plan_.decode.max_len));
   batch_ = batch;
   start_ = 0;
   std::vector<int32_t> ids(batch * longest, pad_token);
@@ -116,15 +127,51 @@ Status Generator::Decode(const std::vector<int32_t>& tokens) {
   if (static_cast<int64_t>(tokens.size()) != batch_ || batch_ == 0)
     return FailedPreconditionError("generation: Decode of " + Str(tokens.size()) +
                                    " tokens after a Prefill of " + Str(batch_) + " prompts");
-  if (start_ >= info_.max_len)
-    return OutOfRangeError("generation: the cache's " + Str(info_.max_len) + " slots are full");
+  if (start_ >= plan_.decode.max_len)
+    return OutOfRangeError("generation: the cache's " + Str(plan_.decode.max_len) +
+                           " slots are full");
   DS_ASSIGN_OR_RETURN(exec::Executor * ex, ExecutorFor(batch_, 1));
   return Run(ex, tokens, 1);
 }
 
+// FORWARD ranges and the tp group's collectives; each count is per token and sequence.
+Status Generator::RunStream(exec::Executor* ex, int64_t tokens) {
+  using Ins = proto::Instruction;
+  for (const Ins& in : plan_.stream) {
+    if (in.kind() == Ins::FORWARD) {
+      DS_RETURN_IF_ERROR(ex->ForwardNodes(0, in.node_begin(), in.node_end()));
+      continue;
+    }
+    const Tensor t = ex->TensorData(in.activation().tensor(), false);
+    const int64_t n =
+        in.collective().count() * (in.kind() == Ins::ACT_ALL_GATHER ? batch_ : tokens);
+    if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != n)
+      return InternalError("generation: the plan's " + Ins::Kind_Name(in.kind()) + " of \"" +
+                           in.activation().name() + "\" moves " + Str(n) +
+                           " fp32 values the executor does not hold as such");
+    if (in.kind() == Ins::ACT_ALL_REDUCE) {
+      DS_RETURN_IF_ERROR(tp_comm_->AllReduce({t.f32(), n}, parallel::ReduceOp::kSum));
+      continue;
+    }
+    if (in.kind() != Ins::ACT_ALL_GATHER)
+      return InternalError("generation: the plan's stream holds " + Ins::Kind_Name(in.kind()));
+    // [tp][batch][vocab / tp] -> [batch][vocab]: rank r's rows are vocabulary r x vocab / tp on.
+    const int64_t part = plan_.vocab_local, vocab = plan_.decode.vocab;
+    gathered_.resize(plan_.tp * n);
+    logits_.resize(batch_ * vocab);
+    DS_RETURN_IF_ERROR(tp_comm_->AllGather({t.f32(), n}, {gathered_.data(), plan_.tp * n}));
+    for (int r = 0; r < plan_.tp; ++r)
+      for (int64_t b = 0; b < batch_; ++b)
+        std::copy_n(gathered_.data() + (r * batch_ + b) * part, part,
+                    logits_.data() + b * vocab + r * part);
+  }
+  return OkStatus();
+}
+
 const float* Generator::Logits(int64_t b) const {
-  const Tensor t = last_->TensorData(info_.logits, false);  // [batch, 1, vocab]
-  return t.f32() + b * info_.vocab;
+  if (plan_.vocab_local != plan_.decode.vocab) return logits_.data() + b * plan_.decode.vocab;
+  const Tensor t = last_->TensorData(plan_.decode.logits, false);  // [batch, 1, vocab]
+  return t.f32() + b * plan_.decode.vocab;
 }
 
 StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
@@ -132,10 +179,10 @@ StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
   if (r.max_new_tokens < 1) return InvalidArgumentError("generation: max_new_tokens must be >= 1");
   int64_t longest = 0;
   for (const auto& p : r.prompts) longest = std::max<int64_t>(longest, p.size());
-  if (longest + r.max_new_tokens - 1 > info_.max_len)
+  if (longest + r.max_new_tokens - 1 > plan_.decode.max_len)
     return InvalidArgumentError("generation: a prompt of " + Str(longest) + " tokens and " +
                                 Str(r.max_new_tokens) + " new ones exceed the context of " +
-                                Str(info_.max_len));
+                                Str(plan_.decode.max_len));
   GenerateResult out;
   auto t0 = std::chrono::steady_clock::now();
   DS_RETURN_IF_ERROR(Prefill(r.prompts, r.pad_token));
@@ -156,7 +203,7 @@ StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
         held = r.prompts[b];
         held.insert(held.end(), out.tokens[b].begin(), out.tokens[b].end());
       }
-      next[b] = Sample(Logits(b), info_.vocab, r.sampling, held, step, r.first_sequence + b);
+      next[b] = Sample(Logits(b), plan_.decode.vocab, r.sampling, held, step, r.first_sequence + b);
       out.tokens[b].push_back(next[b]);
       done[b] = std::count(r.stop_tokens.begin(), r.stop_tokens.end(), next[b]) > 0;
       live += !done[b];

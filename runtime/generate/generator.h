@@ -1,12 +1,16 @@
 // Generator: batched autoregressive generation with a KV cache over a model's parameters, the
 // library path the task evaluation, ds-generate and (later) RLHF's rollouts call.
 //
-// One DecodeGraph (decode_graph.h) runs as two executors over the same ParamStore and the same
-// caches: prefill (the prompts left-padded to the longest, P tokens) and one decode step
-// (1 token per sequence). Left padding puts step t of every sequence at cache slot P + t;
-// token (b, t) is at position t - pad_b, and the kv_attention ops mask the pad slots, so a
+// The rank's InferencePlan (runtime/plan/inference_plan.h) runs as two executors over the same
+// ParamStore and the same caches: prefill (the prompts left-padded to the longest, P tokens) and
+// one decode step (1 token per sequence). Left padding puts step t of every sequence at cache slot
+// P + t; token (b, t) is at position t - pad_b, and the kv_attention ops mask the pad slots, so a
 // padded sequence computes what it would alone. Sequences that stop (a stop token) are held
 // while the others go on; their later outputs are not recorded.
+// With tensor parallelism each tp rank holds its heads and vocabulary rows (a tp-partitioned
+// ParamStore) and runs its plan's stream: forward ranges with sum all-reduces on the tp group
+// between them, and the logits all-gathered, so every rank samples the same tokens. Every tp
+// rank must call the same methods with the same arguments.
 //
 //   DS_ASSIGN_OR_RETURN(auto gen, Generator::Create(model, &params, {/*max_batch=*/8, 256}));
 //   GenerateRequest r;  r.prompts = {{1, 2, 3}, {4}};  r.max_new_tokens = 20;
@@ -18,10 +22,11 @@
 #include <memory>
 #include <vector>
 
+#include "parallel/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/exec/executor.h"
-#include "runtime/generate/decode_graph.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/plan/inference_plan.h"
 #include "zero/param_store.h"
 
 namespace ds::generate {
@@ -29,6 +34,9 @@ namespace ds::generate {
 struct GeneratorOptions {
   int64_t max_batch = 8;  // sequences per call
   int64_t max_len = 0;    // cache slots per sequence (prompt + new tokens); 0: max_seq_len
+  // Tensor parallelism: this rank's place in `tp` ranks and their group (borrowed).
+  int tp = 1, tp_rank = 0;
+  parallel::Communicator* tp_comm = nullptr;
 };
 
 struct GenerateRequest {
@@ -69,19 +77,25 @@ class Generator {
   // The executor of the last Prefill or Decode (its activations: the routers' choices).
   const exec::Executor& executor() const { return *last_; }
 
-  int64_t vocab() const { return info_.vocab; }
-  int64_t max_len() const { return info_.max_len; }
+  int64_t vocab() const { return plan_.decode.vocab; }
+  int64_t max_len() const { return plan_.decode.max_len; }
   int64_t max_batch() const { return max_batch_; }
-  const DecodeGraphInfo& info() const { return info_; }
+  const plan::DecodeGraphInfo& info() const { return plan_.decode; }
+  const plan::InferencePlan& plan() const { return plan_; }
 
  private:
-  Generator(DecodeGraphInfo info, zero::ParamStore* params, int64_t max_batch);
+  Generator(plan::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
+            parallel::Communicator* tp_comm);
   // An executor for (batch, seq) over the caches and this shape's positions buffer.
   StatusOr<exec::Executor*> ExecutorFor(int64_t batch, int64_t seq);
   Status Run(exec::Executor* ex, const std::vector<int32_t>& ids, int64_t seq);
+  // The plan's stream on `ex` for `tokens` = batch x seq tokens.
+  Status RunStream(exec::Executor* ex, int64_t tokens);
 
-  DecodeGraphInfo info_;
+  plan::InferencePlan plan_;
   zero::ParamStore* params_;
+  parallel::Communicator* tp_comm_;
+  std::vector<float> gathered_, logits_;  // tp > 1: [tp][batch][vocab / tp], [batch][vocab]
   int64_t max_batch_;
   std::vector<std::vector<float>> caches_;  // per layer: k, v, each [max_batch, Hkv, max_len, D]
   int32_t start_ = 0;                       // the slot of the next token

@@ -1,60 +1,80 @@
 #include "runtime/plan/generation_summary.h"
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 
 #include "runtime/graph/validate.h"
+#include "runtime/plan/inference_plan.h"
 
 namespace ds::plan {
 namespace {
 
 double MiB(double bytes) { return bytes / 1048576.0; }
 
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+// The stream's line: its instructions and what its collectives move per token.
+std::string StreamLine(const InferencePlan& p) {
+  int forwards = 0, reduces = 0, gathers = 0;
+  for (const proto::Instruction& in : p.stream) {
+    forwards += in.kind() == proto::Instruction::FORWARD;
+    reduces += in.kind() == proto::Instruction::ACT_ALL_REDUCE;
+    gathers += in.kind() == proto::Instruction::ACT_ALL_GATHER;
+  }
+  if (p.tp == 1) return "  each step runs one forward over the decode graph on one rank\n";
+  return Format(
+      "  each tp rank (tp %d) runs %d instructions per step: %d forward ranges, %d all-reduces "
+      "(%.1f KiB per token), %d all-gather of its %lld logits (%.1f KiB per token)\n",
+      p.tp, static_cast<int>(p.stream.size()), forwards, reduces, p.reduced_per_token * 4 / 1024.0,
+      gathers, static_cast<long long>(p.vocab_local), p.gathered_per_token * 4 / 1024.0);
+}
+
 }  // namespace
 
-std::string FormatGenerationSummary(const Graph& graph, int64_t budget) {
+std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget) {
   auto it = graph.config.find("max_seq_len");
   const int64_t len = it == graph.config.end() ? 0 : it->second;
   if (len <= 0) return "";
-  auto specs = InferTensorSpecs(graph, {{"batch", 1}, {"seq", len}}, graph.name);
+  auto plan = MakeInferencePlan(graph, len, std::max(1, tp), 0);
+  if (!plan.ok() || plan->decode.layers.empty()) return "";
+  const DecodeGraphInfo& d = plan->decode;
+  auto specs = InferTensorSpecs(d.graph, {{"batch", 1}, {"seq", len}}, d.graph.name);
   if (!specs.ok()) return "";
-  int64_t per_token = 0, layers = 0, kv = 0, dim = 0;
-  for (const NodeInfo& n : graph.nodes) {
-    if (n.op != "attention") continue;
-    const int64_t heads = n.attrs.Int("n_head", 0), kv_heads = n.attrs.Int("n_kv_head", heads);
-    const int64_t width = (*specs)[n.inputs[0]].shape.back();
-    if (heads <= 0 || width % (heads + 2 * kv_heads) != 0) return "";
-    kv = kv_heads;
-    dim = width / (heads + 2 * kv_heads);
-    per_token += 2 * kv * dim * 4;
-    ++layers;
+  const int64_t per_token = d.cache_bytes_per_sequence() / len;
+  int64_t activations = 0, weights = 0;  // a prefill of `len` tokens keeps every activation
+  for (size_t t = 0; t < d.graph.tensors.size(); ++t) {
+    if (d.graph.tensors[t].role == TensorRole::kActivation) activations += (*specs)[t].nbytes();
+    if (d.graph.tensors[t].role == TensorRole::kParam) weights += (*specs)[t].numel() * 4;
   }
-  if (layers == 0) return "";
-  int64_t activations = 0;  // a prefill of `len` tokens keeps every activation
-  for (size_t t = 0; t < graph.tensors.size(); ++t)
-    if (graph.tensors[t].role == TensorRole::kActivation) activations += (*specs)[t].nbytes();
-  const double weights = 4.0 * graph.NumParameters();
-  char buf[512];
-  std::snprintf(
-      buf, sizeof(buf),
-      "\ngeneration (KV cache, fp32): %.1f KiB per token and sequence (%lld layers x k, v "
-      "x %lld kv heads x %lld); a sequence of max_seq_len %lld: %.2f MiB of cache, its "
-      "prefill %.2f MiB of activations; weights %.2f MiB\n",
-      per_token / 1024.0, static_cast<long long>(layers), static_cast<long long>(kv),
-      static_cast<long long>(dim), static_cast<long long>(len), MiB(per_token * len),
+  const CacheLayer& c = d.layers.front();
+  std::string out = Format(
+      "\ngeneration (KV cache, fp32)%s: %.1f KiB per token and sequence (%lld layers x k, v x "
+      "%lld kv heads x %lld); a sequence of max_seq_len %lld: %.2f MiB of cache, its prefill "
+      "%.2f MiB of activations; weights %.2f MiB\n",
+      plan->tp > 1 ? ", per tp rank" : "", per_token / 1024.0,
+      static_cast<long long>(d.layers.size()), static_cast<long long>(c.n_kv_head),
+      static_cast<long long>(c.head_dim), static_cast<long long>(len), MiB(per_token * len),
       MiB(activations), MiB(weights));
-  std::string out = buf;
+  out += StreamLine(*plan);
   if (budget <= 0) return out;
   auto fit = [&](int64_t tokens) {
     const double per_seq = per_token * tokens + activations * static_cast<double>(tokens) / len;
     return std::max<int64_t>(0, static_cast<int64_t>((budget - weights) / per_seq));
   };
-  std::snprintf(
-      buf, sizeof(buf), "  in %.2f GiB: %lld sequences of %lld tokens at once (%lld of %lld)\n",
-      budget / 1073741824.0, static_cast<long long>(fit(len)), static_cast<long long>(len),
-      static_cast<long long>(fit(std::max<int64_t>(1, len / 4))),
-      static_cast<long long>(std::max<int64_t>(1, len / 4)));
-  return out + buf;
+  return out + Format("  in %.2f GiB: %lld sequences of %lld tokens at once (%lld of %lld)\n",
+                      budget / 1073741824.0, static_cast<long long>(fit(len)),
+                      static_cast<long long>(len),
+                      static_cast<long long>(fit(std::max<int64_t>(1, len / 4))),
+                      static_cast<long long>(std::max<int64_t>(1, len / 4)));
 }
 
 }  // namespace ds::plan

@@ -1,8 +1,11 @@
-// What ds-plan says about generating with the model (runtime/generate): the KV cache a token of
-// one sequence adds (every attention layer's key and value heads, fp32; grouped-query attention
-// caches its kv heads only), the weights, what a prefill of max_seq_len tokens keeps (the
-// inference executor keeps every activation), and how many sequences of max_seq_len (and of a
-// quarter of it) fit beside the weights in `budget` bytes (host memory per rank; 0: not said).
+// What ds-plan says about generating with the model, from the inference plan of tp rank 0
+// (inference_plan.h; every tp rank's has the same sizes): the KV cache a token of one sequence
+// adds on a rank (every attention layer's key and value heads the rank holds, fp32; grouped-query
+// attention caches its kv heads only), the rank's weights, what a prefill of max_seq_len tokens
+// keeps (the inference executor keeps every activation), the stream each tp rank runs (forward
+// ranges, all-reduces and the logits' all-gather, with the bytes they move per token), and how
+// many sequences of max_seq_len (and of a quarter of it) fit beside the weights in `budget`
+// bytes (host memory per rank; 0: not said). Empty when the model cannot generate.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,6 @@
 
 namespace ds::plan {
 
-std::string FormatGenerationSummary(const Graph& graph, int64_t budget);
+std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget);
 
 }  // namespace ds::plan

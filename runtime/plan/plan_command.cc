@@ -52,7 +52,7 @@ StatusOr<std::string> Run(const Flags& f) {
     const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
     std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
                        FormatUlyssesSummary(graph, *plan);
-    text += FormatGenerationSummary(graph, node > 0 ? node / per_node : 0);
+    text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
     if (node <= 0) return text;
     DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
     return text + "\n" + advice;

@@ -3,6 +3,8 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +46,26 @@ TEST_CASE("ds-plan: prints memory and traffic per rank for the configured stage"
                                     "(4 layers x k, v x 4 kv heads x 64)"));
   r = Run({kJob, "--world", "4", "--host-memory", "2", "--ranks-per-node", "4"});
   CHECK_THAT(r.out, Catch::Contains("in 0.50 GiB: "));
+}
+
+// Generation under tensor parallelism: the inference plan of a tp rank, its half of the heads
+// cached, the stream's all-reduces (the embedding's and 2 per layer, 256 floats a token each)
+// and the logits' gather (4096 of 8192 a token).
+TEST_CASE("ds-plan: the generation section of a tensor-parallel job", "[plan][generate]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string job = std::string(tmp ? tmp : "/tmp") + "/plan_tp2.yaml";
+  {
+    std::ifstream in(kJob);
+    std::ofstream out(job);
+    out << in.rdbuf() << "\nparallel: {tensor: 2}\n";
+  }
+  const Result r = Run({job, "--world", "4"});
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("generation (KV cache, fp32), per tp rank: 4.0 KiB per token "
+                                    "and sequence (4 layers x k, v x 2 kv heads x 64)"));
+  CHECK_THAT(r.out, Catch::Contains("each tp rank (tp 2) runs 20 instructions per step: 10 "
+                                    "forward ranges, 9 all-reduces (9.0 KiB per token), 1 "
+                                    "all-gather of its 4096 logits (16.0 KiB per token)"));
 }
 
 TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {

@@ -307,7 +307,11 @@ class Partitioner {
     n.attrs.SetInt("n_head", h / tp_);
     n.attrs.SetInt("n_kv_head", kv >= tp_ ? kv / tp_ : 1);  // replicated: one per rank
     if (kv < tp_) out_.kv_share = tp_ / static_cast<int>(kv);
-    SetWidth(out, n.op == "attention" ? Width(out) / tp_ : Width(x));
+    const bool heads_out = n.op == "attention" || n.op == "kv_attention";
+    SetWidth(out, heads_out ? Width(out) / tp_ : Width(x));
+    if (n.op == "kv_attention")  // generation's KV caches [batch, kv heads, slots, head_dim]
+      for (int c : {n.inputs[1], n.inputs[2]})
+        g().tensors[c].shape[1] = Dim::Fixed(kv >= tp_ ? kv / tp_ : 1);
     state_[out] = State::kSplit;
     Emit(std::move(n));
     return OkStatus();

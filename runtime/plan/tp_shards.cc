@@ -22,7 +22,7 @@ std::map<int, Heads> QkvLinears(const Graph& g) {
     for (int t : g.nodes[n].outputs) producer[t] = static_cast<int>(n);
   std::map<int, Heads> out;  // linear node -> heads
   for (const NodeInfo& n : g.nodes) {
-    if (n.op != "attention" || n.inputs.empty()) continue;
+    if ((n.op != "attention" && n.op != "kv_attention") || n.inputs.empty()) continue;
     auto it = producer.find(n.inputs[0]);
     if (it != producer.end() && g.nodes[it->second].op == "rope")
       it = producer.find(g.nodes[it->second].inputs[0]);

@@ -433,19 +433,24 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
 
 StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t max_batch,
                                                                       int64_t max_len) {
-  if (tp_ || pipe_stage_ >= 0)
+  const int ep = std::max(1, plan_->topology().ep());
+  if (pipe_stage_ >= 0 || (tp_ && ep > 1))
     return UnimplementedError(config_.source +
-                              ": generation from a tensor- or pipeline-parallel model "
-                              "(parallel.tensor or parallel.pipeline > 1) is not written yet");
+                              ": generation from a pipeline-parallel model, or a tensor-parallel "
+                              "one with expert parallelism, is not written yet");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
+  generate::GeneratorOptions o{max_batch, max_len};
   zero::ParamStore* params = params_.get();
-  if (sliced_) {  // expert parallelism: the other ranks' experts gathered first
+  if (tp_) {  // each tp rank its heads and vocabulary rows, over its tp group
+    o.tp = std::max(1, plan_->topology().tp());
+    o.tp_rank = tp_rank_;
+    o.tp_comm = tp_comm_;
+  } else if (sliced_) {  // expert parallelism: the other ranks' experts gathered first
     DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
   }
-  return generate::Generator::Create(rank_graph_ ? full_graph_ : graph_, params,
-                                     {max_batch, max_len});
+  return generate::Generator::Create(tp_ || rank_graph_ ? full_graph_ : graph_, params, o);
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }

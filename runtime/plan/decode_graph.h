@@ -18,7 +18,7 @@
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
 
-namespace ds::generate {
+namespace ds::plan {
 
 inline constexpr const char* kPositions = "gen.positions";  // int32 [batch, seq]
 inline constexpr const char* kStart = "gen.start";          // int32 [1]: the first new slot
@@ -45,4 +45,4 @@ struct DecodeGraphInfo {
 // max_len beyond its positions (learned position embeddings).
 StatusOr<DecodeGraphInfo> DecodeGraph(const Graph& model, int64_t max_len);
 
-}  // namespace ds::generate
+}  // namespace ds::plan

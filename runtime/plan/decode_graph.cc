@@ -1,4 +1,4 @@
-#include "runtime/generate/decode_graph.h"
+#include "runtime/plan/decode_graph.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/validate.h"
 
-namespace ds::generate {
+namespace ds::plan {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
@@ -95,6 +95,8 @@ class Builder {
     TensorInfo t;
     t.name = g.tensors[n->inputs[0]].name + ".last";
     t.role = TensorRole::kActivation;
+    const SymShape& x = g.tensors[n->inputs[0]].shape;  // [batch, seq, C]
+    if (x.size() == 3) t.shape = {x[0], Dim::Fixed(1), x[2]};
     g.tensors.push_back(t);
     const int last = static_cast<int>(g.tensors.size()) - 1;
     NodeInfo k;
@@ -105,7 +107,12 @@ class Builder {
     k.block = n->block;
     g.nodes.push_back(k);
     n->inputs[0] = last;
-    g.tensors[n->outputs[0]].shape.clear();  // [batch, 1, vocab], inferred
+    SymShape& logits = g.tensors[n->outputs[0]].shape;  // [batch, 1, vocab]
+    if (logits.size() == 3) {
+      logits[1] = Dim::Fixed(1);
+    } else {
+      logits.clear();  // inferred
+    }
   }
 
   Status Rewrite(NodeInfo* n) {
@@ -162,4 +169,4 @@ StatusOr<DecodeGraphInfo> DecodeGraph(const Graph& model, int64_t max_len) {
   return Builder(model, max_len).Run();
 }
 
-}  // namespace ds::generate
+}  // namespace ds::plan
