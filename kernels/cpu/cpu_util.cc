@@ -1,5 +1,7 @@
 #include "kernels/cpu/cpu_util.h"
 
+#include "kernels/cpu/few_rows_gemm.h"
+
 #include <cblas.h>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -20,55 +22,7 @@ float* ThreadScratch(int slot, size_t floats) {
   return buf.data();
 }
 
-namespace {
-
-// C[m, n] = alpha A B^T + beta C for a few rows of A (a batched decode step's linears): rows of B
-// four at a time against rows of A two at a time, so each row of B is read from memory once
-// for all of them. sgemm packs B first, which for so few rows costs more than the products;
-// sgemv would read B once per row. Compiled for AVX-512 and AVX2 as well, chosen at run time by
-// the CPU's features.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void FewRowsGemm(
-    int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-    int64_t ldb, float beta, float* c, int64_t ldc) {
-  auto put = [&](int64_t i, int64_t j, float sum) {
-    float& out = c[i * ldc + j];
-    out = beta == 0.f ? alpha * sum : alpha * sum + beta * out;
-  };
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const float *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-    int64_t i = 0;
-    for (; i + 2 <= m; i += 2) {
-      const float *x = a + i * lda, *y = x + lda;
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0, r0 = 0, r1 = 0, r2 = 0, r3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3, r0, r1, r2, r3)
-      for (int64_t t = 0; t < k; ++t) {
-        const float w0 = b0[t], w1 = b1[t], w2 = b2[t], w3 = b3[t];
-        s0 += x[t] * w0, s1 += x[t] * w1, s2 += x[t] * w2, s3 += x[t] * w3;
-        r0 += y[t] * w0, r1 += y[t] * w1, r2 += y[t] * w2, r3 += y[t] * w3;
-      }
-      put(i, j, s0), put(i, j + 1, s1), put(i, j + 2, s2), put(i, j + 3, s3);
-      put(i + 1, j, r0), put(i + 1, j + 1, r1), put(i + 1, j + 2, r2), put(i + 1, j + 3, r3);
-    }
-    for (; i < m; ++i) {
-      const float* x = a + i * lda;
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-      for (int64_t t = 0; t < k; ++t)
-        s0 += x[t] * b0[t], s1 += x[t] * b1[t], s2 += x[t] * b2[t], s3 += x[t] * b3[t];
-      put(i, j, s0), put(i, j + 1, s1), put(i, j + 2, s2), put(i, j + 3, s3);
-    }
-  }
-  for (; j < n; ++j)
-    for (int64_t i = 0; i < m; ++i) {
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t t = 0; t < k; ++t) sum += a[i * lda + t] * b[j * ldb + t];
-      put(i, j, sum);
-    }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -78,7 +32,11 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
-  if (m == 1) {  // one row (a decode step's linears): OpenBLAS's gemv streams B about 4x faster
+  if (m <= 8 && !trans_a && trans_b && k >= 64 && (m > 1 || FewRowsVectorized())) {
+    FewRowsGemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);  // a decode step's linears
+    return;
+  }
+  if (m == 1) {  // one row: OpenBLAS's gemv streams B about 4x faster than its gemm
     const blasint inc = trans_a ? static_cast<blasint>(lda) : 1;  // a's k values
     if (trans_b)                                                  // c[1, n] = a B^T, B [n, k]
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(k),
@@ -86,10 +44,6 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     else  // c[1, n] = a B, B [k, n]
       cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n),
                   alpha, b, static_cast<blasint>(ldb), a, inc, beta, c, 1);
-    return;
-  }
-  if (m <= 8 && !trans_a && trans_b && k >= 64) {
-    FewRowsGemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

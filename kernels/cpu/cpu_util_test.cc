@@ -80,6 +80,38 @@ TEST_CASE("cpu_util: ParallelSgemm matches Sgemm on row and column splits", "[ke
   omp_set_num_threads(saved);
 }
 
+// A decode step's linears (1 to 8 rows against a transposed weight) go to FewRowsGemm: every
+// row count, odd and even n (the last row of B alone), k with a ragged tail of 16-lane steps,
+// padded leading dimensions (no prefetch), alpha and beta, against a double-precision sum.
+TEST_CASE("cpu_util: Sgemm of 1 to 8 rows against B^T matches the exact sums",
+          "[kernels][cpu_util]") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t m = 1; m <= 8; ++m)
+    for (int64_t n : {1, 2, 7, 34})
+      for (int64_t k : {64, 100, 773})
+        for (int64_t pad : {0, 5}) {
+          INFO("m " << m << " n " << n << " k " << k << " pad " << pad);
+          const int64_t lda = k + pad, ldb = k + pad, ldc = n + pad;
+          std::vector<float> a(m * lda), b(n * ldb), c(m * ldc);
+          for (float& v : a) v = dist(rng);
+          for (float& v : b) v = dist(rng);
+          for (float& v : c) v = dist(rng);
+          const std::vector<float> c0 = c;
+          const float alpha = 0.75f, beta = pad ? 0.5f : 0.f;
+          Sgemm(false, true, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t t = 0; t < k; ++t) sum += double(a[i * lda + t]) * b[j * ldb + t];
+              const double want = alpha * sum + beta * c0[i * ldc + j];
+              REQUIRE(c[i * ldc + j] == Approx(want).margin(1e-4));
+            }
+          for (int64_t i = 0; i < m; ++i)  // the padding is left alone
+            for (int64_t j = n; j < ldc; ++j) REQUIRE(c[i * ldc + j] == c0[i * ldc + j]);
+        }
+}
+
 TEST_CASE("cpu_util: ParallelChunks covers each index once", "[kernels][cpu_util]") {
   for (int chunks : {1, 2, 3, 7}) {
     std::vector<int> hits(1000, 0);
