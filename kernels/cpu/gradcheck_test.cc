@@ -237,6 +237,15 @@ TEST_CASE("gradcheck: attention", "[kernels][gradcheck]") {
   }
 }
 
+// The reward model's pairwise loss: 2 pairs scored at their own positions (the gradient is 0
+// elsewhere, which the check sees too).
+TEST_CASE("gradcheck: reward_pair_loss", "[kernels][gradcheck]") {
+  std::mt19937 rng(16);
+  CheckGradients({"reward_pair_loss", Attrs(),
+                  Inputs(RandomTensor({4, 3, 1}, rng, -2, 2),
+                         IntTensor({4, 3}, {0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1}))});
+}
+
 TEST_CASE("gradcheck: cross_entropy with ignored targets", "[kernels][gradcheck]") {
   std::mt19937 rng(6);
   Attrs a;
@@ -369,19 +378,44 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
   // move gradients between pipeline stages, not derivatives (kernels/cpu/pipeline_test.cc);
   // kv_attention and last_position are generation's forward only (against the full forward at
   // every decode step: runtime/generate/generator_test.cc).
-  const std::set<std::string> covered = {"add",           "attention",      "bias_add",
-                                         "cross_entropy", "dropout",        "embedding",
-                                         "gelu",          "layernorm",      "linear",
-                                         "mul",           "moe_router",     "moe_dispatch",
-                                         "expert_linear", "moe_combine",    "moe_residual_mix",
-                                         "moe_loss",      "moe_all_to_all", "seq_chunk",
-                                         "ulysses_heads", "ulysses_time",   "seq_all_to_all",
-                                         "seq_ce_stats",  "seq_ce_loss",    "position_embedding",
-                                         "rmsnorm",       "rope",           "silu",
-                                         "vocab_max",     "vocab_ce_stats", "vocab_ce_loss",
-                                         "sp_split",      "sp_gather",      "sp_scatter",
-                                         "pipe_recv",     "pipe_send",      "kv_attention",
-                                         "last_position"};
+  const std::set<std::string> covered = {"add",
+                                         "attention",
+                                         "bias_add",
+                                         "cross_entropy",
+                                         "dropout",
+                                         "embedding",
+                                         "gelu",
+                                         "layernorm",
+                                         "linear",
+                                         "mul",
+                                         "moe_router",
+                                         "moe_dispatch",
+                                         "expert_linear",
+                                         "moe_combine",
+                                         "moe_residual_mix",
+                                         "moe_loss",
+                                         "moe_all_to_all",
+                                         "seq_chunk",
+                                         "ulysses_heads",
+                                         "ulysses_time",
+                                         "seq_all_to_all",
+                                         "seq_ce_stats",
+                                         "seq_ce_loss",
+                                         "position_embedding",
+                                         "rmsnorm",
+                                         "rope",
+                                         "silu",
+                                         "vocab_max",
+                                         "vocab_ce_stats",
+                                         "vocab_ce_loss",
+                                         "sp_split",
+                                         "sp_gather",
+                                         "sp_scatter",
+                                         "pipe_recv",
+                                         "pipe_send",
+                                         "kv_attention",
+                                         "last_position",
+                                         "reward_pair_loss"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);
