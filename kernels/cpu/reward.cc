@@ -37,6 +37,9 @@ double Softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::l
 
 Status Forward(const OpArgs& args) {
   const int64_t rows = args.in[0].shape()[0], t = args.in[0].shape()[1], n = rows / 2;
+  if (rows % 2 != 0)
+    return InvalidArgumentError(StrCat("reward_pair_loss: a batch of ", rows,
+                                       " rows; chosen and rejected answers come in pairs"));
   DS_ASSIGN_OR_RETURN(std::vector<int64_t> at, Ends(args.in[1], rows, t));
   const float* v = args.in[0].f32();
   double total = 0;

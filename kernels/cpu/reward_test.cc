@@ -44,10 +44,16 @@ TEST_CASE("reward_pair_loss: one scored position per row, pairs only", "[kernels
   two.inputs.push_back(RandomTensor({2, 2, 1}, rng));
   two.inputs.push_back(IntTensor({2, 2}, {1, 1, 0, 1}));
   REQUIRE_FALSE(two.Forward().ok());
+  OpHarness odd("reward_pair_loss", Attrs());
+  odd.inputs.push_back(RandomTensor({3, 1, 1}, rng));
+  odd.inputs.push_back(IntTensor({3, 1}, {1, 1, 1}));
+  s = odd.Forward();
+  REQUIRE_FALSE(s.ok());
+  CHECK_THAT(s.message(), Catch::Contains("a batch of 3 rows"));
   const OpDef* def = FindOp("reward_pair_loss");
   REQUIRE(def);
   std::vector<TensorSpec> out;
-  CHECK_FALSE(def->infer(Attrs(), {{{3, 2, 1}, DType::kF32}, {{3, 2}, DType::kI32}}, &out).ok());
+  CHECK_FALSE(def->infer(Attrs(), {{{4, 2, 2}, DType::kF32}, {{4, 2}, DType::kI32}}, &out).ok());
   CHECK(def->infer(Attrs(), {{{4, 2, 1}, DType::kF32}, {{4, 2}, DType::kI32}}, &out).ok());
 }
 

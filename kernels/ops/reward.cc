@@ -4,7 +4,8 @@
 //   ends    int32 [B, T]    1 at the position each sequence is scored at (its last non-pad
 //                           token), 0 elsewhere: exactly one per row (checked when it runs)
 //   -> loss [1] = mean over the pairs i < B/2 of -log sigmoid(r_i - r_{i + B/2}): rows
-//      [0, B/2) are the chosen answers, [B/2, B) the rejected ones, pair by pair.
+//      [0, B/2) are the chosen answers, [B/2, B) the rejected ones, pair by pair (an odd batch
+//      is refused when it runs: graph validation infers shapes at any batch).
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
@@ -23,9 +24,6 @@ Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<Tensor
     return InvalidArgumentError(StrCat(op, ": values ", ShapeToString(v), " and ends ",
                                        ShapeToString(in[1].shape),
                                        " must be [B, T, 1] and [B, T]"));
-  if (v[0] % 2 != 0)
-    return InvalidArgumentError(
-        StrCat(op, ": a batch of ", v[0], " rows; chosen and rejected answers come in pairs"));
   *out = {TensorSpec{{1}, DType::kF32}};
   return OkStatus();
 }

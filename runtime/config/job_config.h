@@ -154,6 +154,7 @@ struct ModelConfig {
   double dropout = 0.0;
   double rope_theta = 10000.0;  // llama only
   bool tie_embeddings = true;
+  std::string head = "lm";  // "lm" or "reward" (DeepSpeed-Chat's reward model: a value head)
   MoeConfig moe;
 };
 

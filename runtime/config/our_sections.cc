@@ -11,7 +11,8 @@ namespace {
 // Generator settings; with `model.graph` none of them may be given.
 constexpr const char* kGeneratorKeys[] = {"family",    "n_layer",    "n_embd",         "n_head",
                                           "n_kv_head", "vocab_size", "max_seq_len",    "ffn_hidden",
-                                          "dropout",   "rope_theta", "tie_embeddings", "moe"};
+                                          "dropout",   "rope_theta", "tie_embeddings", "moe",
+                                          "head"};
 
 void ReadMoe(MapReader& parent, MoeConfig* m) {
   MapReader r = parent.Block("moe");
@@ -81,6 +82,10 @@ void ReadGenerator(MapReader& r, ModelConfig* m) {
   r.Get("rope_theta", &m->rope_theta);
   r.Require(m->rope_theta > 0, "rope_theta", "must be > 0");
   r.Get("tie_embeddings", &m->tie_embeddings);
+  if (r.Get("head", &m->head)) m->head = Lower(m->head);
+  r.Require(m->head == "lm" || m->head == "reward", "head",
+            "must be lm (next-token logits) or reward (a value head, DeepSpeed-Chat's reward "
+            "model)");
   if (r.Has("moe")) ReadMoe(r, &m->moe);
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/data/batch_source.h"
 #include "runtime/data/token_file.h"
 
 namespace ds::data {
@@ -57,7 +58,7 @@ struct DataLoaderState {
   }
 };
 
-class DataLoader {
+class DataLoader final : public BatchSource {
  public:
   // Opens the file and checks it can serve batches: B, T >= 1, 0 <= dp_rank < dp_size, at least
   // T+1 tokens (shuffle) or dp_size*B*T+1 tokens (sequential). Errors name the file.
@@ -65,7 +66,7 @@ class DataLoader {
 
   // Fills inputs[B*T] and targets[B*T] (row-major [B, T]) and advances. Returns OK today:
   // every check happens in Open (the Status leaves room for a prefetching reader).
-  Status Next(int32_t* inputs, int32_t* targets);
+  Status Next(int32_t* inputs, int32_t* targets) override;
 
   DataLoaderState state() const { return state_; }
   // InvalidArgument when the position lies outside the file (e.g. a state from another file).

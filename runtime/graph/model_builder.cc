@@ -32,6 +32,26 @@ int MaybeDropout(Builder& b, int x, const std::string& name, int64_t width, int 
   return b.Node("dropout", name, {x}, width, block, a);
 }
 
+// What the final norm's output `x` feeds: the next-token logits and cross-entropy (head "lm",
+// over `embedding` when tied, else a head of its own), or DeepSpeed-Chat's reward head: a value
+// per position (v_head, no bias) and the pairwise loss at the positions the targets mark.
+int OutputHead(Builder& b, const ModelSpec& s, int x, int embedding, bool tied, int targets,
+               const std::vector<int>& aux) {
+  const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
+  if (s.head == "reward") {
+    int v = b.Param("v_head.weight", {1, C}, Normal(s.init_std), ShardKind::kReplicated);
+    int values = b.Node("linear", "values", {x, v}, 1, L);
+    int loss =
+        b.Node("reward_pair_loss", aux.empty() ? "loss" : "reward_loss", {values, targets}, 0, L);
+    return MoeTotalLoss(b, s.moe, loss, aux, L);
+  }
+  int head = embedding;
+  if (!tied) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  int logits = b.Node("linear", "logits", {x, head}, V, L);
+  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
+  return MoeTotalLoss(b, s.moe, ce, aux, L);
+}
+
 void BuildGpt2(const ModelSpec& s, Graph* g) {
   Builder b(g);
   const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
@@ -82,12 +102,7 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   int lnfw = b.Param("ln_f.weight", {C}, Ones(), ShardKind::kReplicated);
   int lnfb = b.Param("ln_f.bias", {C}, Zeros(), ShardKind::kReplicated);
   x = b.Node("layernorm", "ln_f", {x, lnfw, lnfb}, C, L, Eps(eps));
-  int head = wte;
-  if (s.tie_embeddings == 0)
-    head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  int logits = b.Node("linear", "logits", {x, head}, V, L);
-  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
-  g->loss = MoeTotalLoss(b, s.moe, ce, aux, L);
+  g->loss = OutputHead(b, s, x, wte, s.tie_embeddings != 0, targets, aux);
 }
 
 void BuildLlama(const ModelSpec& s, Graph* g) {
@@ -138,12 +153,7 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   }
   int nw = b.Param("norm.weight", {C}, Ones(), ShardKind::kReplicated);
   x = b.Node("rmsnorm", "norm", {x, nw}, C, L, Eps(eps));
-  int head = emb;
-  if (s.tie_embeddings != 1)
-    head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  int logits = b.Node("linear", "logits", {x, head}, V, L);
-  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
-  g->loss = MoeTotalLoss(b, s.moe, ce, aux, L);
+  g->loss = OutputHead(b, s, x, emb, s.tie_embeddings == 1, targets, aux);
 }
 
 }  // namespace
@@ -152,6 +162,8 @@ Status CheckModelSpec(const ModelSpec& s) {
   auto bad = [&](const std::string& m) { return InvalidArgumentError("model: " + m); };
   if (s.family != "gpt2" && s.family != "llama")
     return bad("unknown family \"" + s.family + "\" (gpt2 or llama)");
+  if (s.head != "lm" && s.head != "reward")
+    return bad("unknown head \"" + s.head + "\" (lm or reward)");
   if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.vocab_size <= 0 || s.max_seq_len <= 0)
     return bad("n_layer, n_embd, n_head, vocab_size and max_seq_len must be positive");
   if (s.n_embd % s.n_head)

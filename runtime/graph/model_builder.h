@@ -48,6 +48,10 @@ struct ModelSpec {
   float norm_eps = 0.0f;  // 0: 1e-5
   float init_std = 0.02f;
   int tie_embeddings = -1;  // -1: family default (gpt2 tied, llama untied)
+  // "lm": next-token logits and cross-entropy. "reward": DeepSpeed-Chat's reward model, a value
+  // head (v_head [1, C], no bias) at every position and reward_pair_loss at the positions the
+  // targets mark (rows [0, B/2) chosen, [B/2, B) rejected); no LM head.
+  std::string head = "lm";
   MoeSpec moe;
 };
 

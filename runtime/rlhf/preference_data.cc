@@ -91,9 +91,8 @@ std::vector<int64_t> SplitRows(int64_t rows, const std::vector<double>& weights,
   const auto cut = [rows](double w) {
     return std::min<int64_t>(rows, static_cast<int64_t>(std::llround(w * rows)));
   };
-  const int64_t lo = cut(before), hi = part + 1 == static_cast<int>(weights.size())
-                                            ? rows
-                                            : cut(through);
+  const int64_t lo = cut(before),
+                hi = part + 1 == static_cast<int>(weights.size()) ? rows : cut(through);
   return std::vector<int64_t>(order.begin() + lo, order.begin() + std::max(lo, hi));
 }
 

@@ -22,14 +22,15 @@ std::string Write(const std::string& name, const std::string& text) {
 std::string Rows(int n, const std::string& tag) {
   std::string s;
   for (int i = 0; i < n; ++i)
-    s += "{\"prompt\": \"" + tag + std::to_string(i) + "=\", \"chosen\": \"good\", \"rejected\": " +
-         "\"bad\", \"source\": \"x\"}\n";
+    s += "{\"prompt\": \"" + tag + std::to_string(i) +
+         "=\", \"chosen\": \"good\", \"rejected\": " + "\"bad\", \"source\": \"x\"}\n";
   return s;
 }
 
 TEST_CASE("Preference data: rows, and errors naming file and line", "[rlhf][data]") {
-  const std::string path = Write("pairs.jsonl", Rows(3, "a") + "\n{\"prompt\": \"p\", "
-                                                                 "\"chosen\": \"c\"}\n");
+  const std::string path = Write("pairs.jsonl", Rows(3, "a") +
+                                                    "\n{\"prompt\": \"p\", "
+                                                    "\"chosen\": \"c\"}\n");
   auto d = ReadPreferenceJsonl(path);
   REQUIRE(d.ok());
   REQUIRE(d->rows.size() == 4);

@@ -13,6 +13,7 @@
 
 #include "parallel/loopback_communicator.h"
 #include "proto/plan.pb.h"
+#include "runtime/data/data_loader.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"

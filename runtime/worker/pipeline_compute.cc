@@ -29,7 +29,7 @@ class Timed {
 }  // namespace
 
 PipelineCompute::PipelineCompute(std::vector<std::vector<exec::Executor*>> executors,
-                                 data::DataLoader* data)
+                                 data::BatchSource* data)
     : ex_(std::move(executors)), data_(data) {
   for (const auto& chunk : ex_) aux_.emplace_back(chunk.at(0)->graph());
 }

@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "runtime/data/data_loader.h"
+#include "runtime/data/batch_source.h"
 #include "runtime/exec/executor.h"
 #include "runtime/worker/aux_losses.h"
 #include "runtime/worker/step_runner.h"
@@ -24,7 +24,7 @@ namespace ds::worker {
 class PipelineCompute final : public StepCompute {
  public:
   // executors[chunk][slot], borrowed.
-  PipelineCompute(std::vector<std::vector<exec::Executor*>> executors, data::DataLoader* data);
+  PipelineCompute(std::vector<std::vector<exec::Executor*>> executors, data::BatchSource* data);
 
   Status LoadMicrobatch(const proto::Instruction& in) override;
   Status Forward(uint64_t seed, const proto::Instruction& in) override;
@@ -50,7 +50,7 @@ class PipelineCompute final : public StepCompute {
   StatusOr<exec::Executor*> For(const proto::Instruction& in) const;
 
   std::vector<std::vector<exec::Executor*>> ex_;
-  data::DataLoader* data_;
+  data::BatchSource* data_;
   std::vector<std::vector<int32_t>> tokens_;  // per micro-batch of the step: ids, then targets
   float loss_ = 0;                            // of the last forward that computed one
   std::vector<AuxLosses> aux_;                // per chunk: its MoE layers' aux losses

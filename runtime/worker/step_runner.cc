@@ -33,7 +33,7 @@ uint64_t MicroSeed(uint64_t seed, int64_t step, int64_t micro) {
 // The real compute: the executor over the data loader's micro-batches.
 class ExecutorCompute final : public StepCompute {
  public:
-  ExecutorCompute(exec::Executor* e, data::DataLoader* d) : e_(e), d_(d), aux_(e->graph()) {}
+  ExecutorCompute(exec::Executor* e, data::BatchSource* d) : e_(e), d_(d), aux_(e->graph()) {}
   Status LoadMicrobatch(const Instruction&) override { return d_->Next(e_->ids(), e_->targets()); }
   Status Forward(uint64_t seed, const Instruction& in) override {
     DS_RETURN_IF_ERROR(e_->ForwardNodes(seed, in.node_begin(), in.node_end()));
@@ -71,7 +71,7 @@ class ExecutorCompute final : public StepCompute {
 
  private:
   exec::Executor* e_;
-  data::DataLoader* d_;
+  data::BatchSource* d_;
   AuxLosses aux_;  // the routers' aux losses, of the last forward that computed the loss
 };
 

@@ -34,7 +34,7 @@ namespace exec {
 class Executor;
 }
 namespace data {
-class DataLoader;
+class BatchSource;
 }
 namespace optim {
 class LossScaler;
@@ -93,7 +93,7 @@ struct StepParts {
   exec::Executor* executor = nullptr;
   zero::ParamStore* params = nullptr;
   zero::Optimizer* optimizer = nullptr;  // over `params`, sharded with LayoutFor(plan, rank)
-  data::DataLoader* data = nullptr;
+  data::BatchSource* data = nullptr;
   optim::LossScaler* scaler = nullptr;
   const optim::LrSchedule* schedule = nullptr;
   parallel::Communicator* comm = nullptr;  // the data-parallel group

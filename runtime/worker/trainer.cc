@@ -26,6 +26,7 @@
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/step_runner.h"
+#include "runtime/worker/train_batches.h"
 #include "zero/device_states.h"
 #include "zero/optimizer.h"
 #include "zero/optimizer_swapper.h"
@@ -241,19 +242,8 @@ Status Trainer::Build() {
   schedule_ = std::make_unique<optim::LrSchedule>(*schedule);
   scaler_ = std::make_unique<optim::LossScaler>(ToScalerOptions(config_.fp16));
 
-  if (config_.data.train.empty()) return InvalidArgumentError(src + ": data.train is not set");
-  data::DataLoaderOptions d;
-  d.path = config_.data.train;
-  d.format = config_.data.format;
-  d.batch = micro;
-  d.seq = seq_;
-  d.shuffle = config_.data.shuffle;
-  d.seed = config_.data.seed;
-  // Ulysses: the sp ranks of a group read the same micro-batches (each its chunk of them).
-  const int sp = std::max(1, plan_->topology().sp());
-  d.dp_rank = comm_->rank() / sp;
-  d.dp_size = comm_->size() / sp;
-  DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
+  batches_ = std::make_unique<TrainBatches>(src);
+  if (!config_.data.train.empty()) DS_RETURN_IF_ERROR(OpenTrainData(micro));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
   if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
@@ -261,7 +251,7 @@ Status Trainer::Build() {
   parts.executor = executor_.get();
   parts.params = params_.get();
   parts.optimizer = optimizer_.get();
-  parts.data = train_data_.get();
+  parts.data = batches_.get();
   parts.scaler = scaler_.get();
   parts.schedule = schedule_.get();
   parts.comm = comm_;
@@ -411,6 +401,28 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (host_gather) device_states_->ReleaseHostCopies();
   DS_RETURN_IF_ERROR(status);
   return sum / std::max<int64_t>(1, iters);
+}
+
+// The token file's loader (data.train), the default source of the training micro-batches.
+Status Trainer::OpenTrainData(int64_t micro) {
+  data::DataLoaderOptions d;
+  d.path = config_.data.train;
+  d.format = config_.data.format;
+  d.batch = micro;
+  d.seq = seq_;
+  d.shuffle = config_.data.shuffle;
+  d.seed = config_.data.seed;
+  // Ulysses: the sp ranks of a group read the same micro-batches (each its chunk of them).
+  const int sp = std::max(1, plan_->topology().sp());
+  d.dp_rank = comm_->rank() / sp;
+  d.dp_size = comm_->size() / sp;
+  DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
+  batches_->source = train_data_.get();
+  return OkStatus();
+}
+
+void Trainer::SetBatchSource(data::BatchSource* source) {
+  batches_->source = source ? source : train_data_.get();
 }
 
 StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,

@@ -35,8 +35,9 @@ namespace ckpt {
 struct CheckpointContents;
 }
 namespace data {
+class BatchSource;
 class DataLoader;
-}
+}  // namespace data
 namespace optim {
 class LossScaler;
 class LrSchedule;
@@ -59,6 +60,7 @@ namespace ds::worker {
 
 class CommsLogger;
 class PipelineCompute;
+class TrainBatches;
 class StepRunner;
 struct OwnedSlice;
 
@@ -103,6 +105,10 @@ class Trainer {
   // config.checkpoint.load names ("latest" = newest under checkpoint.dir; none yet is fine).
   Status Initialize();
   StatusOr<StepMetrics> TrainStep();
+  // Where TrainStep's micro-batches come from: `source` (borrowed; the RLHF steps' examples
+  // built in memory), or with null the token file data.train names. Without either TrainStep
+  // fails, naming data.train. Every rank sets its own (its data-parallel share).
+  void SetBatchSource(data::BatchSource* source);
   // Mean validation loss over `iters` micro-batches from the start of the validation file.
   StatusOr<double> Evaluate(int64_t iters);
   // Writes a checkpoint of the current step under config.checkpoint.dir. With data
@@ -163,6 +169,7 @@ class Trainer {
   // kept), and after the plan, one executor per activation slot under a PipelineCompute.
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
+  Status OpenTrainData(int64_t micro);  // data.train's loader, the default batch source
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.
   StatusOr<double> EvaluatePipeline(int64_t iters);
@@ -239,7 +246,8 @@ class Trainer {
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer nvme
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  std::unique_ptr<data::DataLoader> train_data_;
+  std::unique_ptr<data::DataLoader> train_data_;  // data.train's; null without one
+  std::unique_ptr<TrainBatches> batches_;         // what the step runner reads
   std::unique_ptr<data::DataLoader> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;

@@ -280,7 +280,7 @@ Status Trainer::SaveCheckpoint() {
   c.state["engine"] = EngineState(step_, optimizer_->step(), config_.seed, params_->model_dtype());
   c.state["scheduler"] = "{\"last_batch_iteration\": " + std::to_string(step_ - 1) + "}";
   c.state["loss_scaler"] = scaler_->SaveState();
-  c.state["data"] = train_data_->state().ToJson();
+  c.state["data"] = (train_data_ ? train_data_->state() : data::DataLoaderState()).ToJson();
   c.state["rng"] = "{\"seed\": " + std::to_string(config_.seed) +
                    ", \"next_step\": " + std::to_string(step_) + "}";
   c.info["family"] = graph_.family;
@@ -490,15 +490,16 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   }
   // Scaler and data loader validate while they load: keep their old states to roll back.
   const std::string old_scaler = scaler_->SaveState();
-  const data::DataLoaderState old_data = train_data_->state();
+  // Without data.train the caller's batch source keeps its own position.
+  const data::DataLoaderState old_data = train_data_ ? train_data_->state() : data_state;
   if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
-  if (verified.ok())
+  if (verified.ok() && train_data_)
     verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
   if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", world_rank_, verified.ToString());
   DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
   if (failed) {
     scaler_->LoadState(old_scaler).IgnoreError();
-    train_data_->SetState(old_data).IgnoreError();
+    if (train_data_) train_data_->SetState(old_data).IgnoreError();
     if (!verified.ok()) return verified;
     return DataLossError(path + ": checkpoint rejected by another rank (its log names the file)");
   }

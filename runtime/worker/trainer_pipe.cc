@@ -7,12 +7,14 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/data/data_loader.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipe_streams.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -84,7 +86,7 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
       slot_executors_.push_back(std::move(e));
     }
   }
-  pipe_compute_ = std::make_unique<PipelineCompute>(std::move(slots), train_data_.get());
+  pipe_compute_ = std::make_unique<PipelineCompute>(std::move(slots), batches_.get());
   return OkStatus();
 }
 
