@@ -246,6 +246,41 @@ TEST_CASE("gradcheck: reward_pair_loss", "[kernels][gradcheck]") {
                          IntTensor({4, 3}, {0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1}))});
 }
 
+// PPO's losses, away from the clip's edges (where the max switches branch): old log-probs and
+// old values offset by +-0.05 (inside the 0.2 clip) and +-0.5 (outside), masked positions too.
+TEST_CASE("gradcheck: ppo_actor_loss and ppo_value_loss", "[kernels][gradcheck][ppo]") {
+  std::mt19937 rng(17);
+  const int64_t rows = 6, v = 5;
+  OwnedTensor logits = RandomTensor({2, 3, v}, rng, -2, 2);
+  const std::vector<int32_t> tokens = {1, 4, 0, 2, 3, 3};
+  const float offsets[rows] = {0.05f, -0.5f, -0.05f, 0.5f, 0.05f, 0.5f};
+  const float adv[rows] = {1.f, 1.f, -1.f, -1.5f, 2.f, 0.5f};
+  const float mask[rows] = {1, 1, 1, 1, 0, 1};
+  OwnedTensor old = RandomTensor({2, 3}, rng), a = RandomTensor({2, 3}, rng),
+              m = RandomTensor({2, 3}, rng);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.f32() + r * v;
+    double total = 0;
+    for (int64_t j = 0; j < v; ++j) total += std::exp(double(x[j]));
+    old.f32()[r] = static_cast<float>(x[tokens[r]] - std::log(total)) - offsets[r];
+    a.f32()[r] = adv[r];
+    m.f32()[r] = mask[r];
+  }
+  Attrs clip;
+  clip.SetFloat("cliprange", 0.2);
+  CheckGradients({"ppo_actor_loss", clip,
+                  Inputs(std::move(logits), IntTensor({2, 3}, tokens), std::move(old), std::move(a),
+                         std::move(m))});
+  OwnedTensor values = RandomTensor({2, 3, 1}, rng), old_v = RandomTensor({2, 3}, rng),
+              ret = RandomTensor({2, 3}, rng, -2, 2);
+  for (int64_t r = 0; r < rows; ++r) old_v.f32()[r] = values.f32()[r] - offsets[r];
+  OwnedTensor vm = IntTensor({2, 3}, {1, 1, 1, 1, 0, 1});
+  Attrs vclip;
+  vclip.SetFloat("cliprange_value", 0.2);
+  CheckGradients({"ppo_value_loss", vclip,
+                  Inputs(std::move(values), std::move(old_v), std::move(ret), std::move(vm))});
+}
+
 TEST_CASE("gradcheck: cross_entropy with ignored targets", "[kernels][gradcheck]") {
   std::mt19937 rng(6);
   Attrs a;
@@ -415,7 +450,9 @@ TEST_CASE("gradcheck: every registered op is covered", "[kernels][gradcheck]") {
                                          "pipe_send",
                                          "kv_attention",
                                          "last_position",
-                                         "reward_pair_loss"};
+                                         "reward_pair_loss",
+                                         "ppo_actor_loss",
+                                         "ppo_value_loss"};
   for (const std::string& op : RegisteredOps()) {
     INFO("op " << op << " has no gradient check");
     CHECK(covered.count(op) == 1);

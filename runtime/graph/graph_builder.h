@@ -23,11 +23,11 @@ class Builder {
     t.sharding = shard;
     return Add(std::move(t));
   }
-  int Data(const std::string& name, TensorRole role) {
+  int Data(const std::string& name, TensorRole role, DType dtype = DType::kI32) {
     TensorInfo t;
     t.name = name;
     t.shape = {Dim::Sym("batch"), Dim::Sym("seq")};
-    t.dtype = DType::kI32;
+    t.dtype = dtype;
     t.role = role;
     return Add(std::move(t));
   }

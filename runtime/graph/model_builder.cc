@@ -38,18 +38,40 @@ int MaybeDropout(Builder& b, int x, const std::string& name, int64_t width, int 
 int OutputHead(Builder& b, const ModelSpec& s, int x, int embedding, bool tied, int targets,
                const std::vector<int>& aux) {
   const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
-  if (s.head == "reward") {
+  const std::string name = aux.empty() ? "loss" : "model_loss";
+  auto per_token = [&b](const char* n) {  // the caller's [batch, seq] fp32 input (kState)
+    return b.Data(n, TensorRole::kState, DType::kF32);
+  };
+  if (s.head == "reward" || s.head == "ppo_critic") {
     int v = b.Param("v_head.weight", {1, C}, Normal(s.init_std), ShardKind::kReplicated);
     int values = b.Node("linear", "values", {x, v}, 1, L);
-    int loss =
-        b.Node("reward_pair_loss", aux.empty() ? "loss" : "reward_loss", {values, targets}, 0, L);
+    int loss = -1;
+    if (s.head == "reward") {
+      loss = b.Node("reward_pair_loss", name, {values, targets}, 0, L);
+    } else {
+      kernels::Attrs a;
+      a.SetFloat("cliprange_value", s.cliprange_value);
+      loss =
+          b.Node("ppo_value_loss", name,
+                 {values, per_token("ppo.old_values"), per_token("ppo.returns"), targets}, 0, L, a);
+    }
     return MoeTotalLoss(b, s.moe, loss, aux, L);
   }
   int head = embedding;
   if (!tied) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int logits = b.Node("linear", "logits", {x, head}, V, L);
-  int ce = b.Node("cross_entropy", aux.empty() ? "loss" : "lm_loss", {logits, targets}, 0, L);
-  return MoeTotalLoss(b, s.moe, ce, aux, L);
+  int loss = -1;
+  if (s.head == "ppo_actor") {
+    kernels::Attrs a;
+    a.SetFloat("cliprange", s.cliprange);
+    loss = b.Node("ppo_actor_loss", name,
+                  {logits, targets, per_token("ppo.old_logprobs"), per_token("ppo.advantages"),
+                   per_token("ppo.mask")},
+                  0, L, a);
+  } else {
+    loss = b.Node("cross_entropy", name, {logits, targets}, 0, L);
+  }
+  return MoeTotalLoss(b, s.moe, loss, aux, L);
 }
 
 void BuildGpt2(const ModelSpec& s, Graph* g) {
@@ -162,8 +184,8 @@ Status CheckModelSpec(const ModelSpec& s) {
   auto bad = [&](const std::string& m) { return InvalidArgumentError("model: " + m); };
   if (s.family != "gpt2" && s.family != "llama")
     return bad("unknown family \"" + s.family + "\" (gpt2 or llama)");
-  if (s.head != "lm" && s.head != "reward")
-    return bad("unknown head \"" + s.head + "\" (lm or reward)");
+  if (s.head != "lm" && s.head != "reward" && s.head != "ppo_actor" && s.head != "ppo_critic")
+    return bad("unknown head \"" + s.head + "\" (lm, reward, ppo_actor or ppo_critic)");
   if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.vocab_size <= 0 || s.max_seq_len <= 0)
     return bad("n_layer, n_embd, n_head, vocab_size and max_seq_len must be positive");
   if (s.n_embd % s.n_head)

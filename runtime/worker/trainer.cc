@@ -18,6 +18,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/accelerator.h"
 #include "runtime/generate/generator.h"
+#include "runtime/graph/validate.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/plan_builder.h"
@@ -226,6 +227,7 @@ Status Trainer::Build() {
     eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
   const Graph& runs = pipe_chunks_.empty() ? graph_ : pipe_chunks_[0];  // a pipeline: chunk 0
+  DS_RETURN_IF_ERROR(BindStateInputs(runs, micro, &eo).WithPrefix(src));
   auto executor = exec::Executor::Create(runs, params_.get(), eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
@@ -419,6 +421,40 @@ Status Trainer::OpenTrainData(int64_t micro) {
   DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
   batches_->source = train_data_.get();
   return OkStatus();
+}
+
+// The graph's kState tensors (per-token inputs such as PPO's advantages): buffers of this rank,
+// [micro, seq], the caller fills before each micro-batch (StateInput).
+Status Trainer::BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo) {
+  std::vector<int> state;
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    if (g.tensors[t].role == TensorRole::kState) state.push_back(static_cast<int>(t));
+  if (state.empty()) return OkStatus();
+  if (!pipe_chunks_.empty() || device_memory_)
+    return UnimplementedError("the graph's per-token inputs (\"" + g.tensors[state[0]].name +
+                              "\") are bound on one stage on the host only: no pipeline, no "
+                              "device.type cuda yet");
+  DS_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs,
+                      InferTensorSpecs(g, {{"batch", micro}, {"seq", seq_}}, g.name));
+  for (int t : state) {
+    const TensorSpec& spec = specs[t];
+    if (DTypeSize(spec.dtype) != 4)
+      return InvalidArgumentError("per-token input \"" + g.tensors[t].name + "\" is " +
+                                  DTypeName(spec.dtype) + "; fp32 or int32 only");
+    std::vector<float>& buf = state_inputs_[g.tensors[t].name];
+    buf.assign(spec.numel(), 0.0f);
+    eo->state[g.tensors[t].name] = Tensor(buf.data(), spec.shape, spec.dtype);
+  }
+  state_views_ = eo->state;
+  return OkStatus();
+}
+
+StatusOr<Tensor> Trainer::StateInput(const std::string& name) const {
+  auto it = state_views_.find(name);
+  if (it == state_views_.end())
+    return NotFoundError(config_.source + ": the model's graph has no per-token input \"" + name +
+                         "\"");
+  return it->second;
 }
 
 void Trainer::SetBatchSource(data::BatchSource* source) {

@@ -109,6 +109,10 @@ class Trainer {
   // built in memory), or with null the token file data.train names. Without either TrainStep
   // fails, naming data.train. Every rank sets its own (its data-parallel share).
   void SetBatchSource(data::BatchSource* source);
+  // The buffer of one of the graph's per-token inputs (kState tensors: PPO's advantages, old
+  // log-probabilities, mask), [micro, seq]: the batch source writes it in each Next, before the
+  // micro-batch's forward. NotFound naming it when the graph has none.
+  StatusOr<Tensor> StateInput(const std::string& name) const;
   // Mean validation loss over `iters` micro-batches from the start of the validation file.
   StatusOr<double> Evaluate(int64_t iters);
   // Writes a checkpoint of the current step under config.checkpoint.dir. With data
@@ -170,6 +174,7 @@ class Trainer {
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   Status OpenTrainData(int64_t micro);  // data.train's loader, the default batch source
+  Status BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo);
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.
   StatusOr<double> EvaluatePipeline(int64_t iters);
@@ -246,8 +251,10 @@ class Trainer {
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer nvme
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  std::unique_ptr<data::DataLoader> train_data_;  // data.train's; null without one
-  std::unique_ptr<TrainBatches> batches_;         // what the step runner reads
+  std::unique_ptr<data::DataLoader> train_data_;            // data.train's; null without one
+  std::unique_ptr<TrainBatches> batches_;                   // what the step runner reads
+  std::map<std::string, std::vector<float>> state_inputs_;  // the per-token inputs' buffers
+  std::map<std::string, Tensor> state_views_;               // and their views
   std::unique_ptr<data::DataLoader> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;
