@@ -12,11 +12,11 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-// The producer of the logits: the node whose output the cross-entropy reads (the "logits"
-// linear of every family).
+// The logits: what the cross-entropy (or PPO's actor loss: the actor generates its rollouts
+// from the same weights) reads, the "logits" linear of every family.
 int LogitsTensor(const Graph& g) {
   for (const NodeInfo& n : g.nodes)
-    if (n.op == "cross_entropy") return n.inputs[0];
+    if (n.op == "cross_entropy" || n.op == "ppo_actor_loss") return n.inputs[0];
   return -1;
 }
 
@@ -27,8 +27,9 @@ class Builder {
   StatusOr<DecodeGraphInfo> Run() {
     const int logits = LogitsTensor(model_);
     if (logits < 0)
-      return InvalidArgumentError("generation: model " + model_.name +
-                                  " has no logits (no cross_entropy node reads any)");
+      return InvalidArgumentError(
+          "generation: model " + model_.name +
+          " has no logits (no cross_entropy or ppo_actor_loss node reads any)");
     DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(model_, {{"batch", 1}, {"seq", 1}}, model_.name));
     Graph& g = out_.graph;
     g.name = model_.name + ".decode";
@@ -77,7 +78,8 @@ class Builder {
   int Positions() { return State(kPositions, {Dim::Sym("batch"), Dim::Sym("seq")}, DType::kI32); }
 
   Status Copy(NodeInfo n, bool logits) {
-    if (n.op == "cross_entropy" || n.op == "moe_loss") return OkStatus();
+    if (n.op == "cross_entropy" || n.op == "moe_loss" || n.op == "ppo_actor_loss")
+      return OkStatus();
     const std::string op = n.op;
     for (int& t : n.inputs) t = Keep(t);
     for (int& t : n.outputs) t = Keep(t);

@@ -3,7 +3,8 @@
 // their per-token inputs written into the trainer's buffers by the batch source. The first
 // step's loss equals ppo_math's ActorLoss / CriticLoss (themselves checked against the numpy
 // reference) on the log-probabilities and values the same weights give with the LM and reward
-// heads: the same parameters, other heads.
+// heads: the same parameters, other heads. The actor's inference and generation (its rollouts)
+// give the LM head's logits and tokens, the critic's inference the reward head's values.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -13,6 +14,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/data/batch_source.h"
 #include "runtime/exec/executor.h"
+#include "runtime/generate/generator.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/rlhf/ppo_math.h"
 #include "runtime/worker/trainer.h"
@@ -96,6 +98,30 @@ TEST_CASE("PPO heads: the actor's and the critic's losses through the Trainer", 
   auto actor = WithHead("ppo_actor");
   INFO(actor.status().ToString());
   REQUIRE(actor.ok());
+  {
+    // The actor reads and generates from its weights as the LM head does (the hybrid engine's
+    // rollouts): the same logits, the same greedy tokens.
+    auto aex = (*actor)->MakeInferenceExecutor(kB, kT);
+    REQUIRE(aex.ok());
+    std::copy(batch.ids.begin(), batch.ids.end(), (*aex)->ids());
+    std::copy(batch.targets.begin(), batch.targets.end(), (*aex)->targets());
+    REQUIRE((*aex)->Forward(0).ok());
+    const float* al = (*aex)->TensorData((*aex)->graph().FindTensor("logits"), false).f32();
+    for (int64_t i = 0; i < kB * kT * kV; ++i) REQUIRE(al[i] == logits[i]);
+    std::vector<std::vector<int32_t>> tokens[2];
+    int k = 0;
+    for (worker::Trainer* t : {lm->get(), actor->get()}) {
+      auto gen = t->MakeGenerator(2, kT);
+      REQUIRE(gen.ok());
+      generate::GenerateRequest r;
+      r.prompts = {{1, 2, 3}, {4}};
+      r.max_new_tokens = 4;
+      auto out = (*gen)->Generate(r);
+      REQUIRE(out.ok());
+      tokens[k++] = out->tokens;
+    }
+    CHECK(tokens[0] == tokens[1]);
+  }
   Tensor o = *(*actor)->StateInput("ppo.old_logprobs"), a = *(*actor)->StateInput("ppo.advantages"),
          m = *(*actor)->StateInput("ppo.mask");
   PpoSource actor_source(batch, {{&o, old}, {&a, adv}, {&m, p.mask}});
@@ -124,6 +150,14 @@ TEST_CASE("PPO heads: the actor's and the critic's losses through the Trainer", 
   auto critic = WithHead("ppo_critic");
   INFO(critic.status().ToString());
   REQUIRE(critic.ok());
+  {
+    auto cex = (*critic)->MakeInferenceExecutor(kB, kT);  // the critic's values at rollout time
+    REQUIRE(cex.ok());
+    std::copy(batch.ids.begin(), batch.ids.end(), (*cex)->ids());
+    REQUIRE((*cex)->Forward(0).ok());
+    const float* cv = (*cex)->TensorData((*cex)->graph().FindTensor("values"), false).f32();
+    for (int64_t i = 0; i < kB * kT; ++i) REQUIRE(cv[i] == values[i]);
+  }
   Tensor ov = *(*critic)->StateInput("ppo.old_values"), r = *(*critic)->StateInput("ppo.returns");
   Batch masked = batch;  // the critic's targets: the answer mask
   for (int64_t i = 0; i < kB * kT; ++i) masked.targets[i] = p.mask[i] != 0;

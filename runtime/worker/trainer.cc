@@ -476,7 +476,18 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
     DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
   }
   // Every rank holds every parameter: it generates with the whole model, alone.
-  return exec::Executor::Create(rank_graph_ ? full_graph_ : graph_, params, {batch, seq, false});
+  const Graph& g = rank_graph_ ? full_graph_ : graph_;
+  exec::ExecutorOptions o{batch, seq, false};
+  // Per-token inputs (PPO's heads): zeroed buffers of this executor's shape; its losses then
+  // count nothing, and the caller reads the logits or values.
+  DS_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs,
+                      InferTensorSpecs(g, {{"batch", batch}, {"seq", seq}}, g.name));
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role != TensorRole::kState) continue;
+    std::vector<float>& buf = inference_state_.emplace_back(specs[t].numel(), 0.0f);
+    o.state[g.tensors[t].name] = Tensor(buf.data(), specs[t].shape, specs[t].dtype);
+  }
+  return exec::Executor::Create(g, params, o);
 }
 
 StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t max_batch,

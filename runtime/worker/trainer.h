@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -133,7 +134,8 @@ class Trainer {
   // on the host (callers read its activations) whatever device.type trains on.
   // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered. With the
   // model states on a device it downloads them into the host copies now; a later checkpoint
-  // hands those back (make a new executor after one).
+  // hands those back (make a new executor after one). The graph's per-token inputs (PPO's
+  // heads) are bound to zeroed buffers (their losses count nothing; read the logits or values).
   StatusOr<std::unique_ptr<exec::Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
   // A Generator (runtime/generate/generator.h: KV cache, left-padded batches, sampling) over the
   // same parameters, prepared as MakeInferenceExecutor prepares them; max_len 0: max_seq_len.
@@ -255,6 +257,7 @@ class Trainer {
   std::unique_ptr<TrainBatches> batches_;                   // what the step runner reads
   std::map<std::string, std::vector<float>> state_inputs_;  // the per-token inputs' buffers
   std::map<std::string, Tensor> state_views_;               // and their views
+  std::list<std::vector<float>> inference_state_;           // inference executors' zeroed ones
   std::unique_ptr<data::DataLoader> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;
