@@ -23,7 +23,8 @@ std::vector<double> PerTokenRewards(const PpoBatch& p, const PpoSettings& s,
       r[i] = -s.kl_ctl * (double(logprobs[i]) - ref_logprobs[i]);
     }
     if (end >= p.start)
-      r[b * p.seq + end] += std::clamp<double>(scores[b], -s.clip_reward_value, s.clip_reward_value);
+      r[b * p.seq + end] +=
+          std::clamp<double>(scores[b], -s.clip_reward_value, s.clip_reward_value);
   }
   return r;
 }

@@ -1,0 +1,265 @@
+#include "runtime/rlhf/ppo_step.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/data/batch_source.h"
+#include "runtime/exec/executor.h"
+
+namespace ds::rlhf {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool Has(const Graph& g, const char* op) {
+  for (const NodeInfo& n : g.nodes)
+    if (n.op == op) return true;
+  return false;
+}
+
+// A rollout's rows for one trainer: ids and targets [N, T] and per-token inputs [N, T], served
+// micro-batch by micro-batch.
+class RolloutSource final : public data::BatchSource {
+ public:
+  RolloutSource(int64_t micro, int64_t seq) : micro_(micro), seq_(seq) {}
+  std::vector<int32_t> ids, targets;
+  std::map<std::string, std::pair<Tensor, std::vector<float>>> inputs;  // buffer, rows
+  Status Next(int32_t* in, int32_t* out) override {
+    const int64_t n = micro_ * seq_, at = next_ * n;
+    if (at + n > static_cast<int64_t>(ids.size()))
+      return InternalError("rlhf: the rollout has no micro-batch " + Str(next_));
+    std::copy_n(ids.begin() + at, n, in);
+    std::copy_n(targets.begin() + at, n, out);
+    for (auto& [name, input] : inputs) std::copy_n(input.second.begin() + at, n, input.first.f32());
+    ++next_;
+    return OkStatus();
+  }
+
+ private:
+  int64_t micro_, seq_, next_ = 0;
+};
+
+}  // namespace
+
+struct PpoStep::Impl {
+  PpoModels m;
+  PpoOptions o;
+  int64_t rows = 0, seq = 0, prompt = 0;
+  std::unique_ptr<generate::Generator> gen;
+  std::unique_ptr<exec::Executor> actor_ex, ref_ex, critic_ex, reward_ex;
+
+  Status Prepare(int64_t n, int64_t prompt_len);
+  // Log-probabilities of the targets from `ex`'s logits after a forward of `ids`.
+  StatusOr<std::vector<float>> LogProbs(exec::Executor* ex, const std::vector<int32_t>& ids,
+                                        const std::vector<int32_t>& targets) const;
+  StatusOr<std::vector<float>> Values(exec::Executor* ex, const std::vector<int32_t>& ids,
+                                      const std::vector<int32_t>& targets) const;
+  Status Train(worker::Trainer* t, RolloutSource* source, double* loss) const;
+};
+
+Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
+  const int64_t micro = m.actor->config().train_micro_batch_size_per_gpu;
+  const int64_t gas = m.actor->config().gradient_accumulation_steps;
+  if (n != micro * gas)
+    return InvalidArgumentError("rlhf: " + Str(n) + " prompts; the actor's step takes micro " +
+                                Str(micro) + " x accumulation " + Str(gas));
+  const int64_t want = prompt_len + o.max_new_tokens;
+  for (worker::Trainer* t : {m.actor, m.critic})
+    if (t->config().data.seq_len != want)
+      return InvalidArgumentError(t->config().source + ": data.seq_len must be the prompt's " +
+                                  Str(prompt_len) + " tokens + max_new_tokens " +
+                                  Str(o.max_new_tokens) + " = " + Str(want));
+  if (gen && rows == n && prompt == prompt_len) return OkStatus();
+  rows = n, seq = want, prompt = prompt_len;
+  DS_ASSIGN_OR_RETURN(gen, m.actor->MakeGenerator(n, seq));
+  DS_ASSIGN_OR_RETURN(actor_ex, m.actor->MakeInferenceExecutor(n, seq));
+  DS_ASSIGN_OR_RETURN(ref_ex, m.ref->MakeInferenceExecutor(n, seq));
+  DS_ASSIGN_OR_RETURN(critic_ex, m.critic->MakeInferenceExecutor(n, seq));
+  if (m.reward) {
+    DS_ASSIGN_OR_RETURN(reward_ex, m.reward->MakeInferenceExecutor(n, seq));
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex,
+                                                     const std::vector<int32_t>& ids,
+                                                     const std::vector<int32_t>& targets) const {
+  std::copy(ids.begin(), ids.end(), ex->ids());
+  std::copy(targets.begin(), targets.end(), ex->targets());
+  DS_RETURN_IF_ERROR(ex->Forward(0));
+  const Tensor logits = ex->TensorData(ex->graph().FindTensor("logits"), false);
+  const int64_t v = logits.dim(-1);
+  std::vector<float> out(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const float* x = logits.f32() + r * v;
+    double mx = x[0], total = 0;
+    for (int64_t j = 1; j < v; ++j) mx = std::max<double>(mx, x[j]);
+    for (int64_t j = 0; j < v; ++j) total += std::exp(x[j] - mx);
+    out[r] = static_cast<float>(x[targets[r]] - mx - std::log(total));
+  }
+  return out;
+}
+
+StatusOr<std::vector<float>> PpoStep::Impl::Values(exec::Executor* ex,
+                                                   const std::vector<int32_t>& ids,
+                                                   const std::vector<int32_t>& targets) const {
+  std::copy(ids.begin(), ids.end(), ex->ids());
+  std::copy(targets.begin(), targets.end(), ex->targets());
+  DS_RETURN_IF_ERROR(ex->Forward(0));
+  const Tensor v = ex->TensorData(ex->graph().FindTensor("values"), false);
+  return std::vector<float>(v.f32(), v.f32() + ids.size());
+}
+
+Status PpoStep::Impl::Train(worker::Trainer* t, RolloutSource* source, double* loss) const {
+  for (auto& [name, input] : source->inputs) {
+    DS_ASSIGN_OR_RETURN(input.first, t->StateInput(name));
+  }
+  t->SetBatchSource(source);
+  auto step = t->TrainStep();
+  t->SetBatchSource(nullptr);
+  DS_RETURN_IF_ERROR(step.status());
+  *loss = step->loss;
+  return OkStatus();
+}
+
+PpoStep::PpoStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PpoStep::~PpoStep() = default;
+
+StatusOr<std::unique_ptr<PpoStep>> PpoStep::Create(const PpoModels& models,
+                                                   const PpoOptions& options) {
+  auto bad = [](worker::Trainer* t, const std::string& role, const char* op) {
+    return InvalidArgumentError((t ? t->config().source + ": " : std::string()) + "the PPO " +
+                                role + " needs a model whose loss is " + op);
+  };
+  if (!models.actor || !Has(models.actor->graph(), "ppo_actor_loss"))
+    return bad(models.actor, "actor", "ppo_actor_loss (model.head ppo_actor)");
+  if (!models.critic || !Has(models.critic->graph(), "ppo_value_loss"))
+    return bad(models.critic, "critic", "ppo_value_loss (model.head ppo_critic)");
+  if (!models.ref || !Has(models.ref->graph(), "cross_entropy"))
+    return bad(models.ref, "reference", "cross_entropy (model.head lm)");
+  if (!models.score && (!models.reward || !Has(models.reward->graph(), "reward_pair_loss")))
+    return bad(models.reward, "reward model", "reward_pair_loss (model.head reward)");
+  auto impl = std::make_unique<Impl>();
+  impl->m = models;
+  impl->o = options;
+  return std::unique_ptr<PpoStep>(new PpoStep(std::move(impl)));
+}
+
+}  // namespace ds::rlhf
+
+namespace ds::rlhf {
+namespace {
+
+// Prompt + answer + padding per row; targets the next token; the answer's log-probability
+// positions [prompt - 1, prompt - 1 + n) in the mask; `ends` 1 at each answer's last token.
+struct Rows {
+  std::vector<int32_t> ids, targets, ends, mask_int;
+  PpoBatch batch;
+};
+
+Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
+         const std::vector<std::vector<int32_t>>& answers, int64_t seq, int32_t pad) {
+  const int64_t n = static_cast<int64_t>(prompts.size()), p = prompts[0].size();
+  Rows r;
+  r.ids.assign(n * seq, pad);
+  r.targets.assign(n * seq, pad);
+  r.ends.assign(n * seq, 0);
+  r.mask_int.assign(n * seq, 0);
+  r.batch = {n, seq, p - 1, std::vector<float>(n * seq, 0.f)};
+  for (int64_t b = 0; b < n; ++b) {
+    int32_t* row = r.ids.data() + b * seq;
+    std::copy(prompts[b].begin(), prompts[b].end(), row);
+    const int64_t k = std::min<int64_t>(answers[b].size(), seq - p);
+    std::copy_n(answers[b].begin(), k, row + p);
+    for (int64_t t = 0; t + 1 < seq; ++t) r.targets[b * seq + t] = row[t + 1];
+    for (int64_t t = p - 1; t < p - 1 + k; ++t) {
+      r.batch.mask[b * seq + t] = 1.f;
+      r.mask_int[b * seq + t] = 1;
+    }
+    r.ends[b * seq + p + k - 1] = 1;
+  }
+  return r;
+}
+
+std::vector<float> Floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& prompts,
+                                      int64_t iteration) {
+  Impl& s = *impl_;
+  if (prompts.empty() || prompts[0].empty())
+    return InvalidArgumentError("rlhf: PPO needs prompts, each non-empty");
+  for (size_t b = 1; b < prompts.size(); ++b)
+    if (prompts[b].size() != prompts[0].size())
+      return InvalidArgumentError("rlhf: prompt " + Str(b) + " has " + Str(prompts[b].size()) +
+                                  " tokens and prompt 0 " + Str(prompts[0].size()) +
+                                  "; PPO's prompts have one length (no pad mask in training yet)");
+  DS_RETURN_IF_ERROR(s.Prepare(static_cast<int64_t>(prompts.size()), prompts[0].size()));
+  PpoStepMetrics out;
+  auto t0 = std::chrono::steady_clock::now();
+  generate::GenerateRequest req;
+  req.prompts = prompts;
+  req.max_new_tokens = s.o.max_new_tokens;
+  req.stop_tokens = s.o.stop_tokens;
+  req.pad_token = s.o.pad_token;
+  req.sampling = s.o.sampling;
+  req.sampling.seed = s.o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
+  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, s.gen->Generate(req));
+  out.generate_ms = MsSince(t0);
+  out.answers = g.tokens;
+  Rows r = Lay(prompts, g.tokens, s.seq, s.o.pad_token);
+  const PpoBatch& p = r.batch;
+  DS_ASSIGN_OR_RETURN(std::vector<float> logp, s.LogProbs(s.actor_ex.get(), r.ids, r.targets));
+  DS_ASSIGN_OR_RETURN(std::vector<float> ref, s.LogProbs(s.ref_ex.get(), r.ids, r.targets));
+  DS_ASSIGN_OR_RETURN(std::vector<float> values,
+                      s.Values(s.critic_ex.get(), r.ids, std::vector<int32_t>(r.ids.size(), 0)));
+  std::vector<float> scores(p.batch);
+  if (s.reward_ex) {
+    if (p.batch % 2 != 0)
+      return InvalidArgumentError("rlhf: the reward model scores an even batch; got " +
+                                  Str(p.batch) + " prompts");
+    DS_ASSIGN_OR_RETURN(std::vector<float> v, s.Values(s.reward_ex.get(), r.ids, r.ends));
+    for (int64_t b = 0; b < p.batch; ++b) scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
+  } else {
+    for (int64_t b = 0; b < p.batch; ++b)
+      scores[b] = static_cast<float>(s.m.score(prompts[b], g.tokens[b]));
+  }
+  double kl = 0, count = 0;
+  for (size_t i = 0; i < logp.size(); ++i) {
+    kl += (double(logp[i]) - ref[i]) * p.mask[i];
+    count += p.mask[i];
+  }
+  for (float x : scores) out.mean_score += x / p.batch;
+  out.mean_kl = count > 0 ? kl / count : 0;
+  out.answer_tokens = count / p.batch;
+  const std::vector<double> rewards = PerTokenRewards(p, s.o.ppo, logp, ref, scores);
+  const Gae gae = Advantages(p, s.o.ppo, values, rewards);
+  for (size_t i = 0; i < gae.advantages.size(); ++i)
+    out.mean_advantage += count > 0 ? gae.advantages[i] * p.mask[i] / count : 0.0;
+  t0 = std::chrono::steady_clock::now();
+  RolloutSource actor(s.m.actor->config().train_micro_batch_size_per_gpu, p.seq);
+  actor.ids = r.ids;
+  actor.targets = r.targets;
+  actor.inputs["ppo.old_logprobs"] = {Tensor(), logp};
+  actor.inputs["ppo.advantages"] = {Tensor(), Floats(gae.advantages)};
+  actor.inputs["ppo.mask"] = {Tensor(), p.mask};
+  DS_RETURN_IF_ERROR(s.Train(s.m.actor, &actor, &out.actor_loss));
+  RolloutSource critic(s.m.critic->config().train_micro_batch_size_per_gpu, p.seq);
+  critic.ids = r.ids;
+  critic.targets = r.mask_int;
+  critic.inputs["ppo.old_values"] = {Tensor(), values};
+  critic.inputs["ppo.returns"] = {Tensor(), Floats(gae.returns)};
+  DS_RETURN_IF_ERROR(s.Train(s.m.critic, &critic, &out.critic_loss));
+  out.train_ms = MsSince(t0);
+  return out;
+}
+
+}  // namespace ds::rlhf

@@ -1,0 +1,75 @@
+// PpoStep: one DeepSpeed-Chat PPO iteration on a batch of prompts, over the four models of
+// step 3, each a Trainer of this rank:
+//
+//   actor   head ppo_actor (from the SFT model): generates the answers with its own weights (its
+//           Generator: the hybrid engine's rollout), gives the old log-probabilities, and trains
+//   ref     head lm (the frozen SFT model): the reference log-probabilities of the KL penalty
+//   critic  head ppo_critic (from the reward model): the values, and trains
+//   reward  head reward (the reward model): the score at each answer's last token; or, instead,
+//           a score function (a rule reward)
+//
+// Then rewards and advantages (ppo_math.h), one actor step (the clipped surrogate) and one
+// critic step (the clipped value loss) on the rollout, each through its Trainer's batch source
+// and per-token inputs. The prompts must all have one length: the training graphs attend to
+// every position (no pad mask yet), so a left-padded prompt would train on other numbers than
+// it generated with. Every rank runs its own prompts; the steps' collectives join the ranks.
+//
+//   PpoStep ppo(models, options);
+//   DS_ASSIGN_OR_RETURN(PpoStepMetrics m, ppo.Run(prompts, iteration));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/generate/generator.h"
+#include "runtime/rlhf/ppo_math.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::rlhf {
+
+struct PpoModels {
+  worker::Trainer* actor = nullptr;
+  worker::Trainer* ref = nullptr;
+  worker::Trainer* critic = nullptr;
+  worker::Trainer* reward = nullptr;  // or score, below
+  // A rule reward instead of a reward model: the score of (prompt, answer tokens).
+  std::function<double(const std::vector<int32_t>&, const std::vector<int32_t>&)> score;
+};
+
+struct PpoOptions {
+  PpoSettings ppo;
+  int64_t max_new_tokens = 8;
+  std::vector<int32_t> stop_tokens;
+  int32_t pad_token = 0;
+  generate::SamplingOptions sampling{false};  // sampled rollouts (temperature 1)
+};
+
+struct PpoStepMetrics {
+  double mean_score = 0;      // the reward (model or rule), before clipping
+  double mean_kl = 0;         // per answer token: logprob - ref logprob, averaged
+  double mean_advantage = 0;  // per answer token
+  double actor_loss = 0, critic_loss = 0;
+  double answer_tokens = 0;  // per sequence
+  double generate_ms = 0, train_ms = 0;
+  std::vector<std::vector<int32_t>> answers;
+};
+
+class PpoStep {
+ public:
+  // InvalidArgument naming the model whose head does not fit its role.
+  static StatusOr<std::unique_ptr<PpoStep>> Create(const PpoModels& models,
+                                                   const PpoOptions& options);
+  ~PpoStep();
+  // `prompts` (one length, as many as the actor's micro-batch); `iteration` seeds the sampling.
+  StatusOr<PpoStepMetrics> Run(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration);
+
+ private:
+  struct Impl;
+  explicit PpoStep(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds::rlhf
