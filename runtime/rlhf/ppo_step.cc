@@ -46,6 +46,39 @@ class RolloutSource final : public data::BatchSource {
   int64_t micro_, seq_, next_ = 0;
 };
 
+// Prompt + answer + padding per row; targets the next token; the answer's log-probability
+// positions [prompt - 1, prompt - 1 + n) in the mask; `ends` 1 at each answer's last token.
+struct Rows {
+  std::vector<int32_t> ids, targets, ends, mask_int;
+  PpoBatch batch;
+};
+
+Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
+         const std::vector<std::vector<int32_t>>& answers, int64_t seq, int32_t pad) {
+  const int64_t n = static_cast<int64_t>(prompts.size()), p = prompts[0].size();
+  Rows r;
+  r.ids.assign(n * seq, pad);
+  r.targets.assign(n * seq, pad);
+  r.ends.assign(n * seq, 0);
+  r.mask_int.assign(n * seq, 0);
+  r.batch = {n, seq, p - 1, std::vector<float>(n * seq, 0.f)};
+  for (int64_t b = 0; b < n; ++b) {
+    int32_t* row = r.ids.data() + b * seq;
+    std::copy(prompts[b].begin(), prompts[b].end(), row);
+    const int64_t k = std::min<int64_t>(answers[b].size(), seq - p);
+    std::copy_n(answers[b].begin(), k, row + p);
+    for (int64_t t = 0; t + 1 < seq; ++t) r.targets[b * seq + t] = row[t + 1];
+    for (int64_t t = p - 1; t < p - 1 + k; ++t) {
+      r.batch.mask[b * seq + t] = 1.f;
+      r.mask_int[b * seq + t] = 1;
+    }
+    r.ends[b * seq + p + k - 1] = 1;
+  }
+  return r;
+}
+
+std::vector<float> Floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
 }  // namespace
 
 struct PpoStep::Impl {
@@ -62,6 +95,17 @@ struct PpoStep::Impl {
   StatusOr<std::vector<float>> Values(exec::Executor* ex, const std::vector<int32_t>& ids,
                                       const std::vector<int32_t>& targets) const;
   Status Train(worker::Trainer* t, RolloutSource* source, double* loss) const;
+
+  // The rollout, with every model whole: answers, their rows, the old and reference
+  // log-probabilities, the values and the scores.
+  struct Rollout {
+    Rows rows;
+    std::vector<float> logp, ref, values, scores;
+  };
+  StatusOr<Rollout> Roll(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration,
+                         PpoStepMetrics* out);
+  // Rewards, advantages and the actor's and critic's steps.
+  Status Learn(const Rollout& r, PpoStepMetrics* out);
 };
 
 Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
@@ -152,45 +196,71 @@ StatusOr<std::unique_ptr<PpoStep>> PpoStep::Create(const PpoModels& models,
   return std::unique_ptr<PpoStep>(new PpoStep(std::move(impl)));
 }
 
-}  // namespace ds::rlhf
-
-namespace ds::rlhf {
-namespace {
-
-// Prompt + answer + padding per row; targets the next token; the answer's log-probability
-// positions [prompt - 1, prompt - 1 + n) in the mask; `ends` 1 at each answer's last token.
-struct Rows {
-  std::vector<int32_t> ids, targets, ends, mask_int;
-  PpoBatch batch;
-};
-
-Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
-         const std::vector<std::vector<int32_t>>& answers, int64_t seq, int32_t pad) {
-  const int64_t n = static_cast<int64_t>(prompts.size()), p = prompts[0].size();
-  Rows r;
-  r.ids.assign(n * seq, pad);
-  r.targets.assign(n * seq, pad);
-  r.ends.assign(n * seq, 0);
-  r.mask_int.assign(n * seq, 0);
-  r.batch = {n, seq, p - 1, std::vector<float>(n * seq, 0.f)};
-  for (int64_t b = 0; b < n; ++b) {
-    int32_t* row = r.ids.data() + b * seq;
-    std::copy(prompts[b].begin(), prompts[b].end(), row);
-    const int64_t k = std::min<int64_t>(answers[b].size(), seq - p);
-    std::copy_n(answers[b].begin(), k, row + p);
-    for (int64_t t = 0; t + 1 < seq; ++t) r.targets[b * seq + t] = row[t + 1];
-    for (int64_t t = p - 1; t < p - 1 + k; ++t) {
-      r.batch.mask[b * seq + t] = 1.f;
-      r.mask_int[b * seq + t] = 1;
-    }
-    r.ends[b * seq + p + k - 1] = 1;
+StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
+    const std::vector<std::vector<int32_t>>& prompts, int64_t iteration, PpoStepMetrics* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  generate::GenerateRequest req;
+  req.prompts = prompts;
+  req.max_new_tokens = o.max_new_tokens;
+  req.stop_tokens = o.stop_tokens;
+  req.pad_token = o.pad_token;
+  req.sampling = o.sampling;
+  req.sampling.seed = o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
+  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, gen->Generate(req));
+  out->generate_ms = MsSince(t0);
+  out->answers = g.tokens;
+  Rollout r;
+  r.rows = Lay(prompts, g.tokens, seq, o.pad_token);
+  const Rows& w = r.rows;
+  const PpoBatch& p = w.batch;
+  DS_ASSIGN_OR_RETURN(r.logp, LogProbs(actor_ex.get(), w.ids, w.targets));
+  DS_ASSIGN_OR_RETURN(r.ref, LogProbs(ref_ex.get(), w.ids, w.targets));
+  DS_ASSIGN_OR_RETURN(r.values, Values(critic_ex.get(), w.ids, std::vector<int32_t>(w.ids.size())));
+  r.scores.resize(p.batch);
+  if (reward_ex) {
+    if (p.batch % 2 != 0)
+      return InvalidArgumentError("rlhf: the reward model scores an even batch; got " +
+                                  Str(p.batch) + " prompts");
+    DS_ASSIGN_OR_RETURN(std::vector<float> v, Values(reward_ex.get(), w.ids, w.ends));
+    for (int64_t b = 0; b < p.batch; ++b) r.scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
+  } else {
+    for (int64_t b = 0; b < p.batch; ++b)
+      r.scores[b] = static_cast<float>(m.score(prompts[b], g.tokens[b]));
   }
   return r;
 }
 
-std::vector<float> Floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
-}  // namespace
+Status PpoStep::Impl::Learn(const Rollout& r, PpoStepMetrics* out) {
+  const PpoBatch& p = r.rows.batch;
+  double kl = 0, count = 0;
+  for (size_t i = 0; i < r.logp.size(); ++i) {
+    kl += (double(r.logp[i]) - r.ref[i]) * p.mask[i];
+    count += p.mask[i];
+  }
+  for (float x : r.scores) out->mean_score += x / p.batch;
+  out->mean_kl = count > 0 ? kl / count : 0;
+  out->answer_tokens = count / p.batch;
+  const std::vector<double> rewards = PerTokenRewards(p, o.ppo, r.logp, r.ref, r.scores);
+  const Gae gae = Advantages(p, o.ppo, r.values, rewards);
+  for (size_t i = 0; i < gae.advantages.size(); ++i)
+    out->mean_advantage += count > 0 ? gae.advantages[i] * p.mask[i] / count : 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  RolloutSource actor(m.actor->config().train_micro_batch_size_per_gpu, p.seq);
+  actor.ids = r.rows.ids;
+  actor.targets = r.rows.targets;
+  actor.inputs["ppo.old_logprobs"] = {Tensor(), r.logp};
+  actor.inputs["ppo.advantages"] = {Tensor(), Floats(gae.advantages)};
+  actor.inputs["ppo.mask"] = {Tensor(), p.mask};
+  DS_RETURN_IF_ERROR(Train(m.actor, &actor, &out->actor_loss));
+  RolloutSource critic(m.critic->config().train_micro_batch_size_per_gpu, p.seq);
+  critic.ids = r.rows.ids;
+  critic.targets = r.rows.mask_int;
+  critic.inputs["ppo.old_values"] = {Tensor(), r.values};
+  critic.inputs["ppo.returns"] = {Tensor(), Floats(gae.returns)};
+  DS_RETURN_IF_ERROR(Train(m.critic, &critic, &out->critic_loss));
+  out->train_ms = MsSince(t0);
+  return OkStatus();
+}
 
 StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& prompts,
                                       int64_t iteration) {
@@ -204,61 +274,15 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
                                   "; PPO's prompts have one length (no pad mask in training yet)");
   DS_RETURN_IF_ERROR(s.Prepare(static_cast<int64_t>(prompts.size()), prompts[0].size()));
   PpoStepMetrics out;
-  auto t0 = std::chrono::steady_clock::now();
-  generate::GenerateRequest req;
-  req.prompts = prompts;
-  req.max_new_tokens = s.o.max_new_tokens;
-  req.stop_tokens = s.o.stop_tokens;
-  req.pad_token = s.o.pad_token;
-  req.sampling = s.o.sampling;
-  req.sampling.seed = s.o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
-  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, s.gen->Generate(req));
-  out.generate_ms = MsSince(t0);
-  out.answers = g.tokens;
-  Rows r = Lay(prompts, g.tokens, s.seq, s.o.pad_token);
-  const PpoBatch& p = r.batch;
-  DS_ASSIGN_OR_RETURN(std::vector<float> logp, s.LogProbs(s.actor_ex.get(), r.ids, r.targets));
-  DS_ASSIGN_OR_RETURN(std::vector<float> ref, s.LogProbs(s.ref_ex.get(), r.ids, r.targets));
-  DS_ASSIGN_OR_RETURN(std::vector<float> values,
-                      s.Values(s.critic_ex.get(), r.ids, std::vector<int32_t>(r.ids.size(), 0)));
-  std::vector<float> scores(p.batch);
-  if (s.reward_ex) {
-    if (p.batch % 2 != 0)
-      return InvalidArgumentError("rlhf: the reward model scores an even batch; got " +
-                                  Str(p.batch) + " prompts");
-    DS_ASSIGN_OR_RETURN(std::vector<float> v, s.Values(s.reward_ex.get(), r.ids, r.ends));
-    for (int64_t b = 0; b < p.batch; ++b) scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
-  } else {
-    for (int64_t b = 0; b < p.batch; ++b)
-      scores[b] = static_cast<float>(s.m.score(prompts[b], g.tokens[b]));
-  }
-  double kl = 0, count = 0;
-  for (size_t i = 0; i < logp.size(); ++i) {
-    kl += (double(logp[i]) - ref[i]) * p.mask[i];
-    count += p.mask[i];
-  }
-  for (float x : scores) out.mean_score += x / p.batch;
-  out.mean_kl = count > 0 ? kl / count : 0;
-  out.answer_tokens = count / p.batch;
-  const std::vector<double> rewards = PerTokenRewards(p, s.o.ppo, logp, ref, scores);
-  const Gae gae = Advantages(p, s.o.ppo, values, rewards);
-  for (size_t i = 0; i < gae.advantages.size(); ++i)
-    out.mean_advantage += count > 0 ? gae.advantages[i] * p.mask[i] / count : 0.0;
-  t0 = std::chrono::steady_clock::now();
-  RolloutSource actor(s.m.actor->config().train_micro_batch_size_per_gpu, p.seq);
-  actor.ids = r.ids;
-  actor.targets = r.targets;
-  actor.inputs["ppo.old_logprobs"] = {Tensor(), logp};
-  actor.inputs["ppo.advantages"] = {Tensor(), Floats(gae.advantages)};
-  actor.inputs["ppo.mask"] = {Tensor(), p.mask};
-  DS_RETURN_IF_ERROR(s.Train(s.m.actor, &actor, &out.actor_loss));
-  RolloutSource critic(s.m.critic->config().train_micro_batch_size_per_gpu, p.seq);
-  critic.ids = r.ids;
-  critic.targets = r.mask_int;
-  critic.inputs["ppo.old_values"] = {Tensor(), values};
-  critic.inputs["ppo.returns"] = {Tensor(), Floats(gae.returns)};
-  DS_RETURN_IF_ERROR(s.Train(s.m.critic, &critic, &out.critic_loss));
-  out.train_ms = MsSince(t0);
+  // The hybrid engine: each model whole for the rollout (ZeRO-3: one all-gather of every unit,
+  // on every rank, before anything generates), back to its training layout before the steps.
+  std::vector<worker::Trainer*> models = {s.m.actor, s.m.ref, s.m.critic};
+  if (s.m.reward) models.push_back(s.m.reward);
+  for (worker::Trainer* t : models) DS_RETURN_IF_ERROR(t->GatherParams());
+  StatusOr<Impl::Rollout> rollout = s.Roll(prompts, iteration, &out);
+  for (worker::Trainer* t : models) t->ReleaseParams();
+  DS_RETURN_IF_ERROR(rollout.status());
+  DS_RETURN_IF_ERROR(s.Learn(*rollout, &out));
   return out;
 }
 

@@ -405,6 +405,19 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   return sum / std::max<int64_t>(1, iters);
 }
 
+// The hybrid engine's switch: every parameter whole in the host store (ZeRO-3 all-gathered,
+// NVMe-offloaded ones read, device states downloaded), and back to the training layout.
+Status Trainer::GatherParams() {
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
+  return runner_->GatherAllParams();
+}
+
+void Trainer::ReleaseParams() {
+  runner_->ReleaseGatheredParams();
+  if (swapper_) swapper_->DropParams();
+}
+
 // The token file's loader (data.train), the default source of the training micro-batches.
 Status Trainer::OpenTrainData(int64_t micro) {
   data::DataLoaderOptions d;

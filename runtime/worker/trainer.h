@@ -137,6 +137,13 @@ class Trainer {
   // hands those back (make a new executor after one). The graph's per-token inputs (PPO's
   // heads) are bound to zeroed buffers (their losses count nothing; read the logits or values).
   StatusOr<std::unique_ptr<exec::Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+  // The hybrid engine's switch (RLHF rollouts): GatherParams makes every parameter whole in the
+  // host store that inference executors and generators read (ZeRO-3: one all-gather of every
+  // unit; every rank must call it, once, before any of them generates), ReleaseParams returns
+  // to the training layout (only the persistent units stay). Training steps gather what they
+  // use themselves; a generator made earlier reads the store again after the next gather.
+  Status GatherParams();
+  void ReleaseParams();
   // A Generator (runtime/generate/generator.h: KV cache, left-padded batches, sampling) over the
   // same parameters, prepared as MakeInferenceExecutor prepares them; max_len 0: max_seq_len.
   StatusOr<std::unique_ptr<generate::Generator>> MakeGenerator(int64_t max_batch, int64_t max_len);
