@@ -101,11 +101,15 @@ struct PpoStep::Impl {
   struct Rollout {
     Rows rows;
     std::vector<float> logp, ref, values, scores;
+    std::vector<float> advantages, returns;  // Score's
   };
   StatusOr<Rollout> Roll(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration,
                          PpoStepMetrics* out);
-  // Rewards, advantages and the actor's and critic's steps.
-  Status Learn(const Rollout& r, PpoStepMetrics* out);
+  // Rewards and advantages, and the rollout's metrics (added, weighted by `share`).
+  void Score(Rollout* r, double share, PpoStepMetrics* out) const;
+  // One actor and one critic step on the rollout.
+  Status Update(const Rollout& r, PpoStepMetrics* out);
+  std::vector<float> ema;
 };
 
 Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
@@ -207,8 +211,8 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
   req.sampling = o.sampling;
   req.sampling.seed = o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
   DS_ASSIGN_OR_RETURN(generate::GenerateResult g, gen->Generate(req));
-  out->generate_ms = MsSince(t0);
-  out->answers = g.tokens;
+  out->generate_ms += MsSince(t0);
+  out->answers.insert(out->answers.end(), g.tokens.begin(), g.tokens.end());
   Rollout r;
   r.rows = Lay(prompts, g.tokens, seq, o.pad_token);
   const Rows& w = r.rows;
@@ -230,59 +234,92 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
   return r;
 }
 
-Status PpoStep::Impl::Learn(const Rollout& r, PpoStepMetrics* out) {
-  const PpoBatch& p = r.rows.batch;
+void PpoStep::Impl::Score(Rollout* r, double share, PpoStepMetrics* out) const {
+  const PpoBatch& p = r->rows.batch;
   double kl = 0, count = 0;
-  for (size_t i = 0; i < r.logp.size(); ++i) {
-    kl += (double(r.logp[i]) - r.ref[i]) * p.mask[i];
+  for (size_t i = 0; i < r->logp.size(); ++i) {
+    kl += (double(r->logp[i]) - r->ref[i]) * p.mask[i];
     count += p.mask[i];
   }
-  for (float x : r.scores) out->mean_score += x / p.batch;
-  out->mean_kl = count > 0 ? kl / count : 0;
-  out->answer_tokens = count / p.batch;
-  const std::vector<double> rewards = PerTokenRewards(p, o.ppo, r.logp, r.ref, r.scores);
-  const Gae gae = Advantages(p, o.ppo, r.values, rewards);
+  for (float x : r->scores) out->mean_score += share * x / p.batch;
+  out->mean_kl += count > 0 ? share * kl / count : 0;
+  out->answer_tokens += share * count / p.batch;
+  const std::vector<double> rewards = PerTokenRewards(p, o.ppo, r->logp, r->ref, r->scores);
+  const Gae gae = Advantages(p, o.ppo, r->values, rewards);
   for (size_t i = 0; i < gae.advantages.size(); ++i)
-    out->mean_advantage += count > 0 ? gae.advantages[i] * p.mask[i] / count : 0.0;
-  const auto t0 = std::chrono::steady_clock::now();
+    out->mean_advantage += count > 0 ? share * gae.advantages[i] * p.mask[i] / count : 0.0;
+  r->advantages = Floats(gae.advantages);
+  r->returns = Floats(gae.returns);
+}
+
+Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
+  const PpoBatch& p = r.rows.batch;
   RolloutSource actor(m.actor->config().train_micro_batch_size_per_gpu, p.seq);
   actor.ids = r.rows.ids;
   actor.targets = r.rows.targets;
   actor.inputs["ppo.old_logprobs"] = {Tensor(), r.logp};
-  actor.inputs["ppo.advantages"] = {Tensor(), Floats(gae.advantages)};
+  actor.inputs["ppo.advantages"] = {Tensor(), r.advantages};
   actor.inputs["ppo.mask"] = {Tensor(), p.mask};
-  DS_RETURN_IF_ERROR(Train(m.actor, &actor, &out->actor_loss));
+  double loss = 0;
+  DS_RETURN_IF_ERROR(Train(m.actor, &actor, &loss));
+  out->actor_losses.push_back(loss);
+  if (o.enable_ema) {
+    zero::ParamStore& w = m.actor->params();
+    const float* master = w.master_data();
+    const size_t n = w.master() ? w.total_elements() : w.shard_elements();
+    if (ema.empty()) ema.assign(master, master + n);
+    for (size_t i = 0; i < n; ++i) ema[i] = o.ema_decay * ema[i] + (1 - o.ema_decay) * master[i];
+  }
   RolloutSource critic(m.critic->config().train_micro_batch_size_per_gpu, p.seq);
   critic.ids = r.rows.ids;
   critic.targets = r.rows.mask_int;
   critic.inputs["ppo.old_values"] = {Tensor(), r.values};
-  critic.inputs["ppo.returns"] = {Tensor(), Floats(gae.returns)};
-  DS_RETURN_IF_ERROR(Train(m.critic, &critic, &out->critic_loss));
-  out->train_ms = MsSince(t0);
+  critic.inputs["ppo.returns"] = {Tensor(), r.returns};
+  DS_RETURN_IF_ERROR(Train(m.critic, &critic, &loss));
+  out->critic_losses.push_back(loss);
   return OkStatus();
 }
+
+const std::vector<float>& PpoStep::ema() const { return impl_->ema; }
 
 StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& prompts,
                                       int64_t iteration) {
   Impl& s = *impl_;
-  if (prompts.empty() || prompts[0].empty())
-    return InvalidArgumentError("rlhf: PPO needs prompts, each non-empty");
+  const int g = std::max(1, s.o.generation_batches);
+  if (prompts.empty() || prompts[0].empty() || prompts.size() % g != 0)
+    return InvalidArgumentError("rlhf: PPO needs non-empty prompts, generation_batches " + Str(g) +
+                                " times the actor's batch; got " + Str(prompts.size()));
   for (size_t b = 1; b < prompts.size(); ++b)
     if (prompts[b].size() != prompts[0].size())
       return InvalidArgumentError("rlhf: prompt " + Str(b) + " has " + Str(prompts[b].size()) +
                                   " tokens and prompt 0 " + Str(prompts[0].size()) +
                                   "; PPO's prompts have one length (no pad mask in training yet)");
-  DS_RETURN_IF_ERROR(s.Prepare(static_cast<int64_t>(prompts.size()), prompts[0].size()));
+  const int64_t per = static_cast<int64_t>(prompts.size()) / g;
+  DS_RETURN_IF_ERROR(s.Prepare(per, prompts[0].size()));
   PpoStepMetrics out;
-  // The hybrid engine: each model whole for the rollout (ZeRO-3: one all-gather of every unit,
-  // on every rank, before anything generates), back to its training layout before the steps.
+  // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
+  // on every rank, before anything generates), back to its training layout before the updates.
   std::vector<worker::Trainer*> models = {s.m.actor, s.m.ref, s.m.critic};
   if (s.m.reward) models.push_back(s.m.reward);
   for (worker::Trainer* t : models) DS_RETURN_IF_ERROR(t->GatherParams());
-  StatusOr<Impl::Rollout> rollout = s.Roll(prompts, iteration, &out);
+  std::vector<Impl::Rollout> rollouts;
+  Status rolled;
+  for (int k = 0; k < g && rolled.ok(); ++k) {
+    std::vector<std::vector<int32_t>> part(prompts.begin() + k * per,
+                                           prompts.begin() + (k + 1) * per);
+    StatusOr<Impl::Rollout> r = s.Roll(part, iteration * g + k, &out);
+    rolled = r.status();
+    if (r.ok()) rollouts.push_back(std::move(r).value());
+  }
   for (worker::Trainer* t : models) t->ReleaseParams();
-  DS_RETURN_IF_ERROR(rollout.status());
-  DS_RETURN_IF_ERROR(s.Learn(*rollout, &out));
+  DS_RETURN_IF_ERROR(rolled);
+  for (Impl::Rollout& r : rollouts) s.Score(&r, 1.0 / g, &out);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < std::max(1, s.o.ppo_epochs); ++epoch)
+    for (const Impl::Rollout& r : rollouts) DS_RETURN_IF_ERROR(s.Update(r, &out));
+  out.train_ms = MsSince(t0);
+  for (double l : out.actor_losses) out.actor_loss += l / out.actor_losses.size();
+  for (double l : out.critic_losses) out.critic_loss += l / out.critic_losses.size();
   return out;
 }
 

@@ -16,6 +16,10 @@
 //
 //   PpoStep ppo(models, options);
 //   DS_ASSIGN_OR_RETURN(PpoStepMetrics m, ppo.Run(prompts, iteration));
+//
+// With generation_batches or ppo_epochs above 1 the later updates train on log-probabilities
+// the actor has moved away from, so the ratio leaves 1 and the clip engages; with both at 1
+// every ratio is 1 and the clip never acts.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,14 @@ struct PpoModels {
 
 struct PpoOptions {
   PpoSettings ppo;
+  // DeepSpeed-Chat's: rollouts generated (each of the actor's global batch) before the updates,
+  // and passes of updates over them (each update one actor and one critic step per rollout).
+  int generation_batches = 1;
+  int ppo_epochs = 1;
+  // An exponential moving average of the actor's weights after every actor step (this rank's
+  // fp32 master, sharded as it is): ema = decay ema + (1 - decay) w.
+  bool enable_ema = false;
+  double ema_decay = 0.992;
   int64_t max_new_tokens = 8;
   std::vector<int32_t> stop_tokens;
   int32_t pad_token = 0;
@@ -48,11 +60,12 @@ struct PpoOptions {
 };
 
 struct PpoStepMetrics {
-  double mean_score = 0;      // the reward (model or rule), before clipping
-  double mean_kl = 0;         // per answer token: logprob - ref logprob, averaged
-  double mean_advantage = 0;  // per answer token
-  double actor_loss = 0, critic_loss = 0;
-  double answer_tokens = 0;  // per sequence
+  double mean_score = 0;                   // the reward (model or rule), before clipping
+  double mean_kl = 0;                      // per answer token: logprob - ref logprob, averaged
+  double mean_advantage = 0;               // per answer token
+  double actor_loss = 0, critic_loss = 0;  // means over the updates
+  std::vector<double> actor_losses, critic_losses;  // per update, in order
+  double answer_tokens = 0;                         // per sequence
   double generate_ms = 0, train_ms = 0;
   std::vector<std::vector<int32_t>> answers;
 };
@@ -63,8 +76,12 @@ class PpoStep {
   static StatusOr<std::unique_ptr<PpoStep>> Create(const PpoModels& models,
                                                    const PpoOptions& options);
   ~PpoStep();
-  // `prompts` (one length, as many as the actor's micro-batch); `iteration` seeds the sampling.
+  // `prompts` (one length; generation_batches x the actor's global batch on this rank);
+  // `iteration` seeds the sampling.
   StatusOr<PpoStepMetrics> Run(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration);
+  // The actor's weights' moving average (enable_ema), this rank's master elements; empty
+  // before the first step.
+  const std::vector<float>& ema() const;
 
  private:
   struct Impl;

@@ -91,5 +91,73 @@ TEST_CASE("PPO: a rule reward rises while the KL stays bounded", "[rlhf][ppo]") 
   CHECK_THAT(m.status().message(), Catch::Contains("prompt 3 has 3 tokens"));
 }
 
+// DeepSpeed-Chat's generation_batches and ppo_epochs above 1: two rollouts, then two passes of
+// updates over them (4 actor and 4 critic steps per iteration). The later updates train on
+// log-probabilities the actor has moved from, so the ratio leaves 1 (the losses are no longer
+// minus the mean advantage) and the clip acts; the reward still rises with the KL bounded. The
+// actor's moving average (enable_ema) follows ema = d ema + (1 - d) w after every actor step.
+TEST_CASE("PPO: two generation batches, two epochs, and the actor's EMA", "[rlhf][ppo]") {
+  auto actor = Model("ppo_actor", 3e-3), ref = Model("lm", 3e-3),
+       critic = Model("ppo_critic", 3e-3);
+  REQUIRE((actor.ok() && ref.ok() && critic.ok()));
+  PpoModels models{actor->get(), ref->get(), critic->get(), nullptr, Fives};
+  PpoOptions o;
+  o.max_new_tokens = 6;
+  o.sampling.seed = 12;
+  o.generation_batches = 2;
+  o.ppo_epochs = 2;
+  auto ppo = PpoStep::Create(models, o);
+  REQUIRE(ppo.ok());
+  std::mt19937 rng(5);
+  auto prompts = [&rng](int n) {
+    std::vector<std::vector<int32_t>> p(n);
+    for (auto& x : p) x = {static_cast<int32_t>(rng() % 16), static_cast<int32_t>(rng() % 16)};
+    return p;
+  };
+  std::vector<double> score;
+  double max_kl = 0;
+  int moved = 0;
+  for (int it = 0; it < 40; ++it) {
+    auto m = (*ppo)->Run(prompts(32), it);
+    INFO("iteration " << it << ": " << m.status().ToString());
+    REQUIRE(m.ok());
+    REQUIRE(m->actor_losses.size() == 4);
+    REQUIRE(m->critic_losses.size() == 4);
+    score.push_back(m->mean_score);
+    max_kl = std::max(max_kl, std::abs(m->mean_kl));
+    for (double l : m->actor_losses) CHECK(std::isfinite(l));
+    // The second epoch's updates see moved log-probabilities.
+    moved += std::abs(m->actor_losses[2] - m->actor_losses[0]) > 1e-6;
+  }
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += score[i] / 5, last += score[35 + i] / 5;
+  INFO("mean reward " << first << " -> " << last << ", largest KL " << max_kl);
+  CHECK(last > first + 0.15);
+  CHECK(max_kl < 1.0);
+  CHECK(moved > 30);
+  CHECK(PpoStep::Create(models, o).ok());
+  CHECK_FALSE((*ppo)->Run(prompts(31), 0).ok());  // not 2 x the batch of 16
+  // EMA, one update per iteration: the expected average from the master after each.
+  o.generation_batches = 1;
+  o.ppo_epochs = 1;
+  o.enable_ema = true;
+  o.ema_decay = 0.9;
+  auto with_ema = PpoStep::Create(models, o);
+  REQUIRE(with_ema.ok());
+  std::vector<double> want;
+  zero::ParamStore& w = (*actor)->params();
+  for (int it = 0; it < 3; ++it) {
+    REQUIRE((*with_ema)->Run(prompts(16), 100 + it).ok());
+    const float* master = w.master_data();
+    if (want.empty()) want.assign(master, master + w.total_elements());
+    for (int64_t i = 0; i < w.total_elements(); ++i) want[i] = 0.9 * want[i] + 0.1 * master[i];
+  }
+  const std::vector<float>& ema = (*with_ema)->ema();
+  REQUIRE(static_cast<int64_t>(ema.size()) == w.total_elements());
+  double worst = 0;
+  for (size_t i = 0; i < ema.size(); ++i) worst = std::max(worst, std::abs(ema[i] - want[i]));
+  CHECK(worst < 1e-6);
+}
+
 }  // namespace
 }  // namespace ds::rlhf
