@@ -126,7 +126,9 @@ class Trainer {
   Status LoadCheckpoint(const std::string& path);
   // Loads weights only (fresh optimizer, step 0) from a safetensors file with the graph's
   // parameter names, e.g. one written by `ds-ckpt import` from Hugging Face.
-  Status LoadWeights(const std::string& safetensors_path);
+  // keep_missing: parameters the file lacks keep their initialization (a model with a new head,
+  // e.g. a reward model from an SFT model's weights); fp32 at ZeRO 0-2 without tp / ep.
+  Status LoadWeights(const std::string& safetensors_path, bool keep_missing = false);
 
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
   Status ExportWeights(const std::string& path) const;

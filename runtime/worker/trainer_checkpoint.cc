@@ -305,12 +305,26 @@ Status Trainer::SaveCheckpoint() {
   return OkStatus();
 }
 
-Status Trainer::LoadWeights(const std::string& path) {
+Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
   std::vector<float> full(params_->total_elements(), 0.0f), whole;
+  if (keep_missing) {  // the initialized values of what the file lacks (a new head)
+    if (sliced_ || params_->mixed() || params_->params_partitioned() || device_states_)
+      return UnimplementedError(path +
+                                ": keeping the parameters the file lacks needs an fp32 "
+                                "model at ZeRO 0-2 on one host layout");
+    const float* now = static_cast<const float*>(params_->model());
+    full.assign(now, now + params_->total_elements());
+  }
+  int kept = 0;
   for (size_t i = 0; i < params_->slots().size(); ++i) {
     const zero::ParamSlot& s = params_->slots()[i];
     auto t = file.Get(s.name);
+    if (!t.ok() && keep_missing) {
+      DS_LOG_INFO("worker", "{}: no \"{}\"; it keeps its initialization", path, s.name);
+      ++kept;
+      continue;
+    }
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
     const std::string what = path + ": tensor \"" + s.name + "\"";
     if (!sliced_) {
@@ -328,9 +342,9 @@ Status Trainer::LoadWeights(const std::string& path) {
   runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   DS_RETURN_IF_ERROR(StoreSwappedStates());
-  if (file.tensors().size() != params_->slots().size())
+  if (static_cast<int>(file.tensors().size()) + kept != static_cast<int>(params_->slots().size()))
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored",
-                path, file.tensors().size(), params_->slots().size());
+                path, file.tensors().size(), params_->slots().size() - kept);
   DS_LOG_INFO("worker", "initialized weights from {}", path);
   return OkStatus();
 }

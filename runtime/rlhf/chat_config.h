@@ -1,0 +1,63 @@
+// The ds-chat configuration: DeepSpeed-Chat's three steps from one YAML file. Each model's
+// training (ZeRO stage, precision, optimizer, model shape) is a job file of its own, as a
+// DeepSpeed config per model; paths are relative to this file.
+//
+//   data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 1234}
+//   tokenizer: addition            # the addition task's characters, or a tokenizer file
+//   prompt_len: 8                  # DeepSpeed-Chat's max_prompt_seq_len (prompts have one
+//   answer_len: 6                  #   length for now); max_answer_seq_len
+//   end: ""                        # text appended to every answer (<|endoftext|>)
+//   stop: "$"                      # text whose tokens end a generated answer
+//   output: runs/chat              # sft.safetensors, reward.safetensors, actor.safetensors,
+//                                  # ppo.csv
+//   sft: {job: sft.yaml, steps: 300}
+//   reward: {job: reward.yaml, steps: 300}
+//   ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 60, kl_ctl: 0.1,
+//         clip_reward_value: 5, cliprange: 0.2, cliprange_value: 0.2, gamma: 1.0, lam: 0.95,
+//         generation_batches: 1, ppo_epochs: 1, enable_ema: false, temperature: 1.0,
+//         eval_prompts: 200}
+//
+// Unknown keys are refused by name (a misspelt DeepSpeed-Chat option would silently do nothing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/rlhf/ppo_math.h"
+
+namespace ds::rlhf {
+
+struct ChatStep {
+  std::string job;  // a job file (resolved)
+  int64_t steps = 0;
+};
+
+struct ChatPpo {
+  std::string actor, critic;  // job files (resolved)
+  int64_t iterations = 0;
+  PpoSettings ppo;
+  int generation_batches = 1, ppo_epochs = 1;
+  bool enable_ema = false;
+  double temperature = 1.0;
+  int64_t eval_prompts = 200;  // held-out prompts of step 3's part, answered greedily
+};
+
+struct ChatConfig {
+  std::string source;
+  std::vector<std::string> files;
+  std::string data_split = "2,4,4";
+  uint64_t seed = 1234;
+  std::string tokenizer = "addition";
+  int64_t prompt_len = 0, answer_len = 0;
+  std::string end, stop;
+  std::string output = "runs/chat";
+  ChatStep sft, reward;
+  ChatPpo ppo;
+};
+
+// InvalidArgument naming the file, the key and the problem.
+StatusOr<ChatConfig> LoadChatConfig(const std::string& path);
+
+}  // namespace ds::rlhf

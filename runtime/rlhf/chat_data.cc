@@ -1,0 +1,62 @@
+#include "runtime/rlhf/chat_data.h"
+
+#include "runtime/base/status_macros.h"
+#include "runtime/config/job_config.h"
+#include "runtime/data/addition_task.h"
+#include "runtime/plan/model_loader.h"
+
+namespace ds::rlhf {
+
+std::vector<PreferenceExample> ChatData::Part(int part) const {
+  std::vector<const PreferenceDataset*> sets;
+  for (const PreferenceDataset& d : datasets) sets.push_back(&d);
+  return BlendPart(sets, split, part, config.seed);
+}
+
+StatusOr<ChatData> OpenChat(const ChatConfig& c) {
+  ChatData d;
+  d.config = c;
+  for (const std::string& f : c.files) {
+    DS_ASSIGN_OR_RETURN(PreferenceDataset set, ReadPreferenceJsonl(f));
+    d.datasets.push_back(std::move(set));
+  }
+  auto split = ParseDataSplit(c.data_split);
+  if (!split.ok()) return split.status().WithPrefix(c.source);
+  d.split = *split;
+  if (c.tokenizer == "addition") {
+    d.encoding.encode = [](const std::string& s) { return data::AdditionStringToTokens(s); };
+  } else {
+    DS_ASSIGN_OR_RETURN(std::unique_ptr<generate::Tokenizer> t,
+                        generate::LoadTokenizer(c.tokenizer));
+    d.tokenizer = std::move(t);
+    std::shared_ptr<generate::Tokenizer> t2 = d.tokenizer;
+    d.encoding.encode = [t2](const std::string& s) { return t2->Encode(s); };
+  }
+  d.encoding.seq = d.seq();
+  d.encoding.pad = c.tokenizer == "addition" ? data::kAdditionPad : 0;
+  if (!c.end.empty()) {
+    DS_ASSIGN_OR_RETURN(d.encoding.end, d.encoding.encode(c.end));
+  }
+  if (!c.stop.empty()) {
+    DS_ASSIGN_OR_RETURN(d.stop, d.encoding.encode(c.stop));
+  }
+  return d;
+}
+
+StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
+                                                     const std::string& head, int64_t seq,
+                                                     parallel::Communicator* comm,
+                                                     const std::string& weights,
+                                                     bool keep_missing) {
+  DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(job));
+  config.model.head = head;
+  config.data.seq_len = static_cast<int>(seq);
+  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<worker::Trainer> t,
+                      worker::Trainer::Create(config, std::move(graph), comm));
+  DS_RETURN_IF_ERROR(t->Initialize());
+  if (!weights.empty()) DS_RETURN_IF_ERROR(t->LoadWeights(weights, keep_missing));
+  return t;
+}
+
+}  // namespace ds::rlhf

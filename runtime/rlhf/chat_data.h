@@ -1,0 +1,44 @@
+// What ds-chat's steps share (chat_steps.h): the datasets, their split, the tokenizer as an
+// Encoding of seq = prompt_len + answer_len, and the models each step trains or reads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "runtime/base/status.h"
+#include "runtime/generate/tokenizer.h"
+#include "runtime/rlhf/chat_config.h"
+#include "runtime/rlhf/preference_data.h"
+#include "runtime/rlhf/token_examples.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::rlhf {
+
+struct ChatData {
+  ChatConfig config;
+  std::vector<PreferenceDataset> datasets;
+  std::vector<double> split;
+  std::shared_ptr<generate::Tokenizer> tokenizer;  // null: the addition characters
+  Encoding encoding;
+  std::vector<int32_t> stop;
+  int64_t seq() const { return config.prompt_len + config.answer_len; }
+  // Step `part`'s examples (0: SFT, 1: reward, 2: PPO), blended.
+  std::vector<PreferenceExample> Part(int part) const;
+};
+
+StatusOr<ChatData> OpenChat(const ChatConfig& c);
+
+// A trainer of job file `job` with model head `head` at seq tokens, on `comm`, initialized from
+// `weights` (a safetensors file; keep_missing: a new head keeps its initialization).
+StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
+                                                     const std::string& head, int64_t seq,
+                                                     parallel::Communicator* comm,
+                                                     const std::string& weights = "",
+                                                     bool keep_missing = false);
+
+// The model's exact match on step 3's held-out prompts, answered greedily (chat_ppo.cc).
+StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model);
+
+}  // namespace ds::rlhf

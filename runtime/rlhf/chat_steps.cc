@@ -1,0 +1,101 @@
+#include "runtime/rlhf/chat_steps.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/exec/executor.h"
+#include "runtime/generate/generator.h"
+#include "runtime/rlhf/chat_data.h"
+#include "runtime/rlhf/chat_eval.h"
+#include "runtime/rlhf/example_batches.h"
+#include "runtime/rlhf/ppo_step.h"
+
+namespace ds::rlhf {
+namespace {
+
+int Rank(parallel::Communicator* c) { return c ? c->rank() : 0; }
+int World(parallel::Communicator* c) { return c ? c->size() : 1; }
+
+std::string Fixed(double v, int digits = 4) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*f", digits, v);
+  return b;
+}
+
+std::string Out(const ChatConfig& c, const char* name) {
+  std::filesystem::create_directories(c.output);
+  return c.output + "/" + name;
+}
+
+// `steps` steps of `t` over `rows`, a progress line every tenth.
+Status TrainRows(worker::Trainer& t, std::vector<std::vector<TokenExample>> rows, int rows_per,
+                 int64_t steps, const ChatConfig& c, parallel::Communicator* comm, const char* what,
+                 std::ostream& log) {
+  const int64_t micro = t.config().train_micro_batch_size_per_gpu;
+  DS_ASSIGN_OR_RETURN(
+      ExampleBatches b,
+      ExampleBatches::Create(std::move(rows), {micro, rows_per, c.seed, Rank(comm), World(comm)}));
+  t.SetBatchSource(&b);
+  for (int64_t i = 1; i <= steps; ++i) {
+    DS_ASSIGN_OR_RETURN(worker::StepMetrics m, t.TrainStep());
+    if (Rank(comm) == 0 && (i % std::max<int64_t>(1, steps / 10) == 0 || i == 1))
+      log << what << " step " << i << "/" << steps << " loss " << Fixed(m.loss) << "\n";
+  }
+  t.SetBatchSource(nullptr);
+  return OkStatus();
+}
+
+std::string Percent(double share) { return Fixed(100.0 * share, 2) + "%"; }
+
+}  // namespace
+
+Status RunSft(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
+  DS_ASSIGN_OR_RETURN(ChatData d, OpenChat(c));
+  std::vector<std::vector<TokenExample>> rows;
+  for (const PreferenceExample& e : d.Part(0)) {
+    auto x = SftExample(e, d.encoding);
+    if (!x.ok()) return x.status().WithPrefix(c.source);
+    rows.push_back({*x});
+  }
+  if (Rank(comm) == 0) log << "sft: " << rows.size() << " examples (step 1's part)\n";
+  DS_ASSIGN_OR_RETURN(auto t, ChatModel(c.sft.job, "lm", d.seq(), comm));
+  DS_RETURN_IF_ERROR(TrainRows(*t, std::move(rows), 1, c.sft.steps, c, comm, "sft", log));
+  DS_ASSIGN_OR_RETURN(double exact, HeldOutExactMatch(d, *t));
+  if (Rank(comm) == 0) log << "sft: held-out exact match " << Percent(exact) << "\n";
+  if (Rank(comm) == 0) DS_RETURN_IF_ERROR(t->ExportWeights(Out(c, "sft.safetensors")));
+  return OkStatus();
+}
+
+Status RunReward(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
+  DS_ASSIGN_OR_RETURN(ChatData d, OpenChat(c));
+  std::vector<std::vector<TokenExample>> pairs;
+  for (const PreferenceExample& e : d.Part(1)) {
+    auto x = RewardPair(e, d.encoding);
+    if (!x.ok()) return x.status().WithPrefix(c.source);
+    pairs.push_back(*x);
+  }
+  const size_t held_n = std::max<size_t>(16, pairs.size() / 10 / 16 * 16);
+  if (pairs.size() < held_n + 16)
+    return InvalidArgumentError(c.source + ": step 2's part holds " + std::to_string(pairs.size()) +
+                                " pairs; too few to hold out " + std::to_string(held_n));
+  std::vector<std::vector<TokenExample>> held(pairs.end() - held_n, pairs.end());
+  pairs.resize(pairs.size() - held_n);
+  DS_ASSIGN_OR_RETURN(auto t, ChatModel(c.reward.job, "reward", d.seq(), comm,
+                                        Out(c, "sft.safetensors"), /*keep_missing=*/true));
+  DS_ASSIGN_OR_RETURN(PairEval before, EvaluatePairs(*t, held));
+  if (Rank(comm) == 0)
+    log << "reward: " << pairs.size() << " training pairs, " << held.size() << " held out\n";
+  DS_RETURN_IF_ERROR(TrainRows(*t, std::move(pairs), 2, c.reward.steps, c, comm, "reward", log));
+  DS_ASSIGN_OR_RETURN(PairEval after, EvaluatePairs(*t, held));
+  if (Rank(comm) == 0)
+    log << "reward: held-out pairwise accuracy " << Percent(before.accuracy) << " -> "
+        << Percent(after.accuracy) << "; mean score chosen " << Fixed(after.chosen_mean)
+        << ", rejected " << Fixed(after.rejected_mean) << "\n";
+  if (Rank(comm) == 0) DS_RETURN_IF_ERROR(t->ExportWeights(Out(c, "reward.safetensors")));
+  return OkStatus();
+}
+
+}  // namespace ds::rlhf

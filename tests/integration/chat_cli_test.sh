@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# ds-chat end to end on a small preference set (2-digit addition: right and wrong sums): the
+# three steps from one configuration, each model's job file its own, write their weights and the
+# PPO log, and report the figures (held-out exact match after SFT, pairwise accuracy before and
+# after the reward model trains, reward / KL per PPO iteration, the time split). One step alone
+# runs from the earlier steps' files. Bad configurations are refused before any training with
+# exit 2, naming the key.
+set -uo pipefail
+R=${TEST_SRCDIR:-.}/ds_runtime
+CHAT=$R/tools/ds_chat/ds-chat
+W=${TEST_TMPDIR:-$(mktemp -d)}/chat
+rm -rf "$W"; mkdir -p "$W"
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+
+python3 - "$W/pairs.jsonl" <<'PYEOF'
+import json, random, sys
+rng = random.Random(3)
+with open(sys.argv[1], "w") as f:
+    for _ in range(3000):
+        a, b = rng.randrange(100), rng.randrange(100)
+        s, w = a + b, (a + b + rng.choice([1, 2, 10])) % 199
+        rev = lambda n: str(n).zfill(3)[::-1]
+        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
+                            "rejected": rev(w) + "$", "source": "test"}) + "\n")
+PYEOF
+for m in sft reward actor critic; do
+  cat > "$W/$m.yaml" <<YAML
+train_batch_size: 16
+train_micro_batch_size_per_gpu: 16
+optimizer: {type: AdamW, params: {lr: 0.001}}
+zero_optimization: {stage: 0}
+model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 14, max_seq_len: 10}
+training: {train_iters: 1000}
+device: {type: cpu, threads: 1}
+YAML
+done
+cat > "$W/chat.yaml" <<YAML
+data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 5}
+tokenizer: addition
+prompt_len: 6
+answer_len: 4
+stop: "\$"
+output: out
+sft: {job: sft.yaml, steps: 40}
+reward: {job: reward.yaml, steps: 40}
+ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 5, eval_prompts: 64}
+YAML
+if timeout 300 "$CHAT" --config "$W/chat.yaml" > "$W/log" 2>&1; then
+  pass "ds-chat runs the three steps"
+else fail "ds-chat failed"; tail -5 "$W/log"; fi
+for f in sft.safetensors reward.safetensors actor.safetensors ppo.csv; do
+  [[ -s $W/out/$f ]] && pass "writes out/$f" || fail "no out/$f"
+done
+[[ $(wc -l < "$W/out/ppo.csv") == 6 ]] && pass "ppo.csv has a row per iteration" ||
+  fail "ppo.csv rows: $(wc -l < "$W/out/ppo.csv")"
+for pattern in "sft: 600 examples" "sft: held-out exact match [0-9.]*%" \
+               "reward: held-out pairwise accuracy [0-9.]*% -> [0-9.]*%" \
+               "ppo iteration 5/5: reward" "ppo: held-out exact match [0-9.]*% -> [0-9.]*% (64 prompts)" \
+               "ppo: generation [0-9.]*% of the steps' time"; do
+  grep -q "$pattern" "$W/log" && pass "reports \"$pattern\"" || fail "no \"$pattern\""
+done
+# Step 3 alone, from the files steps 1 and 2 wrote.
+rm "$W/out/actor.safetensors"
+if timeout 300 "$CHAT" --config "$W/chat.yaml" --step ppo > "$W/log3" 2>&1 &&
+   [[ -s $W/out/actor.safetensors ]] && ! grep -q "step sft" "$W/log3"; then
+  pass "--step ppo runs step 3 alone"
+else fail "--step ppo"; tail -3 "$W/log3"; fi
+
+refused() {  # refused NAME PATTERN SED-EXPRESSION
+  sed "$3" "$W/chat.yaml" > "$W/bad.yaml"
+  out=$("$CHAT" --config "$W/bad.yaml" 2>&1); rc=$?
+  if [[ $rc == 2 ]] && grep -q -- "$2" <<<"$out"; then pass "$1 refused: $2"
+  else fail "$1: exit $rc: $out"; fi
+}
+refused "a misspelt PPO key" "ppo.kl_ctrl is not a ds-chat setting" 's/iterations: 5/iterations: 5, kl_ctrl: 0.1/'
+refused "a bad data_split" 'data_split "2,4": needs three weights' 's/"2,4,4"/"2,4"/'
+refused "no datasets" "data.files must name at least one" 's/files: \[pairs.jsonl\]/files: []/'
+refused "a missing job file" 'job file ".*nope.yaml" cannot be read' 's/critic: critic.yaml/critic: nope.yaml/'
+out=$("$CHAT" --config "$W/chat.yaml" --step rl 2>&1); rc=$?
+[[ $rc == 2 ]] && grep -q "step must be sft, reward, ppo or all" <<<"$out" &&
+  pass "an unknown --step refused" || fail "--step rl: exit $rc"
+
+echo "chat_cli_test: $fails failed"
+((fails == 0))
