@@ -76,6 +76,9 @@ void ReadPpo(Block& root, const std::string& dir, ChatPpo* p, std::string* error
   b.Get("enable_ema", &p->enable_ema);
   b.Get("temperature", &p->temperature);
   b.Get("eval_prompts", &p->eval_prompts);
+  b.Get("save_interval", &p->save_interval);
+  b.Get("resume", &p->resume);
+  b.Require(p->save_interval >= 0, "save_interval", "must be >= 0");
   b.Require(p->generation_batches >= 1 && p->ppo_epochs >= 1, "ppo_epochs",
             "and generation_batches must be >= 1");
   b.Require(p->temperature > 0, "temperature", "must be > 0");

@@ -15,7 +15,7 @@
 //   ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 60, kl_ctl: 0.1,
 //         clip_reward_value: 5, cliprange: 0.2, cliprange_value: 0.2, gamma: 1.0, lam: 0.95,
 //         generation_batches: 1, ppo_epochs: 1, enable_ema: false, temperature: 1.0,
-//         eval_prompts: 200}
+//         eval_prompts: 200, save_interval: 0, resume: false}
 //
 // Unknown keys are refused by name (a misspelt DeepSpeed-Chat option would silently do nothing).
 #pragma once
@@ -42,6 +42,10 @@ struct ChatPpo {
   bool enable_ema = false;
   double temperature = 1.0;
   int64_t eval_prompts = 200;  // held-out prompts of step 3's part, answered greedily
+  // Checkpoints of the actor, the critic and the PPO state (output/ppo_ckpt) every
+  // save_interval iterations (0: at the end); resume: go on from the latest one.
+  int64_t save_interval = 0;
+  bool resume = false;
 };
 
 struct ChatConfig {

@@ -46,9 +46,10 @@ StatusOr<ChatData> OpenChat(const ChatConfig& c) {
 StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
                                                      const std::string& head, int64_t seq,
                                                      parallel::Communicator* comm,
-                                                     const std::string& weights,
-                                                     bool keep_missing) {
+                                                     const std::string& weights, bool keep_missing,
+                                                     const std::string& checkpoints) {
   DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(job));
+  if (!checkpoints.empty()) config.checkpoint.dir = checkpoints;
   config.model.head = head;
   config.data.seq_len = static_cast<int>(seq);
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));

@@ -31,12 +31,14 @@ struct ChatData {
 StatusOr<ChatData> OpenChat(const ChatConfig& c);
 
 // A trainer of job file `job` with model head `head` at seq tokens, on `comm`, initialized from
-// `weights` (a safetensors file; keep_missing: a new head keeps its initialization).
+// `weights` (a safetensors file; keep_missing: a new head keeps its initialization), saving its
+// checkpoints under `checkpoints` (empty: the job's).
 StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
                                                      const std::string& head, int64_t seq,
                                                      parallel::Communicator* comm,
                                                      const std::string& weights = "",
-                                                     bool keep_missing = false);
+                                                     bool keep_missing = false,
+                                                     const std::string& checkpoints = "");
 
 // The model's exact match on step 3's held-out prompts, answered greedily (chat_ppo.cc).
 StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model);

@@ -1,6 +1,8 @@
 // ds-chat's step 3 (chat_steps.h: RunPpo).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/rlhf/chat_data.h"
@@ -62,6 +64,56 @@ PpoOptions Options(const ChatData& d) {
   return o;
 }
 
+struct Models {
+  std::unique_ptr<worker::Trainer> actor, ref, critic, rm;
+};
+
+std::string CkptRoot(const ChatConfig& c) { return c.output + "/ppo_ckpt"; }
+
+StatusOr<Models> LoadModels(const ChatData& d, parallel::Communicator* comm) {
+  const ChatConfig& c = d.config;
+  const std::string sft = c.output + "/sft.safetensors", rw = c.output + "/reward.safetensors";
+  Models m;
+  DS_ASSIGN_OR_RETURN(m.actor, ChatModel(c.ppo.actor, "ppo_actor", d.seq(), comm, sft, false,
+                                         CkptRoot(c) + "/actor"));
+  DS_ASSIGN_OR_RETURN(m.ref, ChatModel(c.ppo.actor, "lm", d.seq(), comm, sft));
+  DS_ASSIGN_OR_RETURN(m.critic, ChatModel(c.ppo.critic, "ppo_critic", d.seq(), comm, rw, false,
+                                          CkptRoot(c) + "/critic"));
+  DS_ASSIGN_OR_RETURN(m.rm, ChatModel(c.reward.job, "reward", d.seq(), comm, rw));
+  return m;
+}
+
+// resume: the iteration the saved PPO state reached, the actor and critic loaded from their
+// checkpoints; else 0.
+StatusOr<int64_t> Resume(const ChatConfig& c, Models& m) {
+  std::ifstream in(CkptRoot(c) + "/state.json");
+  if (!c.ppo.resume || !in) return int64_t{0};
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"iteration\":");
+  if (at == std::string::npos) return DataLossError(CkptRoot(c) + "/state.json: no \"iteration\"");
+  const int64_t it = std::strtoll(text.c_str() + at + 12, nullptr, 10);
+  DS_RETURN_IF_ERROR(m.actor->LoadCheckpoint(CkptRoot(c) + "/actor"));
+  DS_RETURN_IF_ERROR(m.critic->LoadCheckpoint(CkptRoot(c) + "/critic"));
+  return it;
+}
+
+// The actor's and critic's checkpoints, then the state naming the iteration they reached
+// (written whole, then renamed: a crash leaves the previous state).
+Status Save(const ChatConfig& c, Models& m, int64_t iteration, bool talk) {
+  DS_RETURN_IF_ERROR(m.actor->SaveCheckpoint());
+  DS_RETURN_IF_ERROR(m.critic->SaveCheckpoint());
+  if (!talk) return OkStatus();
+  const std::string path = CkptRoot(c) + "/state.json";
+  {
+    std::ofstream out(path + ".tmp");
+    out << "{\"iteration\": " << iteration << "}\n";
+    if (!out) return InternalError(path + ".tmp: cannot write the PPO state");
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    return InternalError(path + ": cannot rename the PPO state into place");
+  return OkStatus();
+}
+
 }  // namespace
 
 // The SFT model's exact match on step 3's held-out prompts (chat_steps.cc's RunSft reports it).
@@ -76,53 +128,54 @@ StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
 Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
   DS_ASSIGN_OR_RETURN(ChatData d, OpenChat(c));
   DS_ASSIGN_OR_RETURN(Prompts prompts, PpoPrompts(d));
-  const std::string sft = c.output + "/sft.safetensors", rw = c.output + "/reward.safetensors";
-  const int64_t seq = d.seq();
-  DS_ASSIGN_OR_RETURN(auto actor, ChatModel(c.ppo.actor, "ppo_actor", seq, comm, sft));
-  DS_ASSIGN_OR_RETURN(auto ref, ChatModel(c.ppo.actor, "lm", seq, comm, sft));
-  DS_ASSIGN_OR_RETURN(auto critic, ChatModel(c.ppo.critic, "ppo_critic", seq, comm, rw));
-  DS_ASSIGN_OR_RETURN(auto rm, ChatModel(c.reward.job, "reward", seq, comm, rw));
+  DS_ASSIGN_OR_RETURN(Models m, LoadModels(d, comm));
+  DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m));
   const bool talk = !comm || comm->rank() == 0;
   auto eval = [&]() {
-    return EvaluateAnswers(*actor, rm.get(), prompts.eval, prompts.eval_chosen, d.stop,
+    return EvaluateAnswers(*m.actor, m.rm.get(), prompts.eval, prompts.eval_chosen, d.stop,
                            c.answer_len, d.encoding.pad);
   };
   DS_ASSIGN_OR_RETURN(AnswerEval before, eval());
   DS_ASSIGN_OR_RETURN(
-      auto ppo,
-      PpoStep::Create({actor.get(), ref.get(), critic.get(), rm.get(), nullptr}, Options(d)));
-  const int64_t per = c.ppo.generation_batches * actor->config().train_micro_batch_size_per_gpu *
-                      actor->config().gradient_accumulation_steps;
+      auto ppo, PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr},
+                                Options(d)));
+  const int64_t per = c.ppo.generation_batches * m.actor->config().train_micro_batch_size_per_gpu *
+                      m.actor->config().gradient_accumulation_steps;
   if (static_cast<int64_t>(prompts.train.size()) < per)
     return InvalidArgumentError(c.source + ": step 3's part has " +
                                 std::to_string(prompts.train.size()) +
                                 " training prompts; one iteration takes " + std::to_string(per));
-  std::ofstream csv(c.output + "/ppo.csv");
-  csv << "iteration,mean_reward,kl,actor_loss,critic_loss,generate_ms,train_ms\n";
+  if (talk && first > 0) log << "ppo: resumed at iteration " << first << "\n";
+  std::ofstream csv(c.output + "/ppo.csv", first > 0 ? std::ios::app : std::ios::trunc);
+  if (first == 0) csv << "iteration,mean_reward,kl,actor_loss,critic_loss,generate_ms,train_ms\n";
   double gen_ms = 0, train_ms = 0, tokens = 0;
-  for (int64_t it = 0; it < c.ppo.iterations; ++it) {
+  for (int64_t it = first; it < c.ppo.iterations; ++it) {
     std::vector<std::vector<int32_t>> batch;
     for (int64_t k = 0; k < per; ++k)
       batch.push_back(prompts.train[(it * per + k) % prompts.train.size()]);
-    DS_ASSIGN_OR_RETURN(PpoStepMetrics m, ppo->Run(batch, it));
-    gen_ms += m.generate_ms, train_ms += m.train_ms, tokens += m.answer_tokens * per;
-    csv << it + 1 << "," << Fixed(m.mean_score) << "," << Fixed(m.mean_kl) << ","
-        << Fixed(m.actor_loss) << "," << Fixed(m.critic_loss) << "," << Fixed(m.generate_ms, 1)
-        << "," << Fixed(m.train_ms, 1) << "\n";
-    if (talk && ((it + 1) % std::max<int64_t>(1, c.ppo.iterations / 10) == 0 || it == 0))
+    DS_ASSIGN_OR_RETURN(PpoStepMetrics r, ppo->Run(batch, it));
+    gen_ms += r.generate_ms, train_ms += r.train_ms, tokens += r.answer_tokens * per;
+    csv << it + 1 << "," << Fixed(r.mean_score) << "," << Fixed(r.mean_kl) << ","
+        << Fixed(r.actor_loss) << "," << Fixed(r.critic_loss) << "," << Fixed(r.generate_ms, 1)
+        << "," << Fixed(r.train_ms, 1) << std::endl;
+    if (talk && ((it + 1) % std::max<int64_t>(1, c.ppo.iterations / 10) == 0 || it == first))
       log << "ppo iteration " << it + 1 << "/" << c.ppo.iterations << ": reward "
-          << Fixed(m.mean_score) << ", kl " << Fixed(m.mean_kl) << ", actor loss "
-          << Fixed(m.actor_loss) << ", critic loss " << Fixed(m.critic_loss) << "\n";
+          << Fixed(r.mean_score) << ", kl " << Fixed(r.mean_kl) << ", actor loss "
+          << Fixed(r.actor_loss) << ", critic loss " << Fixed(r.critic_loss) << "\n";
+    const bool last = it + 1 == c.ppo.iterations;
+    if (last || (c.ppo.save_interval > 0 && (it + 1) % c.ppo.save_interval == 0))
+      DS_RETURN_IF_ERROR(Save(c, m, it + 1, talk));
   }
   DS_ASSIGN_OR_RETURN(AnswerEval after, eval());
   if (talk)
     log << "ppo: held-out exact match " << Fixed(100 * before.exact, 2) << "% -> "
         << Fixed(100 * after.exact, 2) << "% (" << after.count << " prompts), mean reward "
         << Fixed(before.mean_score) << " -> " << Fixed(after.mean_score) << "\n"
-        << "ppo: generation " << Fixed(100 * gen_ms / (gen_ms + train_ms), 1) << "% of the "
-        << "steps' time, training " << Fixed(100 * train_ms / (gen_ms + train_ms), 1)
-        << "%; generation " << Fixed(tokens / (gen_ms / 1e3), 1) << " tokens/s\n";
-  if (talk) DS_RETURN_IF_ERROR(actor->ExportWeights(c.output + "/actor.safetensors"));
+        << "ppo: generation " << Fixed(100 * gen_ms / std::max(1e-9, gen_ms + train_ms), 1)
+        << "% of the steps' time, training "
+        << Fixed(100 * train_ms / std::max(1e-9, gen_ms + train_ms), 1) << "%; generation "
+        << Fixed(tokens / std::max(1e-9, gen_ms / 1e3), 1) << " tokens/s\n";
+  if (talk) DS_RETURN_IF_ERROR(m.actor->ExportWeights(c.output + "/actor.safetensors"));
   return OkStatus();
 }
 

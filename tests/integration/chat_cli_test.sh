@@ -3,7 +3,8 @@
 # three steps from one configuration, each model's job file its own, write their weights and the
 # PPO log, and report the figures (held-out exact match after SFT, pairwise accuracy before and
 # after the reward model trains, reward / KL per PPO iteration, the time split). One step alone
-# runs from the earlier steps' files. Bad configurations are refused before any training with
+# runs from the earlier steps' files; step 3 resumed from its checkpoint (actor, critic, PPO
+# state) equals the uninterrupted run. Bad configurations are refused before any training with
 # exit 2, naming the key.
 set -uo pipefail
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -67,6 +68,19 @@ if timeout 300 "$CHAT" --config "$W/chat.yaml" --step ppo > "$W/log3" 2>&1 &&
    [[ -s $W/out/actor.safetensors ]] && ! grep -q "step sft" "$W/log3"; then
   pass "--step ppo runs step 3 alone"
 else fail "--step ppo"; tail -3 "$W/log3"; fi
+
+# Resume of step 3: 3 iterations saved (actor, critic, the PPO state), then on to 6 with
+# resume: true, equal to 6 straight iterations in every figure but the timings.
+sed 's/iterations: 5/iterations: 6/; s/output: out/output: straight/' "$W/chat.yaml" > "$W/straight.yaml"
+sed 's/iterations: 5/iterations: 3/; s/output: out/output: resumed/' "$W/chat.yaml" > "$W/part.yaml"
+sed 's/iterations: 5, /iterations: 6, resume: true, /; s/output: out/output: resumed/' \
+  "$W/chat.yaml" > "$W/rest.yaml"
+if "$CHAT" --config "$W/straight.yaml" > "$W/log_s" 2>&1 && "$CHAT" --config "$W/part.yaml" \
+     > "$W/log_p" 2>&1 && "$CHAT" --config "$W/rest.yaml" --step ppo > "$W/log_r" 2>&1 &&
+   grep -q "ppo: resumed at iteration 3" "$W/log_r" &&
+   diff <(cut -d, -f1-5 "$W/straight/ppo.csv") <(cut -d, -f1-5 "$W/resumed/ppo.csv") > /dev/null; then
+  pass "step 3 resumed at iteration 3 gives the uninterrupted run's rewards, KL and losses"
+else fail "step 3 resume"; paste -d' ' "$W/straight/ppo.csv" "$W/resumed/ppo.csv" | tail -4; tail -3 "$W/log_r"; fi
 
 refused() {  # refused NAME PATTERN SED-EXPRESSION
   sed "$3" "$W/chat.yaml" > "$W/bad.yaml"
