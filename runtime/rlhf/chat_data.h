@@ -40,6 +40,9 @@ StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
                                                      bool keep_missing = false,
                                                      const std::string& checkpoints = "");
 
+// Writes `t`'s weights to `path` (rank 0; every rank joins, and waits for the file).
+Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Communicator* comm);
+
 // The model's exact match on step 3's held-out prompts, answered greedily (chat_ppo.cc).
 StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model);
 

@@ -175,8 +175,7 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
         << "% of the steps' time, training "
         << Fixed(100 * train_ms / std::max(1e-9, gen_ms + train_ms), 1) << "%; generation "
         << Fixed(tokens / std::max(1e-9, gen_ms / 1e3), 1) << " tokens/s\n";
-  if (talk) DS_RETURN_IF_ERROR(m.actor->ExportWeights(c.output + "/actor.safetensors"));
-  return OkStatus();
+  return ExportModel(*m.actor, c.output + "/actor.safetensors", comm);
 }
 
 }  // namespace ds::rlhf

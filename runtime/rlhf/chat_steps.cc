@@ -52,6 +52,15 @@ std::string Percent(double share) { return Fixed(100.0 * share, 2) + "%"; }
 
 }  // namespace
 
+// Rank 0 writes the weights (under ZeRO over ranks every rank joins the gather); the others
+// wait until the file is there.
+Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Communicator* comm) {
+  if (t.params().master_sharded() || Rank(comm) == 0) DS_RETURN_IF_ERROR(t.ExportWeights(path));
+  return comm ? comm->Barrier() : OkStatus();
+}
+
+namespace {}  // namespace
+
 Status RunSft(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
   DS_ASSIGN_OR_RETURN(ChatData d, OpenChat(c));
   std::vector<std::vector<TokenExample>> rows;
@@ -65,7 +74,7 @@ Status RunSft(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   DS_RETURN_IF_ERROR(TrainRows(*t, std::move(rows), 1, c.sft.steps, c, comm, "sft", log));
   DS_ASSIGN_OR_RETURN(double exact, HeldOutExactMatch(d, *t));
   if (Rank(comm) == 0) log << "sft: held-out exact match " << Percent(exact) << "\n";
-  if (Rank(comm) == 0) DS_RETURN_IF_ERROR(t->ExportWeights(Out(c, "sft.safetensors")));
+  return ExportModel(*t, Out(c, "sft.safetensors"), comm);
   return OkStatus();
 }
 
@@ -94,8 +103,7 @@ Status RunReward(const ChatConfig& c, parallel::Communicator* comm, std::ostream
     log << "reward: held-out pairwise accuracy " << Percent(before.accuracy) << " -> "
         << Percent(after.accuracy) << "; mean score chosen " << Fixed(after.chosen_mean)
         << ", rejected " << Fixed(after.rejected_mean) << "\n";
-  if (Rank(comm) == 0) DS_RETURN_IF_ERROR(t->ExportWeights(Out(c, "reward.safetensors")));
-  return OkStatus();
+  return ExportModel(*t, Out(c, "reward.safetensors"), comm);
 }
 
 }  // namespace ds::rlhf

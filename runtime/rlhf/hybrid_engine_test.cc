@@ -3,7 +3,8 @@
 // (Trainer::GatherParams: one all-gather), generates greedily, and returns to the sharded
 // layout (ReleaseParams). Its tokens equal those one rank generates from the checkpoint the job
 // saved (the consolidated weights), on every rank; gathering again without a step in between
-// gives the same tokens from the same generator, and after a step the rank still generates.
+// gives the same tokens from the same generator, and after a step the rank still generates. The
+// weights the ZeRO-3 ranks export (ExportWeights: gathered, rank 0 writes) are that model too.
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -78,7 +79,8 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
           loss[rank] = m.loss - start;
         }
         DS_RETURN_IF_ERROR(t->SaveCheckpoint());
-        DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));  // gathers (every rank)
+        DS_RETURN_IF_ERROR(t->ExportWeights(dir + ".safetensors"));  // every rank; rank 0 writes
+        DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));       // gathers (every rank)
         DS_ASSIGN_OR_RETURN(first[rank], Greedy(*gen));
         t->ReleaseParams();
         DS_RETURN_IF_ERROR(t->GatherParams());  // eval -> train layout -> eval, no step
@@ -95,7 +97,7 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
     REQUIRE(s.ok());
   }
   CHECK(loss[0] < -0.5);  // SFT on the answers learned
-  std::vector<std::vector<int32_t>> plain;
+  std::vector<std::vector<int32_t>> plain, exported;
   errors = testing::OnRanks(1, [&](int, parallel::Communicator* c) -> Status {
     DS_ASSIGN_OR_RETURN(
         auto t,
@@ -103,6 +105,12 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
     DS_RETURN_IF_ERROR(t->Initialize());
     DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));
     DS_ASSIGN_OR_RETURN(plain, Greedy(*gen));
+    // The weights the ZeRO-3 ranks exported: the same model.
+    DS_ASSIGN_OR_RETURN(auto w, testing::MakeTrainer(Job(0, 16, ""), c));
+    DS_RETURN_IF_ERROR(w->Initialize());
+    DS_RETURN_IF_ERROR(w->LoadWeights(dir + ".safetensors"));
+    DS_ASSIGN_OR_RETURN(auto wgen, w->MakeGenerator(3, 8));
+    DS_ASSIGN_OR_RETURN(exported, Greedy(*wgen));
     return OkStatus();
   });
   INFO(errors[0].ToString());
@@ -112,6 +120,7 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
     CHECK(first[r] == plain);
     CHECK(again[r] == first[r]);
   }
+  CHECK(exported == plain);
 }
 
 }  // namespace

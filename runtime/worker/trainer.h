@@ -131,7 +131,8 @@ class Trainer {
   Status LoadWeights(const std::string& safetensors_path, bool keep_missing = false);
 
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
-  Status ExportWeights(const std::string& path) const;
+  // Under ZeRO over ranks (fp32, on the host) every rank must call it; rank 0 writes.
+  Status ExportWeights(const std::string& path);
   // An executor without gradients over the same parameters, for evaluation and generation,
   // on the host (callers read its activations) whatever device.type trains on.
   // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered. With the
@@ -184,7 +185,8 @@ class Trainer {
   // kept), and after the plan, one executor per activation slot under a PipelineCompute.
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
-  Status OpenTrainData(int64_t micro);  // data.train's loader, the default batch source
+  Status OpenTrainData(int64_t micro);             // data.train's loader, the default batch source
+  Status ExportGathered(const std::string& path);  // ExportWeights under ZeRO over ranks
   Status BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo);
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.

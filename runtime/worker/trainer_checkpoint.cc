@@ -81,15 +81,12 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 
 }  // namespace
 
-Status Trainer::ExportWeights(const std::string& path) const {
+Status Trainer::ExportWeights(const std::string& path) {
   if (sliced_ || pipe_stage_ >= 0)
     return FailedPreconditionError(
         "ExportWeights holds one tensor-, expert- or pipeline-parallel rank's part; save a "
         "checkpoint and use ds-ckpt consolidate");
-  if (params_->master_sharded())
-    return FailedPreconditionError(
-        "ExportWeights needs the whole master weights; with ZeRO use a "
-        "checkpoint and ds-ckpt consolidate");
+  if (params_->master_sharded()) return ExportGathered(path);
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->Load());
   std::vector<ckpt::NamedTensor> tensors;
@@ -141,6 +138,31 @@ StatusOr<bool> AnyRank(parallel::Communicator* comm, bool flag) {
 }
 
 }  // namespace
+
+// ZeRO over ranks: the fp32 model copy forward reads is whole (stage 3 after gathering it), so
+// rank 0 writes it; every rank takes part and returns rank 0's outcome.
+Status Trainer::ExportGathered(const std::string& path) {
+  if (params_->mixed() || device_states_ || swapper_)
+    return FailedPreconditionError("ExportWeights of a sharded " +
+                                   std::string(params_->mixed() ? "16-bit" : "offloaded") +
+                                   " model: save a checkpoint and use ds-ckpt consolidate");
+  DS_RETURN_IF_ERROR(GatherParams());
+  Status written;
+  if (world_rank_ == 0) {
+    const float* model = static_cast<const float*>(params_->model());
+    std::vector<ckpt::NamedTensor> tensors;
+    for (const zero::ParamSlot& s : params_->slots())
+      tensors.push_back(
+          {s.name, Tensor(const_cast<float*>(model + s.offset), s.shape, DType::kF32)});
+    written =
+        ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}})
+            .status();
+  }
+  ReleaseParams();
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !written.ok()));
+  if (failed && written.ok()) return InternalError(path + ": rank 0 could not write the weights");
+  return written;
+}
 
 // Stage 0 or one rank: rank 0 writes whole tensors (views into its buffers where a parameter is
 // contiguous, else a copy of that parameter).
