@@ -183,6 +183,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseTraining(r, &c->train_iters, &c->recompute);
   in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);
+  in::ParseRlhf(r, &c->rlhf.chat, &c->rlhf.step);
   const bool tensor_given = in::ParseParallel(r, &c->parallel);
   // DeepSpeed's Ulysses size is a top-level key; parallel.ulysses is ours (they must agree).
   int64_t sp = 0;

@@ -284,6 +284,12 @@ struct JobConfig {
   DeviceConfig device;
   ParallelConfig parallel;
   PipelineConfig pipeline;
+  // rlhf: {chat: chat.yaml, step: all}: ds-worker runs ds-chat's steps (runtime/rlhf) on the
+  // launched ranks instead of training this job's model; empty chat: train as usual.
+  struct Rlhf {
+    std::string chat;
+    std::string step = "all";
+  } rlhf;
 
   // One line per accepted-but-unsupported key ("job.yaml: \"wandb\" is ...").
   std::vector<std::string> warnings;  // [reader]

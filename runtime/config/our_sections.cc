@@ -175,6 +175,15 @@ void ParseTraining(MapReader& root, int64_t* train_iters, RecomputeConfig* recom
   r.Finish();
 }
 
+void ParseRlhf(MapReader& root, std::string* chat, std::string* step) {
+  MapReader r = root.Block("rlhf");
+  r.Get("chat", chat);
+  r.Get("step", step);
+  r.Require(*step == "all" || *step == "sft" || *step == "reward" || *step == "ppo", "step",
+            "must be sft, reward, ppo or all");
+  r.Finish();
+}
+
 void ParseDevice(MapReader& root, DeviceConfig* d) {
   MapReader r = root.Block("device");
   std::string type;

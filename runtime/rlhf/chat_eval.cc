@@ -77,6 +77,7 @@ StatusOr<AnswerEval> EvaluateAnswers(worker::Trainer& actor, worker::Trainer* rm
       std::copy(a.begin(), a.end(), ids.begin() + i * seq + p);
       ends[i * seq + p + a.size() - 1] = 1;
       e.exact += a == chosen[first + i];
+      e.answers.push_back(a);
     }
     e.count += b;
     if (!rm) continue;

@@ -25,6 +25,7 @@ StatusOr<PairEval> EvaluatePairs(worker::Trainer& rm,
 struct AnswerEval {
   double exact = 0, mean_score = 0;
   int64_t count = 0;
+  std::vector<std::vector<int32_t>> answers;  // per prompt evaluated, in order
 };
 // `prompts` of one length, `chosen` the answers they should get (their tokens, the stop token
 // last), `answer_len` new tokens at most, `pad` after them.

@@ -19,6 +19,12 @@ std::string Fixed(double v, int digits = 4) {
   return b;
 }
 
+std::string Ids(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
 struct Prompts {
   std::vector<std::vector<int32_t>> train, eval, eval_chosen;
 };
@@ -151,8 +157,9 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   double gen_ms = 0, train_ms = 0, tokens = 0;
   for (int64_t it = first; it < c.ppo.iterations; ++it) {
     std::vector<std::vector<int32_t>> batch;
-    for (int64_t k = 0; k < per; ++k)
-      batch.push_back(prompts.train[(it * per + k) % prompts.train.size()]);
+    const int64_t at = (it * (comm ? comm->size() : 1) + (comm ? comm->rank() : 0)) * per;
+    for (int64_t k = 0; k < per; ++k)  // each rank its own prompts
+      batch.push_back(prompts.train[(at + k) % prompts.train.size()]);
     DS_ASSIGN_OR_RETURN(PpoStepMetrics r, ppo->Run(batch, it));
     gen_ms += r.generate_ms, train_ms += r.train_ms, tokens += r.answer_tokens * per;
     csv << it + 1 << "," << Fixed(r.mean_score) << "," << Fixed(r.mean_kl) << ","
@@ -175,6 +182,12 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
         << "% of the steps' time, training "
         << Fixed(100 * train_ms / std::max(1e-9, gen_ms + train_ms), 1) << "%; generation "
         << Fixed(tokens / std::max(1e-9, gen_ms / 1e3), 1) << " tokens/s\n";
+  if (talk) {  // the greedy answers after step 3, ds-generate's JSONL fields
+    std::ofstream out(c.output + "/eval_answers.jsonl");
+    for (size_t i = 0; i < after.answers.size(); ++i)
+      out << "{\"prompt_ids\": " << Ids(prompts.eval[i]) << ", \"ids\": " << Ids(after.answers[i])
+          << "}\n";
+  }
   return ExportModel(*m.actor, c.output + "/actor.safetensors", comm);
 }
 

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 
 #include <CLI/CLI.hpp>
 
@@ -29,6 +30,8 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/model_loader.h"
+#include "runtime/rlhf/chat_config.h"
+#include "runtime/rlhf/chat_steps.h"
 #include "runtime/worker/blas_setup.h"
 #include "runtime/worker/comms_logger.h"
 #include "runtime/worker/flops_profiler.h"
@@ -211,6 +214,22 @@ StatusOr<StepMetrics> Step(Trainer* trainer, bool on_device) {
   return ProfiledStep(trainer, peak, source, stdout);
 }
 
+// DeepSpeed-Chat's steps (runtime/rlhf/chat_steps.h) over this job's ranks: `step` or all.
+Status RunChat(const std::string& chat, const std::string& step, parallel::Communicator* comm) {
+  DS_ASSIGN_OR_RETURN(rlhf::ChatConfig c, rlhf::LoadChatConfig(chat));
+  struct Step {
+    const char* name;
+    Status (*run)(const rlhf::ChatConfig&, parallel::Communicator*, std::ostream&);
+  };
+  for (const Step& s :
+       {Step{"sft", rlhf::RunSft}, Step{"reward", rlhf::RunReward}, Step{"ppo", rlhf::RunPpo}}) {
+    if (step != "all" && step != s.name) continue;
+    if (!comm || comm->rank() == 0) std::cout << "== ds-chat step " << s.name << std::endl;
+    DS_RETURN_IF_ERROR(s.run(c, comm, std::cout).WithPrefix(std::string("step ") + s.name));
+  }
+  return OkStatus();
+}
+
 Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
@@ -243,6 +262,8 @@ Status Run(const Flags& f) {
   if (env.launched && env.world_size > 1 && !f.eval) {
     DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
   }
+  if (!config.rlhf.chat.empty())  // ds-chat's steps on these ranks (rlhf.chat)
+    return RunChat(config.rlhf.chat, config.rlhf.step, group ? group->comm.get() : nullptr);
   DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                       Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
                                       group ? group->memory.get() : nullptr,
