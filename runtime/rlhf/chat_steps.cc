@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/base/status_macros.h"
-#include "runtime/exec/executor.h"
-#include "runtime/generate/generator.h"
 #include "runtime/rlhf/chat_data.h"
 #include "runtime/rlhf/chat_eval.h"
 #include "runtime/rlhf/example_batches.h"
-#include "runtime/rlhf/ppo_step.h"
 
 namespace ds::rlhf {
 namespace {
@@ -39,13 +35,15 @@ Status TrainRows(worker::Trainer& t, std::vector<std::vector<TokenExample>> rows
       ExampleBatches b,
       ExampleBatches::Create(std::move(rows), {micro, rows_per, c.seed, Rank(comm), World(comm)}));
   t.SetBatchSource(&b);
-  for (int64_t i = 1; i <= steps; ++i) {
-    DS_ASSIGN_OR_RETURN(worker::StepMetrics m, t.TrainStep());
-    if (Rank(comm) == 0 && (i % std::max<int64_t>(1, steps / 10) == 0 || i == 1))
-      log << what << " step " << i << "/" << steps << " loss " << Fixed(m.loss) << "\n";
+  Status status;
+  for (int64_t i = 1; i <= steps && status.ok(); ++i) {
+    StatusOr<worker::StepMetrics> m = t.TrainStep();
+    status = m.status();
+    if (status.ok() && Rank(comm) == 0 && (i % std::max<int64_t>(1, steps / 10) == 0 || i == 1))
+      log << what << " step " << i << "/" << steps << " loss " << Fixed(m->loss) << "\n";
   }
-  t.SetBatchSource(nullptr);
-  return OkStatus();
+  t.SetBatchSource(nullptr);  // `b` ends here
+  return status;
 }
 
 std::string Percent(double share) { return Fixed(100.0 * share, 2) + "%"; }
