@@ -77,4 +77,25 @@ std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget) 
                       static_cast<long long>(std::max<int64_t>(1, len / 4)));
 }
 
+std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan) {
+  if (plan.settings().zero_stage() != 3 || plan.ranks_size() == 0) return "";
+  const int tp = std::max(1, plan.topology().tp());
+  auto it = graph.config.find("max_seq_len");
+  auto p = MakeInferencePlan(graph, it == graph.config.end() ? 1 : it->second, tp, 0);
+  if (!p.ok()) return "";
+  int64_t weights = 0;
+  for (const TensorInfo& t : p->decode.graph.tensors)
+    if (t.role == TensorRole::kParam) {
+      int64_t n = 1;
+      for (const Dim& d : t.shape) n *= d.size;
+      weights += 4 * n;
+    }
+  const proto::MemorySummary& m = plan.ranks(0).memory();
+  return Format(
+      "  hybrid engine (ZeRO-3): the training step peaks at %.2f MiB on rank 0 (model states "
+      "%.2f MiB, parameters sharded); a rollout first gathers the whole model (%.2f MiB in fp32) "
+      "on each rank, then its KV cache, and releases both before the next step\n",
+      MiB(m.peak_bytes()), MiB(m.model_state_bytes()), MiB(weights));
+}
+
 }  // namespace ds::plan

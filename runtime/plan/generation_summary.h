@@ -11,10 +11,16 @@
 #include <cstdint>
 #include <string>
 
+#include "proto/plan.pb.h"
 #include "runtime/graph/graph.h"
 
 namespace ds::plan {
 
 std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget);
+
+// The hybrid engine's two phases under ZeRO-3 (RLHF's actor): the training step's peak on rank 0
+// as planned, and what a rollout adds on every rank (the gathered model, then the KV cache);
+// empty at other stages (the model is whole on every rank already).
+std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan);
 
 }  // namespace ds::plan

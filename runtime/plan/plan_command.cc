@@ -53,6 +53,7 @@ StatusOr<std::string> Run(const Flags& f) {
     std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
                        FormatUlyssesSummary(graph, *plan);
     text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
+    text += FormatHybridEngine(graph, *plan);
     if (node <= 0) return text;
     DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
     return text + "\n" + advice;

@@ -46,6 +46,11 @@ TEST_CASE("ds-plan: prints memory and traffic per rank for the configured stage"
                                     "(4 layers x k, v x 4 kv heads x 64)"));
   r = Run({kJob, "--world", "4", "--host-memory", "2", "--ranks-per-node", "4"});
   CHECK_THAT(r.out, Catch::Contains("in 0.50 GiB: "));
+  CHECK_THAT(r.out, !Catch::Contains("hybrid engine"));  // stage 2: the model is whole
+  // ZeRO-3: the hybrid engine's two phases (RLHF's actor).
+  r = Run({kJob, "--world", "4", "--stage", "3"});
+  CHECK_THAT(r.out, Catch::Contains("hybrid engine (ZeRO-3): the training step peaks at "));
+  CHECK_THAT(r.out, Catch::Contains("a rollout first gathers the whole model (20.30 MiB in fp32)"));
 }
 
 // Generation under tensor parallelism: the inference plan of a tp rank, its half of the heads
