@@ -17,8 +17,6 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/exec/accelerator.h"
-#include "runtime/generate/generator.h"
-#include "runtime/graph/validate.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/plan_builder.h"
@@ -403,126 +401,6 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (host_gather) device_states_->ReleaseHostCopies();
   DS_RETURN_IF_ERROR(status);
   return sum / std::max<int64_t>(1, iters);
-}
-
-// The hybrid engine's switch: every parameter whole in the host store (ZeRO-3 all-gathered,
-// NVMe-offloaded ones read, device states downloaded), and back to the training layout.
-Status Trainer::GatherParams() {
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
-  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
-  return runner_->GatherAllParams();
-}
-
-void Trainer::ReleaseParams() {
-  runner_->ReleaseGatheredParams();
-  if (swapper_) swapper_->DropParams();
-}
-
-// The token file's loader (data.train), the default source of the training micro-batches.
-Status Trainer::OpenTrainData(int64_t micro) {
-  data::DataLoaderOptions d;
-  d.path = config_.data.train;
-  d.format = config_.data.format;
-  d.batch = micro;
-  d.seq = seq_;
-  d.shuffle = config_.data.shuffle;
-  d.seed = config_.data.seed;
-  // Ulysses: the sp ranks of a group read the same micro-batches (each its chunk of them).
-  const int sp = std::max(1, plan_->topology().sp());
-  d.dp_rank = comm_->rank() / sp;
-  d.dp_size = comm_->size() / sp;
-  DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
-  batches_->source = train_data_.get();
-  return OkStatus();
-}
-
-// The graph's kState tensors (per-token inputs such as PPO's advantages): buffers of this rank,
-// [micro, seq], the caller fills before each micro-batch (StateInput).
-Status Trainer::BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo) {
-  std::vector<int> state;
-  for (size_t t = 0; t < g.tensors.size(); ++t)
-    if (g.tensors[t].role == TensorRole::kState) state.push_back(static_cast<int>(t));
-  if (state.empty()) return OkStatus();
-  if (!pipe_chunks_.empty() || device_memory_)
-    return UnimplementedError("the graph's per-token inputs (\"" + g.tensors[state[0]].name +
-                              "\") are bound on one stage on the host only: no pipeline, no "
-                              "device.type cuda yet");
-  DS_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs,
-                      InferTensorSpecs(g, {{"batch", micro}, {"seq", seq_}}, g.name));
-  for (int t : state) {
-    const TensorSpec& spec = specs[t];
-    if (DTypeSize(spec.dtype) != 4)
-      return InvalidArgumentError("per-token input \"" + g.tensors[t].name + "\" is " +
-                                  DTypeName(spec.dtype) + "; fp32 or int32 only");
-    std::vector<float>& buf = state_inputs_[g.tensors[t].name];
-    buf.assign(spec.numel(), 0.0f);
-    eo->state[g.tensors[t].name] = Tensor(buf.data(), spec.shape, spec.dtype);
-  }
-  state_views_ = eo->state;
-  return OkStatus();
-}
-
-StatusOr<Tensor> Trainer::StateInput(const std::string& name) const {
-  auto it = state_views_.find(name);
-  if (it == state_views_.end())
-    return NotFoundError(config_.source + ": the model's graph has no per-token input \"" + name +
-                         "\"");
-  return it->second;
-}
-
-void Trainer::SetBatchSource(data::BatchSource* source) {
-  batches_->source = source ? source : train_data_.get();
-}
-
-StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
-                                                                         int64_t seq) {
-  if (tp_ || pipe_stage_ >= 0)
-    return UnimplementedError(config_.source +
-                              ": generation from a tensor- or pipeline-parallel model "
-                              "(parallel.tensor or parallel.pipeline > 1) is not written yet");
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
-  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
-  // Expert parallelism: the other ranks' experts gathered first (every rank joins).
-  zero::ParamStore* params = params_.get();
-  if (sliced_) {
-    DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
-  }
-  // Every rank holds every parameter: it generates with the whole model, alone.
-  const Graph& g = rank_graph_ ? full_graph_ : graph_;
-  exec::ExecutorOptions o{batch, seq, false};
-  // Per-token inputs (PPO's heads): zeroed buffers of this executor's shape; its losses then
-  // count nothing, and the caller reads the logits or values.
-  DS_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs,
-                      InferTensorSpecs(g, {{"batch", batch}, {"seq", seq}}, g.name));
-  for (size_t t = 0; t < g.tensors.size(); ++t) {
-    if (g.tensors[t].role != TensorRole::kState) continue;
-    std::vector<float>& buf = inference_state_.emplace_back(specs[t].numel(), 0.0f);
-    o.state[g.tensors[t].name] = Tensor(buf.data(), specs[t].shape, specs[t].dtype);
-  }
-  return exec::Executor::Create(g, params, o);
-}
-
-StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t max_batch,
-                                                                      int64_t max_len) {
-  const int ep = std::max(1, plan_->topology().ep());
-  if (pipe_stage_ >= 0 || (tp_ && ep > 1))
-    return UnimplementedError(config_.source +
-                              ": generation from a pipeline-parallel model, or a tensor-parallel "
-                              "one with expert parallelism, is not written yet");
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
-  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
-  generate::GeneratorOptions o{max_batch, max_len};
-  zero::ParamStore* params = params_.get();
-  if (tp_) {  // each tp rank its heads and vocabulary rows, over its tp group
-    o.tp = std::max(1, plan_->topology().tp());
-    o.tp_rank = tp_rank_;
-    o.tp_comm = tp_comm_;
-  } else if (sliced_) {  // expert parallelism: the other ranks' experts gathered first
-    DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
-  }
-  return generate::Generator::Create(tp_ || rank_graph_ ? full_graph_ : graph_, params, o);
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
