@@ -15,39 +15,10 @@ fails=0
 pass() { echo "ok: $1"; }
 fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
 
-python3 - "$W/pairs.jsonl" <<'PYEOF'
-import json, random, sys
-rng = random.Random(3)
-with open(sys.argv[1], "w") as f:
-    for _ in range(3000):
-        a, b = rng.randrange(100), rng.randrange(100)
-        s, w = a + b, (a + b + rng.choice([1, 2, 10])) % 199
-        rev = lambda n: str(n).zfill(3)[::-1]
-        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
-                            "rejected": rev(w) + "$", "source": "test"}) + "\n")
-PYEOF
-for m in sft reward actor critic; do
-  cat > "$W/$m.yaml" <<YAML
-train_batch_size: 16
-train_micro_batch_size_per_gpu: 16
-optimizer: {type: AdamW, params: {lr: 0.001}}
-zero_optimization: {stage: 0}
-model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 14, max_seq_len: 10}
-training: {train_iters: 1000}
-device: {type: cpu, threads: 1}
-YAML
-done
-cat > "$W/chat.yaml" <<YAML
-data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 5}
-tokenizer: addition
-prompt_len: 6
-answer_len: 4
-stop: "\$"
-output: out
-sft: {job: sft.yaml, steps: 40}
-reward: {job: reward.yaml, steps: 40}
-ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 5, eval_prompts: 64}
-YAML
+source "$(dirname "$0")/chat_setup.sh"  # chat_pairs, chat_jobs, chat_config
+chat_pairs "$W/pairs.jsonl" 3
+chat_jobs "$W" 16 0
+chat_config "$W/chat.yaml" 40 5 64
 if timeout 300 "$CHAT" --config "$W/chat.yaml" > "$W/log" 2>&1; then
   pass "ds-chat runs the three steps"
 else fail "ds-chat failed"; tail -5 "$W/log"; fi

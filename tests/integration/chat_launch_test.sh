@@ -18,41 +18,10 @@ fails=0
 pass() { echo "ok: $1"; }
 fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
 
-python3 - "$W/pairs.jsonl" <<'PYEOF'
-import json, random, sys
-rng = random.Random(4)
-with open(sys.argv[1], "w") as f:
-    for _ in range(3000):
-        a, b = rng.randrange(100), rng.randrange(100)
-        s, w = a + b, (a + b + rng.choice([1, 2, 10])) % 199
-        rev = lambda n: str(n).zfill(3)[::-1]
-        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
-                            "rejected": rev(w) + "$"}) + "\n")
-PYEOF
-for m in sft reward actor critic; do
-  stage=0; [[ $m == actor ]] && stage=3
-  cat > "$W/$m.yaml" <<YAML
-train_batch_size: 16
-train_micro_batch_size_per_gpu: 8
-optimizer: {type: AdamW, params: {lr: 0.001}}
-zero_optimization: {stage: $stage, stage3_param_persistence_threshold: 100}
-model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 14, max_seq_len: 10}
-training: {train_iters: 1000}
-checkpoint: {dir: $W/unused}
-device: {type: cpu, threads: 1}
-YAML
-done
-cat > "$W/chat.yaml" <<YAML
-data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 5}
-tokenizer: addition
-prompt_len: 6
-answer_len: 4
-stop: "\$"
-output: out
-sft: {job: sft.yaml, steps: 30}
-reward: {job: reward.yaml, steps: 30}
-ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 4, eval_prompts: 32}
-YAML
+source "$(dirname "$0")/chat_setup.sh"  # chat_pairs, chat_jobs, chat_config
+chat_pairs "$W/pairs.jsonl" 4
+chat_jobs "$W" 8 3 "checkpoint: {dir: $W/unused}"
+chat_config "$W/chat.yaml" 30 4 32
 { cat "$W/actor.yaml"; echo "rlhf: {chat: $W/chat.yaml}"; } > "$W/job.yaml"
 printf '127.0.0.1 slots=2\n' > "$W/hosts"
 if (cd "$W" && timeout 300 "$LAUNCH" "$W/job.yaml" --hostfile "$W/hosts" --worker "$WORKER" \
