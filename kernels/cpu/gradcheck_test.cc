@@ -388,6 +388,25 @@ TEST_CASE("gradcheck: Ulysses sequence parallelism", "[kernels][gradcheck][ulyss
     CheckGradients({"ulysses_time", attrs(2, 0), Inputs(RandomTensor({2, 3, 4, 5}, rng))});
     CheckGradients({"ulysses_time", attrs(2, 1), Inputs(RandomTensor({3, 4, 5}, rng))});
   }
+  SECTION("uneven heads: 6 heads over 4 ranks (2, 2, 1, 1; parts padded)") {
+    Attrs a = attrs(4, 0);
+    a.SetString("heads", "6,6,6");
+    CheckGradients({"ulysses_heads", a, Inputs(RandomTensor({2, 2, 54}, rng))});
+    a.SetString("heads", "6");
+    a.SetInt("inverse", 1);
+    CheckGradients({"ulysses_heads", a, Inputs(RandomTensor({4, 2, 2, 6}, rng))});
+    Attrs t = attrs(4, 0);
+    t.SetInt("width", 4);  // a rank of 1 head's q, k, v (3 x 3 features, of parts of 18)
+    CheckGradients({"ulysses_time", t, Inputs(RandomTensor({4, 2, 1, 7}, rng))});
+    t.SetInt("inverse", 1);
+    t.SetInt("part_width", 7);
+    CheckGradients({"ulysses_time", t, Inputs(RandomTensor({2, 4, 4}, rng))});
+  }
+  SECTION("shared kv heads: 4 heads, 2 kv heads over 4 ranks") {
+    Attrs a = attrs(4, 0);
+    a.SetString("heads", "4,2,2");
+    CheckGradients({"ulysses_heads", a, Inputs(RandomTensor({2, 2, 24}, rng))});
+  }
 }
 
 TEST_CASE("gradcheck: undefined gradients are skipped, the others unchanged",

@@ -1,7 +1,8 @@
 // DeepSpeed-Ulysses' CPU kernels (definitions and layouts: kernels/ops/ulysses.cc). The layout
-// ops are permutations: each is a list of contiguous runs (offset in the token-major layout A,
-// offset in the part-major layout B, length), copied A -> B (or B -> A with inverse) in forward
-// and added back the other way in backward.
+// ops are lists of contiguous runs (offset in the token-major layout A, offset in the part-major
+// layout B, length), copied A -> B (or B -> A with inverse) in forward and added back the other
+// way in backward. Runs may leave padding in B (zeroed when B is written) and, for kv heads that
+// ranks share, read one A run into several parts (their gradients sum in backward).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/head_split.h"
 #include "kernels/registry.h"
 
 namespace ds::kernels::cpu {
@@ -55,43 +57,74 @@ int ParseHeads(const OpArgs& args, int64_t* heads) {
   return n;
 }
 
-// ulysses_heads: A = [B, Tl, W] (token-major), B = [sp, B, Tl, W / sp]; fn(a, b, len) per run.
-// Its forward reads A.
+// The model's head counts: attrs n_head and n_kv_head, by default the first two segments.
+void HeadCounts(const OpArgs& args, const int64_t* heads, int segments, int64_t* h, int64_t* kv) {
+  *h = Attr(args, "n_head", heads[0]);
+  *kv = Attr(args, "n_kv_head", segments > 1 ? heads[1] : heads[0]);
+}
+
+// ulysses_heads: A = [B, Tl, W] (token-major), B = [sp, B, Tl, P] with rank j's heads of each
+// segment at the start of part j (kernels/head_split.h); fn(a, b, len) per run. Its forward
+// reads A.
 struct HeadRuns {
   static constexpr bool kReadsA = true;
   template <typename Fn>
   static void Each(const OpArgs& args, const Fn& fn) {
     const bool inverse = Attr(args, "inverse", 0) != 0;
     const Tensor& a = inverse ? args.out[0] : args.in[0];
+    const Tensor& p = inverse ? args.in[0] : args.out[0];
     const int64_t sp = Attr(args, "sp_degree", 1), d = Attr(args, "head_dim", 1);
-    int64_t heads[8];
+    int64_t heads[8], h = 0, kv = 0;
     const int segments = ParseHeads(args, heads);
-    const int64_t n = a.dim(0) * a.dim(1), w = a.dim(2), wl = w / sp;
+    HeadCounts(args, heads, segments, &h, &kv);
+    const int64_t n = a.dim(0) * a.dim(1), w = a.dim(2), wp = p.dim(3);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < sp; ++j) {
         int64_t seg = 0, local = 0;
         for (int k = 0; k < segments; ++k) {
-          const int64_t len = heads[k] / sp * d;
-          fn(t * w + seg + j * len, (j * n + t) * wl + local, len);
+          const HeadRange r = SegmentHeads(heads[k], h, kv, sp, j);
+          fn(t * w + seg + r.begin * d, (j * n + t) * wp + local, r.size() * d);
           seg += heads[k] * d;
-          local += len;
+          local += r.size() * d;
         }
       }
   }
+  // Whether some part ends in padding.
+  static bool Padded(const OpArgs& args) {
+    const Tensor& p = Attr(args, "inverse", 0) != 0 ? args.in[0] : args.out[0];
+    const int64_t sp = Attr(args, "sp_degree", 1), d = Attr(args, "head_dim", 1);
+    int64_t heads[8], h = 0, kv = 0;
+    const int segments = ParseHeads(args, heads);
+    HeadCounts(args, heads, segments, &h, &kv);
+    for (int64_t j = 0; j < sp; ++j) {
+      int64_t w = 0;
+      for (int k = 0; k < segments; ++k) w += SegmentHeads(heads[k], h, kv, sp, j).size() * d;
+      if (w < p.dim(3)) return true;
+    }
+    return false;
+  }
 };
 
-// ulysses_time: A = [B, sp Tl, Wl] (all positions), B = [sp, B, Tl, Wl]. Its forward writes A.
+// ulysses_time: A = [B, sp Tl, Wl] (all positions), B = [sp, B, Tl, P] (Wl <= P). Its forward
+// writes A.
 struct TimeRuns {
   static constexpr bool kReadsA = false;
   template <typename Fn>
   static void Each(const OpArgs& args, const Fn& fn) {
     const bool inverse = Attr(args, "inverse", 0) != 0;
     const Tensor& p = inverse ? args.out[0] : args.in[0];  // the part-major side
-    const int64_t sp = p.dim(0), b = p.dim(1), tl = p.dim(2), wl = p.dim(3);
+    const Tensor& a = inverse ? args.in[0] : args.out[0];
+    const int64_t sp = p.dim(0), b = p.dim(1), tl = p.dim(2), wp = p.dim(3), wl = a.dim(2);
     for (int64_t j = 0; j < sp; ++j)
       for (int64_t i = 0; i < b; ++i)
         for (int64_t t = 0; t < tl; ++t)
-          fn((i * sp * tl + j * tl + t) * wl, ((j * b + i) * tl + t) * wl, wl);
+          fn((i * sp * tl + j * tl + t) * wl, ((j * b + i) * tl + t) * wp, wl);
+  }
+  static bool Padded(const OpArgs& args) {
+    const bool inverse = Attr(args, "inverse", 0) != 0;
+    const Tensor& p = inverse ? args.out[0] : args.in[0];
+    const Tensor& a = inverse ? args.in[0] : args.out[0];
+    return a.dim(2) < p.dim(3);
   }
 };
 
@@ -106,6 +139,7 @@ Status PermuteForward(const OpArgs& args) {
   const bool in_a = InputIsA<Runs>(args);
   const float* in = args.in[0].f32();
   float* out = args.out[0].f32();
+  if (in_a && Runs::Padded(args)) std::memset(out, 0, args.out[0].nbytes());
   Runs::Each(args, [&](int64_t a, int64_t b, int64_t len) {
     std::memcpy(out + (in_a ? b : a), in + (in_a ? a : b), len * sizeof(float));
   });

@@ -60,6 +60,49 @@ TEST_CASE("ulysses layouts: parts hold their heads, and the inverses undo them",
   for (int64_t i = 0; i < p4.numel(); ++i) REQUIRE(again.f32()[i] == p4.f32()[i]);
 }
 
+// Uneven heads (kernels/head_split.h): 6 heads over 4 ranks are dealt 2, 2, 1, 1 and the parts
+// of the 1-head ranks end in zeros; with 4 heads and 2 kv heads over 4 ranks each rank has one
+// query head and ranks 0-1 share kv head 0. The inverse takes the output heads back.
+TEST_CASE("ulysses layouts: uneven heads and shared kv heads", "[kernels][ulysses]") {
+  std::mt19937 rng(3);
+  Attrs a = Layout(4, 0);
+  a.SetString("heads", "6,6,6");
+  a.SetInt("head_dim", 1);
+  OwnedTensor x = RandomTensor({1, 2, 18}, rng);
+  OwnedTensor parts = Run("ulysses_heads", a, x.view());
+  REQUIRE(parts.view().shape() == Shape{4, 1, 2, 6});
+  const float* tok = x.f32() + 18;  // token 1
+  const float* p2 = parts.f32() + (2 * 2 + 1) * 6, *p3 = parts.f32() + (3 * 2 + 1) * 6;
+  CHECK(p2[0] == tok[4]);   // rank 2: q head 4
+  CHECK(p2[1] == tok[10]);  // its k head 4 (k starts at 6)
+  CHECK(p2[2] == tok[16]);  // v head 4
+  CHECK(p3[0] == tok[5]);
+  for (int k = 3; k < 6; ++k) CHECK((p2[k] == 0.f && p3[k] == 0.f));  // padding
+  Attrs o = Layout(4, 1);
+  o.SetString("heads", "6");
+  o.SetInt("head_dim", 1);
+  OwnedTensor out = RandomTensor({4, 1, 2, 2}, rng);
+  OwnedTensor back = Run("ulysses_heads", o, out.view());
+  REQUIRE(back.view().shape() == Shape{1, 2, 6});
+  CHECK(back.f32()[6 + 5] == out.f32()[(3 * 2 + 1) * 2]);  // token 1, head 5 from rank 3
+
+  Attrs g = Layout(4, 0);  // heads "4,2,2", head_dim 2
+  OwnedTensor y = RandomTensor({1, 1, 16}, rng);
+  OwnedTensor shared = Run("ulysses_heads", g, y.view());
+  REQUIRE(shared.view().shape() == Shape{4, 1, 1, 6});
+  for (int j = 0; j < 4; ++j) {
+    const float* part = shared.f32() + j * 6;
+    CHECK(part[0] == y.f32()[j * 2]);          // query head j
+    CHECK(part[2] == y.f32()[8 + j / 2 * 2]);  // kv head j / 2
+    CHECK(part[4] == y.f32()[12 + j / 2 * 2]);
+  }
+  Attrs bad = Layout(4, 0);
+  bad.SetString("heads", "6,3,3");  // 3 kv heads over 4 ranks, 6 % 4 != 0
+  OpHarness h("ulysses_heads", bad);
+  h.inputs.push_back(RandomTensor({1, 1, 24}, rng));
+  CHECK_FALSE(h.Forward().ok());
+}
+
 TEST_CASE("ulysses cross-entropy: chunks' stats and gradients make the whole loss's",
           "[kernels][ulysses]") {
   std::mt19937 rng(2);

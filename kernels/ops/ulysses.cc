@@ -4,12 +4,13 @@
 // turn it into all T positions of 1 / sp of the heads and back:
 //   seq_chunk        x [B, T, ...] (token ids, targets or floats) -> its chunk [B, T / sp, ...]
 //                    (attrs sp_rank, sp_degree); backward adds the chunk's gradient back
-//   ulysses_heads    [B, Tl, W] <-> [sp, B, Tl, W / sp]: part j holds heads [j h / sp, (j+1) h /
-//   sp)
-//                    of each segment of `heads` (qkv: "H,KV,KV"; the output: "H"), head_dim each
-//                    (attr inverse 1: the other way)
-//   ulysses_time     [sp, B, Tl, Wl] <-> [B, sp Tl, Wl]: part j's tokens at positions j Tl ..
-//                    (inverse 1: the other way)
+//   ulysses_heads    [B, Tl, W] <-> [sp, B, Tl, P]: part j holds rank j's heads of each segment
+//                    of `heads` (qkv: "H,KV,KV"; the output: "H"), head_dim each, as
+//                    kernels/head_split.h deals them (attrs n_head, n_kv_head); P is the widest
+//                    rank's width, narrower parts end in zeros (attr inverse 1: the other way)
+//   ulysses_time     [sp, B, Tl, P] <-> [B, sp Tl, Wl]: part j's tokens at positions j Tl ..,
+//                    their first Wl = width features (inverse 1: the other way, parts of
+//                    part_width)
 //   seq_all_to_all   [sp, ...] -> the same shape: the plan's ACT_ALL_TO_ALL writes it (and its
 //                    input's gradient); forward and backward do nothing
 //   seq_ce_stats     logits [B, Tl, V], targets -> [2]: the sum over the chunk's scored tokens of
@@ -18,8 +19,10 @@
 //                    sequence's mean; backward adds (softmax - onehot) / stats1 to the chunk's
 //                    logits' gradient, so the chunks' gradients sum to the whole one exactly once
 // None can be partitioned by the tensor-parallel planner (TpRule::kNone).
+#include <algorithm>
 #include <sstream>
 
+#include "kernels/head_split.h"
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
@@ -54,39 +57,50 @@ OpDef SeqChunk() {
   return def;
 }
 
-// The head segments "H,KV,KV" and their widths.
-Status Segments(const Attrs& a, int64_t sp, std::vector<int64_t>* heads) {
+// The head segments "H,KV,KV", the model's head counts (attrs n_head, n_kv_head; by default the
+// first and the second segment) and the parts' width: the widest rank's heads (head_split.h).
+Status Segments(const Attrs& a, int64_t sp, std::vector<int64_t>* heads, int64_t* part_width) {
   std::stringstream ss(a.String("heads", ""));
   std::string item;
   while (std::getline(ss, item, ',')) heads->push_back(std::atoll(item.c_str()));
-  if (heads->empty()) return InvalidArgumentError("ulysses_heads: attribute heads is empty");
-  for (int64_t h : *heads)
-    if (h < 1 || h % sp != 0)
-      return InvalidArgumentError(StrCat("ulysses_heads: ", h, " heads are not divisible by the ",
-                                         "sequence-parallel size ", sp));
+  if (heads->empty() || heads->size() > 8)
+    return InvalidArgumentError("ulysses_heads: attribute heads needs 1 to 8 segments");
+  const int64_t h = a.Int("n_head", (*heads)[0]);
+  const int64_t kv = a.Int("n_kv_head", heads->size() > 1 ? (*heads)[1] : h);
+  DS_RETURN_IF_ERROR(CheckHeadSplit(h, kv, sp));
+  for (int64_t s : *heads)
+    if (s != h && s != kv)
+      return InvalidArgumentError(StrCat("ulysses_heads: a segment of ", s, " heads is neither ",
+                                         "the ", h, " query heads nor the ", kv, " kv heads"));
+  *part_width = 0;
+  for (int64_t j = 0; j < sp; ++j) {
+    int64_t w = 0;
+    for (int64_t s : *heads) w += SegmentHeads(s, h, kv, sp, j).size();
+    *part_width = std::max(*part_width, w * a.Int("head_dim", 0));
+  }
   return OkStatus();
 }
 
 OpDef Heads() {
   OpDef def;
   def.name = "ulysses_heads";
-  def.attr_names = {"sp_degree", "heads", "head_dim", "inverse"};
+  def.attr_names = {"sp_degree", "heads", "n_head", "n_kv_head", "head_dim", "inverse"};
   def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("ulysses_heads", in, 1, 1));
     DS_RETURN_IF_ERROR(CheckFloat("ulysses_heads", "x", in[0]));
-    int64_t sp = 0, width = 0;
+    int64_t sp = 0, width = 0, part = 0;
     DS_RETURN_IF_ERROR(Degree("ulysses_heads", a, &sp));
     std::vector<int64_t> heads;
-    DS_RETURN_IF_ERROR(Segments(a, sp, &heads));
+    DS_RETURN_IF_ERROR(Segments(a, sp, &heads, &part));
     for (int64_t h : heads) width += h * a.Int("head_dim", 0);
     const bool inverse = a.Int("inverse", 0) != 0;
     DS_RETURN_IF_ERROR(CheckRank("ulysses_heads", "x", in[0], inverse ? 4 : 3));
     const Shape& s = in[0].shape;
-    if (inverse ? (s[0] != sp || s[3] * sp != width) : s[2] != width)
+    if (inverse ? (s[0] != sp || s[3] != part) : s[2] != width)
       return InvalidArgumentError(StrCat("ulysses_heads: x ", ShapeToString(s), " does not hold ",
                                          width, " features in ", sp, " parts"));
     TensorSpec o = in[0];
-    o.shape = inverse ? Shape{s[1], s[2], width} : Shape{sp, s[0], s[1], width / sp};
+    o.shape = inverse ? Shape{s[1], s[2], width} : Shape{sp, s[0], s[1], part};
     *out = {o};
     return OkStatus();
   };
@@ -94,10 +108,12 @@ OpDef Heads() {
   return def;
 }
 
+// ulysses_time's attrs width (this rank's features, default the parts' width) and part_width
+// (the inverse's parts, default width).
 OpDef Time() {
   OpDef def;
   def.name = "ulysses_time";
-  def.attr_names = {"sp_degree", "inverse"};
+  def.attr_names = {"sp_degree", "inverse", "width", "part_width"};
   def.infer = [](const Attrs& a, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("ulysses_time", in, 1, 1));
     DS_RETURN_IF_ERROR(CheckFloat("ulysses_time", "x", in[0]));
@@ -106,11 +122,16 @@ OpDef Time() {
     const bool inverse = a.Int("inverse", 0) != 0;
     DS_RETURN_IF_ERROR(CheckRank("ulysses_time", "x", in[0], inverse ? 3 : 4));
     const Shape& s = in[0].shape;
+    const int64_t part = inverse ? a.Int("part_width", s[2]) : s[3];
+    const int64_t width = inverse ? s[2] : a.Int("width", s[3]);
     if (inverse ? s[1] % sp != 0 : s[0] != sp)
       return InvalidArgumentError(
           StrCat("ulysses_time: x ", ShapeToString(s), " does not split in ", sp, " parts"));
+    if (width < 1 || width > part)
+      return InvalidArgumentError(StrCat("ulysses_time: ", width, " features do not fit parts of ",
+                                         part));
     TensorSpec o = in[0];
-    o.shape = inverse ? Shape{sp, s[0], s[1] / sp, s[2]} : Shape{s[1], s[0] * s[2], s[3]};
+    o.shape = inverse ? Shape{sp, s[0], s[1] / sp, part} : Shape{s[1], s[0] * s[2], width};
     *out = {o};
     return OkStatus();
   };

@@ -1,8 +1,11 @@
 #include "runtime/plan/moe_summary.h"
 
+#include "kernels/head_split.h"
+
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/head_split.h"
 #include "kernels/moe_capacity.h"
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/ep_graph.h"
@@ -95,11 +98,36 @@ std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan) {
   return out;
 }
 
+std::string Heads(kernels::HeadRange r) {
+  return std::to_string(r.begin) + (r.size() > 1 ? "-" + std::to_string(r.end - 1) : "");
+}
+
+// "1/2 of the heads", or each rank's heads when they differ or share kv heads (head_split.h).
+std::string UlyssesHeads(int64_t heads, int64_t kv_heads, int sp) {
+  if (heads % sp == 0 && kv_heads % sp == 0) return Fmt("1/%.0f of the heads", sp);
+  if (!kernels::CheckHeadSplit(heads, kv_heads, sp).ok()) return "(heads that cannot be dealt)";
+  std::string q, kv;
+  for (int j = 0; j < sp; ++j) {
+    q += (j ? " | " : "") + Heads(kernels::QueryHeads(heads, kv_heads, sp, j));
+    kv += (j ? " | " : "") + Heads(kernels::KvHeads(heads, kv_heads, sp, j));
+  }
+  return "the ranks' query heads " + q + " of " + std::to_string(heads) + ", kv heads " + kv +
+         " of " + std::to_string(kv_heads) +
+         (kv_heads < sp ? Fmt(" (each shared by %.0f ranks)", sp / kv_heads)
+                        : " (uneven: every part as wide as the widest rank's)");
+}
+
 std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan) {
   const int sp = plan.topology().sp();
   if (sp <= 1) return "";
   int layers = 0;
-  for (const NodeInfo& n : graph.nodes) layers += n.op == "attention";
+  int64_t heads = 0, kv_heads = 0;
+  for (const NodeInfo& n : graph.nodes)
+    if (n.op == "attention") {
+      ++layers;
+      heads = n.attrs.Int("n_head", 0);
+      kv_heads = n.attrs.Int("n_kv_head", heads);
+    }
   const proto::PlanSettings& s = plan.settings();
   const int64_t n = s.micro_batch_size() * s.seq_len(), h = plan.model().n_embd();
   int64_t exchanged = 0;  // forward, one micro-batch, every layer
@@ -109,10 +137,10 @@ std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan) {
       exchanged += ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   const double per_layer = static_cast<double>(exchanged) / std::max(1, layers);
   const double formula = 4.0 * n * h * 4 / sp;  // fp32
-  std::string out =
-      Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
-          "sequence and 1/%.0f of the heads in attention\n",
-          sp, s.seq_len() / sp, s.seq_len(), sp);
+  std::string out = Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
+                        "sequence and in attention ",
+                        sp, s.seq_len() / sp, s.seq_len());
+  out += UlyssesHeads(heads, kv_heads, sp) + "\n";
   out +=
       Fmt("  all-to-all per layer and micro-batch (forward): %.1f KiB exchanged per rank, "
           "%.1f KiB sent; 4Nh/P: %.1f KiB\n",

@@ -73,6 +73,28 @@ TEST_CASE("ds-plan: the generation section of a tensor-parallel job", "[plan][ge
                                     "all-gather of its 4096 logits (16.0 KiB per token)"));
 }
 
+TEST_CASE("ds-plan: Ulysses with heads sp does not divide", "[plan][ulysses]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string job = std::string(tmp ? tmp : "/tmp") + "/plan_sp4.yaml";
+  {
+    std::ifstream in(kJob);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    yaml.replace(yaml.find("n_embd: 256"), 11, "n_embd: 192");
+    yaml.replace(yaml.find("n_head: 4"), 9, "n_head: 6");
+    std::ofstream(job) << yaml << "\nparallel: {ulysses: 4}\n";
+  }
+  const Result r = Run({job, "--world", "4"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("the ranks' query heads 0-1 | 2-3 | 4 | 5 of 6, kv heads "
+                                    "0-1 | 2-3 | 4 | 5 of 6 (uneven"));
+  // Every part is as wide as 2 heads' q, k and v: 4/3 of the even split's 4Nh/P.
+  CHECK_THAT(r.out, Catch::Contains("1024.0 KiB exchanged per rank, 768.0 KiB sent; 4Nh/P: "
+                                    "768.0 KiB"));
+}
+
 TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {
   Result r = Run({kJob, "--world", "2", "--stage", "3", "--json"});
   REQUIRE(r.code == 0);

@@ -1,10 +1,12 @@
 #include "runtime/plan/ulysses_graph.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/head_split.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/ep_graph.h"
 
@@ -92,40 +94,64 @@ class Rewriter {
     return out;
   }
 
-  kernels::Attrs Layout(const std::string& heads, int64_t head_dim, int inverse) const {
+  kernels::Attrs Layout(int inverse) const {
     kernels::Attrs a;
     a.SetInt("sp_degree", sp_);
     a.SetInt("inverse", inverse);
-    if (!heads.empty()) {
-      a.SetString("heads", heads);
-      a.SetInt("head_dim", head_dim);
-    }
     return a;
   }
 
+  kernels::Attrs Heads(const std::string& heads, int64_t h, int64_t kv, int64_t d,
+                       int inverse) const {
+    kernels::Attrs a = Layout(inverse);
+    a.SetString("heads", heads);
+    a.SetInt("n_head", h);
+    a.SetInt("n_kv_head", kv);
+    a.SetInt("head_dim", d);
+    return a;
+  }
+
+  // The widest rank's query heads (out) and query plus key and value heads (qkv).
+  void PartHeads(int64_t h, int64_t kv, int64_t* qkv, int64_t* out) const {
+    *qkv = *out = 0;
+    for (int j = 0; j < sp_; ++j) {
+      const int64_t q = kernels::QueryHeads(h, kv, sp_, j).size();
+      *qkv = std::max(*qkv, q + 2 * kernels::KvHeads(h, kv, sp_, j).size());
+      *out = std::max(*out, q);
+    }
+  }
+
+  // Attention over this rank's heads of the whole sequence (kernels/head_split.h deals them).
   Status Attention(NodeInfo n) {
     const Graph& g = local_->graph;
     const int64_t h = n.attrs.Int("n_head", 0), kv = n.attrs.Int("n_kv_head", h);
-    if (h % sp_ != 0 || kv % sp_ != 0)
-      return InvalidArgumentError("parallel.ulysses " + Str(sp_) + " does not divide the " +
-                                  Str(h) + " attention heads and " + Str(kv) +
-                                  " key/value heads of \"" + n.name +
-                                  "\" (each rank attends over n_head / sp heads)");
+    const Status split = kernels::CheckHeadSplit(h, kv, sp_);
+    if (!split.ok())
+      return InvalidArgumentError("parallel.ulysses " + Str(sp_) + " at \"" + n.name +
+                                  "\": " + split.message());
     auto width = g.config.find("n_embd");
     const int64_t d = width == g.config.end() ? 0 : width->second / h;
+    const int64_t q = kernels::QueryHeads(h, kv, sp_, rank_).size();
+    const int64_t k = kernels::KvHeads(h, kv, sp_, rank_).size();
+    int64_t qkv_part = 0, out_part = 0;
+    PartHeads(h, kv, &qkv_part, &out_part);
     const std::string qkv = Str(h) + "," + Str(kv) + "," + Str(kv);
-    int x = Add("ulysses_heads", n.name + ".heads", {n.inputs[0]}, n.block, Layout(qkv, d, 0));
+    int x = Add("ulysses_heads", n.name + ".heads", {n.inputs[0]}, n.block, Heads(qkv, h, kv, d, 0));
     x = Exchange(x, n.block);
-    n.inputs[0] = Add("ulysses_time", n.name + ".whole", {x}, n.block, Layout("", 0, 0));
-    n.attrs.SetInt("n_head", h / sp_);
-    n.attrs.SetInt("n_kv_head", kv / sp_);
+    kernels::Attrs whole = Layout(0);
+    whole.SetInt("width", (q + 2 * k) * d);
+    n.inputs[0] = Add("ulysses_time", n.name + ".whole", {x}, n.block, whole);
+    n.attrs.SetInt("n_head", q);
+    n.attrs.SetInt("n_kv_head", k);
     const int out = n.outputs[0];
     const int block = n.block;
     const std::string name = n.name;
     local_->graph.nodes.push_back(std::move(n));
-    int y = Add("ulysses_time", name + ".chunks", {out}, block, Layout("", 0, 1));
+    kernels::Attrs chunks = Layout(1);
+    chunks.SetInt("part_width", out_part * d);
+    int y = Add("ulysses_time", name + ".chunks", {out}, block, chunks);
     y = Exchange(y, block);
-    rename_[out] = Add("ulysses_heads", name + ".out", {y}, block, Layout(Str(h), d, 1));
+    rename_[out] = Add("ulysses_heads", name + ".out", {y}, block, Heads(Str(h), h, kv, d, 1));
     return OkStatus();
   }
 
