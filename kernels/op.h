@@ -96,6 +96,11 @@ struct OpDef {
   // Inputs that never take a gradient (token ids, targets).
   uint32_t non_differentiable_inputs = 0;
   TpRule tp_rule = TpRule::kNone;
+  // An exchange node (the all-to-alls of expert parallelism and Ulysses): the plan's collective
+  // writes the output from input 0 (and input 0's gradient from the output's), possibly while
+  // other nodes run, so memory planning keeps the two buffers (and the two gradients) live over
+  // both their ranges.
+  bool exchange = false;
 };
 
 // FLOPs proportional to the first input's elements: `forward` and `backward` per element.

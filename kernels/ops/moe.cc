@@ -244,6 +244,7 @@ OpDef AllToAll() {
   OpDef def;
   def.name = "moe_all_to_all";
   def.min_inputs = def.max_inputs = 2;  // the buffer and the capacity
+  def.exchange = true;
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("moe_all_to_all", in, 2, 2));
     DS_RETURN_IF_ERROR(CheckRank("moe_all_to_all", "x", in[0], 3));

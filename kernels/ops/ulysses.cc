@@ -142,6 +142,7 @@ OpDef Time() {
 OpDef AllToAll() {
   OpDef def;
   def.name = "seq_all_to_all";
+  def.exchange = true;
   def.infer = [](const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
     DS_RETURN_IF_ERROR(CheckArity("seq_all_to_all", in, 1, 1));
     DS_RETURN_IF_ERROR(CheckFloat("seq_all_to_all", "x", in[0]));

@@ -214,6 +214,7 @@ bool ParseParallel(MapReader& root, ParallelConfig* p) {
   r.Require(p->expert >= 1, "expert", "must be >= 1");
   r.Get("ulysses", &p->ulysses);
   r.Require(p->ulysses >= 1, "ulysses", "must be >= 1 (DeepSpeed's sequence_parallel_size)");
+  r.Get("moe_shared_expert_overlap", &p->moe_shared_expert_overlap);
   r.Finish();
   return tensor_given;
 }

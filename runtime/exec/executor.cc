@@ -240,6 +240,7 @@ Status Executor::PlanActivationGrads() {
     }
   }
   start[g.loss] = 0;
+  WidenExchanges(g, &start, &end);  // an exchange's gradients may be in flight over both ranges
   // split_backward: the gradients the weight half reads (the outputs' of nodes with parameters)
   // keep their place until the end; the others are reused as in a whole backward.
   if (opt_.split_backward)

@@ -220,6 +220,7 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<Recomput
   }
   for (const RecomputeSegment& s : segments)
     for (int t : s.partitioned) last_use[t] = std::max(last_use[t], s.node_end - 1);
+  WidenExchanges(g, &producer, &last_use);
   ForwardOnlyPlacement out;
   out.offset.assign(nt, -1);
   std::vector<int> order;
@@ -246,6 +247,17 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<Recomput
     out.bytes = std::max(out.bytes, off + bytes[t]);
   }
   return out;
+}
+
+void WidenExchanges(const Graph& graph, std::vector<int>* first, std::vector<int>* last) {
+  for (const NodeInfo& n : graph.nodes) {
+    const kernels::OpDef* def = kernels::FindOp(n.op);
+    if (!def || !def->exchange || n.inputs.empty() || n.outputs.empty()) continue;
+    const int a = n.inputs[0], b = n.outputs[0];
+    if ((*first)[a] < 0 || (*first)[b] < 0 || (*last)[a] < 0 || (*last)[b] < 0) continue;
+    (*first)[a] = (*first)[b] = std::min((*first)[a], (*first)[b]);
+    (*last)[a] = (*last)[b] = std::max((*last)[a], (*last)[b]);
+  }
 }
 
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n) {

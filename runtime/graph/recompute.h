@@ -93,6 +93,12 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& graph,
                                       const std::vector<RecomputeSegment>& segments,
                                       const std::vector<int64_t>& bytes);
 
+// Exchange nodes (OpDef::exchange): a plan may post the collective that writes the output from
+// input 0 and complete it nodes later, so both buffers must stay live over both their ranges.
+// Widens the two tensors' [first, last] ranges (node or backward-step indices; -1: unplaced, left
+// alone) to their union.
+void WidenExchanges(const Graph& graph, std::vector<int>* first, std::vector<int>* last);
+
 // Whether node `n` of `graph` lies in one of `segments` (its saved buffers are transient).
 bool InSegment(const std::vector<RecomputeSegment>& segments, int n);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/plan/moe_overlap.h"
 
 namespace ds::plan {
 namespace {
@@ -59,6 +60,7 @@ class Rewriter {
                      });
     local_->collectives = std::move(collectives_);
     local_->replicated.resize(g.tensors.size(), false);
+    OverlapSharedExperts(local_);
     return OkStatus();
   }
 

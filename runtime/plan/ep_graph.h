@@ -8,7 +8,8 @@
 //        b / (E / ep)'s tokens for local expert b mod (E / ep)) -> the experts
 //     -> moe_all_to_all (the outputs back to the tokens' ranks) -> moe_combine
 //
-// In backward the gradients take the same all-to-alls the other way, at the same cuts. Every
+// In backward the gradients take the same all-to-alls the other way, at the same cuts. PR-MoE's
+// dense branch runs while the dispatch's all-to-all is in flight (moe_overlap.h). Every
 // ep rank's graph has the same structure and shapes; only the experts' attributes differ, and
 // nodes keep the whole graph's index as seed_id, so routing and dropout draw the same numbers
 // at every ep degree.

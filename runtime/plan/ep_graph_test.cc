@@ -5,7 +5,12 @@
 // collectives in the same order (no deadlock by construction).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "runtime/plan/collective_check.h"
+#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/plan_test_util.h"
 
 namespace ds::plan {
@@ -59,6 +64,47 @@ TEST_CASE("ep plan: capacity agreed over ep before the all-to-alls only without 
       CHECK(exchanges == 2 * 2 * 2);   // out and back, forward and backward, 2 micro-batches
       CHECK(agreed_first);
     }
+  }
+}
+
+// PR-MoE: the dense branch runs while the tokens travel (moe_overlap.h). In forward the
+// dispatch's all-to-all is posted before the dense MLP and coefficient and waited for before the
+// experts; in backward the gradients' all-to-all is posted before their backward and waited for
+// before the dispatch's. The experts' return trip has nothing to overlap and stays synchronous.
+TEST_CASE("ep plan: PR-MoE's dense branch overlaps the dispatch all-to-all", "[plan][moe]") {
+  ModelSpec s = ModelPreset("gpt2-moe-tiny").value();
+  s.moe.use_residual = true;
+  const Graph g = BuildModelGraph(s).value();
+  TpLocalGraph local = TensorParallelGraph(g, 1, 0).value();
+  REQUIRE(ApplyExpertParallel(2, 0, &local).ok());
+  std::vector<std::string> ops;
+  for (const NodeInfo& n : local.graph.nodes) ops.push_back(n.op);
+  const auto dispatch = std::find(ops.begin(), ops.end(), "moe_dispatch") - ops.begin();
+  const std::vector<std::string> window(ops.begin() + dispatch, ops.begin() + dispatch + 6);
+  CHECK(window == std::vector<std::string>{"moe_dispatch", "linear", "gelu", "linear", "linear",
+                                           "moe_all_to_all"});
+  const proto::Plan plan = Plan(g, 4, 2, 1, 2);
+  REQUIRE(CheckCollectiveOrder(plan).ok());
+  for (const proto::RankPlan& rp : plan.ranks()) {
+    const auto& list = rp.instructions();
+    int posted = 0, synchronous = 0;
+    for (int i = 0; i < list.size(); ++i) {
+      if (list[i].kind() != Ins::ACT_ALL_TO_ALL) continue;
+      if (!list[i].async()) {
+        ++synchronous;
+        continue;
+      }
+      ++posted;
+      // The next instruction computes the branch; a later one of the same kind waits.
+      REQUIRE(i + 2 < list.size());
+      const Ins::Kind compute = list[i + 1].kind();
+      CHECK((compute == Ins::FORWARD || compute == Ins::BACKWARD));
+      CHECK(list[i + 1].wait_for_size() == 0);
+      CHECK(list[i + 2].kind() == compute);
+      CHECK(std::count(list[i + 2].wait_for().begin(), list[i + 2].wait_for().end(), i) == 1);
+    }
+    CHECK(posted == 2 * 2);       // forward and backward, 2 micro-batches
+    CHECK(synchronous == 2 * 2);  // the return trips
   }
 }
 

@@ -278,6 +278,7 @@ StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGr
     if (c.boundary <= stage.node_begin || c.boundary >= stage.node_end) continue;
     TpCollective m = c;
     m.boundary = c.boundary + shift;
+    if (m.wait >= 0) m.wait += shift;  // an overlap window lies within its layer
     for (int* t : {&m.tensor, &m.out, &m.capacity}) {
       if (*t < 0) continue;
       auto it = of_whole.find(*t);

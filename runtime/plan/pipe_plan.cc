@@ -7,6 +7,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/ep_graph.h"
+#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_merge.h"
@@ -359,6 +360,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   if (!local.ok()) return local.status().WithPrefix("plan");
   // Expert parallelism: ep rank 0's experts (every ep rank's graph has the same shapes).
   DS_RETURN_IF_ERROR(ApplyExpertParallel(topo.ep, 0, &*local, topo.tp, 0).WithPrefix("plan"));
+  if (!config.moe_overlap) CloseOverlapWindows(&*local);
   auto st = PlanStreams(local->graph, topo, config);
   if (!st.ok()) return st.status().WithPrefix("plan");
   const std::vector<std::string> tied = TiedNames(st->graphs);

@@ -6,6 +6,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/checkpoint_plan.h"
 #include "runtime/plan/ep_graph.h"
+#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipeline_stages.h"
@@ -176,6 +177,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_RETURN_IF_ERROR(
       ApplyExpertParallel(topology.ep, 0, &*local, topology.tp, 0).WithPrefix("plan"));
+  if (!config.moe_overlap) CloseOverlapWindows(&*local);
   DS_RETURN_IF_ERROR(ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
 }

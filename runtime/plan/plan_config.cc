@@ -15,6 +15,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.expert = job.parallel.expert;
   c.ulysses = job.parallel.ulysses;
   c.sequence_parallel = job.parallel.sequence_parallel;
+  c.moe_overlap = job.parallel.moe_shared_expert_overlap;
   if (!ParseRecomputeMode(job.recompute.mode, &c.recompute))
     return InvalidArgumentError(job.source + ": training.recompute \"" + job.recompute.mode +
                                 "\" must be none, selective or full");

@@ -35,6 +35,9 @@ struct PlanConfig {
   int expert = 1;   // parallel.expert: the expert-parallel size (divides the dp size)
   int ulysses = 1;  // parallel.ulysses: Ulysses' sequence-parallel size (divides the dp size)
   bool sequence_parallel = false;
+  // parallel.moe_shared_expert_overlap: PR-MoE's overlap windows (moe_overlap.h) are opened;
+  // false runs the same node order with synchronous all-to-alls.
+  bool moe_overlap = true;
   // pipeline: {schedule, virtual_stages, partition_method} (pipeline_schedule.h,
   // pipeline_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.
   PipeScheduleKind pipe_schedule = PipeScheduleKind::k1F1B;

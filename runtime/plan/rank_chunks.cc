@@ -71,6 +71,7 @@ StatusOr<TpLocalGraph> RankChunksTpLocal(const std::vector<TpLocalGraph>& chunks
       if (part.replicated[t]) out.replicated[to[t]] = true;
     for (TpCollective m : part.collectives) {
       m.boundary += rc.node_offset[c];
+      if (m.wait >= 0) m.wait += rc.node_offset[c];
       m.tensor = m.tensor < 0 ? -1 : to[m.tensor];
       m.out = m.out < 0 ? -1 : to[m.out];
       m.capacity = m.capacity < 0 ? -1 : to[m.capacity];

@@ -51,6 +51,11 @@ struct TpCollective {
   // ulysses_graph.h).
   std::string group = "tp";
   int capacity = -1;  // all-to-all: the tensor holding the rows per block a step moves
+  // An overlap window (-1: none): the collective is posted at `boundary` and only needs to be
+  // complete at `wait` (forward: before node `wait` runs, wait > boundary; backward: before the
+  // backward of node wait - 1, wait < boundary); the nodes between run meanwhile. Whoever
+  // ignores it runs the collective at `boundary`, which is always correct.
+  int wait = -1;
 };
 
 // The two cuts of an all-to-all node at index `node` (an empty node whose output `out` the

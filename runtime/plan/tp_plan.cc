@@ -21,7 +21,16 @@ std::string Str(int64_t v) { return std::to_string(v); }
 struct Cut {
   int id;  // index in TpLocalGraph::collectives
   int boundary;
-  Ins act;  // the ACT_ALL_REDUCE
+  Ins act;            // the ACT_ALL_REDUCE (async when it has an overlap window)
+  bool wait = false;  // only a mark: where collective `id`, posted earlier, must be complete
+};
+
+// Overlap windows (TpCollective::wait) while a rank's stream is built: the async collectives
+// posted and not yet waited for (cut id -> index in the new stream), and the waits to add once
+// the old indices are remapped (waiting instruction, posted one).
+struct Windows {
+  std::map<int, int> posted;
+  std::vector<std::pair<int, int>> waits;
 };
 
 // The instruction of collective `c` (ACT_ALL_REDUCE, ACT_ALL_GATHER or ACT_REDUCE_SCATTER),
@@ -61,14 +70,19 @@ Ins ActCollective(const TpLocalGraph& local, const TpCollective& c,
 // One compute instruction cut at `cuts` (ascending boundaries for FORWARD, descending for
 // BACKWARD, each inside or at the end the instruction runs last): the segments, with the
 // collectives between them. Allocations and waits stay on the first segment, frees on the last.
+// A window's post (an async act) is recorded in `windows`; its mark makes the next segment wait
+// for it (a mark at the instruction's end leaves the post synchronous).
 void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
-           std::vector<Ins>* out) {
+           std::vector<Ins>* out, Windows* windows) {
   const bool fwd = in.kind() != Ins::BACKWARD;  // FORWARD or RECOMPUTE
   const int begin = in.node_begin(), end = in.node_end();
   const size_t first = out->size();
+  std::vector<int> pending;  // posts the next segment waits for
   int at = fwd ? begin : end;  // where the next segment starts (FORWARD) or ends (BACKWARD)
   auto segment = [&](int b) {
     if (b == at) return;
+    for (int post : pending) windows->waits.push_back({static_cast<int>(out->size()), post});
+    pending.clear();
     Ins s = in;
     s.clear_allocs();
     s.clear_frees();
@@ -81,11 +95,19 @@ void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
   };
   for (const Cut* c : cuts) {
     segment(c->boundary);
+    if (c->wait) {
+      auto it = windows->posted.find(c->id);
+      if (it != windows->posted.end()) pending.push_back(it->second);
+      if (it != windows->posted.end()) windows->posted.erase(it);
+      continue;
+    }
     Ins act = c->act;
     act.set_micro_batch(in.micro_batch());
+    if (act.async()) windows->posted[c->id] = static_cast<int>(out->size());
     out->push_back(std::move(act));
   }
   segment(fwd ? end : begin);
+  for (int post : pending) (*out)[post].set_async(false);
   // The first and last compute segments carry the original's bookkeeping.
   size_t last = out->size(), lead = first;
   while (lead < out->size() && (*out)[lead].kind() != in.kind()) ++lead;
@@ -203,8 +225,11 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
   std::vector<Cut> fwd, bwd;
   for (size_t k = 0; k < local.collectives.size(); ++k) {
     const TpCollective& c = local.collectives[k];
-    (c.backward ? bwd : fwd)
-        .push_back({static_cast<int>(k), c.boundary, ActCollective(local, c, specs, tp)});
+    std::vector<Cut>& list = c.backward ? bwd : fwd;
+    list.push_back({static_cast<int>(k), c.boundary, ActCollective(local, c, specs, tp)});
+    if (c.wait < 0) continue;
+    list.back().act.set_async(true);
+    list.push_back({static_cast<int>(k), c.wait, Ins(), true});
   }
   std::sort(fwd.begin(), fwd.end(),
             [](const Cut& a, const Cut& b) { return a.boundary < b.boundary; });
@@ -214,6 +239,7 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
     std::vector<Ins> out;
     std::vector<int> moved(rp.instructions_size(), -1);    // old index -> new
     std::vector<int> placed(local.collectives.size(), 0);  // micro-batches each cut went into
+    Windows windows;
     for (int i = 0; i < rp.instructions_size(); ++i) {
       const Ins& in = rp.instructions(i);
       std::vector<const Cut*> cuts = CutsOf(in, fwd, bwd);
@@ -222,10 +248,10 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
         out.push_back(in);
         continue;
       }
-      Split(local.graph, in, cuts, &out);
+      Split(local.graph, in, cuts, &out, &windows);
       moved[i] = static_cast<int>(out.size()) - 1;
       if (in.kind() != Ins::RECOMPUTE)
-        for (const Cut* c : cuts) ++placed[c->id];
+        for (const Cut* c : cuts) placed[c->id] += !c->wait;
     }
     const int gas = static_cast<int>(plan->settings().gradient_accumulation_steps());
     for (size_t k = 0; k < placed.size(); ++k)
@@ -235,6 +261,8 @@ Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, i
                              Str(placed[k]) + " compute ranges for " + Str(gas) + " micro-batches");
     for (Ins& in : out)
       for (int& w : *in.mutable_wait_for()) w = moved.at(w);
+    for (auto [waiting, post] : windows.waits) out[waiting].add_wait_for(post);
+    for (auto [id, post] : windows.posted) out[post].set_async(false);  // never waited for
     if (!local.sp_params.empty())
       AddGradReduce(SpFlat(local, facts), kTpGroup, *plan, rp.rank(), &out);
     if (local.kv_share > 1) AddGradReduce(KvFlat(local, facts), kKvGroup, *plan, rp.rank(), &out);

@@ -268,9 +268,10 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
                              parallel::ReduceOp::kSum);
 }
 
-// Expert parallelism: an MoE buffer's packed blocks (the step's capacity rows of each, which the
-// plan's capacity tensor holds) exchanged over the ep group, source to destination.
-Status StepRunner::Impl::ActAllToAll(int, const Instruction& in) {
+// Expert parallelism and Ulysses: a buffer's packed blocks (MoE: the step's capacity rows of
+// each, which the plan's capacity tensor holds) exchanged over the group, source to destination;
+// an async one (an overlap window) is completed by the instruction that wait_for-names it.
+Status StepRunner::Impl::ActAllToAll(int index, const Instruction& in) {
   const proto::Collective& c = in.collective();
   const proto::ActivationRef& a = in.activation();
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
@@ -286,7 +287,11 @@ Status StepRunner::Impl::ActAllToAll(int, const Instruction& in) {
   }
   DS_ASSIGN_OR_RETURN(float* src, compute->TensorData(in, a.tensor(), a.grad(), c.count()));
   DS_ASSIGN_OR_RETURN(float* dst, compute->TensorData(in, a.out_tensor(), a.grad(), c.count()));
-  return comm->AllToAll(parallel::BufferView(src, count), parallel::BufferView(dst, count));
+  const parallel::BufferView from(src, count), to(dst, count);
+  if (!in.async()) return comm->AllToAll(from, to);  // on this thread, no hand-over
+  zero::CollectiveJob job;
+  job.handle = comm->AllToAllAsync(from, to);
+  return zero->Track(index, true, std::move(job));
 }
 
 // Sequence parallelism: the gradients of parameters used on token chunks, summed over tp.
