@@ -17,6 +17,10 @@
 // query blocks are dealt round-robin to `parts` tasks that sum dK/dV into private buffers,
 // added in part order afterwards. sgemm runs single-threaded inside (BlasSingleThreadScope).
 // Backward reads qkv, out and lse.
+// Left padding (an optional second input pad int32 [B], RLHF's batches of prompts of several
+// lengths): in sequence b the first pad[b] tokens are padding; a real token's query (i >=
+// pad[b]) reads keys [pad[b], i] only, a pad token's keys [0, i] (pads only), so a real token
+// computes exactly what it would without the padding and nothing is ever empty.
 #include <algorithm>
 #include <cmath>
 
@@ -36,6 +40,9 @@ struct Geometry {
   int64_t out_ld = 0;  // floats per token in out (H D)
   int64_t blocks = 0;  // query blocks per sequence
   float scale = 1.f;
+  const int32_t* pad = nullptr;  // left pads per sequence, or none
+  // The first key query row i of sequence b reads.
+  int64_t FirstKey(int64_t b, int64_t i) const { return pad && i >= pad[b] ? pad[b] : 0; }
 };
 
 Status MakeGeometry(const OpArgs& args, Geometry* g) {
@@ -46,6 +53,18 @@ Status MakeGeometry(const OpArgs& args, Geometry* g) {
   g->out_ld = g->l.n_head * g->l.head_dim;
   g->blocks = (g->l.seq + kBlock - 1) / kBlock;
   g->scale = 1.f / std::sqrt(static_cast<float>(g->l.head_dim));
+  if (args.in.size() > 1) {
+    const Tensor& pad = args.in[1];
+    if (pad.dtype() != DType::kI32 || pad.numel() != g->l.batch)
+      return InvalidArgumentError("attention: pad must be int32 [" + std::to_string(g->l.batch) +
+                                  "], got " + ShapeToString(pad.shape()));
+    g->pad = pad.i32();
+    for (int64_t b = 0; b < g->l.batch; ++b)
+      if (g->pad[b] < 0 || g->pad[b] >= g->l.seq)
+        return InvalidArgumentError("attention: sequence " + std::to_string(b) + " has " +
+                                    std::to_string(g->pad[b]) + " pads of " +
+                                    std::to_string(g->l.seq) + " positions");
+  }
   return OkStatus();
 }
 
@@ -64,9 +83,10 @@ void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, i
   float* lse_row = lse + (b * l.n_head + h) * l.seq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * keys;
-    const int64_t n = i0 + r + 1;  // causal: keys [0, n)
-    const float m = MaxArray(sr, n);
-    const float sum = ExpShiftSum(sr, sr, n, m);
+    const int64_t n = i0 + r + 1, lo = g.FirstKey(b, i0 + r);  // keys [lo, n)
+    const float m = MaxArray(sr + lo, n - lo);
+    const float sum = ExpShiftSum(sr + lo, sr + lo, n - lo, m);
+    std::fill(sr, sr + lo, 0.f);
     std::fill(sr + n, sr + keys, 0.f);
     inv_sum[r] = 1.f / sum;
     lse_row[r] = m + std::log(sum);
@@ -106,8 +126,9 @@ struct BackwardTask {
   int64_t kv_ld;
 };
 
-// Backward of query block qb of head h (in kv group kv) into task's gradients.
-void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t h, int64_t kv, int64_t qb) {
+// Backward of query block qb of head h (in kv group kv) of sequence b into task's gradients.
+void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t b, int64_t h, int64_t kv,
+                   int64_t qb) {
   const HeadLayout& l = g.l;
   const int64_t d = l.head_dim, i0 = qb * kBlock;
   const int64_t rows = std::min(kBlock, l.seq - i0), keys = i0 + rows;
@@ -122,14 +143,16 @@ void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t h, int64_t 
   Sgemm(false, true, rows, keys, d, g.scale, q, g.row, k, g.row, 0.f, p, keys);
   Sgemm(false, true, rows, keys, d, 1.f, dout, g.out_ld, v, g.row, 0.f, ds, keys);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = i0 + r + 1;
+    const int64_t n = i0 + r + 1, lo = g.FirstKey(b, i0 + r);
     float* pr = p + r * keys;
     float* dsr = ds + r * keys;
-    ExpShiftSum(pr, pr, n, lse[r]);
+    ExpShiftSum(pr + lo, pr + lo, n - lo, lse[r]);
     float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < d; ++j) dot += dout[r * g.out_ld + j] * o[r * g.out_ld + j];
-    for (int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dot);
+    for (int64_t j = lo; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dot);
+    std::fill(pr, pr + lo, 0.f);
+    std::fill(dsr, dsr + lo, 0.f);
     std::fill(pr + n, pr + keys, 0.f);
     std::fill(dsr + n, dsr + keys, 0.f);
   }
@@ -206,7 +229,7 @@ Status Backward(const OpArgs& args) {
       t.kv_ld = g.row;
     }
     for (int64_t qb = g.blocks - 1 - part; qb >= 0; qb -= parts)
-      for (int64_t h = kv * group; h < (kv + 1) * group; ++h) BackwardBlock(g, t, h, kv, qb);
+      for (int64_t h = kv * group; h < (kv + 1) * group; ++h) BackwardBlock(g, t, b, h, kv, qb);
   }
   if (parts > 1) AddPrivateKV(g, priv, parts, dqkv);
   return OkStatus();

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,6 +12,8 @@
 namespace ds::kernels {
 namespace {
 
+using testing::CopyOf;
+using testing::IntTensor;
 using testing::OpHarness;
 using testing::RandomTensor;
 
@@ -82,6 +85,30 @@ TEST_CASE("forward: attention matches naive full-softmax attention", "[kernels][
     omp_set_num_threads(1);
     CheckAttention(2, 70, 4, 2, 16, 5);
     omp_set_num_threads(saved);
+  }
+}
+
+// Left padding: a sequence behind k pad tokens (whatever they hold) gives, at its own tokens,
+// what it gives alone; the pad tokens' rows stay finite.
+TEST_CASE("forward: attention with left pads equals the unpadded sequence", "[kernels][forward]") {
+  const int64_t t = 70, h = 4, hkv = 2, d = 8, row = (h + 2 * hkv) * d;
+  std::mt19937 rng(9);
+  OwnedTensor alone = RandomTensor({1, t, row}, rng, -2, 2);
+  OpHarness one("attention", HeadAttrs(h, hkv));
+  one.inputs.push_back(CopyOf(alone.view()));
+  REQUIRE(one.Forward().ok());
+  for (int64_t k : {1, 9, 64}) {
+    INFO(k << " pads");
+    OwnedTensor padded = RandomTensor({2, t + k, row}, rng, -2, 2);  // row 1: another sequence
+    std::copy_n(alone.f32(), t * row, padded.f32() + k * row);
+    OpHarness op("attention", HeadAttrs(h, hkv));
+    op.inputs.push_back(CopyOf(padded.view()));
+    op.inputs.push_back(IntTensor({2}, {static_cast<int32_t>(k), 0}));
+    REQUIRE(op.Forward().ok());
+    const float* got = op.outputs[0].f32();
+    for (int64_t i = 0; i < t * h * d; ++i)
+      REQUIRE(got[k * h * d + i] == Approx(one.outputs[0].f32()[i]).margin(1e-6));
+    for (int64_t i = 0; i < k * h * d; ++i) REQUIRE(std::isfinite(got[i]));
   }
 }
 

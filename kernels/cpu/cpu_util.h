@@ -128,4 +128,23 @@ inline uint64_t SplitMix64(uint64_t seed, uint64_t index) {
   return z ^ (z >> 31);
 }
 
+// Where token r = b T + t of a [B, T] batch sits, for position_embedding and rope: at
+// positions[r] (an int32 [B, T] input: generation's KV cache), at t - pad[b] (an int32 [B] input:
+// a left-padded batch; its pad tokens at 0), or at offset + t.
+struct TokenPositions {
+  const int32_t* positions = nullptr;
+  const int32_t* pad = nullptr;
+  int64_t seq = 1, offset = 0;
+  TokenPositions(const Tensor* extra, int64_t seq_len, int64_t first)
+      : seq(seq_len), offset(first) {
+    if (extra && extra->rank() == 1) pad = extra->i32();
+    if (extra && extra->rank() == 2) positions = extra->i32();
+  }
+  int64_t operator()(int64_t r) const {
+    if (positions) return positions[r];
+    const int64_t t = offset + r % seq;
+    return pad ? std::max<int64_t>(0, t - pad[r / seq]) : t;
+  }
+};
+
 }  // namespace ds::kernels::cpu

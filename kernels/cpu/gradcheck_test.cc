@@ -181,6 +181,12 @@ TEST_CASE("gradcheck: embeddings and linear", "[kernels][gradcheck]") {
                     Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng),
                            IntTensor({2, 5}, {0, 0, 0, 1, 2, 3, 4, 5, 6, 7}))});
   }
+  SECTION("position_embedding with left pads [B]") {
+    CheckGradients({"position_embedding",
+                    {},
+                    Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng),
+                           IntTensor({2}, {2, 0}))});
+  }
   SECTION("linear with bias") {
     CheckGradients(
         {"linear",
@@ -213,6 +219,7 @@ TEST_CASE("gradcheck: rope", "[kernels][gradcheck]") {
   CheckGradients({"rope", a, Inputs(RandomTensor({2, 6, 8 * 8}, rng))});
   CheckGradients(
       {"rope", a, Inputs(RandomTensor({2, 3, 8 * 8}, rng), IntTensor({2, 3}, {0, 0, 1, 5, 6, 7}))});
+  CheckGradients({"rope", a, Inputs(RandomTensor({2, 6, 8 * 8}, rng), IntTensor({2}, {0, 3}))});
 }
 
 TEST_CASE("gradcheck: attention", "[kernels][gradcheck]") {
@@ -224,6 +231,10 @@ TEST_CASE("gradcheck: attention", "[kernels][gradcheck]") {
   SECTION("GQA H=4 Hkv=2, T=70 (partial second block)") {
     CheckGradients(
         {"attention", HeadAttrs(4, 2), Inputs(RandomTensor({2, 70, 8 * 8}, rng, -2, 2))});
+  }
+  SECTION("left pads (a padded query block, a pad-only row, one without)") {
+    CheckGradients({"attention", HeadAttrs(4, 2),
+                    Inputs(RandomTensor({3, 70, 8 * 8}, rng, -2, 2), IntTensor({3}, {5, 0, 66}))});
   }
   SECTION("B*Hkv below the thread count: split backward") {
     const int saved = omp_get_max_threads();

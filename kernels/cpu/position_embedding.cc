@@ -1,7 +1,8 @@
 // position_embedding (learned, GPT-2): out[b, t, :] = x[b, t, :] + wpe[t, :];
 // x [B, T, C], wpe [maxT, C] with T <= maxT; attr position_chunk k (Ulysses: the rank's chunk of
 // the sequence) reads rows k T .. (k + 1) T - 1; a third input positions int32 [B, T]
-// (generation) reads row positions[b, t] for token (b, t).
+// (generation) reads row positions[b, t] for token (b, t), or pad int32 [B] (a left-padded
+// batch) row t - pad[b] (TokenPositions).
 // Backward: dx += dout; dwpe[t] += sum_b dout[b, t]. Threads split t, so each wpe row has
 // one writer. Backward reads no tensors.
 #include <algorithm>
@@ -23,16 +24,16 @@ Status Forward(const OpArgs& args) {
   const float* xp = x.f32();
   const float* wpe = args.in[1].f32();
   float* out = args.out[0].f32();
-  const int64_t offset = Offset(args), rows = args.in[1].dim(0);
-  const int32_t* positions = args.in.size() > 2 ? args.in[2].i32() : nullptr;
-  for (int64_t r = 0; positions && r < b * t; ++r)
-    if (positions[r] < 0 || positions[r] >= rows)
-      return InvalidArgumentError("position_embedding: position " + std::to_string(positions[r]) +
+  const int64_t rows = args.in[1].dim(0);
+  const TokenPositions at(args.in.size() > 2 ? &args.in[2] : nullptr, t, Offset(args));
+  for (int64_t r = 0; args.in.size() > 2 && r < b * t; ++r)
+    if (at(r) < 0 || at(r) >= rows)
+      return InvalidArgumentError("position_embedding: position " + std::to_string(at(r)) +
                                   " is outside the " + std::to_string(rows) + " rows of wpe");
   ParallelFor(b * t, kElementwiseGrain / std::max<int64_t>(c, 1) + 1,
               [&](int64_t begin, int64_t end) {
                 for (int64_t r = begin; r < end; ++r) {
-                  const float* w = wpe + (positions ? positions[r] : offset + r % t) * c;
+                  const float* w = wpe + at(r) * c;
                   for (int64_t j = 0; j < c; ++j) out[r * c + j] = xp[r * c + j] + w[j];
                 }
               });
@@ -51,10 +52,10 @@ Status Backward(const OpArgs& args) {
     });
   }
   if (args.grad_in[1].defined() && args.in.size() > 2) {  // positions: rows in any order
-    const int32_t* positions = args.in[2].i32();
+    const TokenPositions at(&args.in[2], t, Offset(args));
     float* dw = args.grad_in[1].f32();
     for (int64_t r = 0; r < b * t; ++r)
-      for (int64_t j = 0; j < c; ++j) dw[positions[r] * c + j] += dy[r * c + j];
+      for (int64_t j = 0; j < c; ++j) dw[at(r) * c + j] += dy[r * c + j];
   } else if (args.grad_in[1].defined()) {
     float* dw = args.grad_in[1].f32() + Offset(args) * c;
     ParallelFor(t, grain, [&](int64_t begin, int64_t end) {

@@ -4,7 +4,8 @@
 //   out[i] = a cos(t f_i) - b sin(t f_i),  out[i + D/2] = b cos(t f_i) + a sin(t f_i).
 // v heads pass through. Backward applies the transpose rotation (angle -t f_i) to dout;
 // it reads no tensors and nothing is saved. With a second input positions int32 [B, T]
-// (generation: left-padded batches, a KV cache), token (b, t) is at positions[b, t].
+// (generation: left-padded batches, a KV cache), token (b, t) is at positions[b, t]; with pad
+// int32 [B] (a left-padded training batch) at t - pad[b] (TokenPositions).
 //
 // cos/sin tables are computed as HF does in fp32 (inv_freq and t * inv_freq rounded to
 // float) and cached per (D, theta, capacity), capacity = T rounded up to a power of two,
@@ -72,11 +73,11 @@ Status Apply(const OpArgs& args, const float* src, float* dst, float sign) {
   const double theta = args.attrs ? args.attrs->Float("theta", 10000.0) : 10000.0;
   // position_chunk k: positions k T .. (k + 1) T - 1 (Ulysses: the rank's chunk of the sequence).
   const int64_t offset = args.attrs ? args.attrs->Int("position_chunk", 0) * l.seq : 0;
-  const int32_t* positions = args.in.size() > 1 ? args.in[1].i32() : nullptr;
+  const TokenPositions at(args.in.size() > 1 ? &args.in[1] : nullptr, l.seq, offset);
   int64_t end = l.seq + offset;
-  for (int64_t i = 0; positions && i < l.batch * l.seq; ++i) {
-    if (positions[i] < 0) return InvalidArgumentError("rope: a negative position");
-    end = std::max<int64_t>(end, positions[i] + 1);
+  for (int64_t i = 0; args.in.size() > 1 && i < l.batch * l.seq; ++i) {
+    if (at(i) < 0) return InvalidArgumentError("rope: a negative position");
+    end = std::max<int64_t>(end, at(i) + 1);
   }
   const RopeTable& table = GetTable(end, l.head_dim, theta);
   const int64_t row = l.row(), d = l.head_dim, half = d / 2;
@@ -84,7 +85,7 @@ Status Apply(const OpArgs& args, const float* src, float* dst, float sign) {
   ParallelFor(l.batch * l.seq, kElementwiseGrain / std::max<int64_t>(row, 1) + 1,
               [&](int64_t begin, int64_t end) {
                 for (int64_t r = begin; r < end; ++r) {
-                  const int64_t t = positions ? positions[r] : offset + r % l.seq;
+                  const int64_t t = at(r);
                   const float* cs = table.cos.data() + t * half;
                   const float* sn = table.sin.data() + t * half;
                   const float* x = src + r * row;

@@ -8,9 +8,15 @@ namespace ds::kernels::ops {
 namespace {
 
 Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
-  DS_RETURN_IF_ERROR(CheckArity("attention", in, 1, 1));
+  DS_RETURN_IF_ERROR(CheckArity("attention", in, 1, 2));
   HeadLayout l;
   DS_RETURN_IF_ERROR(InferHeadLayout("attention", attrs, in[0], &l));
+  if (in.size() > 1) {
+    DS_RETURN_IF_ERROR(CheckInt32("attention", "pad", in[1]));
+    if (in[1].shape != Shape{l.batch})
+      return InvalidArgumentError(StrCat("attention: pad must be [", l.batch, "] (left pads per ",
+                                         "sequence), got ", ShapeToString(in[1].shape)));
+  }
   *out = {TensorSpec{{l.batch, l.seq, l.n_head * l.head_dim}, in[0].dtype}};
   return OkStatus();
 }
@@ -31,6 +37,8 @@ double BackwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "attention";
+  def.max_inputs = 2;  // qkv, and optionally pad int32 [B]: left pads (kernels/cpu/attention.cc)
+  def.non_differentiable_inputs = 1u << 1;
   def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head"};
   def.infer = Infer;
@@ -41,7 +49,7 @@ OpDef Def() {
   };
   def.forward_flops = ForwardFlops;
   def.backward_flops = BackwardFlops;
-  def.backward_reads_inputs = 1u << 0;
+  def.backward_reads_inputs = 0b11;
   def.backward_reads_outputs = 1u << 0;
   return def;
 }

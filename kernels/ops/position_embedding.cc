@@ -19,7 +19,8 @@ Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<Tens
         StrCat(op, ": x has ", in[0].shape[2], " channels but wpe has ", in[1].shape[1]));
   if (in.size() == 3) {  // each token's position (generation: left padding, a KV cache)
     DS_RETURN_IF_ERROR(CheckInt32(op, "positions", in[2]));
-    if (in[2].shape != Shape{in[0].shape[0], in[0].shape[1]})
+    if (in[2].shape != Shape{in[0].shape[0], in[0].shape[1]} &&
+        in[2].shape != Shape{in[0].shape[0]})
       return InvalidArgumentError(StrCat(op, ": positions have shape ", ShapeToString(in[2].shape),
                                          " for x ", ShapeToString(in[0].shape)));
     *out = {in[0]};
@@ -39,7 +40,9 @@ OpDef Def() {
   def.name = "position_embedding";
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = 2;
-  def.max_inputs = 3;  // x, wpe [, positions int32 [B, T]: token (b, t) at positions[b, t]]
+  // x, wpe [, positions int32 [B, T]: token (b, t) at positions[b, t], or pad int32 [B]: at
+  // t - pad[b], a left-padded batch]
+  def.max_inputs = 3;
   def.non_differentiable_inputs = 1u << 2;
   def.infer = Infer;
   // position_chunk k: the positions are k T .. (k + 1) T - 1 (Ulysses: a rank's chunk).

@@ -13,7 +13,7 @@ Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<
   DS_RETURN_IF_ERROR(InferHeadLayout("rope", attrs, in[0], &l));
   if (in.size() == 2) {  // each token's position (generation: left padding, a KV cache)
     DS_RETURN_IF_ERROR(CheckInt32("rope", "positions", in[1]));
-    if (in[1].shape != Shape{l.batch, l.seq})
+    if (in[1].shape != Shape{l.batch, l.seq} && in[1].shape != Shape{l.batch})
       return InvalidArgumentError(StrCat("rope: positions have shape ", ShapeToString(in[1].shape),
                                          " for qkv ", ShapeToString(in[0].shape)));
   }
@@ -36,7 +36,7 @@ OpDef Def() {
   OpDef def;
   def.name = "rope";
   def.tp_rule = TpRule::kHeads;
-  def.max_inputs = 2;  // qkv [, positions int32 [B, T]]
+  def.max_inputs = 2;  // qkv [, positions int32 [B, T], or pad int32 [B]: a left-padded batch]
   def.non_differentiable_inputs = 1u << 1;
   def.attr_names = {"n_head", "n_kv_head", "theta", "position_chunk"};
   def.infer = Infer;

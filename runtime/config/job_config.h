@@ -155,6 +155,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;  // llama only
   bool tie_embeddings = true;
   std::string head = "lm";  // "lm" or "reward" (DeepSpeed-Chat's reward model: a value head)
+  // Left-padded batches: the graph takes per-sequence left pads (kState "pad.left", which the
+  // caller fills; RLHF's step 3 sets it for prompts of several lengths).
+  bool pad_mask = false;
   MoeConfig moe;
 };
 

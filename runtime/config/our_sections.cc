@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kGeneratorKeys[] = {"family",    "n_layer",    "n_embd",         "n_head",
                                           "n_kv_head", "vocab_size", "max_seq_len",    "ffn_hidden",
                                           "dropout",   "rope_theta", "tie_embeddings", "moe",
-                                          "head"};
+                                          "head",      "pad_mask"};
 
 void ReadMoe(MapReader& parent, MoeConfig* m) {
   MapReader r = parent.Block("moe");
@@ -86,6 +86,7 @@ void ReadGenerator(MapReader& r, ModelConfig* m) {
   r.Require(m->head == "lm" || m->head == "reward", "head",
             "must be lm (next-token logits) or reward (a value head, DeepSpeed-Chat's reward "
             "model)");
+  r.Get("pad_mask", &m->pad_mask);
   if (r.Has("moe")) ReadMoe(r, &m->moe);
 }
 

@@ -85,4 +85,8 @@ struct Graph {
 StatusOr<Shape> BindShape(const SymShape& shape, const DimBindings& bindings);
 std::string SymShapeToString(const SymShape& shape);  // "[batch, seq, 256]"
 
+// The per-sequence input of a left-padded model (ModelSpec::pad_mask): int32 [batch] left pads, a
+// kState tensor its caller fills; attention, position_embedding and rope read it.
+inline constexpr const char* kLeftPads = "pad.left";
+
 }  // namespace ds

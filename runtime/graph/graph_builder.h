@@ -23,6 +23,7 @@ class Builder {
     t.sharding = shard;
     return Add(std::move(t));
   }
+  Graph* graph() const { return g_; }
   int Data(const std::string& name, TensorRole role, DType dtype = DType::kI32) {
     TensorInfo t;
     t.name = name;

@@ -74,6 +74,21 @@ int OutputHead(Builder& b, const ModelSpec& s, int x, int embedding, bool tied, 
   return MoeTotalLoss(b, s.moe, loss, aux, L);
 }
 
+// pad_mask: the caller's left pads per sequence, int32 [batch] (kState "pad.left"), which
+// attention masks and the position ops subtract; -1 without.
+int LeftPads(Builder& b, const ModelSpec& s) {
+  if (!s.pad_mask) return -1;
+  const int t = b.Data(kLeftPads, TensorRole::kState, DType::kI32);
+  b.graph()->tensors[t].shape = {Dim::Sym("batch")};
+  return t;
+}
+
+// `in` plus the pads when there are any.
+std::vector<int> WithPads(std::vector<int> in, int pads) {
+  if (pads >= 0) in.push_back(pads);
+  return in;
+}
+
 void BuildGpt2(const ModelSpec& s, Graph* g) {
   Builder b(g);
   const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
@@ -84,8 +99,9 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   int targets = b.Data("targets", TensorRole::kTarget);
   int wte = b.Param("wte", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int wpe = b.Param("wpe", {s.max_seq_len, C}, Normal(0.01f), ShardKind::kReplicated);
+  const int pads = LeftPads(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, wte}, C, -1);
-  x = b.Node("position_embedding", "emb", {x, wpe}, C, -1);
+  x = b.Node("position_embedding", "emb", WithPads({x, wpe}, pads), C, -1);
   x = MaybeDropout(b, x, "emb_drop", C, -1, s.dropout);
   kernels::Attrs heads;
   heads.SetInt("n_head", s.n_head);
@@ -103,7 +119,7 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
     int ln2b = b.Param(p + "ln_2.bias", {C}, Zeros(), ShardKind::kReplicated);
     int h = b.Node("layernorm", p + "ln_1", {x, ln1w, ln1b}, C, i, Eps(eps));
     h = b.Node("linear", p + "attn.qkv", {h, qkvw, qkvb}, 3 * C, i);
-    h = b.Node("attention", p + "attn.att", {h}, C, i, heads);
+    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), C, i, heads);
     h = b.Node("linear", p + "attn.proj", {h, projw, projb}, C, i);
     h = MaybeDropout(b, h, p + "attn.drop", C, i, s.dropout);
     x = b.Node("add", p + "res_1", {x, h}, C, i);
@@ -137,6 +153,7 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   int ids = b.Data("ids", TensorRole::kInput);
   int targets = b.Data("targets", TensorRole::kTarget);
   int emb = b.Param("embed_tokens", {V, C}, Normal(s.init_std), ShardKind::kVocab);
+  const int pads = LeftPads(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, emb}, C, -1);
   kernels::Attrs heads;
   heads.SetInt("n_head", H);
@@ -154,8 +171,8 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
     int n2w = b.Param(p + "post_attention_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
     int h = b.Node("rmsnorm", p + "input_layernorm", {x, n1w}, C, i, Eps(eps));
     h = b.Node("linear", p + "attn.qkv", {h, qkvw}, qkv_rows, i);
-    h = b.Node("rope", p + "attn.rope", {h}, qkv_rows, i, rope);
-    h = b.Node("attention", p + "attn.att", {h}, H * D, i, heads);
+    h = b.Node("rope", p + "attn.rope", WithPads({h}, pads), qkv_rows, i, rope);
+    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), H * D, i, heads);
     h = b.Node("linear", p + "attn.o_proj", {h, ow}, C, i);
     x = b.Node("add", p + "res_1", {x, h}, C, i);
     h = b.Node("rmsnorm", p + "post_attention_layernorm", {x, n2w}, C, i, Eps(eps));

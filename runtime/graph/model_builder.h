@@ -59,6 +59,11 @@ struct ModelSpec {
   std::string head = "lm";
   float cliprange = 0.2f;        // ppo_actor (DeepSpeed-Chat's default)
   float cliprange_value = 0.2f;  // ppo_critic
+  // Left-padded batches (RLHF's prompts of several lengths): the graph takes each sequence's
+  // left pads, int32 [batch], as the kState input kLeftPads; attention reads no pad from a real
+  // token and the positions start at each sequence's first real token (kernels/cpu/attention.cc).
+  // Zero pads compute what the graph without them does.
+  bool pad_mask = false;
   MoeSpec moe;
 };
 

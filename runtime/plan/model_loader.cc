@@ -29,6 +29,7 @@ StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
   s.rope_theta = static_cast<float>(m.rope_theta);
   s.tie_embeddings = m.tie_embeddings ? 1 : 0;
   s.head = m.head;
+  s.pad_mask = m.pad_mask;
   const config::MoeConfig& moe = m.moe;
   s.moe.num_experts = moe.num_experts;
   s.moe.expert_interval = moe.expert_interval;

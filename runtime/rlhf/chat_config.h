@@ -4,8 +4,8 @@
 //
 //   data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 1234}
 //   tokenizer: addition            # the addition task's characters, or a tokenizer file
-//   prompt_len: 8                  # DeepSpeed-Chat's max_prompt_seq_len (prompts have one
-//   answer_len: 6                  #   length for now); max_answer_seq_len
+//   prompt_len: 8                  # DeepSpeed-Chat's max_prompt_seq_len (shorter prompts are
+//   answer_len: 6                  #   left-padded in step 3); max_answer_seq_len
 //   end: ""                        # text appended to every answer (<|endoftext|>)
 //   stop: "$"                      # text whose tokens end a generated answer
 //   output: runs/chat              # sft.safetensors, reward.safetensors, actor.safetensors,

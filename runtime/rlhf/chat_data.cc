@@ -47,10 +47,12 @@ StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
                                                      const std::string& head, int64_t seq,
                                                      parallel::Communicator* comm,
                                                      const std::string& weights, bool keep_missing,
-                                                     const std::string& checkpoints) {
+                                                     const std::string& checkpoints,
+                                                     bool pad_mask) {
   DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(job));
   if (!checkpoints.empty()) config.checkpoint.dir = checkpoints;
   config.model.head = head;
+  config.model.pad_mask = config.model.pad_mask || pad_mask;
   config.data.seq_len = static_cast<int>(seq);
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<worker::Trainer> t,

@@ -38,7 +38,8 @@ StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
                                                      parallel::Communicator* comm,
                                                      const std::string& weights = "",
                                                      bool keep_missing = false,
-                                                     const std::string& checkpoints = "");
+                                                     const std::string& checkpoints = "",
+                                                     bool pad_mask = false);
 
 // Writes `t`'s weights to `path` (rank 0; every rank joins, and waits for the file).
 Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Communicator* comm);

@@ -29,19 +29,18 @@ struct Prompts {
   std::vector<std::vector<int32_t>> train, eval, eval_chosen;
 };
 
-// Step 3's prompts (each prompt_len tokens), the last eval_prompts (whole batches of 16) held
-// out with their chosen answers.
+// Step 3's prompts (1 to prompt_len tokens, left-padded in the rollouts), the last eval_prompts
+// (whole batches of 16) held out with their chosen answers.
 StatusOr<Prompts> PpoPrompts(const ChatData& d) {
   Prompts out;
   const std::vector<PreferenceExample> part = d.Part(2);
   const int64_t held = d.config.ppo.eval_prompts / 16 * 16;
   for (size_t i = 0; i < part.size(); ++i) {
     DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, d.encoding.encode(part[i].prompt));
-    if (static_cast<int64_t>(p.size()) != d.config.prompt_len)
+    if (p.empty() || static_cast<int64_t>(p.size()) > d.config.prompt_len)
       return InvalidArgumentError(d.config.source + ": prompt \"" + part[i].prompt + "\" has " +
-                                  std::to_string(p.size()) + " tokens, not prompt_len " +
-                                  std::to_string(d.config.prompt_len) +
-                                  " (prompts have one length for now)");
+                                  std::to_string(p.size()) + " tokens; prompt_len is " +
+                                  std::to_string(d.config.prompt_len));
     if (static_cast<int64_t>(i) < static_cast<int64_t>(part.size()) - held) {
       out.train.push_back(std::move(p));
       continue;
@@ -62,6 +61,7 @@ PpoOptions Options(const ChatData& d) {
   o.ppo_epochs = c.ppo_epochs;
   o.enable_ema = c.enable_ema;
   o.max_new_tokens = d.config.answer_len;
+  o.prompt_len = d.config.prompt_len;
   o.stop_tokens = d.stop;
   o.pad_token = d.encoding.pad;
   o.sampling.greedy = false;
@@ -80,12 +80,13 @@ StatusOr<Models> LoadModels(const ChatData& d, parallel::Communicator* comm) {
   const ChatConfig& c = d.config;
   const std::string sft = c.output + "/sft.safetensors", rw = c.output + "/reward.safetensors";
   Models m;
+  // Every role takes the rows' left pads (prompts shorter than prompt_len).
   DS_ASSIGN_OR_RETURN(m.actor, ChatModel(c.ppo.actor, "ppo_actor", d.seq(), comm, sft, false,
-                                         CkptRoot(c) + "/actor"));
-  DS_ASSIGN_OR_RETURN(m.ref, ChatModel(c.ppo.actor, "lm", d.seq(), comm, sft));
+                                         CkptRoot(c) + "/actor", true));
+  DS_ASSIGN_OR_RETURN(m.ref, ChatModel(c.ppo.actor, "lm", d.seq(), comm, sft, false, "", true));
   DS_ASSIGN_OR_RETURN(m.critic, ChatModel(c.ppo.critic, "ppo_critic", d.seq(), comm, rw, false,
-                                          CkptRoot(c) + "/critic"));
-  DS_ASSIGN_OR_RETURN(m.rm, ChatModel(c.reward.job, "reward", d.seq(), comm, rw));
+                                          CkptRoot(c) + "/critic", true));
+  DS_ASSIGN_OR_RETURN(m.rm, ChatModel(c.reward.job, "reward", d.seq(), comm, rw, false, "", true));
   return m;
 }
 

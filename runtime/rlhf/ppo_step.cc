@@ -31,6 +31,7 @@ class RolloutSource final : public data::BatchSource {
   RolloutSource(int64_t micro, int64_t seq) : micro_(micro), seq_(seq) {}
   std::vector<int32_t> ids, targets;
   std::map<std::string, std::pair<Tensor, std::vector<float>>> inputs;  // buffer, rows
+  std::pair<Tensor, std::vector<int32_t>> pads;  // the left pads per row (pad_mask models)
   Status Next(int32_t* in, int32_t* out) override {
     const int64_t n = micro_ * seq_, at = next_ * n;
     if (at + n > static_cast<int64_t>(ids.size()))
@@ -38,6 +39,7 @@ class RolloutSource final : public data::BatchSource {
     std::copy_n(ids.begin() + at, n, in);
     std::copy_n(targets.begin() + at, n, out);
     for (auto& [name, input] : inputs) std::copy_n(input.second.begin() + at, n, input.first.f32());
+    if (pads.first.defined()) std::copy_n(pads.second.begin() + next_ * micro_, micro_, pads.first.i32());
     ++next_;
     return OkStatus();
   }
@@ -50,21 +52,25 @@ class RolloutSource final : public data::BatchSource {
 // positions [prompt - 1, prompt - 1 + n) in the mask; `ends` 1 at each answer's last token.
 struct Rows {
   std::vector<int32_t> ids, targets, ends, mask_int;
+  std::vector<int32_t> pads;  // left pads per row (prompts shorter than the longest)
   PpoBatch batch;
 };
 
+// Prompts shorter than `p` are left-padded to it (the pad_mask models see the pads).
 Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
-         const std::vector<std::vector<int32_t>>& answers, int64_t seq, int32_t pad) {
-  const int64_t n = static_cast<int64_t>(prompts.size()), p = prompts[0].size();
+         const std::vector<std::vector<int32_t>>& answers, int64_t p, int64_t seq, int32_t pad) {
+  const int64_t n = static_cast<int64_t>(prompts.size());
   Rows r;
   r.ids.assign(n * seq, pad);
   r.targets.assign(n * seq, pad);
   r.ends.assign(n * seq, 0);
   r.mask_int.assign(n * seq, 0);
+  r.pads.assign(n, 0);
   r.batch = {n, seq, p - 1, std::vector<float>(n * seq, 0.f)};
   for (int64_t b = 0; b < n; ++b) {
     int32_t* row = r.ids.data() + b * seq;
-    std::copy(prompts[b].begin(), prompts[b].end(), row);
+    r.pads[b] = static_cast<int32_t>(p - prompts[b].size());
+    std::copy(prompts[b].begin(), prompts[b].end(), row + r.pads[b]);
     const int64_t k = std::min<int64_t>(answers[b].size(), seq - p);
     std::copy_n(answers[b].begin(), k, row + p);
     for (int64_t t = 0; t + 1 < seq; ++t) r.targets[b * seq + t] = row[t + 1];
@@ -79,6 +85,23 @@ Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
 
 std::vector<float> Floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
+// InvalidArgument when rows are padded and `g` (model `source`) cannot mask the pads.
+Status CheckPads(const Graph& g, const std::string& source, const std::vector<int32_t>& pads) {
+  if (g.FindTensor(kLeftPads) >= 0) return OkStatus();
+  for (size_t b = 0; b < pads.size(); ++b)
+    if (pads[b] > 0)
+      return InvalidArgumentError(source + ": prompt " + Str(b) + " is left-padded by " +
+                                  Str(pads[b]) + " and the model has no pad mask (model.pad_mask "
+                                  "true: prompts of several lengths)");
+  return OkStatus();
+}
+
+// The executor's left pads, for a pad_mask model's forward (CheckPads held).
+void SetPads(exec::Executor* ex, const std::vector<int32_t>& pads) {
+  const int t = ex->graph().FindTensor(kLeftPads);
+  if (t >= 0) std::copy(pads.begin(), pads.end(), ex->TensorData(t, false).i32());
+}
+
 }  // namespace
 
 struct PpoStep::Impl {
@@ -90,9 +113,8 @@ struct PpoStep::Impl {
 
   Status Prepare(int64_t n, int64_t prompt_len);
   // Log-probabilities of the targets from `ex`'s logits after a forward of `ids`.
-  StatusOr<std::vector<float>> LogProbs(exec::Executor* ex, const std::vector<int32_t>& ids,
-                                        const std::vector<int32_t>& targets) const;
-  StatusOr<std::vector<float>> Values(exec::Executor* ex, const std::vector<int32_t>& ids,
+  StatusOr<std::vector<float>> LogProbs(exec::Executor* ex, const Rows& rows) const;
+  StatusOr<std::vector<float>> Values(exec::Executor* ex, const Rows& rows,
                                       const std::vector<int32_t>& targets) const;
   Status Train(worker::Trainer* t, RolloutSource* source, double* loss) const;
 
@@ -136,11 +158,11 @@ Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
   return OkStatus();
 }
 
-StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex,
-                                                     const std::vector<int32_t>& ids,
-                                                     const std::vector<int32_t>& targets) const {
+StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex, const Rows& rows) const {
+  const std::vector<int32_t>&ids = rows.ids, &targets = rows.targets;
   std::copy(ids.begin(), ids.end(), ex->ids());
   std::copy(targets.begin(), targets.end(), ex->targets());
+  SetPads(ex, rows.pads);
   DS_RETURN_IF_ERROR(ex->Forward(0));
   const Tensor logits = ex->TensorData(ex->graph().FindTensor("logits"), false);
   const int64_t v = logits.dim(-1);
@@ -155,11 +177,12 @@ StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex,
   return out;
 }
 
-StatusOr<std::vector<float>> PpoStep::Impl::Values(exec::Executor* ex,
-                                                   const std::vector<int32_t>& ids,
+StatusOr<std::vector<float>> PpoStep::Impl::Values(exec::Executor* ex, const Rows& rows,
                                                    const std::vector<int32_t>& targets) const {
+  const std::vector<int32_t>& ids = rows.ids;
   std::copy(ids.begin(), ids.end(), ex->ids());
   std::copy(targets.begin(), targets.end(), ex->targets());
+  SetPads(ex, rows.pads);
   DS_RETURN_IF_ERROR(ex->Forward(0));
   const Tensor v = ex->TensorData(ex->graph().FindTensor("values"), false);
   return std::vector<float>(v.f32(), v.f32() + ids.size());
@@ -168,6 +191,9 @@ StatusOr<std::vector<float>> PpoStep::Impl::Values(exec::Executor* ex,
 Status PpoStep::Impl::Train(worker::Trainer* t, RolloutSource* source, double* loss) const {
   for (auto& [name, input] : source->inputs) {
     DS_ASSIGN_OR_RETURN(input.first, t->StateInput(name));
+  }
+  if (t->graph().FindTensor(kLeftPads) >= 0) {
+    DS_ASSIGN_OR_RETURN(source->pads.first, t->StateInput(kLeftPads));
   }
   t->SetBatchSource(source);
   auto step = t->TrainStep();
@@ -214,18 +240,20 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
   out->generate_ms += MsSince(t0);
   out->answers.insert(out->answers.end(), g.tokens.begin(), g.tokens.end());
   Rollout r;
-  r.rows = Lay(prompts, g.tokens, seq, o.pad_token);
+  r.rows = Lay(prompts, g.tokens, prompt, seq, o.pad_token);
   const Rows& w = r.rows;
   const PpoBatch& p = w.batch;
-  DS_ASSIGN_OR_RETURN(r.logp, LogProbs(actor_ex.get(), w.ids, w.targets));
-  DS_ASSIGN_OR_RETURN(r.ref, LogProbs(ref_ex.get(), w.ids, w.targets));
-  DS_ASSIGN_OR_RETURN(r.values, Values(critic_ex.get(), w.ids, std::vector<int32_t>(w.ids.size())));
+  for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
+    if (t) DS_RETURN_IF_ERROR(CheckPads(t->graph(), t->config().source, w.pads));
+  DS_ASSIGN_OR_RETURN(r.logp, LogProbs(actor_ex.get(), w));
+  DS_ASSIGN_OR_RETURN(r.ref, LogProbs(ref_ex.get(), w));
+  DS_ASSIGN_OR_RETURN(r.values, Values(critic_ex.get(), w, std::vector<int32_t>(w.ids.size())));
   r.scores.resize(p.batch);
   if (reward_ex) {
     if (p.batch % 2 != 0)
       return InvalidArgumentError("rlhf: the reward model scores an even batch; got " +
                                   Str(p.batch) + " prompts");
-    DS_ASSIGN_OR_RETURN(std::vector<float> v, Values(reward_ex.get(), w.ids, w.ends));
+    DS_ASSIGN_OR_RETURN(std::vector<float> v, Values(reward_ex.get(), w, w.ends));
     for (int64_t b = 0; b < p.batch; ++b) r.scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
   } else {
     for (int64_t b = 0; b < p.batch; ++b)
@@ -257,6 +285,7 @@ Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
   RolloutSource actor(m.actor->config().train_micro_batch_size_per_gpu, p.seq);
   actor.ids = r.rows.ids;
   actor.targets = r.rows.targets;
+  actor.pads.second = r.rows.pads;
   actor.inputs["ppo.old_logprobs"] = {Tensor(), r.logp};
   actor.inputs["ppo.advantages"] = {Tensor(), r.advantages};
   actor.inputs["ppo.mask"] = {Tensor(), p.mask};
@@ -273,6 +302,7 @@ Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
   RolloutSource critic(m.critic->config().train_micro_batch_size_per_gpu, p.seq);
   critic.ids = r.rows.ids;
   critic.targets = r.rows.mask_int;
+  critic.pads.second = r.rows.pads;
   critic.inputs["ppo.old_values"] = {Tensor(), r.values};
   critic.inputs["ppo.returns"] = {Tensor(), r.returns};
   DS_RETURN_IF_ERROR(Train(m.critic, &critic, &loss));
@@ -289,13 +319,15 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
   if (prompts.empty() || prompts[0].empty() || prompts.size() % g != 0)
     return InvalidArgumentError("rlhf: PPO needs non-empty prompts, generation_batches " + Str(g) +
                                 " times the actor's batch; got " + Str(prompts.size()));
-  for (size_t b = 1; b < prompts.size(); ++b)
-    if (prompts[b].size() != prompts[0].size())
+  size_t longest = 0;
+  for (const std::vector<int32_t>& p : prompts) longest = std::max(longest, p.size());
+  const int64_t width = s.o.prompt_len > 0 ? s.o.prompt_len : static_cast<int64_t>(longest);
+  for (size_t b = 0; b < prompts.size(); ++b)
+    if (prompts[b].empty() || static_cast<int64_t>(prompts[b].size()) > width)
       return InvalidArgumentError("rlhf: prompt " + Str(b) + " has " + Str(prompts[b].size()) +
-                                  " tokens and prompt 0 " + Str(prompts[0].size()) +
-                                  "; PPO's prompts have one length (no pad mask in training yet)");
+                                  " tokens; PPO's prompts have 1 to prompt_len " + Str(width));
   const int64_t per = static_cast<int64_t>(prompts.size()) / g;
-  DS_RETURN_IF_ERROR(s.Prepare(per, prompts[0].size()));
+  DS_RETURN_IF_ERROR(s.Prepare(per, width));
   PpoStepMetrics out;
   // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
   // on every rank, before anything generates), back to its training layout before the updates.

@@ -10,9 +10,10 @@
 //
 // Then rewards and advantages (ppo_math.h), one actor step (the clipped surrogate) and one
 // critic step (the clipped value loss) on the rollout, each through its Trainer's batch source
-// and per-token inputs. The prompts must all have one length: the training graphs attend to
-// every position (no pad mask yet), so a left-padded prompt would train on other numbers than
-// it generated with. Every rank runs its own prompts; the steps' collectives join the ranks.
+// and per-token inputs. Prompts of several lengths are left-padded to prompt_len, as the
+// generator pads them; the models then take each row's left pads (ModelSpec::pad_mask), so a
+// padded row computes exactly the log-probabilities, values and scores it would alone. Every
+// rank runs its own prompts; the steps' collectives join the ranks.
 //
 //   PpoStep ppo(models, options);
 //   DS_ASSIGN_OR_RETURN(PpoStepMetrics m, ppo.Run(prompts, iteration));
@@ -54,6 +55,9 @@ struct PpoOptions {
   bool enable_ema = false;
   double ema_decay = 0.992;
   int64_t max_new_tokens = 8;
+  // The prompts' width: shorter ones are left-padded to it (0: the longest of each call's).
+  // Padded rows need pad_mask models (ModelSpec::pad_mask) for all four roles.
+  int64_t prompt_len = 0;
   std::vector<int32_t> stop_tokens;
   int32_t pad_token = 0;
   generate::SamplingOptions sampling{false};  // sampled rollouts (temperature 1)
@@ -76,7 +80,8 @@ class PpoStep {
   static StatusOr<std::unique_ptr<PpoStep>> Create(const PpoModels& models,
                                                    const PpoOptions& options);
   ~PpoStep();
-  // `prompts` (one length; generation_batches x the actor's global batch on this rank);
+  // `prompts` (1 to prompt_len tokens; generation_batches x the actor's global batch on this
+  // rank);
   // `iteration` seeds the sampling.
   StatusOr<PpoStepMetrics> Run(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration);
   // The actor's weights' moving average (enable_ema), this rank's master elements; empty

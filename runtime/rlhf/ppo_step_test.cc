@@ -17,17 +17,21 @@
 namespace ds::rlhf {
 namespace {
 
-StatusOr<std::unique_ptr<worker::Trainer>> Model(const std::string& head, double lr) {
+StatusOr<std::unique_ptr<worker::Trainer>> Model(const std::string& head, double lr,
+                                                 bool pad_mask = false, int64_t seq = 8) {
   const std::string yaml =
       "train_batch_size: 16\ntrain_micro_batch_size_per_gpu: 16\ngradient_clipping: 1.0\n"
       "optimizer: {type: AdamW, params: {lr: " +
       std::to_string(lr) +
       ", weight_decay: 0.0}}\nzero_optimization: {stage: 1}\n"
       "model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, "
-      "max_seq_len: 8}\ndata: {seq_len: 8}\ntraining: {train_iters: 100}\n"
+      "max_seq_len: 16}\ndata: {seq_len: " +
+      std::to_string(seq) +
+      "}\ntraining: {train_iters: 100}\n"
       "device: {type: cpu, threads: 1}\n";
   DS_ASSIGN_OR_RETURN(config::JobConfig c, config::ParseJobConfig(yaml, head + ".yaml"));
   c.model.head = head;
+  c.model.pad_mask = pad_mask;
   DS_ASSIGN_OR_RETURN(Graph g, plan::LoadModelGraph(c));
   DS_ASSIGN_OR_RETURN(auto t, worker::Trainer::Create(c, std::move(g)));
   DS_RETURN_IF_ERROR(t->Initialize());
@@ -85,10 +89,53 @@ TEST_CASE("PPO: a rule reward rises while the KL stays bounded", "[rlhf][ppo]") 
   auto uneven = (*ppo)->Run(std::vector<std::vector<int32_t>>(15, {1, 2}), 0);
   CHECK_FALSE(uneven.ok());
   std::vector<std::vector<int32_t>> mixed(16, {1, 2});
-  mixed[3] = {1, 2, 3};
-  auto m = (*ppo)->Run(mixed, 0);
+  mixed[3] = {1};  // left-padded: these models have no pad mask
+  o.prompt_len = 2;
+  auto m = (*PpoStep::Create(models, o))->Run(mixed, 0);
+  REQUIRE_FALSE(m.ok());
+  CHECK_THAT(m.status().message(), Catch::Contains("prompt 3 is left-padded by 1"));
+  mixed[3] = {1, 2, 3};  // beyond prompt_len
+  m = (*PpoStep::Create(models, o))->Run(mixed, 0);
   REQUIRE_FALSE(m.ok());
   CHECK_THAT(m.status().message(), Catch::Contains("prompt 3 has 3 tokens"));
+}
+
+// Prompts of 1 to 4 tokens, left-padded to prompt_len 4 (DeepSpeed-Chat's max_prompt_seq_len):
+// the four roles take the rows' pads (ModelSpec::pad_mask), so each row computes what it would
+// alone; the rule reward rises as with prompts of one length, and with one update per rollout
+// every ratio is still 1 (the actor loss is minus the mean advantage).
+TEST_CASE("PPO: prompts of several lengths, left-padded", "[rlhf][ppo][pad]") {
+  auto actor = Model("ppo_actor", 3e-3, true, 10), ref = Model("lm", 3e-3, true, 10),
+       critic = Model("ppo_critic", 3e-3, true, 10);
+  INFO(actor.status().ToString());
+  REQUIRE((actor.ok() && ref.ok() && critic.ok()));
+  PpoModels models{actor->get(), ref->get(), critic->get(), nullptr, Fives};
+  PpoOptions o;
+  o.max_new_tokens = 6;
+  o.prompt_len = 4;
+  o.sampling.seed = 13;
+  auto ppo = PpoStep::Create(models, o);
+  REQUIRE(ppo.ok());
+  std::mt19937 rng(4);
+  std::vector<double> score;
+  for (int it = 0; it < 80; ++it) {
+    std::vector<std::vector<int32_t>> prompts(16);
+    for (auto& p : prompts) {
+      p.resize(1 + rng() % 4);
+      for (int32_t& t : p) t = static_cast<int32_t>(rng() % 16);
+    }
+    auto m = (*ppo)->Run(prompts, it);
+    INFO("iteration " << it << ": " << m.status().ToString());
+    REQUIRE(m.ok());
+    score.push_back(m->mean_score);
+    CHECK(m->actor_loss == Approx(-m->mean_advantage).margin(1e-5));
+    CHECK(std::abs(m->mean_kl) < 1.0);
+  }
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += score[i] / 5, last += score[75 + i] / 5;
+  INFO("mean reward " << first << " -> " << last);
+  CHECK(first < 0.2);
+  CHECK(last > first + 0.15);
 }
 
 // DeepSpeed-Chat's generation_batches and ppo_epochs above 1: two rollouts, then two passes of

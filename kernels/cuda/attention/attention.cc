@@ -59,6 +59,10 @@ ScratchCache& Scratch() {
 Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
   if (args.in.empty() || args.out.empty() || args.saved.empty())
     return InvalidArgumentError("attention (cuda): needs qkv, out and the saved lse");
+  if (args.in.size() > 1)
+    return UnimplementedError(
+        "attention (cuda): the left-padding mask (input pad, RLHF's prompts of several lengths) "
+        "runs on the host only so far");
   const Tensor& qkv = args.in[0];
   if (qkv.rank() != 3)
     return InvalidArgumentError("attention (cuda): qkv must be [B, T, (H + 2 Hkv) D], got " +
