@@ -1,7 +1,8 @@
 # Sourced by the ds-chat tests: a small preference set and the files of a ds-chat run.
 #
-# chat_pairs FILE SEED: 3000 rows of 2-digit addition, chosen the right sum reversed ("640$"),
-#   rejected one off by 1, 2 or 10.
+# chat_pairs FILE SEED: 3000 rows of addition of numbers below 100 written without leading zeros
+#   ("7+45=": prompts of 4 to 6 tokens, left-padded in step 3), chosen the right sum reversed
+#   ("250$"), rejected one off by 1, 2 or 10.
 # chat_jobs DIR MICRO ACTOR_STAGE [EXTRA]: sft, reward, actor and critic job files (global batch
 #   16, micro MICRO, the actor at ZeRO stage ACTOR_STAGE, the others at 0; EXTRA appended).
 # chat_config FILE STEPS ITERATIONS EVAL_PROMPTS: the ds-chat configuration over them.
@@ -14,7 +15,7 @@ with open(sys.argv[1], "w") as f:
     for _ in range(3000):
         a, b = rng.randrange(100), rng.randrange(100)
         s, w = a + b, (a + b + rng.choice([1, 2, 10])) % 199
-        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
+        f.write(json.dumps({"prompt": f"{a}+{b}=", "chosen": rev(s) + "$",
                             "rejected": rev(w) + "$", "source": "test"}) + "\n")
 PYEOF
 }
