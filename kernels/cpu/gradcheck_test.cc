@@ -114,8 +114,8 @@ Attrs HeadAttrs(int64_t n_head, int64_t n_kv_head) {
   return a;
 }
 
-// A float tensor holding small integers (the MoE capacity).
-OwnedTensor IntTensorF(const Shape& shape, const std::vector<float>& values) {
+// A float tensor of the given values (the MoE capacity, the PPO pretraining weights).
+OwnedTensor FloatTensor(const Shape& shape, const std::vector<float>& values) {
   OwnedTensor t(shape, DType::kF32);
   for (size_t i = 0; i < values.size(); ++i) t.f32()[i] = values[i];
   return t;
@@ -279,6 +279,25 @@ TEST_CASE("gradcheck: ppo_actor_loss and ppo_value_loss", "[kernels][gradcheck][
   }
   Attrs clip;
   clip.SetFloat("cliprange", 0.2);
+  // With DeepSpeed-Chat's pretraining term: weights on some masked and some unmasked positions.
+  CheckGradients({"ppo_actor_loss", clip,
+                  Inputs(testing::CopyOf(logits.view()), IntTensor({2, 3}, tokens),
+                         testing::CopyOf(old.view()), testing::CopyOf(a.view()),
+                         testing::CopyOf(m.view()),
+                         FloatTensor({2, 3}, {0.f, 2.5f, 0.f, 1.f, 3.f, 0.f}))});
+  {  // The pretraining term alone (mask 0, weights 2): 2 x the tokens' cross-entropy.
+    OpHarness ptx("ppo_actor_loss", clip);
+    ptx.inputs.push_back(testing::CopyOf(logits.view()));
+    ptx.inputs.push_back(IntTensor({2, 3}, tokens));
+    for (int k = 0; k < 3; ++k) ptx.inputs.push_back(FloatTensor({2, 3}, std::vector<float>(6, 0.f)));
+    ptx.inputs.push_back(FloatTensor({2, 3}, std::vector<float>(6, 2.f)));
+    REQUIRE(ptx.Forward().ok());
+    OpHarness ce("cross_entropy", {});
+    ce.inputs.push_back(testing::CopyOf(logits.view()));
+    ce.inputs.push_back(IntTensor({2, 3}, tokens));
+    REQUIRE(ce.Forward().ok());
+    CHECK(ptx.outputs[0].f32()[0] == Approx(2 * ce.outputs[0].f32()[0]).epsilon(1e-6));
+  }
   CheckGradients({"ppo_actor_loss", clip,
                   Inputs(std::move(logits), IntTensor({2, 3}, tokens), std::move(old), std::move(a),
                          std::move(m))});
@@ -342,23 +361,23 @@ TEST_CASE("gradcheck: mixture of experts", "[kernels][gradcheck][moe]") {
     Attrs a = Gating(3, 2, 1.0, 0);
     CheckGradients(
         {"moe_dispatch", a,
-         Inputs(RandomTensor({2, 3, 5}, rng), CopyOf(routes.view()), IntTensorF({1}, {3}))});
+         Inputs(RandomTensor({2, 3, 5}, rng), CopyOf(routes.view()), FloatTensor({1}, {3}))});
   }
   SECTION("expert_linear with and without bias, two blocks per expert") {
     CheckGradients({"expert_linear",
                     {},
-                    Inputs(RandomTensor({4, 5, 3}, rng), IntTensorF({1}, {4}),
+                    Inputs(RandomTensor({4, 5, 3}, rng), FloatTensor({1}, {4}),
                            RandomTensor({2, 6, 3}, rng), RandomTensor({2, 6}, rng))});
     CheckGradients(
         {"expert_linear",
          {},
-         Inputs(RandomTensor({4, 5, 3}, rng), IntTensorF({1}, {3}), RandomTensor({4, 6, 3}, rng))});
+         Inputs(RandomTensor({4, 5, 3}, rng), FloatTensor({1}, {3}), RandomTensor({4, 6, 3}, rng))});
   }
   SECTION("combine") {
     CheckGradients({"moe_combine",
                     {},
                     Inputs(RandomTensor({3, 6, 5}, rng), CopyOf(routes.view()),
-                           RandomTensor({2, 3, 2}, rng), IntTensorF({1}, {3}))});
+                           RandomTensor({2, 3, 2}, rng), FloatTensor({1}, {3}))});
   }
   SECTION("residual mix") {
     CheckGradients({"moe_residual_mix",

@@ -1,7 +1,8 @@
 // The PPO losses' CPU kernels (definitions and formulas: kernels/ops/ppo.cc). Both are means
 // over the masked positions (0 when none is); a position's term takes the larger of its
 // unclipped and clipped forms, and its gradient is that form's (0 where the clip holds).
-//   actor:  d/dlogp = -A r m^2 on the unclipped branch; d/dlogits = that x (onehot - softmax)
+//   actor:  d/dlogp = -A r m^2 on the unclipped branch; d/dlogits = that x (onehot - softmax);
+//           the pretraining term (input ptx, weights w) adds d/dlogp = -w / #{w != 0}
 //   value:  d/dV = (V - R) m, or (clip(V) - R) m where V lies inside the clip range
 #include <algorithm>
 #include <cmath>
@@ -48,19 +49,32 @@ Status CheckToken(int32_t token, int64_t v, int64_t row) {
                                      token, " is outside the vocabulary of ", v));
 }
 
+// The pretraining weights (input 5), or null, and how many are non-zero.
+const float* Ptx(const OpArgs& args, int64_t n, double* count) {
+  *count = 0;
+  if (args.in.size() < 6) return nullptr;
+  const float* w = args.in[5].f32();
+  for (int64_t r = 0; r < n; ++r) *count += w[r] != 0;
+  return w;
+}
+
 Status ActorForward(const OpArgs& args) {
   const int64_t v = args.in[0].dim(-1), n = args.in[1].numel();
   const float *x = args.in[0].f32(), *old = args.in[2].f32(), *adv = args.in[3].f32(),
               *m = args.in[4].f32();
   const int32_t* tok = args.in[1].i32();
   const double clip = args.attrs ? args.attrs->Float("cliprange", 0.2) : 0.2, count = MaskSum(m, n);
-  double sum = 0;
+  double sum = 0, ptx_count = 0, ptx_sum = 0;
+  const float* w = Ptx(args, n, &ptx_count);
   for (int64_t r = 0; r < n; ++r) {
-    if (m[r] == 0) continue;
+    if (m[r] == 0 && (!w || w[r] == 0)) continue;
     DS_RETURN_IF_ERROR(CheckToken(tok[r], v, r));
-    sum += Actor(LogProb(x + r * v, v, tok[r]), old[r], adv[r], m[r], clip).loss;
+    const double logp = LogProb(x + r * v, v, tok[r]);
+    if (m[r] != 0) sum += Actor(logp, old[r], adv[r], m[r], clip).loss;
+    if (w && w[r] != 0) ptx_sum -= w[r] * logp;
   }
-  args.out[0].f32()[0] = count > 0 ? static_cast<float>(sum / count) : 0.f;
+  const double loss = (count > 0 ? sum / count : 0.0) + (ptx_count > 0 ? ptx_sum / ptx_count : 0.0);
+  args.out[0].f32()[0] = static_cast<float>(loss);
   return OkStatus();
 }
 
@@ -71,14 +85,18 @@ Status ActorBackward(const OpArgs& args) {
               *m = args.in[4].f32();
   const int32_t* tok = args.in[1].i32();
   const double clip = args.attrs ? args.attrs->Float("cliprange", 0.2) : 0.2, count = MaskSum(m, n);
-  if (count <= 0) return OkStatus();
-  const double g = args.grad_out[0].f32()[0] / count;
+  double ptx_count = 0;
+  const float* w = Ptx(args, n, &ptx_count);
+  const double g = count > 0 ? args.grad_out[0].f32()[0] / count : 0.0;
+  const double gp = ptx_count > 0 ? args.grad_out[0].f32()[0] / ptx_count : 0.0;
   float* dx = args.grad_in[0].f32();
   ParallelFor(n, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
-      if (m[r] == 0 || tok[r] < 0 || tok[r] >= v) continue;
+      const bool ptx = w && w[r] != 0;
+      if ((m[r] == 0 && !ptx) || tok[r] < 0 || tok[r] >= v) continue;
       const double logp = LogProb(x + r * v, v, tok[r]);
-      const double d = g * Actor(logp, old[r], adv[r], m[r], clip).dlogp;
+      double d = m[r] != 0 ? g * Actor(logp, old[r], adv[r], m[r], clip).dlogp : 0.0;
+      if (ptx) d -= gp * w[r];
       if (d == 0) continue;
       const double lse = x[r * v + tok[r]] - logp;
       for (int64_t j = 0; j < v; ++j)

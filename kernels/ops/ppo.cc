@@ -4,7 +4,10 @@
 //   ppo_actor_loss  logits [B, T, V], tokens int32 [B, T] (the token whose log-probability each
 //                   position gives: the next one), old_logprobs, advantages, mask [B, T]
 //                   -> [1] = sum m max(-A r, -A clip(r, 1 - c, 1 + c)) / sum m with
-//                   r = exp((log softmax(logits)[token] - old) m); attr cliprange (0.2)
+//                   r = exp((log softmax(logits)[token] - old) m); attr cliprange (0.2);
+//                   an optional sixth input ptx [B, T] adds DeepSpeed-Chat's pretraining term
+//                   sum w (-log softmax(logits)[token]) / #{w != 0}: with w = unsup_coef on a
+//                   batch of plain text (mask 0) the step is unsup_coef x its LM loss
 //   ppo_value_loss  values [B, T, 1], old_values, returns [B, T], mask int32 [B, T] (the
 //                   critic's targets: it predicts no token)
 //                   -> [1] = 0.5 sum m max((V - R)^2, (clip(V, V_old +- c) - R)^2) / sum m;
@@ -31,7 +34,7 @@ Status CheckPerToken(const char* op, const std::vector<TensorSpec>& in, size_t f
 
 Status InferActor(const Attrs&, const std::vector<TensorSpec>& in, std::vector<TensorSpec>* out) {
   const char* op = "ppo_actor_loss";
-  DS_RETURN_IF_ERROR(CheckArity(op, in, 5, 5));
+  DS_RETURN_IF_ERROR(CheckArity(op, in, 5, 6));
   DS_RETURN_IF_ERROR(CheckRank(op, "logits", in[0], 3));
   DS_RETURN_IF_ERROR(CheckFloat(op, "logits", in[0]));
   DS_RETURN_IF_ERROR(CheckInt32(op, "tokens", in[1]));
@@ -65,7 +68,8 @@ Status InferValue(const Attrs&, const std::vector<TensorSpec>& in, std::vector<T
 OpDef Actor() {
   OpDef def;
   def.name = "ppo_actor_loss";
-  def.min_inputs = def.max_inputs = 5;
+  def.min_inputs = 5;
+  def.max_inputs = 6;
   def.attr_names = {"cliprange"};
   def.infer = InferActor;
   // A log-softmax per row forward, and its gradient backward.
@@ -73,8 +77,8 @@ OpDef Actor() {
     return 4.0 * in[0].numel();
   };
   def.backward_flops = def.forward_flops;
-  def.backward_reads_inputs = 0b11111;
-  def.non_differentiable_inputs = 0b11110;
+  def.backward_reads_inputs = 0b111111;
+  def.non_differentiable_inputs = 0b111110;
   return def;
 }
 

@@ -66,7 +66,7 @@ int OutputHead(Builder& b, const ModelSpec& s, int x, int embedding, bool tied, 
     a.SetFloat("cliprange", s.cliprange);
     loss = b.Node("ppo_actor_loss", name,
                   {logits, targets, per_token("ppo.old_logprobs"), per_token("ppo.advantages"),
-                   per_token("ppo.mask")},
+                   per_token("ppo.mask"), per_token("ppo.ptx")},
                   0, L, a);
   } else {
     loss = b.Node("cross_entropy", name, {logits, targets}, 0, L);

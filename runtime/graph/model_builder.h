@@ -53,9 +53,9 @@ struct ModelSpec {
   // targets mark (rows [0, B/2) chosen, [B/2, B) rejected); no LM head. "ppo_actor": the logits
   // and PPO's clipped surrogate (ppo_actor_loss) over the targets' tokens, "ppo_critic": the
   // value head and PPO's clipped value loss (ppo_value_loss); their per-token inputs are kState
-  // [batch, seq] fp32 tensors the caller fills: ppo.old_logprobs, ppo.advantages, ppo.mask
-  // (actor; its targets are the tokens), ppo.old_values, ppo.returns (critic; its targets are
-  // the answer mask, 1 / 0).
+  // [batch, seq] fp32 tensors the caller fills: ppo.old_logprobs, ppo.advantages, ppo.mask,
+  // ppo.ptx (actor; its targets are the tokens; ptx: the pretraining term's weights, 0 in a PPO
+  // step), ppo.old_values, ppo.returns (critic; its targets are the answer mask, 1 / 0).
   std::string head = "lm";
   float cliprange = 0.2f;        // ppo_actor (DeepSpeed-Chat's default)
   float cliprange_value = 0.2f;  // ppo_critic

@@ -78,6 +78,10 @@ void ReadPpo(Block& root, const std::string& dir, ChatPpo* p, std::string* error
   b.Get("eval_prompts", &p->eval_prompts);
   b.Get("save_interval", &p->save_interval);
   b.Get("resume", &p->resume);
+  b.Get("unsupervised_dataset", &p->unsupervised_dataset);
+  p->unsupervised_dataset = Resolve(dir, p->unsupervised_dataset);
+  b.Get("unsup_coef", &p->unsup_coef);
+  b.Require(p->unsup_coef > 0, "unsup_coef", "must be > 0");
   b.Require(p->save_interval >= 0, "save_interval", "must be >= 0");
   b.Require(p->generation_batches >= 1 && p->ppo_epochs >= 1, "ppo_epochs",
             "and generation_batches must be >= 1");
@@ -136,6 +140,10 @@ StatusOr<ChatConfig> LoadChatConfig(const std::string& path) {
     if (job->empty() || !std::ifstream(*job))
       return InvalidArgumentError(path + ": job file \"" + *job + "\" cannot be read (sft.job, " +
                                   "reward.job, ppo.actor and ppo.critic name each model's job)");
+  const std::string& ptx = c.ppo.unsupervised_dataset;
+  if (!ptx.empty() && !std::ifstream(ptx))
+    return InvalidArgumentError(path + ": ppo.unsupervised_dataset \"" + ptx +
+                                "\" cannot be read (ptx: a text file, one document per line)");
   return c;
 }
 

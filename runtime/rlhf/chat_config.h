@@ -15,7 +15,8 @@
 //   ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 60, kl_ctl: 0.1,
 //         clip_reward_value: 5, cliprange: 0.2, cliprange_value: 0.2, gamma: 1.0, lam: 0.95,
 //         generation_batches: 1, ppo_epochs: 1, enable_ema: false, temperature: 1.0,
-//         eval_prompts: 200, save_interval: 0, resume: false}
+//         eval_prompts: 200, save_interval: 0, resume: false,
+//         unsupervised_dataset: text.txt, unsup_coef: 27.8}
 //
 // Unknown keys are refused by name (a misspelt DeepSpeed-Chat option would silently do nothing).
 #pragma once
@@ -46,6 +47,11 @@ struct ChatPpo {
   // save_interval iterations (0: at the end); resume: go on from the latest one.
   int64_t save_interval = 0;
   bool resume = false;
+  // ptx (DeepSpeed-Chat's unsupervised_dataset_name / unsup_coef): a text file, one document
+  // per line, whose blocks of seq tokens give one extra actor step of unsup_coef x their LM loss
+  // after each rollout's PPO step; empty: none.
+  std::string unsupervised_dataset;
+  double unsup_coef = 27.8;
 };
 
 struct ChatConfig {

@@ -1,5 +1,7 @@
 #include "runtime/rlhf/chat_data.h"
 
+#include <fstream>
+
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/addition_task.h"
@@ -11,6 +13,31 @@ std::vector<PreferenceExample> ChatData::Part(int part) const {
   std::vector<const PreferenceDataset*> sets;
   for (const PreferenceDataset& d : datasets) sets.push_back(&d);
   return BlendPart(sets, split, part, config.seed);
+}
+
+StatusOr<std::vector<std::vector<int32_t>>> PtxRows(const ChatData& d) {
+  const std::string& path = d.config.ppo.unsupervised_dataset;
+  std::vector<std::vector<int32_t>> rows;
+  if (path.empty()) return rows;
+  std::ifstream in(path);
+  if (!in) return InvalidArgumentError(path + ": cannot read ppo.unsupervised_dataset");
+  std::vector<int32_t> all;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    auto tokens = d.encoding.encode(line);
+    if (!tokens.ok()) return tokens.status().WithPrefix(path + ":" + std::to_string(n));
+    all.insert(all.end(), tokens->begin(), tokens->end());
+    all.insert(all.end(), d.encoding.end.begin(), d.encoding.end.end());
+  }
+  const int64_t seq = d.seq();
+  for (size_t at = 0; at + seq <= all.size(); at += seq)
+    rows.emplace_back(all.begin() + at, all.begin() + at + seq);
+  if (rows.empty())
+    return InvalidArgumentError(path + ": " + std::to_string(all.size()) +
+                                " tokens; ptx needs at least one row of seq " +
+                                std::to_string(seq));
+  return rows;
 }
 
 StatusOr<ChatData> OpenChat(const ChatConfig& c) {

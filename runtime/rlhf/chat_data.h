@@ -30,6 +30,12 @@ struct ChatData {
 
 StatusOr<ChatData> OpenChat(const ChatConfig& c);
 
+// ptx's rows (ppo.unsupervised_dataset): each line of the text file encoded, the end text after
+// it, all concatenated and cut into rows of seq tokens (the tail dropped), as DeepSpeed-Chat
+// groups its unsupervised texts into blocks; empty without the file. InvalidArgument naming the
+// file (and line) when it cannot be read or encoded, or holds less than one row.
+StatusOr<std::vector<std::vector<int32_t>>> PtxRows(const ChatData& d);
+
 // A trainer of job file `job` with model head `head` at seq tokens, on `comm`, initialized from
 // `weights` (a safetensors file; keep_missing: a new head keeps its initialization), saving its
 // checkpoints under `checkpoints` (empty: the job's).

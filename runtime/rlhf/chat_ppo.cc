@@ -62,6 +62,7 @@ PpoOptions Options(const ChatData& d) {
   o.enable_ema = c.enable_ema;
   o.max_new_tokens = d.config.answer_len;
   o.prompt_len = d.config.prompt_len;
+  o.unsup_coef = c.unsup_coef;
   o.stop_tokens = d.stop;
   o.pad_token = d.encoding.pad;
   o.sampling.greedy = false;
@@ -135,6 +136,7 @@ StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
 Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
   DS_ASSIGN_OR_RETURN(ChatData d, OpenChat(c));
   DS_ASSIGN_OR_RETURN(Prompts prompts, PpoPrompts(d));
+  DS_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> ptx, PtxRows(d));
   DS_ASSIGN_OR_RETURN(Models m, LoadModels(d, comm));
   DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m));
   const bool talk = !comm || comm->rank() == 0;
@@ -154,22 +156,26 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
                                 " training prompts; one iteration takes " + std::to_string(per));
   if (talk && first > 0) log << "ppo: resumed at iteration " << first << "\n";
   std::ofstream csv(c.output + "/ppo.csv", first > 0 ? std::ios::app : std::ios::trunc);
-  if (first == 0) csv << "iteration,mean_reward,kl,actor_loss,critic_loss,generate_ms,train_ms\n";
+  if (first == 0)
+    csv << "iteration,mean_reward,kl,actor_loss,critic_loss,generate_ms,train_ms,ptx_loss\n";
   double gen_ms = 0, train_ms = 0, tokens = 0;
   for (int64_t it = first; it < c.ppo.iterations; ++it) {
-    std::vector<std::vector<int32_t>> batch;
+    std::vector<std::vector<int32_t>> batch, text;
     const int64_t at = (it * (comm ? comm->size() : 1) + (comm ? comm->rank() : 0)) * per;
-    for (int64_t k = 0; k < per; ++k)  // each rank its own prompts
+    for (int64_t k = 0; k < per; ++k) {  // each rank its own prompts (and ptx rows)
       batch.push_back(prompts.train[(at + k) % prompts.train.size()]);
-    DS_ASSIGN_OR_RETURN(PpoStepMetrics r, ppo->Run(batch, it));
+      if (!ptx.empty()) text.push_back(ptx[(at + k) % ptx.size()]);
+    }
+    DS_ASSIGN_OR_RETURN(PpoStepMetrics r, ppo->Run(batch, it, text));
     gen_ms += r.generate_ms, train_ms += r.train_ms, tokens += r.answer_tokens * per;
     csv << it + 1 << "," << Fixed(r.mean_score) << "," << Fixed(r.mean_kl) << ","
         << Fixed(r.actor_loss) << "," << Fixed(r.critic_loss) << "," << Fixed(r.generate_ms, 1)
-        << "," << Fixed(r.train_ms, 1) << std::endl;
+        << "," << Fixed(r.train_ms, 1) << "," << Fixed(r.ptx_loss) << std::endl;
     if (talk && ((it + 1) % std::max<int64_t>(1, c.ppo.iterations / 10) == 0 || it == first))
       log << "ppo iteration " << it + 1 << "/" << c.ppo.iterations << ": reward "
           << Fixed(r.mean_score) << ", kl " << Fixed(r.mean_kl) << ", actor loss "
-          << Fixed(r.actor_loss) << ", critic loss " << Fixed(r.critic_loss) << "\n";
+          << Fixed(r.actor_loss) << ", critic loss " << Fixed(r.critic_loss)
+          << (ptx.empty() ? "" : ", ptx loss " + Fixed(r.ptx_loss)) << "\n";
     const bool last = it + 1 == c.ppo.iterations;
     if (last || (c.ppo.save_interval > 0 && (it + 1) % c.ppo.save_interval == 0))
       DS_RETURN_IF_ERROR(Save(c, m, it + 1, talk));

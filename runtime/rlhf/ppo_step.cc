@@ -129,8 +129,11 @@ struct PpoStep::Impl {
                          PpoStepMetrics* out);
   // Rewards and advantages, and the rollout's metrics (added, weighted by `share`).
   void Score(Rollout* r, double share, PpoStepMetrics* out) const;
-  // One actor and one critic step on the rollout.
+  // One actor and one critic step on the rollout, then the pretraining step on `ptx` rows
+  // [first, first + rows) when there are any.
   Status Update(const Rollout& r, PpoStepMetrics* out);
+  Status Pretrain(const std::vector<std::vector<int32_t>>& ptx, size_t first,
+                  PpoStepMetrics* out) const;
   std::vector<float> ema;
 };
 
@@ -289,6 +292,7 @@ Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
   actor.inputs["ppo.old_logprobs"] = {Tensor(), r.logp};
   actor.inputs["ppo.advantages"] = {Tensor(), r.advantages};
   actor.inputs["ppo.mask"] = {Tensor(), p.mask};
+  actor.inputs["ppo.ptx"] = {Tensor(), std::vector<float>(p.mask.size(), 0.f)};
   double loss = 0;
   DS_RETURN_IF_ERROR(Train(m.actor, &actor, &loss));
   out->actor_losses.push_back(loss);
@@ -310,10 +314,32 @@ Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
   return OkStatus();
 }
 
+Status PpoStep::Impl::Pretrain(const std::vector<std::vector<int32_t>>& ptx, size_t first,
+                               PpoStepMetrics* out) const {
+  RolloutSource source(m.actor->config().train_micro_batch_size_per_gpu, seq);
+  std::vector<float> weights(rows * seq, static_cast<float>(o.unsup_coef));
+  for (int64_t b = 0; b < rows; ++b) {
+    const std::vector<int32_t>& row = ptx[first + b];
+    source.ids.insert(source.ids.end(), row.begin(), row.end());
+    for (int64_t t = 0; t < seq; ++t) source.targets.push_back(t + 1 < seq ? row[t + 1] : 0);
+    weights[b * seq + seq - 1] = 0.f;  // the last position has no next token
+  }
+  const std::vector<float> zeros(rows * seq, 0.f);
+  for (const char* n : {"ppo.old_logprobs", "ppo.advantages", "ppo.mask"})
+    source.inputs[n] = {Tensor(), zeros};
+  source.inputs["ppo.ptx"] = {Tensor(), weights};
+  source.pads.second.assign(rows, 0);
+  double loss = 0;
+  DS_RETURN_IF_ERROR(Train(m.actor, &source, &loss));
+  out->ptx_losses.push_back(loss / o.unsup_coef);
+  return OkStatus();
+}
+
 const std::vector<float>& PpoStep::ema() const { return impl_->ema; }
 
 StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& prompts,
-                                      int64_t iteration) {
+                                      int64_t iteration,
+                                      const std::vector<std::vector<int32_t>>& ptx) {
   Impl& s = *impl_;
   const int g = std::max(1, s.o.generation_batches);
   if (prompts.empty() || prompts[0].empty() || prompts.size() % g != 0)
@@ -328,6 +354,13 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
                                   " tokens; PPO's prompts have 1 to prompt_len " + Str(width));
   const int64_t per = static_cast<int64_t>(prompts.size()) / g;
   DS_RETURN_IF_ERROR(s.Prepare(per, width));
+  if (!ptx.empty() && ptx.size() != prompts.size())
+    return InvalidArgumentError("rlhf: " + Str(ptx.size()) + " pretraining rows for " +
+                                Str(prompts.size()) + " prompts (one per prompt)");
+  for (size_t b = 0; b < ptx.size(); ++b)
+    if (static_cast<int64_t>(ptx[b].size()) != s.seq)
+      return InvalidArgumentError("rlhf: pretraining row " + Str(b) + " has " +
+                                  Str(ptx[b].size()) + " tokens, not seq " + Str(s.seq));
   PpoStepMetrics out;
   // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
   // on every rank, before anything generates), back to its training layout before the updates.
@@ -348,8 +381,12 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
   for (Impl::Rollout& r : rollouts) s.Score(&r, 1.0 / g, &out);
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < std::max(1, s.o.ppo_epochs); ++epoch)
-    for (const Impl::Rollout& r : rollouts) DS_RETURN_IF_ERROR(s.Update(r, &out));
+    for (size_t k = 0; k < rollouts.size(); ++k) {
+      DS_RETURN_IF_ERROR(s.Update(rollouts[k], &out));
+      if (!ptx.empty()) DS_RETURN_IF_ERROR(s.Pretrain(ptx, k * per, &out));
+    }
   out.train_ms = MsSince(t0);
+  for (double l : out.ptx_losses) out.ptx_loss += l / out.ptx_losses.size();
   for (double l : out.actor_losses) out.actor_loss += l / out.actor_losses.size();
   for (double l : out.critic_losses) out.critic_loss += l / out.critic_losses.size();
   return out;

@@ -58,6 +58,9 @@ struct PpoOptions {
   // The prompts' width: shorter ones are left-padded to it (0: the longest of each call's).
   // Padded rows need pad_mask models (ModelSpec::pad_mask) for all four roles.
   int64_t prompt_len = 0;
+  // ptx: the weight of the pretraining step's LM loss (DeepSpeed-Chat's unsup_coef; InstructGPT's
+  // 27.8, which DeepSpeed-Chat's README found unstable).
+  double unsup_coef = 27.8;
   std::vector<int32_t> stop_tokens;
   int32_t pad_token = 0;
   generate::SamplingOptions sampling{false};  // sampled rollouts (temperature 1)
@@ -70,6 +73,8 @@ struct PpoStepMetrics {
   double actor_loss = 0, critic_loss = 0;  // means over the updates
   std::vector<double> actor_losses, critic_losses;  // per update, in order
   double answer_tokens = 0;                         // per sequence
+  double ptx_loss = 0;                // the pretraining steps' mean LM loss (unscaled)
+  std::vector<double> ptx_losses;     // per pretraining step
   double generate_ms = 0, train_ms = 0;
   std::vector<std::vector<int32_t>> answers;
 };
@@ -83,7 +88,11 @@ class PpoStep {
   // `prompts` (1 to prompt_len tokens; generation_batches x the actor's global batch on this
   // rank);
   // `iteration` seeds the sampling.
-  StatusOr<PpoStepMetrics> Run(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration);
+  // `ptx` (optional, DeepSpeed-Chat's unsupervised training): generation_batches x the actor's
+  // batch rows of plain-text tokens, seq each; after each rollout's actor and critic steps the
+  // actor takes one step of unsup_coef x their LM loss (every position but the last).
+  StatusOr<PpoStepMetrics> Run(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration,
+                               const std::vector<std::vector<int32_t>>& ptx = {});
   // The actor's weights' moving average (enable_ema), this rank's master elements; empty
   // before the first step.
   const std::vector<float>& ema() const;

@@ -100,6 +100,47 @@ TEST_CASE("PPO: a rule reward rises while the KL stays bounded", "[rlhf][ppo]") 
   CHECK_THAT(m.status().message(), Catch::Contains("prompt 3 has 3 tokens"));
 }
 
+// ptx (DeepSpeed-Chat's unsupervised training): after each rollout's PPO steps the actor takes a
+// step of unsup_coef x its LM loss on plain-text rows. The rows here repeat one pattern, so the
+// pretraining steps' LM loss falls from about ln 16 while PPO goes on (with unsup_coef 1 this
+// text, which holds no 5, holds the rule reward back: 0.08 -> 0.09 over these 40 iterations, the
+// trade-off InstructGPT's coefficient sets); rows of another length are refused.
+TEST_CASE("PPO with ptx: the pretraining steps lower the text's LM loss", "[rlhf][ppo]") {
+  auto actor = Model("ppo_actor", 3e-3), ref = Model("lm", 3e-3),
+       critic = Model("ppo_critic", 3e-3);
+  REQUIRE((actor.ok() && ref.ok() && critic.ok()));
+  PpoModels models{actor->get(), ref->get(), critic->get(), nullptr, Fives};
+  PpoOptions o;
+  o.max_new_tokens = 6;
+  o.sampling.seed = 14;
+  o.unsup_coef = 1.0;
+  auto ppo = PpoStep::Create(models, o);
+  REQUIRE(ppo.ok());
+  std::mt19937 rng(6);
+  std::vector<std::vector<int32_t>> text(16, std::vector<int32_t>(8));
+  for (size_t b = 0; b < text.size(); ++b)
+    for (size_t t = 0; t < 8; ++t) text[b][t] = static_cast<int32_t>((3 * (b + t)) % 16);
+  std::vector<double> ptx, score;
+  for (int it = 0; it < 40; ++it) {
+    std::vector<std::vector<int32_t>> prompts(16);
+    for (auto& p : prompts)
+      p = {static_cast<int32_t>(rng() % 16), static_cast<int32_t>(rng() % 16)};
+    auto m = (*ppo)->Run(prompts, it, text);
+    INFO("iteration " << it << ": " << m.status().ToString());
+    REQUIRE(m.ok());
+    REQUIRE(m->ptx_losses.size() == 1);
+    ptx.push_back(m->ptx_loss);
+    score.push_back(m->mean_score);
+  }
+  INFO("ptx LM loss " << ptx.front() << " -> " << ptx.back() << ", reward " << score.front()
+                      << " -> " << score.back());
+  CHECK(ptx.front() > 2.0);  // about ln 16 = 2.77 at the start; 0.21 at the end here
+  CHECK(ptx.back() < 0.5 * ptx.front());
+  for (double x : score) CHECK(std::isfinite(x));
+  text[2].pop_back();
+  CHECK_FALSE((*ppo)->Run(std::vector<std::vector<int32_t>>(16, {1, 2}), 0, text).ok());
+}
+
 // Prompts of 1 to 4 tokens, left-padded to prompt_len 4 (DeepSpeed-Chat's max_prompt_seq_len):
 // the four roles take the rows' pads (ModelSpec::pad_mask), so each row computes what it would
 // alone; the rule reward rises as with prompts of one length, and with one update per rollout
