@@ -91,25 +91,37 @@ StatusOr<Models> LoadModels(const ChatData& d, parallel::Communicator* comm) {
   return m;
 }
 
+std::string EmaPath(const ChatConfig& c) { return CkptRoot(c) + "/actor_ema.safetensors"; }
+
+// The actor's moving average to `path` (every rank joins; rank 0 writes, the others wait).
+Status WriteEma(PpoStep& ppo, const std::string& path, parallel::Communicator* comm) {
+  DS_RETURN_IF_ERROR(ppo.SaveEma(path));
+  return comm ? comm->Barrier() : OkStatus();
+}
+
 // resume: the iteration the saved PPO state reached, the actor and critic loaded from their
-// checkpoints; else 0.
-StatusOr<int64_t> Resume(const ChatConfig& c, Models& m) {
+// checkpoints, and the actor's moving average; else 0.
+StatusOr<int64_t> Resume(const ChatConfig& c, Models& m, PpoStep& ppo) {
   std::ifstream in(CkptRoot(c) + "/state.json");
   if (!c.ppo.resume || !in) return int64_t{0};
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find("\"iteration\":");
   if (at == std::string::npos) return DataLossError(CkptRoot(c) + "/state.json: no \"iteration\"");
   const int64_t it = std::strtoll(text.c_str() + at + 12, nullptr, 10);
+  if (c.ppo.enable_ema) DS_RETURN_IF_ERROR(ppo.LoadEma(EmaPath(c)));
   DS_RETURN_IF_ERROR(m.actor->LoadCheckpoint(CkptRoot(c) + "/actor"));
   DS_RETURN_IF_ERROR(m.critic->LoadCheckpoint(CkptRoot(c) + "/critic"));
   return it;
 }
 
-// The actor's and critic's checkpoints, then the state naming the iteration they reached
-// (written whole, then renamed: a crash leaves the previous state).
-Status Save(const ChatConfig& c, Models& m, int64_t iteration, bool talk) {
+// The actor's and critic's checkpoints (and the actor's moving average), then the state naming
+// the iteration they reached (written whole, then renamed: a crash leaves the previous state).
+Status Save(const ChatConfig& c, Models& m, PpoStep& ppo, int64_t iteration,
+            parallel::Communicator* comm) {
   DS_RETURN_IF_ERROR(m.actor->SaveCheckpoint());
   DS_RETURN_IF_ERROR(m.critic->SaveCheckpoint());
+  if (c.ppo.enable_ema) DS_RETURN_IF_ERROR(WriteEma(ppo, EmaPath(c), comm));
+  const bool talk = !comm || comm->rank() == 0;
   if (!talk) return OkStatus();
   const std::string path = CkptRoot(c) + "/state.json";
   {
@@ -138,16 +150,16 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   DS_ASSIGN_OR_RETURN(Prompts prompts, PpoPrompts(d));
   DS_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> ptx, PtxRows(d));
   DS_ASSIGN_OR_RETURN(Models m, LoadModels(d, comm));
-  DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m));
+  DS_ASSIGN_OR_RETURN(
+      auto ppo, PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr},
+                                Options(d)));
+  DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m, *ppo));
   const bool talk = !comm || comm->rank() == 0;
   auto eval = [&]() {
     return EvaluateAnswers(*m.actor, m.rm.get(), prompts.eval, prompts.eval_chosen, d.stop,
                            c.answer_len, d.encoding.pad);
   };
   DS_ASSIGN_OR_RETURN(AnswerEval before, eval());
-  DS_ASSIGN_OR_RETURN(
-      auto ppo, PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr},
-                                Options(d)));
   const int64_t per = c.ppo.generation_batches * m.actor->config().train_micro_batch_size_per_gpu *
                       m.actor->config().gradient_accumulation_steps;
   if (static_cast<int64_t>(prompts.train.size()) < per)
@@ -178,7 +190,7 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
           << (ptx.empty() ? "" : ", ptx loss " + Fixed(r.ptx_loss)) << "\n";
     const bool last = it + 1 == c.ppo.iterations;
     if (last || (c.ppo.save_interval > 0 && (it + 1) % c.ppo.save_interval == 0))
-      DS_RETURN_IF_ERROR(Save(c, m, it + 1, talk));
+      DS_RETURN_IF_ERROR(Save(c, m, *ppo, it + 1, comm));
   }
   DS_ASSIGN_OR_RETURN(AnswerEval after, eval());
   if (talk)
@@ -195,6 +207,8 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
       out << "{\"prompt_ids\": " << Ids(prompts.eval[i]) << ", \"ids\": " << Ids(after.answers[i])
           << "}\n";
   }
+  if (c.ppo.enable_ema)
+    DS_RETURN_IF_ERROR(WriteEma(*ppo, c.output + "/actor_ema.safetensors", comm));
   return ExportModel(*m.actor, c.output + "/actor.safetensors", comm);
 }
 

@@ -4,7 +4,8 @@
 // layout (ReleaseParams). Its tokens equal those one rank generates from the checkpoint the job
 // saved (the consolidated weights), on every rank; gathering again without a step in between
 // gives the same tokens from the same generator, and after a step the rank still generates. The
-// weights the ZeRO-3 ranks export (ExportWeights: gathered, rank 0 writes) are that model too.
+// weights the ZeRO-3 ranks export (ExportWeights: gathered, rank 0 writes) are that model too,
+// and so are their master shards gathered by MasterLayoutToFull (the EMA's way to a file).
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -80,6 +81,14 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
         }
         DS_RETURN_IF_ERROR(t->SaveCheckpoint());
         DS_RETURN_IF_ERROR(t->ExportWeights(dir + ".safetensors"));  // every rank; rank 0 writes
+        // The master layout as whole weights (how the actor's moving average is saved): this
+        // rank's master elements, gathered, are the weights just exported, and come back whole.
+        zero::ParamStore& w = t->params();
+        const std::vector<float> mine(w.master_data(), w.master_data() + w.shard_elements());
+        DS_ASSIGN_OR_RETURN(std::vector<float> full, t->MasterLayoutToFull(mine));
+        DS_RETURN_IF_ERROR(t->WriteFullWeights(full, dir + ".master.safetensors"));
+        if (t->FullToMasterLayout(full) != mine)
+          return InternalError("rank " + std::to_string(rank) + ": the master round trip differs");
         DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));       // gathers (every rank)
         DS_ASSIGN_OR_RETURN(first[rank], Greedy(*gen));
         t->ReleaseParams();
@@ -111,6 +120,9 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
     DS_RETURN_IF_ERROR(w->LoadWeights(dir + ".safetensors"));
     DS_ASSIGN_OR_RETURN(auto wgen, w->MakeGenerator(3, 8));
     DS_ASSIGN_OR_RETURN(exported, Greedy(*wgen));
+    DS_ASSIGN_OR_RETURN(std::vector<float> a, w->ReadFullWeights(dir + ".safetensors"));
+    DS_ASSIGN_OR_RETURN(std::vector<float> b, w->ReadFullWeights(dir + ".master.safetensors"));
+    if (a != b) return InternalError("the gathered master layout is not the exported weights");
     return OkStatus();
   });
   INFO(errors[0].ToString());

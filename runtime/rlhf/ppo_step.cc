@@ -102,6 +102,12 @@ void SetPads(exec::Executor* ex, const std::vector<int32_t>& pads) {
   if (t >= 0) std::copy(pads.begin(), pads.end(), ex->TensorData(t, false).i32());
 }
 
+// The actor's master elements, where the EMA's live (this rank's shard under ZeRO).
+std::pair<float*, size_t> MasterOf(worker::Trainer& t) {
+  zero::ParamStore& w = t.params();
+  return {w.master_data(), w.master() ? w.total_elements() : w.shard_elements()};
+}
+
 }  // namespace
 
 struct PpoStep::Impl {
@@ -297,9 +303,7 @@ Status PpoStep::Impl::Update(const Rollout& r, PpoStepMetrics* out) {
   DS_RETURN_IF_ERROR(Train(m.actor, &actor, &loss));
   out->actor_losses.push_back(loss);
   if (o.enable_ema) {
-    zero::ParamStore& w = m.actor->params();
-    const float* master = w.master_data();
-    const size_t n = w.master() ? w.total_elements() : w.shard_elements();
+    auto [master, n] = MasterOf(*m.actor);
     if (ema.empty()) ema.assign(master, master + n);
     for (size_t i = 0; i < n; ++i) ema[i] = o.ema_decay * ema[i] + (1 - o.ema_decay) * master[i];
   }
@@ -336,6 +340,22 @@ Status PpoStep::Impl::Pretrain(const std::vector<std::vector<int32_t>>& ptx, siz
 }
 
 const std::vector<float>& PpoStep::ema() const { return impl_->ema; }
+
+Status PpoStep::SaveEma(const std::string& path) {
+  if (impl_->ema.empty())
+    return FailedPreconditionError("rlhf: no moving average of the actor to save (enable_ema, and "
+                                   "after the first step)");
+  worker::Trainer& actor = *impl_->m.actor;
+  DS_ASSIGN_OR_RETURN(std::vector<float> full, actor.MasterLayoutToFull(impl_->ema));
+  return actor.WriteFullWeights(full, path);
+}
+
+Status PpoStep::LoadEma(const std::string& path) {
+  worker::Trainer& actor = *impl_->m.actor;
+  DS_ASSIGN_OR_RETURN(std::vector<float> full, actor.ReadFullWeights(path));
+  impl_->ema = actor.FullToMasterLayout(full);
+  return OkStatus();
+}
 
 StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& prompts,
                                       int64_t iteration,

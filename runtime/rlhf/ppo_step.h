@@ -96,6 +96,12 @@ class PpoStep {
   // The actor's weights' moving average (enable_ema), this rank's master elements; empty
   // before the first step.
   const std::vector<float>& ema() const;
+  // The moving average as safetensors with the actor's parameter names (DeepSpeed-Chat's
+  // actor_ema): the ranks' master-layout parts gathered (Trainer::MasterLayoutToFull), rank 0
+  // writes; every rank calls it. FailedPrecondition before the first EMA update.
+  Status SaveEma(const std::string& path);
+  // Resume: the moving average from a file SaveEma wrote, this rank's part of it.
+  Status LoadEma(const std::string& path);
 
  private:
   struct Impl;

@@ -140,6 +140,16 @@ class Trainer {
   // hands those back (make a new executor after one). The graph's per-token inputs (PPO's
   // heads) are bound to zeroed buffers (their losses count nothing; read the logits or values).
   StatusOr<std::unique_ptr<exec::Executor>> MakeInferenceExecutor(int64_t batch, int64_t seq);
+  // Vectors in this rank's master layout (fp32 per owned parameter element, as optimizer states:
+  // the RLHF actor's moving average) as the whole flat fp32 parameters, on every rank (a sum
+  // over the data-parallel group; every rank calls it), and back (local). Unimplemented under
+  // tensor, expert or pipeline parallelism and with device or NVMe model states.
+  StatusOr<std::vector<float>> MasterLayoutToFull(const std::vector<float>& values);
+  std::vector<float> FullToMasterLayout(const std::vector<float>& full) const;
+  // Whole flat fp32 parameters as safetensors with the graph's names (rank 0 writes; every rank
+  // calls it and returns rank 0's outcome), and read back from such a file.
+  Status WriteFullWeights(const std::vector<float>& full, const std::string& path);
+  StatusOr<std::vector<float>> ReadFullWeights(const std::string& path) const;
   // The hybrid engine's switch (RLHF rollouts): GatherParams makes every parameter whole in the
   // host store that inference executors and generators read (ZeRO-3: one all-gather of every
   // unit; every rank must call it, once, before any of them generates), ReleaseParams returns
@@ -187,6 +197,7 @@ class Trainer {
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   Status OpenTrainData(int64_t micro);             // data.train's loader, the default batch source
   Status ExportGathered(const std::string& path);  // ExportWeights under ZeRO over ranks
+  Status CheckWholeFlat(const char* what) const;   // trainer_master_values.cc
   Status BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo);
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.

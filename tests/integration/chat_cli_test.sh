@@ -40,11 +40,14 @@ if timeout 300 "$CHAT" --config "$W/chat.yaml" --step ppo > "$W/log3" 2>&1 &&
   pass "--step ppo runs step 3 alone"
 else fail "--step ppo"; tail -3 "$W/log3"; fi
 
-# Resume of step 3: 3 iterations saved (actor, critic, the PPO state), then on to 6 with
-# resume: true, equal to 6 straight iterations in every figure but the timings.
-sed 's/iterations: 5/iterations: 6/; s/output: out/output: straight/' "$W/chat.yaml" > "$W/straight.yaml"
-sed 's/iterations: 5/iterations: 3/; s/output: out/output: resumed/' "$W/chat.yaml" > "$W/part.yaml"
-sed 's/iterations: 5, /iterations: 6, resume: true, /; s/output: out/output: resumed/' \
+# Resume of step 3: 3 iterations saved (actor, critic, the actor's moving average, the PPO
+# state), then on to 6 with resume: true, equal to 6 straight iterations in every figure but the
+# timings, and in the moving average written at the end (actor_ema.safetensors), byte for byte.
+sed 's/iterations: 5/iterations: 6, enable_ema: true/; s/output: out/output: straight/' \
+  "$W/chat.yaml" > "$W/straight.yaml"
+sed 's/iterations: 5/iterations: 3, enable_ema: true/; s/output: out/output: resumed/' \
+  "$W/chat.yaml" > "$W/part.yaml"
+sed 's/iterations: 5, /iterations: 6, enable_ema: true, resume: true, /; s/output: out/output: resumed/' \
   "$W/chat.yaml" > "$W/rest.yaml"
 if "$CHAT" --config "$W/straight.yaml" > "$W/log_s" 2>&1 && "$CHAT" --config "$W/part.yaml" \
      > "$W/log_p" 2>&1 && "$CHAT" --config "$W/rest.yaml" --step ppo > "$W/log_r" 2>&1 &&
@@ -52,6 +55,11 @@ if "$CHAT" --config "$W/straight.yaml" > "$W/log_s" 2>&1 && "$CHAT" --config "$W
    diff <(cut -d, -f1-5 "$W/straight/ppo.csv") <(cut -d, -f1-5 "$W/resumed/ppo.csv") > /dev/null; then
   pass "step 3 resumed at iteration 3 gives the uninterrupted run's rewards, KL and losses"
 else fail "step 3 resume"; paste -d' ' "$W/straight/ppo.csv" "$W/resumed/ppo.csv" | tail -4; tail -3 "$W/log_r"; fi
+if [[ -s $W/straight/actor_ema.safetensors ]] &&
+   cmp -s "$W/straight/actor_ema.safetensors" "$W/resumed/actor_ema.safetensors" &&
+   ! cmp -s "$W/straight/actor_ema.safetensors" "$W/straight/actor.safetensors"; then
+  pass "the actor's moving average resumes exactly (actor_ema.safetensors equal, and not the actor)"
+else fail "EMA resume"; ls -l "$W/straight" "$W/resumed"; fi
 
 # ptx: step 3 with DeepSpeed-Chat's unsupervised term on a text file (sums written the usual way,
 # "12+34=46", unlike the answers' reversed digits), unsup_coef 1: every iteration reports the pretraining steps' LM loss, which

@@ -22,6 +22,7 @@ source "$(dirname "$0")/chat_setup.sh"  # chat_pairs, chat_jobs, chat_config
 chat_pairs "$W/pairs.jsonl" 4
 chat_jobs "$W" 8 3 "checkpoint: {dir: $W/unused}"
 chat_config "$W/chat.yaml" 30 4 32
+sed -i 's/iterations: 4, /iterations: 4, enable_ema: true, /' "$W/chat.yaml"
 { cat "$W/actor.yaml"; echo "rlhf: {chat: $W/chat.yaml}"; } > "$W/job.yaml"
 printf '127.0.0.1 slots=2\n' > "$W/hosts"
 if (cd "$W" && timeout 300 "$LAUNCH" "$W/job.yaml" --hostfile "$W/hosts" --worker "$WORKER" \
@@ -52,6 +53,27 @@ sys.exit(0 if len(he) == 32 and he == plain else 1)
 PYEOF
 then pass "the hybrid engine's ZeRO-3 answers equal ds-generate's from the consolidated checkpoint"
 else fail "hybrid engine vs plain generation"; tail -3 "$W/gen.err"; fi
+
+# The actor's moving average (enable_ema), gathered from the ZeRO-3 shards of both ranks: the
+# actor's tensors, names and shapes, with other values.
+if python3 - "$W/out/actor_ema.safetensors" "$W/out/actor.safetensors" <<'PYEOF'
+import array, json, math, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
+    body = raw[8 + n:]
+    return {k: body[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in head.items()}, \
+        {k: v["shape"] for k, v in head.items()}
+ema, ema_shapes = load(sys.argv[1])
+actor, actor_shapes = load(sys.argv[2])
+moved = sum(ema[k] != actor[k] for k in actor)
+finite = all(math.isfinite(x) for v in ema.values() for x in array.array("f", v))
+print(f"{len(ema)} tensors, {moved} differ from the actor's")
+sys.exit(0 if ema_shapes == actor_shapes and moved == len(actor) and finite else 1)
+PYEOF
+then pass "writes out/actor_ema.safetensors: the actor's tensors, gathered from ZeRO-3"
+else fail "actor_ema.safetensors"; fi
 
 echo "chat_launch_test: $fails failed"
 ((fails == 0))
