@@ -496,13 +496,19 @@ std::vector<StateView*> ZeroCollectives::ViewsFor(const Instruction& in) const {
 }
 
 Status ZeroCollectives::GatherAll() {
+  std::vector<int> all(plan_->partition().units_size());
+  for (size_t u = 0; u < all.size(); ++u) all[u] = static_cast<int>(u);
+  return GatherParamUnits(all);
+}
+
+Status ZeroCollectives::GatherParamUnits(const std::vector<int>& units) {
   if (!parts_.params->params_partitioned()) return OkStatus();
   for (bool expert : {false, true}) {
     Instruction in;
     in.set_kind(Instruction::GATHER_PARAMS);
     int64_t per_rank = 0;
     int ranks = 1;
-    for (int u = 0; u < plan_->partition().units_size(); ++u) {
+    for (int u : units) {
       const proto::PartitionUnit& unit = plan_->partition().units(u);
       if (unit.persistent() || unit.expert() != expert) continue;
       in.add_units(u);
@@ -531,6 +537,14 @@ void ZeroCollectives::ReleaseAll() {
   if (!parts_.params->params_partitioned()) return;
   for (const proto::PartitionUnit& u : plan_->partition().units())
     if (!u.persistent()) parts_.params->ReleaseModel(u.offset(), u.count());
+}
+
+void ZeroCollectives::ReleaseParamUnits(const std::vector<int>& units) {
+  if (!parts_.params->params_partitioned()) return;
+  for (int u : units) {
+    const proto::PartitionUnit& unit = plan_->partition().units(u);
+    if (!unit.persistent()) parts_.params->ReleaseModel(unit.offset(), unit.count());
+  }
 }
 
 }  // namespace ds::zero

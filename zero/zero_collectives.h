@@ -113,6 +113,10 @@ class ZeroCollectives {
   // flat parameters (a collective: all ranks call it), and released again. No-ops below 3.
   Status GatherAll();
   void ReleaseAll();
+  // The same for the plan's partition units `units` only (the hybrid engine's groups of layers;
+  // persistent ones are skipped: they stay resident). Every rank passes the same units.
+  Status GatherParamUnits(const std::vector<int>& units);
+  void ReleaseParamUnits(const std::vector<int>& units);
 
   int64_t staging_bytes() const { return staging_bytes_; }
 

@@ -63,6 +63,8 @@ PpoOptions Options(const ChatData& d) {
   o.max_new_tokens = d.config.answer_len;
   o.prompt_len = d.config.prompt_len;
   o.unsup_coef = c.unsup_coef;
+  o.inference_tp = c.inference_tp_size;
+  o.tp_gather_partition_size = c.tp_gather_partition_size;
   o.stop_tokens = d.stop;
   o.pad_token = d.encoding.pad;
   o.sampling.greedy = false;

@@ -6,13 +6,18 @@
 // gives the same tokens from the same generator, and after a step the rank still generates. The
 // weights the ZeRO-3 ranks export (ExportWeights: gathered, rank 0 writes) are that model too,
 // and so are their master shards gathered by MasterLayoutToFull (the EMA's way to a file).
+// Tensor-parallel rollouts (Trainer::MakeTpGenerator, DeepSpeed's inference_tp_size 2) generate
+// from slices cut while the ZeRO-3 units are gathered a block at a time the tokens the whole
+// model does.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <random>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/data/addition_task.h"
 #include "runtime/generate/generator.h"
 #include "runtime/rlhf/example_batches.h"
+#include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer_testing.h"
 
 namespace ds::rlhf {
@@ -64,7 +69,8 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(tmp ? tmp : "/tmp") + "/hybrid_ckpt";
   REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
-  std::vector<std::vector<std::vector<int32_t>>> first(2), again(2);
+  std::vector<std::vector<std::vector<int32_t>>> first(2), again(2), whole(2), sliced(2);
+  std::vector<double> slice_share(2);
   std::vector<double> loss(2);
   std::vector<Status> errors =
       testing::OnRanks(2, [&](int rank, parallel::Communicator* c) -> Status {
@@ -97,8 +103,22 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
         t->ReleaseParams();
         DS_RETURN_IF_ERROR(t->TrainStep().status());  // and after a step, still generating
         DS_RETURN_IF_ERROR(t->GatherParams());
-        DS_RETURN_IF_ERROR(Greedy(*gen).status());
+        DS_ASSIGN_OR_RETURN(whole[rank], Greedy(*gen));
         t->ReleaseParams();
+        // Tensor-parallel rollouts (inference_tp_size 2) from slices cut one block at a time
+        // (tp_gather_partition_size 1) and eight at a time: the same slices, the same tokens.
+        DS_ASSIGN_OR_RETURN(auto one, t->MakeTpGenerator(3, 8, 2, 1));
+        DS_ASSIGN_OR_RETURN(auto eight, t->MakeTpGenerator(3, 8, 2, 8));
+        const zero::ParamStore &a = one->params(), &b = eight->params();
+        if (a.total_elements() != b.total_elements() ||
+            !std::equal(a.master_data(), a.master_data() + a.total_elements(), b.master_data()))
+          return InternalError("slices cut by 1 and by 8 blocks differ");
+        slice_share[rank] = double(one->slice_bytes()) / (t->params().total_elements() * 4);
+        generate::GenerateRequest r;
+        r.prompts = kPrompts;
+        r.max_new_tokens = 4;
+        DS_ASSIGN_OR_RETURN(generate::GenerateResult out, one->Generate(r));
+        sliced[rank] = out.tokens;
         return OkStatus();
       });
   for (const Status& s : errors) {
@@ -131,6 +151,8 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
     INFO("rank " << r);
     CHECK(first[r] == plain);
     CHECK(again[r] == first[r]);
+    CHECK(sliced[r] == whole[r]);  // the tp group generated both ranks' prompts together
+    CHECK(slice_share[r] < 0.75);  // each rank holds its slice, not the whole model
   }
   CHECK(exported == plain);
 }

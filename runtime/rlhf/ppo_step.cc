@@ -8,6 +8,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/batch_source.h"
 #include "runtime/exec/executor.h"
+#include "runtime/worker/tp_generator.h"
 
 namespace ds::rlhf {
 namespace {
@@ -115,6 +116,7 @@ struct PpoStep::Impl {
   PpoOptions o;
   int64_t rows = 0, seq = 0, prompt = 0;
   std::unique_ptr<generate::Generator> gen;
+  std::unique_ptr<worker::TpGenerator> tp_gen;  // inference_tp > 1
   std::unique_ptr<exec::Executor> actor_ex, ref_ex, critic_ex, reward_ex;
 
   Status Prepare(int64_t n, int64_t prompt_len);
@@ -131,8 +133,14 @@ struct PpoStep::Impl {
     std::vector<float> logp, ref, values, scores;
     std::vector<float> advantages, returns;  // Score's
   };
-  StatusOr<Rollout> Roll(const std::vector<std::vector<int32_t>>& prompts, int64_t iteration,
-                         PpoStepMetrics* out);
+  // The actor's answers to `prompts` (its Generator, or its tensor-parallel one).
+  StatusOr<std::vector<std::vector<int32_t>>> Answer(
+      const std::vector<std::vector<int32_t>>& prompts, int64_t iteration, PpoStepMetrics* out);
+  StatusOr<Rollout> Roll(const std::vector<std::vector<int32_t>>& prompts,
+                         const std::vector<std::vector<int32_t>>& answers) const;
+  // Every model whole for the scoring forwards (and the actor's generator), or back.
+  Status GatherModels() const;
+  void ReleaseModels() const;
   // Rewards and advantages, and the rollout's metrics (added, weighted by `share`).
   void Score(Rollout* r, double share, PpoStepMetrics* out) const;
   // One actor and one critic step on the rollout, then the pretraining step on `ptx` rows
@@ -155,9 +163,14 @@ Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
       return InvalidArgumentError(t->config().source + ": data.seq_len must be the prompt's " +
                                   Str(prompt_len) + " tokens + max_new_tokens " +
                                   Str(o.max_new_tokens) + " = " + Str(want));
-  if (gen && rows == n && prompt == prompt_len) return OkStatus();
+  if ((gen || tp_gen) && rows == n && prompt == prompt_len) return OkStatus();
   rows = n, seq = want, prompt = prompt_len;
-  DS_ASSIGN_OR_RETURN(gen, m.actor->MakeGenerator(n, seq));
+  if (o.inference_tp > 1) {
+    DS_ASSIGN_OR_RETURN(tp_gen, m.actor->MakeTpGenerator(n, seq, o.inference_tp,
+                                                         o.tp_gather_partition_size));
+  } else {
+    DS_ASSIGN_OR_RETURN(gen, m.actor->MakeGenerator(n, seq));
+  }
   DS_ASSIGN_OR_RETURN(actor_ex, m.actor->MakeInferenceExecutor(n, seq));
   DS_ASSIGN_OR_RETURN(ref_ex, m.ref->MakeInferenceExecutor(n, seq));
   DS_ASSIGN_OR_RETURN(critic_ex, m.critic->MakeInferenceExecutor(n, seq));
@@ -235,7 +248,7 @@ StatusOr<std::unique_ptr<PpoStep>> PpoStep::Create(const PpoModels& models,
   return std::unique_ptr<PpoStep>(new PpoStep(std::move(impl)));
 }
 
-StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
+StatusOr<std::vector<std::vector<int32_t>>> PpoStep::Impl::Answer(
     const std::vector<std::vector<int32_t>>& prompts, int64_t iteration, PpoStepMetrics* out) {
   const auto t0 = std::chrono::steady_clock::now();
   generate::GenerateRequest req;
@@ -245,11 +258,17 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
   req.pad_token = o.pad_token;
   req.sampling = o.sampling;
   req.sampling.seed = o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
-  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, gen->Generate(req));
+  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, tp_gen ? tp_gen->Generate(req) : gen->Generate(req));
   out->generate_ms += MsSince(t0);
   out->answers.insert(out->answers.end(), g.tokens.begin(), g.tokens.end());
+  return g.tokens;
+}
+
+StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
+    const std::vector<std::vector<int32_t>>& prompts,
+    const std::vector<std::vector<int32_t>>& answers) const {
   Rollout r;
-  r.rows = Lay(prompts, g.tokens, prompt, seq, o.pad_token);
+  r.rows = Lay(prompts, answers, prompt, seq, o.pad_token);
   const Rows& w = r.rows;
   const PpoBatch& p = w.batch;
   for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
@@ -266,7 +285,7 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
     for (int64_t b = 0; b < p.batch; ++b) r.scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
   } else {
     for (int64_t b = 0; b < p.batch; ++b)
-      r.scores[b] = static_cast<float>(m.score(prompts[b], g.tokens[b]));
+      r.scores[b] = static_cast<float>(m.score(prompts[b], answers[b]));
   }
   return r;
 }
@@ -341,6 +360,17 @@ Status PpoStep::Impl::Pretrain(const std::vector<std::vector<int32_t>>& ptx, siz
 
 const std::vector<float>& PpoStep::ema() const { return impl_->ema; }
 
+Status PpoStep::Impl::GatherModels() const {
+  for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
+    if (t) DS_RETURN_IF_ERROR(t->GatherParams());
+  return OkStatus();
+}
+
+void PpoStep::Impl::ReleaseModels() const {
+  for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
+    if (t) t->ReleaseParams();
+}
+
 Status PpoStep::SaveEma(const std::string& path) {
   if (impl_->ema.empty())
     return FailedPreconditionError("rlhf: no moving average of the actor to save (enable_ema, and "
@@ -384,19 +414,26 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
   PpoStepMetrics out;
   // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
   // on every rank, before anything generates), back to its training layout before the updates.
-  std::vector<worker::Trainer*> models = {s.m.actor, s.m.ref, s.m.critic};
-  if (s.m.reward) models.push_back(s.m.reward);
-  for (worker::Trainer* t : models) DS_RETURN_IF_ERROR(t->GatherParams());
-  std::vector<Impl::Rollout> rollouts;
+  // With inference_tp the actor generates first from its tensor-parallel slices (cut while its
+  // units are gathered a few blocks at a time), and the models are gathered for the scoring.
+  std::vector<std::vector<std::vector<int32_t>>> parts(g), answers(g);
+  for (int k = 0; k < g; ++k)
+    parts[k].assign(prompts.begin() + k * per, prompts.begin() + (k + 1) * per);
+  DS_RETURN_IF_ERROR(s.tp_gen ? s.m.actor->SliceForTp(s.tp_gen.get()) : s.GatherModels());
   Status rolled;
   for (int k = 0; k < g && rolled.ok(); ++k) {
-    std::vector<std::vector<int32_t>> part(prompts.begin() + k * per,
-                                           prompts.begin() + (k + 1) * per);
-    StatusOr<Impl::Rollout> r = s.Roll(part, iteration * g + k, &out);
+    auto a = s.Answer(parts[k], iteration * g + k, &out);
+    rolled = a.status();
+    if (a.ok()) answers[k] = std::move(a).value();
+  }
+  if (s.tp_gen && rolled.ok()) rolled = s.GatherModels();
+  std::vector<Impl::Rollout> rollouts;
+  for (int k = 0; k < g && rolled.ok(); ++k) {
+    StatusOr<Impl::Rollout> r = s.Roll(parts[k], answers[k]);
     rolled = r.status();
     if (r.ok()) rollouts.push_back(std::move(r).value());
   }
-  for (worker::Trainer* t : models) t->ReleaseParams();
+  s.ReleaseModels();
   DS_RETURN_IF_ERROR(rolled);
   for (Impl::Rollout& r : rollouts) s.Score(&r, 1.0 / g, &out);
   const auto t0 = std::chrono::steady_clock::now();

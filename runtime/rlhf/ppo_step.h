@@ -61,6 +61,12 @@ struct PpoOptions {
   // ptx: the weight of the pretraining step's LM loss (DeepSpeed-Chat's unsup_coef; InstructGPT's
   // 27.8, which DeepSpeed-Chat's README found unstable).
   double unsup_coef = 27.8;
+  // The hybrid engine's tensor-parallel rollouts (DeepSpeed's inference_tp_size,
+  // tp_gather_partition_size): groups of inference_tp ranks generate together, each from its
+  // slice of the actor cut tp_gather_partition_size blocks at a time
+  // (worker/tp_generator.h); 1: every rank generates from the whole actor.
+  int inference_tp = 1;
+  int tp_gather_partition_size = 8;
   std::vector<int32_t> stop_tokens;
   int32_t pad_token = 0;
   generate::SamplingOptions sampling{false};  // sampled rollouts (temperature 1)

@@ -533,6 +533,14 @@ Status StepRunner::GatherAllParams() { return impl_->zero->GatherAll(); }
 
 void StepRunner::ReleaseGatheredParams() { impl_->zero->ReleaseAll(); }
 
+Status StepRunner::GatherParamUnits(const std::vector<int>& units) {
+  return impl_->zero->GatherParamUnits(units);
+}
+
+void StepRunner::ReleaseParamUnits(const std::vector<int>& units) {
+  impl_->zero->ReleaseParamUnits(units);
+}
+
 std::string StepRunner::MemoryReport() const {
   const Impl& m = *impl_;
   auto mib = [](size_t b) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/base/status.h"
 #include "runtime/worker/comms_logger.h"
@@ -146,6 +147,9 @@ class StepRunner {
   // stages 0-2.
   Status GatherAllParams();
   void ReleaseGatheredParams();
+  // The same for some of the plan's partition units (ZeroCollectives::GatherUnits).
+  Status GatherParamUnits(const std::vector<int>& units);
+  void ReleaseParamUnits(const std::vector<int>& units);
 
   // With StepParts::memory_profile: the peak resident bytes of the model states seen so far
   // (parameters, gradients, fp32 master, optimizer state; staging of collectives apart),

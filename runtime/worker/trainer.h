@@ -59,6 +59,8 @@ class OptimizerSwapper;
 
 namespace ds::worker {
 
+class TpGenerator;
+
 class CommsLogger;
 class PipelineCompute;
 class TrainBatches;
@@ -160,6 +162,17 @@ class Trainer {
   // A Generator (runtime/generate/generator.h: KV cache, left-padded batches, sampling) over the
   // same parameters, prepared as MakeInferenceExecutor prepares them; max_len 0: max_seq_len.
   StatusOr<std::unique_ptr<generate::Generator>> MakeGenerator(int64_t max_batch, int64_t max_len);
+  // The hybrid engine's tensor-parallel rollouts (DeepSpeed's inference_tp_size,
+  // tp_generator.h): this rank's group of `tp` consecutive ranks, its slice of the weights cut
+  // `gather_blocks` blocks at a time, and a Generator over it for max_batch prompts per rank.
+  // Every rank calls it; data parallelism only (no parallel.tensor, pipeline or expert), tp
+  // dividing the world and the model's heads as tensor parallelism needs.
+  StatusOr<std::unique_ptr<TpGenerator>> MakeTpGenerator(int64_t max_batch, int64_t max_len,
+                                                         int tp, int gather_blocks);
+  // Cuts `g`'s slices again from the current weights (after training steps): under ZeRO-3 the
+  // partition units of gather_blocks blocks at a time are all-gathered, sliced and released.
+  // Every rank calls it.
+  Status SliceForTp(TpGenerator* g);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;

@@ -10,6 +10,9 @@
 #include "runtime/generate/generator.h"
 #include "runtime/graph/validate.h"
 #include "runtime/worker/step_runner.h"
+#include "runtime/plan/decode_graph.h"
+#include "runtime/plan/tp_shards.h"
+#include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
 #include "zero/optimizer_swapper.h"
@@ -78,6 +81,81 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
     DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
   }
   return generate::Generator::Create(tp_ || rank_graph_ ? full_graph_ : graph_, params, o);
+}
+
+StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batch,
+                                                                 int64_t max_len, int tp,
+                                                                 int gather_blocks) {
+  const int world = world_comm_->size();
+  if (tp_ || sliced_ || pipe_stage_ >= 0 || device_states_ || swapper_)
+    return UnimplementedError(config_.source +
+                              ": tensor-parallel rollouts (inference_tp_size) from a model that "
+                              "trains with data parallelism only, its states on the host");
+  if (tp < 1 || world % tp != 0 || gather_blocks < 1)
+    return InvalidArgumentError(config_.source + ": inference_tp_size " + std::to_string(tp) +
+                                " must divide the " + std::to_string(world) +
+                                " ranks (and tp_gather_partition_size be >= 1)");
+  auto g = std::unique_ptr<TpGenerator>(new TpGenerator());
+  for (int first = 0; first < world; first += tp) {  // every rank makes every group, in order
+    std::vector<int> ranks(tp);
+    for (int k = 0; k < tp; ++k) ranks[k] = first + k;
+    DS_ASSIGN_OR_RETURN(auto c,
+                        world_comm_->Split(ranks, "inference_tp." + std::to_string(first / tp)));
+    if (c) g->comm_ = std::move(c);
+  }
+  g->tp_ = tp;
+  g->tp_rank_ = world_rank_ % tp;
+  g->gather_blocks_ = gather_blocks;
+  g->max_batch_ = max_batch;
+  // The slices are the tp partition of the generation graph (the forward to the logits, the
+  // model's parameters in its order; no training loss to partition).
+  DS_ASSIGN_OR_RETURN(plan::DecodeGraphInfo decode, plan::DecodeGraph(graph_, max_len));
+  DS_ASSIGN_OR_RETURN(g->local_, plan::TensorParallelGraph(decode.graph, tp, g->tp_rank_));
+  g->params_ = std::make_unique<zero::ParamStore>(g->local_.graph, DType::kF32);
+  DS_RETURN_IF_ERROR(SliceForTp(g.get()));
+  generate::GeneratorOptions o{max_batch * tp, max_len, tp, g->tp_rank_, g->comm_.get()};
+  DS_ASSIGN_OR_RETURN(g->gen_, generate::Generator::Create(graph_, g->params_.get(), o));
+  return g;
+}
+
+Status Trainer::SliceForTp(TpGenerator* g) {
+  const auto& units = plan_->partition().units();
+  const auto& slots = params_->slots();
+  std::vector<int> unit_of(slots.size(), -1);  // each parameter's partition unit
+  for (size_t i = 0; i < slots.size(); ++i)
+    for (int u = 0; u < units.size(); ++u)
+      if (slots[i].offset >= units[u].offset() &&
+          slots[i].offset < units[u].offset() + units[u].count())
+        unit_of[i] = u;
+  std::vector<float> local(g->params_->total_elements(), 0.0f), whole;
+  const auto& local_slots = g->params_->slots();
+  auto slice = [&](size_t i) {
+    const Tensor model = params_->ModelView(slots[i]);
+    whole.resize(slots[i].numel);
+    for (int64_t j = 0; j < slots[i].numel; ++j) whole[j] = LoadFloat(model.data(), model.dtype(), j);
+    plan::TakeShard(g->local_.shards[i], whole.data(), local.data() + local_slots[i].offset);
+  };
+  // Units in order, gather_blocks blocks' worth at a time; persistent (and unpartitioned) ones
+  // are resident.
+  size_t next = 0;
+  while (next < static_cast<size_t>(units.size())) {
+    std::vector<int> group;
+    std::vector<int> blocks;
+    for (; next < static_cast<size_t>(units.size()); ++next) {
+      for (int b : units[next].blocks())
+        if (std::find(blocks.begin(), blocks.end(), b) == blocks.end()) blocks.push_back(b);
+      if (!group.empty() && static_cast<int>(blocks.size()) > g->gather_blocks_) break;
+      group.push_back(static_cast<int>(next));
+    }
+    DS_RETURN_IF_ERROR(runner_->GatherParamUnits(group));  // every rank, the same units
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (std::find(group.begin(), group.end(), unit_of[i]) != group.end()) slice(i);
+    runner_->ReleaseParamUnits(group);
+  }
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (unit_of[i] < 0) slice(i);  // no partition units (below stage 3 there may be none)
+  g->params_->SetFromFull(local.data());
+  return OkStatus();
 }
 
 }  // namespace ds::worker
