@@ -37,7 +37,6 @@ constexpr const char* kUnsupportedTopLevel[] = {"vocabulary_size",
                                                 "data_efficiency",
                                                 "curriculum_learning",
                                                 "autotuning",
-                                                "hybrid_engine",
                                                 "memory_breakdown",
                                                 "dump_state",
                                                 "zero_allow_untested_optimizer",
@@ -184,6 +183,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseActivationCheckpointing(r, &c->recompute);
   in::ParseDevice(r, &c->device);
   in::ParseRlhf(r, &c->rlhf.chat, &c->rlhf.step);
+  in::ParseHybridEngine(r, &c->hybrid_engine);
   const bool tensor_given = in::ParseParallel(r, &c->parallel);
   // DeepSpeed's Ulysses size is a top-level key; parallel.ulysses is ours (they must agree).
   int64_t sp = 0;

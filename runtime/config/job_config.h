@@ -260,6 +260,15 @@ struct RecomputeConfig {
   bool cpu_checkpointing = false;
 };
 
+// hybrid_engine (DeepSpeed's names and defaults): the RLHF actor's rollouts. inference_tp_size:
+// groups of that many ranks generate together from tensor-parallel slices of the actor, cut
+// tp_gather_partition_size blocks at a time; max_out_tokens: prompt + answer tokens at most.
+struct HybridEngineConfig {
+  int max_out_tokens = 512;
+  int inference_tp_size = 1;
+  int tp_gather_partition_size = 8;
+};
+
 struct JobConfig {
   std::string source;  // file name used in messages
 
@@ -290,6 +299,8 @@ struct JobConfig {
   DeviceConfig device;
   ParallelConfig parallel;
   PipelineConfig pipeline;
+  // DeepSpeed's hybrid_engine, for an RLHF actor: its rollouts (runtime/rlhf/ppo_step.h).
+  HybridEngineConfig hybrid_engine;
   // rlhf: {chat: chat.yaml, step: all}: ds-worker runs ds-chat's steps (runtime/rlhf) on the
   // launched ranks instead of training this job's model; empty chat: train as usual.
   struct Rlhf {

@@ -19,6 +19,7 @@ void ParseAio(MapReader& root, AioConfig* out);
 // Our blocks (our_sections.cc).
 void ParseModel(MapReader& root, ModelConfig* out);
 void ParseRlhf(MapReader& root, std::string* chat, std::string* step);
+void ParseHybridEngine(MapReader& root, HybridEngineConfig* out);
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* out);
 void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);

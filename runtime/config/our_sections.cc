@@ -185,6 +185,25 @@ void ParseRlhf(MapReader& root, std::string* chat, std::string* step) {
   r.Finish();
 }
 
+// DeepSpeed's hybrid_engine (an RLHF actor's job file; runtime/rlhf's rollouts read it).
+void ParseHybridEngine(MapReader& root, HybridEngineConfig* h) {
+  MapReader r = root.Block("hybrid_engine");
+  r.Inert("enabled", true,
+          "the actor always generates from its own training weights (the hybrid engine's way)");
+  r.Get("max_out_tokens", &h->max_out_tokens);
+  r.Require(h->max_out_tokens >= 1, "max_out_tokens", "must be >= 1");
+  r.Get("inference_tp_size", &h->inference_tp_size);
+  r.Require(h->inference_tp_size >= 1, "inference_tp_size", "must be >= 1");
+  r.Get("tp_gather_partition_size", &h->tp_gather_partition_size);
+  r.Require(h->tp_gather_partition_size >= 1, "tp_gather_partition_size", "must be >= 1");
+  r.Inert("release_inference_cache", false,
+          "the rollouts' KV caches are kept between iterations");
+  r.Inert("pin_parameters", true,
+          "generation gathers the whole model (or its tensor-parallel slices) once per rollout");
+  r.Inert("enable_cuda_graph", false, "no CUDA graphs are captured");
+  r.Finish();
+}
+
 void ParseDevice(MapReader& root, DeviceConfig* d) {
   MapReader r = root.Block("device");
   std::string type;

@@ -82,10 +82,6 @@ void ReadPpo(Block& root, const std::string& dir, ChatPpo* p, std::string* error
   p->unsupervised_dataset = Resolve(dir, p->unsupervised_dataset);
   b.Get("unsup_coef", &p->unsup_coef);
   b.Require(p->unsup_coef > 0, "unsup_coef", "must be > 0");
-  b.Get("inference_tp_size", &p->inference_tp_size);
-  b.Get("tp_gather_partition_size", &p->tp_gather_partition_size);
-  b.Require(p->inference_tp_size >= 1 && p->tp_gather_partition_size >= 1, "inference_tp_size",
-            "and tp_gather_partition_size must be >= 1");
   b.Require(p->save_interval >= 0, "save_interval", "must be >= 0");
   b.Require(p->generation_batches >= 1 && p->ppo_epochs >= 1, "ppo_epochs",
             "and generation_batches must be >= 1");

@@ -16,8 +16,9 @@
 //         clip_reward_value: 5, cliprange: 0.2, cliprange_value: 0.2, gamma: 1.0, lam: 0.95,
 //         generation_batches: 1, ppo_epochs: 1, enable_ema: false, temperature: 1.0,
 //         eval_prompts: 200, save_interval: 0, resume: false,
-//         unsupervised_dataset: text.txt, unsup_coef: 27.8, inference_tp_size: 1,
-//         tp_gather_partition_size: 8}
+//         unsupervised_dataset: text.txt, unsup_coef: 27.8}
+// The actor's rollouts follow its job file's hybrid_engine section (DeepSpeed's names:
+// inference_tp_size, tp_gather_partition_size, max_out_tokens).
 //
 // Unknown keys are refused by name (a misspelt DeepSpeed-Chat option would silently do nothing).
 #pragma once
@@ -53,9 +54,6 @@ struct ChatPpo {
   // after each rollout's PPO step; empty: none.
   std::string unsupervised_dataset;
   double unsup_coef = 27.8;
-  // DeepSpeed's hybrid_engine.inference_tp_size and tp_gather_partition_size (PpoOptions).
-  int inference_tp_size = 1;
-  int tp_gather_partition_size = 8;
 };
 
 struct ChatConfig {

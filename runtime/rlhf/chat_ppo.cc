@@ -53,7 +53,13 @@ StatusOr<Prompts> PpoPrompts(const ChatData& d) {
   return out;
 }
 
-PpoOptions Options(const ChatData& d) {
+// Step 3's settings, the rollouts' from the actor's hybrid_engine section.
+StatusOr<PpoOptions> Options(const ChatData& d, const worker::Trainer& actor) {
+  const config::HybridEngineConfig& he = actor.config().hybrid_engine;
+  if (he.max_out_tokens < d.seq())
+    return InvalidArgumentError(actor.config().source + ": hybrid_engine.max_out_tokens " +
+                                std::to_string(he.max_out_tokens) + " is below prompt_len + " +
+                                "answer_len = " + std::to_string(d.seq()));
   const ChatPpo& c = d.config.ppo;
   PpoOptions o;
   o.ppo = c.ppo;
@@ -63,8 +69,8 @@ PpoOptions Options(const ChatData& d) {
   o.max_new_tokens = d.config.answer_len;
   o.prompt_len = d.config.prompt_len;
   o.unsup_coef = c.unsup_coef;
-  o.inference_tp = c.inference_tp_size;
-  o.tp_gather_partition_size = c.tp_gather_partition_size;
+  o.inference_tp = he.inference_tp_size;
+  o.tp_gather_partition_size = he.tp_gather_partition_size;
   o.stop_tokens = d.stop;
   o.pad_token = d.encoding.pad;
   o.sampling.greedy = false;
@@ -152,9 +158,10 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   DS_ASSIGN_OR_RETURN(Prompts prompts, PpoPrompts(d));
   DS_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> ptx, PtxRows(d));
   DS_ASSIGN_OR_RETURN(Models m, LoadModels(d, comm));
+  DS_ASSIGN_OR_RETURN(PpoOptions options, Options(d, *m.actor));
   DS_ASSIGN_OR_RETURN(
       auto ppo, PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr},
-                                Options(d)));
+                                options));
   DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m, *ppo));
   const bool talk = !comm || comm->rank() == 0;
   auto eval = [&]() {

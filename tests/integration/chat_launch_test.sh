@@ -3,7 +3,8 @@
 # every launched ds-worker run DeepSpeed-Chat's steps over the job's ranks (data parallelism:
 # each rank its share of the rows and its own prompts). Here 2 ranks on one node, the actor at
 # ZeRO-3: the hybrid engine gathers it for each evaluation, and its rollouts are tensor-parallel
-# (inference_tp_size 2: both ranks generate together from slices cut a block at a time). The
+# (its job file's hybrid_engine.inference_tp_size 2: both ranks generate together from slices cut
+# a block at a time). The
 # greedy answers it gives after step 3 (eval_answers.jsonl) must equal, token for token, what
 # ds-generate generates on one rank from the consolidated checkpoint of that actor; its moving
 # average (enable_ema) is gathered from both ranks' shards into actor_ema.safetensors.
@@ -24,7 +25,9 @@ source "$(dirname "$0")/chat_setup.sh"  # chat_pairs, chat_jobs, chat_config
 chat_pairs "$W/pairs.jsonl" 4
 chat_jobs "$W" 8 3 "checkpoint: {dir: $W/unused}"
 chat_config "$W/chat.yaml" 30 4 32
-sed -i 's/iterations: 4, /iterations: 4, enable_ema: true, inference_tp_size: 2, tp_gather_partition_size: 1, /' "$W/chat.yaml"
+sed -i 's/iterations: 4, /iterations: 4, enable_ema: true, /' "$W/chat.yaml"
+echo "hybrid_engine: {enabled: true, max_out_tokens: 10, inference_tp_size: 2, tp_gather_partition_size: 1}" \
+  >> "$W/actor.yaml"
 { cat "$W/actor.yaml"; echo "rlhf: {chat: $W/chat.yaml}"; } > "$W/job.yaml"
 printf '127.0.0.1 slots=2\n' > "$W/hosts"
 if (cd "$W" && timeout 300 "$LAUNCH" "$W/job.yaml" --hostfile "$W/hosts" --worker "$WORKER" \
