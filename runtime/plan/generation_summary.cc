@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <vector>
 
 #include "runtime/graph/validate.h"
 #include "runtime/plan/inference_plan.h"
@@ -77,12 +78,14 @@ std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget) 
                       static_cast<long long>(std::max<int64_t>(1, len / 4)));
 }
 
-std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan) {
-  if (plan.settings().zero_stage() != 3 || plan.ranks_size() == 0) return "";
-  const int tp = std::max(1, plan.topology().tp());
+namespace {
+
+// The fp32 bytes of the weights of tp rank 0's generation graph at `tp`; -1 when it cannot be
+// partitioned so.
+int64_t DecodeWeights(const Graph& graph, int tp) {
   auto it = graph.config.find("max_seq_len");
   auto p = MakeInferencePlan(graph, it == graph.config.end() ? 1 : it->second, tp, 0);
-  if (!p.ok()) return "";
+  if (!p.ok()) return -1;
   int64_t weights = 0;
   for (const TensorInfo& t : p->decode.graph.tensors)
     if (t.role == TensorRole::kParam) {
@@ -90,12 +93,49 @@ std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan) {
       for (const Dim& d : t.shape) n *= d.size;
       weights += 4 * n;
     }
+  return weights;
+}
+
+// The most fp32 bytes one group of partition units holds when they are gathered `blocks`
+// blocks at a time, as Trainer::SliceForTp groups them.
+int64_t LargestGroup(const proto::Plan& plan, int blocks) {
+  int64_t most = 0, bytes = 0;
+  std::vector<int> seen;
+  for (const proto::PartitionUnit& u : plan.partition().units()) {
+    std::vector<int> more = seen;
+    for (int b : u.blocks())
+      if (std::find(more.begin(), more.end(), b) == more.end()) more.push_back(b);
+    if (!seen.empty() && static_cast<int>(more.size()) > blocks) {
+      most = std::max(most, bytes);
+      bytes = 0;
+      more.assign(u.blocks().begin(), u.blocks().end());
+    }
+    seen = more;
+    if (!u.persistent()) bytes += 4 * u.count();
+  }
+  return std::max(most, bytes);
+}
+
+}  // namespace
+
+std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan, int inference_tp,
+                               int gather_blocks) {
+  if (plan.settings().zero_stage() != 3 || plan.ranks_size() == 0) return "";
+  const int64_t weights = DecodeWeights(graph, std::max(1, plan.topology().tp()));
+  if (weights < 0) return "";
   const proto::MemorySummary& m = plan.ranks(0).memory();
-  return Format(
+  std::string out = Format(
       "  hybrid engine (ZeRO-3): the training step peaks at %.2f MiB on rank 0 (model states "
       "%.2f MiB, parameters sharded); a rollout first gathers the whole model (%.2f MiB in fp32) "
       "on each rank, then its KV cache, and releases both before the next step\n",
       MiB(m.peak_bytes()), MiB(m.model_state_bytes()), MiB(weights));
+  const int64_t slice = inference_tp > 1 ? DecodeWeights(graph, inference_tp) : -1;
+  if (slice < 0) return out;
+  return out + Format("  with hybrid_engine.inference_tp_size %.0f the rollouts run from "
+                      "tensor-parallel slices instead: %.2f MiB per rank in fp32, cut while at "
+                      "most %.2f MiB of units is gathered (tp_gather_partition_size %.0f blocks)\n",
+                      static_cast<double>(inference_tp), MiB(slice),
+                      MiB(LargestGroup(plan, gather_blocks)), static_cast<double>(gather_blocks));
 }
 
 }  // namespace ds::plan

@@ -19,8 +19,11 @@ namespace ds::plan {
 std::string FormatGenerationSummary(const Graph& graph, int tp, int64_t budget);
 
 // The hybrid engine's two phases under ZeRO-3 (RLHF's actor): the training step's peak on rank 0
-// as planned, and what a rollout adds on every rank (the gathered model, then the KV cache);
-// empty at other stages (the model is whole on every rank already).
-std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan);
+// as planned, and what a rollout adds on every rank (the gathered model, then the KV cache; with
+// inference_tp > 1 the rank's tensor-parallel slice instead, cut while at most gather_blocks
+// blocks' units are gathered: hybrid_engine.tp_gather_partition_size); empty at other stages
+// (the model is whole on every rank already).
+std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan, int inference_tp = 1,
+                               int gather_blocks = 8);
 
 }  // namespace ds::plan

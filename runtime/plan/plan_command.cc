@@ -53,7 +53,8 @@ StatusOr<std::string> Run(const Flags& f) {
     std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
                        FormatUlyssesSummary(graph, *plan);
     text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
-    text += FormatHybridEngine(graph, *plan);
+    text += FormatHybridEngine(graph, *plan, job.hybrid_engine.inference_tp_size,
+                               job.hybrid_engine.tp_gather_partition_size);
     if (node <= 0) return text;
     DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
     return text + "\n" + advice;

@@ -95,6 +95,31 @@ TEST_CASE("ds-plan: Ulysses with heads sp does not divide", "[plan][ulysses]") {
                                     "768.0 KiB"));
 }
 
+// hybrid_engine.inference_tp_size 2 at ZeRO-3: each rank's tensor-parallel slice (half the heads,
+// MLP and vocabulary rows: 10.29 of the whole 20.30 MiB), cut while one block's units are
+// gathered at a time (the 8 MiB embedding is the largest).
+TEST_CASE("ds-plan: the hybrid engine's tensor-parallel rollouts", "[plan][rlhf]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string job = std::string(tmp ? tmp : "/tmp") + "/plan_he.yaml";
+  {
+    std::ifstream in(kJob);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    yaml.replace(yaml.find("stage: 2"), 8, "stage: 3");
+    std::ofstream(job) << yaml
+                       << "\nhybrid_engine: {inference_tp_size: 2, tp_gather_partition_size: 1}\n";
+  }
+  const Result r = Run({job, "--world", "4"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("a rollout first gathers the whole model (20.30 MiB in fp32)"));
+  CHECK_THAT(r.out, Catch::Contains("with hybrid_engine.inference_tp_size 2 the rollouts run from "
+                                    "tensor-parallel slices instead: 10.29 MiB per rank in fp32, "
+                                    "cut while at most 8.00 MiB of units is gathered "
+                                    "(tp_gather_partition_size 1 blocks)"));
+}
+
 TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {
   Result r = Run({kJob, "--world", "2", "--stage", "3", "--json"});
   REQUIRE(r.code == 0);
