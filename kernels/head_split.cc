@@ -36,8 +36,7 @@ HeadRange QueryHeads(int64_t n_head, int64_t n_kv_head, int64_t sp, int64_t j) {
   return {kv.begin * g, kv.end * g};
 }
 
-HeadRange SegmentHeads(int64_t segment, int64_t n_head, int64_t n_kv_head, int64_t sp,
-                       int64_t j) {
+HeadRange SegmentHeads(int64_t segment, int64_t n_head, int64_t n_kv_head, int64_t sp, int64_t j) {
   return segment == n_head ? QueryHeads(n_head, n_kv_head, sp, j)
                            : KvHeads(n_head, n_kv_head, sp, j);
 }

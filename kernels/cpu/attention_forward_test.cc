@@ -2,8 +2,8 @@
 // (against the direct rotate_half formula), in double precision.
 #include <omp.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 

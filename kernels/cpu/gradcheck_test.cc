@@ -182,10 +182,10 @@ TEST_CASE("gradcheck: embeddings and linear", "[kernels][gradcheck]") {
                            IntTensor({2, 5}, {0, 0, 0, 1, 2, 3, 4, 5, 6, 7}))});
   }
   SECTION("position_embedding with left pads [B]") {
-    CheckGradients({"position_embedding",
-                    {},
-                    Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng),
-                           IntTensor({2}, {2, 0}))});
+    CheckGradients(
+        {"position_embedding",
+         {},
+         Inputs(RandomTensor({2, 5, 6}, rng), RandomTensor({8, 6}, rng), IntTensor({2}, {2, 0}))});
   }
   SECTION("linear with bias") {
     CheckGradients(
@@ -280,16 +280,17 @@ TEST_CASE("gradcheck: ppo_actor_loss and ppo_value_loss", "[kernels][gradcheck][
   Attrs clip;
   clip.SetFloat("cliprange", 0.2);
   // With DeepSpeed-Chat's pretraining term: weights on some masked and some unmasked positions.
-  CheckGradients({"ppo_actor_loss", clip,
-                  Inputs(testing::CopyOf(logits.view()), IntTensor({2, 3}, tokens),
-                         testing::CopyOf(old.view()), testing::CopyOf(a.view()),
-                         testing::CopyOf(m.view()),
-                         FloatTensor({2, 3}, {0.f, 2.5f, 0.f, 1.f, 3.f, 0.f}))});
+  CheckGradients(
+      {"ppo_actor_loss", clip,
+       Inputs(testing::CopyOf(logits.view()), IntTensor({2, 3}, tokens),
+              testing::CopyOf(old.view()), testing::CopyOf(a.view()), testing::CopyOf(m.view()),
+              FloatTensor({2, 3}, {0.f, 2.5f, 0.f, 1.f, 3.f, 0.f}))});
   {  // The pretraining term alone (mask 0, weights 2): 2 x the tokens' cross-entropy.
     OpHarness ptx("ppo_actor_loss", clip);
     ptx.inputs.push_back(testing::CopyOf(logits.view()));
     ptx.inputs.push_back(IntTensor({2, 3}, tokens));
-    for (int k = 0; k < 3; ++k) ptx.inputs.push_back(FloatTensor({2, 3}, std::vector<float>(6, 0.f)));
+    for (int k = 0; k < 3; ++k)
+      ptx.inputs.push_back(FloatTensor({2, 3}, std::vector<float>(6, 0.f)));
     ptx.inputs.push_back(FloatTensor({2, 3}, std::vector<float>(6, 2.f)));
     REQUIRE(ptx.Forward().ok());
     OpHarness ce("cross_entropy", {});
@@ -368,10 +369,10 @@ TEST_CASE("gradcheck: mixture of experts", "[kernels][gradcheck][moe]") {
                     {},
                     Inputs(RandomTensor({4, 5, 3}, rng), FloatTensor({1}, {4}),
                            RandomTensor({2, 6, 3}, rng), RandomTensor({2, 6}, rng))});
-    CheckGradients(
-        {"expert_linear",
-         {},
-         Inputs(RandomTensor({4, 5, 3}, rng), FloatTensor({1}, {3}), RandomTensor({4, 6, 3}, rng))});
+    CheckGradients({"expert_linear",
+                    {},
+                    Inputs(RandomTensor({4, 5, 3}, rng), FloatTensor({1}, {3}),
+                           RandomTensor({4, 6, 3}, rng))});
   }
   SECTION("combine") {
     CheckGradients({"moe_combine",

@@ -72,7 +72,7 @@ TEST_CASE("ulysses layouts: uneven heads and shared kv heads", "[kernels][ulysse
   OwnedTensor parts = Run("ulysses_heads", a, x.view());
   REQUIRE(parts.view().shape() == Shape{4, 1, 2, 6});
   const float* tok = x.f32() + 18;  // token 1
-  const float* p2 = parts.f32() + (2 * 2 + 1) * 6, *p3 = parts.f32() + (3 * 2 + 1) * 6;
+  const float *p2 = parts.f32() + (2 * 2 + 1) * 6, *p3 = parts.f32() + (3 * 2 + 1) * 6;
   CHECK(p2[0] == tok[4]);   // rank 2: q head 4
   CHECK(p2[1] == tok[10]);  // its k head 4 (k starts at 6)
   CHECK(p2[2] == tok[16]);  // v head 4

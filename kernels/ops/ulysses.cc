@@ -128,8 +128,8 @@ OpDef Time() {
       return InvalidArgumentError(
           StrCat("ulysses_time: x ", ShapeToString(s), " does not split in ", sp, " parts"));
     if (width < 1 || width > part)
-      return InvalidArgumentError(StrCat("ulysses_time: ", width, " features do not fit parts of ",
-                                         part));
+      return InvalidArgumentError(
+          StrCat("ulysses_time: ", width, " features do not fit parts of ", part));
     TensorSpec o = in[0];
     o.shape = inverse ? Shape{sp, s[0], s[1] / sp, part} : Shape{s[1], s[0] * s[2], width};
     *out = {o};

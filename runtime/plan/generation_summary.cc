@@ -131,11 +131,12 @@ std::string FormatHybridEngine(const Graph& graph, const proto::Plan& plan, int 
       MiB(m.peak_bytes()), MiB(m.model_state_bytes()), MiB(weights));
   const int64_t slice = inference_tp > 1 ? DecodeWeights(graph, inference_tp) : -1;
   if (slice < 0) return out;
-  return out + Format("  with hybrid_engine.inference_tp_size %.0f the rollouts run from "
-                      "tensor-parallel slices instead: %.2f MiB per rank in fp32, cut while at "
-                      "most %.2f MiB of units is gathered (tp_gather_partition_size %.0f blocks)\n",
-                      static_cast<double>(inference_tp), MiB(slice),
-                      MiB(LargestGroup(plan, gather_blocks)), static_cast<double>(gather_blocks));
+  return out + Format(
+                   "  with hybrid_engine.inference_tp_size %.0f the rollouts run from "
+                   "tensor-parallel slices instead: %.2f MiB per rank in fp32, cut while at "
+                   "most %.2f MiB of units is gathered (tp_gather_partition_size %.0f blocks)\n",
+                   static_cast<double>(inference_tp), MiB(slice),
+                   MiB(LargestGroup(plan, gather_blocks)), static_cast<double>(gather_blocks));
 }
 
 }  // namespace ds::plan

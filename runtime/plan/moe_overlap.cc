@@ -75,7 +75,8 @@ int OverlapSharedExperts(TpLocalGraph* local) {
   std::vector<Branch> branches;
   for (int i = 0; i < n; ++i) {
     Branch b;
-    if (g.nodes[i].op == "moe_residual_mix" && FindBranch(g, producer, i, &b)) branches.push_back(b);
+    if (g.nodes[i].op == "moe_residual_mix" && FindBranch(g, producer, i, &b))
+      branches.push_back(b);
   }
   if (branches.empty()) return 0;
   std::vector<int> order(n);  // old indices in the new order

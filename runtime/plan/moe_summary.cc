@@ -137,9 +137,10 @@ std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan) {
       exchanged += ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   const double per_layer = static_cast<double>(exchanged) / std::max(1, layers);
   const double formula = 4.0 * n * h * 4 / sp;  // fp32
-  std::string out = Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
-                        "sequence and in attention ",
-                        sp, s.seq_len() / sp, s.seq_len());
+  std::string out =
+      Fmt("\nulysses: sp %.0f; each rank takes %.0f of %.0f positions of every "
+          "sequence and in attention ",
+          sp, s.seq_len() / sp, s.seq_len());
   out += UlyssesHeads(heads, kv_heads, sp) + "\n";
   out +=
       Fmt("  all-to-all per layer and micro-batch (forward): %.1f KiB exchanged per rank, "

@@ -7,8 +7,8 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/ep_graph.h"
-#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/memory_timeline.h"
+#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_merge.h"
 #include "runtime/plan/pipe_streams.h"

@@ -77,7 +77,7 @@ void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
   const bool fwd = in.kind() != Ins::BACKWARD;  // FORWARD or RECOMPUTE
   const int begin = in.node_begin(), end = in.node_end();
   const size_t first = out->size();
-  std::vector<int> pending;  // posts the next segment waits for
+  std::vector<int> pending;    // posts the next segment waits for
   int at = fwd ? begin : end;  // where the next segment starts (FORWARD) or ends (BACKWARD)
   auto segment = [&](int b) {
     if (b == at) return;

@@ -136,7 +136,8 @@ class Rewriter {
     int64_t qkv_part = 0, out_part = 0;
     PartHeads(h, kv, &qkv_part, &out_part);
     const std::string qkv = Str(h) + "," + Str(kv) + "," + Str(kv);
-    int x = Add("ulysses_heads", n.name + ".heads", {n.inputs[0]}, n.block, Heads(qkv, h, kv, d, 0));
+    int x =
+        Add("ulysses_heads", n.name + ".heads", {n.inputs[0]}, n.block, Heads(qkv, h, kv, d, 0));
     x = Exchange(x, n.block);
     kernels::Attrs whole = Layout(0);
     whole.SetInt("width", (q + 2 * k) * d);

@@ -9,15 +9,16 @@
 //   [B, T, Hr D] -ulysses_time (inverse)-> [sp, B, T/sp, Po] -all-to-all->
 //     -ulysses_heads (inverse)-> [B, T/sp, H D]
 //
-// With heads that divide evenly (Hr = H / sp) each rank moves 4 N h / sp per layer (3 for q, k, v and 1 for the output; Megatron-SP moves
-// 4 N h). The loss is the whole sequence's: seq_ce_stats sums the chunk's token losses and
-// counts them, the plan all-reduces both over sp, and seq_ce_loss divides; its backward scales by
-// the whole count, so the sp ranks' gradients are parts of one sum, added (not averaged) by the
-// data-parallel reductions over dp x sp, whose mean is over the data ranks only (plan_builder).
-// Heads need not divide evenly (kernels/head_split.h): with n_kv_head >= sp the kv heads are dealt
-// 2, 2, 1, 1 as DeepSpeed's uneven path does (P, Po: the widest rank's, the parts of narrower
-// ranks padded), and with fewer kv heads than ranks (sp a multiple of n_kv_head, n_head % sp ==
-// 0) ranks share a kv head. Nodes keep the whole graph's index as seed_id.
+// With heads that divide evenly (Hr = H / sp) each rank moves 4 N h / sp per layer (3 for q, k, v
+// and 1 for the output; Megatron-SP moves 4 N h). The loss is the whole sequence's: seq_ce_stats
+// sums the chunk's token losses and counts them, the plan all-reduces both over sp, and seq_ce_loss
+// divides; its backward scales by the whole count, so the sp ranks' gradients are parts of one sum,
+// added (not averaged) by the data-parallel reductions over dp x sp, whose mean is over the data
+// ranks only (plan_builder). Heads need not divide evenly (kernels/head_split.h): with n_kv_head >=
+// sp the kv heads are dealt 2, 2, 1, 1 as DeepSpeed's uneven path does (P, Po: the widest rank's,
+// the parts of narrower ranks padded), and with fewer kv heads than ranks (sp a multiple of
+// n_kv_head, n_head % sp == 0) ranks share a kv head. Nodes keep the whole graph's index as
+// seed_id.
 #pragma once
 
 #include "runtime/base/status.h"

@@ -70,12 +70,9 @@ StatusOr<ChatData> OpenChat(const ChatConfig& c) {
   return d;
 }
 
-StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
-                                                     const std::string& head, int64_t seq,
-                                                     parallel::Communicator* comm,
-                                                     const std::string& weights, bool keep_missing,
-                                                     const std::string& checkpoints,
-                                                     bool pad_mask) {
+StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(
+    const std::string& job, const std::string& head, int64_t seq, parallel::Communicator* comm,
+    const std::string& weights, bool keep_missing, const std::string& checkpoints, bool pad_mask) {
   DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(job));
   if (!checkpoints.empty()) config.checkpoint.dir = checkpoints;
   config.model.head = head;

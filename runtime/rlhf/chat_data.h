@@ -39,13 +39,10 @@ StatusOr<std::vector<std::vector<int32_t>>> PtxRows(const ChatData& d);
 // A trainer of job file `job` with model head `head` at seq tokens, on `comm`, initialized from
 // `weights` (a safetensors file; keep_missing: a new head keeps its initialization), saving its
 // checkpoints under `checkpoints` (empty: the job's).
-StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(const std::string& job,
-                                                     const std::string& head, int64_t seq,
-                                                     parallel::Communicator* comm,
-                                                     const std::string& weights = "",
-                                                     bool keep_missing = false,
-                                                     const std::string& checkpoints = "",
-                                                     bool pad_mask = false);
+StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(
+    const std::string& job, const std::string& head, int64_t seq, parallel::Communicator* comm,
+    const std::string& weights = "", bool keep_missing = false, const std::string& checkpoints = "",
+    bool pad_mask = false);
 
 // Writes `t`'s weights to `path` (rank 0; every rank joins, and waits for the file).
 Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Communicator* comm);

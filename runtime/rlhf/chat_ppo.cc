@@ -160,8 +160,8 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   DS_ASSIGN_OR_RETURN(Models m, LoadModels(d, comm));
   DS_ASSIGN_OR_RETURN(PpoOptions options, Options(d, *m.actor));
   DS_ASSIGN_OR_RETURN(
-      auto ppo, PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr},
-                                options));
+      auto ppo,
+      PpoStep::Create({m.actor.get(), m.ref.get(), m.critic.get(), m.rm.get(), nullptr}, options));
   DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m, *ppo));
   const bool talk = !comm || comm->rank() == 0;
   auto eval = [&]() {

@@ -9,8 +9,8 @@
 // Tensor-parallel rollouts (Trainer::MakeTpGenerator, DeepSpeed's inference_tp_size 2) generate
 // from slices cut while the ZeRO-3 units are gathered a block at a time the tokens the whole
 // model does.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <random>
 
 #include "runtime/base/status_macros.h"
@@ -95,7 +95,7 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
         DS_RETURN_IF_ERROR(t->WriteFullWeights(full, dir + ".master.safetensors"));
         if (t->FullToMasterLayout(full) != mine)
           return InternalError("rank " + std::to_string(rank) + ": the master round trip differs");
-        DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));       // gathers (every rank)
+        DS_ASSIGN_OR_RETURN(auto gen, t->MakeGenerator(3, 8));  // gathers (every rank)
         DS_ASSIGN_OR_RETURN(first[rank], Greedy(*gen));
         t->ReleaseParams();
         DS_RETURN_IF_ERROR(t->GatherParams());  // eval -> train layout -> eval, no step

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "runtime/base/status_macros.h"
-#include "runtime/data/batch_source.h"
 #include "runtime/exec/executor.h"
+#include "runtime/rlhf/ppo_rows.h"
 #include "runtime/worker/tp_generator.h"
 
 namespace ds::rlhf {
@@ -25,83 +25,7 @@ bool Has(const Graph& g, const char* op) {
   return false;
 }
 
-// A rollout's rows for one trainer: ids and targets [N, T] and per-token inputs [N, T], served
-// micro-batch by micro-batch.
-class RolloutSource final : public data::BatchSource {
- public:
-  RolloutSource(int64_t micro, int64_t seq) : micro_(micro), seq_(seq) {}
-  std::vector<int32_t> ids, targets;
-  std::map<std::string, std::pair<Tensor, std::vector<float>>> inputs;  // buffer, rows
-  std::pair<Tensor, std::vector<int32_t>> pads;  // the left pads per row (pad_mask models)
-  Status Next(int32_t* in, int32_t* out) override {
-    const int64_t n = micro_ * seq_, at = next_ * n;
-    if (at + n > static_cast<int64_t>(ids.size()))
-      return InternalError("rlhf: the rollout has no micro-batch " + Str(next_));
-    std::copy_n(ids.begin() + at, n, in);
-    std::copy_n(targets.begin() + at, n, out);
-    for (auto& [name, input] : inputs) std::copy_n(input.second.begin() + at, n, input.first.f32());
-    if (pads.first.defined()) std::copy_n(pads.second.begin() + next_ * micro_, micro_, pads.first.i32());
-    ++next_;
-    return OkStatus();
-  }
-
- private:
-  int64_t micro_, seq_, next_ = 0;
-};
-
-// Prompt + answer + padding per row; targets the next token; the answer's log-probability
-// positions [prompt - 1, prompt - 1 + n) in the mask; `ends` 1 at each answer's last token.
-struct Rows {
-  std::vector<int32_t> ids, targets, ends, mask_int;
-  std::vector<int32_t> pads;  // left pads per row (prompts shorter than the longest)
-  PpoBatch batch;
-};
-
-// Prompts shorter than `p` are left-padded to it (the pad_mask models see the pads).
-Rows Lay(const std::vector<std::vector<int32_t>>& prompts,
-         const std::vector<std::vector<int32_t>>& answers, int64_t p, int64_t seq, int32_t pad) {
-  const int64_t n = static_cast<int64_t>(prompts.size());
-  Rows r;
-  r.ids.assign(n * seq, pad);
-  r.targets.assign(n * seq, pad);
-  r.ends.assign(n * seq, 0);
-  r.mask_int.assign(n * seq, 0);
-  r.pads.assign(n, 0);
-  r.batch = {n, seq, p - 1, std::vector<float>(n * seq, 0.f)};
-  for (int64_t b = 0; b < n; ++b) {
-    int32_t* row = r.ids.data() + b * seq;
-    r.pads[b] = static_cast<int32_t>(p - prompts[b].size());
-    std::copy(prompts[b].begin(), prompts[b].end(), row + r.pads[b]);
-    const int64_t k = std::min<int64_t>(answers[b].size(), seq - p);
-    std::copy_n(answers[b].begin(), k, row + p);
-    for (int64_t t = 0; t + 1 < seq; ++t) r.targets[b * seq + t] = row[t + 1];
-    for (int64_t t = p - 1; t < p - 1 + k; ++t) {
-      r.batch.mask[b * seq + t] = 1.f;
-      r.mask_int[b * seq + t] = 1;
-    }
-    r.ends[b * seq + p + k - 1] = 1;
-  }
-  return r;
-}
-
 std::vector<float> Floats(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
-// InvalidArgument when rows are padded and `g` (model `source`) cannot mask the pads.
-Status CheckPads(const Graph& g, const std::string& source, const std::vector<int32_t>& pads) {
-  if (g.FindTensor(kLeftPads) >= 0) return OkStatus();
-  for (size_t b = 0; b < pads.size(); ++b)
-    if (pads[b] > 0)
-      return InvalidArgumentError(source + ": prompt " + Str(b) + " is left-padded by " +
-                                  Str(pads[b]) + " and the model has no pad mask (model.pad_mask "
-                                  "true: prompts of several lengths)");
-  return OkStatus();
-}
-
-// The executor's left pads, for a pad_mask model's forward (CheckPads held).
-void SetPads(exec::Executor* ex, const std::vector<int32_t>& pads) {
-  const int t = ex->graph().FindTensor(kLeftPads);
-  if (t >= 0) std::copy(pads.begin(), pads.end(), ex->TensorData(t, false).i32());
-}
 
 // The actor's master elements, where the EMA's live (this rank's shard under ZeRO).
 std::pair<float*, size_t> MasterOf(worker::Trainer& t) {
@@ -166,8 +90,8 @@ Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
   if ((gen || tp_gen) && rows == n && prompt == prompt_len) return OkStatus();
   rows = n, seq = want, prompt = prompt_len;
   if (o.inference_tp > 1) {
-    DS_ASSIGN_OR_RETURN(tp_gen, m.actor->MakeTpGenerator(n, seq, o.inference_tp,
-                                                         o.tp_gather_partition_size));
+    DS_ASSIGN_OR_RETURN(
+        tp_gen, m.actor->MakeTpGenerator(n, seq, o.inference_tp, o.tp_gather_partition_size));
   } else {
     DS_ASSIGN_OR_RETURN(gen, m.actor->MakeGenerator(n, seq));
   }
@@ -258,7 +182,8 @@ StatusOr<std::vector<std::vector<int32_t>>> PpoStep::Impl::Answer(
   req.pad_token = o.pad_token;
   req.sampling = o.sampling;
   req.sampling.seed = o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
-  DS_ASSIGN_OR_RETURN(generate::GenerateResult g, tp_gen ? tp_gen->Generate(req) : gen->Generate(req));
+  DS_ASSIGN_OR_RETURN(generate::GenerateResult g,
+                      tp_gen ? tp_gen->Generate(req) : gen->Generate(req));
   out->generate_ms += MsSince(t0);
   out->answers.insert(out->answers.end(), g.tokens.begin(), g.tokens.end());
   return g.tokens;
@@ -373,8 +298,9 @@ void PpoStep::Impl::ReleaseModels() const {
 
 Status PpoStep::SaveEma(const std::string& path) {
   if (impl_->ema.empty())
-    return FailedPreconditionError("rlhf: no moving average of the actor to save (enable_ema, and "
-                                   "after the first step)");
+    return FailedPreconditionError(
+        "rlhf: no moving average of the actor to save (enable_ema, and "
+        "after the first step)");
   worker::Trainer& actor = *impl_->m.actor;
   DS_ASSIGN_OR_RETURN(std::vector<float> full, actor.MasterLayoutToFull(impl_->ema));
   return actor.WriteFullWeights(full, path);
@@ -409,8 +335,8 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
                                 Str(prompts.size()) + " prompts (one per prompt)");
   for (size_t b = 0; b < ptx.size(); ++b)
     if (static_cast<int64_t>(ptx[b].size()) != s.seq)
-      return InvalidArgumentError("rlhf: pretraining row " + Str(b) + " has " +
-                                  Str(ptx[b].size()) + " tokens, not seq " + Str(s.seq));
+      return InvalidArgumentError("rlhf: pretraining row " + Str(b) + " has " + Str(ptx[b].size()) +
+                                  " tokens, not seq " + Str(s.seq));
   PpoStepMetrics out;
   // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
   // on every rank, before anything generates), back to its training layout before the updates.

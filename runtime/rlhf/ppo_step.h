@@ -79,8 +79,8 @@ struct PpoStepMetrics {
   double actor_loss = 0, critic_loss = 0;  // means over the updates
   std::vector<double> actor_losses, critic_losses;  // per update, in order
   double answer_tokens = 0;                         // per sequence
-  double ptx_loss = 0;                // the pretraining steps' mean LM loss (unscaled)
-  std::vector<double> ptx_losses;     // per pretraining step
+  double ptx_loss = 0;             // the pretraining steps' mean LM loss (unscaled)
+  std::vector<double> ptx_losses;  // per pretraining step
   double generate_ms = 0, train_ms = 0;
   std::vector<std::vector<int32_t>> answers;
 };

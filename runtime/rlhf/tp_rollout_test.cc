@@ -54,9 +54,8 @@ std::vector<std::vector<double>> Run(int inference_tp) {
         o.sampling.greedy = true;
         o.inference_tp = inference_tp;
         o.tp_gather_partition_size = 1;
-        DS_ASSIGN_OR_RETURN(auto ppo, PpoStep::Create({actor.get(), ref.get(), critic.get(),
-                                                       nullptr, Fives},
-                                                      o));
+        DS_ASSIGN_OR_RETURN(
+            auto ppo, PpoStep::Create({actor.get(), ref.get(), critic.get(), nullptr, Fives}, o));
         std::mt19937 rng(20 + rank);  // each rank its own prompts
         for (int it = 0; it < 6; ++it) {
           std::vector<std::vector<int32_t>> prompts(8);

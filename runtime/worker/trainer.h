@@ -167,8 +167,8 @@ class Trainer {
   // `gather_blocks` blocks at a time, and a Generator over it for max_batch prompts per rank.
   // Every rank calls it; data parallelism only (no parallel.tensor, pipeline or expert), tp
   // dividing the world and the model's heads as tensor parallelism needs.
-  StatusOr<std::unique_ptr<TpGenerator>> MakeTpGenerator(int64_t max_batch, int64_t max_len,
-                                                         int tp, int gather_blocks);
+  StatusOr<std::unique_ptr<TpGenerator>> MakeTpGenerator(int64_t max_batch, int64_t max_len, int tp,
+                                                         int gather_blocks);
   // Cuts `g`'s slices again from the current weights (after training steps): under ZeRO-3 the
   // partition units of gather_blocks blocks at a time are all-gathered, sliced and released.
   // Every rank calls it.

@@ -9,9 +9,9 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/generate/generator.h"
 #include "runtime/graph/validate.h"
-#include "runtime/worker/step_runner.h"
 #include "runtime/plan/decode_graph.h"
 #include "runtime/plan/tp_shards.h"
+#include "runtime/worker/step_runner.h"
 #include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
@@ -83,9 +83,8 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
   return generate::Generator::Create(tp_ || rank_graph_ ? full_graph_ : graph_, params, o);
 }
 
-StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batch,
-                                                                 int64_t max_len, int tp,
-                                                                 int gather_blocks) {
+StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batch, int64_t max_len,
+                                                                int tp, int gather_blocks) {
   const int world = world_comm_->size();
   if (tp_ || sliced_ || pipe_stage_ >= 0 || device_states_ || swapper_)
     return UnimplementedError(config_.source +
@@ -132,7 +131,8 @@ Status Trainer::SliceForTp(TpGenerator* g) {
   auto slice = [&](size_t i) {
     const Tensor model = params_->ModelView(slots[i]);
     whole.resize(slots[i].numel);
-    for (int64_t j = 0; j < slots[i].numel; ++j) whole[j] = LoadFloat(model.data(), model.dtype(), j);
+    for (int64_t j = 0; j < slots[i].numel; ++j)
+      whole[j] = LoadFloat(model.data(), model.dtype(), j);
     plan::TakeShard(g->local_.shards[i], whole.data(), local.data() + local_slots[i].offset);
   };
   // Units in order, gather_blocks blocks' worth at a time; persistent (and unpartitioned) ones

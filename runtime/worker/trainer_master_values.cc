@@ -35,7 +35,7 @@ StatusOr<std::vector<float>> Trainer::MasterLayoutToFull(const std::vector<float
   for (const zero::ShardSegment& s : params_->segments())
     std::copy_n(values.begin() + s.shard_offset, s.count, full.begin() + s.flat_begin);
   DS_RETURN_IF_ERROR(host_comm_->AllReduce(parallel::BufferView(full.data(), full.size()),
-                                      parallel::ReduceOp::kSum));  // each element owned once
+                                           parallel::ReduceOp::kSum));  // each element owned once
   return full;
 }
 
@@ -55,8 +55,8 @@ Status Trainer::WriteFullWeights(const std::vector<float>& full, const std::stri
   if (world_rank_ == 0) {
     std::vector<ckpt::NamedTensor> tensors;
     for (const zero::ParamSlot& s : params_->slots())
-      tensors.push_back({s.name, Tensor(const_cast<float*>(full.data() + s.offset), s.shape,
-                                        DType::kF32)});
+      tensors.push_back(
+          {s.name, Tensor(const_cast<float*>(full.data() + s.offset), s.shape, DType::kF32)});
     written =
         ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}})
             .status();
@@ -76,8 +76,8 @@ StatusOr<std::vector<float>> Trainer::ReadFullWeights(const std::string& path) c
     auto t = file.Get(s.name);
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
     if (t->shape() != s.shape || t->dtype() != DType::kF32)
-      return DataLossError(path + ": tensor \"" + s.name + "\" is " + DTypeName(t->dtype()) +
-                           " " + ShapeToString(t->shape()) + "; the model's is f32 " +
+      return DataLossError(path + ": tensor \"" + s.name + "\" is " + DTypeName(t->dtype()) + " " +
+                           ShapeToString(t->shape()) + "; the model's is f32 " +
                            ShapeToString(s.shape));
     std::copy_n(static_cast<const float*>(t->data()), s.numel, full.begin() + s.offset);
   }

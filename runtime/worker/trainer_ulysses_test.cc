@@ -23,7 +23,7 @@ std::string Job(const std::string& data, const std::string& family, int stage, i
          ", reduce_bucket_size: 3000}\n"
          "model: {family: " +
          family + ", n_layer: 2, " +
-         (!heads.empty()              ? heads
+         (!heads.empty()      ? heads
           : family == "llama" ? "n_embd: 32, n_head: 4, n_kv_head: 2, "
                               : "n_embd: 32, n_head: 4, ") +
          "vocab_size: 32, max_seq_len: 16}\n"
