@@ -6,12 +6,12 @@
 # dispatch all-to-all is in flight, forward and backward) and false (the same node order, the
 # all-to-all synchronous), alternating for ROUNDS rounds; each round's figure is the median step
 # time after WARMUP steps (monitor.csv). The losses of the two must be identical.
-#   tools/bench/moe_overlap.sh [ROUNDS]
+#   [STEPS=14] tools/bench/moe_overlap.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-/usr/bin/python3}
 ROUNDS=${1:-3}
-STEPS=14
+STEPS=${STEPS:-14}
 WARMUP=4
 [[ -x bin/ds-launch ]] || tools/build.sh
 if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
