@@ -6,7 +6,9 @@
 // gives the same tokens from the same generator, and after a step the rank still generates. The
 // weights the ZeRO-3 ranks export (ExportWeights: gathered, rank 0 writes) are that model too,
 // and so are their master shards gathered by MasterLayoutToFull (the EMA's way to a file).
-// Tensor-parallel rollouts (Trainer::MakeTpGenerator, DeepSpeed's inference_tp_size 2) generate
+// A forward gathering the units a block at a time (the PPO scoring's way) gives the logits of the
+// whole gathered model. Tensor-parallel rollouts (Trainer::MakeTpGenerator, DeepSpeed's
+// inference_tp_size 2) generate
 // from slices cut while the ZeRO-3 units are gathered a block at a time the tokens the whole
 // model does.
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/data/addition_task.h"
+#include "runtime/exec/executor.h"
 #include "runtime/generate/generator.h"
 #include "runtime/rlhf/example_batches.h"
 #include "runtime/worker/tp_generator.h"
@@ -105,6 +108,16 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
         DS_RETURN_IF_ERROR(t->GatherParams());
         DS_ASSIGN_OR_RETURN(whole[rank], Greedy(*gen));
         t->ReleaseParams();
+        // The scoring forwards' way (ForwardGathered): units gathered a block at a time, the same
+        // logits as with the whole model gathered.
+        DS_ASSIGN_OR_RETURN(auto ex, t->MakeInferenceExecutor(2, 8));  // gathers everything
+        for (int i = 0; i < 16; ++i) ex->ids()[i] = ex->targets()[i] = (3 * i + rank) % 14;
+        DS_RETURN_IF_ERROR(ex->Forward(0));
+        const Tensor logits = ex->TensorData(ex->graph().FindTensor("logits"), false);
+        const std::vector<float> all(logits.f32(), logits.f32() + logits.numel());
+        DS_RETURN_IF_ERROR(t->ForwardGathered(ex.get(), 1));
+        if (!std::equal(all.begin(), all.end(), logits.f32()))
+          return InternalError("a forward gathering one block at a time gives other logits");
         // Tensor-parallel rollouts (inference_tp_size 2) from slices cut one block at a time
         // (tp_gather_partition_size 1) and eight at a time: the same slices, the same tokens.
         DS_ASSIGN_OR_RETURN(auto one, t->MakeTpGenerator(3, 8, 2, 1));

@@ -45,8 +45,9 @@ struct PpoStep::Impl {
 
   Status Prepare(int64_t n, int64_t prompt_len);
   // Log-probabilities of the targets from `ex`'s logits after a forward of `ids`.
-  StatusOr<std::vector<float>> LogProbs(exec::Executor* ex, const Rows& rows) const;
-  StatusOr<std::vector<float>> Values(exec::Executor* ex, const Rows& rows,
+  StatusOr<std::vector<float>> LogProbs(worker::Trainer* t, exec::Executor* ex,
+                                        const Rows& rows) const;
+  StatusOr<std::vector<float>> Values(worker::Trainer* t, exec::Executor* ex, const Rows& rows,
                                       const std::vector<int32_t>& targets) const;
   Status Train(worker::Trainer* t, RolloutSource* source, double* loss) const;
 
@@ -62,8 +63,7 @@ struct PpoStep::Impl {
       const std::vector<std::vector<int32_t>>& prompts, int64_t iteration, PpoStepMetrics* out);
   StatusOr<Rollout> Roll(const std::vector<std::vector<int32_t>>& prompts,
                          const std::vector<std::vector<int32_t>>& answers) const;
-  // Every model whole for the scoring forwards (and the actor's generator), or back.
-  Status GatherModels() const;
+  // Every model back to its training layout (making the inference executors gathers them).
   void ReleaseModels() const;
   // Rewards and advantages, and the rollout's metrics (added, weighted by `share`).
   void Score(Rollout* r, double share, PpoStepMetrics* out) const;
@@ -101,15 +101,17 @@ Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
   if (m.reward) {
     DS_ASSIGN_OR_RETURN(reward_ex, m.reward->MakeInferenceExecutor(n, seq));
   }
+  ReleaseModels();
   return OkStatus();
 }
 
-StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex, const Rows& rows) const {
+StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(worker::Trainer* t, exec::Executor* ex,
+                                                     const Rows& rows) const {
   const std::vector<int32_t>&ids = rows.ids, &targets = rows.targets;
   std::copy(ids.begin(), ids.end(), ex->ids());
   std::copy(targets.begin(), targets.end(), ex->targets());
   SetPads(ex, rows.pads);
-  DS_RETURN_IF_ERROR(ex->Forward(0));
+  DS_RETURN_IF_ERROR(t->ForwardGathered(ex, o.tp_gather_partition_size));
   const Tensor logits = ex->TensorData(ex->graph().FindTensor("logits"), false);
   const int64_t v = logits.dim(-1);
   std::vector<float> out(ids.size());
@@ -123,13 +125,14 @@ StatusOr<std::vector<float>> PpoStep::Impl::LogProbs(exec::Executor* ex, const R
   return out;
 }
 
-StatusOr<std::vector<float>> PpoStep::Impl::Values(exec::Executor* ex, const Rows& rows,
+StatusOr<std::vector<float>> PpoStep::Impl::Values(worker::Trainer* t, exec::Executor* ex,
+                                                   const Rows& rows,
                                                    const std::vector<int32_t>& targets) const {
   const std::vector<int32_t>& ids = rows.ids;
   std::copy(ids.begin(), ids.end(), ex->ids());
   std::copy(targets.begin(), targets.end(), ex->targets());
   SetPads(ex, rows.pads);
-  DS_RETURN_IF_ERROR(ex->Forward(0));
+  DS_RETURN_IF_ERROR(t->ForwardGathered(ex, o.tp_gather_partition_size));
   const Tensor v = ex->TensorData(ex->graph().FindTensor("values"), false);
   return std::vector<float>(v.f32(), v.f32() + ids.size());
 }
@@ -198,15 +201,16 @@ StatusOr<PpoStep::Impl::Rollout> PpoStep::Impl::Roll(
   const PpoBatch& p = w.batch;
   for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
     if (t) DS_RETURN_IF_ERROR(CheckPads(t->graph(), t->config().source, w.pads));
-  DS_ASSIGN_OR_RETURN(r.logp, LogProbs(actor_ex.get(), w));
-  DS_ASSIGN_OR_RETURN(r.ref, LogProbs(ref_ex.get(), w));
-  DS_ASSIGN_OR_RETURN(r.values, Values(critic_ex.get(), w, std::vector<int32_t>(w.ids.size())));
+  DS_ASSIGN_OR_RETURN(r.logp, LogProbs(m.actor, actor_ex.get(), w));
+  DS_ASSIGN_OR_RETURN(r.ref, LogProbs(m.ref, ref_ex.get(), w));
+  DS_ASSIGN_OR_RETURN(r.values,
+                      Values(m.critic, critic_ex.get(), w, std::vector<int32_t>(w.ids.size())));
   r.scores.resize(p.batch);
   if (reward_ex) {
     if (p.batch % 2 != 0)
       return InvalidArgumentError("rlhf: the reward model scores an even batch; got " +
                                   Str(p.batch) + " prompts");
-    DS_ASSIGN_OR_RETURN(std::vector<float> v, Values(reward_ex.get(), w, w.ends));
+    DS_ASSIGN_OR_RETURN(std::vector<float> v, Values(m.reward, reward_ex.get(), w, w.ends));
     for (int64_t b = 0; b < p.batch; ++b) r.scores[b] = v[b * p.seq + AnswerEnd(p, b) + 1];
   } else {
     for (int64_t b = 0; b < p.batch; ++b)
@@ -285,12 +289,6 @@ Status PpoStep::Impl::Pretrain(const std::vector<std::vector<int32_t>>& ptx, siz
 
 const std::vector<float>& PpoStep::ema() const { return impl_->ema; }
 
-Status PpoStep::Impl::GatherModels() const {
-  for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
-    if (t) DS_RETURN_IF_ERROR(t->GatherParams());
-  return OkStatus();
-}
-
 void PpoStep::Impl::ReleaseModels() const {
   for (worker::Trainer* t : {m.actor, m.ref, m.critic, m.reward})
     if (t) t->ReleaseParams();
@@ -338,28 +336,28 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
       return InvalidArgumentError("rlhf: pretraining row " + Str(b) + " has " + Str(ptx[b].size()) +
                                   " tokens, not seq " + Str(s.seq));
   PpoStepMetrics out;
-  // The hybrid engine: each model whole for the rollouts (ZeRO-3: one all-gather of every unit,
-  // on every rank, before anything generates), back to its training layout before the updates.
-  // With inference_tp the actor generates first from its tensor-parallel slices (cut while its
-  // units are gathered a few blocks at a time), and the models are gathered for the scoring.
+  // The hybrid engine. Generation: the actor whole (ZeRO-3: one all-gather of every unit, on
+  // every rank, before anything generates), or with inference_tp its tensor-parallel slices (cut
+  // while its units are gathered a few blocks at a time); released before the scoring, whose
+  // forwards gather each model's units tp_gather_partition_size blocks at a time, as training
+  // does (Trainer::ForwardGathered).
   std::vector<std::vector<std::vector<int32_t>>> parts(g), answers(g);
   for (int k = 0; k < g; ++k)
     parts[k].assign(prompts.begin() + k * per, prompts.begin() + (k + 1) * per);
-  DS_RETURN_IF_ERROR(s.tp_gen ? s.m.actor->SliceForTp(s.tp_gen.get()) : s.GatherModels());
+  DS_RETURN_IF_ERROR(s.tp_gen ? s.m.actor->SliceForTp(s.tp_gen.get()) : s.m.actor->GatherParams());
   Status rolled;
   for (int k = 0; k < g && rolled.ok(); ++k) {
     auto a = s.Answer(parts[k], iteration * g + k, &out);
     rolled = a.status();
     if (a.ok()) answers[k] = std::move(a).value();
   }
-  if (s.tp_gen && rolled.ok()) rolled = s.GatherModels();
+  s.m.actor->ReleaseParams();
   std::vector<Impl::Rollout> rollouts;
   for (int k = 0; k < g && rolled.ok(); ++k) {
     StatusOr<Impl::Rollout> r = s.Roll(parts[k], answers[k]);
     rolled = r.status();
     if (r.ok()) rollouts.push_back(std::move(r).value());
   }
-  s.ReleaseModels();
   DS_RETURN_IF_ERROR(rolled);
   for (Impl::Rollout& r : rollouts) s.Score(&r, 1.0 / g, &out);
   const auto t0 = std::chrono::steady_clock::now();

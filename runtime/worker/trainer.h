@@ -173,6 +173,11 @@ class Trainer {
   // partition units of gather_blocks blocks at a time are all-gathered, sliced and released.
   // Every rank calls it.
   Status SliceForTp(TpGenerator* g);
+  // A forward of inference executor `ex` (MakeInferenceExecutor's, its inputs set) with the
+  // ZeRO-3 partition units gathered `gather_blocks` blocks at a time and released after their
+  // blocks ran, as training's forward gathers them: no rank holds the whole model (RLHF's scoring
+  // forwards). Leaves the parameters in the training layout. Every rank calls it.
+  Status ForwardGathered(exec::Executor* ex, int gather_blocks);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;

@@ -158,4 +158,26 @@ Status Trainer::SliceForTp(TpGenerator* g) {
   return OkStatus();
 }
 
+Status Trainer::ForwardGathered(exec::Executor* ex, int gather_blocks) {
+  if (gather_blocks < 1) return InvalidArgumentError("ForwardGathered: gather_blocks must be >= 1");
+  runner_->ReleaseGatheredParams();  // whatever an earlier call left gathered
+  const auto& units = plan_->partition().units();
+  const int last = ex->graph().num_blocks;  // the head and loss
+  for (int b0 = -1; b0 <= last; b0 += gather_blocks) {
+    const int b1 = std::min(last, b0 + gather_blocks - 1);
+    std::vector<int> group;  // the units these blocks read (a tied one in both of its groups)
+    for (int u = 0; u < units.size(); ++u)
+      for (int b : units[u].blocks())
+        if (b >= b0 && b <= b1) {
+          group.push_back(u);
+          break;
+        }
+    DS_RETURN_IF_ERROR(runner_->GatherParamUnits(group));  // every rank, the same units
+    const Status s = ex->ForwardBlocks(0, b0, b1);
+    runner_->ReleaseParamUnits(group);
+    DS_RETURN_IF_ERROR(s);
+  }
+  return OkStatus();
+}
+
 }  // namespace ds::worker
