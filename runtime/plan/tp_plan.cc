@@ -97,8 +97,10 @@ void Split(const Graph& g, const Ins& in, const std::vector<const Cut*>& cuts,
     segment(c->boundary);
     if (c->wait) {
       auto it = windows->posted.find(c->id);
-      if (it != windows->posted.end()) pending.push_back(it->second);
-      if (it != windows->posted.end()) windows->posted.erase(it);
+      if (it != windows->posted.end()) {
+        pending.push_back(it->second);
+        windows->posted.erase(it);
+      }
       continue;
     }
     Ins act = c->act;

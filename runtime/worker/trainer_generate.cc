@@ -128,6 +128,10 @@ Status Trainer::SliceForTp(TpGenerator* g) {
         unit_of[i] = u;
   std::vector<float> local(g->params_->total_elements(), 0.0f), whole;
   const auto& local_slots = g->params_->slots();
+  for (size_t i = 0; i < slots.size(); ++i)  // the slices' store lists the same parameters
+    if (i >= local_slots.size() || local_slots[i].name != slots[i].name)
+      return InternalError("tensor-parallel rollouts: parameter " + std::to_string(i) + " \"" +
+                           slots[i].name + "\" has no slice of the same name");
   auto slice = [&](size_t i) {
     const Tensor model = params_->ModelView(slots[i]);
     whole.resize(slots[i].numel);
