@@ -185,6 +185,11 @@ StatusOr<std::vector<std::vector<int32_t>>> PpoStep::Impl::Answer(
   req.pad_token = o.pad_token;
   req.sampling = o.sampling;
   req.sampling.seed = o.sampling.seed * 1000003ull + static_cast<uint64_t>(iteration);
+  // Rank w's prompt b samples as sequence w n + b, alone or in its tensor-parallel group (whose
+  // union starts at its first rank's), so no two ranks draw the same numbers.
+  const int64_t n = static_cast<int64_t>(prompts.size());
+  const int w = m.actor->world_rank();
+  req.first_sequence = (tp_gen ? w - tp_gen->tp_rank() : w) * n;
   DS_ASSIGN_OR_RETURN(generate::GenerateResult g,
                       tp_gen ? tp_gen->Generate(req) : gen->Generate(req));
   out->generate_ms += MsSince(t0);

@@ -1,8 +1,9 @@
 // PPO with the hybrid engine's tensor-parallel rollouts (DeepSpeed's inference_tp_size) on a
 // ZeRO-3 actor over 2 ranks (threads): the two ranks form one tp group, cut their slices of the
 // actor a block at a time (tp_gather_partition_size 1) and generate both ranks' prompts together.
-// With greedy rollouts the answers are those each rank generates alone from the whole actor, so
-// every iteration's reward, KL and losses equal the inference_tp 1 run's.
+// The answers are those each rank generates alone from the whole actor, greedy or sampled (rank
+// w's prompt b samples as sequence w n + b either way), so every iteration's reward, KL and
+// losses equal the inference_tp 1 run's.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -42,7 +43,7 @@ double Fives(const std::vector<int32_t>&, const std::vector<int32_t>& answer) {
 }
 
 // Rank 0's figures per iteration: reward, KL, actor loss, critic loss.
-std::vector<std::vector<double>> Run(int inference_tp) {
+std::vector<std::vector<double>> Run(int inference_tp, bool greedy) {
   std::vector<std::vector<double>> out;
   std::vector<Status> errors =
       testing::OnRanks(2, [&](int rank, parallel::Communicator* c) -> Status {
@@ -51,7 +52,8 @@ std::vector<std::vector<double>> Run(int inference_tp) {
         DS_ASSIGN_OR_RETURN(auto critic, Model("ppo_critic", 1, c));
         PpoOptions o;
         o.max_new_tokens = 6;
-        o.sampling.greedy = true;
+        o.sampling.greedy = greedy;
+        o.sampling.seed = 31;
         o.inference_tp = inference_tp;
         o.tp_gather_partition_size = 1;
         DS_ASSIGN_OR_RETURN(
@@ -74,14 +76,17 @@ std::vector<std::vector<double>> Run(int inference_tp) {
 }
 
 TEST_CASE("PPO: tensor-parallel rollouts give the whole actor's", "[rlhf][ppo][hybrid]") {
-  const auto whole = Run(1), sliced = Run(2);
-  REQUIRE(whole.size() == 6);
-  REQUIRE(sliced.size() == 6);
-  for (size_t it = 0; it < whole.size(); ++it)
-    for (size_t k = 0; k < 4; ++k) {
-      INFO("iteration " << it << ", figure " << k);
-      CHECK(sliced[it][k] == Approx(whole[it][k]).margin(1e-6));
-    }
+  for (bool greedy : {true, false}) {
+    INFO((greedy ? "greedy" : "sampled") << " rollouts");
+    const auto whole = Run(1, greedy), sliced = Run(2, greedy);
+    REQUIRE(whole.size() == 6);
+    REQUIRE(sliced.size() == 6);
+    for (size_t it = 0; it < whole.size(); ++it)
+      for (size_t k = 0; k < 4; ++k) {
+        INFO("iteration " << it << ", figure " << k);
+        CHECK(sliced[it][k] == Approx(whole[it][k]).margin(1e-6));
+      }
+  }
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ class Trainer {
   const std::map<std::string, double>& InstructionProfile() const;
 
   int64_t step() const { return step_; }
+  int world_rank() const { return world_rank_; }
   int64_t total_steps() const { return total_steps_; }
   int64_t tokens_per_step() const;
   const config::JobConfig& config() const { return config_; }
