@@ -85,16 +85,22 @@ std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan) {
              ? Fmt(", sharded over the %.0f ranks holding the same experts)\n",
                    plan.topology().dp() / ep)
              : ")\n";
-  int64_t calls = 0, payload = 0;
+  int64_t calls = 0, payload = 0, overlapped = 0;
   for (const proto::Instruction& ins : plan.ranks(0).instructions()) {
     if (ins.kind() != proto::Instruction::ACT_ALL_TO_ALL) continue;
     ++calls;
+    overlapped += ins.async();
     payload += ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   }
   if (calls > 0)
     out += Fmt("  all-to-all per step on rank 0: %.0f calls, %.2f MiB exchanged, %.2f MiB sent\n",
                calls, MiB(payload), MiB(payload * (ep - 1) / ep)) +
            (g.drop_tokens ? "" : "  (without drops: at most; a step moves its capacity's rows)\n");
+  if (overlapped > 0)
+    out +=
+        Fmt("  %.0f of them run while PR-MoE's dense branch computes (the dispatch's, forward "
+            "and backward: parallel.moe_shared_expert_overlap)\n",
+            overlapped);
   return out;
 }
 

@@ -120,6 +120,31 @@ TEST_CASE("ds-plan: the hybrid engine's tensor-parallel rollouts", "[plan][rlhf]
                                     "(tp_gather_partition_size 1 blocks)"));
 }
 
+// PR-MoE under expert parallelism: the dispatch's all-to-alls (forward and backward) run while
+// the dense branch computes, unless parallel.moe_shared_expert_overlap is false.
+TEST_CASE("ds-plan: PR-MoE's overlapped all-to-alls", "[plan][moe]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string job = std::string(tmp ? tmp : "/tmp") + "/plan_prmoe.yaml";
+  for (const char* overlap : {"true", "false"}) {
+    std::ofstream(job) << "train_micro_batch_size_per_gpu: 4\n"
+                          "optimizer: {type: AdamW, params: {lr: 1.0e-4}}\n"
+                          "zero_optimization: {stage: 2}\n"
+                          "model: {family: gpt2, n_layer: 4, n_embd: 64, n_head: 4, vocab_size: "
+                          "512, max_seq_len: 64, moe: {num_experts: 4, top_k: 1, expert_interval: "
+                          "2, use_residual: true}}\n"
+                          "data: {seq_len: 64}\n"
+                          "parallel: {expert: 2, moe_shared_expert_overlap: "
+                       << overlap << "}\n";
+    const Result r = Run({job, "--world", "2"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("all-to-all per step on rank 0: 8 calls"));
+    const bool says =
+        r.out.find("4 of them run while PR-MoE's dense branch computes") != std::string::npos;
+    CHECK(says == (std::string(overlap) == "true"));
+  }
+}
+
 TEST_CASE("ds-plan: --json is a PlanSummary", "[plan]") {
   Result r = Run({kJob, "--world", "2", "--stage", "3", "--json"});
   REQUIRE(r.code == 0);
