@@ -267,6 +267,9 @@ struct HybridEngineConfig {
   int max_out_tokens = 512;
   int inference_tp_size = 1;
   int tp_gather_partition_size = 8;
+  // false (ZeRO-3): generation gathers tp_gather_partition_size blocks at a time in every
+  // forward instead of the whole model once per rollout.
+  bool pin_parameters = true;
 };
 
 struct JobConfig {

@@ -197,8 +197,7 @@ void ParseHybridEngine(MapReader& root, HybridEngineConfig* h) {
   r.Get("tp_gather_partition_size", &h->tp_gather_partition_size);
   r.Require(h->tp_gather_partition_size >= 1, "tp_gather_partition_size", "must be >= 1");
   r.Inert("release_inference_cache", false, "the rollouts' KV caches are kept between iterations");
-  r.Inert("pin_parameters", true,
-          "generation gathers the whole model (or its tensor-parallel slices) once per rollout");
+  r.Get("pin_parameters", &h->pin_parameters);
   r.Inert("enable_cuda_graph", false, "no CUDA graphs are captured");
   r.Finish();
 }

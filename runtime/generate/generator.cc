@@ -47,8 +47,31 @@ StatusOr<std::unique_ptr<Generator>> Generator::Create(const Graph& model, zero:
   }
   DS_ASSIGN_OR_RETURN(plan::InferencePlan plan,
                       plan::MakeInferencePlan(model, max_len, options.tp, options.tp_rank));
-  return std::unique_ptr<Generator>(
+  if (options.gather_blocks > 0 && (!options.gather || !options.release || !options.any_live))
+    return InvalidArgumentError(
+        "generation: gather_blocks without its gather, release and "
+        "any_live");
+  auto g = std::unique_ptr<Generator>(
       new Generator(std::move(plan), params, options.max_batch, options.tp_comm));
+  g->options_ = options;
+  return g;
+}
+
+Status Generator::ForwardInGroups(exec::Executor* ex, int begin, int end) {
+  const int k = options_.gather_blocks;
+  const auto& nodes = ex->graph().nodes;
+  while (begin < end) {
+    const int group = (nodes[begin].block + 1) / k;  // blocks -1 .. : groups of k
+    int stop = begin;
+    while (stop < end && (nodes[stop].block + 1) / k == group) ++stop;
+    const int first = group * k - 1, last = first + k - 1;
+    DS_RETURN_IF_ERROR(options_.gather(first, last));
+    const Status s = ex->ForwardNodes(0, begin, stop);
+    DS_RETURN_IF_ERROR(options_.release(first, last));
+    DS_RETURN_IF_ERROR(s);
+    begin = stop;
+  }
+  return OkStatus();
 }
 
 StatusOr<exec::Executor*> Generator::ExecutorFor(int64_t batch, int64_t seq) {
@@ -139,7 +162,9 @@ Status Generator::RunStream(exec::Executor* ex, int64_t tokens) {
   using Ins = proto::Instruction;
   for (const Ins& in : plan_.stream) {
     if (in.kind() == Ins::FORWARD) {
-      DS_RETURN_IF_ERROR(ex->ForwardNodes(0, in.node_begin(), in.node_end()));
+      DS_RETURN_IF_ERROR(options_.gather_blocks > 0
+                             ? ForwardInGroups(ex, in.node_begin(), in.node_end())
+                             : ex->ForwardNodes(0, in.node_begin(), in.node_end()));
       continue;
     }
     const Tensor t = ex->TensorData(in.activation().tensor(), false);
@@ -208,7 +233,11 @@ StatusOr<GenerateResult> Generator::Generate(const GenerateRequest& r) {
       done[b] = std::count(r.stop_tokens.begin(), r.stop_tokens.end(), next[b]) > 0;
       live += !done[b];
     }
-    if (live == 0) break;
+    bool go_on = live > 0;
+    if (options_.any_live) {
+      DS_ASSIGN_OR_RETURN(go_on, options_.any_live(go_on));  // every rank decodes as long
+    }
+    if (!go_on) break;
   }
   out.decode_ms = MsSince(t0);
   for (const auto& t : out.tokens) out.decode_tokens += static_cast<int64_t>(t.size()) - 1;

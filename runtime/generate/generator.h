@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -37,6 +38,15 @@ struct GeneratorOptions {
   // Tensor parallelism: this rank's place in `tp` ranks and their group (borrowed).
   int tp = 1, tp_rank = 0;
   parallel::Communicator* tp_comm = nullptr;
+  // The hybrid engine without pinned parameters (ZeRO-3, DeepSpeed's pin_parameters false):
+  // every forward runs its blocks gather_blocks at a time, calling gather(first, last) before
+  // and release(first, last) after (blocks -1: the embeddings, to num_blocks: the head). With
+  // collectives in them the ranks must run the same forwards: any_live(this rank has live
+  // sequences) returns whether any rank has, and a rank whose sequences all ended keeps decoding
+  // (its outputs not recorded) until none has. 0: none of this.
+  int gather_blocks = 0;
+  std::function<Status(int, int)> gather, release;
+  std::function<StatusOr<bool>(bool)> any_live;
 };
 
 struct GenerateRequest {
@@ -86,6 +96,8 @@ class Generator {
  private:
   Generator(plan::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
             parallel::Communicator* tp_comm);
+  // Nodes [begin, end) of `ex`, gather_blocks blocks at a time with their gather and release.
+  Status ForwardInGroups(exec::Executor* ex, int begin, int end);
   // An executor for (batch, seq) over the caches and this shape's positions buffer.
   StatusOr<exec::Executor*> ExecutorFor(int64_t batch, int64_t seq);
   Status Run(exec::Executor* ex, const std::vector<int32_t>& ids, int64_t seq);
@@ -93,6 +105,7 @@ class Generator {
   Status RunStream(exec::Executor* ex, int64_t tokens);
 
   plan::InferencePlan plan_;
+  GeneratorOptions options_;
   zero::ParamStore* params_;
   parallel::Communicator* tp_comm_;
   std::vector<float> gathered_, logits_;  // tp > 1: [tp][batch][vocab / tp], [batch][vocab]

@@ -71,6 +71,7 @@ StatusOr<PpoOptions> Options(const ChatData& d, const worker::Trainer& actor) {
   o.unsup_coef = c.unsup_coef;
   o.inference_tp = he.inference_tp_size;
   o.tp_gather_partition_size = he.tp_gather_partition_size;
+  o.pin_parameters = he.pin_parameters;
   o.stop_tokens = d.stop;
   o.pad_token = d.encoding.pad;
   o.sampling.greedy = false;

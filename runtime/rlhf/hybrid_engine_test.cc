@@ -108,6 +108,21 @@ TEST_CASE("Hybrid engine: ZeRO-3 DP 2 generates what one rank does from the chec
         DS_RETURN_IF_ERROR(t->GatherParams());
         DS_ASSIGN_OR_RETURN(whole[rank], Greedy(*gen));
         t->ReleaseParams();
+        // Unpinned generation (pin_parameters false): each forward gathers the units a block at a
+        // time. Rank 1 stops after its first token and keeps decoding while rank 0 goes on (the
+        // gathers are collectives); both get the pinned generator's tokens.
+        generate::GenerateRequest req;
+        req.prompts = kPrompts;
+        req.max_new_tokens = 4;
+        if (rank == 1)
+          for (int32_t d = 0; d < 10; ++d) req.stop_tokens.push_back(d);
+        DS_RETURN_IF_ERROR(t->GatherParams());
+        DS_ASSIGN_OR_RETURN(generate::GenerateResult pinned, gen->Generate(req));
+        t->ReleaseParams();
+        DS_ASSIGN_OR_RETURN(auto lazy, t->MakeGenerator(3, 8, /*gather_blocks=*/1));
+        DS_ASSIGN_OR_RETURN(generate::GenerateResult unpinned, lazy->Generate(req));
+        if (unpinned.tokens != pinned.tokens)
+          return InternalError("rank " + std::to_string(rank) + ": unpinned generation differs");
         // The scoring forwards' way (ForwardGathered): units gathered a block at a time, the same
         // logits as with the whole model gathered.
         DS_ASSIGN_OR_RETURN(auto ex, t->MakeInferenceExecutor(2, 8));  // gathers everything

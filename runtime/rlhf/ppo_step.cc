@@ -93,7 +93,8 @@ Status PpoStep::Impl::Prepare(int64_t n, int64_t prompt_len) {
     DS_ASSIGN_OR_RETURN(
         tp_gen, m.actor->MakeTpGenerator(n, seq, o.inference_tp, o.tp_gather_partition_size));
   } else {
-    DS_ASSIGN_OR_RETURN(gen, m.actor->MakeGenerator(n, seq));
+    DS_ASSIGN_OR_RETURN(
+        gen, m.actor->MakeGenerator(n, seq, o.pin_parameters ? 0 : o.tp_gather_partition_size));
   }
   DS_ASSIGN_OR_RETURN(actor_ex, m.actor->MakeInferenceExecutor(n, seq));
   DS_ASSIGN_OR_RETURN(ref_ex, m.ref->MakeInferenceExecutor(n, seq));
@@ -349,7 +350,11 @@ StatusOr<PpoStepMetrics> PpoStep::Run(const std::vector<std::vector<int32_t>>& p
   std::vector<std::vector<std::vector<int32_t>>> parts(g), answers(g);
   for (int k = 0; k < g; ++k)
     parts[k].assign(prompts.begin() + k * per, prompts.begin() + (k + 1) * per);
-  DS_RETURN_IF_ERROR(s.tp_gen ? s.m.actor->SliceForTp(s.tp_gen.get()) : s.m.actor->GatherParams());
+  if (s.tp_gen) {
+    DS_RETURN_IF_ERROR(s.m.actor->SliceForTp(s.tp_gen.get()));
+  } else if (s.o.pin_parameters) {
+    DS_RETURN_IF_ERROR(s.m.actor->GatherParams());
+  }
   Status rolled;
   for (int k = 0; k < g && rolled.ok(); ++k) {
     auto a = s.Answer(parts[k], iteration * g + k, &out);

@@ -67,6 +67,10 @@ struct PpoOptions {
   // (worker/tp_generator.h); 1: every rank generates from the whole actor.
   int inference_tp = 1;
   int tp_gather_partition_size = 8;
+  // DeepSpeed's pin_parameters: true gathers the whole actor for a rollout (inference_tp 1);
+  // false gathers tp_gather_partition_size blocks at a time in every forward of the generation
+  // (every rank decodes until no rank has a live sequence).
+  bool pin_parameters = true;
   std::vector<int32_t> stop_tokens;
   int32_t pad_token = 0;
   generate::SamplingOptions sampling{false};  // sampled rollouts (temperature 1)

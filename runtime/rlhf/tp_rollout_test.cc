@@ -3,7 +3,8 @@
 // actor a block at a time (tp_gather_partition_size 1) and generate both ranks' prompts together.
 // The answers are those each rank generates alone from the whole actor, greedy or sampled (rank
 // w's prompt b samples as sequence w n + b either way), so every iteration's reward, KL and
-// losses equal the inference_tp 1 run's.
+// losses equal the inference_tp 1 run's. So do they without pinned parameters (pin_parameters
+// false: every forward of the generation gathers the units a block at a time).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -43,7 +44,7 @@ double Fives(const std::vector<int32_t>&, const std::vector<int32_t>& answer) {
 }
 
 // Rank 0's figures per iteration: reward, KL, actor loss, critic loss.
-std::vector<std::vector<double>> Run(int inference_tp, bool greedy) {
+std::vector<std::vector<double>> Run(int inference_tp, bool greedy, bool pin = true) {
   std::vector<std::vector<double>> out;
   std::vector<Status> errors =
       testing::OnRanks(2, [&](int rank, parallel::Communicator* c) -> Status {
@@ -56,6 +57,7 @@ std::vector<std::vector<double>> Run(int inference_tp, bool greedy) {
         o.sampling.seed = 31;
         o.inference_tp = inference_tp;
         o.tp_gather_partition_size = 1;
+        o.pin_parameters = pin;
         DS_ASSIGN_OR_RETURN(
             auto ppo, PpoStep::Create({actor.get(), ref.get(), critic.get(), nullptr, Fives}, o));
         std::mt19937 rng(20 + rank);  // each rank its own prompts
@@ -78,13 +80,15 @@ std::vector<std::vector<double>> Run(int inference_tp, bool greedy) {
 TEST_CASE("PPO: tensor-parallel rollouts give the whole actor's", "[rlhf][ppo][hybrid]") {
   for (bool greedy : {true, false}) {
     INFO((greedy ? "greedy" : "sampled") << " rollouts");
-    const auto whole = Run(1, greedy), sliced = Run(2, greedy);
+    const auto whole = Run(1, greedy), sliced = Run(2, greedy), unpinned = Run(1, greedy, false);
     REQUIRE(whole.size() == 6);
     REQUIRE(sliced.size() == 6);
+    REQUIRE(unpinned.size() == 6);
     for (size_t it = 0; it < whole.size(); ++it)
       for (size_t k = 0; k < 4; ++k) {
         INFO("iteration " << it << ", figure " << k);
         CHECK(sliced[it][k] == Approx(whole[it][k]).margin(1e-6));
+        CHECK(unpinned[it][k] == Approx(whole[it][k]).margin(1e-6));
       }
   }
 }

@@ -161,7 +161,12 @@ class Trainer {
   void ReleaseParams();
   // A Generator (runtime/generate/generator.h: KV cache, left-padded batches, sampling) over the
   // same parameters, prepared as MakeInferenceExecutor prepares them; max_len 0: max_seq_len.
-  StatusOr<std::unique_ptr<generate::Generator>> MakeGenerator(int64_t max_batch, int64_t max_len);
+  // gather_blocks > 0 at ZeRO-3 (DeepSpeed's pin_parameters false): nothing is gathered now;
+  // every forward of the generator gathers the units gather_blocks blocks at a time and releases
+  // them, and every rank decodes until no rank has a live sequence (every rank calls Generate
+  // as often).
+  StatusOr<std::unique_ptr<generate::Generator>> MakeGenerator(int64_t max_batch, int64_t max_len,
+                                                               int gather_blocks = 0);
   // The hybrid engine's tensor-parallel rollouts (DeepSpeed's inference_tp_size,
   // tp_generator.h): this rank's group of `tp` consecutive ranks, its slice of the weights cut
   // `gather_blocks` blocks at a time, and a Generator over it for max_batch prompts per rank.
@@ -217,6 +222,7 @@ class Trainer {
   Status OpenTrainData(int64_t micro);             // data.train's loader, the default batch source
   Status ExportGathered(const std::string& path);  // ExportWeights under ZeRO over ranks
   Status CheckWholeFlat(const char* what) const;   // trainer_master_values.cc
+  std::vector<int> UnitsOfBlocks(int first, int last) const;  // the partition units they read
   Status BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo);
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
   // order, the boundary activations over the links, the mean of the last stage's losses.

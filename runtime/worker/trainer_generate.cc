@@ -62,7 +62,8 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
 }
 
 StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t max_batch,
-                                                                      int64_t max_len) {
+                                                                      int64_t max_len,
+                                                                      int gather_blocks) {
   const int ep = std::max(1, plan_->topology().ep());
   if (pipe_stage_ >= 0 || (tp_ && ep > 1))
     return UnimplementedError(config_.source +
@@ -70,8 +71,24 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
                               "one with expert parallelism, is not written yet");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   generate::GeneratorOptions o{max_batch, max_len};
+  if (gather_blocks > 0 && params_->params_partitioned() && !tp_ && !sliced_) {
+    runner_->ReleaseGatheredParams();
+    o.gather_blocks = gather_blocks;
+    o.gather = [this](int a, int b) { return runner_->GatherParamUnits(UnitsOfBlocks(a, b)); };
+    o.release = [this](int a, int b) {
+      runner_->ReleaseParamUnits(UnitsOfBlocks(a, b));
+      return OkStatus();
+    };
+    o.any_live = [this](bool live) -> StatusOr<bool> {
+      int32_t v = live ? 1 : 0;
+      DS_RETURN_IF_ERROR(
+          host_comm_->AllReduce(parallel::BufferView(&v, 1), parallel::ReduceOp::kMax));
+      return v != 0;
+    };
+    return generate::Generator::Create(graph_, params_.get(), o);
+  }
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   zero::ParamStore* params = params_.get();
   if (tp_) {  // each tp rank its heads and vocabulary rows, over its tp group
     o.tp = std::max(1, plan_->topology().tp());
@@ -164,24 +181,29 @@ Status Trainer::SliceForTp(TpGenerator* g) {
 
 Status Trainer::ForwardGathered(exec::Executor* ex, int gather_blocks) {
   if (gather_blocks < 1) return InvalidArgumentError("ForwardGathered: gather_blocks must be >= 1");
-  runner_->ReleaseGatheredParams();  // whatever an earlier call left gathered
-  const auto& units = plan_->partition().units();
+  runner_->ReleaseGatheredParams();         // whatever an earlier call left gathered
   const int last = ex->graph().num_blocks;  // the head and loss
   for (int b0 = -1; b0 <= last; b0 += gather_blocks) {
     const int b1 = std::min(last, b0 + gather_blocks - 1);
-    std::vector<int> group;  // the units these blocks read (a tied one in both of its groups)
-    for (int u = 0; u < units.size(); ++u)
-      for (int b : units[u].blocks())
-        if (b >= b0 && b <= b1) {
-          group.push_back(u);
-          break;
-        }
+    const std::vector<int> group = UnitsOfBlocks(b0, b1);  // a tied unit in both of its groups
     DS_RETURN_IF_ERROR(runner_->GatherParamUnits(group));  // every rank, the same units
     const Status s = ex->ForwardBlocks(0, b0, b1);
     runner_->ReleaseParamUnits(group);
     DS_RETURN_IF_ERROR(s);
   }
   return OkStatus();
+}
+
+std::vector<int> Trainer::UnitsOfBlocks(int first, int last) const {
+  const auto& units = plan_->partition().units();
+  std::vector<int> out;
+  for (int u = 0; u < units.size(); ++u)
+    for (int b : units[u].blocks())
+      if (b >= first && b <= last) {
+        out.push_back(u);
+        break;
+      }
+  return out;
 }
 
 }  // namespace ds::worker
