@@ -2,7 +2,9 @@
 // costs and saved-activation bytes match hand-computed values, and shape inference
 // rejects bad shapes with messages that name the problem.
 #include <catch2/catch.hpp>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/registry.h"
@@ -41,6 +43,28 @@ std::vector<TensorSpec> SampleInputs(const std::string& op) {
   return {F32({2, 8, 16})};
 }
 
+// Forward and backward FLOPs of each sample, worked out here from the cost model (multiply-add =
+// 2; N = 16 tokens of C = 16 features, 256 elements, unless the sample says otherwise).
+const std::map<std::string, std::pair<double, double>> kSampleFlops = {
+    {"embedding", {0, 16 * 16}},             // a gather; backward adds N rows of C
+    {"position_embedding", {256, 2 * 256}},  // x + wpe; dx and dwpe
+    {"linear",
+     {2.0 * 16 * 16 * 24 + 16 * 24,    // x W^T (N 16, K 16, M 24) + bias
+      4.0 * 16 * 16 * 24 + 16 * 24}},  // dx and dW, + db
+    {"layernorm", {8 * 256, 14 * 256}},
+    {"rmsnorm", {4 * 256, 10 * 256}},
+    {"gelu", {12 * 256, 20 * 256}},  // the tanh approximation
+    {"silu", {5 * 256, 10 * 256}},
+    {"add", {256, 2 * 256}},
+    {"mul", {256, 4 * 256}},
+    // qkv [2, 8, 64] with 4 query and 2 kv heads of D 8: 3 flops per rotated q and k element.
+    {"rope", {3.0 * 2 * 8 * (4 + 2) * 8, 3.0 * 2 * 8 * (4 + 2) * 8}},
+    // Causal: QK^T and PV over half the T x T scores, 4 B H T^2 D / 2; backward 2.5x.
+    {"attention", {4.0 * 2 * 4 * 8 * 8 * 8 / 2, 2.5 * 4.0 * 2 * 4 * 8 * 8 * 8 / 2}},
+    {"cross_entropy", {4.0 * 2 * 8 * 50, 4.0 * 2 * 8 * 50}},  // logits [2, 8, 50]
+    {"dropout", {256, 2 * 256}},
+};
+
 Attrs SampleAttrs(const std::string& op) {
   if (op == "rope" || op == "attention") return HeadAttrs(4, 2);  // D = 64 / 8 = 8
   Attrs a;
@@ -69,8 +93,9 @@ TEST_CASE("op defs: all 13 ops are registered with cpu/f32 kernels", "[kernels][
     INFO(s.ToString());
     REQUIRE(s.ok());
     REQUIRE(static_cast<int>(out.size()) == def->num_outputs);
-    if (op != "embedding") CHECK(def->forward_flops(SampleAttrs(op), in) > 0);
-    CHECK(def->backward_flops(SampleAttrs(op), in) > 0);
+    REQUIRE(kSampleFlops.count(op) == 1);
+    CHECK(def->forward_flops(SampleAttrs(op), in) == kSampleFlops.at(op).first);
+    CHECK(def->backward_flops(SampleAttrs(op), in) == kSampleFlops.at(op).second);
     CHECK(SavedActivationBytes(*def, SampleAttrs(op), in, out) >= 0);
   }
   using Names = std::vector<std::string>;

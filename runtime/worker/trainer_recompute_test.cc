@@ -2,8 +2,8 @@
 // bit-identical losses, gradient norms and weights to none (fp32, with dropout too, at ZeRO-3,
 // and with tensor parallelism, whose all-reduces the recompute repeats, and with
 // partition_activations, which keeps 1/tp of each block input), and the activation memory the
-// executor holds is within 5% of the plan's and below the no-recompute run's by the planned
-// amount.
+// executor holds is at most 1 KiB below the plan's and below the no-recompute run's by exactly
+// the planned amount.
 #include <cmath>
 
 #include <catch2/catch.hpp>
@@ -118,6 +118,15 @@ TEST_CASE("recompute: partition_activations over TP 2 is bit-identical", "[worke
   }
 }
 
+// The executor's activation bytes against the plan's peak. One rule places both (kept tensors,
+// the recompute arena, forward-only tensors by liveness), so they agree but for what the plan
+// counts and the executor's arena does not hold: 960 bytes at every setting measured here
+// (none, selective, full, TP + SP, partitioned), so never more than 1 KiB and never below.
+void CheckHeld(const Run& run) {
+  CHECK(run.planned - run.held >= 0);
+  CHECK(run.planned - run.held <= 1024);
+}
+
 TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][recompute]") {
   const std::string data = MakeData();
   // A longer sequence and wider model than the curve tests, so activations dominate.
@@ -131,16 +140,16 @@ TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][
     const Run run = Train(job(mode), 1, 1, 1);
     WARN("recompute " << mode << ": held " << run.held << " bytes, planned " << run.planned
                       << "; none held " << none.held << ", planned " << none.planned);
-    CHECK(std::abs(run.held - run.planned) <= 0.05 * run.planned);
-    // Below the no-recompute run by the planned amount (within 5% of the no-recompute plan).
-    CHECK(std::abs((none.held - run.held) - (none.planned - run.planned)) <= 0.05 * none.planned);
+    CheckHeld(run);
+    // Below the no-recompute run by exactly the planned amount: the difference is the same rule's.
+    CHECK(none.held - run.held == none.planned - run.planned);
   }
   // Tensor and sequence parallelism (the gathers kept as chunks and gathered again).
   for (const char* mode : {"none", "full"}) {
     const Run run = Train(job(mode) + "parallel: {sequence_parallel: true}\n", 2, 2, 1);
     WARN("TP 2 + SP, recompute " << mode << ": held " << run.held << " bytes, planned "
                                  << run.planned);
-    CHECK(std::abs(run.held - run.planned) <= 0.05 * run.planned);
+    CheckHeld(run);
   }
   // partition_activations: half of each block input, below full recompute by the planned amount.
   const Run full = Train(job("full"), 2, 2, 1);
@@ -149,9 +158,9 @@ TEST_CASE("recompute: the activation memory held matches the plan's", "[worker][
   WARN("TP 2, full recompute: held " << full.held << " bytes, planned " << full.planned
                                      << "; partitioned: held " << part.held << ", planned "
                                      << part.planned);
-  CHECK(std::abs(part.held - part.planned) <= 0.05 * part.planned);
+  CheckHeld(part);
   CHECK(part.planned < full.planned);
-  CHECK(std::abs((full.held - part.held) - (full.planned - part.planned)) <= 0.05 * full.planned);
+  CHECK(full.held - part.held == full.planned - part.planned);
 }
 
 }  // namespace
