@@ -295,6 +295,7 @@ Status DeviceStates::Step(float lr, float grad_scale) {
     p.grad_scale = grad_scale;
     p.step = step;
     p.decoupled = o.type == OptimizerOptions::Type::kAdamW;
+    p.bias_correction = o.bias_correction;
     DS_RETURN_IF_ERROR(kernels_->AdamStep(optimizer_set_, b, p));
   }
   optimizer_->set_step(step);

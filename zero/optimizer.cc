@@ -55,8 +55,11 @@ std::vector<Optimizer::StateBuffer> Optimizer::state() {
 void Optimizer::BeginStep() {
   ++step_;
   params_->MarkModelChanged();
-  bc1_ = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
-  bc2_ = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
+  bc1_ = bc2_ = 1.0f;  // bias_correction false: the raw moments
+  if (opt_.bias_correction) {
+    bc1_ = 1.0f - static_cast<float>(std::pow(opt_.beta1, static_cast<double>(step_)));
+    bc2_ = 1.0f - static_cast<float>(std::pow(opt_.beta2, static_cast<double>(step_)));
+  }
 }
 
 void Optimizer::Step(float lr, float grad_scale) {

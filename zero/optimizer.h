@@ -23,7 +23,8 @@ struct OptimizerOptions {
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  float momentum = 0.0f;  // SGD
+  float momentum = 0.0f;        // SGD
+  bool bias_correction = true;  // Adam: divide the moments by 1 - beta^t
 };
 
 // Parses DeepSpeed's optimizer type names ("Adam", "AdamW", "SGD", case-insensitive).

@@ -78,6 +78,7 @@ class CudaOptimizerKernels final : public OptimizerKernels {
     p.grad_scale = o.grad_scale;
     p.step = o.step;
     p.decoupled = o.decoupled;
+    p.bias_correction = o.bias_correction;
     const cudaStream_t stream = Stream();
     return ForStorage(b.dtype, "AdamW", [&](auto tag) {
       using T = decltype(tag);

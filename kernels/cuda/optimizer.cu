@@ -112,8 +112,12 @@ cudaError_t AdamW(const AdamWSegment* segments, int64_t num_segments, float* mas
   if (BadCount(num_segments) || p.step < 1) return cudaErrorInvalidValue;
   if (num_segments == 0) return cudaSuccess;
   // The host-side scalars exactly as Optimizer::Step / StepAdam compute them.
-  const float bc1 = 1.0f - static_cast<float>(pow(p.beta1, static_cast<double>(p.step)));
-  const float bc2 = 1.0f - static_cast<float>(pow(p.beta2, static_cast<double>(p.step)));
+  const float bc1 = p.bias_correction
+                        ? 1.0f - static_cast<float>(pow(p.beta1, static_cast<double>(p.step)))
+                        : 1.0f;
+  const float bc2 = p.bias_correction
+                        ? 1.0f - static_cast<float>(pow(p.beta2, static_cast<double>(p.step)))
+                        : 1.0f;
   AdamWScalars s;
   s.b1 = p.beta1;
   s.b2 = p.beta2;

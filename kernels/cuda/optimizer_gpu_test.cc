@@ -42,8 +42,11 @@ std::vector<T> Download(const T* dev, size_t n) {
 void ReferenceStep(const std::vector<OptimizerParamRange>& params, std::vector<float>& p,
                    std::vector<float>& m, std::vector<float>& v, const std::vector<float>& g,
                    const AdamWStepParams& o) {
-  const float bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
-  const float bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
+  float bc1 = 1.0f, bc2 = 1.0f;  // bias_correction false: the raw moments
+  if (o.bias_correction) {
+    bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
+    bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
+  }
   const float step_size = o.lr / bc1, inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
   for (const OptimizerParamRange& r : params) {
     const float wd = r.decay ? o.weight_decay : 0.0f;
@@ -82,7 +85,7 @@ const std::vector<OptimizerParamRange> kParams = {{0, kOptimizerChunk + 1234, tr
 const size_t kTotal = kOptimizerChunk + 2016;
 
 template <typename G>
-void RunAdam(bool decoupled) {
+void RunAdam(bool decoupled, bool bias_correction = true) {
   std::vector<float> p = testing::RandomValues(kTotal, -1.f, 1.f, 1), m(kTotal, 0.f),
                      v(kTotal, 0.f);
   const std::vector<AdamWSegment> segs = SplitOptimizerSegments(kParams);
@@ -99,6 +102,7 @@ void RunAdam(bool decoupled) {
   o.weight_decay = 0.1f;
   o.grad_scale = 0.5f;
   o.decoupled = decoupled;
+  o.bias_correction = bias_correction;
   for (int step = 1; step <= 3; ++step) {
     std::vector<float> g = testing::RandomValues(kTotal, -2.f, 2.f, 100 + step);
     std::vector<G> g_dev(kTotal);
@@ -106,7 +110,7 @@ void RunAdam(bool decoupled) {
       if constexpr (sizeof(G) == 2) {
         g[i] = Bf16ToFloat(FloatToBf16(g[i]));
         const uint16_t bits = FloatToBf16(g[i]);
-        std::memcpy(&g_dev[i], &bits, 2);
+        std::memcpy(static_cast<void*>(&g_dev[i]), &bits, 2);
       } else {
         g_dev[i] = g[i];
       }
@@ -146,6 +150,11 @@ TEST_CASE("CUDA AdamW matches the CPU optimizer (fp32 grads)", "[cuda][optim]") 
 }
 TEST_CASE("CUDA Adam (L2, not decoupled) matches the CPU optimizer", "[cuda][optim]") {
   RunAdam<__nv_bfloat16>(false);
+}
+TEST_CASE("CUDA Adam and AdamW with bias_correction false match the CPU optimizer",
+          "[cuda][optim]") {
+  RunAdam<float>(true, false);
+  RunAdam<__nv_bfloat16>(false, false);
 }
 
 TEST_CASE("device grad norm and overflow flag", "[cuda][optim]") {

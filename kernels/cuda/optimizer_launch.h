@@ -62,10 +62,11 @@ struct AdamWStepParams {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.f;  // applied to segments with decay == 1
-  float grad_scale = 1.f;    // every gradient is multiplied by this first (unscale x clip)
-  int64_t step = 1;          // 1-based step number after incrementing, for bias correction
-  bool decoupled = true;     // true: AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
+  float weight_decay = 0.f;     // applied to segments with decay == 1
+  float grad_scale = 1.f;       // every gradient is multiplied by this first (unscale x clip)
+  int64_t step = 1;             // 1-based step number after incrementing, for bias correction
+  bool decoupled = true;        // true: AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
+  bool bias_correction = true;  // false: bc1 = bc2 = 1 (DeepSpeed's bias_correction false)
 };
 
 // SGD's scalars (torch.optim.SGD without dampening or Nesterov).

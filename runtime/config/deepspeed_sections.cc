@@ -24,13 +24,14 @@ void ParseAdamParams(MapReader& p, OptimizerConfig* o) {
   p.Get("adam_w_mode", &o->adam_w_mode);
   p.Inert("torch_adam", false,
           "ds-runtime's fused Adam(W) computes torch.optim.Adam(W)'s update (runtime/optim)");
-  // Accepted at the value our Adam implements; anything else would silently train differently.
-  bool bias_correction = true;
-  p.Get("bias_correction", &bias_correction);
-  p.Require(bias_correction, "bias_correction", "only true is supported");
+  p.Get("bias_correction", &o->bias_correction);
+  // DeepSpeed's FusedAdam refuses AMSGrad (RuntimeError: "FusedAdam does not support the
+  // AMSGrad variant"), and so do we, rather than train something else.
   bool amsgrad = false;
   p.Get("amsgrad", &amsgrad);
-  p.Require(!amsgrad, "amsgrad", "only false is supported");
+  p.Require(!amsgrad, "amsgrad",
+            "AMSGrad is not supported (DeepSpeed's FusedAdam refuses it too); remove it or set "
+            "false");
 }
 
 void ParseSgdParams(MapReader& p, OptimizerConfig* o) {

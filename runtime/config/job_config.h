@@ -38,6 +38,9 @@ struct OptimizerConfig {
   // Decoupled (AdamW) weight decay. DeepSpeed's quirk: type Adam defaults to true; type AdamW
   // is always true whatever the file says.
   bool adam_w_mode = true;
+  // Adam's bias corrections 1 - beta^t (DeepSpeed's FusedAdam / CPU Adam `bias_correction`);
+  // false: the raw moments (BERT pre-training configs set it).
+  bool bias_correction = true;
   double momentum = 0.0;  // SGD only
 };
 

@@ -162,6 +162,18 @@ TEST_CASE("JobConfig: optimizer and scheduler variants", "[config]") {
     REQUIRE(adamw.ok());
     CHECK(adamw->optimizer.adam_w_mode);
   }
+  SECTION("bias_correction (FusedAdam's and CPU Adam's) is read; AMSGrad is refused as there") {
+    auto raw = ParseJobConfig("optimizer: {type: Adam, params: {bias_correction: false}}", "j");
+    REQUIRE(raw.ok());
+    CHECK_FALSE(raw->optimizer.bias_correction);
+    auto plain = ParseJobConfig("optimizer: {type: AdamW, params: {lr: 0.1}}", "j");
+    REQUIRE(plain.ok());
+    CHECK(plain->optimizer.bias_correction);
+    auto ams = ParseJobConfig("optimizer: {type: AdamW, params: {amsgrad: true}}", "j.yaml");
+    REQUIRE_FALSE(ams.ok());
+    CHECK_THAT(ams.status().message(), Catch::Contains("\"optimizer.params.amsgrad\"") &&
+                                           Catch::Contains("DeepSpeed's FusedAdam refuses it too"));
+  }
   SECTION("SGD") {
     auto sgd = ParseJobConfig("optimizer: {type: sgd, params: {lr: 0.1, momentum: 0.9}}", "j");
     REQUIRE(sgd.ok());

@@ -40,8 +40,11 @@ class HostOptimizerKernels final : public OptimizerKernels {
 
   Status AdamStep(int set, const AdamBuffers& b, const AdamStepParams& o) override {
     DS_RETURN_IF_ERROR(Check(set));
-    const float bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
-    const float bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
+    float bc1 = 1.0f, bc2 = 1.0f;  // bias_correction false: the raw moments
+    if (o.bias_correction) {
+      bc1 = 1.0f - static_cast<float>(std::pow(o.beta1, static_cast<double>(o.step)));
+      bc2 = 1.0f - static_cast<float>(std::pow(o.beta2, static_cast<double>(o.step)));
+    }
     const float b1 = o.beta1, b2 = o.beta2, eps = o.eps, scale = o.grad_scale;
     const float step_size = o.lr / bc1, inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
     for (const OptimizerSegment& s : sets_[set]) {

@@ -41,9 +41,10 @@ struct AdamStepParams {
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.f;
-  float grad_scale = 1.f;  // every gradient is multiplied by this first (unscale x clip)
-  int64_t step = 1;        // 1-based, after incrementing: bias correction
-  bool decoupled = true;   // AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
+  float grad_scale = 1.f;       // every gradient is multiplied by this first (unscale x clip)
+  int64_t step = 1;             // 1-based, after incrementing: bias correction
+  bool decoupled = true;        // AdamW (p *= 1 - lr wd); false: Adam (g += wd p)
+  bool bias_correction = true;  // false: bc1 = bc2 = 1 (the raw moments)
 };
 
 struct SgdStepParams {

@@ -79,6 +79,41 @@ TEST_CASE("Optimizer: AdamW, Adam and SGD match torch.optim", "[optim]") {
   CHECK_FALSE(zero::ParseOptimizerType("Lamb", true).ok());
 }
 
+// DeepSpeed's bias_correction: false (FusedAdam, CPU Adam): the raw moments, against the update
+// written out in double here.
+std::vector<double> NoBiasCorrection(const zero::OptimizerOptions& o) {
+  const double w0[] = {0.5, -1.0, 2.0, 0.25, 0.0, -0.75, 0.1, -0.2};
+  const double g0[] = {0.3, -0.1, 0.2, 1.0, -2.0, 0.5, 0.05, -0.4};
+  std::vector<double> p(w0, w0 + 8), m(8, 0.0), v(8, 0.0);
+  const bool adamw = o.type == zero::OptimizerOptions::Type::kAdamW;
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 8; ++i) {
+      const double wd = i < 6 ? o.weight_decay : 0.0;  // w decays, b does not
+      const double g = g0[i] * (k + 1) + (adamw ? 0.0 : wd * p[i]);
+      m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+      v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+      p[i] = p[i] * (adamw ? 1 - o.lr * wd : 1.0) - o.lr * m[i] / (std::sqrt(v[i]) + o.eps);
+    }
+  return p;
+}
+
+TEST_CASE("Optimizer: Adam and AdamW with bias_correction false take the raw moments", "[optim]") {
+  for (auto type : {zero::OptimizerOptions::Type::kAdamW, zero::OptimizerOptions::Type::kAdam}) {
+    INFO((type == zero::OptimizerOptions::Type::kAdam ? "adam" : "adamw"));
+    zero::OptimizerOptions o;
+    o.type = type;
+    o.lr = 0.01f;
+    o.beta1 = 0.9f;
+    o.beta2 = 0.95f;
+    o.weight_decay = 0.1f;
+    o.bias_correction = false;
+    const std::vector<float> raw = RunThreeSteps(o);
+    CheckClose(raw, NoBiasCorrection(o));
+    o.bias_correction = true;  // and it is not the corrected update
+    CHECK(std::fabs(RunThreeSteps(o)[0] - raw[0]) > 1e-3);
+  }
+}
+
 // Two "ranks" own complementary parts of the flat buffer. ZeRO-1 style: one segment each,
 // gradients in the flat buffer. ZeRO-3 style: gradients and parameters partitioned, rank 1's
 // two segments stored in its shard in reverse order. Every owned element must update exactly

@@ -57,6 +57,7 @@ zero::OptimizerOptions ToOptimizerOptions(const config::OptimizerConfig& c) {
   o.eps = static_cast<float>(c.eps);
   o.weight_decay = static_cast<float>(c.weight_decay);
   o.momentum = static_cast<float>(c.momentum);
+  o.bias_correction = c.bias_correction;
   return o;
 }
 
