@@ -44,6 +44,16 @@ TEST_CASE("Config errors: unknown keys suggest the closest known key", "[config]
         "\"prefetch_bucket_size\"?)");
   CHECK(ErrorOf("optimizer: {type: AdamW, params: {frobnicate: 1}}") ==
         "job.yaml: unknown key \"optimizer.params.frobnicate\"");
+  // Transposed words: the word sets match where the spelling is far (edit distance 8 here).
+  CHECK(ErrorOf("zero_optimization: {stage: 2, comm_overlap: true}") ==
+        "job.yaml: unknown key \"zero_optimization.comm_overlap\" (did you mean "
+        "\"overlap_comm\"?)");
+  CHECK(ErrorOf("zero_optimization: {stage: 2, size_reduce_bucket: 5}") ==
+        "job.yaml: unknown key \"zero_optimization.size_reduce_bucket\" (did you mean "
+        "\"reduce_bucket_size\"?)");
+  CHECK(ErrorOf("zero_optimization: {stage: 2, comm_ovrlap: true}") ==
+        "job.yaml: unknown key \"zero_optimization.comm_ovrlap\" (did you mean "
+        "\"overlap_comm\"?)");
   // SGD has no betas: the key is unknown for that type.
   CHECK(Contains(ErrorOf("optimizer: {type: SGD, params: {betas: [0.9, 0.99]}}"),
                  "unknown key \"optimizer.params.betas\""));
@@ -151,6 +161,8 @@ TEST_CASE("Config errors: edit distance and suggestions", "[config]") {
   CHECK(EditDistance("", "abc") == 3);
   CHECK(EditDistance("FP16", "fp16") == 0);
   CHECK(ClosestKey("lrr", {"lr", "betas", "eps"}) == "lr");
+  CHECK(ClosestKey("comm_overlap", {"overlap_comm", "contiguous_gradients"}) == "overlap_comm");
+  CHECK(ClosestKey("comm_overlap_x", {"overlap_comm"}).empty());  // a word more: no match
   CHECK(ClosestKey("zzz", {"lr", "eps"}).empty());
   CHECK(ClosestKey("x", {}).empty());
 }

@@ -55,6 +55,52 @@ const char* Synonym(const std::string& key) {
   return nullptr;
 }
 
+// The words of a key (split at '_', '-' and '.'), lower case.
+std::vector<std::string> Words(const std::string& key) {
+  std::vector<std::string> words(1);
+  for (char c : Lower(key)) {
+    if (c == '_' || c == '-' || c == '.') {
+      if (!words.back().empty()) words.emplace_back();
+    } else {
+      words.back() += c;
+    }
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+
+// How far the words of `key` are from those of `candidate` as sets: each word of the key paired
+// with a distinct word of the candidate, in any order, a word of 4 or more letters allowed one
+// typo. -1 when the counts differ or a word finds no partner (comm_overlap -> overlap_comm: 0).
+int WordSetDistance(const std::vector<std::string>& key, std::vector<std::string> candidate) {
+  if (key.size() < 2 || key.size() != candidate.size()) return -1;
+  int total = 0;
+  for (const std::string& w : key) {
+    int best = -1;
+    size_t at = 0;
+    for (size_t i = 0; i < candidate.size(); ++i) {
+      const int d = EditDistance(w, candidate[i]);
+      if (d <= (w.size() >= 4 ? 1 : 0) && (best < 0 || d < best)) best = d, at = i;
+    }
+    if (best < 0) return -1;
+    total += best;
+    candidate.erase(candidate.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  return total;
+}
+
+// The candidate with the key's words in another order (or one typo per word), fewest typos first.
+std::string SameWords(const std::string& key, const std::vector<std::string>& candidates) {
+  const std::vector<std::string> words = Words(key);
+  std::string best;
+  int best_distance = -1;
+  for (const std::string& c : candidates) {
+    const int d = WordSetDistance(words, Words(c));
+    if (d >= 0 && (best_distance < 0 || d < best_distance)) best_distance = d, best = c;
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string ClosestKey(const std::string& key, const std::vector<std::string>& candidates) {
@@ -73,6 +119,8 @@ std::string ClosestKey(const std::string& key, const std::vector<std::string>& c
   }
   if (!prefix.empty()) return prefix;
   if (!inside.empty()) return inside;
+  // The same words in another order (comm_overlap -> overlap_comm), each allowed a typo.
+  if (std::string same = SameWords(key, candidates); !same.empty()) return same;
   // Else a typo: the fewest edits, at most a third of the key (more is a different word).
   std::string best;
   int best_distance = std::max(2, static_cast<int>(key.size()) / 3) + 1;
