@@ -8,6 +8,7 @@ BINARIES=(
   //tools/ds_data:ds-data
   //tools/ds_ckpt:ds-ckpt
   //tools/ds_generate:ds-generate
+  //tools/ds_chat:ds-chat
   //runtime/worker:ds-worker
   //launcher/launch:ds-launch
   //launcher/agent:ds-agent
