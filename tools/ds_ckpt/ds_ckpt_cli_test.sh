@@ -1,6 +1,6 @@
 #!/bin/bash
-# Runs the ds-ckpt binary end to end on a hand-made HF GPT-2 file (no blocks: wte, wpe,
-# ln_f): import, export (f32 and bf16), inspect, and the failure exits.
+# Runs the ds-ckpt binary end to end on Hugging Face GPT-2 and Llama files of distinct random
+# values: import, export (f32 and bf16) checked value by value, inspect, and the failure exits.
 set -euo pipefail
 BIN="$1"
 OUT="${TEST_TMPDIR:-/tmp}/ds_ckpt_cli"
@@ -8,26 +8,27 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# Header: wte [3,2], wpe [2,2], ln_f.weight [2], ln_f.bias [2], all F32 (64 data bytes).
-header='{"transformer.wte.weight":{"dtype":"F32","shape":[3,2],"data_offsets":[0,24]},'
-header+='"transformer.wpe.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[24,40]},'
-header+='"transformer.ln_f.weight":{"dtype":"F32","shape":[2],"data_offsets":[40,48]},'
-header+='"transformer.ln_f.bias":{"dtype":"F32","shape":[2],"data_offsets":[48,56]}}'
-while (( ${#header} % 8 )); do header+=' '; done
-len=${#header}
-printf "$(printf '\\x%02x' $((len & 255)) $((len >> 8)))\\x00\\x00\\x00\\x00\\x00\\x00" \
-  > "$OUT/hf.safetensors"
-printf '%s' "$header" >> "$OUT/hf.safetensors"
-# 14 floats of 1.0f (0x3f800000, little-endian).
-for _ in $(seq 14); do printf '\x00\x00\x80\x3f' >> "$OUT/hf.safetensors"; done
-
-"$BIN" import --family gpt2 --input "$OUT/hf.safetensors" --output "$OUT/ours.safetensors"
-"$BIN" inspect "$OUT/ours.safetensors" | grep -q "wte  f32 \[3, 2\]" || fail "inspect ours"
-"$BIN" export --family gpt2 --input "$OUT/ours.safetensors" --output "$OUT/hf2.safetensors"
-"$BIN" inspect "$OUT/hf2.safetensors" | grep -q "metadata: format = pt" || fail "format pt"
-"$BIN" export --family gpt2 --input "$OUT/ours.safetensors" --output "$OUT/hf16.safetensors" \
-  --dtype bf16
-"$BIN" inspect "$OUT/hf16.safetensors" | grep -q "transformer.wte.weight  bf16" || fail "bf16"
+# GPT-2 (one block) and Llama (one block, 2 query heads sharing 1 key/value head) in Hugging
+# Face's layout, every value distinct (roundtrip_check.py), imported and exported back: our
+# layout must hold each value where the rules put it (Conv1D transposed, q, k, v stacked), and
+# the export must give back every value (f32: equal; bf16: the nearest bf16), so a transpose or
+# a swapped q / k fails.
+CHECK="python3 $(dirname "$0")/roundtrip_check.py"
+$CHECK write "$OUT" || fail "writing the HF files"
+for family in gpt2 llama; do
+  "$BIN" import --family $family --input "$OUT/$family.safetensors" \
+    --output "$OUT/${family}_ours.safetensors" || fail "$family import"
+  $CHECK ours $family "$OUT" || fail "$family import values"
+  for dtype in f32 bf16; do
+    "$BIN" export --family $family --input "$OUT/${family}_ours.safetensors" \
+      --output "$OUT/${family}_back_$dtype.safetensors" --dtype $dtype || fail "$family export $dtype"
+    $CHECK back $family "$OUT" $dtype || fail "$family export $dtype values"
+  done
+done
+cp "$OUT/gpt2.safetensors" "$OUT/hf.safetensors"
+"$BIN" inspect "$OUT/gpt2_ours.safetensors" | grep -q "wte  f32 \[7, 4\]" || fail "inspect ours"
+"$BIN" inspect "$OUT/gpt2_back_f32.safetensors" | grep -q "metadata: format = pt" || fail "format pt"
+"$BIN" inspect "$OUT/gpt2_back_bf16.safetensors" | grep -q "transformer.wte.weight  bf16" || fail "bf16"
 
 if "$BIN" import --family llama --input "$OUT/hf.safetensors" --output "$OUT/x" 2>"$OUT/err"; then
   fail "gpt2 file imported as llama"

@@ -51,10 +51,15 @@ checkpoint: {dir: $W/ckpt}
 device: {threads: 1}
 YAML
 "$R/runtime/worker/ds-worker" --config "$W/job.yaml" > "$W/train.log" 2>&1 || fail "training for --config"
+# The golden: the same greedy decoding of step 20's consolidated weights, written out plainly in
+# Python (gpt2_reference.py: no KV cache, no batching).
 out=$("$GEN" --config "$W/job.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 3 2>&1)
-echo "$out" | grep -q "^\[1,2,10,3,4,11\] -> \[[0-9]*,[0-9]*,[0-9]*\]" &&
-  echo "$out" | grep -q "prefill 6 tokens" && pass "--config: step 20's checkpoint generates" ||
-  fail "--config: $out"
+"$R/tools/ds_ckpt/ds-ckpt" consolidate "$W/ckpt/step_00000020" "$W/step20.safetensors" > /dev/null 2>&1
+ref=$(python3 "$(dirname "$0")/gpt2_reference.py" "$W/step20.safetensors" 4 1,2,10,3,4,11 3 2>&1)
+got=$(echo "$out" | grep -m1 -o '^\[[0-9,]*\] -> \[[0-9,]*\]')
+[[ -n "$got" && "$got" == "$(echo "$ref" | head -1)" ]] && echo "$out" | grep -q "prefill 6 tokens" &&
+  pass "--config: step 20's checkpoint generates the reference's tokens: $got ($(echo "$ref" | tail -1))" ||
+  fail "--config: ds-generate $got, the Python reference $ref"
 out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000020" --prompt_ids 1,2,10 \
   --max_new_tokens 2 2>&1)
 echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step directory" ||
