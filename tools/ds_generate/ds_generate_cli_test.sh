@@ -37,7 +37,8 @@ done
 a=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
 b=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
 [[ -n "$a" && "$a" == "$b" ]] && pass "sampling with --seed 3 repeats: $a" || fail "sampling: $a / $b"
-# A checkpoint through --config: a tiny addition model trained 20 steps, its checkpoint loaded by
+# A checkpoint through --config: a tiny addition model trained 300 steps (long enough that the
+# prompts' digits change its answers), its checkpoint loaded by
 # the Trainer on one rank (task tokens: ids in and out).
 "$R/tools/ds_data/ds-data" addition --digits 2 --train_examples 500 --val_examples 20 \
   --output_dir "$W/add" > /dev/null 2>&1
@@ -46,21 +47,23 @@ train_micro_batch_size_per_gpu: 8
 optimizer: {type: AdamW, params: {lr: 0.003}}
 model: {family: gpt2, n_layer: 1, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 16}
 data: {train: $W/add/train.tok, seq_len: 10}
-training: {train_iters: 20}
+training: {train_iters: 300}
 checkpoint: {dir: $W/ckpt}
 device: {threads: 1}
 YAML
 "$R/runtime/worker/ds-worker" --config "$W/job.yaml" > "$W/train.log" 2>&1 || fail "training for --config"
-# The golden: the same greedy decoding of step 20's consolidated weights, written out plainly in
-# Python (gpt2_reference.py: no KV cache, no batching).
-out=$("$GEN" --config "$W/job.yaml" --prompt_ids 1,2,10,3,4,11 --max_new_tokens 3 2>&1)
-"$R/tools/ds_ckpt/ds-ckpt" consolidate "$W/ckpt/step_00000020" "$W/step20.safetensors" > /dev/null 2>&1
-ref=$(python3 "$(dirname "$0")/gpt2_reference.py" "$W/step20.safetensors" 4 1,2,10,3,4,11 3 2>&1)
-got=$(echo "$out" | grep -m1 -o '^\[[0-9,]*\] -> \[[0-9,]*\]')
-[[ -n "$got" && "$got" == "$(echo "$ref" | head -1)" ]] && echo "$out" | grep -q "prefill 6 tokens" &&
-  pass "--config: step 20's checkpoint generates the reference's tokens: $got ($(echo "$ref" | tail -1))" ||
-  fail "--config: ds-generate $got, the Python reference $ref"
-out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000020" --prompt_ids 1,2,10 \
+# The golden: the same greedy decoding of step 300's consolidated weights, written out plainly in
+# Python (gpt2_reference.py: no KV cache, no batching), for two prompts whose answers differ.
+"$R/tools/ds_ckpt/ds-ckpt" consolidate "$W/ckpt/step_00000300" "$W/step300.safetensors" > /dev/null 2>&1
+for prompt in 1,2,10,3,4,11 5,7,10,8,9,11; do
+  out=$("$GEN" --config "$W/job.yaml" --prompt_ids $prompt --max_new_tokens 4 2>&1)
+  ref=$(python3 "$(dirname "$0")/gpt2_reference.py" "$W/step300.safetensors" 4 $prompt 4 2>&1)
+  got=$(echo "$out" | grep -m1 -o '^\[[0-9,]*\] -> \[[0-9,]*\]')
+  [[ -n "$got" && "$got" == "$(echo "$ref" | head -1)" ]] && echo "$out" | grep -q "prefill 6 tokens" &&
+    pass "--config: step 300's checkpoint generates the reference's tokens: $got ($(echo "$ref" | tail -1))" ||
+    fail "--config: ds-generate $got, the Python reference $ref"
+done
+out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000300" --prompt_ids 1,2,10 \
   --max_new_tokens 2 2>&1)
 echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step directory" ||
   fail "--checkpoint: $out"
