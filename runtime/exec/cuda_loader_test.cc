@@ -37,7 +37,7 @@ TEST_CASE("CUDA backend: loads on demand and registers its kernels here", "[exec
   auto memory = LoadCudaMemory(0);
 #if DS_HAVE_CUDA
   // Loading the plugin registered every op's CUDA kernels into this program's registry.
-  for (const std::string& op : {"layernorm", "linear", "attention", "cross_entropy", "embedding"}) {
+  for (const char* op : {"layernorm", "linear", "attention", "cross_entropy", "embedding"}) {
     INFO(op);
     CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kF32) != nullptr);
     CHECK(kernels::FindKernel(op, kernels::Device::kCuda, DType::kBF16) != nullptr);

@@ -419,7 +419,8 @@ Status Executor::ForwardNodes(uint64_t seed, int node_begin, int node_end) {
     DS_RETURN_IF_ERROR(
         opt_.memory->CopyToHost(l.dtype() == DType::kF32 ? static_cast<void*>(&loss_host_) : &half,
                                 l.data(), DTypeSize(l.dtype())));
-    if (l.dtype() != DType::kF32) loss_host_ = LoadFloat(&half, l.dtype(), 0);
+    if (l.dtype() != DType::kF32)
+      loss_host_ = l.dtype() == DType::kBF16 ? Bf16ToFloat(half) : F16ToFloat(half);
   }
   return OkStatus();
 }
@@ -448,7 +449,8 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
     if (seeds) {
       const Tensor& seed_grad = grad_views_[graph_->loss];
       uint16_t half = 0;
-      if (seed_grad.dtype() != DType::kF32) StoreFloat(&half, seed_grad.dtype(), 0, loss_grad);
+      if (seed_grad.dtype() != DType::kF32)
+        half = seed_grad.dtype() == DType::kBF16 ? FloatToBf16(loss_grad) : FloatToF16(loss_grad);
       DS_RETURN_IF_ERROR(opt_.memory->CopyToDevice(
           seed_grad.data(),
           seed_grad.dtype() == DType::kF32 ? static_cast<const void*>(&loss_grad) : &half,

@@ -28,7 +28,7 @@ void RequireError(const Status& s, const std::vector<std::string>& parts) {
 }
 
 TEST_CASE("Graph: generated GPT-2 and Llama graphs validate", "[graph]") {
-  for (const std::string& preset : {"gpt2-tiny", "llama-tiny", "gpt2-small-test", "llama-small"}) {
+  for (const char* preset : {"gpt2-tiny", "llama-tiny", "gpt2-small-test", "llama-small"}) {
     Graph g = Tiny(preset);
     INFO(preset);
     REQUIRE(ValidateGraph(g, preset).ok());
@@ -47,8 +47,8 @@ TEST_CASE("Graph: generated GPT-2 and Llama graphs validate", "[graph]") {
 
 TEST_CASE("Graph: binary and text files round-trip", "[graph]") {
   Graph g = Tiny("llama-tiny");
-  for (const std::string& ext : {".pb", ".pbtxt"}) {
-    std::string path = TmpPath("roundtrip" + ext);
+  for (const char* ext : {".pb", ".pbtxt"}) {
+    std::string path = TmpPath(std::string("roundtrip") + ext);
     REQUIRE(SaveGraph(g, path).ok());
     auto back = LoadGraph(path);
     REQUIRE(back.ok());

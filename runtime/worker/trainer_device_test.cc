@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -289,13 +290,13 @@ TEST_CASE("Device states: checkpoints resume exactly, on the device and on the h
           "[worker][device][ckpt]") {
   const std::string data = MakeData();
   const std::string dir = TmpDir() + "/device_ckpt";
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   auto with_ckpt = [&](int world, bool device, bool load) {
     return Config(data, 8 / world, 1, device,
                   "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
   };
   const Run whole = Train(with_ckpt(2, true, false), 2, 20);
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   const Run first = Train(with_ckpt(2, true, false), 2, 10, /*save=*/true);
   const Run again = Train(with_ckpt(2, true, true), 2, 10);
   for (size_t i = 0; i < 10; ++i) {
@@ -312,9 +313,9 @@ TEST_CASE("Device states: checkpoints resume exactly, on the device and on the h
     return Config(data, 8 / world, 3, device,
                   "checkpoint: {dir: " + dir + (load ? ", load: latest" : "") + "}\n");
   };
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   const Run whole3 = Train(stage3(2, true, false), 2, 20, false, true);
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   Train(stage3(2, true, false), 2, 10, /*save=*/true, true);
   const Run again3 = Train(stage3(2, true, true), 2, 10, false, true);
   for (size_t i = 0; i < 10; ++i) {
@@ -383,7 +384,7 @@ TEST_CASE("Device states: bf16 follows the host bf16 curve, one rank and DP = 2"
 TEST_CASE("Device states: the host copies hold no memory between checkpoints", "[worker][device]") {
   const std::string data = MakeData();
   const std::string dir = TmpDir() + "/device_sparse_ckpt";
-  std::system(("rm -rf " + dir).c_str());
+  std::filesystem::remove_all(dir);
   HostMemory memory;
   std::string yaml =
       Config(data, 8, 1, true, "bf16: {enabled: true}\ncheckpoint: {dir: " + dir + "}\n");

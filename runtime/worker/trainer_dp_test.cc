@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -150,13 +151,13 @@ TEST_CASE("DP: sharded checkpoints resume at the same and at other world sizes a
   const std::string data = MakeData();
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string ckpt = std::string(d ? d : "/tmp") + "/dp_ckpt";
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   auto yaml = [&](int micro, int stage, bool load) {
     return Config(data, micro, stage,
                   "checkpoint: {dir: " + ckpt + (load ? ", load: latest" : "") + "}\n");
   };
   const std::vector<double> straight = Train(yaml(4, 1, false), 2, 20);
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   Train(yaml(4, 1, false), 2, 10, /*save=*/true);
   const std::vector<double> same = Train(yaml(4, 1, true), 2, 10);
   const std::vector<double> one = Train(yaml(8, 0, true), 1, 10);
@@ -168,7 +169,7 @@ TEST_CASE("DP: sharded checkpoints resume at the same and at other world sizes a
     CHECK(std::abs(four[i] - straight[10 + i]) <= 1e-5 * straight[10 + i]);
   }
   // Saved by DP = 4 under stage 3: resumes as stage 3 again, as DP = 2 stage 1 and as one rank.
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   Train(yaml(2, 3, false), 4, 10, /*save=*/true);
   const std::vector<double> s3 = Train(yaml(2, 3, true), 4, 10);
   const std::vector<double> s1 = Train(yaml(4, 1, true), 2, 10);
@@ -226,9 +227,9 @@ TEST_CASE("DP: bf16 ZeRO-1 shards the fp32 master; its checkpoints resume", "[wo
     CHECK(ps.master_sharded());
     CHECK(ps.shard_elements() <= (ps.total_elements() + 1) / 2 + 16);
   }
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   const std::vector<double> straight = Train(yaml(4, false), 2, 12);
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   Train(yaml(4, false), 2, 6, /*save=*/true);
   const std::vector<double> same = Train(yaml(4, true), 2, 6);
   const std::vector<double> one = Train(yaml(8, true), 1, 6);
@@ -278,9 +279,9 @@ void CheckResume(const std::string& data, int world, int stage,
                  std::vector<std::pair<int, int>> others) {
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_resume";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   const std::vector<double> straight = Train(CkptYaml(data, dir, world, stage, false), world, 16);
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   Train(CkptYaml(data, dir, world, stage, false), world, 8, /*save=*/true);
   const std::string step_dir = dir + "/step_00000008/";
   for (int r = 0; r < world; ++r) {
@@ -319,10 +320,10 @@ TEST_CASE("DP: a shard file per rank, holding only that rank's elements", "[work
   const std::string data = MakeData();
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_sizes";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   for (int stage : {1, 3}) {
     INFO("DP=4 stage " << stage);
-    std::system(("rm -rf '" + dir + "'").c_str());
+    std::filesystem::remove_all(dir);
     Train(CkptYaml(data, dir, 4, stage, false), 4, 2, /*save=*/true);
     auto comms = parallel::LoopbackCommunicator::CreateGroup(4);
     auto t = MakeTrainer(CkptYaml(data, dir, 4, stage, false), comms[0].get());
@@ -359,7 +360,7 @@ TEST_CASE("DP: a corrupt or missing rank file fails the load on every rank, nami
   const std::string data = MakeData();
   const char* d = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(d ? d : "/tmp") + "/dp_shard_corrupt";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   Train(CkptYaml(data, dir, 4, 2, false), 4, 2, /*save=*/true);
   const std::string file = dir + "/step_00000002/zero_shard_rank_00002.safetensors";
   auto check_all_fail = [&](const std::string& what, int world, int stage) {

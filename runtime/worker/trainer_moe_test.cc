@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -224,7 +225,7 @@ TEST_CASE("MoE: expert-parallel checkpoints resume at another ep and stage", "[w
     INFO("saved at ep 2, ZeRO " << stage);
     const std::string dir =
         std::string(tmp ? tmp : "/tmp") + "/moe_ep_ckpt" + std::to_string(stage);
-    std::system(("rm -rf '" + dir + "'").c_str());
+    std::filesystem::remove_all(dir);
     std::string save = MoeJob(data, "llama", 2, stage, moe) + "parallel: {expert: 2}\n" +
                        "checkpoint: {dir: " + dir + "}\n";
     save.replace(save.find("train_iters: 20"), 15, "train_iters: 10");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -19,7 +20,8 @@ namespace {
 std::string TmpDir(const std::string& name) {
   const char* d = std::getenv("TEST_TMPDIR");
   std::string dir = std::string(d ? d : "/tmp") + "/" + name;
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   return dir;
 }
 

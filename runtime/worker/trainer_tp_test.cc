@@ -5,6 +5,7 @@
 // bit), TP = 2 x DP = 2 with ZeRO-1, 2 and 3 stays on the single-rank curve (1e-5), and every
 // tp rank's trained weights are its slice of the single rank's.
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include <catch2/catch.hpp>
@@ -118,7 +119,7 @@ TEST_CASE("TP: Llama with fewer kv heads than tp ranks (replicated kv heads)", "
   // Saved at TP 4 (each shared head written once), resumed at TP 1 and TP 2 (kv heads split).
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(tmp ? tmp : "/tmp") + "/tp_kv_ckpt";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   std::string save = yaml + "checkpoint: {dir: " + dir + "}\n";
   save.replace(save.find("train_iters: 20"), 15, "train_iters: 10");
   Train(save, 4, 4, 10, /*save=*/true);
@@ -164,7 +165,7 @@ TEST_CASE("TP: a TP 2 x DP 2 checkpoint resumes at other tp, dp and stages", "[w
   const std::string data = MakeData();
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(tmp ? tmp : "/tmp") + "/tp_ckpt";
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   auto job = [&](int micro, int stage, int iters, bool load) {
     std::string yaml = Gpt(data, micro, stage);
     yaml.replace(yaml.find("train_iters: 20"), 15, "train_iters: " + std::to_string(iters));

@@ -3,6 +3,7 @@
 // weights a one-rank run holds after resuming from that checkpoint.
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -76,7 +77,7 @@ TEST_CASE("ds-ckpt consolidate: a DP=4 stage-3 bf16 checkpoint equals a one-rank
   for (uint32_t& t : tokens) t = gen() % 32;
   REQUIRE(data::WriteTokenFile(data, tokens, data::TokenDType::kUint16, 32).ok());
   const std::string ckpt = TmpDir() + "/consolidate_ckpt";
-  std::system(("rm -rf '" + ckpt + "'").c_str());
+  std::filesystem::remove_all(ckpt);
   TrainAndSave(Yaml(data, ckpt, 4, 3, false), 4, 3);
 
   const std::string out = TmpDir() + "/consolidated.safetensors";

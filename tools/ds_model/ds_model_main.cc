@@ -2,8 +2,8 @@
 // mixture-of-experts MLPs (--num_experts, DeepSpeed-MoE's layer arguments).
 //
 //   ds-model --preset gpt2-124m --output gpt2-124m.pb
-//   ds-model --family llama --n_layer 4 --n_embd 256 --n_head 8 --n_kv_head 4 \
-//            --vocab_size 8192 --max_seq_len 256 --output llama.pbtxt
+//   ds-model --family llama --n_layer 4 --n_embd 256 --n_head 8 --n_kv_head 4
+//            --vocab_size 8192 --max_seq_len 256 --output llama.pbtxt   (one command)
 #include <cctype>
 #include <cstdio>
 
