@@ -24,7 +24,7 @@ fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
 source "$(dirname "$0")/chat_setup.sh"  # chat_pairs, chat_jobs, chat_config
 chat_pairs "$W/pairs.jsonl" 4
 chat_jobs "$W" 8 3 "checkpoint: {dir: $W/unused}"
-chat_config "$W/chat.yaml" 30 4 32
+chat_config "$W/chat.yaml" 200 4 32
 sed -i 's/iterations: 4, /iterations: 4, enable_ema: true, /' "$W/chat.yaml"
 echo "hybrid_engine: {enabled: true, max_out_tokens: 10, inference_tp_size: 2, tp_gather_partition_size: 1}" \
   >> "$W/actor.yaml"
@@ -39,6 +39,8 @@ for f in sft.safetensors reward.safetensors actor.safetensors ppo.csv eval_answe
 done
 grep -q "ppo: held-out exact match [0-9.]*% -> [0-9.]*% (32 prompts)" "$W/out.log" &&
   pass "rank 0 reports step 3's figures" || fail "no step 3 figures"
+figures=$(chat_figures "$W/out.log" "$W/out/ppo.csv" 40 0.5) && pass "figures: $figures" ||
+  fail "figures: $figures"
 [[ $(grep -c "== ds-chat step ppo" "$W/out.log") == 1 ]] && pass "one rank reports" ||
   fail "step lines: $(grep -c '== ds-chat step ppo' "$W/out.log")"
 # One rank, the consolidated ZeRO-3 checkpoint of the actor: the same greedy answers.

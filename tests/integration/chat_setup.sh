@@ -50,3 +50,36 @@ reward: {job: reward.yaml, steps: $2}
 ppo: {actor: actor.yaml, critic: critic.yaml, iterations: $3, eval_prompts: $4}
 YAML
 }
+
+# chat_figures LOG CSV REWARD_FLOOR KL_CEILING: the figures a ds-chat run reported, parsed as
+# numbers and held to what its configuration reaches: the reward model's held-out pairwise
+# accuracy rises in training and ends at least REWARD_FLOOR (%), every PPO iteration's per-token
+# KL to the reference (ppo.csv) stays below KL_CEILING, and the reward model's mean score of the
+# greedy answers rises over step 3. Prints the figures; exit 1 naming the first one that misses.
+chat_figures() {
+  python3 - "$@" <<'PYEOF'
+import csv, re, sys
+log, table, floor, ceiling = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+text = open(log, errors="replace").read()
+def find(pattern, what):
+    m = re.search(pattern, text)
+    if not m:
+        sys.exit(f"no {what} in {log}")
+    return [float(g) for g in m.groups()]
+sft, = find(r"sft: held-out exact match (\d+\.\d+)%", "SFT exact match")
+rm0, rm1 = find(r"reward: held-out pairwise accuracy (\d+\.\d+)% -> (\d+\.\d+)%", "pairwise accuracy")
+em0, em1, r0, r1 = find(r"ppo: held-out exact match (\d+\.\d+)% -> (\d+\.\d+)% \(\d+ prompts\), "
+                        r"mean reward (-?\d+\.\d+) -> (-?\d+\.\d+)", "PPO figures")
+kl = [float(row["kl"]) for row in csv.DictReader(open(table))]
+print(f"SFT exact match {sft}%; pairwise accuracy {rm0}% -> {rm1}%; PPO exact match {em0}% -> "
+      f"{em1}%, mean reward {r0} -> {r1}; KL max {max(kl):.4f} over {len(kl)} iterations")
+checks = [(0 <= sft <= 100 and em0 == sft, "PPO's starting exact match is not SFT's"),
+          (rm1 > rm0, "the reward model's accuracy did not rise"),
+          (rm1 >= floor, f"pairwise accuracy {rm1}% is below {floor}%"),
+          (max(kl) < ceiling, f"KL {max(kl)} is not below {ceiling}"),
+          (r1 > r0, "the greedy answers' mean reward did not rise")]
+for ok, why in checks:
+    if not ok:
+        sys.exit(why)
+PYEOF
+}
