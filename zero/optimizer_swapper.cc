@@ -174,14 +174,18 @@ Status OptimizerSwapper::Open(const SwapperOptions& o) {
   Status room = file_.Preallocate(plan_.swap().file_bytes());
   if (!room.ok()) return room.WithPrefix(o.key);
   if (plan_.swap().params()) {
-    DS_ASSIGN_OR_RETURN(params_file_, IoFile::Open(dir_ + "/params.swp", IoFile::kCreate));
-    room = params_file_.Preallocate(plan_.swap().param_file_bytes());
-    if (!room.ok()) return room.WithPrefix(o.key);
     param_size_ = static_cast<int64_t>(DTypeSize(params_->model_dtype()));
     for (const proto::PartitionUnit& u : plan_.partition().units())
       if (u.persistent()) keep_.push_back({u.shard_offset(), u.chunk()});
+  }
+  if (plan_.swap().params() && !MasterIsParams()) {
+    DS_ASSIGN_OR_RETURN(params_file_, IoFile::Open(dir_ + "/params.swp", IoFile::kCreate));
+    room = params_file_.Preallocate(plan_.swap().param_file_bytes());
+    if (!room.ok()) return room.WithPrefix(o.key);
     DS_LOG_INFO("zero", "16-bit parameters on NVMe: {} ({})", params_file_.path(),
                 Size(plan_.swap().param_file_bytes()));
+  } else if (plan_.swap().params()) {
+    DS_LOG_INFO("zero", "fp32 parameters on NVMe: the master in {}", file_.path());
   }
   DS_ASSIGN_OR_RETURN(engine_, IoEngine::Create(o.io));
   ArmSignalCleanup(file_.path(), params_file_.path(), dir_);
@@ -277,7 +281,7 @@ StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
   const int k = in.swap().sub_group();
   auto tickets = std::make_shared<std::vector<IoTicket>>(1);
   DS_RETURN_IF_ERROR(Transfer(k, in.swap().slot(), write, false, &(*tickets)[0]));
-  const bool params = write && plan_.swap().params();
+  const bool params = write && plan_.swap().params() && !MasterIsParams();
   if (params) {  // the 16-bit values the step just wrote
     const proto::SubGroup& g = plan_.swap().sub_groups(k);
     tickets->emplace_back();
@@ -302,6 +306,33 @@ StatusOr<CollectiveJob> OptimizerSwapper::Start(const proto::Instruction& in) {
   return job;
 }
 
+bool OptimizerSwapper::MasterIsParams() const {
+  return plan_.swap().params() && plan_.swap().master() && !params_->mixed();
+}
+
+Status OptimizerSwapper::MasterRead(int64_t pos, int64_t n, std::vector<IoTicket>* tickets) {
+  const proto::SwapPlan& s = plan_.swap();
+  for (const proto::SubGroup& g : s.sub_groups()) {  // the master is each sub-group's array 0
+    const int64_t lo = std::max(pos, g.shard_begin());
+    const int64_t hi = std::min(pos + n, g.shard_begin() + g.count());
+    if (lo >= hi) continue;
+    const int64_t offset = g.file_offset() + (lo - g.shard_begin()) * int64_t{sizeof(float)};
+    const int64_t bytes = (hi - lo) * int64_t{sizeof(float)};
+    tickets->emplace_back();
+    DS_ASSIGN_OR_RETURN(tickets->back(), engine_->Read(file_, offset, ParamShardAt(lo), bytes));
+    stats_.bytes_read += bytes;
+    ++stats_.transfers;
+  }
+  return OkStatus();
+}
+
+void OptimizerSwapper::ReleaseMaster(int64_t pos, int64_t n) {
+  if (MasterIsParams())
+    DropParamPages(pos, n);  // the master is the parameter shard: the persistent chunks stay
+  else if (plan_.swap().master())
+    params_->ReleaseMasterRange(pos, n);
+}
+
 StatusOr<CollectiveJob> OptimizerSwapper::StartParamsIn(const proto::Instruction& in) {
   if (!plan_.swap().params())
     return InvalidArgumentError(
@@ -312,6 +343,10 @@ StatusOr<CollectiveJob> OptimizerSwapper::StartParamsIn(const proto::Instruction
     if (u < 0 || u >= plan_.partition().units_size())
       return InvalidArgumentError("optimizer swapper: unit " + Str(u) + " is not in the plan");
     const proto::PartitionUnit& unit = plan_.partition().units(u);
+    if (MasterIsParams()) {
+      DS_RETURN_IF_ERROR(MasterRead(unit.shard_offset(), unit.chunk(), tickets.get()));
+      continue;
+    }
     tickets->emplace_back();
     DS_RETURN_IF_ERROR(ParamTransfer(unit.shard_offset(), unit.chunk(), false, &tickets->back()));
   }
@@ -332,6 +367,8 @@ char* OptimizerSwapper::ParamShardAt(int64_t pos) const {
 }
 
 Status OptimizerSwapper::ParamTransfer(int64_t pos, int64_t n, bool write, IoTicket* ticket) {
+  if (MasterIsParams())
+    return InternalError("optimizer swapper: fp32 parameters move with the master");
   const int64_t bytes = n * param_size_, offset = pos * param_size_;
   if (write) {
     DS_ASSIGN_OR_RETURN(*ticket, engine_->Write(params_file_, offset, ParamShardAt(pos), bytes));
@@ -358,6 +395,12 @@ void OptimizerSwapper::DropParamPages(int64_t pos, int64_t n) {
 
 Status OptimizerSwapper::LoadParams() {
   if (!plan_.swap().params()) return OkStatus();
+  if (MasterIsParams()) {
+    std::vector<IoTicket> tickets;
+    DS_RETURN_IF_ERROR(MasterRead(0, params_->shard_elements(), &tickets));
+    for (IoTicket& t : tickets) DS_RETURN_IF_ERROR(Wait(t));
+    return OkStatus();
+  }
   IoTicket t;
   DS_RETURN_IF_ERROR(ParamTransfer(0, params_->shard_elements(), false, &t));
   return Wait(t);
@@ -382,6 +425,14 @@ Status OptimizerSwapper::Step(const proto::Instruction& in, float lr, float grad
   for (int j = 0; i < a.size(); ++i, ++j) at.state[j] = a[i];
   if (k == 0) optimizer_->BeginStep();
   optimizer_->StepShard(g.shard_begin(), g.shard_begin() + g.count(), at, lr, grad_scale);
+  if (MasterIsParams()) {  // the persistent units' chunks live in memory: their fresh values
+    const int64_t lo = g.shard_begin(), hi = lo + g.count();
+    for (const auto& [kpos, kn] : keep_) {
+      const int64_t from = std::max(lo, kpos), to = std::min(hi, kpos + kn);
+      if (from < to)
+        std::memcpy(ParamShardAt(from), at.master + (from - lo), (to - from) * sizeof(float));
+    }
+  }
   return OkStatus();
 }
 
@@ -402,15 +453,15 @@ Status OptimizerSwapper::StoreUpTo(int64_t end) {
     for (size_t i = 0; i < host.size(); ++i) std::memcpy(slot[i], host[i], n * sizeof(float));
     DS_RETURN_IF_ERROR(Transfer(k, 0, /*write=*/true, /*wait_now=*/true, &t));
     const int64_t pos = plan_.swap().sub_groups(k).shard_begin();
-    if (plan_.swap().params()) {
+    if (plan_.swap().params() && !MasterIsParams()) {
       DS_RETURN_IF_ERROR(ParamTransfer(pos, n, true, &t));
       DS_RETURN_IF_ERROR(Wait(t));
       DropParamPages(pos, n);
     }
-    if (plan_.swap().master()) params_->ReleaseMasterRange(pos, n);
+    ReleaseMaster(pos, n);
     optimizer_->ReleaseStateRange(pos, n);
   }
-  if (plan_.swap().params()) DS_RETURN_IF_ERROR(params_file_.Sync());
+  if (plan_.swap().params() && !MasterIsParams()) DS_RETURN_IF_ERROR(params_file_.Sync());
   return file_.Sync();
 }
 
@@ -428,7 +479,7 @@ Status OptimizerSwapper::Load() {
 void OptimizerSwapper::ReleaseMemory() {
   for (int k = 0; k < plan_.swap().sub_groups_size(); ++k) {
     const proto::SubGroup& g = plan_.swap().sub_groups(k);
-    if (plan_.swap().master()) params_->ReleaseMasterRange(g.shard_begin(), g.count());
+    ReleaseMaster(g.shard_begin(), g.count());
     optimizer_->ReleaseStateRange(g.shard_begin(), g.count());
   }
 }

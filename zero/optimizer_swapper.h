@@ -2,7 +2,8 @@
 // device nvme). The rank's fp32 optimizer states (and a separate fp32 master) live in one swap
 // file; the plan's SWAP_IN / OPTIMIZER_STEP / SWAP_OUT instructions move each sub-group through
 // one of the plan's swap buffers (Note [Optimizer swapping] in zero/plan/swap_stream.cc). With
-// offload_param, the 16-bit parameter shard lives in a second file: SWAP_IN of units reads
+// offload_param, the 16-bit parameter shard lives in a second file (in fp32 the shard is the
+// master, read from the optimizer file instead): SWAP_IN of units reads
 // their chunks into the sparse shard ahead of their gather, a sub-group's SWAP_OUT writes its
 // freshly stepped 16-bit values back and drops them (Note [Parameter swapping] in
 // zero/plan/param_swap_stream.cc). The ParamStore's master
@@ -114,6 +115,13 @@ class OptimizerSwapper {
   Status Wait(IoTicket& ticket);
   // offload_param: shard positions [pos, pos + n) of the 16-bit shard to or from its file.
   Status ParamTransfer(int64_t pos, int64_t n, bool write, IoTicket* ticket);
+  // fp32 with offload_param: the parameter shard is the master, swapped with the states in the
+  // optimizer file (no second file); MasterRead reads shard positions [pos, pos + n) of it into
+  // the shard (one read per sub-group it spans), ReleaseMaster drops a range of the master's
+  // pages (in fp32 with swapped parameters all but the persistent units' chunks).
+  bool MasterIsParams() const;
+  Status MasterRead(int64_t pos, int64_t n, std::vector<IoTicket>* tickets);
+  void ReleaseMaster(int64_t pos, int64_t n);
   void DropParamPages(int64_t pos, int64_t n);  // all but the persistent units' chunks
   StatusOr<CollectiveJob> StartParamsIn(const proto::Instruction& in);
   char* ParamShardAt(int64_t pos) const;

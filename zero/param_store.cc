@@ -231,10 +231,11 @@ void ParamStore::Shard(const ShardLayout& layout) {
   const size_t size = DTypeSize(model_dtype_);
   const int64_t shard = std::max<int64_t>(1, layout.shard_elements);
   if (mixed() || layout.partition_params) {
-    Buffer m = layout.swap_master && mixed() ? Buffer::AllocateSparse(shard * sizeof(float))
-                                             : Alloc(shard * sizeof(float));
+    // A swapped master (in fp32 with swapped parameters: the parameter shard) is sparse staging.
+    Buffer m = layout.swap_master ? Buffer::AllocateSparse(shard * sizeof(float))
+                                  : Alloc(shard * sizeof(float));
     for (const ShardSegment& g : layout.segments)  // a swapped master stays untouched: zeros
-      if (!(layout.swap_master && mixed()))
+      if (!layout.swap_master)
         std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin,
                     g.count * sizeof(float));
     if (!mixed()) model_ = std::move(master_);
@@ -269,7 +270,7 @@ void ParamStore::ReleaseMasterRange(int64_t pos, int64_t n) {
 
 void ParamStore::ReleaseParamShardRange(int64_t pos, int64_t n) {
   const size_t size = DTypeSize(model_dtype_);
-  param_shard_.Release(pos * size, n * size, false);
+  (mixed() ? param_shard_ : master_).Release(pos * size, n * size, false);  // see param_shard()
 }
 
 void ParamStore::ReleaseHost() {

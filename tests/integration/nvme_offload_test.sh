@@ -75,6 +75,16 @@ same_weights() {  # same_weights DIR_A DIR_B
     cmp -s <(cut -d, -f1,2 "$1.csv") <(cut -d, -f1,2 "$2.csv")
 }
 
+# The tensor files of two checkpoint steps, byte for byte.
+same_files() {  # same_files STEP_DIR_A STEP_DIR_B
+  local f n=0
+  for f in "$1"/*.safetensors; do
+    cmp -s "$f" "$2/$(basename "$f")" || return 1
+    n=$((n + 1))
+  done
+  [[ $n -gt 0 ]]
+}
+
 swap_empty() { [[ -z $(find "$BASE/swap" -type f 2>/dev/null) ]]; }
 
 for stage in 1 2 3; do
@@ -121,6 +131,34 @@ for world in 1 2; do
   grep -rq "params.swp\|parameters on NVMe" "$BASE/out" "$DS_RUNTIME_HOME" ||
     fail "bf16 dp=$world: no rank said its parameters were on NVMe"
   swap_empty || fail "bf16 dp=$world: swap files left"
+done
+
+# fp32 stage 3 with offload_param too: the parameter shard is the fp32 master itself, swapped
+# with the moments in optimizer.swp (no params.swp), each unit's chunk read from there before its
+# gather; on the unswapped run's weights and losses (the stage-3 runs above), and a run resumed
+# from step 10 ends on the same bytes.
+for world in 1 2; do
+  job "$BASE/fp32p.yaml" "$world" 3 nvme "$BASE/ck_fp32_params_w$world"
+  sed -i "s|sub_group_size: 3000,|sub_group_size: 3000, offload_param: {device: nvme, nvme_path: $BASE/swap},|" "$BASE/fp32p.yaml"
+  if ! launch "$BASE/fp32p.yaml" "$world"; then
+    fail "fp32 offload_param dp=$world: ds-launch failed"; tail -8 "$BASE/out"; continue
+  fi
+  if same_weights "$BASE/ck_none_s3_w$world" "$BASE/ck_fp32_params_w$world"; then
+    pass "fp32 stage 3 dp=$world: parameters and optimizer on NVMe give the unswapped run's weights and losses"
+  else fail "fp32 stage 3 dp=$world, offload_param: the runs differ"; paste -d' ' "$BASE/ck_none_s3_w$world.csv" "$BASE/ck_fp32_params_w$world.csv" | head -4; fi
+  grep -rq "fp32 parameters on NVMe" "$BASE/out" "$DS_RUNTIME_HOME" ||
+    fail "fp32 dp=$world: no rank said its parameters were on NVMe"
+  swap_empty || fail "fp32 dp=$world: swap files left"
+  # Resume: 10 steps saved, then on to 20 from that checkpoint: the same step-20 bytes.
+  r=$BASE/ck_fp32_resume_w$world
+  sed "s|ck_fp32_params_w$world|ck_fp32_resume_w$world|g; s/train_iters: 20/train_iters: 10/" \
+    "$BASE/fp32p.yaml" > "$BASE/fp32h.yaml"
+  sed "s|ck_fp32_params_w$world|ck_fp32_resume_w$world|g; s|checkpoint: {dir: \([^,]*\), save_interval: 10}|checkpoint: {dir: \\1, save_interval: 10, load: latest}|" \
+    "$BASE/fp32p.yaml" > "$BASE/fp32r.yaml"
+  if launch "$BASE/fp32h.yaml" "$world" && launch "$BASE/fp32r.yaml" "$world" &&
+     same_files "$BASE/ck_fp32_params_w$world/step_00000020" "$r/step_00000020"; then
+    pass "fp32 stage 3 dp=$world, offload_param: resumed at step 10, the same step-20 checkpoint"
+  else fail "fp32 offload_param dp=$world: the resume differs"; tail -5 "$BASE/out"; fi
 done
 
 # device.type cuda with DS_ACCELERATOR=host (the device path on host memory): forward and

@@ -13,15 +13,18 @@
 # The learning rate warms up linearly to LR over the STEPS steps (Adam's first full-size steps
 # move every weight by about lr and raise the loss of a model this size for a few steps).
 #
-#   tools/bench/zero_infinity.sh [SWAP_DIR]        (STEPS=6 LR=2e-5 by default)
+# PRECISION=fp32 trains in fp32 instead (model states again about 25 GB: the fp32 parameters,
+# which are the master, gradients and Adam's moments; the parameters swap with the moments).
+#
+#   tools/bench/zero_infinity.sh [SWAP_DIR]        (STEPS=6 LR=2e-5 PRECISION=bf16 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ -x bin/ds-launch && -x bin/ds-io-bench ]] || tools/build.sh
 mkdir -p runs
 DIR=${1:-$(mktemp -d -p "$PWD/runs" zero_infinity.XXXXXX)}
-STEPS=${STEPS:-6}; LR=${LR:-2.0e-5}
+STEPS=${STEPS:-6}; LR=${LR:-2.0e-5}; PRECISION=${PRECISION:-bf16}
 mkdir -p "$DIR/swap"
-echo "== ZeRO-Infinity, GPT-2 XL size, $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), swap on $(df -T "$DIR" | awk 'NR==2 {print $1" ("$2")"}')"
+echo "== ZeRO-Infinity, GPT-2 XL size, $PRECISION, $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), swap on $(df -T "$DIR" | awk 'NR==2 {print $1" ("$2")"}')"
 grep -m1 -o 'avx512f' /proc/cpuinfo > /dev/null && echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), AVX-512" ||
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), AVX2"
 
@@ -38,7 +41,7 @@ cat > "$DIR/xl.yaml" <<YAML
 train_batch_size: 1
 train_micro_batch_size_per_gpu: 1
 gradient_clipping: 1.0
-bf16: {enabled: true}
+bf16: {enabled: $([[ $PRECISION == bf16 ]] && echo true || echo false)}
 optimizer: {type: AdamW, params: {lr: $LR, weight_decay: 0.1}}
 scheduler: {type: WarmupLR, params: {warmup_min_lr: 0.0, warmup_max_lr: $LR, warmup_num_steps: $STEPS, warmup_type: linear}}
 zero_optimization:

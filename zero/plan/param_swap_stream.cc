@@ -17,6 +17,11 @@
 //
 // After the step, each sub-group's SWAP_OUT writes its 16-bit values back with its states
 // (swap_stream.cc). The persistent units' chunks stay in memory: the step tail all-gathers them.
+//
+// In fp32 the parameter shard is the fp32 master itself, so there is no second file: the master
+// is swapped with the optimizer states (one array of each sub-group in optimizer.swp), a unit's
+// SWAP_IN reads its chunk from there (split at sub-groups' ends), and a sub-group's step writes
+// the persistent units' fresh values back into memory for the step tail's all-gather.
 #include <map>
 #include <string>
 #include <vector>
@@ -45,11 +50,6 @@ Status CheckParamSwap(const Context& ctx) {
         key +
         "device nvme needs offload_optimizer device nvme too: the updated 16-bit "
         "parameters are written back with each optimizer sub-group");
-  if (ctx.config.model_dtype == DType::kF32)
-    return InvalidArgumentError(
-        key +
-        "device nvme swaps the 16-bit parameter shard: enable bf16 or fp16 (in fp32 the "
-        "shard is the fp32 master the optimizer steps)");
   if (ctx.config.param_buffer_count < 1 || ctx.config.param_buffer_size < 1)
     return InvalidArgumentError(key + "buffer_count and buffer_size must be >= 1");
   for (size_t u = 0; u < ctx.units.size(); ++u) {

@@ -33,7 +33,7 @@ std::string Str(int64_t v) { return std::to_string(v); }
 
 std::string StateNames(const Context& ctx, int states) {
   std::string s;
-  const bool master = ctx.config.model_dtype != DType::kF32;
+  const bool master = states > ctx.config.optimizer_states;
   const char* adam[] = {"exp_avg", "exp_avg_sq"};
   if (master) s = "the fp32 master";
   for (int i = 0; i < ctx.config.optimizer_states; ++i)
@@ -147,7 +147,9 @@ class SwapSchedule {
 
 Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan* swap) {
   const PlanConfig& c = ctx.config;
-  const bool master = c.model_dtype != DType::kF32;
+  // The master is swapped when it is separate from the model copy, and in fp32 when the
+  // parameters are: the parameter shard is then the master itself (param_swap_stream.cc).
+  const bool master = c.model_dtype != DType::kF32 || c.param_nvme;
   const int states = (master ? 1 : 0) + c.optimizer_states;
   const std::string key = "zero_optimization.offload_optimizer.buffer_count";
   if (states == 0)
@@ -176,7 +178,9 @@ Status MakeSwapPlan(const Context& ctx, int64_t shard_elements, proto::SwapPlan*
   swap->set_slot_bytes(largest * states * static_cast<int64_t>(sizeof(float)));
   if (c.param_nvme) {
     swap->set_params(true);
-    swap->set_param_file_bytes(shard_elements * static_cast<int64_t>(DTypeSize(c.model_dtype)));
+    // fp32: no second file (the master in optimizer.swp is the parameter shard).
+    if (c.model_dtype != DType::kF32)
+      swap->set_param_file_bytes(shard_elements * static_cast<int64_t>(DTypeSize(c.model_dtype)));
   }
   return OkStatus();
 }

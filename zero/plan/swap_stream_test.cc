@@ -267,6 +267,34 @@ TEST_CASE("Swap plan: each gather waits for a swap-in of its units, issued one g
   }
 }
 
+// fp32: the parameter shard is the master itself: swapped as the first of the sub-groups' three
+// arrays in the optimizer file, with no second file; the shard is not resident.
+TEST_CASE("Swap plan: fp32 parameters swap as the master, in the optimizer file", "[plan][swap]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  PlanConfig c = ParamSwapConfig();
+  c.model_dtype = c.comm_dtype = DType::kF32;
+  const proto::Plan plan = testing::MustPlan(g, 2, c);
+  REQUIRE(plan.swap().params());
+  REQUIRE(plan.swap().master());
+  REQUIRE(plan.swap().states() == 3);  // the master (the parameters), exp_avg, exp_avg_sq
+  REQUIRE(plan.swap().param_file_bytes() == 0);
+  for (const proto::PlanBuffer& b : plan.buffers()) {
+    INFO(b.name());
+    if (b.kind() == proto::PlanBuffer::PARAM_SHARD ||
+        b.kind() == proto::PlanBuffer::OPTIMIZER_STATE)
+      REQUIRE(b.nvme());
+    REQUIRE(b.kind() != proto::PlanBuffer::MASTER_WEIGHTS);  // no copy besides the shard
+  }
+  PlanConfig optimizer_only = c;
+  optimizer_only.param_nvme = false;
+  const proto::Plan states = testing::MustPlan(g, 2, optimizer_only);
+  REQUIRE_FALSE(states.swap().master());  // without offload_param the shard stays in memory
+  REQUIRE(states.swap().states() == 2);
+  REQUIRE(plan.swap().file_bytes() > states.swap().file_bytes());
+  REQUIRE(plan.ranks(0).memory().model_state_bytes() <
+          states.ranks(0).memory().model_state_bytes());
+}
+
 TEST_CASE("Swap plan: parameter buffers too small, or no optimizer swap, are refused",
           "[plan][swap]") {
   const Graph g = testing::PresetGraph("gpt2-tiny");
