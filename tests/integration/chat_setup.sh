@@ -51,15 +51,17 @@ ppo: {actor: actor.yaml, critic: critic.yaml, iterations: $3, eval_prompts: $4}
 YAML
 }
 
-# chat_figures LOG CSV REWARD_FLOOR KL_CEILING: the figures a ds-chat run reported, parsed as
-# numbers and held to what its configuration reaches: the reward model's held-out pairwise
+# chat_figures LOG CSV REWARD_FLOOR KL_CEILING [GAIN]: the figures a ds-chat run reported, parsed
+# as numbers and held to what its configuration reaches: the reward model's held-out pairwise
 # accuracy rises in training and ends at least REWARD_FLOOR (%), every PPO iteration's per-token
-# KL to the reference (ppo.csv) stays below KL_CEILING, and the reward model's mean score of the
-# greedy answers rises over step 3. Prints the figures; exit 1 naming the first one that misses.
+# KL to the reference (ppo.csv) stays below KL_CEILING, the reward model's mean score of the
+# greedy answers rises over step 3, and (given GAIN) PPO lifts held-out exact match by at least
+# GAIN points over SFT's. Prints the figures; exit 1 naming the first one that misses.
 chat_figures() {
   python3 - "$@" <<'PYEOF'
 import csv, re, sys
 log, table, floor, ceiling = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+gain = float(sys.argv[5]) if len(sys.argv) > 5 else None
 text = open(log, errors="replace").read()
 def find(pattern, what):
     m = re.search(pattern, text)
@@ -77,7 +79,8 @@ checks = [(0 <= sft <= 100 and em0 == sft, "PPO's starting exact match is not SF
           (rm1 > rm0, "the reward model's accuracy did not rise"),
           (rm1 >= floor, f"pairwise accuracy {rm1}% is below {floor}%"),
           (max(kl) < ceiling, f"KL {max(kl)} is not below {ceiling}"),
-          (r1 > r0, "the greedy answers' mean reward did not rise")]
+          (r1 > r0, "the greedy answers' mean reward did not rise"),
+          (gain is None or em1 >= em0 + gain, f"PPO's exact match {em1}% is not {gain} points over SFT's {em0}%")]
 for ok, why in checks:
     if not ok:
         sys.exit(why)
