@@ -226,6 +226,12 @@ TEST_CASE("ds-plan: NVMe offload shows the swap buffers, the swap files and Deep
   CHECK_THAT(r.out, Catch::Contains("16-bit parameters: not in memory"));
   CHECK_THAT(r.out, Catch::Contains("DeepSpeed's estimator has no NVMe row"));
   CHECK_THAT(r.out, Catch::Contains("4L device, 18P x 1.5 host"));
+  // fp32: the parameters are the master, swapped with the states in one file.
+  Result fp32 = Run({"runtime/plan/testdata/gpt2_small_nvme_fp32.yaml", "--world", "2"});
+  INFO(fp32.err);
+  REQUIRE(fp32.code == 0);
+  CHECK_THAT(fp32.out,
+             Catch::Contains("fp32 parameters (the master) and optimizer state: not in memory"));
 }
 
 }  // namespace

@@ -330,10 +330,15 @@ std::string FormatMemory(const proto::PlanSummary& s,
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
   if (c.optimizer_swap().enabled()) {
     row("swap buffers (peak)", &proto::RankSummary::swap_buffer_bytes, "");
-    row("on NVMe (swap files)", &proto::RankSummary::nvme_bytes,
-        s.settings().optimizer_swap().params()
-            ? "  fp32 master, optimizer state, 16-bit parameters: not in memory"
-            : "  fp32 master and optimizer state: not in memory");
+    // In fp32 the master is the parameters: swapped with them, else in memory.
+    const bool fp32 = s.settings().model_dtype() == proto::DT_F32;
+    const bool params = s.settings().optimizer_swap().params();
+    const char* what =
+        fp32 ? (params ? "  fp32 parameters (the master) and optimizer state: not in memory"
+                       : "  optimizer state: not in memory")
+             : (params ? "  fp32 master, optimizer state, 16-bit parameters: not in memory"
+                       : "  fp32 master and optimizer state: not in memory");
+    row("on NVMe (swap files)", &proto::RankSummary::nvme_bytes, what);
   }
   row("peak total", &proto::RankSummary::peak_bytes, "");
   if (!s.deepspeed_offload_formula().empty())
