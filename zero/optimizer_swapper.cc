@@ -397,9 +397,13 @@ Status OptimizerSwapper::LoadParams() {
   if (!plan_.swap().params()) return OkStatus();
   if (MasterIsParams()) {
     std::vector<IoTicket> tickets;
-    DS_RETURN_IF_ERROR(MasterRead(0, params_->shard_elements(), &tickets));
-    for (IoTicket& t : tickets) DS_RETURN_IF_ERROR(Wait(t));
-    return OkStatus();
+    Status first = MasterRead(0, params_->shard_elements(), &tickets);
+    for (IoTicket& t : tickets) {  // every read submitted completes before the first error returns
+      if (!t.valid()) continue;
+      Status s = Wait(t);
+      if (first.ok()) first = s;
+    }
+    return first;
   }
   IoTicket t;
   DS_RETURN_IF_ERROR(ParamTransfer(0, params_->shard_elements(), false, &t));
