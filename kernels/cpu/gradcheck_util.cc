@@ -119,10 +119,4 @@ Attrs HeadAttrs(int64_t n_head, int64_t n_kv_head) {
   return a;
 }
 
-OwnedTensor FloatTensor(const Shape& shape, const std::vector<float>& values) {
-  OwnedTensor t(shape, DType::kF32);
-  for (size_t i = 0; i < values.size(); ++i) t.f32()[i] = values[i];
-  return t;
-}
-
 }  // namespace ds::kernels::testing

@@ -48,8 +48,6 @@ void ResetCheckedOps();
 using GradcheckTable = std::map<std::string, std::function<void()>>;
 
 Attrs HeadAttrs(int64_t n_head, int64_t n_kv_head);
-// A float tensor of the given values (the MoE capacity, the PPO pretraining weights).
-OwnedTensor FloatTensor(const Shape& shape, const std::vector<float>& values);
 
 template <typename... T>
 std::vector<OwnedTensor> Inputs(T&&... tensors) {

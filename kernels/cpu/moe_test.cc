@@ -13,6 +13,7 @@
 namespace ds::kernels {
 namespace {
 
+using testing::FloatTensor;
 using testing::IntTensor;
 using testing::OpHarness;
 using testing::RandomTensor;
@@ -26,12 +27,6 @@ Attrs Gating(int64_t experts, int64_t k, double factor, int64_t min_capacity, in
   a.SetInt("min_capacity", min_capacity);
   a.SetInt("drop_tokens", drop);
   return a;
-}
-
-OwnedTensor Floats(const Shape& shape, const std::vector<float>& v) {
-  OwnedTensor t(shape, DType::kF32);
-  for (size_t i = 0; i < v.size(); ++i) t.f32()[i] = v[i];
-  return t;
 }
 
 struct Routed {
@@ -58,7 +53,7 @@ Routed Route(const Attrs& a, OwnedTensor logits, uint64_t seed = 1, bool trainin
 OwnedTensor AllTo(int64_t n, int64_t experts, int64_t expert) {
   std::vector<float> v(n * experts, 0.f);
   for (int64_t t = 0; t < n; ++t) v[t * experts + expert] = 2.f;
-  return Floats({n, experts}, v);
+  return FloatTensor({n, experts}, v);
 }
 
 TEST_CASE("moe capacity follows DeepSpeed's formula at its edges", "[kernels][moe]") {
@@ -111,7 +106,7 @@ TEST_CASE("moe top-2 places second choices after first ones and renormalises", "
   const std::vector<float> v = {3, 1, 0, 3, 0, 1, 1, 3, 0, 3, 1, 0};
   Attrs a = Gating(3, 2, 1.0, 0, 1);
   a.SetString("second_expert", "argmax");
-  const Routed r = Route(a, Floats({4, 3}, v));
+  const Routed r = Route(a, FloatTensor({4, 3}, v));
   REQUIRE(r.capacity == 3);
   const int32_t b = 3;  // buffer capacity
   // Expert 0: first choices t0, t1, t3 at 0, 1, 2; t2's second choice would be 3: dropped.
@@ -141,7 +136,7 @@ TEST_CASE("moe without drops: the capacity is the busiest expert's count", "[ker
   Attrs a = Gating(3, 2, 1.0, 0, 0);
   a.SetString("second_expert", "argmax");
   const std::vector<float> v = {3, 1, 0, 3, 0, 1, 1, 3, 0, 3, 1, 0};
-  const Routed r2 = Route(a, Floats({4, 3}, v));
+  const Routed r2 = Route(a, FloatTensor({4, 3}, v));
   CHECK(r2.capacity == 4);  // expert 0: three first choices and one second
   for (float w : r2.weights) CHECK(w > 0.f);
 }
@@ -219,13 +214,13 @@ TEST_CASE("moe data path equals the per-token reference", "[kernels][moe]") {
 
 TEST_CASE("moe ops refuse bad shapes and settings", "[kernels][moe]") {
   OpHarness h("moe_router", Gating(2, 3, 1.0, 0, 1));
-  h.inputs.push_back(Floats({4, 2}, std::vector<float>(8, 0.f)));
+  h.inputs.push_back(FloatTensor({4, 2}, std::vector<float>(8, 0.f)));
   std::vector<TensorSpec> out;
   Status s = h.Infer(&out);
   REQUIRE(!s.ok());
   CHECK(s.message().find("top_k 3") != std::string::npos);
   OpHarness g("moe_router", Gating(3, 1, 1.0, 0, 1));
-  g.inputs.push_back(Floats({4, 2}, std::vector<float>(8, 0.f)));
+  g.inputs.push_back(FloatTensor({4, 2}, std::vector<float>(8, 0.f)));
   s = g.Infer(&out);
   REQUIRE(!s.ok());
   CHECK(s.message().find("2 columns for 3 experts") != std::string::npos);

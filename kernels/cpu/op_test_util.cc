@@ -18,6 +18,13 @@ OwnedTensor IntTensor(const Shape& shape, const std::vector<int32_t>& values) {
   return t;
 }
 
+OwnedTensor FloatTensor(const Shape& shape, const std::vector<float>& values) {
+  OwnedTensor t(shape, DType::kF32);
+  for (int64_t i = 0; i < t.numel() && i < static_cast<int64_t>(values.size()); ++i)
+    t.f32()[i] = values[i];
+  return t;
+}
+
 OwnedTensor ZerosLike(const Tensor& t) { return OwnedTensor(t.shape(), t.dtype()); }
 
 OwnedTensor CopyOf(const Tensor& t) {

@@ -22,6 +22,8 @@ namespace ds::kernels::testing {
 OwnedTensor RandomTensor(const Shape& shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 // int32 tensor with the given values (row-major).
 OwnedTensor IntTensor(const Shape& shape, const std::vector<int32_t>& values);
+// fp32 tensor with the given values (row-major; the rest zeros).
+OwnedTensor FloatTensor(const Shape& shape, const std::vector<float>& values);
 OwnedTensor ZerosLike(const Tensor& t);
 OwnedTensor CopyOf(const Tensor& t);
 
