@@ -14,20 +14,7 @@ cd "$(dirname "$0")/.."
 OUT=runs/chat_addition
 mkdir -p "$OUT"
 bazel build -c opt --jobs=2 //tools/ds_chat:ds-chat >/dev/null 2>&1
-/usr/bin/python3 - "$OUT/pairs.jsonl" <<'PYEOF'
-import json, random, sys
-rng = random.Random(7)
-def rev(n):
-    return str(n).zfill(3)[::-1]
-with open(sys.argv[1], "w") as f:
-    for _ in range(40000):
-        a, b = rng.randrange(100), rng.randrange(100)
-        s = wrong = a + b
-        while wrong == s:
-            wrong = max(0, min(198, s + rng.choice([-10, -2, -1, 1, 2, 10, rng.randrange(-30, 31)])))
-        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
-                            "rejected": rev(wrong) + "$"}) + "\n")
-PYEOF
+/usr/bin/python3 tools/chat_addition_pairs.py "$OUT/pairs.jsonl"
 echo "== $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 time bazel-bin/tools/ds_chat/ds-chat --config configs/examples/chat_addition/chat.yaml 2>&1 |
   grep -v '^\[20'

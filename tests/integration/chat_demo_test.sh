@@ -12,20 +12,7 @@ W=${TEST_TMPDIR:-$(mktemp -d)}/chat_demo
 rm -rf "$W"; mkdir -p "$W"
 source "$(dirname "$0")/chat_setup.sh"  # chat_figures
 
-python3 - "$W/pairs.jsonl" <<'PYEOF'
-import json, random, sys
-rng = random.Random(7)  # tools/rlhf_demo.sh's data
-def rev(n):
-    return str(n).zfill(3)[::-1]
-with open(sys.argv[1], "w") as f:
-    for _ in range(40000):
-        a, b = rng.randrange(100), rng.randrange(100)
-        s = wrong = a + b
-        while wrong == s:
-            wrong = max(0, min(198, s + rng.choice([-10, -2, -1, 1, 2, 10, rng.randrange(-30, 31)])))
-        f.write(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": rev(s) + "$",
-                            "rejected": rev(wrong) + "$"}) + "\n")
-PYEOF
+python3 "$R/tools/chat_addition_pairs.py" "$W/pairs.jsonl"  # tools/rlhf_demo.sh's data
 cp "$R"/configs/examples/chat_addition/*.yaml "$W/"
 sed -i "s|files: \[[^]]*\]|files: [$W/pairs.jsonl]|; s|^output: .*|output: $W/out|" "$W/chat.yaml"
 if ! (cd "$W" && timeout 900 "$CHAT" --config chat.yaml > "$W/log" 2>&1); then
