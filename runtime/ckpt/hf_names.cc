@@ -5,14 +5,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <set>
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_internal.h"
-#include "runtime/ckpt/json.h"
+#include "runtime/ckpt/hf_weights.h"
 #include "runtime/ckpt/tensor_ops.h"
 
 namespace ds::ckpt {
@@ -122,6 +121,7 @@ StatusOr<std::vector<OwnedNamedTensor>> Convert(ModelFamily family, Direction di
 
 // Keeps the mappings alive while their views are converted.
 struct OpenedTensors {
+  std::vector<HfWeights> hf;
   std::vector<SafetensorsFile> files;
   std::vector<LoadedCheckpoint> checkpoints;
   std::vector<NamedTensor> tensors;
@@ -135,44 +135,13 @@ Status AddFile(const std::string& path, OpenedTensors* o) {
   return OkStatus();
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// A sharded HF checkpoint: {"weight_map": {"<tensor>": "<shard file>", ...}}.
-Status AddIndex(const std::string& index_path, OpenedTensors* o) {
-  DS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
-  StatusOr<Json> j = ParseJson(text);
-  if (!j.ok()) return j.status().WithPrefix(index_path);
-  const Json* map = j->Find("weight_map");
-  if (map == nullptr || !map->is_object()) {
-    return InvalidArgumentError(index_path + ": no \"weight_map\" object");
-  }
-  std::set<std::string> shards;
-  for (const auto& [name, file] : map->members()) {
-    if (!file.is_string() || file.as_string().find('/') != std::string::npos) {
-      return InvalidArgumentError(index_path + ": bad shard file for " + name);
-    }
-    shards.insert(file.as_string());
-  }
-  for (const std::string& s : shards) {
-    DS_RETURN_IF_ERROR(AddFile(JoinPath(DirName(index_path), s), o));
-  }
-  return OkStatus();
-}
-
+// A Hugging Face file, index or folder (HfWeights: one file, or shards with their index).
 Status OpenHf(const std::string& path, OpenedTensors* o) {
-  o->label = path;
-  if (IsDirectory(path)) {
-    std::string single = JoinPath(path, "model.safetensors");
-    std::string index = JoinPath(path, "model.safetensors.index.json");
-    if (PathExists(single)) return OpenHf(single, o);
-    if (PathExists(index)) return OpenHf(index, o);
-    return NotFoundError(path + ": no model.safetensors or model.safetensors.index.json");
-  }
-  if (EndsWith(path, ".json")) return AddIndex(path, o);
-  return AddFile(path, o);
+  DS_ASSIGN_OR_RETURN(HfWeights w, HfWeights::Open(path));
+  o->label = w.label();
+  o->tensors = w.tensors();
+  o->hf.push_back(std::move(w));
+  return OkStatus();
 }
 
 Status OpenOurs(const std::string& path, OpenedTensors* o) {

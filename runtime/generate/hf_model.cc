@@ -6,6 +6,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/hf_names.h"
+#include "runtime/ckpt/hf_weights.h"
 #include "runtime/ckpt/json.h"
 #include "runtime/ckpt/safetensors.h"
 
@@ -120,21 +121,15 @@ StatusOr<ModelSpec> SpecFromHfConfig(const std::string& json, const std::string&
 }
 
 StatusOr<HfModel> LoadHfModel(const std::string& dir) {
-  const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
+  const std::string config_path = dir + "/config.json";
   DS_ASSIGN_OR_RETURN(std::string text, ReadText(config_path));
   HfModel m;
   DS_ASSIGN_OR_RETURN(m.spec, SpecFromHfConfig(text, config_path));
   DS_ASSIGN_OR_RETURN(m.graph, BuildModelGraph(m.spec));
-  auto file = ckpt::SafetensorsFile::Open(weights);
-  if (!file.ok())
-    return file.status().WithPrefix(dir +
-                                    " (one model.safetensors; sharded checkpoints: merge "
-                                    "them first)");
-  std::vector<ckpt::NamedTensor> hf;
-  for (const ckpt::SafetensorsEntry& e : file->tensors()) {
-    DS_ASSIGN_OR_RETURN(Tensor t, file->Get(e.name));
-    hf.push_back({e.name, t});
-  }
+  // model.safetensors, or the shards of model.safetensors.index.json, mapped (no copy).
+  DS_ASSIGN_OR_RETURN(ckpt::HfWeights files, ckpt::HfWeights::Open(dir));
+  const std::string& weights = files.label();
+  const std::vector<ckpt::NamedTensor>& hf = files.tensors();
   ckpt::HfOptions o;
   o.n_head = m.spec.n_head;
   o.n_kv_head = m.spec.n_kv_head > 0 ? m.spec.n_kv_head : m.spec.n_head;

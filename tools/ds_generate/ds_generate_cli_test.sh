@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ds-generate end to end on the Hugging Face directories of runtime/generate/testdata (random
 # GPT-2 and Llama with grouped-query attention, transformers' greedy output in hf_golden.json):
-# greedy tokens equal transformers' alone and as one left-padded batch, JSONL carries the
+# greedy tokens equal transformers' alone, as one left-padded batch, and from the same folders
+# sharded as the Hub shards them; JSONL carries the
 # summary's tokens per second, a sampling seed repeats, and bad input gets one clear error.
 set -uo pipefail
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -33,6 +34,16 @@ for fam in gpt2 llama; do
     fail "$fam: batched output differs: $(cat "$W/$fam.jsonl")"
   grep -q '"summary": {"prompts": 3, "prefill_tokens": 17,.*"decode_tokens": 33,' "$W/$fam.jsonl" &&
     pass "$fam: JSONL summary with prefill and decode tokens/s" || fail "$fam: no summary"
+done
+# The same models saved as the Hub shards them (model-0000k-of-0000N.safetensors and the index,
+# by tools/shard_safetensors.py): the same tokens as transformers'.
+for fam in gpt2 llama; do
+  python3 "$R/tools/shard_safetensors.py" "$DATA/$fam" "$W/${fam}_sharded" 20000 > "$W/shard.log" 2>&1
+  out=$("$GEN" --hf "$W/${fam}_sharded" --prompt_ids $P1 --max_new_tokens 12 2>&1)
+  got=$(echo "$out" | head -1 | sed 's/.*-> \[//; s/\]//')
+  [[ "$got" == "$(golden $fam alone 1)" ]] &&
+    pass "$fam sharded ($(cat "$W/shard.log")): greedy equals transformers ($got)" ||
+    fail "$fam sharded: $got, transformers $(golden $fam alone 1): $(echo "$out" | tail -2)"
 done
 a=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
 b=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
@@ -105,6 +116,15 @@ printf '{"prompt_ids": [1]}\n' > "$W/bad.jsonl"
 expect_error "a prompts file line without prompt or ids" "bad.jsonl:1" --hf "$DATA/gpt2" --prompts "$W/bad.jsonl"
 mkdir -p "$W/other" && sed 's/"model_type": "gpt2"/"model_type": "mistral"/' "$DATA/gpt2/config.json" > "$W/other/config.json"
 expect_error "an unknown model_type" '"model_type" is "mistral"' --hf "$W/other" --prompt_ids 1
+# A sharded folder missing a shard, and an index that maps a tensor to a shard without it.
+cp -r "$W/llama_sharded" "$W/broken" && rm "$W/broken/model-00003-of-00006.safetensors"
+expect_error "a missing shard" "model.safetensors.index.json: shard model-00003-of-00006.safetensors" \
+  --hf "$W/broken" --prompt_ids 1
+cp "$W/llama_sharded/model-00003-of-00006.safetensors" "$W/broken/"
+sed -i 's/"model.norm.weight": "model-0000[0-9]-of-00006.safetensors"/"model.norm.weight": "model-00001-of-00006.safetensors"/' \
+  "$W/broken/model.safetensors.index.json"
+expect_error "an index naming the wrong shard" "is mapped to model-00001-of-00006.safetensors" \
+  --hf "$W/broken" --prompt_ids 1
 sed 's/"n_embd": 32/"n_embd": 48/' "$DATA/gpt2/config.json" > "$W/other/config.json"
 cp "$DATA/gpt2/model.safetensors" "$W/other/"
 expect_error "weights of another shape" "model.safetensors" --hf "$W/other" --prompt_ids 1
