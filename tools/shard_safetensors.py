@@ -9,30 +9,10 @@ the folder (config.json, ...) are copied. Stdlib only.
 import json
 import os
 import shutil
-import struct
 import sys
 
-
-def read(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    body = raw[8 + n:]
-    order = sorted(header, key=lambda k: header[k]["data_offsets"][0])
-    return [(k, header[k]["dtype"], header[k]["shape"],
-             body[header[k]["data_offsets"][0]:header[k]["data_offsets"][1]]) for k in order]
-
-
-def write(path, tensors):
-    header, body = {"__metadata__": {"format": "pt"}}, b""
-    for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + len(data)]}
-        body += data
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + body)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import read, write  # noqa: E402
 
 
 def main():
@@ -51,7 +31,7 @@ def main():
     weight_map, total = {}, 0
     for i, tensors in enumerate(shards):
         name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        write(os.path.join(dst, name), tensors)
+        write(os.path.join(dst, name), tensors, {"format": "pt"})
         for t in tensors:
             weight_map[t[0]] = name
             total += len(t[3])

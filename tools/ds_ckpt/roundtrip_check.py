@@ -11,10 +11,13 @@ values, and checks ds-ckpt's import and export of them value by value (stdlib on
                                       f32, the nearest bf16 (ties to even) in bf16
 Exit 1 with the first differing tensor and element named.
 """
-import json
+import os
 import random
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import safetensors_io  # noqa: E402  (tools/)
 
 C, V, T, F = 4, 7, 5, 12  # width, vocabulary, positions, MLP width
 Q, K = 4, 2  # Llama: 2 query heads and 1 key/value head of 2
@@ -50,34 +53,16 @@ def numel(shape):
 
 
 def write(path, tensors):  # tensors: name -> (shape, list of floats), written as F32
-    header, body = {}, b""
-    for name, (shape, values) in tensors.items():
-        data = struct.pack("<%df" % len(values), *values)
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + len(data)]}
-        body += data
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + body)
+    safetensors_io.write(path, [(name, "F32", shape, struct.pack("<%df" % len(values), *values))
+                                for name, (shape, values) in tensors.items()])
 
 
 def read(path):  # name -> (dtype, shape, list of floats)
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    body = raw[8 + n:]
     out = {}
-    for name, t in json.loads(raw[8:8 + n]).items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        if t["dtype"] == "F32":
-            values = list(struct.unpack("<%df" % ((b - a) // 4), body[a:b]))
-        elif t["dtype"] == "BF16":
-            values = [struct.unpack("<f", struct.pack("<I", h << 16))[0]
-                      for h in struct.unpack("<%dH" % ((b - a) // 2), body[a:b])]
-        else:
-            sys.exit(f"{path}: {name} has dtype {t['dtype']}")
-        out[name] = (t["dtype"], t["shape"], values)
+    for name, dtype, shape, raw in safetensors_io.read(path):
+        if dtype not in ("F32", "BF16"):
+            sys.exit(f"{path}: {name} has dtype {dtype}")
+        out[name] = (dtype, shape, safetensors_io.floats(dtype, raw))
     return out
 
 

@@ -7,25 +7,20 @@ chosen logit and the runner-up over the steps (a near tie would make the golden 
 Our layout: Linear weights [out, in]; attn.qkv rows are q, k, v; the head ties to wte;
 layernorm eps 1e-5; GELU's tanh approximation.
 """
-import json
 import math
-import struct
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import safetensors_io  # noqa: E402  (tools/)
 
 
 def load(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    body = raw[8 + n:]
     out = {}
-    for name, t in json.loads(raw[8:8 + n]).items():
-        if name == "__metadata__":
-            continue
-        if t["dtype"] != "F32":
-            sys.exit(f"{path}: {name} is {t['dtype']}, expected F32")
-        a, b = t["data_offsets"]
-        flat = list(struct.unpack("<%df" % ((b - a) // 4), body[a:b]))
-        shape = t["shape"]
+    for name, dtype, shape, raw in safetensors_io.read(path):
+        if dtype != "F32":
+            sys.exit(f"{path}: {name} is {dtype}, expected F32")
+        flat = safetensors_io.floats(dtype, raw)
         out[name] = [flat[r * shape[1]:(r + 1) * shape[1]] for r in range(shape[0])] \
             if len(shape) == 2 else flat
     return out
