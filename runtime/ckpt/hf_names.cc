@@ -11,6 +11,7 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_internal.h"
+#include "runtime/ckpt/hf_shards.h"
 #include "runtime/ckpt/hf_weights.h"
 #include "runtime/ckpt/tensor_ops.h"
 
@@ -204,6 +205,16 @@ Status ExportHf(const std::string& family, const std::string& our_path,
   OpenedTensors in;
   DS_RETURN_IF_ERROR(OpenOurs(our_path, &in));
   DS_ASSIGN_OR_RETURN(auto out, OursToHf(f, in.tensors, in.label, options));
+  if (options.max_shard_bytes > 0) {
+    std::vector<NamedTensor> views;
+    for (const OwnedNamedTensor& t : out) views.push_back({t.name, t.tensor.view()});
+    DS_ASSIGN_OR_RETURN(
+        int shards, WriteHfFolder(hf_out_path, views, options.max_shard_bytes, {{"format", "pt"}}));
+    DS_LOG_INFO("ckpt", "exported {} {} tensors from {} to {} in {} shard{} ({})", out.size(),
+                family, our_path, hf_out_path, shards, shards == 1 ? "" : "s",
+                DTypeName(options.dtype));
+    return OkStatus();
+  }
   DS_RETURN_IF_ERROR(WriteOutput(hf_out_path, out, {{"format", "pt"}}));
   DS_LOG_INFO("ckpt", "exported {} {} tensors from {} to {} ({})", out.size(), family, our_path,
               hf_out_path, DTypeName(options.dtype));

@@ -33,6 +33,9 @@ struct HfOptions {
   int n_head = 0;
   int n_kv_head = 0;
   DType dtype = DType::kF32;  // float dtype of every written tensor (f32, bf16, f16)
+  // Export: > 0 writes a folder as transformers' save_pretrained(max_shard_size) does
+  // (hf_shards.h: model.safetensors, or shards of at most this many bytes and their index).
+  int64_t max_shard_bytes = 0;
 };
 
 struct OwnedNamedTensor {

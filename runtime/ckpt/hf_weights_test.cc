@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/ckpt/file_util.h"
+#include "runtime/ckpt/hf_shards.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/test_util.h"
 
@@ -115,6 +116,41 @@ TEST_CASE("HfWeights: a broken folder gets one error naming the file and the ten
   WriteRawFile(JoinPath(dir, "model.safetensors.index.json"), "{\"metadata\": {}}");
   CHECK_THAT(ErrorOf(dir),
              Catch::Contains("model.safetensors.index.json: no \"weight_map\" object"));
+}
+
+// WriteHfFolder's shards read back through HfWeights; the sizes as transformers spells them.
+TEST_CASE("WriteHfFolder: shards of at most max_shard_size, read back whole", "[ckpt][hf]") {
+  const Model m;  // a 48 bytes, b 10, c 8
+  const std::vector<NamedTensor> t = {{"a", m.a.view()}, {"b", m.b.view()}, {"c", m.c.view()}};
+  const std::string dir = MakeTempDir("hf_write");
+  StatusOr<int> shards = WriteHfFolder(dir, t, 50, {{"format", "pt"}});
+  REQUIRE(shards.ok());
+  CHECK(*shards == 2);  // a (48); b + c (18)
+  CHECK(PathExists(JoinPath(dir, "model-00001-of-00002.safetensors")));
+  StatusOr<HfWeights> back = HfWeights::Open(dir);
+  INFO(back.status().ToString());
+  REQUIRE(back.ok());
+  CHECK(back->shard_count() == 2);
+  CheckModel(*back, m);
+  // A tensor larger than the limit gets a shard of its own; an export that fits one file
+  // replaces the shards and the index.
+  REQUIRE(*WriteHfFolder(dir, t, 9, {}) == 3);
+  CHECK_FALSE(PathExists(JoinPath(dir, "model-00001-of-00002.safetensors")));
+  CheckModel(*HfWeights::Open(dir), m);
+  REQUIRE(*WriteHfFolder(dir, t, 1000, {}) == 1);
+  CHECK(PathExists(JoinPath(dir, "model.safetensors")));
+  CHECK_FALSE(PathExists(JoinPath(dir, "model.safetensors.index.json")));
+  CHECK_FALSE(PathExists(JoinPath(dir, "model-00003-of-00003.safetensors")));
+  CheckModel(*HfWeights::Open(dir), m);
+
+  CHECK(*ParseShardSize("5GB") == 5000000000);
+  CHECK(*ParseShardSize("2GiB") == int64_t{2} << 30);
+  CHECK(*ParseShardSize("500mb") == 500000000);
+  CHECK(*ParseShardSize("20KB") == 20000);
+  CHECK(*ParseShardSize("4096") == 4096);
+  CHECK_THAT(ParseShardSize("5XB").status().message(), Catch::Contains("\"5XB\": expected"));
+  CHECK_FALSE(ParseShardSize("0").ok());
+  CHECK_FALSE(ParseShardSize("GB").ok());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "runtime/ckpt/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_names.h"
+#include "runtime/ckpt/hf_shards.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 
@@ -94,6 +95,9 @@ Status RunImport(const ConvertOptions& o) {
 // output, and exported from there.
 Status RunExport(const ConvertOptions& o) {
   DS_ASSIGN_OR_RETURN(ckpt::HfOptions hf, ToHfOptions(o));
+  if (!o.max_shard_size.empty()) {
+    DS_ASSIGN_OR_RETURN(hf.max_shard_bytes, ckpt::ParseShardSize(o.max_shard_size));
+  }
   if (ckpt::IsDirectory(o.input)) {
     DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(o.input));
     if (reader.sharded()) {

@@ -18,6 +18,7 @@ struct ConvertOptions {
   std::string dtype = "f32";  // f32 | bf16 | f16
   int n_head = 0;             // llama q/k/v split check; 0 infers from shapes
   int n_kv_head = 0;
+  std::string max_shard_size;  // export: "" one file at output; else a folder of shards
 };
 
 Status RunImport(const ConvertOptions& options);

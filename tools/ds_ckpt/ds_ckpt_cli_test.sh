@@ -25,6 +25,23 @@ for family in gpt2 llama; do
     $CHECK back $family "$OUT" $dtype || fail "$family export $dtype values"
   done
 done
+# Export as the Hub shards a folder (--max_shard_size, transformers' layout), imported back from
+# the folder: every value where the rules put it again.
+for family in gpt2 llama; do
+  mkdir -p "$OUT/sharded_$family"
+  cp "$OUT/$family.safetensors" "$OUT/sharded_$family/"
+  "$BIN" export --family $family --input "$OUT/${family}_ours.safetensors" \
+    --output "$OUT/hub_$family" --max_shard_size 300B || fail "$family sharded export"
+  [[ -f $OUT/hub_$family/model.safetensors.index.json &&
+     -f $OUT/hub_$family/model-00002-of-0000$(ls "$OUT/hub_$family" | grep -c '^model-').safetensors ]] ||
+    fail "$family: no shards and index in $(ls "$OUT/hub_$family")"
+  "$BIN" import --family $family --input "$OUT/hub_$family" \
+    --output "$OUT/sharded_$family/${family}_ours.safetensors" || fail "$family import of the shards"
+  $CHECK ours $family "$OUT/sharded_$family" || fail "$family sharded round trip values"
+done
+if "$BIN" export --family gpt2 --input "$OUT/gpt2_ours.safetensors" --output "$OUT/x" \
+     --max_shard_size 5XB 2>"$OUT/err"; then fail "a bad --max_shard_size accepted"; fi
+grep -q 'max_shard_size "5XB"' "$OUT/err" || fail "bad --max_shard_size: $(cat "$OUT/err")"
 cp "$OUT/gpt2.safetensors" "$OUT/hf.safetensors"
 "$BIN" inspect "$OUT/gpt2_ours.safetensors" | grep -q "wte  f32 \[7, 4\]" || fail "inspect ours"
 "$BIN" inspect "$OUT/gpt2_back_f32.safetensors" | grep -q "metadata: format = pt" || fail "format pt"

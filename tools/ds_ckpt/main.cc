@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   ds::tools::ConvertOptions export_opts;
   CLI::App* exp = app.add_subcommand("export", "our weights -> Hugging Face safetensors");
   AddConvertFlags(exp, &export_opts, "our .safetensors, or a checkpoint root / step directory");
+  exp->add_option("--max_shard_size", export_opts.max_shard_size,
+                  "write --output as a folder the way transformers' save_pretrained shards it: "
+                  "model.safetensors, or shards of at most this size (5GB, 500MB, 2GiB, bytes) "
+                  "and model.safetensors.index.json");
 
   std::string inspect_path;
   CLI::App* ins = app.add_subcommand("inspect", "Verify and describe a checkpoint");

@@ -45,6 +45,20 @@ for fam in gpt2 llama; do
     pass "$fam sharded ($(cat "$W/shard.log")): greedy equals transformers ($got)" ||
     fail "$fam sharded: $got, transformers $(golden $fam alone 1): $(echo "$out" | tail -2)"
 done
+# Imported into our layout and exported back as a sharded folder (ds-ckpt --max_shard_size):
+# still transformers' tokens.
+for fam in gpt2 llama; do
+  mkdir -p "$W/${fam}_hub" && cp "$DATA/$fam/config.json" "$W/${fam}_hub/"
+  "$R/tools/ds_ckpt/ds-ckpt" import --family $fam --input "$DATA/$fam" --output "$W/$fam.ours" \
+    > /dev/null 2>&1 &&
+    "$R/tools/ds_ckpt/ds-ckpt" export --family $fam --input "$W/$fam.ours" --output "$W/${fam}_hub" \
+      --max_shard_size 30KB > /dev/null 2>&1 || fail "$fam: import and sharded export"
+  out=$("$GEN" --hf "$W/${fam}_hub" --prompt_ids $P1 --max_new_tokens 12 2>&1)
+  got=$(echo "$out" | head -1 | sed 's/.*-> \[//; s/\]//')
+  [[ "$got" == "$(golden $fam alone 1)" ]] &&
+    pass "$fam exported as $(ls "$W/${fam}_hub" | grep -c '^model-') shards: greedy equals transformers" ||
+    fail "$fam exported sharded: $got, transformers $(golden $fam alone 1): $(echo "$out" | tail -2)"
+done
 a=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
 b=$("$GEN" --hf "$DATA/llama" --prompt_ids $P1 --max_new_tokens 16 --top_k 8 --seed 3 | head -1)
 [[ -n "$a" && "$a" == "$b" ]] && pass "sampling with --seed 3 repeats: $a" || fail "sampling: $a / $b"
