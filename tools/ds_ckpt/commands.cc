@@ -14,6 +14,8 @@
 #include "runtime/ckpt/hf_shards.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
+#include "runtime/config/job_config.h"
+#include "tools/ds_ckpt/hf_config.h"
 
 namespace ds::tools {
 namespace {
@@ -93,11 +95,7 @@ Status RunImport(const ConvertOptions& o) {
 
 // A sharded checkpoint (ZeRO or tensor-parallel rank files) is consolidated first, next to the
 // output, and exported from there.
-Status RunExport(const ConvertOptions& o) {
-  DS_ASSIGN_OR_RETURN(ckpt::HfOptions hf, ToHfOptions(o));
-  if (!o.max_shard_size.empty()) {
-    DS_ASSIGN_OR_RETURN(hf.max_shard_bytes, ckpt::ParseShardSize(o.max_shard_size));
-  }
+Status ExportWeights(const ConvertOptions& o, const ckpt::HfOptions& hf) {
   if (ckpt::IsDirectory(o.input)) {
     DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(o.input));
     if (reader.sharded()) {
@@ -109,6 +107,31 @@ Status RunExport(const ConvertOptions& o) {
     }
   }
   return ckpt::ExportHf(o.family, o.input, o.output, hf);
+}
+
+// With --config the output is a Hugging Face folder: config.json from the job's model (made
+// before any weight is written, so a job without one is refused first) beside the weights, in
+// shards of --max_shard_size (transformers' default 5GB when not given).
+Status RunExport(const ConvertOptions& o) {
+  DS_ASSIGN_OR_RETURN(ckpt::HfOptions hf, ToHfOptions(o));
+  if (!o.max_shard_size.empty()) {
+    DS_ASSIGN_OR_RETURN(hf.max_shard_bytes, ckpt::ParseShardSize(o.max_shard_size));
+  }
+  std::string config_json;
+  if (!o.config.empty()) {
+    DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(o.config));
+    const std::string family = job.model.family == config::ModelFamily::kGpt2    ? "gpt2"
+                               : job.model.family == config::ModelFamily::kLlama ? "llama"
+                                                                                 : "";
+    if (!family.empty() && family != o.family)
+      return InvalidArgumentError("--family " + o.family + ", but " + o.config + " describes a " +
+                                  family + " model");
+    DS_ASSIGN_OR_RETURN(config_json, HfConfigJson(job, hf.dtype));
+    if (hf.max_shard_bytes == 0) hf.max_shard_bytes = 5000000000;
+  }
+  DS_RETURN_IF_ERROR(ExportWeights(o, hf));
+  if (config_json.empty()) return OkStatus();
+  return ckpt::WriteFileAtomic(ckpt::JoinPath(o.output, "config.json"), config_json);
 }
 
 StatusOr<std::string> InspectCheckpoint(const std::string& path) {

@@ -19,6 +19,7 @@ struct ConvertOptions {
   int n_head = 0;             // llama q/k/v split check; 0 infers from shapes
   int n_kv_head = 0;
   std::string max_shard_size;  // export: "" one file at output; else a folder of shards
+  std::string config;          // export: a job file; output becomes a folder with config.json
 };
 
 Status RunImport(const ConvertOptions& options);

@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
                   "write --output as a folder the way transformers' save_pretrained shards it: "
                   "model.safetensors, or shards of at most this size (5GB, 500MB, 2GiB, bytes) "
                   "and model.safetensors.index.json");
+  exp->add_option("--config", export_opts.config,
+                  "a job file: --output becomes a Hugging Face folder with config.json from its "
+                  "model section (transformers' from_pretrained loads it), shards of "
+                  "--max_shard_size (default 5GB)");
 
   std::string inspect_path;
   CLI::App* ins = app.add_subcommand("inspect", "Verify and describe a checkpoint");

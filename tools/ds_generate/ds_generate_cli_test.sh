@@ -93,6 +93,34 @@ out=$("$GEN" --config "$W/job.yaml" --checkpoint "$W/ckpt/step_00000300" --promp
 echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step directory" ||
   fail "--checkpoint: $out"
 
+# The checkpoint exported as a Hugging Face folder (ds-ckpt export --config: config.json from the
+# job, the weights in shards) generates what the checkpoint does: GPT-2 here, and a Llama with
+# grouped-query attention and its own head trained 30 steps.
+sed 's/family: gpt2, n_layer: 1, n_embd: 32, n_head: 4,/family: llama, n_layer: 2, n_embd: 32, n_head: 4, n_kv_head: 2, tie_embeddings: false,/;
+     s/train_iters: 300/train_iters: 30/; s|ckpt}|ckpt_llama}|' "$W/job.yaml" > "$W/job_llama.yaml"
+"$R/runtime/worker/ds-worker" --config "$W/job_llama.yaml" > "$W/train_llama.log" 2>&1 || fail "llama training"
+for job in job job_llama; do
+  dir=$(sed -n 's/^checkpoint: {dir: \(.*\)}$/\1/p' "$W/$job.yaml")
+  fam=$(grep -o 'family: [a-z0-9]*' "$W/$job.yaml" | cut -d' ' -f2)
+  if "$R/tools/ds_ckpt/ds-ckpt" export --family $fam --config "$W/$job.yaml" --input "$dir" \
+       --output "$W/${job}_hf" --max_shard_size 10KB > "$W/export.log" 2>&1; then
+    a=$("$GEN" --hf "$W/${job}_hf" --prompt_ids 5,7,10,8,9,11 --max_new_tokens 4 2>&1 | grep -m1 -- '->')
+    b=$("$GEN" --config "$W/$job.yaml" --prompt_ids 5,7,10,8,9,11 --max_new_tokens 4 2>&1 | grep -m1 -- '->')
+    [[ -n "$a" && "$a" == "$b" && -f $W/${job}_hf/model.safetensors.index.json ]] &&
+      pass "$fam exported with config.json in $(ls "$W/${job}_hf" | grep -c '^model-') shards generates as its checkpoint: $a" ||
+      fail "$fam export with --config: --hf $a, --config $b"
+  else fail "$fam export with --config: $(tail -2 "$W/export.log")"; fi
+done
+expect_export_error() {  # expect_export_error NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  if out=$("$R/tools/ds_ckpt/ds-ckpt" export "$@" 2>&1); then fail "$name: accepted"; return; fi
+  echo "$out" | grep -q -- "$pattern" && pass "$name refused: $(echo "$out" | tail -1)" ||
+    fail "$name: $(echo "$out" | tail -1)"
+}
+expect_export_error "a --family the job does not describe" "describes a llama model" \
+  --family gpt2 --config "$W/job_llama.yaml" --input "$W/ckpt_llama" --output "$W/x_hf"
+
 # A checkpoint saved by a tensor-parallel job (TP 2, ZeRO-1) generates on one rank: the same
 # tokens as the job's layout-free twin trained from the same weights.
 sed 's|checkpoint: {dir: $W/ckpt}|checkpoint: {dir: $W/ckpt_tp}\nparallel: {tensor: 2}\nzero_optimization: {stage: 1}|' \
