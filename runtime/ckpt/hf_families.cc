@@ -251,7 +251,10 @@ StatusOr<Out> LlamaOursToHf(TensorSource& src, const HfOptions& o) {
       DS_RETURN_IF_ERROR(ApplyAll(kLlamaMlp, Direction::kExport, hp, op, d, src, &out));
   }
   DS_RETURN_IF_ERROR(ApplyRule(kLlamaNorm, Direction::kExport, "", "", d, src, &out));
-  DS_RETURN_IF_ERROR(ApplyRule(kLlamaHead, Direction::kExport, "", "", d, src, &out));
+  // A model with tied embeddings has no head of its own: transformers' save_pretrained leaves
+  // lm_head.weight out too (tie_word_embeddings in config.json ties it again on load).
+  if (src.Has(kLlamaHead.ours))
+    DS_RETURN_IF_ERROR(ApplyRule(kLlamaHead, Direction::kExport, "", "", d, src, &out));
   DS_RETURN_IF_ERROR(src.Finish());
   return out;
 }

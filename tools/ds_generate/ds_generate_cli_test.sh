@@ -94,12 +94,16 @@ echo "$out" | grep -q "prefill 3 tokens" && pass "--checkpoint names the step di
   fail "--checkpoint: $out"
 
 # The checkpoint exported as a Hugging Face folder (ds-ckpt export --config: config.json from the
-# job, the weights in shards) generates what the checkpoint does: GPT-2 here, and a Llama with
-# grouped-query attention and its own head trained 30 steps.
+# job, the weights in shards) generates what the checkpoint does: GPT-2 here, a Llama with
+# grouped-query attention and its own head, and one with tied embeddings (no lm_head.weight in
+# the folder, as transformers saves it), each Llama trained 30 steps.
 sed 's/family: gpt2, n_layer: 1, n_embd: 32, n_head: 4,/family: llama, n_layer: 2, n_embd: 32, n_head: 4, n_kv_head: 2, tie_embeddings: false,/;
      s/train_iters: 300/train_iters: 30/; s|ckpt}|ckpt_llama}|' "$W/job.yaml" > "$W/job_llama.yaml"
-"$R/runtime/worker/ds-worker" --config "$W/job_llama.yaml" > "$W/train_llama.log" 2>&1 || fail "llama training"
-for job in job job_llama; do
+sed 's/tie_embeddings: false/tie_embeddings: true/; s|ckpt_llama}|ckpt_tied}|' "$W/job_llama.yaml" > "$W/job_tied.yaml"
+for job in job_llama job_tied; do
+  "$R/runtime/worker/ds-worker" --config "$W/$job.yaml" > "$W/train_$job.log" 2>&1 || fail "$job training"
+done
+for job in job job_llama job_tied; do
   dir=$(sed -n 's/^checkpoint: {dir: \(.*\)}$/\1/p' "$W/$job.yaml")
   fam=$(grep -o 'family: [a-z0-9]*' "$W/$job.yaml" | cut -d' ' -f2)
   if "$R/tools/ds_ckpt/ds-ckpt" export --family $fam --config "$W/$job.yaml" --input "$dir" \
@@ -107,7 +111,7 @@ for job in job job_llama; do
     a=$("$GEN" --hf "$W/${job}_hf" --prompt_ids 5,7,10,8,9,11 --max_new_tokens 4 2>&1 | grep -m1 -- '->')
     b=$("$GEN" --config "$W/$job.yaml" --prompt_ids 5,7,10,8,9,11 --max_new_tokens 4 2>&1 | grep -m1 -- '->')
     [[ -n "$a" && "$a" == "$b" && -f $W/${job}_hf/model.safetensors.index.json ]] &&
-      pass "$fam exported with config.json in $(ls "$W/${job}_hf" | grep -c '^model-') shards generates as its checkpoint: $a" ||
+      pass "$job ($fam) exported with config.json in $(ls "$W/${job}_hf" | grep -c '^model-') shards generates as its checkpoint: $a" ||
       fail "$fam export with --config: --hf $a, --config $b"
   else fail "$fam export with --config: $(tail -2 "$W/export.log")"; fi
 done
