@@ -169,8 +169,14 @@ class Executor {
  private:
   struct NodeExec;
   Executor(const Graph& graph, zero::ParamStore* params, const ExecutorOptions& options);
+  // Construction (executor_build.cc).
   Status Build();
-  Status BindState();  // views_ of the kState tensors: the caller's buffers (options.state)
+  Status BindDataInputs();  // views_ of the token ids and targets: one int32 arena
+  Status BindState();       // views_ of the kState tensors: the caller's buffers (options.state)
+  Status MakeNodes(Device kd, DType kernel_dtype, const std::vector<TensorSpec>& f32_specs,
+                   std::vector<std::vector<TensorSpec>>* saved_specs, size_t* max_node_params);
+  Status BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_views);
+  void BindGradArgs();
   Status LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                            std::vector<std::vector<Tensor>>* saved_views);
   Status PlanActivationGrads();

@@ -6,14 +6,13 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/executor_node.h"
 #include "runtime/graph/recompute.h"
 
 namespace ds::exec {
 namespace {
 
-constexpr size_t kAlignBytes = 64;
-
-size_t AlignUp(size_t n) { return (n + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
+using internal::AlignUp;
 
 enum Part { kKept, kTransient, kForward };
 

@@ -140,6 +140,25 @@ int64_t Trainer::tokens_per_step() const {
 
 Status Trainer::Build() {
   const std::string& src = config_.source;
+  AdoptComms();
+  auto pc = plan::PlanConfigFromJob(config_);
+  if (!pc.ok()) return pc.status().WithPrefix(src);
+  auto topo = plan::TopologyFor(comm_->size(), *pc);
+  if (!topo.ok()) return topo.status().WithPrefix(src);
+  DS_RETURN_IF_ERROR(ResolveRun(*topo));
+  DType model_dtype = DType::kF32;
+  if (config_.bf16.enabled) model_dtype = DType::kBF16;
+  if (config_.fp16.enabled) model_dtype = DType::kF16;
+  DS_RETURN_IF_ERROR(BuildModelStates(*topo, *pc, model_dtype));
+  exec::ExecutorOptions eo{config_.train_micro_batch_size_per_gpu, seq_, true, device_memory_};
+  DS_RETURN_IF_ERROR(BuildExecutor(*topo, *pc, &eo));
+  DS_RETURN_IF_ERROR(BuildRunner(eo));
+  LogModel(model_dtype);
+  return OkStatus();
+}
+
+// Without a communicator the trainer is one rank of its own (a loopback group of 1).
+void Trainer::AdoptComms() {
   if (!comm_) {
     own_comm_ = std::move(parallel::LoopbackCommunicator::CreateGroup(1)[0]);
     comm_ = own_comm_.get();
@@ -148,12 +167,14 @@ Status Trainer::Build() {
   world_comm_ = comm_;
   world_host_comm_ = host_comm_;
   world_rank_ = comm_->rank();
-  auto pc = plan::PlanConfigFromJob(config_);
-  if (!pc.ok()) return pc.status().WithPrefix(src);
-  auto topo = plan::TopologyFor(comm_->size(), *pc);
-  if (!topo.ok()) return topo.status().WithPrefix(src);
+}
+
+// The run's shape from the job and the topology: the batch triad, the device, the threads, the
+// sequence length and the number of steps; errors name the job file and the key.
+Status Trainer::ResolveRun(const plan::Topology& topo) {
+  const std::string& src = config_.source;
   // The batch triad counts the data-parallel ranks only (Ulysses' ranks share micro-batches).
-  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo->dp / topo->sp).WithPrefix(src));
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo.dp / topo.sp).WithPrefix(src));
   if (config_.device.type != config::DeviceType::kCuda)
     device_memory_ = nullptr;  // a given memory stands for a GPU
   if (config_.device.type == config::DeviceType::kCuda && !device_memory_) {
@@ -163,8 +184,7 @@ Status Trainer::Build() {
     own_device_memory_ = std::move(gpu).value();
     device_memory_ = own_device_memory_.get();
   }
-  int threads = config_.device.threads;
-  if (threads > 0) {
+  if (const int threads = config_.device.threads; threads > 0) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
   }
@@ -179,34 +199,44 @@ Status Trainer::Build() {
   if (total_steps_ <= 0 && config_.scheduler.total_num_steps > 0)
     total_steps_ = config_.scheduler.total_num_steps;
   if (total_steps_ <= 0) return InvalidArgumentError(src + ": training.train_iters is not set");
+  return OkStatus();
+}
 
-  DType model_dtype = DType::kF32;
-  if (config_.bf16.enabled) model_dtype = DType::kBF16;
-  if (config_.fp16.enabled) model_dtype = DType::kF16;
+// This rank's graph (cut for tensor, pipeline, expert or sequence parallelism), the plan, its
+// groups, and the model states the plan lays out: the ParamStore sharded, the optimizer, the
+// NVMe swapper.
+Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanConfig& pc,
+                                 DType model_dtype) {
+  const std::string& src = config_.source;
   // A pipeline cuts its stages out of the rank's tensor- (and expert-) parallel graph.
-  const bool tp_graph = topo->tp > 1 || (topo->ep > 1 && topo->pp > 1);
-  if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(*topo).WithPrefix(src));
-  if (topo->pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(*topo).WithPrefix(src));
-  if ((topo->ep > 1 || topo->sp > 1) && !tp_graph)
-    DS_RETURN_IF_ERROR(PartitionForRank(*topo).WithPrefix(src));
+  const bool tp_graph = topo.tp > 1 || (topo.ep > 1 && topo.pp > 1);
+  if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(topo).WithPrefix(src));
+  if (topo.pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(topo).WithPrefix(src));
+  if ((topo.ep > 1 || topo.sp > 1) && !tp_graph)
+    DS_RETURN_IF_ERROR(PartitionForRank(topo).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
-  const bool states_on_device = device_memory_ && pc->states_on_device;
+  const bool states_on_device = device_memory_ && pc.states_on_device;
   params_ =
       std::make_unique<zero::ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
-  const int64_t micro = config_.train_micro_batch_size_per_gpu;
   DS_RETURN_IF_ERROR(BuildPlan());
   DS_RETURN_IF_ERROR(CreateGroups().WithPrefix(src));
   // Before the executor: it keeps views of the flat buffers Shard may replace.
   params_->Shard(zero::LayoutFor(*plan_, world_rank_, params_->total_elements()));
   optimizer_ =
       std::make_unique<zero::Optimizer>(ToOptimizerOptions(config_.optimizer), params_.get());
-  DS_RETURN_IF_ERROR(BuildSwapper().WithPrefix(src));
-  exec::ExecutorOptions eo{micro, seq_, true, device_memory_};
+  return BuildSwapper().WithPrefix(src);
+}
+
+// The executor of the rank's graph (a pipeline: its chunk 0) with its recompute segments, and on
+// a device with the model states there, the device states it reads the parameters from.
+Status Trainer::BuildExecutor(const plan::Topology& topo, const plan::PlanConfig& pc,
+                              exec::ExecutorOptions* eo) {
+  const std::string& src = config_.source;
   // zb-h1 runs each backward in two halves (BACKWARD_INPUT, BACKWARD_WEIGHT).
-  eo.split_backward = topo->pp > 1 && pc->pipe_schedule == plan::PipeScheduleKind::kZbH1;
-  auto split = SetRecompute(0, &eo);
+  eo->split_backward = topo.pp > 1 && pc.pipe_schedule == plan::PipeScheduleKind::kZbH1;
+  auto split = SetRecompute(0, eo);
   if (!split.ok()) return split.status().WithPrefix(src);
-  if (pc->partition_activations) ReportPartitionedActivations(*topo, *split);
+  if (pc.partition_activations) ReportPartitionedActivations(topo, *split);
   if (device_memory_ && plan_->settings().states_on_device()) {
     // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
     std::vector<zero::DeviceParamBlock> blocks;
@@ -220,14 +250,14 @@ Status Trainer::Build() {
     device_states_ = std::move(states).value();
     zero::DeviceStates* on_device = device_states_.get();
     if (params_->params_partitioned())
-      eo.device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
+      eo->device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
     else
-      eo.device_params = on_device->params();
-    eo.device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
+      eo->device_params = on_device->params();
+    eo->device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
   const Graph& runs = pipe_chunks_.empty() ? graph_ : pipe_chunks_[0];  // a pipeline: chunk 0
-  DS_RETURN_IF_ERROR(BindStateInputs(runs, micro, &eo).WithPrefix(src));
-  auto executor = exec::Executor::Create(runs, params_.get(), eo);
+  DS_RETURN_IF_ERROR(BindStateInputs(runs, eo->batch, eo).WithPrefix(src));
+  auto executor = exec::Executor::Create(runs, params_.get(), *eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
   executor_ = std::move(executor).value();
   if (device_states_)
@@ -238,13 +268,19 @@ Status Trainer::Build() {
     DS_LOG_INFO("worker",
                 "forward and backward run on {}; the optimizer on the host (offload_optimizer)",
                 device_memory_->name());
+  return OkStatus();
+}
+
+// The step's other parts (LR schedule, loss scaler, batches, a pipeline's compute, the comms
+// logger) and the StepRunner over the plan.
+Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
+  const std::string& src = config_.source;
   auto schedule = optim::LrSchedule::Create(ToScheduleOptions(config_));
   if (!schedule.ok()) return schedule.status().WithPrefix(src);
   schedule_ = std::make_unique<optim::LrSchedule>(*schedule);
   scaler_ = std::make_unique<optim::LossScaler>(ToScalerOptions(config_.fp16));
-
   batches_ = std::make_unique<TrainBatches>(src);
-  if (!config_.data.train.empty()) DS_RETURN_IF_ERROR(OpenTrainData(micro));
+  if (!config_.data.train.empty()) DS_RETURN_IF_ERROR(OpenTrainData(eo.batch));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
   if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
@@ -278,12 +314,17 @@ Status Trainer::Build() {
   auto runner = StepRunner::Create(plan_.get(), world_rank_, parts);
   if (!runner.ok()) return runner.status().WithPrefix(src);
   runner_ = std::move(runner).value();
+  return OkStatus();
+}
+
+void Trainer::LogModel(DType model_dtype) const {
   DS_LOG_INFO("worker",
               "model {} ({:.2f}M params, {} nodes), precision {}, batch {} = micro {} x accum {}, "
               "seq {}, {} steps, {} threads",
               graph_.name, params_->num_parameters() / 1e6, graph_.nodes.size(),
-              DTypeName(model_dtype), config_.train_batch_size, micro,
-              config_.gradient_accumulation_steps, seq_, total_steps_, omp_get_max_threads());
+              DTypeName(model_dtype), config_.train_batch_size,
+              config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, seq_,
+              total_steps_, omp_get_max_threads());
   DS_LOG_INFO("worker",
               "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
               params_->total_elements() *
@@ -292,7 +333,6 @@ Status Trainer::Build() {
                   (1 << 20),
               executor_->activation_bytes() / double(1 << 20),
               executor_->activation_grad_bytes() / double(1 << 20));
-  return OkStatus();
 }
 
 Status Trainer::Initialize() {

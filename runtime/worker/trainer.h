@@ -44,6 +44,7 @@ class LossScaler;
 class LrSchedule;
 }  // namespace optim
 namespace plan {
+struct PlanConfig;
 struct Topology;
 struct TpLocalGraph;
 }  // namespace plan
@@ -209,7 +210,17 @@ class Trainer {
  private:
   Trainer(const config::JobConfig& config, Graph graph, parallel::Communicator* comm,
           DeviceMemory* device, parallel::Communicator* host_comm);
+  // Build's parts, in order: the communicators, the run's shape, the model states, the executor,
+  // the step runner.
   Status Build();
+  void AdoptComms();
+  Status ResolveRun(const plan::Topology& topology);
+  Status BuildModelStates(const plan::Topology& topology, const plan::PlanConfig& config,
+                          DType model_dtype);
+  Status BuildExecutor(const plan::Topology& topology, const plan::PlanConfig& config,
+                       exec::ExecutorOptions* options);
+  Status BuildRunner(const exec::ExecutorOptions& options);
+  void LogModel(DType model_dtype) const;
   Status BuildPlan();
   // Tensor parallelism (trainer_tp.cc): graph_ becomes this tp rank's graph (the full one is
   // kept for initialization), and the plan's groups are created once, comm_ becoming this

@@ -34,6 +34,29 @@ void AddConvertFlags(CLI::App* cmd, ds::tools::ConvertOptions* o, const char* in
       ->default_val(0);
 }
 
+// export's own flags: the Hub folder layout.
+void AddExportFlags(CLI::App* exp, ds::tools::ConvertOptions* o) {
+  exp->add_option("--max_shard_size", o->max_shard_size,
+                  "write --output as a folder the way transformers' save_pretrained shards it: "
+                  "model.safetensors, or shards of at most this size (5GB, 500MB, 2GiB, bytes) "
+                  "and model.safetensors.index.json");
+  exp->add_option("--config", o->config,
+                  "a job file: --output becomes a Hugging Face folder with config.json from its "
+                  "model section (transformers' keys), shards of --max_shard_size (default 5GB)");
+}
+
+// consolidate CHECKPOINT OUT, or with --input / --output.
+int Consolidate(ds::tools::ConsolidateOptions o, const std::string& in, const std::string& out) {
+  if (!in.empty()) o.input = in;
+  if (!out.empty()) o.output = out;
+  if (o.input.empty() || o.output.empty()) {
+    std::fprintf(stderr, "usage: ds-ckpt consolidate CHECKPOINT OUT.safetensors\n");
+    return 2;
+  }
+  ds::Status s = ds::tools::RunConsolidate(o);
+  return s.ok() ? 0 : Fail(s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,14 +71,7 @@ int main(int argc, char** argv) {
   ds::tools::ConvertOptions export_opts;
   CLI::App* exp = app.add_subcommand("export", "our weights -> Hugging Face safetensors");
   AddConvertFlags(exp, &export_opts, "our .safetensors, or a checkpoint root / step directory");
-  exp->add_option("--max_shard_size", export_opts.max_shard_size,
-                  "write --output as a folder the way transformers' save_pretrained shards it: "
-                  "model.safetensors, or shards of at most this size (5GB, 500MB, 2GiB, bytes) "
-                  "and model.safetensors.index.json");
-  exp->add_option("--config", export_opts.config,
-                  "a job file: --output becomes a Hugging Face folder with config.json from its "
-                  "model section (transformers' from_pretrained loads it), shards of "
-                  "--max_shard_size (default 5GB)");
+  AddExportFlags(exp, &export_opts);
 
   std::string inspect_path;
   CLI::App* ins = app.add_subcommand("inspect", "Verify and describe a checkpoint");
@@ -91,16 +107,7 @@ int main(int argc, char** argv) {
     ds::Status s = ds::tools::RunExport(export_opts);
     return s.ok() ? 0 : Fail(s);
   }
-  if (con->parsed()) {
-    if (!con_in.empty()) consolidate_opts.input = con_in;
-    if (!con_out.empty()) consolidate_opts.output = con_out;
-    if (consolidate_opts.input.empty() || consolidate_opts.output.empty()) {
-      std::fprintf(stderr, "usage: ds-ckpt consolidate CHECKPOINT OUT.safetensors\n");
-      return 2;
-    }
-    ds::Status s = ds::tools::RunConsolidate(consolidate_opts);
-    return s.ok() ? 0 : Fail(s);
-  }
+  if (con->parsed()) return Consolidate(consolidate_opts, con_in, con_out);
   ds::StatusOr<std::string> text = ins->parsed() ? ds::tools::InspectCheckpoint(inspect_path)
                                                  : ds::tools::VerifyCheckpoint(verify_path);
   if (!text.ok()) return Fail(text.status());

@@ -1,0 +1,306 @@
+// The executor's construction, apart from running it (executor.cc): the data inputs and state
+// bound, a kernel and an argument set per node, and the activation gradients' arena (Note
+// [Activation gradient liveness]); the activations' own arena is executor_layout.cc's.
+#include <algorithm>
+#include <memory>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/exec/executor_node.h"
+#include "runtime/graph/recompute.h"
+#include "runtime/graph/validate.h"
+
+namespace ds::exec {
+namespace {
+
+using internal::AlignUp;
+
+// The backward steps (0 = the last node's) that open and close each activation gradient's
+// interval; -1 where a tensor takes none.
+struct GradIntervals {
+  std::vector<int> start, end;
+};
+
+GradIntervals ActivationGradIntervals(const Graph& g, const std::vector<uint32_t>& non_diff,
+                                      bool split_backward) {
+  const int n = static_cast<int>(g.nodes.size()), nt = static_cast<int>(g.tensors.size());
+  GradIntervals iv{std::vector<int>(nt, -1), std::vector<int>(nt, -1)};
+  for (int i = n - 1; i >= 0; --i) {
+    const int step = n - 1 - i;
+    const NodeInfo& node = g.nodes[i];
+    for (int t : node.outputs) iv.end[t] = step;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int t = node.inputs[k];
+      if (g.tensors[t].role != TensorRole::kActivation || (non_diff[i] & (1u << k))) continue;
+      if (iv.start[t] < 0) iv.start[t] = step;
+    }
+  }
+  iv.start[g.loss] = 0;
+  WidenExchanges(g, &iv.start, &iv.end);  // an exchange's gradients may be in flight over both
+  // split_backward: the gradients the weight half reads (the outputs' of nodes with parameters)
+  // keep their place until the end; the others are reused as in a whole backward.
+  if (split_backward)
+    for (int i = 0; i < n; ++i) {
+      bool has_params = false;
+      for (int t : g.nodes[i].inputs)
+        has_params = has_params || g.tensors[t].role == TensorRole::kParam;
+      if (!has_params) continue;
+      for (int t : g.nodes[i].outputs)
+        if (iv.end[t] >= 0) iv.end[t] = n;
+    }
+  return iv;
+}
+
+// First-fit placement of `order`'s tensors (by interval start) in one arena; returns its size.
+size_t PlaceFirstFit(const std::vector<int>& order, const GradIntervals& iv,
+                     const std::vector<TensorSpec>& specs, std::vector<size_t>* offset) {
+  struct Block {
+    size_t offset, size;
+    int end;
+  };
+  std::vector<Block> live;
+  size_t arena = 0;
+  for (int t : order) {
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Block& b) { return b.end < iv.start[t]; }),
+               live.end());
+    std::sort(live.begin(), live.end(),
+              [](const Block& a, const Block& b) { return a.offset < b.offset; });
+    size_t need = AlignUp(specs[t].nbytes()), at = 0;
+    for (const Block& b : live) {
+      if (b.offset >= at + need) break;
+      at = std::max(at, b.offset + b.size);
+    }
+    (*offset)[t] = at;
+    live.push_back({at, need, iv.end[t]});
+    arena = std::max(arena, at + need);
+  }
+  return arena;
+}
+
+}  // namespace
+
+Status Executor::BindState() {
+  const Graph& g = *graph_;
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role != TensorRole::kState) continue;
+    const std::string& name = g.tensors[t].name;
+    auto it = opt_.state.find(name);
+    if (it == opt_.state.end())
+      return InvalidArgumentError("executor: state tensor \"" + name + "\" is not bound");
+    if (device_)
+      return UnimplementedError("executor: state tensors on a device (\"" + name + "\")");
+    const Tensor& v = it->second;
+    if (v.shape() != specs_[t].shape || v.dtype() != specs_[t].dtype)
+      return InvalidArgumentError("executor: state \"" + name + "\" is bound as " +
+                                  ShapeToString(v.shape()) + " " + DTypeName(v.dtype()) +
+                                  ", the graph needs " + ShapeToString(specs_[t].shape) + " " +
+                                  DTypeName(specs_[t].dtype));
+    views_[t] = v;
+  }
+  return OkStatus();
+}
+
+Status Executor::Build() {
+  const Graph& g = *graph_;
+  device_ = opt_.memory != nullptr;
+  const Device kd = device_ ? opt_.memory->device() : Device::kCpu;
+  if (device_) DS_RETURN_IF_ERROR(BuildDevice());
+  DS_ASSIGN_OR_RETURN(specs_, InferTensorSpecs(g, {{"batch", opt_.batch}, {"seq", opt_.seq}},
+                                               g.name.empty() ? "graph" : g.name));
+  // Saved buffers and FLOPs come from the fp32 specs; a 16-bit device path stores its
+  // activations in the model dtype (DeviceSpecs).
+  const std::vector<TensorSpec> f32_specs = specs_;
+  const DType kernel_dtype = device_ && params_->mixed() ? params_->model_dtype() : DType::kF32;
+  if (kernel_dtype != DType::kF32) DS_RETURN_IF_ERROR(DeviceSpecs());
+  views_.assign(g.tensors.size(), Tensor());
+  grad_views_.assign(g.tensors.size(), Tensor());
+  DS_RETURN_IF_ERROR(BindDataInputs());
+  DS_RETURN_IF_ERROR(BindState());
+  // Node kernels, then the forward arena (activations + saved buffers, LayoutActivations).
+  std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());
+  size_t max_node_params = 0;
+  DS_RETURN_IF_ERROR(MakeNodes(kd, kernel_dtype, f32_specs, &saved_specs, &max_node_params));
+  std::vector<std::vector<Tensor>> saved_views;
+  DS_RETURN_IF_ERROR(LayoutActivations(saved_specs, &saved_views));
+  if (params_->mixed()) {
+    scratch_ = Buffer::Allocate(max_node_params);
+    if (opt_.training) grad_scratch_ = Buffer::Allocate(max_node_params);
+  }
+  DS_RETURN_IF_ERROR(BindNodeArgs(saved_views));
+  if (opt_.training) DS_RETURN_IF_ERROR(PlanActivationGrads());
+  return OkStatus();
+}
+
+// Data inputs (ids, targets): one int32 arena. A pipeline stage before the last reads no
+// targets; its targets() buffer is still there for the data loader to fill.
+Status Executor::BindDataInputs() {
+  const Graph& g = *graph_;
+  int ids = -1, targets = -1;
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].role == TensorRole::kInput) ids = static_cast<int>(t);
+    if (g.tensors[t].role == TensorRole::kTarget) targets = static_cast<int>(t);
+  }
+  if (ids < 0) return InvalidArgumentError("executor: graph needs an input (the token ids)");
+  const int64_t tokens = opt_.batch * opt_.seq;
+  data_arena_ = Buffer::Allocate(2 * tokens * sizeof(int32_t));
+  int32_t* data = static_cast<int32_t*>(data_arena_.data());
+  inputs_ = {data, data + tokens};
+  if (device_) {  // the kernels read a device copy, uploaded when the first block runs
+    DS_ASSIGN_OR_RETURN(device_inputs_, Arena(2 * tokens * sizeof(int32_t), nullptr));
+    data = reinterpret_cast<int32_t*>(device_inputs_);
+  }
+  views_[ids] = Tensor(data, specs_[ids].shape, DType::kI32);
+  if (targets >= 0) views_[targets] = Tensor(data + tokens, specs_[targets].shape, DType::kI32);
+  return OkStatus();
+}
+
+// A kernel, saved-buffer specs and costs per node; *max_node_params: the largest fp32 scratch
+// one node's parameters need (mixed precision on the host widens them there).
+Status Executor::MakeNodes(Device kd, DType kernel_dtype, const std::vector<TensorSpec>& f32_specs,
+                           std::vector<std::vector<TensorSpec>>* saved_specs,
+                           size_t* max_node_params) {
+  const Graph& g = *graph_;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeInfo& n = g.nodes[i];
+    auto ne = std::make_unique<NodeExec>();
+    ne->node = &n;
+    ne->def = kernels::FindOp(n.op);
+    ne->kernel = kernels::FindKernel(n.op, kd, kernel_dtype);
+    if (!ne->def || !ne->kernel)
+      return UnimplementedError("executor: no " + std::string(DeviceName(kd)) + "/" +
+                                DTypeName(kernel_dtype) + " kernel for op \"" + n.op + "\" (node " +
+                                n.name + ")");
+    std::vector<TensorSpec> in;
+    for (int t : n.inputs) in.push_back(f32_specs[t]);
+    if (ne->def->saved) (*saved_specs)[i] = ne->def->saved(n.attrs, in);
+    NodeCost& cost = node_costs_.emplace_back();
+    cost.name = n.name;
+    cost.op = n.op;
+    cost.block = n.block;
+    cost.forward_flops = ne->def->forward_flops ? ne->def->forward_flops(n.attrs, in) : 0;
+    cost.backward_flops = ne->def->backward_flops ? ne->def->backward_flops(n.attrs, in) : 0;
+    fwd_flops_ += cost.forward_flops;
+    bwd_flops_ += cost.backward_flops;
+    size_t node_params = 0;
+    for (int t : n.inputs)
+      if (g.tensors[t].role == TensorRole::kParam) {
+        node_params += AlignUp(specs_[t].numel() * 4);
+        cost.params += specs_[t].numel();
+      }
+    *max_node_params = std::max(*max_node_params, node_params);
+    nodes_.push_back(std::move(ne));
+  }
+  return OkStatus();
+}
+
+// Each node's forward arguments: its inputs' and outputs' views, its saved buffers, and each
+// parameter where this layout reads it (the device copy, the fp32 scratch of a 16-bit host
+// model, or the store's own fp32 view).
+Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_views) {
+  const Graph& g = *graph_;
+  node_slots_.assign(nodes_.size(), {});
+  char* sc = static_cast<char*>(scratch_.data());  // nodes run one at a time: shared scratch
+  char* gsc = static_cast<char*>(grad_scratch_.data());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    NodeExec& ne = *nodes_[i];
+    kernels::OpArgs& a = ne.args;
+    a.attrs = &ne.node->attrs;
+    a.training = opt_.training;
+    size_t used = 0;  // this node's bytes of the scratch
+    for (int t : ne.node->inputs) {
+      if (g.tensors[t].role != TensorRole::kParam) {
+        a.in.push_back(views_[t]);
+        continue;
+      }
+      const zero::ParamSlot* slot = params_->ForParam(g, t);
+      if (!slot) return InternalError("executor: parameter " + g.tensors[t].name + " not in store");
+      if (device_) {
+        const DType m = params_->model_dtype();
+        void* p = opt_.device_param_at ? opt_.device_param_at(slot->offset)
+                                       : device_params_ + slot->offset * DTypeSize(m);
+        a.in.push_back(Tensor(p, slot->shape, m));
+        node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
+      } else if (params_->mixed()) {
+        NodeExec::ParamUse use{slot, Tensor(sc + used, slot->shape, DType::kF32),
+                               gsc ? Tensor(gsc + used, slot->shape, DType::kF32) : Tensor()};
+        used += AlignUp(slot->numel * 4);
+        a.in.push_back(use.scratch);
+        ne.params.push_back(use);
+      } else {
+        a.in.push_back(params_->ModelView(*slot));  // fp32: the master, or stage 3's gathered copy
+      }
+    }
+    for (int t : ne.node->outputs) a.out.push_back(views_[t]);
+    a.saved = saved_views[i];
+  }
+  return OkStatus();
+}
+
+// Note [Activation gradient liveness]
+// In backward (nodes in reverse), the gradient of activation t is first written by the
+// backward of its last consumer and last read by the backward of its producer. Buffers
+// are placed first-fit in one arena over those intervals, so the peak is the largest set
+// of gradients live at once rather than their sum. A buffer is zeroed just before the
+// backward step that opens its interval (kernels accumulate).
+Status Executor::PlanActivationGrads() {
+  const Graph& g = *graph_;
+  const int n = static_cast<int>(g.nodes.size()), nt = static_cast<int>(g.tensors.size());
+  std::vector<uint32_t> non_diff(n);
+  for (int i = 0; i < n; ++i) non_diff[i] = nodes_[i]->def->non_differentiable_inputs;
+  const GradIntervals iv = ActivationGradIntervals(g, non_diff, opt_.split_backward);
+  std::vector<int> order;
+  for (int t = 0; t < nt; ++t)
+    if (iv.start[t] >= 0 && iv.end[t] >= 0) order.push_back(t);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return iv.start[a] < iv.start[b]; });
+  std::vector<size_t> offset(nt, 0);
+  const size_t arena = PlaceFirstFit(order, iv, specs_, &offset);
+  DS_ASSIGN_OR_RETURN(char* grads, Arena(arena, &grad_arena_));
+  grad_bytes_ = static_cast<int64_t>(arena);
+  for (int t : order) {
+    grad_views_[t] = Tensor(grads + offset[t], specs_[t].shape, specs_[t].dtype);
+    const int node = n - 1 - iv.start[t];
+    if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
+  }
+  BindGradArgs();
+  return OkStatus();
+}
+
+// Each node's backward arguments: its outputs' gradients in, and per input the gradient it
+// accumulates into (none, the parameter's gradient where this layout keeps it, or the
+// activation's arena view).
+void Executor::BindGradArgs() {
+  const Graph& g = *graph_;
+  for (std::unique_ptr<NodeExec>& node : nodes_) {
+    NodeExec& ne = *node;
+    kernels::OpArgs& a = ne.args;
+    for (int t : ne.node->outputs) a.grad_out.push_back(grad_views_[t]);
+    size_t p = 0;
+    for (size_t k = 0; k < ne.node->inputs.size(); ++k) {
+      const int t = ne.node->inputs[k];
+      if (ne.def->non_differentiable_inputs & (1u << k)) {
+        a.grad_in.push_back(Tensor());
+      } else if (g.tensors[t].role == TensorRole::kParam) {
+        ne.param_grads.push_back(static_cast<int>(k));
+        const zero::ParamSlot* slot = params_->ForParam(g, t);
+        if (device_) {
+          const DType m = params_->model_dtype();
+          void* grad = states_on_device_ ? opt_.device_grad_at(slot->offset)
+                                         : device_grads_ + slot->offset * DTypeSize(m);
+          a.grad_in.push_back(Tensor(grad, slot->shape, m));
+        } else if (params_->mixed()) {
+          a.grad_in.push_back(ne.params[p++].grad_scratch);
+        } else {
+          a.grad_in.push_back(params_->GradView(*slot));
+        }
+      } else if (g.tensors[t].role == TensorRole::kActivation) {
+        ne.act_grads.push_back(static_cast<int>(k));
+        a.grad_in.push_back(grad_views_[t]);
+      } else {
+        a.grad_in.push_back(Tensor());
+      }
+    }
+  }
+}
+
+}  // namespace ds::exec

@@ -1,0 +1,40 @@
+// The executor's per-node record and alignment rule, shared by its files (executor.cc runs the
+// nodes, executor_build.cc binds them, executor_layout.cc places the activations). Internal to
+// runtime/exec.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "runtime/exec/executor.h"
+
+namespace ds::exec {
+
+struct Executor::NodeExec {
+  const NodeInfo* node = nullptr;
+  const kernels::OpDef* def = nullptr;
+  const kernels::Kernel* kernel = nullptr;
+  kernels::OpArgs args;                      // forward and backward share one argument set
+  std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
+  // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view).
+  struct ParamUse {
+    const zero::ParamSlot* slot;
+    Tensor scratch;
+    Tensor grad_scratch;
+  };
+
+  std::vector<ParamUse> params;
+  // Which of args.grad_in are parameters' gradients and which activations' (split backward).
+  std::vector<int> param_grads, act_grads;
+};
+
+namespace internal {
+
+constexpr size_t kAlignBytes = 64;
+
+// Every buffer the executor places starts on a 64-byte boundary.
+inline size_t AlignUp(size_t n) { return (n + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
+
+}  // namespace internal
+}  // namespace ds::exec
