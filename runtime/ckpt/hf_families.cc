@@ -207,7 +207,9 @@ StatusOr<Out> LlamaHfToOurs(TensorSource& src, const HfOptions& o) {
       DS_RETURN_IF_ERROR(ApplyAll(kLlamaMlp, Direction::kImport, hp, op, d, src, &out));
   }
   DS_RETURN_IF_ERROR(ApplyRule(kLlamaNorm, Direction::kImport, "", "", d, src, &out));
-  if (src.Has(kLlamaHead.hf)) {
+  if (o.tied) {
+    src.Ignore(kLlamaHead.hf);  // the model reads embed_tokens, as transformers' tied one does
+  } else if (src.Has(kLlamaHead.hf)) {
     DS_RETURN_IF_ERROR(ApplyRule(kLlamaHead, Direction::kImport, "", "", d, src, &out));
   } else {
     DS_LOG_INFO("ckpt", "{}: no lm_head.weight (tied embeddings); copying embed_tokens",

@@ -33,6 +33,10 @@ struct HfOptions {
   int n_head = 0;
   int n_kv_head = 0;
   DType dtype = DType::kF32;  // float dtype of every written tensor (f32, bf16, f16)
+  // Import, Llama: the target model ties its head to embed_tokens, so no lm_head.weight is made
+  // (one in the file is ignored, as transformers' tie_word_embeddings ignores it); false: a
+  // missing lm_head.weight becomes a copy of embed_tokens (an untied model's head).
+  bool tied = false;
   // Export: > 0 writes a folder as transformers' save_pretrained(max_shard_size) does
   // (hf_shards.h: model.safetensors, or shards of at most this many bytes and their index).
   int64_t max_shard_bytes = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/file_util.h"
@@ -70,6 +71,7 @@ void HfWeights::AddShard(SafetensorsFile file) {
 Status HfWeights::AddIndex(const std::string& index_path) {
   DS_ASSIGN_OR_RETURN(auto shard_of, ReadWeightMap(index_path));
   std::map<std::string, std::string> first_tensor;  // shard -> a tensor mapped to it
+  std::set<std::string> held;                       // names the shards hold
   for (const auto& [name, shard] : shard_of) first_tensor.emplace(shard, name);
   for (const auto& [shard, example] : first_tensor) {
     StatusOr<SafetensorsFile> f = SafetensorsFile::Open(JoinPath(DirName(index_path), shard));
@@ -82,14 +84,12 @@ Status HfWeights::AddIndex(const std::string& index_path) {
                              (it == shard_of.end() ? std::string("not in the weight_map of ")
                                                    : "mapped to " + it->second + " by ") +
                              index_path);
+      held.insert(e.name);
     }
     AddShard(std::move(*f));
   }
   for (const auto& [name, shard] : shard_of) {
-    const bool held = std::any_of(shards_.begin(), shards_.end(), [&](const SafetensorsFile& f) {
-      return f.Find(name) != nullptr;
-    });
-    if (!held)
+    if (!held.count(name))
       return DataLossError(index_path + ": tensor \"" + name + "\" is mapped to " + shard +
                            ", which does not hold it");
   }

@@ -133,18 +133,14 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir) {
   ckpt::HfOptions o;
   o.n_head = m.spec.n_head;
   o.n_kv_head = m.spec.n_kv_head > 0 ? m.spec.n_kv_head : m.spec.n_head;
+  o.tied = m.spec.family == "llama" && m.spec.tie_embeddings == 1;
   DS_ASSIGN_OR_RETURN(ckpt::ModelFamily family, ckpt::ParseModelFamily(m.spec.family));
   DS_ASSIGN_OR_RETURN(std::vector<ckpt::OwnedNamedTensor> ours,
                       ckpt::HfToOurs(family, hf, weights, o));
   m.params = std::make_unique<zero::ParamStore>(m.graph, DType::kF32);
   std::vector<float> full(m.params->total_elements(), 0.0f);
-  size_t used = 0;
   for (const ckpt::OwnedNamedTensor& t : ours) {
     const zero::ParamSlot* slot = m.params->Find(t.name);
-    // Tied embeddings: the importer's lm_head.weight is embed_tokens' copy, and the graph reads
-    // embed_tokens itself.
-    if (!slot && t.name == "lm_head.weight" && m.spec.tie_embeddings == 1) continue;
-    ++used;
     if (!slot || t.tensor.view().numel() != slot->numel)
       return DataLossError(weights + ": \"" + t.name + "\" does not fit the model of " +
                            config_path);
@@ -153,8 +149,8 @@ StatusOr<HfModel> LoadHfModel(const std::string& dir) {
       values[i] = LoadFloat(t.tensor.view().data(), t.tensor.view().dtype(), i);
     std::copy(values.begin(), values.end(), full.begin() + slot->offset);
   }
-  if (used != m.params->slots().size())
-    return DataLossError(weights + ": " + std::to_string(used) + " tensors for the " +
+  if (ours.size() != m.params->slots().size())
+    return DataLossError(weights + ": " + std::to_string(ours.size()) + " tensors for the " +
                          std::to_string(m.params->slots().size()) + " parameters of " +
                          config_path);
   m.params->SetFromFull(full.data());
