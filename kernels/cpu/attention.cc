@@ -17,6 +17,9 @@
 // query blocks are dealt round-robin to `parts` tasks that sum dK/dV into private buffers,
 // added in part order afterwards. sgemm runs single-threaded inside (BlasSingleThreadScope).
 // Backward reads qkv, out and lse.
+// The options of kernels/attention_options.h: scale replaces 1 / sqrt(D); a window starts each
+// block's scores at its first row's first key (k0) and masks each row below its own; softcap
+// caps the scores before the softmax, and backward multiplies dS by the cap's derivative.
 // Left padding (an optional second input pad int32 [B], RLHF's batches of prompts of several
 // lengths): in sequence b the first pad[b] tokens are padding; a real token's query (i >=
 // pad[b]) reads keys [pad[b], i] only, a pad token's keys [0, i] (pads only), so a real token
@@ -24,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention_options.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -40,10 +44,23 @@ struct Geometry {
   int64_t out_ld = 0;  // floats per token in out (H D)
   int64_t blocks = 0;  // query blocks per sequence
   float scale = 1.f;
+  AttentionOptions options;      // window, softcap (kernels/attention_options.h)
   const int32_t* pad = nullptr;  // left pads per sequence, or none
-  // The first key query row i of sequence b reads.
-  int64_t FirstKey(int64_t b, int64_t i) const { return pad && i >= pad[b] ? pad[b] : 0; }
+  // The first key query row i of sequence b reads: after its pads, within the window.
+  int64_t FirstKey(int64_t b, int64_t i) const {
+    return options.FirstKey(i, pad && i >= pad[b] ? pad[b] : 0);
+  }
+  // The first key a block from query row i0 computes scores for: 0 without a window (the
+  // GEMM's shape as it always was), else the block's first row's first key.
+  int64_t BlockStart(int64_t b, int64_t i0) const {
+    return options.window > 0 ? FirstKey(b, i0) : 0;
+  }
 };
+
+// Gemma 2's soft cap on the scores [lo, n) of one row: s = cap tanh(s / cap).
+void SoftCap(float cap, float* s, int64_t lo, int64_t n) {
+  for (int64_t j = lo; j < n; ++j) s[j] = cap * std::tanh(s[j] / cap);
+}
 
 Status MakeGeometry(const OpArgs& args, Geometry* g) {
   static const Attrs kEmpty;
@@ -52,7 +69,9 @@ Status MakeGeometry(const OpArgs& args, Geometry* g) {
   g->row = g->l.row();
   g->out_ld = g->l.n_head * g->l.head_dim;
   g->blocks = (g->l.seq + kBlock - 1) / kBlock;
-  g->scale = 1.f / std::sqrt(static_cast<float>(g->l.head_dim));
+  DS_RETURN_IF_ERROR(ReadAttentionOptions("attention", args.attrs ? *args.attrs : kEmpty,
+                                          g->l.head_dim, &g->options));
+  g->scale = g->options.scale;
   if (args.in.size() > 1) {
     const Tensor& pad = args.in[1];
     if (pad.dtype() != DType::kI32 || pad.numel() != g->l.batch)
@@ -73,17 +92,19 @@ void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, i
                   int64_t qb) {
   const HeadLayout& l = g.l;
   const int64_t d = l.head_dim, i0 = qb * kBlock;
-  const int64_t rows = std::min(kBlock, l.seq - i0), keys = i0 + rows;
+  const int64_t rows = std::min(kBlock, l.seq - i0), k0 = g.BlockStart(b, i0);
+  const int64_t keys = i0 + rows - k0;  // the block's keys [k0, i0 + rows)
   const int64_t kv = h / (l.n_head / l.n_kv_head);
   const float* base = qkv + b * l.seq * g.row;
   float* s = ThreadScratch(0, kBlock * l.seq);  // [rows, keys], ld = keys
   Sgemm(false, true, rows, keys, d, g.scale, base + i0 * g.row + l.q_offset(h), g.row,
-        base + l.k_offset(kv), g.row, 0.f, s, keys);
+        base + (k0 * g.row) + l.k_offset(kv), g.row, 0.f, s, keys);
   float inv_sum[kBlock];
   float* lse_row = lse + (b * l.n_head + h) * l.seq + i0;
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * keys;
-    const int64_t n = i0 + r + 1, lo = g.FirstKey(b, i0 + r);  // keys [lo, n)
+    const int64_t n = i0 + r + 1 - k0, lo = g.FirstKey(b, i0 + r) - k0;  // keys [lo, n)
+    if (g.options.softcap > 0) SoftCap(g.options.softcap, sr, lo, n);
     const float m = MaxArray(sr + lo, n - lo);
     const float sum = ExpShiftSum(sr + lo, sr + lo, n - lo, m);
     std::fill(sr, sr + lo, 0.f);
@@ -92,7 +113,8 @@ void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, i
     lse_row[r] = m + std::log(sum);
   }
   float* o = out + (b * l.seq + i0) * g.out_ld + h * d;
-  Sgemm(false, false, rows, d, keys, 1.f, s, keys, base + l.v_offset(kv), g.row, 0.f, o, g.out_ld);
+  Sgemm(false, false, rows, d, keys, 1.f, s, keys, base + k0 * g.row + l.v_offset(kv), g.row, 0.f,
+        o, g.out_ld);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < d; ++j) o[r * g.out_ld + j] *= inv_sum[r];
 }
@@ -131,10 +153,11 @@ void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t b, int64_t 
                    int64_t qb) {
   const HeadLayout& l = g.l;
   const int64_t d = l.head_dim, i0 = qb * kBlock;
-  const int64_t rows = std::min(kBlock, l.seq - i0), keys = i0 + rows;
+  const int64_t rows = std::min(kBlock, l.seq - i0), k0 = g.BlockStart(b, i0);
+  const int64_t keys = i0 + rows - k0;  // the block's keys [k0, i0 + rows)
   const float* q = t.qkv + i0 * g.row + l.q_offset(h);
-  const float* k = t.qkv + l.k_offset(kv);
-  const float* v = t.qkv + l.v_offset(kv);
+  const float* k = t.qkv + k0 * g.row + l.k_offset(kv);
+  const float* v = t.qkv + k0 * g.row + l.v_offset(kv);
   const float* o = t.out + i0 * g.out_ld + h * d;
   const float* dout = t.dout + i0 * g.out_ld + h * d;
   const float* lse = t.lse + h * l.seq + i0;
@@ -142,15 +165,23 @@ void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t b, int64_t 
   float* ds = ThreadScratch(1, kBlock * l.seq);  // dS  [rows, keys]
   Sgemm(false, true, rows, keys, d, g.scale, q, g.row, k, g.row, 0.f, p, keys);
   Sgemm(false, true, rows, keys, d, 1.f, dout, g.out_ld, v, g.row, 0.f, ds, keys);
+  const float cap = g.options.softcap;
+  float* capped = cap > 0 ? ThreadScratch(3, keys) : nullptr;  // one row's capped scores
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = i0 + r + 1, lo = g.FirstKey(b, i0 + r);
+    const int64_t n = i0 + r + 1 - k0, lo = g.FirstKey(b, i0 + r) - k0;
     float* pr = p + r * keys;
     float* dsr = ds + r * keys;
+    if (cap > 0) {
+      SoftCap(cap, pr, lo, n);
+      std::copy(pr + lo, pr + n, capped + lo);
+    }
     ExpShiftSum(pr + lo, pr + lo, n - lo, lse[r]);
     float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < d; ++j) dot += dout[r * g.out_ld + j] * o[r * g.out_ld + j];
     for (int64_t j = lo; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dot);
+    if (cap > 0)  // through the cap: d(cap tanh(s / cap)) / ds = 1 - tanh^2
+      for (int64_t j = lo; j < n; ++j) dsr[j] *= 1.f - (capped[j] / cap) * (capped[j] / cap);
     std::fill(pr, pr + lo, 0.f);
     std::fill(dsr, dsr + lo, 0.f);
     std::fill(pr + n, pr + keys, 0.f);
@@ -158,8 +189,9 @@ void BackwardBlock(const Geometry& g, const BackwardTask& t, int64_t b, int64_t 
   }
   float* dq = t.dqkv + i0 * g.row + l.q_offset(h);
   Sgemm(false, false, rows, d, keys, g.scale, ds, keys, k, g.row, 1.f, dq, g.row);
-  Sgemm(true, false, keys, d, rows, g.scale, ds, keys, q, g.row, 1.f, t.dk, t.kv_ld);
-  Sgemm(true, false, keys, d, rows, 1.f, p, keys, dout, g.out_ld, 1.f, t.dv, t.kv_ld);
+  Sgemm(true, false, keys, d, rows, g.scale, ds, keys, q, g.row, 1.f, t.dk + k0 * t.kv_ld, t.kv_ld);
+  Sgemm(true, false, keys, d, rows, 1.f, p, keys, dout, g.out_ld, 1.f, t.dv + k0 * t.kv_ld,
+        t.kv_ld);
 }
 
 // Tasks per kv head: 1 when the B Hkv heads give every thread >= 4 tasks; otherwise the

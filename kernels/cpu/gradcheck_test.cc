@@ -16,6 +16,7 @@
 namespace ds::kernels {
 namespace testing {
 void AddParallelChecks(GradcheckTable* table);  // gradcheck_parallel_cases.cc
+void AddFamilyChecks(GradcheckTable* table);    // gradcheck_family_cases.cc
 }  // namespace testing
 namespace {
 
@@ -248,6 +249,7 @@ GradcheckTable AllChecks() {
   NormsRopeAttention(&t);
   Losses(&t);
   AddParallelChecks(&t);
+  AddFamilyChecks(&t);
   return t;
 }
 

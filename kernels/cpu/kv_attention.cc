@@ -5,12 +5,15 @@
 // row masked to its slots [min(pad_b, p), p] (p = start + i: causal, pad keys out; a pad
 // query with no real key before it attends itself, so nothing is empty), a row softmax, and
 // O = P V (sgemm), O /= the row sums. Tasks (b, h, block) run on the OpenMP threads, sgemm
-// single-threaded inside; decode (S = 1) is one GEMV-like sgemm per (b, h).
+// single-threaded inside; decode (S = 1) is one GEMV-like sgemm per (b, h). The options of
+// kernels/attention_options.h as attention applies them: the scale, a window (slot p reads
+// slots above p - window: the real tokens' slots are consecutive positions), the soft cap.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "kernels/attention_options.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -24,6 +27,7 @@ struct Geometry {
   int64_t tmax = 0, start = 0, blocks = 0;
   const int32_t* pad = nullptr;
   float scale = 1.f;
+  AttentionOptions options;  // window, softcap (kernels/attention_options.h)
 };
 
 Status MakeGeometry(const OpArgs& args, Geometry* g) {
@@ -35,7 +39,9 @@ Status MakeGeometry(const OpArgs& args, Geometry* g) {
   g->start = args.in[3].i32()[0];
   g->pad = args.in[4].i32();
   g->blocks = (l.seq + kBlock - 1) / kBlock;
-  g->scale = 1.f / std::sqrt(static_cast<float>(l.head_dim));
+  DS_RETURN_IF_ERROR(ReadAttentionOptions("kv_attention", args.attrs ? *args.attrs : kEmpty,
+                                          l.head_dim, &g->options));
+  g->scale = g->options.scale;
   if (g->start < 0 || g->start + l.seq > g->tmax)
     return InvalidArgumentError("kv_attention: new tokens at slots [" + std::to_string(g->start) +
                                 ", " + std::to_string(g->start + l.seq) + ") of a cache of " +
@@ -71,7 +77,7 @@ void Block(const Geometry& g, const float* qkv, const float* kc, const float* vc
   const HeadLayout& l = g.l;
   const int64_t d = l.head_dim, row = l.row(), out_ld = l.n_head * d, i0 = qb * kBlock;
   const int64_t rows = std::min(kBlock, l.seq - i0);
-  const int64_t lo = std::min<int64_t>(g.pad[b], g.start + i0);  // the block's first slot
+  const int64_t lo = g.options.FirstKey(g.start + i0, std::min<int64_t>(g.pad[b], g.start + i0));
   const int64_t keys = g.start + i0 + rows - lo;
   const int64_t kv = h / (l.n_head / l.n_kv_head);
   const float* k = kc + ((b * l.n_kv_head + kv) * g.tmax + lo) * d;
@@ -83,7 +89,11 @@ void Block(const Geometry& g, const float* qkv, const float* kc, const float* vc
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * keys;
     const int64_t p = g.start + i0 + r;
-    const int64_t first = std::min<int64_t>(g.pad[b], p) - lo, n = p - lo + 1 - first;
+    const int64_t first = g.options.FirstKey(p, std::min<int64_t>(g.pad[b], p)) - lo;
+    const int64_t n = p - lo + 1 - first;
+    if (g.options.softcap > 0)
+      for (int64_t j = first; j < first + n; ++j)
+        sr[j] = g.options.softcap * std::tanh(sr[j] / g.options.softcap);
     const float m = MaxArray(sr + first, n);
     inv_sum[r] = 1.f / ExpShiftSum(sr + first, sr + first, n, m);
     std::fill(sr, sr + first, 0.f);

@@ -9,6 +9,7 @@
 //   dgamma += sum_rows dy xhat,  dbeta += sum_rows dy.
 // dgamma/dbeta: each thread sums its rows into a private slice of scratch, then the slices
 // are added in chunk order (deterministic for a fixed thread count).
+// Attr unit_offset (rmsnorm, Gemma): the scale is 1 + gamma; dgamma is unchanged.
 // Backward reads x and gamma.
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,16 @@ struct RmsNorm {
 
 int64_t RowGrain(int64_t c) { return kElementwiseGrain / std::max<int64_t>(c, 1) + 1; }
 
+// gamma, or with attr unit_offset (Gemma's (1 + w) norms) 1 + gamma in the calling thread's
+// scratch slot 1, which the row workers read.
+const float* EffectiveGamma(const OpArgs& args, int64_t c) {
+  const float* gamma = args.in[1].f32();
+  if (!args.attrs || args.attrs->Int("unit_offset", 0) == 0) return gamma;
+  float* g = ThreadScratch(1, c);
+  for (int64_t j = 0; j < c; ++j) g[j] = 1.f + gamma[j];
+  return g;
+}
+
 template <class Kind>
 Status Forward(const OpArgs& args) {
   constexpr bool kC = Kind::kCentered;
@@ -38,7 +49,7 @@ Status Forward(const OpArgs& args) {
   const float eps = static_cast<float>(args.attrs ? args.attrs->Float("eps", Kind::kDefaultEps)
                                                   : Kind::kDefaultEps);
   const float* xp = x.f32();
-  const float* gamma = args.in[1].f32();
+  const float* gamma = EffectiveGamma(args, c);
   const float* beta = kC ? args.in[2].f32() : nullptr;
   float* y = args.out[0].f32();
   float* mean_out = kC ? args.saved[0].f32() : nullptr;
@@ -77,7 +88,7 @@ Status Backward(const OpArgs& args) {
   const Tensor& x = args.in[0];
   const int64_t c = x.dim(-1), n = LeadingRows(x.shape());
   const float* xp = x.f32();
-  const float* gamma = args.in[1].f32();
+  const float* gamma = EffectiveGamma(args, c);
   const float* dy = args.grad_out[0].f32();
   const float* mean = kC ? args.saved[0].f32() : nullptr;
   const float* rstd = args.saved[kC ? 1 : 0].f32();

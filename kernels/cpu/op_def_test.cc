@@ -18,7 +18,9 @@ const std::vector<std::string> kOps = {"embedding", "position_embedding",
                                        "silu",      "add",
                                        "mul",       "rope",
                                        "attention", "cross_entropy",
-                                       "dropout"};
+                                       "dropout",   "relu",
+                                       "gelu_erf",  "scale",
+                                       "softcap",   "head_rmsnorm"};
 
 TensorSpec F32(Shape s) { return {std::move(s), DType::kF32}; }
 TensorSpec I32(Shape s) { return {std::move(s), DType::kI32}; }
@@ -40,6 +42,7 @@ std::vector<TensorSpec> SampleInputs(const std::string& op) {
   if (op == "add" || op == "mul") return {F32({2, 8, 16}), F32({2, 8, 16})};
   if (op == "rope" || op == "attention") return {F32({2, 8, 64})};
   if (op == "cross_entropy") return {F32({2, 8, 50}), I32({2, 8})};
+  if (op == "head_rmsnorm") return {F32({2, 8, 64}), F32({8}), F32({8})};
   return {F32({2, 8, 16})};
 }
 
@@ -63,16 +66,24 @@ const std::map<std::string, std::pair<double, double>> kSampleFlops = {
     {"attention", {4.0 * 2 * 4 * 8 * 8 * 8 / 2, 2.5 * 4.0 * 2 * 4 * 8 * 8 * 8 / 2}},
     {"cross_entropy", {4.0 * 2 * 8 * 50, 4.0 * 2 * 8 * 50}},  // logits [2, 8, 50]
     {"dropout", {256, 2 * 256}},
+    {"relu", {256, 256}},
+    {"gelu_erf", {10 * 256, 14 * 256}},
+    {"scale", {256, 256}},
+    {"softcap", {4 * 256, 3 * 256}},
+    {"head_rmsnorm", {4.0 * 2 * 8 * 64, 10.0 * 2 * 8 * 64}},  // per element of qkv
 };
 
 Attrs SampleAttrs(const std::string& op) {
-  if (op == "rope" || op == "attention") return HeadAttrs(4, 2);  // D = 64 / 8 = 8
+  if (op == "rope" || op == "attention" || op == "head_rmsnorm")
+    return HeadAttrs(4, 2);  // D = 64 / 8 = 8
   Attrs a;
   if (op == "dropout") a.SetFloat("p", 0.1);
+  if (op == "scale") a.SetFloat("factor", 2.0);
+  if (op == "softcap") a.SetFloat("cap", 30.0);
   return a;
 }
 
-TEST_CASE("op defs: all 13 ops are registered with cpu/f32 kernels", "[kernels][opdef]") {
+TEST_CASE("op defs: all 18 ops are registered with cpu/f32 kernels", "[kernels][opdef]") {
   for (const std::string& op : kOps) {
     INFO("op " << op);
     const OpDef* def = FindOp(op);
@@ -99,10 +110,14 @@ TEST_CASE("op defs: all 13 ops are registered with cpu/f32 kernels", "[kernels][
     CHECK(SavedActivationBytes(*def, SampleAttrs(op), in, out) >= 0);
   }
   using Names = std::vector<std::string>;
-  CHECK(FindOp("attention")->attr_names == Names{"n_head", "n_kv_head"});
-  CHECK(FindOp("rope")->attr_names == Names{"n_head", "n_kv_head", "theta", "position_chunk"});
+  CHECK(FindOp("attention")->attr_names ==
+        Names{"n_head", "n_kv_head", "scale", "window", "softcap"});
+  CHECK(FindOp("rope")->attr_names ==
+        Names{"n_head", "n_kv_head", "position_chunk", "theta", "rope_type", "rotary_dim", "factor",
+              "max_positions", "original_max", "low_freq_factor", "high_freq_factor", "beta_fast",
+              "beta_slow", "attention_factor", "truncate"});
   CHECK(FindOp("layernorm")->attr_names == Names{"eps"});
-  CHECK(FindOp("rmsnorm")->attr_names == Names{"eps"});
+  CHECK(FindOp("rmsnorm")->attr_names == Names{"eps", "unit_offset"});
   CHECK(FindOp("cross_entropy")->attr_names == Names{"ignore_index"});
   CHECK(FindOp("dropout")->attr_names == Names{"p"});
   CHECK(FindOp("linear")->attr_names.empty());
@@ -188,6 +203,30 @@ TEST_CASE("op defs: infer rejects bad shapes with clear messages", "[kernels][op
              Contains("targets have shape [2, 7]"));
   CHECK_THAT(InferError("cross_entropy", {}, {F32({2, 8, 50}), F32({2, 8})}),
              Contains("targets must be i32"));
+}
+
+TEST_CASE("op defs: the families' attributes are checked by name", "[kernels][opdef]") {
+  using Catch::Contains;
+  Attrs rope = HeadAttrs(4, 2);
+  rope.SetString("rope_type", "longrope");
+  CHECK_THAT(InferError("rope", rope, {F32({2, 8, 64})}), Contains("rope_type \"longrope\""));
+  rope.SetString("rope_type", "llama3");
+  rope.SetFloat("factor", 8.0);
+  CHECK_THAT(InferError("rope", rope, {F32({2, 8, 64})}), Contains("llama3 needs original_max"));
+  Attrs partial = HeadAttrs(4, 2);
+  partial.SetInt("rotary_dim", 3);
+  CHECK_THAT(InferError("rope", partial, {F32({2, 8, 64})}), Contains("rotary_dim 3"));
+  Attrs window = HeadAttrs(4, 2);
+  window.SetInt("window", -1);
+  CHECK_THAT(InferError("attention", window, {F32({2, 8, 64})}), Contains("window must be >= 0"));
+  CHECK_THAT(InferError("softcap", {}, {F32({4})}), Contains("cap must be > 0"));
+  CHECK_THAT(InferError("scale", {}, {F32({4})}), Contains("factor attribute is required"));
+  CHECK_THAT(InferError("head_rmsnorm", HeadAttrs(4, 2), {F32({2, 8, 64}), F32({8}), F32({4})}),
+             Contains("k_weight has shape [4]"));
+  Attrs offset;
+  offset.SetInt("offset", 2);
+  CHECK_THAT(InferError("position_embedding", offset, {F32({2, 31, 16}), F32({32, 16})}),
+             Contains("T=31"));
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // x [B, T, C], wpe [maxT, C] with T <= maxT; attr position_chunk k (Ulysses: the rank's chunk of
 // the sequence) reads rows k T .. (k + 1) T - 1; a third input positions int32 [B, T]
 // (generation) reads row positions[b, t] for token (b, t), or pad int32 [B] (a left-padded
-// batch) row t - pad[b] (TokenPositions).
+// batch) row t - pad[b] (TokenPositions); attr offset adds to every row (OPT reads p + 2).
 // Backward: dx += dout; dwpe[t] += sum_b dout[b, t]. Threads split t, so each wpe row has
 // one writer. Backward reads no tensors.
 #include <algorithm>
@@ -17,6 +17,8 @@ namespace {
 int64_t Offset(const OpArgs& args) {
   return args.attrs ? args.attrs->Int("position_chunk", 0) * args.in[0].dim(1) : 0;
 }
+// Attr offset: position p reads row p + offset (OPT).
+int64_t RowShift(const OpArgs& args) { return args.attrs ? args.attrs->Int("offset", 0) : 0; }
 
 Status Forward(const OpArgs& args) {
   const Tensor& x = args.in[0];
@@ -26,14 +28,15 @@ Status Forward(const OpArgs& args) {
   float* out = args.out[0].f32();
   const int64_t rows = args.in[1].dim(0);
   const TokenPositions at(args.in.size() > 2 ? &args.in[2] : nullptr, t, Offset(args));
+  const int64_t shift = RowShift(args);
   for (int64_t r = 0; args.in.size() > 2 && r < b * t; ++r)
-    if (at(r) < 0 || at(r) >= rows)
+    if (at(r) + shift < 0 || at(r) + shift >= rows)
       return InvalidArgumentError("position_embedding: position " + std::to_string(at(r)) +
                                   " is outside the " + std::to_string(rows) + " rows of wpe");
   ParallelFor(b * t, kElementwiseGrain / std::max<int64_t>(c, 1) + 1,
               [&](int64_t begin, int64_t end) {
                 for (int64_t r = begin; r < end; ++r) {
-                  const float* w = wpe + at(r) * c;
+                  const float* w = wpe + (at(r) + shift) * c;
                   for (int64_t j = 0; j < c; ++j) out[r * c + j] = xp[r * c + j] + w[j];
                 }
               });
@@ -53,11 +56,11 @@ Status Backward(const OpArgs& args) {
   }
   if (args.grad_in[1].defined() && args.in.size() > 2) {  // positions: rows in any order
     const TokenPositions at(&args.in[2], t, Offset(args));
-    float* dw = args.grad_in[1].f32();
+    float* dw = args.grad_in[1].f32() + RowShift(args) * c;
     for (int64_t r = 0; r < b * t; ++r)
       for (int64_t j = 0; j < c; ++j) dw[at(r) * c + j] += dy[r * c + j];
   } else if (args.grad_in[1].defined()) {
-    float* dw = args.grad_in[1].f32() + Offset(args) * c;
+    float* dw = args.grad_in[1].f32() + (Offset(args) + RowShift(args)) * c;
     ParallelFor(t, grain, [&](int64_t begin, int64_t end) {
       for (int64_t ti = begin; ti < end; ++ti)
         for (int64_t bi = 0; bi < b; ++bi) {

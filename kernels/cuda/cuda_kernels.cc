@@ -18,6 +18,7 @@
 #include "kernels/cuda/gelu_launch.h"
 #include "kernels/cuda/norm_launch.h"
 #include "kernels/registry.h"
+#include "kernels/rope_freqs.h"
 #include "kernels/shape_check.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/stream_context.h"
@@ -187,6 +188,8 @@ Status LayerNormBackward(const OpArgs& a) {
 template <typename T>
 Status RmsNormForward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rmsnorm", a));
+  if (AttrInt(a, "unit_offset", 0) != 0)
+    return UnimplementedError("rmsnorm (cuda): unit_offset (Gemma) has a CPU kernel only so far");
   const float eps = static_cast<float>(AttrFloat(a, "eps", 1e-6));
   DS_LAUNCH(LaunchRmsNormForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
                                  a.saved[0].f32(), LeadingRows(a.in[0].shape()), a.in[0].dim(-1),
@@ -218,6 +221,11 @@ Status RopeApply(const OpArgs& a, const Tensor& src, const Tensor& dst, float si
   DS_RETURN_IF_ERROR(CheckDTypes<T>("rope", a));
   HeadLayout l;
   DS_RETURN_IF_ERROR(RopeLayout(a, &l));
+  static const Attrs kEmpty;
+  RopeParams p;
+  DS_RETURN_IF_ERROR(ReadRopeParams(a.attrs ? *a.attrs : kEmpty, l.head_dim, &p));
+  if (p.type != "default" || p.rotary_dim != l.head_dim || p.attention_factor != 1.0)
+    return UnimplementedError("rope (cuda): scaled and partial RoPE have a CPU kernel only so far");
   DS_LAUNCH(LaunchRope(Ptr<T>(src), Ptr<T>(dst), l.batch, l.seq, l.n_head, l.n_kv_head, l.head_dim,
                        AttrFloat(a, "theta", 10000.0), sign, accumulate, cuda::CurrentStream()));
   return OkStatus();
@@ -256,18 +264,20 @@ Status PositionEmbeddingForward(const OpArgs& a) {
     return UnimplementedError(
         "position_embedding at given positions (generation) has a CPU kernel only so far");
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
-  DS_LAUNCH(LaunchPositionEmbeddingForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]), Ptr<T>(a.out[0]),
-                                           a.in[0].dim(0), a.in[0].dim(1), a.in[0].dim(2),
-                                           cuda::CurrentStream()));
+  const int64_t shift = AttrInt(a, "offset", 0) * a.in[1].dim(1);  // OPT: rows from p + offset
+  DS_LAUNCH(LaunchPositionEmbeddingForward(Ptr<T>(a.in[0]), Ptr<T>(a.in[1]) + shift,
+                                           Ptr<T>(a.out[0]), a.in[0].dim(0), a.in[0].dim(1),
+                                           a.in[0].dim(2), cuda::CurrentStream()));
   return OkStatus();
 }
 template <typename T>
 Status PositionEmbeddingBackward(const OpArgs& a) {
   DS_RETURN_IF_ERROR(CheckDTypes<T>("position_embedding", a));
   const Tensor& dy = a.grad_out[0];
-  DS_LAUNCH(LaunchPositionEmbeddingBackward(Ptr<T>(dy), Ptr<T>(a.grad_in[0]), Ptr<T>(a.grad_in[1]),
-                                            dy.dim(0), dy.dim(1), dy.dim(2),
-                                            cuda::CurrentStream()));
+  T* dwpe =
+      a.grad_in[1].defined() ? Ptr<T>(a.grad_in[1]) + AttrInt(a, "offset", 0) * dy.dim(2) : nullptr;
+  DS_LAUNCH(LaunchPositionEmbeddingBackward(Ptr<T>(dy), Ptr<T>(a.grad_in[0]), dwpe, dy.dim(0),
+                                            dy.dim(1), dy.dim(2), cuda::CurrentStream()));
   return OkStatus();
 }
 

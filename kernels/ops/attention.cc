@@ -1,5 +1,6 @@
 // The attention op's definition (shape inference, FLOPs, saved activations), apart from its
 // kernels: what the planner and graph validation read (kernels/registry.h FindOp).
+#include "kernels/attention_options.h"
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
@@ -11,6 +12,8 @@ Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<
   DS_RETURN_IF_ERROR(CheckArity("attention", in, 1, 2));
   HeadLayout l;
   DS_RETURN_IF_ERROR(InferHeadLayout("attention", attrs, in[0], &l));
+  AttentionOptions options;
+  DS_RETURN_IF_ERROR(ReadAttentionOptions("attention", attrs, l.head_dim, &options));
   if (in.size() > 1) {
     DS_RETURN_IF_ERROR(CheckInt32("attention", "pad", in[1]));
     if (in[1].shape != Shape{l.batch})
@@ -41,6 +44,7 @@ OpDef Def() {
   def.non_differentiable_inputs = 1u << 1;
   def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head"};
+  for (const std::string& a : AttentionOptionAttrNames()) def.attr_names.push_back(a);
   def.infer = Infer;
   def.saved = [](const Attrs& attrs, const std::vector<TensorSpec>& in) {
     HeadLayout l;

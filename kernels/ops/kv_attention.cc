@@ -9,6 +9,7 @@
 //   pad      int32 [B]              sequence b's first pad_b slots are padding, masked
 //   -> out   [B, S, H D]: query i of sequence b attends slots [pad_b, start + i].
 // Forward only (inference).
+#include "kernels/attention_options.h"
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
@@ -21,6 +22,8 @@ Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<
   DS_RETURN_IF_ERROR(CheckArity(op, in, 5, 5));
   HeadLayout l;
   DS_RETURN_IF_ERROR(InferHeadLayout(op, attrs, in[0], &l));
+  AttentionOptions options;
+  DS_RETURN_IF_ERROR(ReadAttentionOptions(op, attrs, l.head_dim, &options));
   for (int i : {1, 2}) {
     DS_RETURN_IF_ERROR(CheckRank(op, i == 1 ? "k_cache" : "v_cache", in[i], 4));
     DS_RETURN_IF_ERROR(CheckFloat(op, i == 1 ? "k_cache" : "v_cache", in[i]));
@@ -54,6 +57,7 @@ OpDef Def() {
   def.tp_rule = TpRule::kHeads;  // the rank's query heads and the kv heads they read
   def.min_inputs = def.max_inputs = 5;
   def.attr_names = {"n_head", "n_kv_head"};
+  for (const std::string& a : AttentionOptionAttrNames()) def.attr_names.push_back(a);
   def.infer = Infer;
   def.forward_flops = Flops;
   def.non_differentiable_inputs = 0b11110;

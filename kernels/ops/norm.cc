@@ -47,6 +47,7 @@ OpDef Def(const Norm& n) {
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = n.inputs;
   def.attr_names = {"eps"};
+  if (n.name == std::string("rmsnorm")) def.attr_names.push_back("unit_offset");
   def.infer = [n](const Attrs& attrs, const std::vector<TensorSpec>& in,
                   std::vector<TensorSpec>* out) { return Infer(n, attrs, in, out); };
   def.saved = [n](const Attrs&, const std::vector<TensorSpec>& in) {

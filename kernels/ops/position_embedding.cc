@@ -26,7 +26,8 @@ Status Infer(const Attrs& a, const std::vector<TensorSpec>& in, std::vector<Tens
     *out = {in[0]};
     return OkStatus();
   }
-  const int64_t offset = a.Int("position_chunk", 0) * in[0].shape[1];
+  if (a.Int("offset", 0) < 0) return InvalidArgumentError(StrCat(op, ": offset must be >= 0"));
+  const int64_t offset = a.Int("position_chunk", 0) * in[0].shape[1] + a.Int("offset", 0);
   if (offset < 0 || offset + in[0].shape[1] > in[1].shape[0])
     return InvalidArgumentError(StrCat(op, ": sequence length T=", in[0].shape[1],
                                        " from position ", offset, " exceeds the ", in[1].shape[0],
@@ -46,7 +47,8 @@ OpDef Def() {
   def.non_differentiable_inputs = 1u << 2;
   def.infer = Infer;
   // position_chunk k: the positions are k T .. (k + 1) T - 1 (Ulysses: a rank's chunk).
-  def.attr_names = {"position_chunk"};
+  // offset: position p reads row p + offset (OPT's table starts at row 2).
+  def.attr_names = {"position_chunk", "offset"};
   SetPerElementFlops(&def, 1.0, 2.0);
   return def;
 }

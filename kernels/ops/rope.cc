@@ -1,6 +1,7 @@
 // The rope op's definition (shape inference, FLOPs, saved activations), apart from its
 // kernels: what the planner and graph validation read (kernels/registry.h FindOp).
 #include "kernels/registry.h"
+#include "kernels/rope_freqs.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
 
@@ -19,8 +20,8 @@ Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<
   }
   if (l.head_dim % 2 != 0)
     return InvalidArgumentError(StrCat("rope: head dim ", l.head_dim, " must be even"));
-  if (!(attrs.Float("theta", 10000.0) > 0.0))
-    return InvalidArgumentError("rope: theta must be > 0");
+  RopeParams params;
+  DS_RETURN_IF_ERROR(ReadRopeParams(attrs, l.head_dim, &params));
   *out = {in[0]};
   return OkStatus();
 }
@@ -38,7 +39,8 @@ OpDef Def() {
   def.tp_rule = TpRule::kHeads;
   def.max_inputs = 2;  // qkv [, positions int32 [B, T], or pad int32 [B]: a left-padded batch]
   def.non_differentiable_inputs = 1u << 1;
-  def.attr_names = {"n_head", "n_kv_head", "theta", "position_chunk"};
+  def.attr_names = {"n_head", "n_kv_head", "position_chunk"};
+  for (const std::string& a : RopeParamAttrNames()) def.attr_names.push_back(a);
   def.infer = Infer;
   def.forward_flops = Flops;
   def.backward_flops = Flops;

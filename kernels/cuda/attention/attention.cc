@@ -12,6 +12,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/attention_options.h"
 #include "kernels/cuda/attention/attention_launch.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
@@ -69,6 +70,9 @@ Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
                                 ShapeToString(qkv.shape()));
   static const Attrs kEmpty;
   const Attrs& attrs = args.attrs ? *args.attrs : kEmpty;
+  if (HasAttentionOptions(attrs))
+    return UnimplementedError(
+        "attention (cuda): scale, window and softcap have a CPU kernel only so far");
   s->batch = qkv.dim(0);
   s->seq = qkv.dim(1);
   s->n_head = attrs.Int("n_head", 0);
