@@ -1,9 +1,8 @@
-// A Hugging Face model directory (config.json, model.safetensors) as our graph and parameters:
-// GPT-2 (GPT2LMHeadModel) and Llama (LlamaForCausalLM, grouped-query attention included), what
-// ds-generate --hf and the generation benchmarks load. The config's shape becomes a ModelSpec
-// (runtime/graph/model_builder.h), the weights come through the importer (runtime/ckpt/
-// hf_names.h). Anything the graph would compute differently is refused naming the config key
-// (another activation, rope_scaling, attention biases in Llama, ...).
+// A Hugging Face model directory (config.json, model.safetensors or its shards) as our graph
+// and parameters, for every family runtime/hf reads: what ds-generate --hf and the generation
+// benchmarks load. The config becomes a ModelSpec (runtime/hf/hf_config.h), the weights come
+// through the family's tensor map (runtime/ckpt/hf_params.h). Anything the graph would compute
+// differently is refused naming the config key.
 //
 //   DS_ASSIGN_OR_RETURN(HfModel m, LoadHfModel("gpt2-dir"));
 //   DS_ASSIGN_OR_RETURN(auto gen, Generator::Create(m.graph, m.params.get(), {1, 0}));
@@ -25,11 +24,6 @@ struct HfModel {
   std::unique_ptr<zero::ParamStore> params;  // fp32, every parameter set
 };
 
-// ModelSpec from a config.json's text; `where` names it in errors.
-StatusOr<ModelSpec> SpecFromHfConfig(const std::string& json, const std::string& where);
-
-// `dir`/config.json and `dir`/model.safetensors (one file; a sharded checkpoint is refused by
-// name). NotFound / InvalidArgument / DataLoss naming the file and the key or tensor.
 StatusOr<HfModel> LoadHfModel(const std::string& dir);
 
 }  // namespace ds::generate

@@ -4,90 +4,23 @@
 #include <map>
 
 #include "runtime/base/status_macros.h"
-#include "runtime/graph/graph_builder.h"
+#include "runtime/graph/builder_parts.h"
 #include "runtime/graph/moe_builder.h"
 
 namespace ds {
 namespace {
 
 using graph_internal::Builder;
+using graph_internal::Eps;
 using graph_internal::Gpt2MoeMlp;
 using graph_internal::IsMoeBlock;
-using graph_internal::LlamaMoeMlp;
-using graph_internal::MoeTotalLoss;
+using graph_internal::LeftPads;
+using graph_internal::MaybeDropout;
 using graph_internal::Normal;
 using graph_internal::Ones;
+using graph_internal::OutputHead;
+using graph_internal::WithPads;
 using graph_internal::Zeros;
-
-kernels::Attrs Eps(float eps) {
-  kernels::Attrs a;
-  a.SetFloat("eps", eps);
-  return a;
-}
-
-int MaybeDropout(Builder& b, int x, const std::string& name, int64_t width, int block, float p) {
-  if (p <= 0) return x;
-  kernels::Attrs a;
-  a.SetFloat("p", p);
-  return b.Node("dropout", name, {x}, width, block, a);
-}
-
-// What the final norm's output `x` feeds: the next-token logits and cross-entropy (head "lm",
-// over `embedding` when tied, else a head of its own), or DeepSpeed-Chat's reward head: a value
-// per position (v_head, no bias) and the pairwise loss at the positions the targets mark.
-int OutputHead(Builder& b, const ModelSpec& s, int x, int embedding, bool tied, int targets,
-               const std::vector<int>& aux) {
-  const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
-  const std::string name = aux.empty() ? "loss" : "model_loss";
-  auto per_token = [&b](const char* n) {  // the caller's [batch, seq] fp32 input (kState)
-    return b.Data(n, TensorRole::kState, DType::kF32);
-  };
-  if (s.head == "reward" || s.head == "ppo_critic") {
-    int v = b.Param("v_head.weight", {1, C}, Normal(s.init_std), ShardKind::kReplicated);
-    int values = b.Node("linear", "values", {x, v}, 1, L);
-    int loss = -1;
-    if (s.head == "reward") {
-      loss = b.Node("reward_pair_loss", name, {values, targets}, 0, L);
-    } else {
-      kernels::Attrs a;
-      a.SetFloat("cliprange_value", s.cliprange_value);
-      loss =
-          b.Node("ppo_value_loss", name,
-                 {values, per_token("ppo.old_values"), per_token("ppo.returns"), targets}, 0, L, a);
-    }
-    return MoeTotalLoss(b, s.moe, loss, aux, L);
-  }
-  int head = embedding;
-  if (!tied) head = b.Param("lm_head.weight", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  int logits = b.Node("linear", "logits", {x, head}, V, L);
-  int loss = -1;
-  if (s.head == "ppo_actor") {
-    kernels::Attrs a;
-    a.SetFloat("cliprange", s.cliprange);
-    loss = b.Node("ppo_actor_loss", name,
-                  {logits, targets, per_token("ppo.old_logprobs"), per_token("ppo.advantages"),
-                   per_token("ppo.mask"), per_token("ppo.ptx")},
-                  0, L, a);
-  } else {
-    loss = b.Node("cross_entropy", name, {logits, targets}, 0, L);
-  }
-  return MoeTotalLoss(b, s.moe, loss, aux, L);
-}
-
-// pad_mask: the caller's left pads per sequence, int32 [batch] (kState "pad.left"), which
-// attention masks and the position ops subtract; -1 without.
-int LeftPads(Builder& b, const ModelSpec& s) {
-  if (!s.pad_mask) return -1;
-  const int t = b.Data(kLeftPads, TensorRole::kState, DType::kI32);
-  b.graph()->tensors[t].shape = {Dim::Sym("batch")};
-  return t;
-}
-
-// `in` plus the pads when there are any.
-std::vector<int> WithPads(std::vector<int> in, int pads) {
-  if (pads >= 0) in.push_back(pads);
-  return in;
-}
 
 void BuildGpt2(const ModelSpec& s, Graph* g) {
   Builder b(g);
@@ -140,83 +73,64 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   int lnfw = b.Param("ln_f.weight", {C}, Ones(), ShardKind::kReplicated);
   int lnfb = b.Param("ln_f.bias", {C}, Zeros(), ShardKind::kReplicated);
   x = b.Node("layernorm", "ln_f", {x, lnfw, lnfb}, C, L, Eps(eps));
-  g->loss = OutputHead(b, s, x, wte, s.tie_embeddings != 0, targets, aux);
+  g->loss = OutputHead(b, s, x, C, wte, s.tie_embeddings != 0, targets, aux);
 }
 
-void BuildLlama(const ModelSpec& s, Graph* g) {
-  Builder b(g);
-  const int64_t C = s.n_embd, V = s.vocab_size, L = s.n_layer;
-  const int64_t H = s.n_head, KV = s.n_kv_head > 0 ? s.n_kv_head : s.n_head, D = C / H;
-  int64_t F = s.ffn_hidden;
-  if (F <= 0) F = (8 * C / 3 + 63) / 64 * 64;
-  const float eps = s.norm_eps > 0 ? s.norm_eps : 1e-5f;
-  int ids = b.Data("ids", TensorRole::kInput);
-  int targets = b.Data("targets", TensorRole::kTarget);
-  int emb = b.Param("embed_tokens", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  const int pads = LeftPads(b, s);
-  int x = b.Node("embedding", "tok_emb", {ids, emb}, C, -1);
-  kernels::Attrs heads;
-  heads.SetInt("n_head", H);
-  heads.SetInt("n_kv_head", KV);
-  kernels::Attrs rope = heads;
-  rope.SetFloat("theta", s.rope_theta);
-  const int64_t qkv_rows = (H + 2 * KV) * D;
-  std::vector<int> aux;  // the MoE layers' aux losses
-  for (int i = 0; i < L; ++i) {
-    std::string p = "layers." + std::to_string(i) + ".";
-    int n1w = b.Param(p + "input_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
-    int qkvw =
-        b.Param(p + "attn.qkv.weight", {qkv_rows, C}, Normal(s.init_std), ShardKind::kColumn);
-    int ow = b.Param(p + "attn.o_proj.weight", {C, H * D}, Normal(s.init_std), ShardKind::kRow);
-    int n2w = b.Param(p + "post_attention_layernorm.weight", {C}, Ones(), ShardKind::kReplicated);
-    int h = b.Node("rmsnorm", p + "input_layernorm", {x, n1w}, C, i, Eps(eps));
-    h = b.Node("linear", p + "attn.qkv", {h, qkvw}, qkv_rows, i);
-    h = b.Node("rope", p + "attn.rope", WithPads({h}, pads), qkv_rows, i, rope);
-    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), H * D, i, heads);
-    h = b.Node("linear", p + "attn.o_proj", {h, ow}, C, i);
-    x = b.Node("add", p + "res_1", {x, h}, C, i);
-    h = b.Node("rmsnorm", p + "post_attention_layernorm", {x, n2w}, C, i, Eps(eps));
-    if (IsMoeBlock(s.moe, i)) {
-      h = LlamaMoeMlp(b, s, p, h, i, F, &aux);
-    } else {
-      int gw = b.Param(p + "mlp.gate_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
-      int uw = b.Param(p + "mlp.up_proj.weight", {F, C}, Normal(s.init_std), ShardKind::kColumn);
-      int dw = b.Param(p + "mlp.down_proj.weight", {C, F}, Normal(s.init_std), ShardKind::kRow);
-      int gate = b.Node("linear", p + "mlp.gate", {h, gw}, F, i);
-      int up = b.Node("linear", p + "mlp.up", {h, uw}, F, i);
-      gate = b.Node("silu", p + "mlp.silu", {gate}, F, i);
-      h = b.Node("mul", p + "mlp.swiglu", {gate, up}, F, i);
-      h = b.Node("linear", p + "mlp.down", {h, dw}, C, i);
-    }
-    x = b.Node("add", p + "res_2", {x, h}, C, i);
-  }
-  int nw = b.Param("norm.weight", {C}, Ones(), ShardKind::kReplicated);
-  x = b.Node("rmsnorm", "norm", {x, nw}, C, L, Eps(eps));
-  g->loss = OutputHead(b, s, x, emb, s.tie_embeddings == 1, targets, aux);
+}  // namespace
+
+bool IsLlamaLike(const std::string& f) {
+  return f == "llama" || f == "mistral" || f == "qwen2" || f == "qwen3" || f == "phi3" ||
+         f == "gemma" || f == "gemma2";
+}
+
+namespace {
+
+// The checks of the architecture options (ArchSpec) for `s`'s family.
+Status CheckArch(const ModelSpec& s) {
+  auto bad = [&](const std::string& m) { return InvalidArgumentError("model: " + m); };
+  const ArchSpec& a = s.arch;
+  const int64_t head_dim = a.head_dim > 0 ? a.head_dim : s.n_embd / s.n_head;
+  if (a.head_dim < 0) return bad("head_dim must be positive (or 0 for n_embd / n_head)");
+  if (a.head_dim > 0 && !IsLlamaLike(s.family))
+    return bad("head_dim is an option of the Llama-like families, not " + s.family);
+  if (a.head_dim == 0 && s.n_embd % s.n_head)
+    return bad("n_embd " + std::to_string(s.n_embd) + " is not divisible by n_head " +
+               std::to_string(s.n_head));
+  const int64_t rotary = static_cast<int64_t>(head_dim * a.rope.partial);
+  const bool roped = IsLlamaLike(s.family) || s.family == "gpt_neox";
+  if (roped && (rotary < 2 || rotary % 2))
+    return bad("RoPE needs an even number of rotary dims (head size " + std::to_string(head_dim) +
+               ", partial " + std::to_string(a.rope.partial) + ")");
+  if (a.sliding_window < 0) return bad("sliding_window must be >= 0");
+  for (int l : a.sliding_layers)
+    if (l < 0 || l >= s.n_layer) return bad("sliding layer " + std::to_string(l) + " out of range");
+  if (a.embed_proj_dim < 0 || (a.embed_proj_dim > 0 && s.family != "opt"))
+    return bad("embed_proj_dim is OPT's option (word_embed_proj_dim)");
+  return OkStatus();
 }
 
 }  // namespace
 
 Status CheckModelSpec(const ModelSpec& s) {
   auto bad = [&](const std::string& m) { return InvalidArgumentError("model: " + m); };
-  if (s.family != "gpt2" && s.family != "llama")
-    return bad("unknown family \"" + s.family + "\" (gpt2 or llama)");
+  if (s.family != "gpt2" && s.family != "opt" && s.family != "gpt_neox" && !IsLlamaLike(s.family))
+    return bad("unknown family \"" + s.family +
+               "\" (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, opt or gpt_neox)");
   if (s.head != "lm" && s.head != "reward" && s.head != "ppo_actor" && s.head != "ppo_critic")
     return bad("unknown head \"" + s.head + "\" (lm, reward, ppo_actor or ppo_critic)");
   if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.vocab_size <= 0 || s.max_seq_len <= 0)
     return bad("n_layer, n_embd, n_head, vocab_size and max_seq_len must be positive");
-  if (s.n_embd % s.n_head)
-    return bad("n_embd " + std::to_string(s.n_embd) + " is not divisible by n_head " +
-               std::to_string(s.n_head));
   int kv = s.n_kv_head > 0 ? s.n_kv_head : s.n_head;
   if (s.n_head % kv)
     return bad("n_head " + std::to_string(s.n_head) + " is not divisible by n_kv_head " +
                std::to_string(kv));
-  if (s.family == "gpt2" && kv != s.n_head)
-    return bad("gpt2 uses multi-head attention (n_kv_head = n_head)");
-  if (s.family == "llama" && (s.n_embd / s.n_head) % 2) return bad("RoPE needs an even head size");
+  if (!IsLlamaLike(s.family) && kv != s.n_head)
+    return bad(s.family + " uses multi-head attention (n_kv_head = n_head)");
+  DS_RETURN_IF_ERROR(CheckArch(s));
   if (s.dropout < 0 || s.dropout >= 1) return bad("dropout must be in [0, 1)");
   if (s.ffn_hidden < 0) return bad("ffn_hidden must be positive (or 0 for the default)");
+  if (s.moe.num_experts > 0 && s.family != "gpt2" && s.family != "llama")
+    return bad("mixture of experts is built for gpt2 and llama only");
   return graph_internal::CheckMoeSpec(s);
 }
 
@@ -229,6 +143,7 @@ StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
   g.config = {{"n_layer", s.n_layer},       {"n_embd", s.n_embd},
               {"n_head", s.n_head},         {"n_kv_head", s.n_kv_head > 0 ? s.n_kv_head : s.n_head},
               {"vocab_size", s.vocab_size}, {"max_seq_len", s.max_seq_len}};
+  if (s.arch.head_dim > 0) g.config["head_dim"] = s.arch.head_dim;
   if (s.moe.num_experts > 0) {
     g.name += "-E" + std::to_string(s.moe.num_experts);
     g.config["num_experts"] = s.moe.num_experts;
@@ -237,8 +152,12 @@ StatusOr<Graph> BuildModelGraph(const ModelSpec& s) {
   }
   if (s.family == "gpt2")
     BuildGpt2(s, &g);
+  else if (s.family == "opt")
+    graph_internal::BuildOpt(s, &g);
+  else if (s.family == "gpt_neox")
+    graph_internal::BuildGptNeox(s, &g);
   else
-    BuildLlama(s, &g);
+    graph_internal::BuildLlama(s, &g);
   return g;
 }
 

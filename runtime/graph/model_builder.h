@@ -34,8 +34,51 @@ struct MoeSpec {
   int expert_ffn_hidden = 0;               // 0: the dense MLP's width
 };
 
+// RoPE's variants (kernels/rope_freqs.h: the rope op's attributes), from config.json's
+// rope_parameters / rope_scaling.
+struct RopeSpec {
+  std::string type = "default";  // default, linear, dynamic, llama3, yarn
+  double factor = 1.0;
+  int64_t original_max = 0;                              // llama3, yarn: the pre-training context
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
+  double attention_factor = 1.0;                         // yarn: cos and sin scaled
+  bool truncate = true;                                  // yarn
+  double partial = 1.0;  // the rotated fraction of each head (GPT-NeoX, Phi-3)
+};
+
+// The architecture options of the Hugging Face families (runtime/hf reads them from
+// config.json; models-and-data.md section 3). The defaults are GPT-2's and Llama's own.
+struct ArchSpec {
+  int head_dim = 0;                 // 0: n_embd / n_head (Qwen 3 and Gemma set their own)
+  bool qkv_bias = false;            // Qwen 2; Llama's attention_bias (with o_bias)
+  bool o_bias = false;              // Llama's attention_bias
+  bool mlp_bias = false;            // Llama's mlp_bias
+  bool qk_norm = false;             // Qwen 3: RMSNorm over each q and k head before RoPE
+  std::string act;                  // "" family default; gated MLPs: silu, gelu_tanh; opt: relu;
+                                    // gpt_neox: gelu_erf, gelu_tanh
+  bool norm_unit_offset = false;    // Gemma: norms scale by (1 + w)
+  float embed_scale = 0.0f;         // Gemma: embeddings times sqrt(hidden); 0: none
+  float attn_scale = 0.0f;          // Gemma 2: query_pre_attn_scalar^-1/2; 0: head_dim^-1/2
+  float attn_softcap = 0.0f;        // Gemma 2's attn_logit_softcapping
+  float final_softcap = 0.0f;       // Gemma 2's final_logit_softcapping
+  int sliding_window = 0;           // Mistral, Gemma 2, Qwen 2: keys within the window
+  std::vector<int> sliding_layers;  // the layers with the window; empty: every layer
+  bool sandwich_norms = false;      // Gemma 2: norms after attention and around the MLP
+  RopeSpec rope;
+  // OPT: learned positions read rows p + position_offset; post-LN blocks when !pre_norm (no
+  // final norm then); project_in / project_out when embed_proj_dim differs from n_embd.
+  int position_offset = 0;
+  bool pre_norm = true;
+  int embed_proj_dim = 0;
+  bool parallel_residual = false;  // GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+  bool attn_bias = true;           // GPT-NeoX's attention_bias
+};
+
 struct ModelSpec {
-  std::string family = "gpt2";  // "gpt2" or "llama"
+  // gpt2, llama, and the Hugging Face families runtime/hf reads: mistral, qwen2, qwen3, phi3,
+  // gemma, gemma2 (Llama's graph with ArchSpec's options), opt, gpt_neox (their own graphs).
+  std::string family = "gpt2";
   int n_layer = 4;
   int n_embd = 256;
   int n_head = 4;
@@ -65,7 +108,12 @@ struct ModelSpec {
   // Zero pads compute what the graph without them does.
   bool pad_mask = false;
   MoeSpec moe;
+  ArchSpec arch;
 };
+
+// Whether `family` builds on Llama's graph (RMSNorm, RoPE, gated MLP): llama, mistral, qwen2,
+// qwen3, phi3, gemma, gemma2.
+bool IsLlamaLike(const std::string& family);
 
 // The named presets ds-model offers: gpt2-tiny, gpt2-small-test, gpt2-124m, gpt2-350m,
 // llama-tiny, llama-small, llama-1b, and the MoE ones gpt2-moe-tiny, llama-moe-tiny.

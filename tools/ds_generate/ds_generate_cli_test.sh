@@ -160,8 +160,8 @@ expect_error "a token outside the vocabulary" "outside the vocabulary of 64" \
   --hf "$DATA/gpt2" --prompt_ids 1,99
 printf '{"prompt_ids": [1]}\n' > "$W/bad.jsonl"
 expect_error "a prompts file line without prompt or ids" "bad.jsonl:1" --hf "$DATA/gpt2" --prompts "$W/bad.jsonl"
-mkdir -p "$W/other" && sed 's/"model_type": "gpt2"/"model_type": "mistral"/' "$DATA/gpt2/config.json" > "$W/other/config.json"
-expect_error "an unknown model_type" '"model_type" is "mistral"' --hf "$W/other" --prompt_ids 1
+mkdir -p "$W/other" && sed 's/"model_type": "gpt2"/"model_type": "mixtral"/' "$DATA/gpt2/config.json" > "$W/other/config.json"
+expect_error "an unknown model_type" '"model_type" is "mixtral"' --hf "$W/other" --prompt_ids 1
 # A sharded folder missing a shard, and an index that maps a tensor to a shard without it.
 cp -r "$W/llama_sharded" "$W/broken" && rm "$W/broken/model-00003-of-00006.safetensors"
 expect_error "a missing shard" "model.safetensors.index.json: shard model-00003-of-00006.safetensors" \

@@ -1,0 +1,180 @@
+#include "runtime/hf/hf_tensor_map.h"
+
+#include <functional>
+
+#include "runtime/base/status_macros.h"
+
+namespace ds::hf {
+namespace {
+
+using Kind = HfSource::Kind;
+
+HfSource Copy(const std::string& name) { return {Kind::kCopy, {name}}; }
+HfSource Transposed(const std::string& name) { return {Kind::kTranspose, {name}}; }
+
+// "layers.<i>.<rest>" -> i and rest; false for other names.
+bool SplitLayer(const std::string& ours, const char* prefix, int* layer, std::string* rest) {
+  const std::string p = prefix;
+  if (ours.rfind(p, 0) != 0) return false;
+  const size_t dot = ours.find('.', p.size());
+  if (dot == std::string::npos || dot == p.size()) return false;
+  *layer = std::stoi(ours.substr(p.size(), dot - p.size()));
+  *rest = ours.substr(dot + 1);
+  return true;
+}
+
+// q, k and v of attention prefix `at` ("model.layers.3.self_attn."), concatenated by rows;
+// `what` is "weight" or "bias".
+HfSource QkvOf(const std::string& at, const std::string& what) {
+  return {Kind::kConcatRows, {at + "q_proj." + what, at + "k_proj." + what, at + "v_proj." + what}};
+}
+
+using Rule = std::function<StatusOr<HfSource>(const std::string& ours, const Shape& shape)>;
+
+Rule LlamaRule(const ModelSpec& s) {
+  const bool phi3 = s.family == "phi3";
+  return [phi3](const std::string& ours, const Shape& shape) -> StatusOr<HfSource> {
+    if (ours == "embed_tokens") return Copy("model.embed_tokens.weight");
+    if (ours == "norm.weight") return Copy("model.norm.weight");
+    if (ours == "lm_head.weight") return Copy("lm_head.weight");
+    int i = 0;
+    std::string rest;
+    if (!SplitLayer(ours, "layers.", &i, &rest)) return InvalidArgumentError("");
+    const std::string hp = "model.layers." + std::to_string(i) + ".";
+    if (rest == "attn.qkv.weight" || rest == "attn.qkv.bias") {
+      const std::string what = rest.substr(rest.rfind('.') + 1);
+      if (phi3) return Copy(hp + "self_attn.qkv_proj." + what);
+      return QkvOf(hp + "self_attn.", what);
+    }
+    if (phi3 && (rest == "mlp.gate_proj.weight" || rest == "mlp.up_proj.weight")) {
+      const int64_t f = shape[0];
+      const bool up = rest == "mlp.up_proj.weight";
+      return HfSource{
+          Kind::kRowSlice, {hp + "mlp.gate_up_proj.weight"}, up ? f : 0, up ? 2 * f : f};
+    }
+    if (rest.rfind("attn.", 0) == 0) return Copy(hp + "self_attn." + rest.substr(5));
+    if (rest.rfind("block_sparse_moe.", 0) == 0) return InvalidArgumentError("");
+    return Copy(hp + rest);
+  };
+}
+
+Rule Gpt2Rule() {
+  return [](const std::string& ours, const Shape&) -> StatusOr<HfSource> {
+    const std::string root = "transformer.";
+    if (ours == "wte" || ours == "wpe") return Copy(root + ours + ".weight");
+    if (ours.rfind("ln_f.", 0) == 0) return Copy(root + ours);
+    int i = 0;
+    std::string rest;
+    if (!SplitLayer(ours, "h.", &i, &rest)) return InvalidArgumentError("");
+    const std::string hp = root + "h." + std::to_string(i) + ".";
+    if (rest == "attn.qkv.weight") return Transposed(hp + "attn.c_attn.weight");
+    if (rest == "attn.qkv.bias") return Copy(hp + "attn.c_attn.bias");
+    if (rest == "attn.proj.weight") return Transposed(hp + "attn.c_proj.weight");
+    if (rest == "attn.proj.bias") return Copy(hp + "attn.c_proj.bias");
+    if (rest == "mlp.fc.weight") return Transposed(hp + "mlp.c_fc.weight");
+    if (rest == "mlp.fc.bias") return Copy(hp + "mlp.c_fc.bias");
+    if (rest == "mlp.proj.weight") return Transposed(hp + "mlp.c_proj.weight");
+    if (rest == "mlp.proj.bias") return Copy(hp + "mlp.c_proj.bias");
+    if (rest.rfind("ln_", 0) == 0) return Copy(hp + rest);
+    return InvalidArgumentError("");
+  };
+}
+
+Rule OptRule() {
+  return [](const std::string& ours, const Shape&) -> StatusOr<HfSource> {
+    const std::string root = "model.decoder.";
+    if (ours == "embed_tokens" || ours == "embed_positions") return Copy(root + ours + ".weight");
+    if (ours == "lm_head.weight") return Copy("lm_head.weight");
+    if (ours.rfind("project_", 0) == 0 || ours.rfind("final_layer_norm.", 0) == 0)
+      return Copy(root + ours);
+    int i = 0;
+    std::string rest;
+    if (!SplitLayer(ours, "layers.", &i, &rest)) return InvalidArgumentError("");
+    const std::string hp = root + "layers." + std::to_string(i) + ".";
+    if (rest == "self_attn.qkv.weight") return QkvOf(hp + "self_attn.", "weight");
+    if (rest == "self_attn.qkv.bias") return QkvOf(hp + "self_attn.", "bias");
+    return Copy(hp + rest);
+  };
+}
+
+Rule NeoxRule(const ModelSpec& s) {
+  const int64_t heads = s.n_head;
+  return [heads](const std::string& ours, const Shape&) -> StatusOr<HfSource> {
+    const std::string root = "gpt_neox.";
+    if (ours == "embed_in") return Copy(root + "embed_in.weight");
+    if (ours == "lm_head.weight") return Copy("embed_out.weight");
+    if (ours.rfind("final_layer_norm.", 0) == 0) return Copy(root + ours);
+    int i = 0;
+    std::string rest;
+    if (!SplitLayer(ours, "layers.", &i, &rest)) return InvalidArgumentError("");
+    const std::string hp = root + "layers." + std::to_string(i) + ".";
+    if (rest == "attn.qkv.weight" || rest == "attn.qkv.bias")
+      return HfSource{Kind::kHeadInterleaved,
+                      {hp + "attention.query_key_value." + rest.substr(rest.rfind('.') + 1)},
+                      0,
+                      0,
+                      heads};
+    if (rest.rfind("attn.dense.", 0) == 0) return Copy(hp + "attention." + rest.substr(5));
+    return Copy(hp + rest);
+  };
+}
+
+// Buffers and tied heads the files of `spec`'s family may hold.
+void AddIgnored(const ModelSpec& s, HfTensorMap* map) {
+  auto each_layer = [&](const std::string& prefix, const std::vector<std::string>& names) {
+    for (int i = 0; i < s.n_layer; ++i)
+      for (const std::string& n : names)
+        map->ignored.push_back(prefix + std::to_string(i) + "." + n);
+  };
+  const bool tied = s.family == "gpt2" ? s.tie_embeddings != 0 : s.tie_embeddings == 1;
+  if (tied) map->ignored.push_back(s.family == "gpt_neox" ? "embed_out.weight" : "lm_head.weight");
+  if (s.family == "gpt2") {
+    each_layer("transformer.h.", {"attn.bias", "attn.masked_bias"});
+    map->optional_prefixes = {"transformer."};
+  } else if (s.family == "gpt_neox") {
+    each_layer("gpt_neox.layers.",
+               {"attention.bias", "attention.masked_bias", "attention.rotary_emb.inv_freq"});
+  } else if (s.family == "opt") {
+    map->optional_prefixes = {"model."};
+  } else {
+    each_layer("model.layers.", {"self_attn.rotary_emb.inv_freq"});
+  }
+}
+
+}  // namespace
+
+StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph) {
+  if (spec.moe.num_experts > 0)
+    return InvalidArgumentError(
+        "Hugging Face names: mixture-of-experts models map through "
+        "ds-ckpt import's Mixtral names, not a family map");
+  Rule rule;
+  if (spec.family == "gpt2") {
+    rule = Gpt2Rule();
+  } else if (spec.family == "opt") {
+    rule = OptRule();
+  } else if (spec.family == "gpt_neox") {
+    rule = NeoxRule(spec);
+  } else if (IsLlamaLike(spec.family)) {
+    rule = LlamaRule(spec);
+  } else {
+    return InvalidArgumentError("Hugging Face names: no map for family \"" + spec.family + "\"");
+  }
+  HfTensorMap map;
+  for (int t : graph.Params()) {
+    const TensorInfo& info = graph.tensors[t];
+    HfParam p;
+    p.ours = info.name;
+    for (const Dim& d : info.shape) p.shape.push_back(d.size);
+    StatusOr<HfSource> source = rule(p.ours, p.shape);
+    if (!source.ok())
+      return InvalidArgumentError("Hugging Face names: no " + spec.family + " tensor for \"" +
+                                  p.ours + "\"");
+    p.source = std::move(source).value();
+    map.params.push_back(std::move(p));
+  }
+  AddIgnored(spec, &map);
+  return map;
+}
+
+}  // namespace ds::hf
