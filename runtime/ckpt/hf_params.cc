@@ -87,6 +87,8 @@ Status HfParamReader::Read(size_t index, int64_t begin, int64_t end, float* dst)
   if (index >= map_.params.size()) return InvalidArgumentError("HfParamReader: no parameter");
   const hf::HfParam& p = map_.params[index];
   const hf::HfSource& s = p.source;
+  if (s.kind == Kind::kInitialized)
+    return FailedPreconditionError(p.ours + " is not in " + weights_->label());
   const int64_t cols = Cols(p.shape), numel = NumElements(p.shape);
   if (begin < 0 || end > numel || begin > end)
     return InvalidArgumentError("HfParamReader: elements [" + std::to_string(begin) + ", " +

@@ -27,7 +27,8 @@ class HfParamReader {
 
   const hf::HfTensorMap& map() const { return map_; }
   // Elements [begin, end) of parameter `index` (map().params order), flattened row-major in
-  // our layout, into dst[0, end - begin) as fp32.
+  // our layout, into dst[0, end - begin) as fp32. A kInitialized parameter has nothing to read
+  // (FailedPrecondition): the caller initializes it.
   Status Read(size_t index, int64_t begin, int64_t end, float* dst) const;
 
  private:

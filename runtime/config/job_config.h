@@ -146,6 +146,10 @@ struct MoeConfig {
 // Either a graph file or the settings of the built-in generator.
 struct ModelConfig {
   std::string graph;  // path to a .pb / .pbtxt graph; empty = use the generator settings
+  // A Hugging Face model folder (config.json and safetensors): the architecture from its
+  // config.json (runtime/hf), the initial weights from its files; family stays kNone.
+  std::string hf;
+  bool hf_dropout_set = false;  // model.dropout given with model.hf: overrides config.json's
   ModelFamily family = ModelFamily::kNone;  // kNone when `graph` is given or no model section
   int n_layer = 12;
   int n_embd = 768;

@@ -92,9 +92,35 @@ void ReadGenerator(MapReader& r, ModelConfig* m) {
 
 }  // namespace
 
+// model.hf: a Hugging Face folder gives the architecture (its config.json, read by the planner)
+// and the initial weights; only the head, the left-pad mask and dropout are the job's to choose.
+void ReadHf(MapReader& r, ModelConfig* m) {
+  for (const char* key : kGeneratorKeys) {
+    r.Known(key);
+    const std::string k = key;
+    if (k == "head" || k == "pad_mask" || k == "dropout") continue;
+    if (r.Has(key)) r.Fail(key, "comes from " + m->hf + "/config.json with model.hf");
+  }
+  if (r.Get("head", &m->head)) m->head = Lower(m->head);
+  r.Require(m->head == "lm" || m->head == "reward", "head",
+            "must be lm (next-token logits) or reward (a value head, DeepSpeed-Chat's reward "
+            "model)");
+  r.Get("pad_mask", &m->pad_mask);
+  if (r.Get("dropout", &m->dropout)) {
+    m->hf_dropout_set = true;
+    r.Require(m->dropout >= 0 && m->dropout < 1, "dropout", "must be in [0, 1)");
+  }
+}
+
 void ParseModel(MapReader& root, ModelConfig* m) {
   MapReader r = root.Block("model");
-  if (r.Get("graph", &m->graph) && !m->graph.empty()) {
+  const bool graph = r.Get("graph", &m->graph) && !m->graph.empty();
+  const bool hf = r.Get("hf", &m->hf) && !m->hf.empty();
+  if (graph && hf) {
+    r.Fail("hf", "cannot be combined with model.graph: one of them defines the model");
+  } else if (hf) {
+    ReadHf(r, m);
+  } else if (graph) {
     for (const char* key : kGeneratorKeys) {
       r.Known(key);
       if (r.Has(key)) r.Fail(key, "cannot be combined with model.graph (the graph defines it)");

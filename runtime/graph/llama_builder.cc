@@ -30,7 +30,8 @@ kernels::Attrs RopeAttrs(const ModelSpec& s, const kernels::Attrs& heads) {
   if (r.type == "default") return a;
   a.SetString("rope_type", r.type);
   a.SetFloat("factor", r.factor);
-  if (r.type == "dynamic") a.SetInt("max_positions", s.max_seq_len);
+  if (r.type == "dynamic")
+    a.SetInt("max_positions", r.max_positions > 0 ? r.max_positions : s.max_seq_len);
   if (r.type == "llama3" || r.type == "yarn") a.SetInt("original_max", r.original_max);
   if (r.type == "llama3") {
     a.SetFloat("low_freq_factor", r.low_freq_factor);

@@ -39,7 +39,8 @@ struct MoeSpec {
 struct RopeSpec {
   std::string type = "default";  // default, linear, dynamic, llama3, yarn
   double factor = 1.0;
-  int64_t original_max = 0;                              // llama3, yarn: the pre-training context
+  int64_t max_positions = 0;  // dynamic: max_position_embeddings (0: the spec's max_seq_len)
+  int64_t original_max = 0;   // llama3, yarn: the pre-training context
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double beta_fast = 32.0, beta_slow = 1.0;              // yarn
   double attention_factor = 1.0;                         // yarn: cos and sin scaled

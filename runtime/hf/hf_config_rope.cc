@@ -64,6 +64,7 @@ Status ReadVariant(const Config& c, const ckpt::Json* d, const char* dict, Model
   if (factor == none && r.type == "yarn") factor = double(s->max_seq_len) / r.original_max;
   if (!(factor > 0)) return c.Bad(at + "factor", "must be a number > 0 for " + r.type);
   r.factor = factor;
+  r.max_positions = s->max_seq_len;  // max_position_embeddings, whatever length the job runs at
   if (r.type == "llama3") {
     DS_ASSIGN_OR_RETURN(r.low_freq_factor, num("low_freq_factor", none));
     DS_ASSIGN_OR_RETURN(r.high_freq_factor, num("high_freq_factor", none));

@@ -166,6 +166,11 @@ StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph) {
     HfParam p;
     p.ours = info.name;
     for (const Dim& d : info.shape) p.shape.push_back(d.size);
+    if (p.ours == "v_head.weight") {  // the reward / critic head (model_builder.h)
+      p.source.kind = Kind::kInitialized;
+      map.params.push_back(std::move(p));
+      continue;
+    }
     StatusOr<HfSource> source = rule(p.ours, p.shape);
     if (!source.ok())
       return InvalidArgumentError("Hugging Face names: no " + spec.family + " tensor for \"" +

@@ -22,11 +22,13 @@ namespace ds::hf {
 
 struct HfSource {
   enum class Kind : uint8_t {
-    kCopy,            // names[0] as it is
-    kTranspose,       // names[0] is [in, out] (Conv1D), ours [out, in]
-    kConcatRows,      // names in row order
-    kRowSlice,        // rows [begin, end) of names[0]
-    kHeadInterleaved  // names[0] is [heads, 3, head_dim, ...]; ours [3, heads, head_dim, ...]
+    kCopy,             // names[0] as it is
+    kTranspose,        // names[0] is [in, out] (Conv1D), ours [out, in]
+    kConcatRows,       // names in row order
+    kRowSlice,         // rows [begin, end) of names[0]
+    kHeadInterleaved,  // names[0] is [heads, 3, head_dim, ...]; ours [3, heads, head_dim, ...]
+    kInitialized       // no checkpoint tensor: the value head DeepSpeed-Chat adds keeps its
+                       // initialization
   };
   Kind kind = Kind::kCopy;
   std::vector<std::string> names;

@@ -1,14 +1,40 @@
 #include "runtime/plan/model_loader.h"
 
+#include <algorithm>
+
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/graph_io.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/graph/validate.h"
+#include "runtime/hf/hf_config.h"
 
 namespace ds::plan {
 
+StatusOr<ModelSpec> HfModelSpec(const config::JobConfig& config) {
+  const config::ModelConfig& m = config.model;
+  DS_ASSIGN_OR_RETURN(ModelSpec s, hf::LoadHfSpec(m.hf));
+  s.head = m.head;
+  s.pad_mask = m.pad_mask;
+  if (m.hf_dropout_set) s.dropout = static_cast<float>(m.dropout);
+  if (config.data.seq_len > s.max_seq_len && s.arch.position_offset > 0)
+    return InvalidArgumentError(config.source + ": data.seq_len " +
+                                std::to_string(config.data.seq_len) + " exceeds the " +
+                                std::to_string(s.max_seq_len) + " learned positions of " + m.hf);
+  // RoPE extends past max_position_embeddings (dynamic RoPE is made for it): the graph takes
+  // the job's length.
+  s.max_seq_len = std::max(s.max_seq_len, config.data.seq_len);
+  return s;
+}
+
 StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
   const config::ModelConfig& m = config.model;
+  if (!m.hf.empty()) {
+    DS_ASSIGN_OR_RETURN(ModelSpec s, HfModelSpec(config));
+    auto g = BuildModelGraph(s);
+    if (!g.ok()) return g.status().WithPrefix(m.hf + "/config.json");
+    DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model " + m.hf + ")"));
+    return g;
+  }
   if (!m.graph.empty()) {
     DS_ASSIGN_OR_RETURN(Graph g, LoadGraph(m.graph));
     DS_RETURN_IF_ERROR(ValidateGraph(g, m.graph));

@@ -255,7 +255,12 @@ class Trainer {
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
   Status StoreSwappedStates();
-  Status InitializeStreaming();
+  // Sets the parameters from `source` (ParamStore::Fill), one at a time; with NVMe offload each
+  // finished sub-group goes to the swap files meanwhile (trainer_swap.cc).
+  Status InitializeStreaming(const zero::ParamStore::ParamSource& source);
+  // model.hf: the source reading each parameter from the folder (trainer_hf.cc), or the
+  // random draw of the rest (the reward head DeepSpeed-Chat adds).
+  Status InitializeFromHf();
   void ReportSwaps(StepMetrics* m);  // trainer_swap.cc
   // Before a checkpoint: the NVMe states read back into memory, or an error when they would not
   // fit what the system has available.

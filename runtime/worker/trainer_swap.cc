@@ -11,6 +11,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
+#include "zero/device_states.h"
 #include "zero/optimizer_swapper.h"
 
 namespace ds::worker {
@@ -39,16 +40,17 @@ Status Trainer::StoreSwappedStates() {
 }
 
 // NVMe offload: each finished sub-group goes to the swap files while the next parameters are
-// drawn, and stage 3's flat copy is handed back every 64M elements, so initialization never
-// holds more than a sub-group and one parameter of the states the files will hold.
-Status Trainer::InitializeStreaming() {
+// drawn or read, and stage 3's flat copy is handed back every 64M elements, so initialization
+// never holds more than a sub-group and one parameter of the states the files will hold.
+// Without a swapper only the hand-backs remain.
+Status Trainer::InitializeStreaming(const zero::ParamStore::ParamSource& source) {
   const auto t0 = std::chrono::steady_clock::now();
   Status status;
   int64_t since_release = 0;
-  params_->Initialize(
-      graph_, config_.seed,
+  Status filled = params_->Fill(
+      source,
       [&](int64_t flat_end, int64_t numel) {
-        if (status.ok()) status = swapper_->StoreUpTo(params_->ShardBound(flat_end));
+        if (swapper_ && status.ok()) status = swapper_->StoreUpTo(params_->ShardBound(flat_end));
         since_release += numel;
         if (since_release > (int64_t{1} << 26)) {
           runner_->ReleaseGatheredParams();
@@ -57,7 +59,10 @@ Status Trainer::InitializeStreaming() {
       },
       init_slicer_.get());
   runner_->ReleaseGatheredParams();
+  DS_RETURN_IF_ERROR(filled);
   DS_RETURN_IF_ERROR(status);
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
+  if (!swapper_) return OkStatus();
   DS_RETURN_IF_ERROR(swapper_->StoreUpTo(INT64_MAX));
   const zero::SwapStats io = swapper_->TakeStats();
   DS_LOG_INFO("swap", "initialized {:.2f}M parameters into the swap files ({:.2f} GB) in {:.1f} s",

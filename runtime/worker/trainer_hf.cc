@@ -1,0 +1,62 @@
+// model.hf: the job's initial weights read straight from the Hugging Face folder, one parameter
+// at a time (ParamStore::Fill through the family's tensor map, runtime/ckpt/hf_params.h): each
+// parameter is converted from the file's dtype into a scratch of its size, the rank keeps its
+// tensor-parallel slice and its ZeRO partition, and stage 3's gathered copy and NVMe offload's
+// sub-groups are handed back as they fill, as the random initialization does. No whole-model
+// buffer exists at any time. The value head DeepSpeed-Chat adds (head: reward) is drawn as
+// Initialize draws it.
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/ckpt/hf_params.h"
+#include "runtime/ckpt/hf_weights.h"
+#include "runtime/hf/hf_tensor_map.h"
+#include "runtime/plan/model_loader.h"
+#include "runtime/worker/trainer.h"
+
+namespace ds::worker {
+
+Status Trainer::InitializeFromHf() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string& dir = config_.model.hf;
+  // The map of the whole model: this rank's graph may be a stage or a tensor-parallel slice of
+  // it, whose parameters keep their names.
+  DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(config_));
+  DS_ASSIGN_OR_RETURN(Graph whole, BuildModelGraph(spec));
+  DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, whole));
+  DS_ASSIGN_OR_RETURN(ckpt::HfWeights files, ckpt::HfWeights::Open(dir));
+  DS_ASSIGN_OR_RETURN(ckpt::HfParamReader reader,
+                      ckpt::HfParamReader::Create(&files, std::move(map)));
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < reader.map().params.size(); ++i) index[reader.map().params[i].ours] = i;
+  int64_t read = 0, drawn = 0;
+  auto source = [&](int slot, float* dst, int64_t n) -> Status {
+    const zero::ParamSlot& s = params_->slots()[slot];
+    auto it = index.find(s.name);
+    if (it == index.end()) return InternalError(dir + ": the model has no parameter " + s.name);
+    const hf::HfParam& p = reader.map().params[it->second];
+    if (NumElements(p.shape) != n)
+      return InternalError(dir + ": " + s.name + " has " + std::to_string(NumElements(p.shape)) +
+                           " elements in the model and " + std::to_string(n) + " on this rank");
+    if (p.source.kind == hf::HfSource::Kind::kInitialized) {
+      params_->DrawInitial(graph_, config_.seed, slot, dst, n);
+      drawn += n;
+      return OkStatus();
+    }
+    read += n;
+    return reader.Read(it->second, 0, n, dst);
+  };
+  DS_RETURN_IF_ERROR(InitializeStreaming(source));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  DS_LOG_INFO("worker", "rank {}: read {:.2f}M parameters from {} ({} file{}) in {:.2f} s{}",
+              world_rank_, read / 1e6, dir, files.shard_count(),
+              files.shard_count() == 1 ? "" : "s", seconds,
+              drawn > 0 ? " (" + std::to_string(drawn) + " drawn: a head the folder lacks)" : "");
+  return OkStatus();
+}
+
+}  // namespace ds::worker
