@@ -24,6 +24,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/hf_params.h"
 #include "runtime/config/job_config.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_builder.h"
@@ -164,6 +165,12 @@ int RunLaunch(const LaunchOptions& given) {
   // every worker checks its own plan against this hash.
   auto graph = plan::LoadModelGraph(*config);
   if (!graph.ok()) return fail_input(graph.status());
+  if (!config->model.hf.empty()) {  // model.hf: its weights fit the model (headers only)
+    auto spec = plan::HfModelSpec(*config);
+    if (!spec.ok()) return fail_input(spec.status());
+    Status weights = ckpt::CheckHfWeights(config->model.hf, *spec, *graph);
+    if (!weights.ok()) return fail_input(weights);
+  }
   auto plan_config = plan::PlanConfigFromJob(*config);
   if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
   auto topo = plan::TopologyFor(world, *plan_config);

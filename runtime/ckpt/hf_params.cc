@@ -121,4 +121,10 @@ Status HfParamReader::Read(size_t index, int64_t begin, int64_t end, float* dst)
   return OkStatus();
 }
 
+Status CheckHfWeights(const std::string& dir, const ModelSpec& spec, const Graph& graph) {
+  DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, graph));
+  DS_ASSIGN_OR_RETURN(HfWeights weights, HfWeights::Open(dir));
+  return HfParamReader::Create(&weights, std::move(map)).status();
+}
+
 }  // namespace ds::ckpt

@@ -42,4 +42,8 @@ class HfParamReader {
   std::map<std::string, const NamedTensor*> by_name_;
 };
 
+// Opens `dir`'s weights and checks them against `graph` (built from `spec`) as Create does,
+// reading no tensor: what ds-launch and ds-worker run for model.hf before anything is allocated.
+Status CheckHfWeights(const std::string& dir, const ModelSpec& spec, const Graph& graph);
+
 }  // namespace ds::ckpt

@@ -29,6 +29,7 @@
 #include "kernels/cpu/cpu_util.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/hf_params.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/rlhf/chat_config.h"
 #include "runtime/rlhf/chat_steps.h"
@@ -258,6 +259,10 @@ Status Run(const Flags& f) {
       DS_RETURN_IF_ERROR(zero::CheckSwapDir(key, o->nvme_path).WithPrefix(f.config));
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
+  if (!config.model.hf.empty()) {  // the folder's weights fit the model, before any allocation
+    DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(config));
+    DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(config.model.hf, spec, graph));
+  }
   std::unique_ptr<DataParallelGroup> group;
   if (env.launched && env.world_size > 1 && !f.eval) {
     DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
