@@ -27,8 +27,9 @@ from the saved directory in fp32 (so the bf16 case uses the bf16-rounded weights
   OMP_NUM_THREADS=1 ~/.cache/ds-runtime/peer-venv/bin/python tools/hf_family_golden.py \\
       runtime/generate/testdata/families [case ...]
 
-(a venv with torch, transformers, safetensors and numpy from PyPI; golden.json records the
-versions). Tests read only the files: transformers is not needed to run them.
+(the peers' venv, DS_PEERS=1 tools/setup.sh: torch, transformers, safetensors and numpy
+from PyPI; golden.json records the versions). Tests read only the files: transformers is not
+needed to run them.
 """
 import json
 import os

@@ -18,7 +18,7 @@ and writes <case>/train_golden.json: {"losses": [...], "grad_norms": [...] (befo
   OMP_NUM_THREADS=1 ~/.cache/ds-runtime/peer-venv/bin/python tools/hf_train_golden.py \\
       runtime/generate/testdata/families [case ...]
 
-(the venv tools/hf_family_golden.py uses; the test reads only the files).
+(the peers' venv of DS_PEERS=1 tools/setup.sh; the test reads only the files).
 """
 import json
 import os

@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 
 tools/setup.sh
 export DS_TOOLS_VENV=${DS_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/tools-venv}
+peers=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+if [[ -z ${DS_PEER_PYTHON:-} && -x $peers ]]; then export DS_PEER_PYTHON=$peers; fi
 if ! tools/build.sh; then
   echo "tests: 0 passed, 1 failed (build failed)"
   exit 1

@@ -56,6 +56,11 @@ Status HfParamReader::CheckParam(const hf::HfParam& p) const {
                                   " " + ShapeToString(p.shape));
     rows += Rows(t->shape());
   }
+  for (size_t k = 0; s.kind == Kind::kConcatRows && k < s.rows.size(); ++k)
+    if (Rows(Find(s.names[k])->shape()) != s.rows[k])
+      return InvalidArgumentError(file + ": tensor " + s.names[k] + " has " +
+                                  std::to_string(Rows(Find(s.names[k])->shape())) +
+                                  " rows; the model's heads need " + std::to_string(s.rows[k]));
   if (s.kind == Kind::kConcatRows && rows != Rows(p.shape))
     return InvalidArgumentError(file + ": the " + std::to_string(rows) + " rows of " + s.names[0] +
                                 " and its parts do not make " + p.ours + " " +

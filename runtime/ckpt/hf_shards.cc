@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "runtime/base/status_macros.h"
@@ -30,11 +31,13 @@ bool IsShardName(const std::string& name) {
 }
 
 // Groups tensor indices into shards of at most `max` data bytes (a larger tensor alone).
-std::vector<std::vector<size_t>> Split(const std::vector<NamedTensor>& tensors, int64_t max) {
+std::vector<std::vector<size_t>> Split(const std::vector<std::pair<std::string, TensorSpec>>& specs,
+                                       int64_t max) {
   std::vector<std::vector<size_t>> shards(1);
   int64_t size = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const int64_t bytes = static_cast<int64_t>(tensors[i].tensor.nbytes());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const int64_t bytes =
+        specs[i].second.numel() * static_cast<int64_t>(DTypeSize(specs[i].second.dtype));
     if (!shards.back().empty() && size + bytes > max) {
       shards.emplace_back();
       size = 0;
@@ -81,15 +84,39 @@ StatusOr<int64_t> ParseShardSize(const std::string& text) {
                               "\": expected a positive size such as 5GB, 500MB, 2GiB or bytes");
 }
 
-StatusOr<int> WriteHfFolder(const std::string& dir, const std::vector<NamedTensor>& tensors,
-                            int64_t max_shard_bytes,
-                            const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// One shard file: its tensors' bytes from `fill`, streamed (written to a temporary name and
+// renamed when complete).
+Status WriteShard(const std::string& path,
+                  const std::vector<std::pair<std::string, TensorSpec>>& specs,
+                  const std::vector<size_t>& members,
+                  const std::map<std::string, std::string>& metadata, const TensorFill& fill) {
+  std::vector<std::pair<std::string, TensorSpec>> part;
+  for (size_t i : members) part.push_back(specs[i]);
+  DS_ASSIGN_OR_RETURN(auto writer, SafetensorsStreamWriter::Create(path, part, metadata));
+  std::vector<char> bytes;
+  for (size_t i : members) {
+    bytes.resize(specs[i].second.numel() * DTypeSize(specs[i].second.dtype));
+    DS_RETURN_IF_ERROR(fill(i, bytes.data()));
+    DS_RETURN_IF_ERROR(writer->Append(bytes.data(), bytes.size()));
+  }
+  return writer->Finish().status();
+}
+
+}  // namespace
+
+StatusOr<int> WriteHfFolderStreaming(const std::string& dir,
+                                     const std::vector<std::pair<std::string, TensorSpec>>& specs,
+                                     int64_t max_shard_bytes,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const TensorFill& fill) {
   if (max_shard_bytes <= 0) return InvalidArgumentError("max_shard_size must be > 0");
   DS_RETURN_IF_ERROR(CreateDirs(dir));
-  const std::vector<std::vector<size_t>> shards = Split(tensors, max_shard_bytes);
+  const std::vector<std::vector<size_t>> shards = Split(specs, max_shard_bytes);
   const int n = static_cast<int>(shards.size());
   if (n == 1) {
-    DS_RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, kSingle), tensors, metadata).status());
+    DS_RETURN_IF_ERROR(WriteShard(JoinPath(dir, kSingle), specs, shards[0], metadata, fill));
     DS_RETURN_IF_ERROR(RemoveStale(dir, {kSingle}));
     return 1;
   }
@@ -97,13 +124,12 @@ StatusOr<int> WriteHfFolder(const std::string& dir, const std::vector<NamedTenso
   Json map = Json::Object();
   int64_t total = 0;
   for (int s = 0; s < n; ++s) {
-    std::vector<NamedTensor> part;
     for (size_t i : shards[s]) {
-      part.push_back(tensors[i]);
-      map.Set(tensors[i].name, Json::String(ShardName(s, n)));
-      total += static_cast<int64_t>(tensors[i].tensor.nbytes());
+      map.Set(specs[i].first, Json::String(ShardName(s, n)));
+      total += specs[i].second.numel() * static_cast<int64_t>(DTypeSize(specs[i].second.dtype));
     }
-    DS_RETURN_IF_ERROR(WriteSafetensors(JoinPath(dir, ShardName(s, n)), part, metadata).status());
+    DS_RETURN_IF_ERROR(
+        WriteShard(JoinPath(dir, ShardName(s, n)), specs, shards[s], metadata, fill));
     written.insert(ShardName(s, n));
   }
   Json index = Json::Object(), meta = Json::Object();
@@ -113,6 +139,17 @@ StatusOr<int> WriteHfFolder(const std::string& dir, const std::vector<NamedTenso
   DS_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kIndex), index.Dump(2) + "\n"));
   DS_RETURN_IF_ERROR(RemoveStale(dir, written));
   return n;
+}
+
+StatusOr<int> WriteHfFolder(const std::string& dir, const std::vector<NamedTensor>& tensors,
+                            int64_t max_shard_bytes,
+                            const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, TensorSpec>> specs;
+  for (const NamedTensor& t : tensors) specs.push_back({t.name, t.tensor.spec()});
+  return WriteHfFolderStreaming(dir, specs, max_shard_bytes, metadata, [&](size_t i, void* dst) {
+    std::memcpy(dst, tensors[i].tensor.data(), tensors[i].tensor.nbytes());
+    return OkStatus();
+  });
 }
 
 }  // namespace ds::ckpt

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,5 +31,15 @@ StatusOr<int64_t> ParseShardSize(const std::string& text);
 StatusOr<int> WriteHfFolder(const std::string& dir, const std::vector<NamedTensor>& tensors,
                             int64_t max_shard_bytes,
                             const std::map<std::string, std::string>& metadata);
+
+// The same for tensors made one at a time: `fill(i, dst)` writes tensor i's bytes (its spec's
+// dtype, row-major) into dst when its shard is written, and each shard streams to a temporary
+// name renamed when complete, so memory holds one tensor whatever the model's size.
+using TensorFill = std::function<Status(size_t index, void* dst)>;
+StatusOr<int> WriteHfFolderStreaming(const std::string& dir,
+                                     const std::vector<std::pair<std::string, TensorSpec>>& specs,
+                                     int64_t max_shard_bytes,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const TensorFill& fill);
 
 }  // namespace ds::ckpt

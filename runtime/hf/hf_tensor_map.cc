@@ -1,6 +1,8 @@
 #include "runtime/hf/hf_tensor_map.h"
 
+#include <algorithm>
 #include <functional>
+#include <map>
 
 #include "runtime/base/status_macros.h"
 
@@ -24,16 +26,20 @@ bool SplitLayer(const std::string& ours, const char* prefix, int* layer, std::st
 }
 
 // q, k and v of attention prefix `at` ("model.layers.3.self_attn."), concatenated by rows;
-// `what` is "weight" or "bias".
-HfSource QkvOf(const std::string& at, const std::string& what) {
-  return {Kind::kConcatRows, {at + "q_proj." + what, at + "k_proj." + what, at + "v_proj." + what}};
+// `what` is "weight" or "bias"; q has q_rows of the `total`, k and v half the rest each.
+HfSource QkvOf(const std::string& at, const std::string& what, int64_t q_rows, int64_t total) {
+  HfSource s{Kind::kConcatRows,
+             {at + "q_proj." + what, at + "k_proj." + what, at + "v_proj." + what}};
+  s.rows = {q_rows, (total - q_rows) / 2, (total - q_rows) / 2};
+  return s;
 }
 
 using Rule = std::function<StatusOr<HfSource>(const std::string& ours, const Shape& shape)>;
 
 Rule LlamaRule(const ModelSpec& s) {
   const bool phi3 = s.family == "phi3";
-  return [phi3](const std::string& ours, const Shape& shape) -> StatusOr<HfSource> {
+  const int64_t q_rows = s.n_head * (s.arch.head_dim > 0 ? s.arch.head_dim : s.n_embd / s.n_head);
+  return [phi3, q_rows](const std::string& ours, const Shape& shape) -> StatusOr<HfSource> {
     if (ours == "embed_tokens") return Copy("model.embed_tokens.weight");
     if (ours == "norm.weight") return Copy("model.norm.weight");
     if (ours == "lm_head.weight") return Copy("lm_head.weight");
@@ -44,7 +50,7 @@ Rule LlamaRule(const ModelSpec& s) {
     if (rest == "attn.qkv.weight" || rest == "attn.qkv.bias") {
       const std::string what = rest.substr(rest.rfind('.') + 1);
       if (phi3) return Copy(hp + "self_attn.qkv_proj." + what);
-      return QkvOf(hp + "self_attn.", what);
+      return QkvOf(hp + "self_attn.", what, q_rows, shape[0]);
     }
     if (phi3 && (rest == "mlp.gate_proj.weight" || rest == "mlp.up_proj.weight")) {
       const int64_t f = shape[0];
@@ -81,7 +87,7 @@ Rule Gpt2Rule() {
 }
 
 Rule OptRule() {
-  return [](const std::string& ours, const Shape&) -> StatusOr<HfSource> {
+  return [](const std::string& ours, const Shape& shape) -> StatusOr<HfSource> {
     const std::string root = "model.decoder.";
     if (ours == "embed_tokens" || ours == "embed_positions") return Copy(root + ours + ".weight");
     if (ours == "lm_head.weight") return Copy("lm_head.weight");
@@ -91,8 +97,8 @@ Rule OptRule() {
     std::string rest;
     if (!SplitLayer(ours, "layers.", &i, &rest)) return InvalidArgumentError("");
     const std::string hp = root + "layers." + std::to_string(i) + ".";
-    if (rest == "self_attn.qkv.weight") return QkvOf(hp + "self_attn.", "weight");
-    if (rest == "self_attn.qkv.bias") return QkvOf(hp + "self_attn.", "bias");
+    if (rest == "self_attn.qkv.weight" || rest == "self_attn.qkv.bias")
+      return QkvOf(hp + "self_attn.", rest.substr(rest.rfind('.') + 1), shape[0] / 3, shape[0]);
     return Copy(hp + rest);
   };
 }
@@ -180,6 +186,68 @@ StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph) {
   }
   AddIgnored(spec, &map);
   return map;
+}
+
+namespace {
+
+// Adds parameter `param`'s rows [begin, end) to output `name` of file shape `shape`.
+void AddPiece(std::map<std::string, HfOutput>* out, const std::string& name, const Shape& shape,
+              int param, int64_t begin, int64_t end) {
+  HfOutput& o = (*out)[name];
+  o.name = name;
+  if (o.shape.empty()) o.shape = shape;
+  o.pieces.push_back({param, begin, end});
+}
+
+Shape WithRows(Shape s, int64_t rows) {
+  s[0] = rows;
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::vector<HfOutput>> HfOutputs(const HfTensorMap& map) {
+  std::map<std::string, HfOutput> out;
+  for (size_t i = 0; i < map.params.size(); ++i) {
+    const HfParam& p = map.params[i];
+    const HfSource& s = p.source;
+    const int param = static_cast<int>(i);
+    const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+    switch (s.kind) {
+      case Kind::kInitialized:
+        AddPiece(&out, p.ours, p.shape, param, 0, rows);
+        break;
+      case Kind::kConcatRows: {
+        int64_t at = 0;
+        for (size_t k = 0; k < s.names.size(); ++k) {
+          AddPiece(&out, s.names[k], WithRows(p.shape, s.rows[k]), param, at, at + s.rows[k]);
+          at += s.rows[k];
+        }
+        break;
+      }
+      case Kind::kRowSlice: {  // a fused tensor: its parts in row order
+        HfOutput& o = out[s.names[0]];
+        AddPiece(&out, s.names[0], p.shape, param, 0, rows);
+        std::sort(o.pieces.begin(), o.pieces.end(),
+                  [&](const HfOutput::Piece& a, const HfOutput::Piece& b) {
+                    return map.params[a.param].source.begin < map.params[b.param].source.begin;
+                  });
+        int64_t total = 0;
+        for (const HfOutput::Piece& piece : o.pieces) total += piece.end - piece.begin;
+        o.shape = WithRows(p.shape, total);
+        break;
+      }
+      default: {  // one parameter, as it is or transposed / interleaved back
+        const Shape shape = s.kind == Kind::kTranspose ? Shape{p.shape[1], p.shape[0]} : p.shape;
+        AddPiece(&out, s.names[0], shape, param, 0, rows);
+        out[s.names[0]].kind = s.kind;
+        out[s.names[0]].heads = s.heads;
+      }
+    }
+  }
+  std::vector<HfOutput> list;
+  for (auto& [name, o] : out) list.push_back(std::move(o));
+  return list;
 }
 
 }  // namespace ds::hf

@@ -34,6 +34,7 @@ struct HfSource {
   std::vector<std::string> names;
   int64_t begin = 0, end = 0;  // kRowSlice
   int64_t heads = 0;           // kHeadInterleaved
+  std::vector<int64_t> rows;   // kConcatRows: each name's rows
 };
 
 struct HfParam {
@@ -54,5 +55,23 @@ struct HfTensorMap {
 // The map for `graph`, built from `spec` (BuildModelGraph). InvalidArgument for a parameter
 // no rule covers (a graph of another family, MoE experts), naming it.
 StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph);
+
+// One tensor of an exported folder: the rows [begin, end) of parameters (map.params indices),
+// concatenated, in the file's layout: transposed back (GPT-2's Conv1D) or re-interleaved per
+// head (GPT-NeoX) when the parameter was read so. The value head is written as
+// DeepSpeed-Chat's reward model names it ("v_head.weight").
+struct HfOutput {
+  struct Piece {
+    int param = 0;
+    int64_t begin = 0, end = 0;  // rows of the parameter
+  };
+  std::string name;
+  Shape shape;                                  // in the file
+  HfSource::Kind kind = HfSource::Kind::kCopy;  // kCopy, kTranspose or kHeadInterleaved
+  int64_t heads = 0;
+  std::vector<Piece> pieces;
+};
+// Every tensor the map writes back, sorted by name.
+StatusOr<std::vector<HfOutput>> HfOutputs(const HfTensorMap& map);
 
 }  // namespace ds::hf

@@ -16,6 +16,7 @@
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/config/job_config.h"
 #include "tools/ds_ckpt/hf_config.h"
+#include "tools/ds_ckpt/hf_job_export.h"
 
 namespace ds::tools {
 namespace {
@@ -113,6 +114,8 @@ Status ExportWeights(const ConvertOptions& o, const ckpt::HfOptions& hf) {
 // before any weight is written, so a job without one is refused first) beside the weights, in
 // shards of --max_shard_size (transformers' default 5GB when not given).
 Status RunExport(const ConvertOptions& o) {
+  if (o.family.empty() && o.config.empty())
+    return InvalidArgumentError("export needs --family (gpt2 or llama), or --config with the job");
   DS_ASSIGN_OR_RETURN(ckpt::HfOptions hf, ToHfOptions(o));
   if (!o.max_shard_size.empty()) {
     DS_ASSIGN_OR_RETURN(hf.max_shard_bytes, ckpt::ParseShardSize(o.max_shard_size));
@@ -120,6 +123,7 @@ Status RunExport(const ConvertOptions& o) {
   std::string config_json;
   if (!o.config.empty()) {
     DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(o.config));
+    if (!job.model.hf.empty()) return ExportHfJob(o, job);  // the folder's own family
     const std::string family = job.model.family == config::ModelFamily::kGpt2    ? "gpt2"
                                : job.model.family == config::ModelFamily::kLlama ? "llama"
                                                                                  : "";

@@ -20,10 +20,13 @@ int Fail(const ds::Status& s) {
   return 1;
 }
 
-void AddConvertFlags(CLI::App* cmd, ds::tools::ConvertOptions* o, const char* input_help) {
-  cmd->add_option("--family", o->family, "model family")
-      ->required()
-      ->check(CLI::IsMember({"gpt2", "llama"}));
+void AddConvertFlags(CLI::App* cmd, ds::tools::ConvertOptions* o, const char* input_help,
+                     bool family_required) {
+  CLI::Option* family = cmd->add_option(
+      "--family", o->family,
+      family_required ? "model family" : "model family (not with --config of a model.hf job)");
+  family->check(CLI::IsMember({"gpt2", "llama"}));
+  if (family_required) family->required();
   cmd->add_option("--input", o->input, input_help)->required();
   cmd->add_option("--output", o->output, "safetensors file to write")->required();
   cmd->add_option("--dtype", o->dtype, "float dtype of the output: f32, bf16, f16")
@@ -42,7 +45,9 @@ void AddExportFlags(CLI::App* exp, ds::tools::ConvertOptions* o) {
                   "and model.safetensors.index.json");
   exp->add_option("--config", o->config,
                   "a job file: --output becomes a Hugging Face folder with config.json from its "
-                  "model section (transformers' keys), shards of --max_shard_size (default 5GB)");
+                  "model section (transformers' keys), shards of --max_shard_size (default 5GB); "
+                  "a model.hf job's folder is written as its family stores it, with the "
+                  "original config.json and tokenizer files");
 }
 
 // consolidate CHECKPOINT OUT, or with --input / --output.
@@ -66,11 +71,12 @@ int main(int argc, char** argv) {
   ds::tools::ConvertOptions import_opts;
   CLI::App* imp = app.add_subcommand("import", "Hugging Face safetensors -> our names/layouts");
   AddConvertFlags(imp, &import_opts,
-                  "HF .safetensors, *.safetensors.index.json, or a directory with either");
+                  "HF .safetensors, *.safetensors.index.json, or a directory with either", true);
 
   ds::tools::ConvertOptions export_opts;
   CLI::App* exp = app.add_subcommand("export", "our weights -> Hugging Face safetensors");
-  AddConvertFlags(exp, &export_opts, "our .safetensors, or a checkpoint root / step directory");
+  AddConvertFlags(exp, &export_opts, "our .safetensors, or a checkpoint root / step directory",
+                  false);
   AddExportFlags(exp, &export_opts);
 
   std::string inspect_path;

@@ -1,0 +1,94 @@
+#include "tools/ds_ckpt/hf_job_export.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/ckpt/file_util.h"
+#include "runtime/ckpt/hf_export.h"
+#include "runtime/ckpt/hf_shards.h"
+#include "runtime/ckpt/safetensors.h"
+#include "runtime/ckpt/zero_shards.h"
+#include "runtime/hf/hf_tensor_map.h"
+#include "runtime/plan/model_loader.h"
+
+namespace ds::tools {
+namespace {
+
+// What transformers and tokenizers read beside the weights, copied when the folder has them.
+constexpr const char* kCompanions[] = {"config.json",
+                                       "generation_config.json",
+                                       "tokenizer.json",
+                                       "tokenizer_config.json",
+                                       "special_tokens_map.json",
+                                       "tokenizer.model",
+                                       "vocab.json",
+                                       "merges.txt",
+                                       "added_tokens.json",
+                                       "chat_template.jinja"};
+
+// Our parameters from a checkpoint directory or one of our .safetensors files.
+struct Source {
+  std::optional<ckpt::CheckpointReader> checkpoint;
+  std::optional<ckpt::SafetensorsFile> file;
+
+  Status Read(const std::string& name, const Shape& shape, float* dst) {
+    if (checkpoint) return checkpoint->Read(ckpt::kMasterState, name, 0, NumElements(shape), dst);
+    DS_ASSIGN_OR_RETURN(Tensor t, file->Get(name));
+    if (t.shape() != shape)
+      return InvalidArgumentError(file->path() + ": tensor " + name + " has shape " +
+                                  ShapeToString(t.shape()) + ", the model's is " +
+                                  ShapeToString(shape));
+    for (int64_t i = 0; i < t.numel(); ++i) dst[i] = LoadFloat(t.data(), t.dtype(), i);
+    return OkStatus();
+  }
+};
+
+StatusOr<Source> OpenSource(const std::string& input) {
+  Source s;
+  if (ckpt::IsDirectory(input)) {
+    DS_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(input));
+    for (const ckpt::FileRecord& f : reader.manifest().files)
+      DS_RETURN_IF_ERROR(reader.VerifyFile(f));
+    s.checkpoint.emplace(std::move(reader));
+  } else {
+    DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile f, ckpt::SafetensorsFile::Open(input));
+    s.file.emplace(std::move(f));
+  }
+  return s;
+}
+
+}  // namespace
+
+Status ExportHfJob(const ConvertOptions& o, const config::JobConfig& job) {
+  DType dtype = DType::kF32;
+  if (!ParseDType(o.dtype, &dtype) || !IsFloat(dtype))
+    return InvalidArgumentError("--dtype must be f32, bf16 or f16, got '" + o.dtype + "'");
+  int64_t max_shard = 5000000000;
+  if (!o.max_shard_size.empty()) {
+    DS_ASSIGN_OR_RETURN(max_shard, ckpt::ParseShardSize(o.max_shard_size));
+  }
+  DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(job));
+  DS_ASSIGN_OR_RETURN(Graph graph, BuildModelGraph(spec));
+  DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, graph));
+  DS_ASSIGN_OR_RETURN(Source source, OpenSource(o.input));
+  DS_ASSIGN_OR_RETURN(
+      int shards, ckpt::ExportHfFolder(o.output, map, dtype, max_shard,
+                                       [&](const std::string& name, const Shape& shape,
+                                           float* dst) { return source.Read(name, shape, dst); }));
+  int copied = 0;
+  for (const char* name : kCompanions) {
+    const std::string from = ckpt::JoinPath(job.model.hf, name);
+    StatusOr<std::string> text = ckpt::ReadFileToString(from);
+    if (!text.ok()) continue;  // the folder has no such file
+    DS_RETURN_IF_ERROR(ckpt::WriteFileAtomic(ckpt::JoinPath(o.output, name), *text));
+    ++copied;
+  }
+  std::printf("exported %s (%s) to %s: %zu parameters in %d shard%s (%s), %d files of %s copied\n",
+              o.input.c_str(), spec.family.c_str(), o.output.c_str(), map.params.size(), shards,
+              shards == 1 ? "" : "s", DTypeName(dtype), copied, job.model.hf.c_str());
+  return OkStatus();
+}
+
+}  // namespace ds::tools
