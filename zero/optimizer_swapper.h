@@ -84,6 +84,9 @@ class OptimizerSwapper {
   // Stores the sub-groups not stored yet that end at or below shard position `end` (streaming
   // initialization: ParamStore::Initialize's callback with ShardBound); Store() = all of them.
   Status StoreUpTo(int64_t end);
+  // The next StoreUpTo calls write every sub-group again from the first (a second fill of the
+  // states: weights loaded after the initialization was stored).
+  void Rewind() { stored_ = 0; }
   Status Load();
   void ReleaseMemory();
   // offload_param: the whole 16-bit shard into memory (evaluation, export gather everything),

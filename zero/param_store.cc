@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/base/check.h"
+#include "runtime/base/status_macros.h"
 
 namespace ds::zero {
 namespace {
@@ -126,30 +127,48 @@ void Draw(const InitSpec& init, std::mt19937_64& gen, float* p, int64_t n) {
 void ParamStore::Initialize(const Graph& graph, uint64_t seed,
                             const std::function<void(int64_t, int64_t)>& done,
                             const InitSlicer* slicer) {
+  const Status drawn = Fill(
+      [&](int slot, float* dst, int64_t whole) {
+        DrawInitial(graph, seed, slot, dst, whole);
+        return OkStatus();
+      },
+      done, slicer);
+  DS_CHECK(drawn.ok(), "drawing the initial parameters: {}", drawn.ToString());
+}
+
+void ParamStore::DrawInitial(const Graph& graph, uint64_t seed, int slot, float* dst,
+                             int64_t whole) const {
+  const ParamSlot& s = slots_[slot];
+  std::mt19937_64 gen(seed ^ Fnv1a(s.name));
+  Draw(graph.tensors[s.tensor].init, gen, dst, whole);
+}
+
+Status ParamStore::Fill(const ParamSource& source,
+                        const std::function<void(int64_t, int64_t)>& done,
+                        const InitSlicer* slicer) {
   // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
   std::vector<float> one, full;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
-    const InitSpec& init = graph.tensors[s.tensor].init;
     float* p = master_.f32() + s.offset;
     if (master_sharded_) {
       one.assign(s.numel, 0.0f);
       p = one.data();
     }
-    std::mt19937_64 gen(seed ^ Fnv1a(s.name));
     const int slot = static_cast<int>(i);
     const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
     if (whole == s.numel) {
-      Draw(init, gen, p, s.numel);
+      DS_RETURN_IF_ERROR(source(slot, p, s.numel));
     } else {
       full.resize(whole);
-      Draw(init, gen, full.data(), whole);
+      DS_RETURN_IF_ERROR(source(slot, full.data(), whole));
       slicer->take(slot, full.data(), p);
     }
     if (master_sharded_) SetRange(s.offset, s.numel, p);
     if (done) done(s.offset + s.numel, s.numel);
   }
   if (!master_sharded_) SyncModelFromMaster();
+  return OkStatus();
 }
 
 int64_t ParamStore::ShardBound(int64_t flat_end) const {

@@ -101,6 +101,16 @@ class ParamStore {
   void Initialize(const Graph& graph, uint64_t seed,
                   const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
                   const InitSlicer* slicer = nullptr);
+  // Sets every parameter from `source`, one at a time as Initialize draws them: source(slot,
+  // dst, whole) writes slot's whole tensor (`whole` elements: the full tensor under a
+  // slicer, which then keeps the rank's part) as fp32. No full-model buffer is made: a scratch
+  // of the largest parameter. `done` as Initialize's. The first error stops it.
+  using ParamSource = std::function<Status(int slot, float* dst, int64_t whole)>;
+  // What Initialize draws for `slot` (its whole tensor of `whole` elements).
+  void DrawInitial(const Graph& graph, uint64_t seed, int slot, float* dst, int64_t whole) const;
+  Status Fill(const ParamSource& source,
+              const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
+              const InitSlicer* slicer = nullptr);
   // The shard position below which every owned element has a flat index < flat_end.
   int64_t ShardBound(int64_t flat_end) const;
   // Copies master -> model copy where this rank owns it (no-op when the master is the

@@ -327,43 +327,28 @@ Status Trainer::SaveCheckpoint() {
   return OkStatus();
 }
 
+// One parameter at a time (ParamStore::Fill): the file's tensor, whole (the full one under
+// tensor or expert parallelism, whose part the slicer keeps), into a scratch of its size; what
+// the file lacks under keep_missing is drawn as initialization drew it. No whole-model buffer.
 Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
-  std::vector<float> full(params_->total_elements(), 0.0f), whole;
-  if (keep_missing) {  // the initialized values of what the file lacks (a new head)
-    if (sliced_ || params_->mixed() || params_->params_partitioned() || device_states_)
-      return UnimplementedError(path +
-                                ": keeping the parameters the file lacks needs an fp32 "
-                                "model at ZeRO 0-2 on one host layout");
-    const float* now = static_cast<const float*>(params_->model());
-    full.assign(now, now + params_->total_elements());
-  }
   int kept = 0;
-  for (size_t i = 0; i < params_->slots().size(); ++i) {
-    const zero::ParamSlot& s = params_->slots()[i];
+  auto source = [&](int slot, float* dst, int64_t whole) -> Status {
+    const zero::ParamSlot& s = params_->slots()[slot];
     auto t = file.Get(s.name);
     if (!t.ok() && keep_missing) {
       DS_LOG_INFO("worker", "{}: no \"{}\"; it keeps its initialization", path, s.name);
+      params_->DrawInitial(graph_, config_.seed, slot, dst, whole);
       ++kept;
-      continue;
+      return OkStatus();
     }
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
-    const std::string what = path + ": tensor \"" + s.name + "\"";
-    if (!sliced_) {
-      DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(full.data() + s.offset, s.shape, DType::kF32), what));
-      continue;
-    }
-    // Tensor or expert parallelism: the whole tensor, then this rank's boxes of it.
-    const plan::TpParamShard& sh = sliced_->shards[i];
-    const Shape shape(sh.full_shape.begin(), sh.full_shape.end());
-    whole.assign(NumElements(shape), 0.0f);
-    DS_RETURN_IF_ERROR(CopyInto(*t, Tensor(whole.data(), shape, DType::kF32), what));
-    plan::TakeShard(sh, whole.data(), full.data() + s.offset);
-  }
-  params_->SetFromFull(full.data());
-  runner_->ReleaseGatheredParams();  // stage 3: only the persistent units stay
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  DS_RETURN_IF_ERROR(StoreSwappedStates());
+    const Shape shape = sliced_ ? Shape(sliced_->shards[slot].full_shape.begin(),
+                                        sliced_->shards[slot].full_shape.end())
+                                : s.shape;
+    return CopyInto(*t, Tensor(dst, shape, DType::kF32), path + ": tensor \"" + s.name + "\"");
+  };
+  DS_RETURN_IF_ERROR(InitializeStreaming(source));
   if (static_cast<int>(file.tensors().size()) + kept != static_cast<int>(params_->slots().size()))
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored",
                 path, file.tensors().size(), params_->slots().size() - kept);

@@ -47,6 +47,7 @@ Status Trainer::InitializeStreaming(const zero::ParamStore::ParamSource& source)
   const auto t0 = std::chrono::steady_clock::now();
   Status status;
   int64_t since_release = 0;
+  if (swapper_) swapper_->Rewind();
   Status filled = params_->Fill(
       source,
       [&](int64_t flat_end, int64_t numel) {
