@@ -128,7 +128,7 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed,
                             const std::function<void(int64_t, int64_t)>& done,
                             const InitSlicer* slicer) {
   const Status drawn = Fill(
-      [&](int slot, float* dst, int64_t whole) {
+      [&](int slot, float* dst, int64_t whole, const Ranges&) {
         DrawInitial(graph, seed, slot, dst, whole);
         return OkStatus();
       },
@@ -143,28 +143,63 @@ void ParamStore::DrawInitial(const Graph& graph, uint64_t seed, int slot, float*
   Draw(graph.tensors[s.tensor].init, gen, dst, whole);
 }
 
+ParamStore::Ranges ParamStore::KeptRanges(int slot, const Ranges& persistent, bool owned) const {
+  const ParamSlot& s = slots_[slot];
+  Ranges out;
+  auto add = [&](int64_t flat_begin, int64_t count) {
+    const int64_t lo = std::max(flat_begin, s.offset);
+    const int64_t hi = std::min(flat_begin + count, s.offset + s.numel);
+    if (lo < hi) out.push_back({lo - s.offset, hi - s.offset});
+  };
+  if (owned)
+    for (const ShardSegment& g : layout_.segments) add(g.flat_begin, g.count);
+  for (const auto& [offset, count] : persistent) add(offset, count);
+  std::sort(out.begin(), out.end());
+  Ranges merged;
+  for (const auto& r : out) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  if (merged.empty()) merged.push_back({0, 0});  // nothing kept: an empty range, not "all"
+  return merged;
+}
+
 Status ParamStore::Fill(const ParamSource& source,
-                        const std::function<void(int64_t, int64_t)>& done,
-                        const InitSlicer* slicer) {
+                        const std::function<void(int64_t, int64_t)>& done, const InitSlicer* slicer,
+                        const Ranges* persistent) {
+  const Ranges all;
+  const bool partial = persistent && layout_.partition_params;
   // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
   std::vector<float> one, full;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
     float* p = master_.f32() + s.offset;
     if (master_sharded_) {
-      one.assign(s.numel, 0.0f);
+      if (partial)
+        one.resize(s.numel);  // only the kept ranges are read and stored
+      else
+        one.assign(s.numel, 0.0f);
       p = one.data();
     }
     const int slot = static_cast<int>(i);
     const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
+    const Ranges kept = partial && whole == s.numel ? KeptRanges(slot, *persistent) : all;
     if (whole == s.numel) {
-      DS_RETURN_IF_ERROR(source(slot, p, s.numel));
+      DS_RETURN_IF_ERROR(source(slot, p, s.numel, kept));
     } else {
       full.resize(whole);
-      DS_RETURN_IF_ERROR(source(slot, full.data(), whole));
+      DS_RETURN_IF_ERROR(source(slot, full.data(), whole, all));
       slicer->take(slot, full.data(), p);
     }
-    if (master_sharded_) SetRange(s.offset, s.numel, p);
+    if (master_sharded_ && kept.empty()) SetRange(s.offset, s.numel, p);
+    // Stage 3, kept ranges only: the owned values into the master and parameter shard; the
+    // flat copy only where a persistent unit keeps it (the rest would be released unread).
+    for (const auto& [lo, hi] : kept) SetRange(s.offset + lo, hi - lo, p + lo, false);
+    if (partial)
+      for (const auto& [lo, hi] : KeptRanges(slot, *persistent, /*owned=*/false))
+        StoreFlatCopy(s.offset + lo, hi - lo, p + lo);
     if (done) done(s.offset + s.numel, s.numel);
   }
   if (!master_sharded_) SyncModelFromMaster();
@@ -299,10 +334,16 @@ void ParamStore::ReleaseHost() {
   ++version_;
 }
 
-void ParamStore::SetRange(int64_t offset, int64_t count, const float* values) {
+void ParamStore::StoreFlatCopy(int64_t offset, int64_t count, const float* values) {
+  if (!model_.data()) return;
+  const size_t size = DTypeSize(model_dtype_);
+  StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
+}
+
+void ParamStore::SetRange(int64_t offset, int64_t count, const float* values, bool flat_copy) {
   ++version_;
   const size_t size = DTypeSize(model_dtype_);
-  if (model_.data())
+  if (model_.data() && flat_copy)
     StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
   if (!master_sharded_) {
     std::memcpy(master_.f32() + offset, values, count * sizeof(float));

@@ -102,15 +102,24 @@ class ParamStore {
                   const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
                   const InitSlicer* slicer = nullptr);
   // Sets every parameter from `source`, one at a time as Initialize draws them: source(slot,
-  // dst, whole) writes slot's whole tensor (`whole` elements: the full tensor under a
-  // slicer, which then keeps the rank's part) as fp32. No full-model buffer is made: a scratch
-  // of the largest parameter. `done` as Initialize's. The first error stops it.
-  using ParamSource = std::function<Status(int slot, float* dst, int64_t whole)>;
+  // dst, whole, needed) writes slot's tensor (`whole` elements: the full tensor under a
+  // slicer, which then keeps the rank's part) as fp32, at least its elements in `needed`
+  // (sorted, disjoint [begin, end) ranges of the tensor; empty: all of them). Given
+  // `persistent` (the flat ranges of stage 3's units that stay gathered) with partitioned
+  // parameters, a rank reads and stores only what it keeps: its owned segments and those
+  // ranges; the rest of the flat copy is the caller's to release. No full-model buffer is
+  // made: a scratch of the largest parameter. `done` as Initialize's. The first error stops it.
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  using ParamSource =
+      std::function<Status(int slot, float* dst, int64_t whole, const Ranges& needed)>;
   // What Initialize draws for `slot` (its whole tensor of `whole` elements).
   void DrawInitial(const Graph& graph, uint64_t seed, int slot, float* dst, int64_t whole) const;
   Status Fill(const ParamSource& source,
               const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
-              const InitSlicer* slicer = nullptr);
+              const InitSlicer* slicer = nullptr, const Ranges* persistent = nullptr);
+  // The elements of `slot` this rank keeps when parameters are partitioned (Fill's `needed`):
+  // its owned segments (unless !owned) and the `persistent` flat ranges, merged.
+  Ranges KeptRanges(int slot, const Ranges& persistent, bool owned = true) const;
   // The shard position below which every owned element has a flat index < flat_end.
   int64_t ShardBound(int64_t flat_end) const;
   // Copies master -> model copy where this rank owns it (no-op when the master is the
@@ -212,7 +221,10 @@ class ParamStore {
 
  private:
   // Sets flat elements [offset, offset + count) from fp32 `values` everywhere they live.
-  void SetRange(int64_t offset, int64_t count, const float* values);
+  // `flat_copy` false: the master and the parameter shard only, not the flat model copy.
+  void SetRange(int64_t offset, int64_t count, const float* values, bool flat_copy = true);
+  // The flat model copy of [offset, offset + count) only (stage 3's persistent units).
+  void StoreFlatCopy(int64_t offset, int64_t count, const float* values);
   // A zeroed buffer: sparse with sparse_host_.
   Buffer Alloc(size_t bytes) const {
     return sparse_host_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes);

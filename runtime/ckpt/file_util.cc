@@ -195,6 +195,20 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
+void DropResidentPages(const void* addr, size_t len) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(addr) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(addr) + len) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void ReadAhead(const void* addr, size_t len) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(addr) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
 }

@@ -60,6 +60,15 @@ Status CreateDirs(const std::string& path);
 // Names (not paths) of the entries of `dir`, sorted.
 StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
 
+// Hands back the process's resident pages of the read-only file mapping bytes [addr, addr + len)
+// (the whole pages inside it; madvise MADV_DONTNEED): they stay in the page cache and fault in
+// again if read, but no longer count in this process's RSS. For readers that stream a large
+// mapped file once.
+void DropResidentPages(const void* addr, size_t len);
+// Asks the kernel to read [addr, addr + len) of a file mapping ahead (MADV_WILLNEED): a reader
+// about to stream a span of a cold file waits on one large read instead of page faults.
+void ReadAhead(const void* addr, size_t len);
+
 // A whole file mapped read-only (MAP_PRIVATE). Move-only; unmaps on destruction. The
 // address stays fixed for the object's life, also across moves.
 class MappedFile {

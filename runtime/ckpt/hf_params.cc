@@ -1,9 +1,11 @@
 #include "runtime/ckpt/hf_params.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/file_util.h"
 
 namespace ds::ckpt {
 namespace {
@@ -14,10 +16,42 @@ using Kind = hf::HfSource::Kind;
 int64_t Rows(const Shape& s) { return s.empty() ? 1 : s[0]; }
 int64_t Cols(const Shape& s) { return s.size() < 2 ? 1 : NumElements(s) / s[0]; }
 
+// n elements of `t` from element `at`, as fp32 (bulk conversions), read ahead in pieces of
+// 8 MiB so a cold file streams from the disk while the previous piece converts.
+void ToF32(const Tensor& t, int64_t at, int64_t n, float* dst) {
+  const int64_t size = static_cast<int64_t>(DTypeSize(t.dtype()));
+  const int64_t piece = (int64_t{8} << 20) / size;
+  if (n > piece) {
+    for (int64_t i = 0; i < n; i += piece) {
+      const int64_t m = std::min(piece, n - i);
+      if (i + m < n)
+        ReadAhead(static_cast<const char*>(t.data()) + (at + i + m) * size,
+                  std::min(piece, n - i - m) * size);
+      ToF32(t, at + i, m, dst + i);
+    }
+    return;
+  }
+  switch (t.dtype()) {
+    case DType::kBF16:
+      ConvertBf16ToF32(static_cast<const uint16_t*>(t.data()) + at, dst, n);
+      break;
+    case DType::kF16:
+      ConvertF16ToF32(static_cast<const uint16_t*>(t.data()) + at, dst, n);
+      break;
+    default:
+      std::memcpy(dst, static_cast<const float*>(t.data()) + at, n * sizeof(float));
+  }
+}
+
 // Row `hf_row`'s columns [c0, c1) of `t`, as fp32.
 void CopyRow(const Tensor& t, int64_t hf_row, int64_t c0, int64_t c1, float* dst) {
-  const int64_t cols = Cols(t.shape());
-  for (int64_t c = c0; c < c1; ++c) dst[c - c0] = LoadFloat(t.data(), t.dtype(), hf_row * cols + c);
+  ToF32(t, hf_row * Cols(t.shape()) + c0, c1 - c0, dst);
+}
+
+// Hands back the mapped pages of elements [begin, end) of `t` once read (file_util.h).
+void Drop(const Tensor& t, int64_t begin, int64_t end) {
+  const size_t size = DTypeSize(t.dtype());
+  DropResidentPages(static_cast<const char*>(t.data()) + begin * size, (end - begin) * size);
 }
 
 }  // namespace
@@ -103,9 +137,16 @@ Status HfParamReader::Read(size_t index, int64_t begin, int64_t end, float* dst)
     const int64_t out = p.shape[0];
     for (int64_t e = begin; e < end; ++e)
       dst[e - begin] = LoadFloat(t.data(), t.dtype(), (e % cols) * out + e / cols);
+    Drop(t, 0, t.numel());
     return OkStatus();
   }
   const Tensor* first = Find(s.names[0]);
+  if (s.kind == Kind::kCopy || s.kind == Kind::kRowSlice) {  // one contiguous span of the file
+    const int64_t at = (s.kind == Kind::kRowSlice ? s.begin * cols : 0) + begin;
+    ToF32(*first, at, end - begin, dst);
+    Drop(*first, at, at + end - begin);
+    return OkStatus();
+  }
   for (int64_t row = begin / cols; row * cols < end; ++row) {
     const int64_t c0 = std::max(begin - row * cols, int64_t{0});
     const int64_t c1 = std::min(end - row * cols, cols);
@@ -122,6 +163,7 @@ Status HfParamReader::Read(size_t index, int64_t begin, int64_t end, float* dst)
       hf_row = (head * 3 + part) * d + row % d;
     }
     CopyRow(*t, hf_row, c0, c1, dst + row * cols + c0 - begin);
+    Drop(*t, hf_row * Cols(t->shape()) + c0, hf_row * Cols(t->shape()) + c1);
   }
   return OkStatus();
 }

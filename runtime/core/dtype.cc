@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace ds {
 
 size_t DTypeSize(DType t) {
@@ -61,14 +63,51 @@ bool ParseDType(const std::string& n, DType* out) {
 uint16_t FloatToF16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 float F16ToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
+namespace {
+
+// FloatToBf16 on 8 floats (AVX2): round to nearest even, NaN kept quiet, bit for bit.
+inline void F32ToBf16x8(const float* src, uint16_t* dst) {
+  const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  r = _mm256_srli_epi32(r, 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, quiet, nan);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0b1000);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(packed));
+}
+
+inline void Bf16ToF32x8(const uint16_t* src, float* dst) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  _mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+}
+
+constexpr int64_t kConvertBlock = 1 << 14;  // elements per parallel task
+
+}  // namespace
+
 void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
+    int64_t i = b * kConvertBlock;
+    for (; i + 8 <= end; i += 8) F32ToBf16x8(src + i, dst + i);
+    for (; i < end; ++i) dst[i] = FloatToBf16(src[i]);
+  }
 }
 
 void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
+    int64_t i = b * kConvertBlock;
+    for (; i + 8 <= end; i += 8) Bf16ToF32x8(src + i, dst + i);
+    for (; i < end; ++i) dst[i] = Bf16ToFloat(src[i]);
+  }
 }
 
 void ConvertF32ToF16(const float* src, uint16_t* dst, int64_t n) {

@@ -533,6 +533,10 @@ Status StepRunner::GatherAllParams() { return impl_->zero->GatherAll(); }
 
 void StepRunner::ReleaseGatheredParams() { impl_->zero->ReleaseAll(); }
 
+const std::vector<std::pair<int64_t, int64_t>>& StepRunner::PersistentRanges() const {
+  return impl_->persistent_ranges;
+}
+
 Status StepRunner::GatherParamUnits(const std::vector<int>& units) {
   return impl_->zero->GatherParamUnits(units);
 }

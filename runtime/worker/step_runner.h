@@ -147,6 +147,8 @@ class StepRunner {
   // stages 0-2.
   Status GatherAllParams();
   void ReleaseGatheredParams();
+  // Stage 3: the flat (offset, count) ranges of the persistent units, which stay gathered.
+  const std::vector<std::pair<int64_t, int64_t>>& PersistentRanges() const;
   // The same for some of the plan's partition units (ZeroCollectives::GatherUnits).
   Status GatherParamUnits(const std::vector<int>& units);
   void ReleaseParamUnits(const std::vector<int>& units);

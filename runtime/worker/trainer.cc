@@ -349,10 +349,11 @@ Status Trainer::Initialize() {
   }
   if (!config_.model.hf.empty()) return InitializeFromHf();
   if (swapper_)
-    return InitializeStreaming([this](int slot, float* dst, int64_t whole) {
-      params_->DrawInitial(graph_, config_.seed, slot, dst, whole);
-      return OkStatus();
-    });
+    return InitializeStreaming(
+        [this](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {
+          params_->DrawInitial(graph_, config_.seed, slot, dst, whole);
+          return OkStatus();
+        });
   params_->Initialize(graph_, config_.seed, {}, init_slicer_.get());
   runner_->ReleaseGatheredParams();
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());

@@ -257,7 +257,8 @@ class Trainer {
   Status StoreSwappedStates();
   // Sets the parameters from `source` (ParamStore::Fill), one at a time; with NVMe offload each
   // finished sub-group goes to the swap files meanwhile (trainer_swap.cc).
-  Status InitializeStreaming(const zero::ParamStore::ParamSource& source);
+  // `kept_only`: the source reads only the ranges this rank keeps (stage 3, ParamStore::Fill).
+  Status InitializeStreaming(const zero::ParamStore::ParamSource& source, bool kept_only = false);
   // model.hf: the source reading each parameter from the folder (trainer_hf.cc), or the
   // random draw of the rest (the reward head DeepSpeed-Chat adds).
   Status InitializeFromHf();

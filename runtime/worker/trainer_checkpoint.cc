@@ -333,7 +333,7 @@ Status Trainer::SaveCheckpoint() {
 Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
   int kept = 0;
-  auto source = [&](int slot, float* dst, int64_t whole) -> Status {
+  auto source = [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {
     const zero::ParamSlot& s = params_->slots()[slot];
     auto t = file.Get(s.name);
     if (!t.ok() && keep_missing) {

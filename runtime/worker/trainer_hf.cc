@@ -5,10 +5,12 @@
 // sub-groups are handed back as they fill, as the random initialization does. No whole-model
 // buffer exists at any time. The value head DeepSpeed-Chat adds (head: reward) is drawn as
 // Initialize draws it.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <string>
 
+#include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/hf_params.h"
@@ -33,7 +35,7 @@ Status Trainer::InitializeFromHf() {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < reader.map().params.size(); ++i) index[reader.map().params[i].ours] = i;
   int64_t read = 0, drawn = 0;
-  auto source = [&](int slot, float* dst, int64_t n) -> Status {
+  auto source = [&](int slot, float* dst, int64_t n, const zero::ParamStore::Ranges& needed) {
     const zero::ParamSlot& s = params_->slots()[slot];
     auto it = index.find(s.name);
     if (it == index.end()) return InternalError(dir + ": the model has no parameter " + s.name);
@@ -46,16 +48,31 @@ Status Trainer::InitializeFromHf() {
       drawn += n;
       return OkStatus();
     }
-    read += n;
-    return reader.Read(it->second, 0, n, dst);
+    if (needed.empty()) {
+      read += n;
+      return reader.Read(it->second, 0, n, dst);
+    }
+    for (const auto& [lo, hi] : needed) {  // stage 3: only what this rank keeps
+      read += hi - lo;
+      DS_RETURN_IF_ERROR(reader.Read(it->second, lo, hi, dst + lo));
+    }
+    return OkStatus();
   };
-  DS_RETURN_IF_ERROR(InitializeStreaming(source));
+  DS_RETURN_IF_ERROR(InitializeStreaming(source, /*kept_only=*/true));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  DS_LOG_INFO("worker", "rank {}: read {:.2f}M parameters from {} ({} file{}) in {:.2f} s{}",
+  int64_t planned = 0, largest = 0;
+  for (const proto::RankPlan& r : plan_->ranks())
+    if (r.rank() == world_rank_) planned = r.memory().model_state_bytes();
+  for (const zero::ParamSlot& s : params_->slots()) largest = std::max(largest, s.numel);
+  const double gib = 1.0 / (1 << 30);
+  DS_LOG_INFO("worker",
+              "rank {}: read {:.2f}M values from {} ({} file{}) in {:.2f} s{}; peak RSS "
+              "{:.2f} GiB, planned model states {:.2f} GiB, largest parameter {:.2f} GiB (fp32)",
               world_rank_, read / 1e6, dir, files.shard_count(),
               files.shard_count() == 1 ? "" : "s", seconds,
-              drawn > 0 ? " (" + std::to_string(drawn) + " drawn: a head the folder lacks)" : "");
+              drawn > 0 ? " (" + std::to_string(drawn) + " drawn: a head the folder lacks)" : "",
+              PeakRssBytes() * gib, planned * gib, largest * 4 * gib);
   return OkStatus();
 }
 

@@ -43,7 +43,7 @@ Status Trainer::StoreSwappedStates() {
 // drawn or read, and stage 3's flat copy is handed back every 64M elements, so initialization
 // never holds more than a sub-group and one parameter of the states the files will hold.
 // Without a swapper only the hand-backs remain.
-Status Trainer::InitializeStreaming(const zero::ParamStore::ParamSource& source) {
+Status Trainer::InitializeStreaming(const zero::ParamStore::ParamSource& source, bool kept_only) {
   const auto t0 = std::chrono::steady_clock::now();
   Status status;
   int64_t since_release = 0;
@@ -58,7 +58,7 @@ Status Trainer::InitializeStreaming(const zero::ParamStore::ParamSource& source)
           since_release = 0;
         }
       },
-      init_slicer_.get());
+      init_slicer_.get(), kept_only ? &runner_->PersistentRanges() : nullptr);
   runner_->ReleaseGatheredParams();
   DS_RETURN_IF_ERROR(filled);
   DS_RETURN_IF_ERROR(status);
