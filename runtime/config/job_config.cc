@@ -128,10 +128,6 @@ void ResolveAutoBuckets(MapReader& r, JobConfig* c) {
 void CrossCheck(MapReader& r, JobConfig* c) {
   ResolveAutoBuckets(r, c);
   const bool generated = c->model.family != ModelFamily::kNone;
-  if (!c->model.hf.empty() && c->data.seq_len <= 0)
-    r.Fail("data",
-           "data.seq_len is required with model.hf (the sequence length to train at; "
-           "the model's config.json gives only the longest it allows)");
   if (generated && c->data.seq_len > c->model.max_seq_len) {
     r.Fail("data", "data.seq_len " + std::to_string(c->data.seq_len) +
                        " exceeds model.max_seq_len " + std::to_string(c->model.max_seq_len));

@@ -12,6 +12,11 @@ namespace ds::plan {
 
 StatusOr<ModelSpec> HfModelSpec(const config::JobConfig& config) {
   const config::ModelConfig& m = config.model;
+  if (config.data.seq_len <= 0)  // ds-chat sets it from its prompt and answer lengths
+    return InvalidArgumentError(config.source +
+                                ": data.seq_len is required with model.hf (the sequence length "
+                                "to train at; the model's config.json gives only the longest it "
+                                "allows)");
   DS_ASSIGN_OR_RETURN(ModelSpec s, hf::LoadHfSpec(m.hf));
   s.head = m.head;
   s.pad_mask = m.pad_mask;

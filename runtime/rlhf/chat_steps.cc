@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/config/job_config.h"
 #include "runtime/rlhf/chat_data.h"
 #include "runtime/rlhf/chat_eval.h"
 #include "runtime/rlhf/example_batches.h"
@@ -90,8 +91,13 @@ Status RunReward(const ChatConfig& c, parallel::Communicator* comm, std::ostream
                                 " pairs; too few to hold out " + std::to_string(held_n));
   std::vector<std::vector<TokenExample>> held(pairs.end() - held_n, pairs.end());
   pairs.resize(pairs.size() - held_n);
-  DS_ASSIGN_OR_RETURN(auto t, ChatModel(c.reward.job, "reward", d.seq(), comm,
-                                        Out(c, "sft.safetensors"), /*keep_missing=*/true));
+  // DeepSpeed-Chat starts the reward model from a base model of its own (opt-350m beside an
+  // opt-1.3b actor): a reward job whose model is a Hugging Face folder starts from the folder
+  // (its value head drawn); any other from the SFT weights, as before.
+  DS_ASSIGN_OR_RETURN(config::JobConfig reward_job, config::LoadJobConfig(c.reward.job));
+  const std::string start = reward_job.model.hf.empty() ? Out(c, "sft.safetensors") : "";
+  DS_ASSIGN_OR_RETURN(auto t, ChatModel(c.reward.job, "reward", d.seq(), comm, start,
+                                        /*keep_missing=*/true));
   DS_ASSIGN_OR_RETURN(PairEval before, EvaluatePairs(*t, held));
   if (Rank(comm) == 0)
     log << "reward: " << pairs.size() << " training pairs, " << held.size() << " held out\n";

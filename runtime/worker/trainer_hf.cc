@@ -7,6 +7,7 @@
 // Initialize draws it.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -20,6 +21,19 @@
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
+namespace {
+
+// 8.36 GiB, 20.5 MiB: two decimals in the largest unit that is at least 1.
+std::string Bytes(int64_t n) {
+  char text[32];
+  if (n >= (int64_t{1} << 30))
+    std::snprintf(text, sizeof(text), "%.2f GiB", n / double(int64_t{1} << 30));
+  else
+    std::snprintf(text, sizeof(text), "%.2f MiB", n / double(1 << 20));
+  return text;
+}
+
+}  // namespace
 
 Status Trainer::InitializeFromHf() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -65,14 +79,13 @@ Status Trainer::InitializeFromHf() {
   for (const proto::RankPlan& r : plan_->ranks())
     if (r.rank() == world_rank_) planned = r.memory().model_state_bytes();
   for (const zero::ParamSlot& s : params_->slots()) largest = std::max(largest, s.numel);
-  const double gib = 1.0 / (1 << 30);
   DS_LOG_INFO("worker",
-              "rank {}: read {:.2f}M values from {} ({} file{}) in {:.2f} s{}; peak RSS "
-              "{:.2f} GiB, planned model states {:.2f} GiB, largest parameter {:.2f} GiB (fp32)",
+              "rank {}: read {:.2f}M values from {} ({} file{}) in {:.2f} s{}; peak RSS {}, "
+              "planned model states {}, largest parameter {} (fp32)",
               world_rank_, read / 1e6, dir, files.shard_count(),
               files.shard_count() == 1 ? "" : "s", seconds,
               drawn > 0 ? " (" + std::to_string(drawn) + " drawn: a head the folder lacks)" : "",
-              PeakRssBytes() * gib, planned * gib, largest * 4 * gib);
+              Bytes(PeakRssBytes()), Bytes(planned), Bytes(largest * 4));
   return OkStatus();
 }
 

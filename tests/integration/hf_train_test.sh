@@ -4,11 +4,13 @@
 # equals transformers' own model trained by PyTorch's AdamW on the same batches within 1e-4
 # relative, its gradient norm within 1e-3 (tools/hf_train_golden.py wrote both). Then the
 # folder-as-model errors: a config value the runtime cannot honour, a missing shard, a tensor
-# of the wrong shape, and data.seq_len missing, each named before any step.
+# of the wrong shape, and data.seq_len missing, each named before any step. And DeepSpeed-Chat's
+# three steps with an OPT actor and opt-350m-form critic and reward model from their folders.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
 WORKER=$R/runtime/worker/ds-worker
+CHAT=$R/tools/ds_chat/ds-chat
 FAM=$R/runtime/generate/testdata/families
 T=${TEST_TMPDIR:-$(mktemp -d)}/hf_train
 rm -rf "$T"; mkdir -p "$T"
@@ -86,6 +88,54 @@ expect_error "a tensor of the wrong shape" "model.layers.0.mlp.gate_proj.weight 
   "$T/wrong_shape.yaml"
 job "$T/no_seq.yaml" "$FAM/opt" && sed -i 's/, seq_len: 16//' "$T/no_seq.yaml"
 expect_error "data.seq_len missing" "data.seq_len is required with model.hf" "$T/no_seq.yaml"
+
+# DeepSpeed-Chat on Hub folders, as its defaults pair them: an OPT actor (pre-LN, project_in /
+# project_out: opt-1.3b's form) and an OPT reward model and critic of opt-350m's form (post-LN),
+# each job file's model a folder. The three steps run; the reward model starts from its own
+# folder (its value head drawn), the critic from the reward model, the actor and reference from
+# SFT; PPO's figures are reported.
+mkdir -p "$T/chat"
+python3 - "$T/chat/pairs.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(3)
+with open(sys.argv[1], "w") as f:
+    for _ in range(600):
+        a, b = rng.randrange(100), rng.randrange(100)
+        rev = lambda n: str(n).zfill(3)[::-1]
+        f.write(json.dumps({"prompt": f"{a}+{b}=", "chosen": rev(a + b) + "$",
+                            "rejected": rev((a + b + rng.choice([1, 2, 10])) % 199) + "$"}) + "\n")
+PY
+for m in sft:opt reward:opt-post actor:opt critic:opt-post; do
+  cat > "$T/chat/${m%%:*}.yaml" <<YAML
+train_batch_size: 16
+train_micro_batch_size_per_gpu: 16
+optimizer: {type: AdamW, params: {lr: 0.001}}
+model: {hf: $FAM/${m#*:}}
+training: {train_iters: 1000}
+device: {threads: 2}
+YAML
+done
+cat > "$T/chat/chat.yaml" <<YAML
+data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 5}
+tokenizer: addition
+prompt_len: 6
+answer_len: 4
+stop: "\$"
+output: out
+sft: {job: sft.yaml, steps: 20}
+reward: {job: reward.yaml, steps: 20}
+ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 3, eval_prompts: 32}
+YAML
+if timeout 600 "$CHAT" --config "$T/chat/chat.yaml" > "$T/chat/log" 2>&1 &&
+    grep -q "sft: held-out exact match" "$T/chat/log" &&
+    grep -q "reward: held-out pairwise accuracy" "$T/chat/log" &&
+    grep -q "ppo: held-out exact match" "$T/chat/log" &&
+    grep -q "drawn: a head the folder lacks" "$T/chat/log" &&
+    [[ -s $T/chat/out/actor.safetensors && -s $T/chat/out/ppo.csv ]]; then
+  pass "ds-chat with an OPT actor and an opt-350m-form critic and reward model from Hub folders"
+else
+  fail "ds-chat on Hub folders: $(grep -i "error\|held-out" "$T/chat/log" | tail -3)"
+fi
 
 echo "hf_train_test: $fails failure(s)"
 [[ $fails -eq 0 ]]
