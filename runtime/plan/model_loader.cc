@@ -31,20 +31,8 @@ StatusOr<ModelSpec> HfModelSpec(const config::JobConfig& config) {
   return s;
 }
 
-StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
+StatusOr<ModelSpec> GeneratedModelSpec(const config::JobConfig& config) {
   const config::ModelConfig& m = config.model;
-  if (!m.hf.empty()) {
-    DS_ASSIGN_OR_RETURN(ModelSpec s, HfModelSpec(config));
-    auto g = BuildModelGraph(s);
-    if (!g.ok()) return g.status().WithPrefix(m.hf + "/config.json");
-    DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model " + m.hf + ")"));
-    return g;
-  }
-  if (!m.graph.empty()) {
-    DS_ASSIGN_OR_RETURN(Graph g, LoadGraph(m.graph));
-    DS_RETURN_IF_ERROR(ValidateGraph(g, m.graph));
-    return g;
-  }
   if (m.family == config::ModelFamily::kNone)
     return InvalidArgumentError(config.source + ": the model section needs `graph` or `family`");
   ModelSpec s;
@@ -75,6 +63,24 @@ StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
   s.moe.use_rts = moe.use_rts;
   s.moe.aux_loss_coeff = static_cast<float>(moe.moe_loss_coeff);
   s.moe.expert_ffn_hidden = moe.expert_ffn_hidden;
+  return s;
+}
+
+StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
+  const config::ModelConfig& m = config.model;
+  if (!m.hf.empty()) {
+    DS_ASSIGN_OR_RETURN(ModelSpec s, HfModelSpec(config));
+    auto g = BuildModelGraph(s);
+    if (!g.ok()) return g.status().WithPrefix(m.hf + "/config.json");
+    DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model " + m.hf + ")"));
+    return g;
+  }
+  if (!m.graph.empty()) {
+    DS_ASSIGN_OR_RETURN(Graph g, LoadGraph(m.graph));
+    DS_RETURN_IF_ERROR(ValidateGraph(g, m.graph));
+    return g;
+  }
+  DS_ASSIGN_OR_RETURN(ModelSpec s, GeneratedModelSpec(config));
   auto g = BuildModelGraph(s);
   if (!g.ok()) return g.status().WithPrefix(config.source);
   DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model)"));

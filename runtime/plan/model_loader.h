@@ -14,6 +14,9 @@ namespace ds::plan {
 // cannot, which is refused).
 StatusOr<ModelSpec> HfModelSpec(const config::JobConfig& config);
 
+// The generator's spec of a `model: {family: ...}` job (gpt2 or llama).
+StatusOr<ModelSpec> GeneratedModelSpec(const config::JobConfig& config);
+
 StatusOr<Graph> LoadModelGraph(const config::JobConfig& config);
 
 }  // namespace ds::plan

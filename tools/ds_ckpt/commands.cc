@@ -131,6 +131,7 @@ Status RunExport(const ConvertOptions& o) {
       return InvalidArgumentError("--family " + o.family + ", but " + o.config + " describes a " +
                                   family + " model");
     DS_ASSIGN_OR_RETURN(config_json, HfConfigJson(job, hf.dtype));
+    if (job.model.moe.num_experts == 0) return ExportGeneratedJob(o, job, config_json);
     if (hf.max_shard_bytes == 0) hf.max_shard_bytes = 5000000000;
   }
   DS_RETURN_IF_ERROR(ExportWeights(o, hf));

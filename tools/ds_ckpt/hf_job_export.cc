@@ -61,22 +61,32 @@ StatusOr<Source> OpenSource(const std::string& input) {
 
 }  // namespace
 
-Status ExportHfJob(const ConvertOptions& o, const config::JobConfig& job) {
-  DType dtype = DType::kF32;
-  if (!ParseDType(o.dtype, &dtype) || !IsFloat(dtype))
+namespace {
+
+// The weights of `spec`'s model, read from o.input, written into the folder o.output by the
+// family's map: the number of shards.
+StatusOr<int> ExportFolder(const ConvertOptions& o, const ModelSpec& spec, DType* dtype) {
+  if (!ParseDType(o.dtype, dtype) || !IsFloat(*dtype))
     return InvalidArgumentError("--dtype must be f32, bf16 or f16, got '" + o.dtype + "'");
   int64_t max_shard = 5000000000;
   if (!o.max_shard_size.empty()) {
     DS_ASSIGN_OR_RETURN(max_shard, ckpt::ParseShardSize(o.max_shard_size));
   }
-  DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(job));
   DS_ASSIGN_OR_RETURN(Graph graph, BuildModelGraph(spec));
   DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, graph));
   DS_ASSIGN_OR_RETURN(Source source, OpenSource(o.input));
-  DS_ASSIGN_OR_RETURN(
-      int shards, ckpt::ExportHfFolder(o.output, map, dtype, max_shard,
-                                       [&](const std::string& name, const Shape& shape,
-                                           float* dst) { return source.Read(name, shape, dst); }));
+  return ckpt::ExportHfFolder(o.output, map, *dtype, max_shard,
+                              [&](const std::string& name, const Shape& shape, float* dst) {
+                                return source.Read(name, shape, dst);
+                              });
+}
+
+}  // namespace
+
+Status ExportHfJob(const ConvertOptions& o, const config::JobConfig& job) {
+  DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(job));
+  DType dtype = DType::kF32;
+  DS_ASSIGN_OR_RETURN(int shards, ExportFolder(o, spec, &dtype));
   int copied = 0;
   for (const char* name : kCompanions) {
     const std::string from = ckpt::JoinPath(job.model.hf, name);
@@ -85,9 +95,21 @@ Status ExportHfJob(const ConvertOptions& o, const config::JobConfig& job) {
     DS_RETURN_IF_ERROR(ckpt::WriteFileAtomic(ckpt::JoinPath(o.output, name), *text));
     ++copied;
   }
-  std::printf("exported %s (%s) to %s: %zu parameters in %d shard%s (%s), %d files of %s copied\n",
-              o.input.c_str(), spec.family.c_str(), o.output.c_str(), map.params.size(), shards,
-              shards == 1 ? "" : "s", DTypeName(dtype), copied, job.model.hf.c_str());
+  std::printf("exported %s (%s) to %s: %d shard%s (%s), %d files of %s copied\n", o.input.c_str(),
+              spec.family.c_str(), o.output.c_str(), shards, shards == 1 ? "" : "s",
+              DTypeName(dtype), copied, job.model.hf.c_str());
+  return OkStatus();
+}
+
+Status ExportGeneratedJob(const ConvertOptions& o, const config::JobConfig& job,
+                          const std::string& config_json) {
+  DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::GeneratedModelSpec(job));
+  DType dtype = DType::kF32;
+  DS_ASSIGN_OR_RETURN(int shards, ExportFolder(o, spec, &dtype));
+  DS_RETURN_IF_ERROR(ckpt::WriteFileAtomic(ckpt::JoinPath(o.output, "config.json"), config_json));
+  std::printf("exported %s (%s) to %s: %d shard%s (%s) and config.json\n", o.input.c_str(),
+              spec.family.c_str(), o.output.c_str(), shards, shards == 1 ? "" : "s",
+              DTypeName(dtype));
   return OkStatus();
 }
 
