@@ -2,8 +2,8 @@
 // is RMS-normalized over its D values and scaled by q_weight [D], every k head by k_weight [D];
 // v heads pass through. Attrs n_head, n_kv_head (as attention), eps. Saved: the rstd of each
 // normalized head, fp32 [B T (H + Hkv)]. Its kernel: kernels/cpu/head_norm.cc.
-// Tensor parallelism: none yet (the weights' gradients would be partial sums over the ranks'
-// heads); a graph holding it trains at tensor 1.
+// Tensor parallelism: by heads, as rope (TpRule::kHeads); the weights' gradients are each
+// rank's heads' part of the sum, all-reduced over tp (runtime/plan/tp_graph.cc, sp_params).
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"
@@ -38,6 +38,7 @@ OpDef Def() {
   OpDef def;
   def.name = "head_rmsnorm";
   def.min_inputs = def.max_inputs = 3;
+  def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head", "eps"};
   def.infer = Infer;
   def.saved = Saved;

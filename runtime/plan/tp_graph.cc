@@ -309,6 +309,10 @@ class Partitioner {
     if (kv < tp_) out_.kv_share = tp_ / static_cast<int>(kv);
     const bool heads_out = n.op == "attention" || n.op == "kv_attention";
     SetWidth(out, heads_out ? Width(out) / tp_ : Width(x));
+    // Qwen 3's q / k norms: weights every rank applies to its own heads, so each rank's gradient
+    // is its heads' part of the sum, all-reduced over tp as sequence parallelism's norms are.
+    for (size_t i = 1; n.op == "head_rmsnorm" && i < n.inputs.size(); ++i)
+      if (g().tensors[n.inputs[i]].role == TensorRole::kParam) sp_params_.insert(n.inputs[i]);
     if (n.op == "kv_attention")  // generation's KV caches [batch, kv heads, slots, head_dim]
       for (int c : {n.inputs[1], n.inputs[2]})
         g().tensors[c].shape[1] = Dim::Fixed(kv >= tp_ ? kv / tp_ : 1);

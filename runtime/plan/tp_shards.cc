@@ -10,8 +10,8 @@ std::string Str(int64_t v) { return std::to_string(v); }
 
 Status Bad(const std::string& what) { return InvalidArgumentError("tensor parallelism: " + what); }
 
-// Attention feeding on a linear's output (directly or through rope): that linear is the fused
-// QKV, whose rows are [query heads; key heads; value heads] x head_dim.
+// Attention feeding on a linear's output (directly or through rope and head_rmsnorm): that
+// linear is the fused QKV, whose rows are [query heads; key heads; value heads] x head_dim.
 struct Heads {
   int64_t q = 0, kv = 0;
 };
@@ -24,7 +24,9 @@ std::map<int, Heads> QkvLinears(const Graph& g) {
   for (const NodeInfo& n : g.nodes) {
     if ((n.op != "attention" && n.op != "kv_attention") || n.inputs.empty()) continue;
     auto it = producer.find(n.inputs[0]);
-    if (it != producer.end() && g.nodes[it->second].op == "rope")
+    // Through the per-head ops between them: rope, Qwen 3's q / k norms.
+    while (it != producer.end() &&
+           (g.nodes[it->second].op == "rope" || g.nodes[it->second].op == "head_rmsnorm"))
       it = producer.find(g.nodes[it->second].inputs[0]);
     if (it == producer.end() || g.nodes[it->second].op != "linear") continue;
     const int64_t h = n.attrs.Int("n_head", 0);

@@ -2,7 +2,8 @@
 # Hugging Face folders under the parallel layouts: Llama 3.2's form (llama3 RoPE, tied
 # embeddings), Qwen 2 (q/k/v biases) and OPT (learned positions from row 2, project_in/out,
 # ReLU) from runtime/generate/testdata/families, each trained with `model: {hf: DIR}` through
-# ds-launch at TP = 2, PP = 2 and ZeRO-3 DP = 2 (real processes over Gloo, the weights read by
+# ds-launch at TP = 2, PP = 2 and ZeRO-3 DP = 2, and Qwen 3 (per-head q/k norms, whose weights'
+# gradients are all-reduced over tp) at TP = 2 (real processes over Gloo, the weights read by
 # every rank from the folder), reproduce their single-rank loss and gradient-norm curves at all
 # 20 steps (curves.sh's same(): loss within 1e-5 relative, norm 5e-5). ds-launch plan works on
 # such a job, and a folder with a missing shard is refused by ds-launch before any process
@@ -41,13 +42,15 @@ YAML
 
 source "$(dirname "$0")/curves.sh"  # same
 
-for model in llama3-tied qwen2 opt; do
+for model in llama3-tied qwen2 opt qwen3; do
   dir=$FAM/$model
   job "$BASE/single_$model.yaml" 16 0 "$BASE/single_$model.csv" "$dir"
   if ! "$WORKER" --config "$BASE/single_$model.yaml" > "$BASE/out" 2>&1; then
     fail "$model single-rank run: $(tail -2 "$BASE/out")"; continue
   fi
-  for layout in "TP=2:8:0:--tp 2" "PP=2:4:0:--pp 2" "ZeRO-3 DP=2:8:3:"; do
+  layouts=("TP=2:8:0:--tp 2" "PP=2:4:0:--pp 2" "ZeRO-3 DP=2:8:3:")
+  [[ $model == qwen3 ]] && layouts=("TP=2:8:0:--tp 2")  # its q/k norms split by heads
+  for layout in "${layouts[@]}"; do
     IFS=: read -r name micro stage flags <<<"$layout"
     csv=$BASE/${model}_$RANDOM.csv
     job "$BASE/par.yaml" "$micro" "$stage" "$csv" "$dir"
