@@ -8,11 +8,13 @@
 //   DS_RETURN_IF_ERROR(w->SyncAndClose());
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "runtime/base/status.h"
@@ -68,6 +70,22 @@ void DropResidentPages(const void* addr, size_t len);
 // Asks the kernel to read [addr, addr + len) of a file mapping ahead (MADV_WILLNEED): a reader
 // about to stream a span of a cold file waits on one large read instead of page faults.
 void ReadAhead(const void* addr, size_t len);
+
+// Reads `paths` into the page cache in the background (readahead(2), 16 MiB at a time, file
+// after file), so a reader converting mapped tensors finds them in memory while the disk
+// streams ahead: a cold load runs at the disk's speed instead of its page faults'. Stops and
+// joins when destroyed; errors only end the prefetch early.
+class FilePrefetcher {
+ public:
+  explicit FilePrefetcher(std::vector<std::string> paths);
+  ~FilePrefetcher();
+  FilePrefetcher(const FilePrefetcher&) = delete;
+  FilePrefetcher& operator=(const FilePrefetcher&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // A whole file mapped read-only (MAP_PRIVATE). Move-only; unmaps on destruction. The
 // address stays fixed for the object's life, also across moves.

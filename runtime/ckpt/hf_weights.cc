@@ -96,4 +96,10 @@ Status HfWeights::AddIndex(const std::string& index_path) {
   return OkStatus();
 }
 
+std::vector<std::string> HfWeights::paths() const {
+  std::vector<std::string> out;
+  for (const SafetensorsFile& f : shards_) out.push_back(f.path());
+  return out;
+}
+
 }  // namespace ds::ckpt

@@ -32,6 +32,8 @@ class HfWeights {
   // The index's path for a sharded folder, else the file's: what errors about the weights name.
   const std::string& label() const { return label_; }
   size_t shard_count() const { return shards_.size(); }
+  // The files, in the order the index names them (the single file when there is no index).
+  std::vector<std::string> paths() const;
 
  private:
   Status AddIndex(const std::string& index_path);

@@ -14,6 +14,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_params.h"
 #include "runtime/ckpt/hf_weights.h"
 #include "runtime/hf/hf_tensor_map.h"
@@ -44,6 +45,7 @@ Status Trainer::InitializeFromHf() {
   DS_ASSIGN_OR_RETURN(Graph whole, BuildModelGraph(spec));
   DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, whole));
   DS_ASSIGN_OR_RETURN(ckpt::HfWeights files, ckpt::HfWeights::Open(dir));
+  ckpt::FilePrefetcher prefetch(files.paths());  // the disk streams while parameters convert
   DS_ASSIGN_OR_RETURN(ckpt::HfParamReader reader,
                       ckpt::HfParamReader::Create(&files, std::move(map)));
   std::map<std::string, size_t> index;
