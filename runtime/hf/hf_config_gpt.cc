@@ -70,6 +70,7 @@ StatusOr<ModelSpec> OptSpec(const Config& c) {
   DS_RETURN_IF_ERROR(c.Require("layer_norm_elementwise_affine", 1, "its norms are affine here"));
   DS_RETURN_IF_ERROR(c.Require("_remove_final_layer_norm", 0, "the final norm is kept here"));
   DS_RETURN_IF_ERROR(c.Require("attention_dropout", 0, kNoDropout));
+  DS_RETURN_IF_ERROR(c.Require("activation_dropout", 0, kNoDropout));
   DS_RETURN_IF_ERROR(c.Require("layerdrop", 0, "the runtime drops no layers"));
   return s;
 }

@@ -68,6 +68,7 @@ Rule Gpt2Rule() {
   return [](const std::string& ours, const Shape&) -> StatusOr<HfSource> {
     const std::string root = "transformer.";
     if (ours == "wte" || ours == "wpe") return Copy(root + ours + ".weight");
+    if (ours == "lm_head.weight") return Copy("lm_head.weight");  // tie_word_embeddings false
     if (ours.rfind("ln_f.", 0) == 0) return Copy(root + ours);
     int i = 0;
     std::string rest;
