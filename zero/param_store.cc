@@ -190,7 +190,8 @@ Status ParamStore::Fill(const ParamSource& source,
       DS_RETURN_IF_ERROR(source(slot, p, s.numel, kept));
     } else {
       full.resize(whole);
-      DS_RETURN_IF_ERROR(source(slot, full.data(), whole, all));
+      DS_RETURN_IF_ERROR(
+          source(slot, full.data(), whole, slicer->needed ? slicer->needed(slot) : all));
       slicer->take(slot, full.data(), p);
     }
     if (master_sharded_ && kept.empty()) SetRange(s.offset, s.numel, p);

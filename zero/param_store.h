@@ -82,6 +82,9 @@ struct ParamSlot {
 struct InitSlicer {
   std::function<int64_t(int slot)> full_numel;
   std::function<void(int slot, const float* full, float* local)> take;
+  // The full tensor's [begin, end) element ranges `take` reads (a reader can skip the rest);
+  // unset: all of them.
+  std::function<std::vector<std::pair<int64_t, int64_t>>(int slot)> needed;
 };
 
 class ParamStore {
@@ -103,7 +106,8 @@ class ParamStore {
                   const InitSlicer* slicer = nullptr);
   // Sets every parameter from `source`, one at a time as Initialize draws them: source(slot,
   // dst, whole, needed) writes slot's tensor (`whole` elements: the full tensor under a
-  // slicer, which then keeps the rank's part) as fp32, at least its elements in `needed`
+  // slicer, which then keeps the rank's part and says which of the full tensor's elements it
+  // reads) as fp32, at least its elements in `needed`
   // (sorted, disjoint [begin, end) ranges of the tensor; empty: all of them). Given
   // `persistent` (the flat ranges of stage 3's units that stay gathered) with partitioned
   // parameters, a rank reads and stores only what it keeps: its owned segments and those

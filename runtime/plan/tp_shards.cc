@@ -165,6 +165,33 @@ void TakeShard(const TpParamShard& s, const float* full, float* local) {
   }
 }
 
+std::vector<std::pair<int64_t, int64_t>> ShardRanges(const TpParamShard& s) {
+  bool along0 = false;
+  for (const TpBox& b : s.boxes) along0 = along0 || b.shape[0] != s.full_shape[0];
+  int64_t inner = 1;
+  for (size_t d = 1; d < s.full_shape.size(); ++d) inner *= s.full_shape[d];
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const TpBox& b : s.boxes) {
+    if (along0 || s.full_shape.size() < 2) {
+      out.push_back({b.offset[0] * inner, (b.offset[0] + b.shape[0]) * inner});
+      continue;
+    }
+    const int64_t rest = inner / s.full_shape[1];
+    for (int64_t r = 0; r < s.full_shape[0]; ++r)
+      out.push_back(
+          {r * inner + b.offset[1] * rest, r * inner + (b.offset[1] + b.shape[1]) * rest});
+  }
+  std::sort(out.begin(), out.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& r : out) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  return merged;
+}
+
 std::vector<FlatPiece> LocalToFull(const TpParamShard& s, int64_t local_begin, int64_t local_end) {
   std::vector<FlatPiece> out;
   bool along0 = false;

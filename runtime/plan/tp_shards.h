@@ -51,6 +51,10 @@ StatusOr<std::vector<TpParamShard>> TensorParallelShards(const Graph& graph, int
 // shard.boxes stacked along their split dimension, in shard.local_shape.
 void TakeShard(const TpParamShard& shard, const float* full, float* local);
 
+// The [begin, end) ranges of the full tensor's flat elements TakeShard reads, sorted and
+// merged: what a rank must read of a checkpoint tensor to keep its slice.
+std::vector<std::pair<int64_t, int64_t>> ShardRanges(const TpParamShard& shard);
+
 // Where the rank's flat elements [local_begin, local_end) of a parameter lie in the full
 // tensor's flat (row-major) order: contiguous pieces, in local order (one per box for splits
 // of dimension 0, one per row and box for row-parallel splits). What checkpoints store and

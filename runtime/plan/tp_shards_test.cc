@@ -5,6 +5,7 @@
 #include "runtime/plan/tp_shards.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 
 #include "runtime/graph/model_builder.h"
@@ -46,6 +47,18 @@ void CheckTiling(const Graph& g, int tp) {
             ++h[(b.offset[0] + i) * cols + (s.full_shape.size() == 2 ? b.offset[1] + j : 0)];
       }
       CHECK(boxes == local);
+      // ShardRanges covers exactly what TakeShard reads: the full tensor NaN outside them.
+      std::vector<float> full(numel, std::nanf("")), part(local);
+      int64_t covered = 0;
+      for (const auto& [lo, hi] : ShardRanges(s)) {
+        for (int64_t i = lo; i < hi; ++i) full[i] = static_cast<float>(i);
+        covered += hi - lo;
+      }
+      TakeShard(s, full.data(), part.data());
+      int64_t nan = 0;
+      for (float v : part) nan += std::isnan(v);
+      CHECK(nan == 0);
+      CHECK(covered == local);
     }
   }
   for (const auto& [name, h] : hits) {

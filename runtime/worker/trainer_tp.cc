@@ -61,6 +61,7 @@ void Trainer::SliceParameters(const plan::TpLocalGraph* local) {
   init_slicer_->take = [local](int slot, const float* full, float* part) {
     plan::TakeShard(local->shards[slot], full, part);
   };
+  init_slicer_->needed = [local](int slot) { return plan::ShardRanges(local->shards[slot]); };
 }
 
 // Expert parallelism or Ulysses at tp 1: this ep rank's experts, held and computed, or this sp
