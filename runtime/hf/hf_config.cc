@@ -60,6 +60,23 @@ Status Config::Require(const char* key, double allowed, const std::string& why) 
   return Bad(key, "is " + v->Dump() + ": " + why);
 }
 
+Status ReadShape(const Config& c, const char* ffn_key, ModelSpec* s) {
+  DS_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
+  DS_ASSIGN_OR_RETURN(const int64_t width, c.Int("hidden_size"));
+  DS_ASSIGN_OR_RETURN(const int64_t heads, c.Int("num_attention_heads"));
+  DS_ASSIGN_OR_RETURN(const int64_t vocab, c.Int("vocab_size"));
+  DS_ASSIGN_OR_RETURN(const int64_t ffn, c.Int(ffn_key));
+  DS_ASSIGN_OR_RETURN(const int64_t positions, c.IntOr("max_position_embeddings", 2048));
+  if (heads <= 0) return c.Bad("num_attention_heads", "must be positive");
+  s->n_layer = static_cast<int>(layers);
+  s->n_embd = static_cast<int>(width);
+  s->n_head = static_cast<int>(heads);
+  s->vocab_size = static_cast<int>(vocab);
+  s->ffn_hidden = static_cast<int>(ffn);
+  s->max_seq_len = static_cast<int>(positions);
+  return OkStatus();
+}
+
 Status ReadLayerTypes(const Config& c, bool every_other, ModelSpec* spec) {
   std::vector<int>& sliding = spec->arch.sliding_layers;
   sliding.clear();

@@ -39,31 +39,20 @@ StatusOr<ModelSpec> Gpt2Spec(const Config& c) {
 StatusOr<ModelSpec> OptSpec(const Config& c) {
   ModelSpec s;
   s.family = "opt";
-  DS_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
-  DS_ASSIGN_OR_RETURN(const int64_t width, c.Int("hidden_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t heads, c.Int("num_attention_heads"));
-  DS_ASSIGN_OR_RETURN(const int64_t vocab, c.Int("vocab_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t ffn, c.Int("ffn_dim"));
-  DS_ASSIGN_OR_RETURN(const int64_t positions, c.IntOr("max_position_embeddings", 2048));
-  DS_ASSIGN_OR_RETURN(const int64_t proj, c.IntOr("word_embed_proj_dim", width));
+  DS_RETURN_IF_ERROR(ReadShape(c, "ffn_dim", &s));
+  DS_ASSIGN_OR_RETURN(const int64_t proj, c.IntOr("word_embed_proj_dim", s.n_embd));
   DS_ASSIGN_OR_RETURN(const double dropout, c.DoubleOr("dropout", 0.1));
   DS_ASSIGN_OR_RETURN(const bool pre, c.BoolOr("do_layer_norm_before", true));
   DS_ASSIGN_OR_RETURN(const bool tied, c.BoolOr("tie_word_embeddings", true));
   DS_ASSIGN_OR_RETURN(const std::string act, c.StringOr("activation_function", "relu"));
   DS_ASSIGN_OR_RETURN(const double init, c.DoubleOr("init_std", 0.02));
-  s.n_layer = static_cast<int>(layers);
-  s.n_embd = static_cast<int>(width);
-  s.n_head = static_cast<int>(heads);
-  s.vocab_size = static_cast<int>(vocab);
-  s.ffn_hidden = static_cast<int>(ffn);
-  s.max_seq_len = static_cast<int>(positions);
   s.dropout = static_cast<float>(dropout);
   s.init_std = static_cast<float>(init);
   s.tie_embeddings = tied ? 1 : 0;
   s.norm_eps = 1e-5f;  // torch's LayerNorm default: OPT has no eps key
   s.arch.pre_norm = pre;
   s.arch.position_offset = 2;
-  if (proj != width) s.arch.embed_proj_dim = static_cast<int>(proj);
+  if (proj != s.n_embd) s.arch.embed_proj_dim = static_cast<int>(proj);
   if (act != "relu")
     return c.Bad("activation_function", "is \"" + act + "\"; OPT's graph has relu");
   DS_RETURN_IF_ERROR(c.Require("enable_bias", 1, "OPT's graph has biases on every linear"));
@@ -78,24 +67,13 @@ StatusOr<ModelSpec> OptSpec(const Config& c) {
 StatusOr<ModelSpec> GptNeoxSpec(const Config& c) {
   ModelSpec s;
   s.family = "gpt_neox";
-  DS_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
-  DS_ASSIGN_OR_RETURN(const int64_t width, c.Int("hidden_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t heads, c.Int("num_attention_heads"));
-  DS_ASSIGN_OR_RETURN(const int64_t vocab, c.Int("vocab_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t ffn, c.Int("intermediate_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t positions, c.IntOr("max_position_embeddings", 2048));
+  DS_RETURN_IF_ERROR(ReadShape(c, "intermediate_size", &s));
   DS_ASSIGN_OR_RETURN(const double eps, c.DoubleOr("layer_norm_eps", 1e-5));
   DS_ASSIGN_OR_RETURN(const double init, c.DoubleOr("initializer_range", 0.02));
   DS_ASSIGN_OR_RETURN(const bool parallel, c.BoolOr("use_parallel_residual", true));
   DS_ASSIGN_OR_RETURN(const bool bias, c.BoolOr("attention_bias", true));
   DS_ASSIGN_OR_RETURN(const bool tied, c.BoolOr("tie_word_embeddings", false));
   DS_ASSIGN_OR_RETURN(const std::string act, c.StringOr("hidden_act", "gelu"));
-  s.n_layer = static_cast<int>(layers);
-  s.n_embd = static_cast<int>(width);
-  s.n_head = static_cast<int>(heads);
-  s.vocab_size = static_cast<int>(vocab);
-  s.ffn_hidden = static_cast<int>(ffn);
-  s.max_seq_len = static_cast<int>(positions);
   s.norm_eps = static_cast<float>(eps);
   s.init_std = static_cast<float>(init);
   s.tie_embeddings = tied ? 1 : 0;

@@ -10,25 +10,15 @@ namespace {
 
 constexpr char kNoDropout[] = "the runtime has no dropout there; set it to 0";
 
-// The shape keys every Llama-like config has.
-Status ReadShape(const Config& c, ModelSpec* s) {
-  DS_ASSIGN_OR_RETURN(const int64_t layers, c.Int("num_hidden_layers"));
-  DS_ASSIGN_OR_RETURN(const int64_t width, c.Int("hidden_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t heads, c.Int("num_attention_heads"));
-  DS_ASSIGN_OR_RETURN(const int64_t vocab, c.Int("vocab_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t ffn, c.Int("intermediate_size"));
-  DS_ASSIGN_OR_RETURN(const int64_t kv, c.IntOr("num_key_value_heads", heads));
-  DS_ASSIGN_OR_RETURN(const int64_t positions, c.IntOr("max_position_embeddings", 2048));
-  DS_ASSIGN_OR_RETURN(const int64_t head_dim, c.IntOr("head_dim", heads > 0 ? width / heads : 0));
-  s->n_layer = static_cast<int>(layers);
-  s->n_embd = static_cast<int>(width);
-  s->n_head = static_cast<int>(heads);
+// The shape keys of a Llama-like config: the shared ones, key / value heads and head_dim.
+Status ReadLlamaShape(const Config& c, ModelSpec* s) {
+  DS_RETURN_IF_ERROR(ReadShape(c, "intermediate_size", s));
+  DS_ASSIGN_OR_RETURN(const int64_t kv, c.IntOr("num_key_value_heads", s->n_head));
+  DS_ASSIGN_OR_RETURN(const int64_t head_dim, c.IntOr("head_dim", s->n_embd / s->n_head));
   s->n_kv_head = static_cast<int>(kv);
-  s->vocab_size = static_cast<int>(vocab);
-  s->ffn_hidden = static_cast<int>(ffn);
-  s->max_seq_len = static_cast<int>(positions);
-  if (heads <= 0 || head_dim <= 0) return c.Bad("num_attention_heads", "must be positive");
-  if (head_dim != width / heads || width % heads) s->arch.head_dim = static_cast<int>(head_dim);
+  if (head_dim <= 0) return c.Bad("head_dim", "must be positive");
+  if (head_dim != s->n_embd / s->n_head || s->n_embd % s->n_head)
+    s->arch.head_dim = static_cast<int>(head_dim);
   return OkStatus();
 }
 
@@ -108,7 +98,7 @@ Status ReadGemma2(const Config& c, ModelSpec* s) {
 StatusOr<ModelSpec> LlamaLikeSpec(const Config& c, const std::string& type) {
   ModelSpec s;
   s.family = type;
-  DS_RETURN_IF_ERROR(ReadShape(c, &s));
+  DS_RETURN_IF_ERROR(ReadLlamaShape(c, &s));
   const bool gemma = type == "gemma" || type == "gemma2";
   DS_ASSIGN_OR_RETURN(double eps, c.DoubleOr("rms_norm_eps", type == "phi3" ? 1e-5 : 1e-6));
   DS_ASSIGN_OR_RETURN(double init, c.DoubleOr("initializer_range", 0.02));

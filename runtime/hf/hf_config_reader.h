@@ -31,6 +31,10 @@ class Config {
   std::string where_;
 };
 
+// The keys every config here shares: num_hidden_layers, hidden_size, num_attention_heads,
+// vocab_size, the MLP width under `ffn_key`, max_position_embeddings (2048 when absent).
+Status ReadShape(const Config& c, const char* ffn_key, ModelSpec* spec);
+
 // RoPE from rope_parameters / rope_scaling / rope_theta (and the legacy keys), into
 // spec->rope_theta and spec->arch.rope.
 Status ReadRope(const Config& c, ModelSpec* spec);
