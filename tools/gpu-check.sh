@@ -6,15 +6,19 @@
 #   3. run the tests: kernels/cuda (build, registration, gelu, conformance, optimizer),
 #      runtime/cuda device and allocator, blas, attention, nccl, the CUDA backend plugin and
 #      the tiny GPT trained on the GPU against the CPU curve (the last ones need Bazel)
-#   4. benchmarks: bf16 GEMM 8192^3 (cuBLASLt), AdamW over 124M params (GB/s vs copy and
-#      PEAK_HBM_GBPS), attention fwd+bwd at T=1024 and 4096, and ds-worker training the
-#      GPT-2 124M shape at ZeRO-1 on the GPU, the optimizer on the GPU and offloaded
-#      (tokens/s, MFU; needs Bazel), beside PyTorch eager on the same shape when python3 has
-#      torch with CUDA (tools/bench/gpt2_torch_gpu.py)
+#   4. the README's example on the GPU at ZeRO 0-3 and offload_optimizer against the CPU's
+#      bf16 curve, then its 1500 steps and held-out exact match (tools/gpu_check/example.sh);
+#      benchmarks (tools/gpu_check/bench.sh): bf16 GEMM 8192^3 and 4096^3 through cuBLASLt
+#      beside cublasGemmEx, AdamW over 124M params (GB/s vs copy and PEAK_HBM_GBPS), flash
+#      attention fwd+bwd at T 1024/4096, D 64/128 beside PyTorch's SDPA, and ds-worker
+#      training the GPT-2 124M shape at ZeRO-1 (tokens/s, MFU) beside PyTorch eager and
+#      torch.compile (tools/bench/gpt2_torch_gpu.py), then with the optimizer offloaded
 #   5. print a table
 #
 # On a bare CUDA machine (no Bazel, no Debian packages): run tools/gpu-deps.sh first where
-# the packages are, and carry .gpu-deps/ (Catch2, OpenBLAS) along with the working tree.
+# the packages are, and carry .gpu-deps/ along with the working tree: its bundle holds every
+# binary prebuilt, so nothing compiles on the GPU machine. Results: summary.txt and
+# logs.tar.gz (every step's log) in GPU_CHECK_OUT.
 #
 # Usage: tools/gpu-check.sh [--no-bazel] [--no-bench] [--no-tests]
 # Env:   CUDA_PATH          toolkit root (default /usr/local/cuda)
@@ -137,7 +141,7 @@ TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_t
        allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl cuda_loader_test:runtime/exec
        device_states_gpu_test:zero trainer_gpu_test:runtime/worker)
 BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention
-         ds-worker:runtime/worker)
+         ds-worker:runtime/worker ds-data:tools/ds_data)
 defined() { grep -q "name = \"$1\"" "$2/BUILD.bazel" 2>/dev/null; }
 WANT=()
 for tp in "${TESTS[@]}" "${BENCHES[@]}"; do
@@ -232,6 +236,13 @@ build_direct() {
   BUILT_BY="nvcc+g++"
 }
 
+# A bundle that holds every wanted binary (tools/gpu-deps.sh builds them all) needs no build
+# here at all: the device's minutes go to running, not compiling.
+bundle_complete() {
+  [[ -n "$BUNDLE" ]] || return 1
+  local tp
+  for tp in "${WANT[@]}"; do [[ -x "$BUNDLE/bin/${tp%%:*}" ]] || return 1; done
+}
 if ((USE_BAZEL)) && command -v bazel >/dev/null; then
   log "building with bazel (--jobs=$JOBS)"
   if ! build_with_bazel; then
@@ -239,6 +250,10 @@ if ((USE_BAZEL)) && command -v bazel >/dev/null; then
     tail -5 "$RESULTS/logs/bazel_build.log"
     BIN=()
   fi
+fi
+if [[ -z "$BUILT_BY" ]] && bundle_complete; then
+  log "every binary comes prebuilt from .gpu-deps/bundle.tar.xz"
+  BUILT_BY="bundle"
 fi
 if [[ -z "$BUILT_BY" ]]; then
   log "building with nvcc/g++ in $WORK"
@@ -250,17 +265,38 @@ fi
 # it was carried along (.gpu-deps/bundle.tar.xz), with its libraries and the CUDA toolkit's.
 if [[ $BUILT_BY != bazel && -n "$BUNDLE" ]]; then
   export LD_LIBRARY_PATH="$BUNDLE/lib:$CUDA_PATH/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  for t in allocator_gpu_test cuda_loader_test device_states_gpu_test trainer_gpu_test ds-worker; do
-    [[ -x "$BUNDLE/bin/$t" ]] && BIN[$t]=$BUNDLE/bin/$t
+  for t in "$BUNDLE"/bin/*; do
+    [[ -x $t && $t != *.so ]] && BIN[$(basename "$t")]=$t
   done
   log "using the prebuilt bundle for: $(ls "$BUNDLE/bin" | tr '\n' ' ')"
 fi
+# CUDA's libraries where the toolkit lacks them: NCCL (libnccl.so.2) often comes only with
+# PyTorch's wheels (site-packages/nvidia/*/lib), and so may cuBLAS. Each one found is named.
+find_cuda_libs() {
+  local lib dir found=() sp
+  sp=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    [[ -e "$CUDA_PATH/lib64/$lib" ]] && continue
+    ldconfig -p 2>/dev/null | grep -q " $lib " && continue
+    # shellcheck disable=SC2086  # several site-packages folders
+    dir=$(timeout 30 find $sp /usr/lib /usr/local -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)
+    if [[ -n $dir ]]; then
+      export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      found+=("$lib from $dir")
+    else
+      found+=("$lib MISSING")
+    fi
+  done
+  ((${#found[@]})) && row "libraries" "found" "$(IFS=';'; echo "${found[*]}")"
+  return 0
+}
+find_cuda_libs
 # Otherwise the kernels, their tests and the benchmarks are built by hand; the rest needs Bazel.
-NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test device_states_gpu_test trainer_gpu_test ds-worker "
+NEEDS_BAZEL=" allocator_gpu_test nccl_gpu_test cuda_loader_test device_states_gpu_test trainer_gpu_test ds-worker ds-data "
 NOT_BUILT=()
 for tp in "${WANT[@]}"; do
   t=${tp%%:*}
-  [[ $BUILT_BY != bazel && $NEEDS_BAZEL == *" $t "* ]] && continue
+  [[ $BUILT_BY == "nvcc+g++" && $NEEDS_BAZEL == *" $t "* && -z "${BIN[$t]:-}" ]] && continue
   [[ -n "${BIN[$t]:-}" ]] || NOT_BUILT+=("$t")
 done
 if ((${#NOT_BUILT[@]} == 0)); then
@@ -308,167 +344,13 @@ for tp in "${TESTS[@]}"; do
   esac
 done
 
-# --- 4. benchmarks --------------------------------------------------------------------
-if ((RUN_BENCH)) && [[ -n "${BIN[gemm_bench]:-}" ]]; then
-  run_step gemm_bench 300 "${BIN[gemm_bench]}" --m 8192 --n 8192 --k 8192
-  rc=$?
-  result=$(grep '^RESULT gemm_bf16' "$RESULTS/logs/gemm_bench.log")
-  if ((rc == 0)) && [[ -n "$result" ]]; then
-    tflops=$(sed -n 's/.*tflops=\([0-9.]*\).*/\1/p' <<<"$result")
-    ms=$(sed -n 's/.* ms=\([0-9.]*\).*/\1/p' <<<"$result")
-    pct=$(awk -v t="$tflops" -v p="$PEAK" 'BEGIN { printf "%.1f", 100 * t / p }')
-    row "gemm bf16 8192^3 (cublasLt)" "$tflops TFLOP/s" \
-      "${pct}% of assumed peak $PEAK TFLOP/s; ${ms} ms/iter (median)"
-  elif ((rc == 77)); then
-    row "gemm bf16 8192^3 (cublasLt)" "SKIPPED" "no GPU"
-    SKIPPED=1
-  else
-    fail_row "gemm bf16 8192^3 (cublasLt)" "logs/gemm_bench.log"
-  fi
-elif ((RUN_BENCH)); then
-  row "gemm bf16 8192^3 (cublasLt)" "NOT BUILT" ""
-else
-  row "gemm bf16 8192^3 (cublasLt)" "not run" "--no-bench"
-fi
-# nvidia-smi sees a GPU but the CUDA runtime does not: most likely a driver older than
-# CUDA 13 needs (>= 580), which cudaGetDeviceCount reports as 35. A failure, not a skip.
-if ((SKIPPED)) && [[ "$GPU_NAME" != none ]]; then
-  row "gpu visible to CUDA 13" "FAIL" "nvidia-smi shows $GPU_NAME but the tests saw no device"
-  FAILED=1
-fi
-# AdamW step over 124M params (fp32 master/m/v, bf16 grads in, bf16 model out).
-if ((RUN_BENCH)) && [[ -n "${BIN[adamw_bench]:-}" ]]; then
-  run_step adamw_bench 120 "${BIN[adamw_bench]}" --params 124000000
-  rc=$?
-  result=$(grep '^RESULT adamw' "$RESULTS/logs/adamw_bench.log")
-  if ((rc == 0)) && [[ -n "$result" ]]; then
-    gbps=$(sed -n 's/.* gbps=\([0-9.]*\).*/\1/p' <<<"$result")
-    copy=$(sed -n 's/.*copy_gbps=\([0-9.]*\).*/\1/p' <<<"$result")
-    peak=$(sed -n 's/.*peak_gbps=\([0-9.]*\).*/\1/p' <<<"$result")
-    ms=$(sed -n 's/.* ms=\([0-9.]*\).*/\1/p' <<<"$result")
-    row "adamw step 124M (bf16 grads)" "$gbps GB/s" \
-      "$(awk -v g="$gbps" -v c="$copy" -v p="$peak" 'BEGIN { printf "%.0f%% of D2D copy %s GB/s, %.0f%% of nominal %s GB/s", 100*g/c, c, 100*g/p, p }'); ${ms} ms"
-  elif ((rc == 77)); then
-    row "adamw step 124M (bf16 grads)" "SKIPPED" "no GPU"
-    SKIPPED=1
-  else
-    fail_row "adamw step 124M (bf16 grads)" "logs/adamw_bench.log"
-  fi
-elif ((RUN_BENCH)); then
-  row "adamw step 124M (bf16 grads)" "NOT BUILT" ""
-else
-  row "adamw step 124M (bf16 grads)" "not run" "--no-bench"
-fi
-
-# Flash attention fwd+bwd (kernels/cuda/attention, another engineer's target), when defined.
-for T in 1024 4096; do
-  name="attention fwd+bwd T=$T"
-  if ! defined attention_bench kernels/cuda/attention; then
-    row "$name" "not implemented yet" "//kernels/cuda/attention:attention_bench not defined"
-  elif ((!RUN_BENCH)); then
-    row "$name" "not run" "--no-bench"
-  elif [[ -z "${BIN[attention_bench]:-}" ]]; then
-    row "$name" "NOT BUILT" ""
-  else
-    run_step "attention_bench_T$T" 120 "${BIN[attention_bench]}" --seq "$T"
-    rc=$?
-    result=$(grep "^RESULT attention T=$T" "$RESULTS/logs/attention_bench_T$T.log" | tail -1)
-    if ((rc == 0)) && [[ -n "$result" ]]; then
-      row "$name" "$(sed -n 's/.*tflops=\([0-9.]*\).*/\1/p' <<<"$result") TFLOP/s" "${result#RESULT }"
-    elif ((rc == 77)); then
-      row "$name" "SKIPPED" "no GPU"
-      SKIPPED=1
-    else
-      fail_row "$name" "logs/attention_bench_T$T.log"
-    fi
-  fi
-done
-# GPT-2 124M shape through ds-worker with device.type cuda, ZeRO stage 1: what the runtime
-# itself does on the GPU (bf16 forward/backward on the CUDA kernels), not a kernel composition.
-# Two rows: the model states and AdamW on the GPU (the default), and offload_optimizer (the fp32
-# master and AdamW on the host, ZeRO-Offload). The micro-batch is the largest of 32, 16, 8 that
-# fits (a smaller one is tried only when the larger ran out of memory). tokens/s and MFU (model
-# FLOPs from the executor / step time, against the bf16 peak) are the medians of steps 3-6.
-gpt2_tokens() {
-  python3 -c "
-import random, struct
-random.seed(0)
-with open('$1', 'wb') as f:
-    f.write(struct.pack('<%dH' % 400000, *[random.randrange(50257) for _ in range(400000)]))"
-}
-gpt2_row() {  # gpt2_row NAME TAG EXTRA_YAML
-  local name=$1 tag=$2 extra=$3
-  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
-  if [[ -z "${BIN[ds-worker]:-}" ]]; then row "$name" "not run" "needs Bazel (//runtime/worker:ds-worker)"; return; fi
-  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
-  local d="$WORK/gpt2_$tag" micro rc=1
-  mkdir -p "$d"
-  [[ -f "$WORK/gpt2_tokens.bin" ]] || gpt2_tokens "$WORK/gpt2_tokens.bin" ||
-    { row "$name" "FAIL" "python3 could not write tokens"; FAILED=1; return; }
-  for micro in 32 16 8; do
-    rm -f "$d/metrics.csv"
-    cat >"$d/job.yaml" <<YAML
-train_micro_batch_size_per_gpu: $micro
-bf16: {enabled: true}
-optimizer: {type: AdamW, params: {lr: 3.0e-4, weight_decay: 0.1}}
-gradient_clipping: 1.0
-zero_optimization: {stage: 1$extra}
-model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, max_seq_len: 1024}
-data: {train: $WORK/gpt2_tokens.bin, format: uint16, seq_len: 1024, shuffle: false}
-training: {train_iters: 6}
-monitor: {csv: $d/metrics.csv}
-device: {type: cuda}
-YAML
-    run_step "gpt2_${tag}_micro$micro" 240 "${BIN[ds-worker]}" --config "$d/job.yaml"
-    rc=$?
-    ((rc == 0)) && break
-    grep -q -i -E "out of memory|ResourceExhausted|RESOURCE_EXHAUSTED" "$RESULTS/logs/gpt2_${tag}_micro$micro.log" || break
-  done
-  if ((rc != 0)); then
-    fail_row "$name" "logs/gpt2_${tag}_micro$micro.log: $(grep -m1 -i error "$RESULTS/logs/gpt2_${tag}_micro$micro.log" | cut -c1-80)"
-    return
-  fi
-  median() {  # median of CSV column $1 over steps 3-6
-    tail -n +4 "$d/metrics.csv" | cut -d, -f"$1" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
-  }
-  local tps tf ms
-  tps=$(median 5); tf=$(median 6); ms=$(median 10)
-  row "$name" "$tps tok/s" "$(awk -v f="$tf" -v p="$PEAK" 'BEGIN { printf "MFU %.1f%% (%.1f TFLOP/s)", 100*f/p, f }'); ${ms} ms/step, micro $micro"
-  if [[ $tag == device ]]; then GPT2_MICRO=$micro; GPT2_TPS=$tps; fi
-}
-# The peer: the same shape in PyTorch eager (bf16 autocast, SDPA attention, fused AdamW) at the
-# micro-batch the ds-runtime row used, when the machine's Python has torch with CUDA.
-GPT2_MICRO=""
-GPT2_TPS=""
-torch_row() {
-  local name="  same, PyTorch eager (peer)"
-  if ((!RUN_BENCH)); then row "$name" "not run" "--no-bench"; return; fi
-  if [[ $GPU_NAME == none ]]; then row "$name" "SKIPPED" "no GPU"; SKIPPED=1; return; fi
-  if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    row "$name" "not run" "no torch with CUDA in python3"; return
-  fi
-  local micro=${GPT2_MICRO:-8} rc result tps
-  run_step gpt2_torch 240 python3 tools/bench/gpt2_torch_gpu.py --micro "$micro" --peak "$PEAK"
-  rc=$?
-  result=$(grep '^RESULT torch_gpt2' "$RESULTS/logs/gpt2_torch.log" | tail -1)
-  if ((rc != 0)) || [[ -z "$result" ]]; then fail_row "$name" "logs/gpt2_torch.log"; return; fi
-  tps=$(sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p' <<<"$result")
-  row "$name" "$tps tok/s" "$(sed -n 's/.*mfu=\([0-9.]*\).*/MFU \1%/p' <<<"$result") (6N + 6LTC FLOPs/token), micro $micro$(
-      [[ -n "$GPT2_TPS" ]] && awk -v a="$GPT2_TPS" -v b="$tps" 'BEGIN { printf "; ds-runtime/PyTorch %.2fx", a/b }')"
-}
-gpt2_row "gpt-2 124M T=1024 bf16 ZeRO-1" device ""
-torch_row
-# Where the step's time goes: 3 steps of the same job with DS_PROFILE_OPS=1 (per op type and
-# per plan instruction, synchronized on the device), kept in logs/gpt2_profile.log.
-if ((RUN_BENCH)) && [[ -n "$GPT2_MICRO" && -f "$WORK/gpt2_device/job.yaml" ]]; then
-  if run_step gpt2_profile 120 env DS_PROFILE_OPS=1 "${BIN[ds-worker]}" --config "$WORK/gpt2_device/job.yaml" \
-       --steps 3; then
-    row "  op profile (DS_PROFILE_OPS=1)" "ok" "logs/gpt2_profile.log"
-  else
-    row "  op profile (DS_PROFILE_OPS=1)" "not run (rc $?)" "logs/gpt2_profile.log"
-  fi
-fi
-gpt2_row "  same, offload_optimizer cpu" offload ", offload_optimizer: {device: cpu}"
+# --- 4. the example on the GPU against the CPU, and the benchmarks ---------------------
+# shellcheck source=tools/gpu_check/example.sh
+source tools/gpu_check/example.sh
+example_rows
+# shellcheck source=tools/gpu_check/bench.sh
+source tools/gpu_check/bench.sh
+example_full_rows
 
 # --- 5. table -------------------------------------------------------------------------
 {
@@ -482,6 +364,8 @@ gpt2_row "  same, offload_optimizer cpu" offload ", offload_optimizer: {device: 
   printf '%s\n' "${ROWS[@]}"
 } | tee "$RESULTS/summary.txt"
 
+# The logs as one archive beside summary.txt (the device tool brings back only a few files).
+tar -czf "$RESULTS/logs.tar.gz" -C "$RESULTS" logs && rm -rf "$RESULTS/logs"
 rm -rf "$WORK"
 if ((FAILED)); then exit 1; fi
 if ((SKIPPED)); then exit 77; fi

@@ -3,8 +3,8 @@
 # bare CUDA machine lacks for tools/gpu-check.sh:
 #   - Catch2's and OpenBLAS's headers: the nvcc/g++ build of the kernel tests (the CPU
 #     reference kernels they compare against use OpenBLAS);
-#   - bundle.tar.xz: the Bazel-built binaries that need gRPC, protobuf, Gloo and spdlog
-#     (ds-worker, the CUDA plugin, the training, plugin and allocator GPU tests) with every
+#   - bundle.tar.xz: every binary gpu-check runs, Bazel-built here (ds-worker, ds-data, the
+#     CUDA and NCCL plugins, every GPU test and benchmark) with every
 #     shared library they load that is neither glibc, libstdc++ nor CUDA's, OpenBLAS included.
 # Everything goes to .gpu-deps/ (in .gitignore), about 15 MiB; carry that folder to the GPU
 # machine with the working tree, where gpu-check.sh picks it up:
@@ -22,10 +22,16 @@ cp "$blas_inc"/*.h "$D/include/"
 
 # The bundle: binaries in bundle/bin (the plugin beside them, where the loader looks), their
 # libraries in bundle/lib (Bazel's test binaries load our libraries from _solib_k8 too).
-TARGETS=(//runtime/worker:ds-worker //runtime/cuda:libds_cuda.so //parallel/nccl:libds_nccl.so
-         //runtime/worker:trainer_gpu_test
+# Every binary tools/gpu-check.sh runs, so the device machine builds nothing.
+TARGETS=(//runtime/worker:ds-worker //tools/ds_data:ds-data //runtime/cuda:libds_cuda.so
+         //parallel/nccl:libds_nccl.so //runtime/worker:trainer_gpu_test
          //runtime/exec:cuda_loader_test //runtime/cuda:allocator_gpu_test
-         //zero:device_states_gpu_test)
+         //zero:device_states_gpu_test //parallel/nccl:nccl_gpu_test //runtime/cuda:device_test
+         //kernels/cuda:cuda_build_test //kernels/cuda:cuda_registration_test
+         //kernels/cuda:gelu_gpu_test //kernels/cuda:conformance_gpu_test
+         //kernels/cuda:optimizer_gpu_test //kernels/cuda/blas:linear_gpu_test
+         //kernels/cuda/attention:attention_gpu_test //kernels/cuda:gemm_bench
+         //kernels/cuda:adamw_bench //kernels/cuda/attention:attention_bench)
 bazel build "${TARGETS[@]}"
 B=$D/bundle
 mkdir -p "$B/bin" "$B/lib"
@@ -34,7 +40,7 @@ for t in "${TARGETS[@]}"; do
   path=${path/://}
   cp "$path" "$B/bin/"
   ldd "$path" | awk '$3 ~ /^\// {print $1, $3}' |
-    grep -v -E '^(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt|libnccl|libcuda)\.so' |
+    { grep -v -E '^(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt|libnccl|libcuda)\.so' || true; } |
     while read -r name file; do cp -L "$file" "$B/lib/$name"; done
 done
 # OpenBLAS for the nvcc/g++ build's CPU reference kernels (the bundle's binaries bring it too).

@@ -1,16 +1,18 @@
-// bf16 GEMM throughput through cuBLASLt: D = A^T B ("TN", column-major), bf16 inputs and
-// output, fp32 accumulation, the shape of a transformer's linear layers.
+// bf16 GEMM throughput through cuBLASLt (and, beside it, cublasGemmEx): D = A^T B ("TN",
+// column-major), bf16 inputs and output, fp32 accumulation, the shape of a transformer's linear
+// layers.
 //
 // Standalone on purpose: only the CUDA runtime and cuBLASLt, so tools/gpu-check.sh can
 // build it with g++ alone when Bazel is missing:
 //   g++ -std=c++17 -O2 -I/usr/local/cuda/include kernels/cuda/gemm_bench.cc
-//       -L/usr/local/cuda/lib64 -lcublasLt -lcudart -o gemm_bench
+//       -L/usr/local/cuda/lib64 -lcublasLt -lcublas -lcudart -o gemm_bench
 //
 // Usage: gemm_bench [--m M] [--n N] [--k K] [--iters I] [--warmup W]   (default 8192^3)
 // Prints one line "RESULT gemm_bf16 m=.. n=.. k=.. ms=.. tflops=.." that scripts parse.
 // FLOPs counted as 2*m*n*k (multiply-add = 2). Exit codes: 0 ok, 77 no GPU (skipped),
 // 1 error, 2 bad arguments, 3 the result failed its spot check (then no RESULT line).
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -155,23 +157,46 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   BENCH_CUDA(cudaEventCreate(&start));
   BENCH_CUDA(cudaEventCreate(&stop));
-  std::vector<float> batch_ms;
-  for (int rep = 0; rep < 5; ++rep) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    for (int i = 0; i < iters; ++i) run();
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    batch_ms.push_back(ms / iters);
-  }
-  BENCH_CUDA(cudaGetLastError());
-  std::sort(batch_ms.begin(), batch_ms.end());
-  const double median_ms = batch_ms[batch_ms.size() / 2], best_ms = batch_ms.front();
+  auto time_batches = [&](auto&& fn) {
+    std::vector<float> batch_ms;
+    for (int rep = 0; rep < 5; ++rep) {
+      BENCH_CUDA(cudaEventRecord(start, stream));
+      for (int i = 0; i < iters; ++i) fn();
+      BENCH_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      batch_ms.push_back(ms / iters);
+    }
+    BENCH_CUDA(cudaGetLastError());
+    std::sort(batch_ms.begin(), batch_ms.end());
+    return batch_ms;
+  };
+  const std::vector<float> lt_ms = time_batches(run);
+  const double median_ms = lt_ms[lt_ms.size() / 2], best_ms = lt_ms.front();
+
+  // The same product through cuBLAS's classic API (cublasGemmEx picks its own algorithm),
+  // so the table shows whether the Lt path loses anything against it.
+  cublasHandle_t blas;
+  BENCH_CUBLAS(cublasCreate(&blas));
+  BENCH_CUBLAS(cublasSetStream(blas, stream));
+  auto run_blas = [&] {
+    BENCH_CUBLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m),
+                              static_cast<int>(n), static_cast<int>(k), &alpha, da, CUDA_R_16BF,
+                              static_cast<int>(k), db, CUDA_R_16BF, static_cast<int>(k), &beta, dd,
+                              CUDA_R_16BF, static_cast<int>(m), CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  };
+  for (int i = 0; i < warmup; ++i) run_blas();
+  const std::vector<float> blas_ms = time_batches(run_blas);
+  const double blas_median_ms = blas_ms[blas_ms.size() / 2];
+  cublasDestroy(blas);
   const double flops = 2.0 * m * n * k;
 
   // Spot check 16 entries of D against a CPU dot product, so a GEMM that silently did
   // nothing cannot report a throughput.
+  run();  // D from the Lt path again: that is the one checked
+  BENCH_CUDA(cudaStreamSynchronize(stream));
   std::vector<uint16_t> d(static_cast<size_t>(m) * n);
   BENCH_CUDA(cudaMemcpy(d.data(), dd, d.size() * 2, cudaMemcpyDeviceToHost));
   int bad = 0;
@@ -196,8 +221,11 @@ int main(int argc, char** argv) {
       "%.3f ms (%.1f TFLOP/s), %d iters x 5\n",
       (long long)m, (long long)n, (long long)k, median_ms, flops / median_ms * 1e-9, best_ms,
       flops / best_ms * 1e-9, iters);
-  std::printf("RESULT gemm_bf16 m=%lld n=%lld k=%lld ms=%.4f tflops=%.1f\n", (long long)m,
-              (long long)n, (long long)k, median_ms, flops / median_ms * 1e-9);
+  std::printf("gemm_bench: the same through cublasGemmEx: median %.3f ms (%.1f TFLOP/s)\n",
+              blas_median_ms, flops / blas_median_ms * 1e-9);
+  std::printf("RESULT gemm_bf16 m=%lld n=%lld k=%lld ms=%.4f tflops=%.1f cublas_tflops=%.1f\n",
+              (long long)m, (long long)n, (long long)k, median_ms, flops / median_ms * 1e-9,
+              flops / blas_median_ms * 1e-9);
 
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(la);

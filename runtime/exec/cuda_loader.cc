@@ -19,11 +19,13 @@ std::string ExecutablePath() {
   return n > 0 ? std::string(buf.data(), n) : std::string();
 }
 
-// `file` from $`env`, beside the executable, or at `package`/`file` in its runfiles.
+// `file` from $`env` alone when it is set (a file the user names is the only one tried, never
+// silently replaced by another), else beside the executable or at `package`/`file` in its
+// runfiles.
 std::vector<std::string> Candidates(const char* env, const std::string& file,
                                     const std::string& package) {
   std::vector<std::string> paths;
-  if (const char* p = std::getenv(env); p && *p) paths.push_back(p);
+  if (const char* p = std::getenv(env); p && *p) return {p};
   const std::string exe = ExecutablePath();
   const size_t slash = exe.rfind('/');
   paths.push_back((slash == std::string::npos ? std::string(".") : exe.substr(0, slash)) + "/" +

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The PyTorch peer of tools/gpu-check.sh's GPT-2 row: the same GPT-2 124M shape (L=12,
 C=768, 12 heads, V=50257, T=1024, learned positions, LayerNorm, tanh GELU, biases, tied
-embeddings) trained on one GPU the way a PyTorch user does without torch.compile: fp32
-parameters, bf16 autocast, F.scaled_dot_product_attention (causal), fused AdamW, gradient
+embeddings) trained on one GPU the way a PyTorch user does, eager or with --compile (torch.compile of
+the model, default mode): fp32 parameters, bf16 autocast, F.scaled_dot_product_attention (causal), fused AdamW, gradient
 clipping at 1.0, random tokens. Prints per-step lines and one summary line gpu-check parses:
 
-  RESULT torch_gpt2 micro=B tokens_per_s=... ms=... mfu=... torch=...
+  RESULT torch_gpt2 micro=B compile=0|1 tokens_per_s=... ms=... mfu=... torch=...
 
 tokens/s and ms are medians over the steps after --warmup. MFU counts 6 N + 6 L T C FLOPs
 per token (N parameters, attention's score and value products forward and backward, causal
@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--peak", type=float, default=989.0, help="bf16 TFLOP/s of the card")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device for torch")
@@ -75,6 +76,7 @@ def main():
     L, C, H, V, T, B = 12, 768, 12, 50257, a.seq, a.micro
     model = Gpt2(L, C, H, V, T).to(dev)
     n = sum(p.numel() for p in model.parameters())
+    step_model = torch.compile(model) if a.compile else model
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -86,7 +88,7 @@ def main():
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x, y)
+            loss = step_model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -100,7 +102,7 @@ def main():
     tokens_per_s = B * T / s
     flops_per_token = 6 * n + 6 * L * T * C
     mfu = tokens_per_s * flops_per_token / (a.peak * 1e12)
-    print(f"RESULT torch_gpt2 micro={B} tokens_per_s={tokens_per_s:.0f} ms={s * 1e3:.1f} mfu={100 * mfu:.1f} "
+    print(f"RESULT torch_gpt2 micro={B} compile={int(a.compile)} tokens_per_s={tokens_per_s:.0f} ms={s * 1e3:.1f} mfu={100 * mfu:.1f} "
           f"params={n} torch={torch.__version__}")
 
 
