@@ -1,8 +1,9 @@
 // Conformance (GPU): for EVERY op in kernels::RegisteredOps() and dtypes f32, bf16 and f16,
 // the CUDA kernel against the CPU f32 reference on the same inputs (rounded for 16-bit),
 // forward (outputs and saved buffers) and backward (gradients accumulated onto random
-// initial values, as the executor's += contract allows). An op without a CUDA kernel, or
-// without a case in Cases() below, is a failure that names it.
+// initial values, as the executor's += contract allows). An op with a CUDA kernel but no case
+// in Cases() below is a failure that names it; the ops of DS_CUDA_PENDING_OPS have no
+// kernel yet (cuda_registration_test keeps that list exact).
 //
 // Bound: |cuda - cpu| <= tol * (|cpu| + rms(cpu)) elementwise, tol per op and dtype: fp32
 // differences come from summation order, fast intrinsics and FMA; bf16 from one rounding
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -310,13 +312,33 @@ void RunCase(const OpCase& c, DType dt) {
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
-TEST_CASE("every registered op has a CUDA kernel matching the CPU reference", "[cuda]") {
+// DS_CUDA_PENDING_OPS (BUILD.bazel): the ops with no CUDA kernel yet, which
+// cuda_registration_test keeps exact (a pending op that gains a kernel must leave the list).
+std::set<std::string> PendingOps() {
+  std::set<std::string> out;
+  std::stringstream ss(DS_CUDA_PENDING_OPS);
+  std::string op;
+  while (std::getline(ss, op, ','))
+    if (!op.empty()) out.insert(op);
+  return out;
+}
+
+TEST_CASE("every op with a CUDA kernel has a conformance case", "[cuda]") {
   std::set<std::string> covered;
   for (const OpCase& c : Cases()) covered.insert(c.op);
+  const std::set<std::string> pending = PendingOps();
   for (const std::string& op : RegisteredOps()) {
+    if (pending.count(op)) continue;
     INFO("op " << op << " has no conformance case in Cases()");
     CHECK(covered.count(op) == 1);
   }
+  for (const std::string& op : pending) {
+    INFO("pending op " << op << " has a conformance case: drop it from PENDING_CUDA_OPS");
+    CHECK(covered.count(op) == 0);
+  }
+}
+
+TEST_CASE("every op with a CUDA kernel matches the CPU reference", "[cuda]") {
   for (const OpCase& c : Cases()) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       DYNAMIC_SECTION(c.op << "/" << DTypeName(dt)) { RunCase(c, dt); }

@@ -63,12 +63,16 @@ void ReferenceStep(const std::vector<OptimizerParamRange>& params, std::vector<f
   }
 }
 
+// |got - ref| <= rel * (|ref| + floor) elementwise. `floor` is the size of the terms a value is
+// summed from: where they nearly cancel (Adam's exp_avg under L2 decay: g * scale + wd * p),
+// one fused multiply-add on the GPU against two roundings here moves the result by an ulp of
+// the terms, not of the small sum.
 void CheckClose(const char* what, const std::vector<float>& got, const std::vector<float>& ref,
-                double rel) {
+                double rel, double floor = 1e-6) {
   double worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    const double err = std::fabs(got[i] - ref[i]) / (std::fabs(ref[i]) + 1e-6);
+    const double err = std::fabs(got[i] - ref[i]) / (std::fabs(ref[i]) + floor);
     if (!(err <= worst)) {
       worst = err;
       at = i;
@@ -123,7 +127,8 @@ void RunAdam(bool decoupled, bool bias_correction = true) {
     ReferenceStep(kParams, p, m, v, g, o);
   }
   CheckClose("master", Download(d_p, kTotal), p, 1e-5);
-  CheckClose("exp_avg", Download(d_m, kTotal), m, 1e-5);
+  // exp_avg's terms: (1 - beta1) * grad with |grad| up to 1 + 0.1 (scaled g plus L2 decay).
+  CheckClose("exp_avg", Download(d_m, kTotal), m, 1e-5, 1e-3);
   CheckClose("exp_avg_sq", Download(d_v, kTotal), v, 1e-5);
   // The model copy is the master rounded to G.
   const std::vector<float> master = Download(d_p, kTotal);

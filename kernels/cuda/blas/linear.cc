@@ -7,6 +7,15 @@
 //             db [out]    += column sums of dy  (LaunchBiasGrad, fp32 sums, deterministic)
 // fp32 is true fp32 (no TF32). Launches go to the thread's cuda::CurrentStream() and are
 // asynchronous; pointers are device memory.
+//
+// Rows of `out` elements that are not a multiple of 16 bytes (GPT-2's 50257-word vocabulary
+// in the LM head) would push cuBLASLt off its tensor-core kernels: y and dy are staged
+// through LtMatmul::Staging with rows padded to 16 bytes, a chunk of rows at a time
+// (Staged*): the forward GEMMs into the padded rows and copies them out
+// (cudaMemcpy2DAsync), the backward copies dy's rows in and runs both GEMMs from there.
+#include <algorithm>
+#include <utility>
+
 #include "kernels/cuda/blas/bias_grad_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
 #include "kernels/registry.h"
@@ -61,10 +70,121 @@ BiasGradType ToBiasGradType(DType t) {
                             : BiasGradType::kF32;
 }
 
+int64_t ElementSize(DType t) { return t == DType::kF32 ? 4 : 2; }
+// The row length, in elements, that makes `cols` elements of `t` a multiple of 16 bytes.
+int64_t PaddedRow(int64_t cols, DType t) {
+  const int64_t per16 = 16 / ElementSize(t);
+  return (cols + per16 - 1) / per16 * per16;
+}
+const char* At(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* At(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
+
+// Rows of the staging buffer per chunk for rows of `out` elements (padded).
+StatusOr<std::pair<void*, int64_t>> StagingRows(int64_t out, DType t, cudaStream_t stream) {
+  DS_ASSIGN_OR_RETURN(void* buf, DefaultLtMatmul().Staging(stream));
+  const int64_t row_bytes = PaddedRow(out, t) * ElementSize(t);
+  return std::make_pair(
+      buf, std::max<int64_t>(1, static_cast<int64_t>(LtMatmul::kStagingBytes) / row_bytes));
+}
+
+// Forward with y's rows staged: y[r0:r0+r] = x[r0:r0+r] W^T (+ b) into padded rows, copied out.
+Status StagedForward(const OpArgs& args, DType t, const Dims& d) {
+  const cudaStream_t stream = cuda::CurrentStream();
+  DS_ASSIGN_OR_RETURN(auto staging, StagingRows(d.out, t, stream));
+  const int64_t es = ElementSize(t), padded = PaddedRow(d.out, t);
+  for (int64_t r0 = 0; r0 < d.n; r0 += staging.second) {
+    const int64_t r = std::min(staging.second, d.n - r0);
+    MatmulArgs g;
+    g.m = r;
+    g.n = d.out;
+    g.k = d.in;
+    g.trans_b = true;
+    g.dtype = t;
+    g.a = At(args.in[0].data(), r0 * d.in * es);
+    g.b = args.in[1].data();
+    g.d = staging.first;
+    g.ldd = padded;
+    if (d.has_bias) {
+      g.epilogue = Epilogue::kBias;
+      g.bias = args.in[2].data();
+    }
+    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+    DS_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(At(args.out[0].data(), r0 * d.out * es), d.out * es,
+                                              staging.first, padded * es, d.out * es, r,
+                                              cudaMemcpyDeviceToDevice, stream));
+  }
+  return OkStatus();
+}
+
+// Backward with dy's rows staged: per chunk, dy's rows copied into padded rows, then
+// dx[chunk] += dy[chunk] W and dW += dy[chunk]^T x[chunk] read them from there.
+Status StagedBackward(const OpArgs& args, DType t, const Dims& d, bool want_dx, bool want_dw) {
+  const cudaStream_t stream = cuda::CurrentStream();
+  DS_ASSIGN_OR_RETURN(auto staging, StagingRows(d.out, t, stream));
+  const int64_t es = ElementSize(t), padded = PaddedRow(d.out, t);
+  for (int64_t r0 = 0; r0 < d.n; r0 += staging.second) {
+    const int64_t r = std::min(staging.second, d.n - r0);
+    DS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy2DAsync(staging.first, padded * es, At(args.grad_out[0].data(), r0 * d.out * es),
+                          d.out * es, d.out * es, r, cudaMemcpyDeviceToDevice, stream));
+    MatmulArgs g;
+    g.dtype = t;
+    g.beta = 1.f;
+    g.a = staging.first;
+    g.lda = padded;
+    if (want_dx) {
+      g.m = r;
+      g.n = d.in;
+      g.k = d.out;
+      g.b = args.in[1].data();
+      g.d = At(args.grad_in[0].data(), r0 * d.in * es);
+      DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+    }
+    if (want_dw) {
+      g.m = d.out;
+      g.n = d.in;
+      g.k = r;
+      g.trans_a = true;
+      g.b = At(args.in[0].data(), r0 * d.in * es);
+      g.d = args.grad_in[1].data();
+      DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+    }
+  }
+  return OkStatus();
+}
+
+// Backward on dense rows: dx += dy W, dW += dy^T x straight from dy.
+Status DenseBackward(const OpArgs& args, DType t, const Dims& d, bool want_dx, bool want_dw) {
+  const cudaStream_t stream = cuda::CurrentStream();
+  MatmulArgs g;
+  g.dtype = t;
+  g.beta = 1.f;
+  g.a = args.grad_out[0].data();
+  if (want_dx) {
+    g.m = d.n;
+    g.n = d.in;
+    g.k = d.out;
+    g.b = args.in[1].data();
+    g.d = args.grad_in[0].data();
+    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+  }
+  if (want_dw) {
+    g.m = d.out;
+    g.n = d.in;
+    g.k = d.n;
+    g.trans_a = true;
+    g.b = args.in[0].data();
+    g.d = args.grad_in[1].data();
+    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+  }
+  return OkStatus();
+}
+
 template <DType kType>
 Status Forward(const OpArgs& args) {
   Dims d;
   DS_RETURN_IF_ERROR(CheckArgs(args, kType, &d));
+  if (d.out != PaddedRow(d.out, kType)) return StagedForward(args, kType, d);
   MatmulArgs g;
   g.m = d.n;
   g.n = d.out;
@@ -89,30 +209,12 @@ Status Backward(const OpArgs& args) {
     return InvalidArgumentError("linear (cuda): backward needs dy");
   const void* dy = args.grad_out[0].data();
   const cudaStream_t stream = cuda::CurrentStream();
-  if (args.grad_in.size() > 0 && args.grad_in[0].defined()) {
-    MatmulArgs g;
-    g.m = d.n;
-    g.n = d.in;
-    g.k = d.out;
-    g.dtype = kType;
-    g.beta = 1.f;
-    g.a = dy;
-    g.b = args.in[1].data();
-    g.d = args.grad_in[0].data();
-    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
-  }
-  if (args.grad_in.size() > 1 && args.grad_in[1].defined()) {
-    MatmulArgs g;
-    g.m = d.out;
-    g.n = d.in;
-    g.k = d.n;
-    g.trans_a = true;
-    g.dtype = kType;
-    g.beta = 1.f;
-    g.a = dy;
-    g.b = args.in[0].data();
-    g.d = args.grad_in[1].data();
-    DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
+  const bool want_dx = args.grad_in.size() > 0 && args.grad_in[0].defined();
+  const bool want_dw = args.grad_in.size() > 1 && args.grad_in[1].defined();
+  if (d.out != PaddedRow(d.out, kType) && (want_dx || want_dw)) {
+    DS_RETURN_IF_ERROR(StagedBackward(args, kType, d, want_dx, want_dw));
+  } else {
+    DS_RETURN_IF_ERROR(DenseBackward(args, kType, d, want_dx, want_dw));
   }
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
     DS_CUDA_RETURN_IF_ERROR(

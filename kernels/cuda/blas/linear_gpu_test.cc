@@ -85,7 +85,10 @@ TEST_CASE("CUDA linear matches the CPU op (forward, accumulating backward)", "[c
   const LinearShape shape =
       GENERATE(LinearShape{{1, 1}, 1, true}, LinearShape{{3, 7}, 5, false},
                LinearShape{{2, 19, 65}, 129, true}, LinearShape{{257, 96}, 200, true},
-               LinearShape{{4, 128, 256}, 768, true});
+               LinearShape{{4, 128, 256}, 768, true},
+               // Rows of 12347 elements are staged through padded rows, in 2 (bf16) or 3
+               // (f32) chunks of the 64 MiB staging buffer.
+               LinearShape{{3000, 32}, 12347, true});
   CAPTURE(DTypeName(t), ShapeToString(shape.x), shape.out, shape.bias);
   const int64_t in = shape.x.back(), rows = NumElements(shape.x) / in, out = shape.out;
   Shape y_shape = shape.x;
@@ -220,7 +223,11 @@ TEST_CASE("LtMatmul epilogues: bias, GELU, GELU with aux, DGELU", "[cuda][blas]"
   REQUIRE(lt.Run(args, cuda::CurrentStream()).ok());
   std::vector<float> want(m * n);
   for (int64_t i = 0; i < m * n; ++i) want[i] = static_cast<float>(g[i] * GeluGrad(aux[i]));
-  CHECK(WorstRatio(d_d.Download(), want, atol, rtol) <= 1.0);
+  // cuBLASLt evaluates gelu' with its own fast tanh: in f32 that is ~2x the bound of two
+  // roundings (seen on an H200, CUDA 13.0), so the f32 bound for DGELU is 1e-4 relative; the
+  // 16-bit bounds already exceed it.
+  const double dgelu_atol = std::max(atol, 1e-4), dgelu_rtol = std::max(rtol, 1e-4);
+  CHECK(WorstRatio(d_d.Download(), want, dgelu_atol, dgelu_rtol) <= 1.0);
 }
 
 TEST_CASE("LtMatmul: the algorithm is chosen once per problem", "[cuda][blas]") {

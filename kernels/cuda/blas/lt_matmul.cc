@@ -68,10 +68,11 @@ Status SetPref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribut
   return OkStatus();
 }
 
-// Layout of a row-major stored [rows, cols] matrix: column-major (cols, rows, ld cols).
-Status MakeLayout(DType t, int64_t rows, int64_t cols, cublasLtMatrixLayout_t* out) {
+// Layout of a row-major stored [rows, cols] matrix with rows `ld` elements apart:
+// column-major (cols, rows, ld).
+Status MakeLayout(DType t, int64_t rows, int64_t cols, int64_t ld, cublasLtMatrixLayout_t* out) {
   DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
-      out, CudaType(t), static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), cols));
+      out, CudaType(t), static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), ld));
   return OkStatus();
 }
 
@@ -97,7 +98,8 @@ bool MatmulKey::operator==(const MatmulKey& o) const {
   return device == o.device && m == o.m && n == o.n && k == o.k && trans_a == o.trans_a &&
          trans_b == o.trans_b && dtype == o.dtype && epilogue == o.epilogue && tf32 == o.tf32 &&
          accumulate == o.accumulate && align_a == o.align_a && align_b == o.align_b &&
-         align_d == o.align_d && align_bias == o.align_bias && align_aux == o.align_aux;
+         align_d == o.align_d && align_bias == o.align_bias && align_aux == o.align_aux &&
+         lda == o.lda && ldb == o.ldb && ldd == o.ldd;
 }
 
 std::string MatmulKey::ToString() const {
@@ -105,7 +107,8 @@ std::string MatmulKey::ToString() const {
          (trans_a ? " A^T" : "") + (trans_b ? " B^T" : "") + " " + DTypeName(dtype) +
          (tf32 ? " tf32" : "") + " epilogue=" + EpilogueName(epilogue) +
          (accumulate ? " beta!=0" : "") + " align=" + std::to_string(align_a) + "/" +
-         std::to_string(align_b) + "/" + std::to_string(align_d) +
+         std::to_string(align_b) + "/" + std::to_string(align_d) + " ld=" + std::to_string(lda) +
+         "/" + std::to_string(ldb) + "/" + std::to_string(ldd) +
          " device=" + std::to_string(device);
 }
 
@@ -117,6 +120,9 @@ size_t MatmulKeyHash::operator()(const MatmulKey& k) const {
   mix(static_cast<uint64_t>(k.n));
   mix(static_cast<uint64_t>(k.k));
   mix(static_cast<uint64_t>(k.device));
+  mix(static_cast<uint64_t>(k.lda));
+  mix(static_cast<uint64_t>(k.ldb));
+  mix(static_cast<uint64_t>(k.ldd));
   mix((uint64_t{k.trans_a} << 0) | (uint64_t{k.trans_b} << 1) | (uint64_t{k.tf32} << 2) |
       (uint64_t{k.accumulate} << 3) | (uint64_t(k.dtype) << 8) | (uint64_t(k.epilogue) << 16) |
       (uint64_t{k.align_a} << 24) | (uint64_t{k.align_b} << 32) | (uint64_t{k.align_d} << 40) |
@@ -145,6 +151,14 @@ Status ValidateMatmul(const MatmulArgs& g) {
   if (g.epilogue > Epilogue::kDGelu)
     return InvalidArgumentError(where + "unknown epilogue " +
                                 std::to_string(static_cast<int>(g.epilogue)));
+  // Stored row lengths: A is [m, k] ([k, m] when trans_a), B [k, n] ([n, k]), D [m, n].
+  const int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+  if ((g.lda != 0 && g.lda < a_cols) || (g.ldb != 0 && g.ldb < b_cols) ||
+      (g.ldd != 0 && g.ldd < g.n) || !FitsInt(g.lda) || !FitsInt(g.ldb) || !FitsInt(g.ldd))
+    return InvalidArgumentError(where + "a row length (lda " + std::to_string(g.lda) + ", ldb " +
+                                std::to_string(g.ldb) + ", ldd " + std::to_string(g.ldd) +
+                                ") is shorter than its matrix's " + std::to_string(a_cols) + ", " +
+                                std::to_string(b_cols) + ", " + std::to_string(g.n) + " columns");
   if (g.m == 0 || g.n == 0) return OkStatus();  // nothing to write
   if (g.d == nullptr) return InvalidArgumentError(where + "D is null");
   if (g.k > 0 && (g.a == nullptr || g.b == nullptr))
@@ -179,6 +193,9 @@ MatmulKey MakeMatmulKey(const MatmulArgs& g, int device) {
   k.align_d = PointerAlignment(g.d);
   k.align_bias = EpilogueUsesBias(g.epilogue) ? PointerAlignment(g.bias) : 16;
   k.align_aux = EpilogueUsesAux(g.epilogue) ? PointerAlignment(g.aux) : 16;
+  k.lda = g.lda != 0 ? g.lda : (g.trans_a ? g.m : g.k);
+  k.ldb = g.ldb != 0 ? g.ldb : (g.trans_b ? g.k : g.n);
+  k.ldd = g.ldd != 0 ? g.ldd : g.n;
   return k;
 }
 
@@ -198,11 +215,15 @@ StatusOr<MatmulRequest> MatmulRequest::Build(const MatmulKey& key, size_t worksp
     DS_RETURN_IF_ERROR(SetDesc(r.op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld));
   }
   // Our B stored [k, n] or [n, k]; our A stored [m, k] or [k, m]; D [m, n].
-  DS_RETURN_IF_ERROR(key.trans_b ? MakeLayout(key.dtype, key.n, key.k, &r.a_)
-                                 : MakeLayout(key.dtype, key.k, key.n, &r.a_));
-  DS_RETURN_IF_ERROR(key.trans_a ? MakeLayout(key.dtype, key.k, key.m, &r.b_)
-                                 : MakeLayout(key.dtype, key.m, key.k, &r.b_));
-  DS_RETURN_IF_ERROR(MakeLayout(key.dtype, key.m, key.n, &r.d_));
+  // A key from MakeMatmulKey has every ld resolved; a hand-made one may leave them 0 (dense).
+  const int64_t lda = key.lda ? key.lda : (key.trans_a ? key.m : key.k);
+  const int64_t ldb = key.ldb ? key.ldb : (key.trans_b ? key.k : key.n);
+  const int64_t ldd = key.ldd ? key.ldd : key.n;
+  DS_RETURN_IF_ERROR(key.trans_b ? MakeLayout(key.dtype, key.n, key.k, ldb, &r.a_)
+                                 : MakeLayout(key.dtype, key.k, key.n, ldb, &r.a_));
+  DS_RETURN_IF_ERROR(key.trans_a ? MakeLayout(key.dtype, key.k, key.m, lda, &r.b_)
+                                 : MakeLayout(key.dtype, key.m, key.k, lda, &r.b_));
+  DS_RETURN_IF_ERROR(MakeLayout(key.dtype, key.m, key.n, ldd, &r.d_));
 
   DS_CUBLASLT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&r.pref_));
   const uint64_t ws = workspace_bytes;
@@ -236,6 +257,7 @@ LtMatmul::LtMatmul(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
 LtMatmul::~LtMatmul() {
   // Errors are ignored: nothing can act on them during teardown.
   for (auto& [key, ptr] : workspaces_) cudaFree(ptr);
+  for (auto& [key, ptr] : staging_) cudaFree(ptr);
   for (auto& [device, handle] : handles_) cublasLtDestroy(handle);
 }
 
@@ -262,6 +284,18 @@ StatusOr<void*> LtMatmul::Workspace(int device, cudaStream_t stream) {
   void* ptr = nullptr;
   DS_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr, workspace_bytes_));
   workspaces_[{device, stream}] = ptr;
+  return ptr;
+}
+
+StatusOr<void*> LtMatmul::Staging(cudaStream_t stream) {
+  int device = 0;
+  DS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = staging_.find({device, stream});
+  if (it != staging_.end()) return it->second;
+  void* ptr = nullptr;
+  DS_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr, kStagingBytes));
+  staging_[{device, stream}] = ptr;
   return ptr;
 }
 

@@ -5,7 +5,10 @@
 //
 // Storage types: fp32, bf16 or fp16, the same for A, B, D, bias and aux; compute and
 // scaling in fp32. fp32 is true fp32 unless `allow_tf32` asks for TF32 tensor cores.
-// Matrices are dense: the row length of a stored matrix is its leading dimension.
+// A stored matrix's row length in memory (its leading dimension) is its column count unless
+// lda / ldb / ldd say more: a row padded to 16 bytes keeps cuBLASLt on its tensor-core
+// kernels (the CUDA linear stages rows of odd length, such as a 50257-word vocabulary,
+// through such a padded buffer: LtMatmul::Staging).
 //
 // LtMatmul is thread-safe. It owns one cuBLASLt handle per device, one workspace per
 // (device, stream) (so concurrent streams never share scratch), and the algorithm cache:
@@ -67,6 +70,8 @@ struct MatmulArgs {
   void* d = nullptr;
   const void* bias = nullptr;
   void* aux = nullptr;  // written by kGeluAuxBias, read by kDGelu
+  // Row lengths in memory, in elements, of A, B and D as stored; 0: dense (the column count).
+  int64_t lda = 0, ldb = 0, ldd = 0;
 };
 
 // Everything the algorithm choice depends on. Pointer alignments enter as the largest
@@ -81,6 +86,7 @@ struct MatmulKey {
   bool tf32 = false;
   bool accumulate = false;  // beta != 0: C is read
   uint8_t align_a = 16, align_b = 16, align_d = 16, align_bias = 16, align_aux = 16;
+  int64_t lda = 0, ldb = 0, ldd = 0;  // resolved: never 0
 
   bool operator==(const MatmulKey& o) const;
   std::string ToString() const;  // for error messages
@@ -138,6 +144,7 @@ struct MatmulCacheStats {
 class LtMatmul {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kStagingBytes = size_t{64} << 20;
 
   explicit LtMatmul(size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~LtMatmul();
@@ -149,6 +156,11 @@ class LtMatmul {
   // for the problem; cuBLAS failures as CublasToStatus maps them. m or n == 0 is a no-op;
   // k == 0 gives D = beta C plus the epilogue (done by cuBLASLt).
   Status Run(const MatmulArgs& args, cudaStream_t stream);
+
+  // A device buffer of kStagingBytes for `stream` of the current device, allocated on first
+  // use and kept (like the workspace): where the CUDA linear stages rows whose length is not
+  // a multiple of 16 bytes, one chunk of rows at a time, in stream order.
+  StatusOr<void*> Staging(cudaStream_t stream);
 
   MatmulCacheStats cache_stats() const;
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -167,6 +179,7 @@ class LtMatmul {
   mutable std::mutex mu_;
   std::map<int, cublasLtHandle_t> handles_;                   // guarded by mu_
   std::map<std::pair<int, cudaStream_t>, void*> workspaces_;  // guarded by mu_
+  std::map<std::pair<int, cudaStream_t>, void*> staging_;     // guarded by mu_
   std::unordered_map<MatmulKey, Algo, MatmulKeyHash> algos_;  // guarded by mu_
   int64_t hits_ = 0, misses_ = 0;                             // guarded by mu_
 };

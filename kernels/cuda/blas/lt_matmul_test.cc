@@ -48,6 +48,16 @@ TEST_CASE("ValidateMatmul: accepts a plain problem and rejects bad ones", "[blas
     g.k = 0;  // no products: A and B are not read
     CHECK(ValidateMatmul(g).ok());
   }
+  SECTION("row lengths shorter than the rows") {
+    g.ldd = g.n - 1;
+    const Status s = ValidateMatmul(g);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message().find("ldd") != std::string::npos);
+    g.ldd = g.n + 8;  // longer is a padded row: fine
+    CHECK(ValidateMatmul(g).ok());
+    g.lda = g.k - 1;
+    CHECK(ValidateMatmul(g).code() == StatusCode::kInvalidArgument);
+  }
   SECTION("empty output needs no pointers") {
     MatmulArgs e;
     e.m = 0;
@@ -105,7 +115,7 @@ TEST_CASE("MatmulKey: what changes the algorithm changes the key", "[blas]") {
   moved.d = Addr(0xa0010);
   CHECK(MakeMatmulKey(moved, 0) == base);
 
-  std::vector<MatmulArgs> variants(8, g);
+  std::vector<MatmulArgs> variants(9, g);
   variants[0].k = 8;
   variants[1].trans_a = true;
   variants[2].trans_b = true;
@@ -115,6 +125,7 @@ TEST_CASE("MatmulKey: what changes the algorithm changes the key", "[blas]") {
   variants[5].beta = 1.f;
   variants[6].a = Addr(0x10002);  // 2-byte aligned A
   variants[7].d = Addr(0x30008);
+  variants[8].ldd = g.n + 8;  // padded rows of D
   for (size_t i = 0; i < variants.size(); ++i) {
     CAPTURE(i);
     CHECK_FALSE(MakeMatmulKey(variants[i], 0) == base);
@@ -207,6 +218,27 @@ TEST_CASE("MatmulRequest: the row-major problem as cuBLASLt's column-major one",
     CheckLayout(r->a(), 7, 5, 7, CUDA_R_32F);    // x stored [N=5, in=7]
     CheckLayout(r->b(), 16, 5, 16, CUDA_R_32F);  // dy stored [N=5, out=16]
     CheckLayout(r->d(), 7, 16, 7, CUDA_R_32F);
+  }
+  SECTION("padded rows: the LM head's y [N, 50257] staged in rows of 50264") {
+    MatmulArgs g = ValidArgs();
+    g.m = 5;
+    g.n = 50257;
+    g.k = 7;
+    g.trans_b = true;
+    g.ldd = 50264;
+    StatusOr<MatmulRequest> r = MatmulRequest::Build(MakeMatmulKey(g, 0), 0);
+    REQUIRE(r.ok());
+    CheckLayout(r->d(), 50257, 5, 50264, CUDA_R_16BF);
+    CheckLayout(r->a(), 7, 50257, 7, CUDA_R_16BF);
+    // dx += dy W with dy staged: our A [N, out] in rows of 50264.
+    MatmulArgs b = ValidArgs();
+    b.m = 5;
+    b.n = 7;
+    b.k = 50257;
+    b.lda = 50264;
+    StatusOr<MatmulRequest> rb = MatmulRequest::Build(MakeMatmulKey(b, 0), 0);
+    REQUIRE(rb.ok());
+    CheckLayout(rb->b(), 50257, 5, 50264, CUDA_R_16BF);
   }
   SECTION("GELU with aux: the aux leading dimension is n") {
     MatmulArgs g = ValidArgs();
