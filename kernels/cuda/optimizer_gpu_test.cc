@@ -127,8 +127,10 @@ void RunAdam(bool decoupled, bool bias_correction = true) {
     ReferenceStep(kParams, p, m, v, g, o);
   }
   CheckClose("master", Download(d_p, kTotal), p, 1e-5);
-  // exp_avg's terms: (1 - beta1) * grad with |grad| up to 1 + 0.1 (scaled g plus L2 decay).
-  CheckClose("exp_avg", Download(d_m, kTotal), m, 1e-5, 1e-3);
+  // exp_avg's terms: (1 - beta1) * grad with |grad| up to 1 + 0.1 (scaled g plus L2 decay),
+  // so up to 0.11: an ulp of them is ~7e-9, and three steps of roundings reach 1.4e-8 (seen
+  // on an H200 at exp_avg -3.7e-4). A wrong formula moves exp_avg by ~1e-3.
+  CheckClose("exp_avg", Download(d_m, kTotal), m, 1e-5, 1e-2);
   CheckClose("exp_avg_sq", Download(d_v, kTotal), v, 1e-5);
   // The model copy is the master rounded to G.
   const std::vector<float> master = Download(d_p, kTotal);
