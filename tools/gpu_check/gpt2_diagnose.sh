@@ -7,11 +7,15 @@
 #   2. ds-worker on the gpt-check GPT-2 job with the flops profiler at step 3 (every node
 #      timed and synchronized: forward latency and achieved FLOP/s per node);
 #   3. the example (configs/examples/addition.yaml) for 1500 steps on the GPU at seeds 1-5,
-#      each with its held-out exact match.
-# Output: stdout, and files under $1 (default $OUT, else a temp dir).
+#      each with its held-out exact match;
+#   4. (only when named) linear_gpu_test, then the GPT-2 job's tokens/s (steps 3-6) beside
+#      PyTorch eager at the same micro-batch: the check after a change to the linear.
+# Usage: gpt2_diagnose.sh [OUTDIR] [SECTIONS]   (SECTIONS default "gemm profile example";
+# "linear" is section 4). Output: stdout, and files under OUTDIR (default $OUT, else a temp dir).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 OUTDIR=${1:-${OUT:-$(mktemp -d)}}
+SECTIONS=" ${2:-gemm profile example} "
 WORK=$(mktemp -d /tmp/gpt2-diagnose.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 tar -xJf .gpu-deps/bundle.tar.xz -C "$WORK" || exit 1
@@ -19,6 +23,7 @@ B=$WORK/bundle/bin
 nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH="$WORK/bundle/lib:/usr/local/cuda/lib64${nccl:+:$nccl}"
 
+if [[ $SECTIONS == *" gemm "* ]]; then
 echo "== 1. GEMM shapes of GPT-2 124M (B 16 x T 1024 = 16384 tokens), forward, bf16"
 for s in qkv:2304:16384:768 proj:768:16384:768 fc:3072:16384:768 fc_proj:768:16384:3072 \
          lm_head_staged:50264:16384:768; do
@@ -26,8 +31,8 @@ for s in qkv:2304:16384:768 proj:768:16384:768 fc:3072:16384:768 fc_proj:768:163
   r=$(timeout 60 "$B/gemm_bench" --m "$m" --n "$n" --k "$k" --iters 20 | grep '^RESULT')
   echo "$name m=$m n=$n k=$k: $r"
 done
+fi
 
-echo "== 2. flops profiler at step 3"
 python3 -c "
 import random, struct
 random.seed(0)
@@ -43,11 +48,24 @@ model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, m
 data: {train: $WORK/tokens.bin, format: uint16, seq_len: 1024, shuffle: false}
 training: {train_iters: 4}
 device: {type: cuda}
-flops_profiler: {enabled: true, profile_step: 3, module_depth: -1, top_modules: 3, detailed: true}
 YAML
-timeout 120 "$B/ds-worker" --config "$WORK/gpt2.yaml" >"$OUTDIR/gpt2_flops_profile.txt" 2>&1
-grep -E "fwd latency|bwd latency|step latency|iter latency|h\.0\.|lm_head|head \(|ln_f" \
+if [[ $SECTIONS == *" profile "* ]]; then
+echo "== 2. flops profiler at step 3"
+sed 's/^training: .*/training: {train_iters: 4}\nflops_profiler: {enabled: true, profile_step: 3, module_depth: -1, top_modules: 3, detailed: true}/' \
+  "$WORK/gpt2.yaml" >"$WORK/gpt2_profile.yaml"
+timeout 120 "$B/ds-worker" --config "$WORK/gpt2_profile.yaml" >"$OUTDIR/gpt2_flops_profile.txt" 2>&1
+grep -E "fwd latency|bwd latency|step latency|iter latency|h\.0\.|logits|loss \(|ln_f" \
   "$OUTDIR/gpt2_flops_profile.txt" | head -40
+fi
+
+if [[ $SECTIONS == *" linear "* ]]; then
+  echo "== 4. linear_gpu_test; GPT-2 124M tokens/s beside PyTorch eager"
+  timeout 90 "$B/linear_gpu_test" | tail -2
+  sed -i 's/^training: .*/training: {train_iters: 6}/' "$WORK/gpt2.yaml"
+  timeout 90 "$B/ds-worker" --config "$WORK/gpt2.yaml" 2>&1 | grep -E '^step [3-6]/6|error'
+  timeout 90 python3 tools/bench/gpt2_torch_gpu.py --micro 16 | grep RESULT
+fi
+[[ $SECTIONS == *" example "* ]] || exit 0
 
 echo "== 3. the example for 1500 steps on the GPU, seeds 1-5"
 "$B/ds-data" addition --digits 3 --train_examples 50000 --val_examples 2000 --seed 1 \

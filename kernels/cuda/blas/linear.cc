@@ -11,12 +11,13 @@
 // Rows of `out` elements that are not a multiple of 16 bytes (GPT-2's 50257-word vocabulary
 // in the LM head) would push cuBLASLt off its tensor-core kernels: y and dy are staged
 // through LtMatmul::Staging with rows padded to 16 bytes, a chunk of rows at a time
-// (Staged*): the forward GEMMs into the padded rows and copies them out
-// (cudaMemcpy2DAsync), the backward copies dy's rows in and runs both GEMMs from there.
+// (Staged*): the forward GEMMs into the padded rows and copies them out (LaunchCopyRows),
+// the backward copies dy's rows in and runs both GEMMs from there.
 #include <algorithm>
 #include <utility>
 
 #include "kernels/cuda/blas/bias_grad_launch.h"
+#include "kernels/cuda/blas/copy_rows_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
@@ -109,9 +110,8 @@ Status StagedForward(const OpArgs& args, DType t, const Dims& d) {
       g.bias = args.in[2].data();
     }
     DS_RETURN_IF_ERROR(DefaultLtMatmul().Run(g, stream));
-    DS_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(At(args.out[0].data(), r0 * d.out * es), d.out * es,
-                                              staging.first, padded * es, d.out * es, r,
-                                              cudaMemcpyDeviceToDevice, stream));
+    DS_CUDA_RETURN_IF_ERROR(LaunchCopyRows(At(args.out[0].data(), r0 * d.out * es), d.out,
+                                           staging.first, padded, r, d.out, es, stream));
   }
   return OkStatus();
 }
@@ -124,9 +124,9 @@ Status StagedBackward(const OpArgs& args, DType t, const Dims& d, bool want_dx, 
   const int64_t es = ElementSize(t), padded = PaddedRow(d.out, t);
   for (int64_t r0 = 0; r0 < d.n; r0 += staging.second) {
     const int64_t r = std::min(staging.second, d.n - r0);
-    DS_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy2DAsync(staging.first, padded * es, At(args.grad_out[0].data(), r0 * d.out * es),
-                          d.out * es, d.out * es, r, cudaMemcpyDeviceToDevice, stream));
+    DS_CUDA_RETURN_IF_ERROR(LaunchCopyRows(staging.first, padded,
+                                           At(args.grad_out[0].data(), r0 * d.out * es), d.out, r,
+                                           d.out, es, stream));
     MatmulArgs g;
     g.dtype = t;
     g.beta = 1.f;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda/blas/bias_grad_launch.h"
+#include "kernels/cuda/blas/copy_rows_launch.h"
 #include "kernels/cuda/blas/lt_matmul.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/device.h"
@@ -307,6 +308,15 @@ TEST_CASE("LaunchBiasGrad: size checks", "[blas]") {
   CHECK(LaunchBiasGrad(nullptr, 5, 0, BiasGradType::kBF16, nullptr, nullptr) == cudaSuccess);
   CHECK(LaunchBiasGrad(nullptr, -1, 5, BiasGradType::kF32, nullptr, nullptr) ==
         cudaErrorInvalidValue);
+}
+
+TEST_CASE("LaunchCopyRows: size checks before any launch", "[blas]") {
+  CHECK(LaunchCopyRows(nullptr, 8, nullptr, 5, 0, 5, 2, nullptr) == cudaSuccess);
+  CHECK(LaunchCopyRows(nullptr, 8, nullptr, 5, 3, 0, 2, nullptr) == cudaSuccess);
+  CHECK(LaunchCopyRows(nullptr, 4, nullptr, 5, 3, 5, 2, nullptr) == cudaErrorInvalidValue);
+  CHECK(LaunchCopyRows(nullptr, 8, nullptr, 4, 3, 5, 2, nullptr) == cudaErrorInvalidValue);
+  CHECK(LaunchCopyRows(nullptr, 8, nullptr, 5, -1, 5, 2, nullptr) == cudaErrorInvalidValue);
+  CHECK(LaunchCopyRows(nullptr, 8, nullptr, 5, 3, 5, 8, nullptr) == cudaErrorInvalidValue);
 }
 
 }  // namespace
