@@ -121,7 +121,12 @@ if [[ -n $victim ]]; then
   dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   [[ $(state "$id") == FAILED ]] && awk -v d="$dt" 'BEGIN { exit !(d < 5) }' \
     && pass "SIGKILL of rank 3 failed Slurm job $id in $dt s" || fail "after SIGKILL: $(state "$id") after $dt s"
-  sleep 0.5
+  # The batch step's output reaches its file after the state flips to FAILED: wait for it
+  # (bounded) rather than for a fixed time.
+  end=$((SECONDS + 10))
+  until grep -q "first failure: rank 3 on n2: signal 9" "$BASE"/kill-*.out 2>/dev/null || ((SECONDS > end)); do
+    sleep 0.2
+  done
   grep -q "first failure: rank 3 on n2: signal 9" "$BASE"/kill-*.out && pass "the job output names rank 3 on n2" \
     || { fail "rank not named"; tail -8 "$BASE"/kill-*.out; }
   end=$((SECONDS + 10)); while pgrep -f "$BASE/kill.yaml" >/dev/null && ((SECONDS < end)); do sleep 0.1; done
