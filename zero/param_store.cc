@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -166,22 +167,50 @@ ParamStore::Ranges ParamStore::KeptRanges(int slot, const Ranges& persistent, bo
   return merged;
 }
 
+ParamStore::Ranges ParamStore::NeededRanges(int slot, const InitSlicer* slicer,
+                                            const Ranges* persistent) const {
+  const ParamSlot& s = slots_[slot];
+  const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
+  if (whole != s.numel) return slicer->needed ? slicer->needed(slot) : Ranges{};
+  if (persistent && layout_.partition_params) return KeptRanges(slot, *persistent);
+  return {};
+}
+
+namespace {
+
+// A float buffer that grows without zero-filling: every element Fill reads from it was
+// written by the source first, so a value-initializing std::vector would only add a pass of
+// memset over fresh pages (10% of a 1B model's load, perf).
+class Scratch {
+ public:
+  float* Get(int64_t n) {
+    if (n > size_) {
+      data_.reset(new float[n]);
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  int64_t size_ = 0;
+};
+
+}  // namespace
+
 Status ParamStore::Fill(const ParamSource& source,
                         const std::function<void(int64_t, int64_t)>& done, const InitSlicer* slicer,
                         const Ranges* persistent) {
   const Ranges all;
   const bool partial = persistent && layout_.partition_params;
-  // Sharded: one parameter at a time through a scratch vector, so no full fp32 copy exists.
-  std::vector<float> one, full;
+  // Sharded: one parameter at a time through a scratch buffer, so no full fp32 copy exists.
+  Scratch one, full;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
     float* p = master_.f32() + s.offset;
     if (master_sharded_) {
-      if (partial)
-        one.resize(s.numel);  // only the kept ranges are read and stored
-      else
-        one.assign(s.numel, 0.0f);
-      p = one.data();
+      p = one.Get(s.numel);  // only the needed ranges are read and stored
+      if (!partial) std::fill(p, p + s.numel, 0.0f);
     }
     const int slot = static_cast<int>(i);
     const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
@@ -189,10 +218,9 @@ Status ParamStore::Fill(const ParamSource& source,
     if (whole == s.numel) {
       DS_RETURN_IF_ERROR(source(slot, p, s.numel, kept));
     } else {
-      full.resize(whole);
-      DS_RETURN_IF_ERROR(
-          source(slot, full.data(), whole, slicer->needed ? slicer->needed(slot) : all));
-      slicer->take(slot, full.data(), p);
+      float* f = full.Get(whole);
+      DS_RETURN_IF_ERROR(source(slot, f, whole, NeededRanges(slot, slicer, persistent)));
+      slicer->take(slot, f, p);
     }
     if (master_sharded_ && kept.empty()) SetRange(s.offset, s.numel, p);
     // Stage 3, kept ranges only: the owned values into the master and parameter shard; the

@@ -121,6 +121,10 @@ class ParamStore {
   Status Fill(const ParamSource& source,
               const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
               const InitSlicer* slicer = nullptr, const Ranges* persistent = nullptr);
+  // What Fill asks `source` for, for `slot` with the same slicer and persistent ranges: the
+  // needed element ranges of the tensor it passes (empty: all of them; {0, 0}: none), so a
+  // reader can fetch the bytes ahead in the order Fill will want them.
+  Ranges NeededRanges(int slot, const InitSlicer* slicer, const Ranges* persistent) const;
   // The elements of `slot` this rank keeps when parameters are partitioned (Fill's `needed`):
   // its owned segments (unless !owned) and the `persistent` flat ranges, merged.
   Ranges KeptRanges(int slot, const Ranges& persistent, bool owned = true) const;

@@ -209,23 +209,17 @@ void ReadAhead(const void* addr, size_t len) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
 }
 
-FilePrefetcher::FilePrefetcher(std::vector<std::string> paths)
-    : thread_([this, paths = std::move(paths)] {
-        constexpr off_t kChunk = off_t{16} << 20;
-        for (const std::string& path : paths) {
-          const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-          if (fd < 0) continue;
-          struct stat st;
-          if (::fstat(fd, &st) == 0)
-            for (off_t at = 0; at < st.st_size && !stop_.load(std::memory_order_relaxed);
-                 at += kChunk)
-              if (::readahead(fd, at, kChunk) != 0) break;
-          ::close(fd);
-          if (stop_.load(std::memory_order_relaxed)) return;
-        }
+SpanPrefetcher::SpanPrefetcher(std::vector<std::pair<const void*, size_t>> spans)
+    : thread_([this, spans = std::move(spans)] {
+        constexpr size_t kChunk = size_t{16} << 20;
+        for (const auto& [addr, len] : spans)
+          for (size_t at = 0; at < len; at += kChunk) {
+            if (stop_.load(std::memory_order_relaxed)) return;
+            ReadAhead(static_cast<const char*>(addr) + at, std::min(kChunk, len - at));
+          }
       }) {}
 
-FilePrefetcher::~FilePrefetcher() {
+SpanPrefetcher::~SpanPrefetcher() {
   stop_ = true;
   thread_.join();
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/base/status.h"
@@ -71,16 +72,17 @@ void DropResidentPages(const void* addr, size_t len);
 // about to stream a span of a cold file waits on one large read instead of page faults.
 void ReadAhead(const void* addr, size_t len);
 
-// Reads `paths` into the page cache in the background (readahead(2), 16 MiB at a time, file
-// after file), so a reader converting mapped tensors finds them in memory while the disk
-// streams ahead: a cold load runs at the disk's speed instead of its page faults'. Stops and
-// joins when destroyed; errors only end the prefetch early.
-class FilePrefetcher {
+// Reads mapped file spans into the page cache in the background, in the order given
+// (MADV_WILLNEED, 16 MiB at a time), so a reader converting them finds them in memory while
+// the disk streams ahead in the order it reads: a cold load runs at the disk's speed instead
+// of its page faults', and a rank that reads half a file asks the disk for that half only.
+// Stops and joins when destroyed; the spans' mappings must outlive it.
+class SpanPrefetcher {
  public:
-  explicit FilePrefetcher(std::vector<std::string> paths);
-  ~FilePrefetcher();
-  FilePrefetcher(const FilePrefetcher&) = delete;
-  FilePrefetcher& operator=(const FilePrefetcher&) = delete;
+  explicit SpanPrefetcher(std::vector<std::pair<const void*, size_t>> spans);
+  ~SpanPrefetcher();
+  SpanPrefetcher(const SpanPrefetcher&) = delete;
+  SpanPrefetcher& operator=(const SpanPrefetcher&) = delete;
 
  private:
   std::atomic<bool> stop_{false};

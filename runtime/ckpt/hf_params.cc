@@ -168,6 +168,39 @@ Status HfParamReader::Read(size_t index, int64_t begin, int64_t end, float* dst)
   return OkStatus();
 }
 
+void HfParamReader::Spans(size_t index, int64_t begin, int64_t end,
+                          std::vector<std::pair<const void*, size_t>>* out) const {
+  if (index >= map_.params.size() || begin >= end) return;
+  const hf::HfParam& p = map_.params[index];
+  const hf::HfSource& s = p.source;
+  if (s.kind == Kind::kInitialized) return;
+  auto span = [out](const Tensor& t, int64_t first, int64_t last) {  // elements [first, last)
+    const size_t size = DTypeSize(t.dtype());
+    out->push_back({static_cast<const char*>(t.data()) + first * size, (last - first) * size});
+  };
+  const int64_t cols = Cols(p.shape);
+  if (s.kind == Kind::kCopy || s.kind == Kind::kRowSlice) {
+    const int64_t at = (s.kind == Kind::kRowSlice ? s.begin * cols : 0) + begin;
+    span(*Find(s.names[0]), at, at + end - begin);
+    return;
+  }
+  if (s.kind == Kind::kConcatRows) {  // each tensor's rows that [begin, end) covers
+    int64_t row0 = 0;
+    for (const std::string& name : s.names) {
+      const Tensor& t = *Find(name);
+      const int64_t rows = Rows(t.shape()), r0 = std::max(begin / cols, row0),
+                    r1 = std::min((end + cols - 1) / cols, row0 + rows);
+      if (r0 < r1) span(t, (r0 - row0) * Cols(t.shape()), (r1 - row0) * Cols(t.shape()));
+      row0 += rows;
+    }
+    return;
+  }
+  for (const std::string& name : s.names) {  // transposed, head-interleaved: whole tensors
+    const Tensor& t = *Find(name);
+    span(t, 0, t.numel());
+  }
+}
+
 Status CheckHfWeights(const std::string& dir, const ModelSpec& spec, const Graph& graph) {
   DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, graph));
   DS_ASSIGN_OR_RETURN(HfWeights weights, HfWeights::Open(dir));

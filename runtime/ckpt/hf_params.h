@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/base/status.h"
 #include "runtime/ckpt/hf_weights.h"
@@ -30,6 +32,12 @@ class HfParamReader {
   // our layout, into dst[0, end - begin) as fp32. A kInitialized parameter has nothing to read
   // (FailedPrecondition): the caller initializes it.
   Status Read(size_t index, int64_t begin, int64_t end, float* dst) const;
+  // The mapped bytes Read(index, begin, end, ...) will touch, as (address, length) spans in the
+  // order it touches them: exact for a contiguous source, each source tensor's row span
+  // otherwise (a transposed tensor whole). For SpanPrefetcher: the disk streams what this rank
+  // reads, in the order it reads it.
+  void Spans(size_t index, int64_t begin, int64_t end,
+             std::vector<std::pair<const void*, size_t>>* out) const;
 
  private:
   HfParamReader(const HfWeights* w, hf::HfTensorMap map) : weights_(w), map_(std::move(map)) {}

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
@@ -19,6 +21,7 @@
 #include "runtime/ckpt/hf_weights.h"
 #include "runtime/hf/hf_tensor_map.h"
 #include "runtime/plan/model_loader.h"
+#include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -34,6 +37,26 @@ std::string Bytes(int64_t n) {
   return text;
 }
 
+// The mapped bytes Fill's source will read, in Fill's order: each parameter's needed ranges
+// (its kept part at stage 3, its slice's rows under tensor parallelism, else all of it).
+std::vector<std::pair<const void*, size_t>> ReadOrder(const ckpt::HfParamReader& reader,
+                                                      const std::map<std::string, size_t>& index,
+                                                      const zero::ParamStore& params,
+                                                      const zero::InitSlicer* slicer,
+                                                      const zero::ParamStore::Ranges* persistent) {
+  std::vector<std::pair<const void*, size_t>> spans;
+  for (size_t slot = 0; slot < params.slots().size(); ++slot) {
+    auto it = index.find(params.slots()[slot].name);
+    if (it == index.end()) continue;
+    const zero::ParamStore::Ranges needed =
+        params.NeededRanges(static_cast<int>(slot), slicer, persistent);
+    if (needed.empty())
+      reader.Spans(it->second, 0, NumElements(reader.map().params[it->second].shape), &spans);
+    for (const auto& [lo, hi] : needed) reader.Spans(it->second, lo, hi, &spans);
+  }
+  return spans;
+}
+
 }  // namespace
 
 Status Trainer::InitializeFromHf() {
@@ -45,11 +68,14 @@ Status Trainer::InitializeFromHf() {
   DS_ASSIGN_OR_RETURN(Graph whole, BuildModelGraph(spec));
   DS_ASSIGN_OR_RETURN(hf::HfTensorMap map, hf::MapHfTensors(spec, whole));
   DS_ASSIGN_OR_RETURN(ckpt::HfWeights files, ckpt::HfWeights::Open(dir));
-  ckpt::FilePrefetcher prefetch(files.paths());  // the disk streams while parameters convert
   DS_ASSIGN_OR_RETURN(ckpt::HfParamReader reader,
                       ckpt::HfParamReader::Create(&files, std::move(map)));
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < reader.map().params.size(); ++i) index[reader.map().params[i].ours] = i;
+  // The disk streams what this rank will read, in the order Fill reads it, while parameters
+  // convert.
+  ckpt::SpanPrefetcher prefetch(
+      ReadOrder(reader, index, *params_, init_slicer_.get(), &runner_->PersistentRanges()));
   int64_t read = 0, drawn = 0;
   auto source = [&](int slot, float* dst, int64_t n, const zero::ParamStore::Ranges& needed) {
     const zero::ParamSlot& s = params_->slots()[slot];

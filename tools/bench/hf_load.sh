@@ -6,7 +6,9 @@
 # read (its ZeRO-3 partition and the persistent units only), its peak RSS beside its planned
 # model states and the largest parameter; the job is stopped there (the benchmark is the load,
 # not a step). Cold (page cache dropped, needs root) and warm, beside reading the file once
-# (cat), transformers' from_pretrained (bf16, fp32) and DeepSpeed's zero.Init +
+# (cat), the least work such a load has to do (tools/bench/hf_load_floor.py: each rank's half
+# read into a fresh fp32 master and bf16 shard), transformers' from_pretrained (bf16, fp32)
+# and DeepSpeed's zero.Init +
 # initialize on 2 Gloo ranks, when the peers' venv (DS_PEERS=1 tools/setup.sh, plus
 # deepspeed==0.19.8 accelerate) is there.
 #
@@ -40,12 +42,11 @@ YAML
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(cannot drop the page cache: not root; 'cold' is warm)"; }
 echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB"
 echo "== $(du -h "$MODEL"/*.safetensors | awk '{print $1}') of bf16 in $(ls "$MODEL"/*.safetensors | wc -l) file(s)"
-for cache in cold warm; do
-  [[ $cache == cold ]] && drop
-  /usr/bin/time -f "read the file once ($cache): %e s" cat "$MODEL"/*.safetensors > /dev/null
-done
-for cache in cold warm; do
-  [[ $cache == cold ]] && drop
+# The disk of a virtual machine varies from minute to minute (the same cold read took 2.1 s
+# and 5.7 s a few minutes apart here), so each figure is taken ROUNDS times, interleaved: cat,
+# the load, the floor, one after the other, cold then warm, and the medians are compared.
+ROUNDS=${ROUNDS:-3}
+ds_load() {  # ds_load TAG: both ranks' load times, appended to $WORK/ds_TAG.txt
   rm -f "$WORK/run.out"
   bin/ds-launch "$WORK/job.yaml" --hostfile "$WORK/hosts" > "$WORK/run.out" 2>&1 &
   for _ in $(seq 1 600); do
@@ -53,9 +54,38 @@ for cache in cold warm; do
     sleep 0.5
   done
   pkill -TERM -f "ds-launch $WORK/job.yaml"; wait 2>/dev/null
-  echo "ds-runtime ZeRO-3 DP 2 ($cache):"
-  grep "values from" "$WORK/run.out" | sed 's/.*\] rank/  rank/'
+  grep "values from" "$WORK/run.out" | sed 's/.*\] rank/  rank/' | tee -a "$WORK/ds_$1.log" |
+    sed -n 's/.* in \([0-9.]*\) s.*/\1/p' >> "$WORK/ds_$1.txt"
+}
+# The floor: the least work of the same load (tools/bench/hf_load_floor.py), 2 processes at once
+# with one thread each as the ranks run.
+floor_load() {
+  for r in 0 1; do OMP_NUM_THREADS=1 "$TOOLS_PY" tools/bench/hf_load_floor.py "$MODEL" $r 2 > "$WORK/floor$r.out" & done
+  wait
+  cat "$WORK"/floor0.out "$WORK"/floor1.out | sed -n 's/.* \([0-9.]*\) s (read.*/\1/p' >> "$WORK/floor_$1.txt"
+}
+median() { sort -g "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+rm -f "$WORK"/ds_*.txt "$WORK"/ds_*.log "$WORK"/floor_*.txt "$WORK"/cat_*.txt
+for round in $(seq 1 "$ROUNDS"); do
+  for cache in cold warm; do
+    [[ $cache == cold ]] && drop
+    /usr/bin/time -f "%e" -a -o "$WORK/cat_$cache.txt" cat "$MODEL"/*.safetensors > /dev/null
+    [[ $cache == cold ]] && drop
+    ds_load $cache
+    [[ $cache == cold ]] && drop
+    floor_load $cache
+  done
 done
+for cache in cold warm; do
+  c=$(median "$WORK/cat_$cache.txt") d=$(median "$WORK/ds_$cache.txt") f=$(median "$WORK/floor_$cache.txt")
+  echo "$cache page cache, medians of $ROUNDS rounds (each rank's time counted):"
+  echo "  read the file once (cat):                  $c s   (all: $(tr '\n' ' ' < "$WORK/cat_$cache.txt"))"
+  echo "  floor: read + fp32 master + bf16 shard:    $f s   (all: $(tr '\n' ' ' < "$WORK/floor_$cache.txt"))"
+  echo "  ds-runtime ZeRO-3 DP 2, each rank:         $d s   (all: $(tr '\n' ' ' < "$WORK/ds_$cache.txt"))"
+  awk -v d="$d" -v c="$c" -v f="$f" 'BEGIN { printf "  ds-runtime / cat %.2fx, ds-runtime / floor %.2fx\n", d/c, d/f }'
+done
+echo "ds-runtime's last line per rank:"
+tail -2 "$WORK/ds_warm.log"
 if "$PEER" -c "import transformers" 2>/dev/null; then
   for dtype in bfloat16 float32; do
     drop
