@@ -3,6 +3,7 @@
 //   ds-data tokenize --input text.txt --output train.tok --val_fraction 0.1 --val_output val.tok
 //   ds-data addition --digits 3 --train_examples 50000 --val_examples 2000 --output_dir DIR
 //   ds-data info --input train.tok
+//   ds-data preprocess --input docs.jsonl --tokenizer tokenizer.json --output-prefix P --append-eod
 
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "runtime/base/logging.h"
 #include "tools/ds_data/commands.h"
+#include "tools/ds_data/preprocess.h"
 
 namespace {
 
@@ -57,6 +59,26 @@ int main(int argc, char** argv) {
   add->add_option("--seed", addition.seed, "fixes the problems")->default_val(1);
   add->add_option("--output_dir", addition.output_dir, "created if missing")->required();
 
+  ds::tools::PreprocessOptions pre;
+  CLI::App* prep = app.add_subcommand(
+      "preprocess",
+      "JSON lines to Megatron indexed datasets (<prefix>_<key>_document.bin/.idx), as "
+      "Megatron-LM's tools/preprocess_data.py makes them.");
+  prep->add_option("--input", pre.inputs, "JSON lines files, plain or .gz, read in order")
+      ->required();
+  prep->add_option("--json-keys", pre.json_keys, "keys whose strings become documents")
+      ->default_val(std::vector<std::string>{"text"});
+  prep->add_option("--tokenizer,--tokenizer-model", pre.tokenizer,
+                   "tokenizer.json or a SentencePiece .model")
+      ->required();
+  prep->add_option("--output-prefix", pre.output_prefix, "output path prefix")->required();
+  prep->add_flag("--append-eod", pre.append_eod, "end each non-empty document with the EOD id");
+  prep->add_option("--eod-id", pre.eod_id,
+                   "EOD id (default: tokenizer_config.json's eos_token, else <|endoftext|>)");
+  prep->add_option("--workers", pre.workers, "tokenizing threads")->default_val(1);
+  prep->add_option("--log-interval", pre.log_interval, "a progress line every N documents")
+      ->default_val(1000);
+
   std::string info_path;
   CLI::App* info = app.add_subcommand("info", "Describe a token file (format, count, vocab).");
   info->add_option("--input", info_path, "token file")->required();
@@ -68,6 +90,10 @@ int main(int argc, char** argv) {
   }
   if (tok->parsed()) {
     ds::Status s = ds::tools::RunTokenize(tokenize);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (prep->parsed()) {
+    ds::Status s = ds::tools::RunPreprocess(pre);
     return s.ok() ? 0 : Fail(s);
   }
   if (add->parsed()) {

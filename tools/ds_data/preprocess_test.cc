@@ -1,0 +1,119 @@
+// ds-data preprocess against Megatron: the golden .bin/.idx were written by megatron-core's
+// IndexedDatasetBuilder from the `tokenizers` library's ids of the same JSON lines
+// (tools/megatron_preprocess_golden.py); plain, gzip'd, split and multi-threaded inputs must
+// give the same bytes, and bad input stops with the file and line, leaving no dataset.
+#include "tools/ds_data/preprocess.h"
+
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/data/test_files.h"
+
+namespace ds::tools {
+namespace {
+
+const std::string kData = "runtime/data/testdata/megatron/";
+const std::string kTokenizer = "runtime/generate/testdata/tokenizer.json";
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::vector<std::string> out(1);
+  for (uint8_t c : testing::ReadBytes(path)) {
+    if (c == '\n')
+      out.emplace_back();
+    else
+      out.back().push_back(static_cast<char>(c));
+  }
+  if (out.back().empty()) out.pop_back();
+  return out;
+}
+
+void WriteText(const std::string& path, const std::vector<std::string>& lines, bool gz) {
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  if (!gz) {
+    REQUIRE(testing::WriteBytes(path, std::vector<uint8_t>(all.begin(), all.end())));
+    return;
+  }
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, all.data(), static_cast<unsigned>(all.size())) ==
+          static_cast<int>(all.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+}
+
+PreprocessOptions Options(std::vector<std::string> inputs, const std::string& out) {
+  PreprocessOptions o;
+  o.inputs = std::move(inputs);
+  o.tokenizer = kTokenizer;
+  o.output_prefix = testing::TempPath(out);
+  o.append_eod = true;
+  o.log_interval = 0;
+  return o;
+}
+
+void ExpectGolden(const PreprocessOptions& o) {
+  REQUIRE(RunPreprocess(o).ok());
+  const std::string ours = o.output_prefix + "_text_document";
+  CHECK(testing::ReadBytes(ours + ".bin") ==
+        testing::ReadBytes(kData + "preprocess_text_document.bin"));
+  CHECK(testing::ReadBytes(ours + ".idx") ==
+        testing::ReadBytes(kData + "preprocess_text_document.idx"));
+}
+
+TEST_CASE("preprocess writes Megatron's bytes for the same JSON lines", "[ds_data][megatron]") {
+  ExpectGolden(Options({kData + "preprocess.jsonl"}, "plain"));
+
+  const std::vector<std::string> lines = Lines(kData + "preprocess.jsonl");
+  const std::string gz = testing::TempPath("in.jsonl.gz");
+  WriteText(gz, lines, true);
+  PreprocessOptions threaded = Options({gz}, "gz");
+  threaded.workers = 3;
+  ExpectGolden(threaded);
+
+  // The same lines over two files, one of them gzip'd: documents follow the files' order.
+  const std::string a = testing::TempPath("a.jsonl"), b = testing::TempPath("b.jsonl.gz");
+  WriteText(a, {lines.begin(), lines.begin() + 2}, false);
+  WriteText(b, {lines.begin() + 2, lines.end()}, true);
+  ExpectGolden(Options({a, b}, "split"));
+}
+
+void ExpectRefused(const std::vector<std::string>& lines, const std::string& what) {
+  const std::string in = testing::TempPath("bad.jsonl");
+  WriteText(in, lines, false);
+  const PreprocessOptions o = Options({in}, "bad");
+  const Status s = RunPreprocess(o);
+  INFO(s.ToString());
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find(in + what) != std::string::npos);
+  CHECK(testing::ReadBytes(o.output_prefix + "_text_document.bin").empty());
+  CHECK(testing::ReadBytes(o.output_prefix + "_text_document.idx").empty());
+}
+
+TEST_CASE("preprocess stops at a bad line naming file and line, writing nothing",
+          "[ds_data][megatron]") {
+  ExpectRefused({R"({"text": "fine"})", R"({"body": "no text key"})"}, ":2: no key \"text\"");
+  ExpectRefused({R"({"text": "fine"})", "", R"({"text": ["a", "list"]})"},
+                ":3: \"text\" is not a string");
+  ExpectRefused({R"({"text": "fine"})", R"({"text": "cut)"}, ":2: not a JSON object");
+  ExpectRefused({"[1, 2]"}, ":1: not a JSON object");
+}
+
+TEST_CASE("preprocess checks its inputs before reading", "[ds_data][megatron]") {
+  PreprocessOptions o = Options({testing::TempPath("missing.jsonl")}, "missing");
+  CHECK(RunPreprocess(o).code() == StatusCode::kNotFound);
+  o = Options({kData + "preprocess.jsonl"}, "x");
+  o.output_prefix = testing::TempPath("no/such/dir/x");
+  const Status s = RunPreprocess(o);
+  CHECK(s.code() == StatusCode::kNotFound);
+  CHECK(s.message().find("no/such/dir does not exist") != std::string::npos);
+  o = Options({kData + "preprocess.jsonl"}, "x");
+  o.workers = 0;
+  CHECK(RunPreprocess(o).code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ds::tools
