@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Goldens for runtime/data's GPTDataset port: megatron-core's own GPTDataset (0.16.1) built
+by BlendedMegatronDatasetBuilder over runtime/data/testdata/megatron/gpt_docs (400 sequences
+of 3-60 tokens, each ending in EOD 0, written here by its IndexedDatasetBuilder), split
+"90,8,2" (every split non-empty: megatron-core loops forever on an empty one), seed 1234, for two cases: seq_len 16 with 1500 train samples (several epochs, a
+separate final epoch) and seq_len 64 with 20 (one epoch). For each: the train split's
+document, sample and shuffle indices and its first 40 samples' tokens (seq_len + 1 each), in
+gpt_golden.txt: per case a line "case SEQ_LEN SAMPLES LENGTH", then lines "NAME COUNT v1 v2 ..."
+for document_index, sample_index (flattened pairs), shuffle_index and each item.
+Needs the peers' venv with megatron-core.
+
+  python tools/megatron_gpt_golden.py
+"""
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder  # noqa: E402
+from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig  # noqa: E402
+from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "runtime", "data", "testdata", "megatron")
+
+
+class Tokenizer:
+    eod = 0
+    pad = -1
+    vocab_size = 500
+    unique_identifiers = {"class": "Tokenizer"}
+
+
+def main():
+    prefix = os.path.join(DATA, "gpt_docs")
+    rng = np.random.RandomState(7)
+    builder = IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
+    for _ in range(400):
+        n = int(rng.randint(2, 60))
+        builder.add_document(torch.tensor(list(rng.randint(1, 500, n)) + [0]), [n + 1])
+    builder.finalize(prefix + ".idx")
+    cases = []
+    for seq_len, samples in ((16, 1500), (64, 20)):
+        cfg = GPTDatasetConfig(random_seed=1234, sequence_length=seq_len, blend=([prefix], None),
+                               split="90,8,2", tokenizer=Tokenizer(), reset_position_ids=False,
+                               reset_attention_mask=False, eod_mask_loss=False, path_to_cache=tempfile.mkdtemp())
+        train = BlendedMegatronDatasetBuilder(GPTDataset, [samples, 4, 2], lambda: True, cfg).build()[0]
+        cases.append({
+            "seq_len": seq_len, "samples": samples, "split": "90,8,2", "seed": 1234,
+            "length": len(train),
+            "document_index": train.document_index.tolist(),
+            "sample_index": train.sample_index.tolist(),
+            "shuffle_index": train.shuffle_index.tolist(),
+            "items": [train[k]["tokens"].tolist() + train[k]["labels"][-1:].tolist() for k in range(40)],
+        })
+        print(f"seq_len {seq_len}: {len(train)} samples, {len(train.document_index)} document entries")
+    with open(os.path.join(DATA, "gpt_golden.txt"), "w") as f:
+        f.write("# megatron-core 0.16.1 GPTDataset (tools/megatron_gpt_golden.py)\n")
+        for c in cases:
+            f.write(f"case {c['seq_len']} {c['samples']} {c['length']}\n")
+            pairs = [v for row in c["sample_index"] for v in row]
+            for name, values in (("document_index", c["document_index"]), ("sample_index", pairs),
+                                 ("shuffle_index", c["shuffle_index"])):
+                f.write(f"{name} {len(values)} {' '.join(map(str, values))}\n")
+            for item in c["items"]:
+                f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
+
+
+if __name__ == "__main__":
+    main()
