@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <regex>
 
 namespace ds::data {
 namespace {
@@ -68,6 +69,34 @@ std::vector<int64_t> BlendDatasetSamples(const std::vector<double>& weights, int
   for (double w : weights)
     out.push_back(static_cast<int64_t>(
         std::ceil(std::ceil(static_cast<double>(size) * w) * (1.0 + surplus))));
+  return out;
+}
+
+StatusOr<std::vector<SplitRange>> SplitRanges(const std::string& split, int64_t sequences) {
+  std::vector<double> w;
+  const std::regex number("[.0-9]+");
+  for (auto it = std::sregex_iterator(split.begin(), split.end(), number);
+       it != std::sregex_iterator(); ++it) {
+    double v = 0;
+    if (!ParseNumber(it->str(), &v))
+      return InvalidArgumentError("split \"" + split + "\": " + it->str() + " is not a number");
+    w.push_back(v);
+  }
+  if (w.size() > 3) return InvalidArgumentError("split \"" + split + "\": more than three numbers");
+  w.resize(3, 0.0);
+  const double sum = w[0] + w[1] + w[2];
+  if (!(sum > 0)) return InvalidArgumentError("split \"" + split + "\": every share is zero");
+  std::vector<SplitRange> out(3);
+  double b0 = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double b1 = b0 + w[i] / sum;
+    if (b1 > b0) {
+      out[i].present = true;
+      out[i].begin = static_cast<int64_t>(std::nearbyint(b0 * static_cast<double>(sequences)));
+      out[i].end = static_cast<int64_t>(std::nearbyint(b1 * static_cast<double>(sequences)));
+    }
+    b0 = b1;
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
-// Megatron's dataset blends: the `--data-path` / `data.path` forms (one prefix; weight prefix
-// pairs; several prefixes unweighted) and BlendedDataset's greedy assignment of blended
+// Which sequences a Megatron job reads: the `--data-path` / `data.path` forms (one prefix;
+// weight prefix pairs; several prefixes unweighted), the `--split` string's train / valid /
+// test ranges of each dataset's sequences, and BlendedDataset's greedy assignment of blended
 // samples to datasets (megatron-core's helpers.cpp build_blending_indices).
 //
 //   DS_ASSIGN_OR_RETURN(Blend b, ParseBlend({"0.3", "a", "0.7", "b"}));
@@ -36,5 +37,15 @@ BlendIndices BuildBlendIndices(const std::vector<double>& weights, int64_t size)
 // ceil(ceil(size * w_i) * (1 + surplus)), megatron-core's mid-level surplus (0.005).
 std::vector<int64_t> BlendDatasetSamples(const std::vector<double>& weights, int64_t size,
                                          double surplus = 0.005);
+
+// "969,30,1" as Megatron reads it: the numbers in it (a [.0-9]+ regex), padded with zeros to
+// three, normalized; each split i of S sequences is [round(b0 * S), round(b1 * S)) of the
+// running sums b (Python's round: half to even). A zero share gives {0, 0} and `present`
+// false. InvalidArgument for more than three numbers or all zeros.
+struct SplitRange {
+  int64_t begin = 0, end = 0;
+  bool present = false;
+};
+StatusOr<std::vector<SplitRange>> SplitRanges(const std::string& split, int64_t sequences);
 
 }  // namespace ds::data

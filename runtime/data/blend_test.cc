@@ -45,5 +45,27 @@ TEST_CASE("ParseBlend reads Megatron's data-path forms", "[data][megatron]") {
   CHECK(bad.status().message().find("the weight of b is 0") != std::string::npos);
 }
 
+// The expected ranges are what megatron-core 0.16.1's parse_and_normalize_split and
+// convert_split_vector_to_split_matrix give with int(round(b * S)).
+TEST_CASE("SplitRanges reads Megatron's split strings", "[data][megatron]") {
+  StatusOr<std::vector<SplitRange>> a = SplitRanges("969, 30, 1", 1000);
+  REQUIRE(a.ok());
+  CHECK(((*a)[0].begin == 0 && (*a)[0].end == 969));
+  CHECK(((*a)[1].begin == 969 && (*a)[1].end == 999));
+  CHECK(((*a)[2].begin == 999 && (*a)[2].end == 1000));
+  // The golden GPTDataset's split: train [0, 360) of 400.
+  StatusOr<std::vector<SplitRange>> b = SplitRanges("90,8,2", 400);
+  REQUIRE(b.ok());
+  CHECK((*b)[0].end == 360);
+  CHECK(((*b)[1].begin == 360 && (*b)[1].end == 392));
+  // Padded with zeros: no test split; half to even: 0.5 * 5 = 2.5 -> 2.
+  StatusOr<std::vector<SplitRange>> c = SplitRanges("1,1", 5);
+  REQUIRE(c.ok());
+  CHECK((*c)[0].end == 2);
+  CHECK_FALSE((*c)[2].present);
+  CHECK(SplitRanges("1,2,3,4", 10).status().code() == StatusCode::kInvalidArgument);
+  CHECK(SplitRanges("0,0,0", 10).status().code() == StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ds::data
