@@ -2,8 +2,10 @@
 """Goldens for runtime/data's GPTDataset port: megatron-core's own GPTDataset (0.16.1) built
 by BlendedMegatronDatasetBuilder over runtime/data/testdata/megatron/gpt_docs (400 sequences
 of 3-60 tokens, each ending in EOD 0, written here by its IndexedDatasetBuilder), split
-"90,8,2" (every split non-empty: megatron-core loops forever on an empty one), seed 1234, for two cases: seq_len 16 with 1500 train samples (several epochs, a
-separate final epoch) and seq_len 64 with 20 (one epoch). For each: the train split's
+"90,8,2" (every split non-empty: megatron-core loops forever on an empty one), seed 1234, and a 0.3 / 0.7 blend of it with gpt_docs_b (300 sequences), for three cases:
+seq_len 16 with 1500 train samples (several epochs, a
+separate final epoch), seq_len 64 with 20 (one epoch), and the blend at seq_len 16 with 100
+(its first 40 blended samples, after "blend 16 100 LENGTH"). For each: the train split's
 document, sample and shuffle indices and its first 40 samples' tokens (seq_len + 1 each), in
 gpt_golden.txt: per case a line "case SEQ_LEN SAMPLES LENGTH", then lines "NAME COUNT v1 v2 ..."
 for document_index, sample_index (flattened pairs), shuffle_index and each item.
@@ -33,14 +35,34 @@ class Tokenizer:
     unique_identifiers = {"class": "Tokenizer"}
 
 
-def main():
-    prefix = os.path.join(DATA, "gpt_docs")
-    rng = np.random.RandomState(7)
+def write_docs(prefix, count, seed):
+    rng = np.random.RandomState(seed)
     builder = IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
-    for _ in range(400):
+    for _ in range(count):
         n = int(rng.randint(2, 60))
         builder.add_document(torch.tensor(list(rng.randint(1, 500, n)) + [0]), [n + 1])
     builder.finalize(prefix + ".idx")
+
+
+def blend_case(prefix, prefix_b):
+    """A 0.3 / 0.7 blend of the two datasets, seq_len 16, 100 train samples: its first 40."""
+    if not torch.distributed.is_initialized():  # BlendedDataset asks for the rank
+        torch.distributed.init_process_group("gloo", init_method="tcp://127.0.0.1:29531",
+                                             rank=0, world_size=1)
+    cfg = GPTDatasetConfig(random_seed=1234, sequence_length=16,
+                           blend=([prefix, prefix_b], [0.3, 0.7]), split="90,8,2",
+                           tokenizer=Tokenizer(), reset_position_ids=False,
+                           reset_attention_mask=False, eod_mask_loss=False,
+                           path_to_cache=tempfile.mkdtemp())
+    train = BlendedMegatronDatasetBuilder(GPTDataset, [100, 4, 2], lambda: True, cfg).build()[0]
+    return len(train), [train[k]["tokens"].tolist() + train[k]["labels"][-1:].tolist()
+                        for k in range(40)]
+
+
+def main():
+    prefix, prefix_b = os.path.join(DATA, "gpt_docs"), os.path.join(DATA, "gpt_docs_b")
+    write_docs(prefix, 400, 7)
+    write_docs(prefix_b, 300, 8)
     cases = []
     for seq_len, samples in ((16, 1500), (64, 20)):
         cfg = GPTDatasetConfig(random_seed=1234, sequence_length=seq_len, blend=([prefix], None),
@@ -66,6 +88,10 @@ def main():
                 f.write(f"{name} {len(values)} {' '.join(map(str, values))}\n")
             for item in c["items"]:
                 f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
+        length, items = blend_case(prefix, prefix_b)
+        f.write(f"blend 16 100 {length}\n")
+        for item in items:
+            f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
 
 
 if __name__ == "__main__":

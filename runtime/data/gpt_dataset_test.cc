@@ -3,6 +3,8 @@
 // samples, for three epochs with a separate final epoch (seq_len 16) and for one (seq_len 64).
 #include "runtime/data/gpt_dataset.h"
 
+#include "runtime/data/megatron_samples.h"
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
@@ -19,6 +21,7 @@ struct GoldenCase {
   std::vector<std::vector<int64_t>> items;
 };
 
+// Cases "case ..." and, last, the blend "blend ..." (same layout, items only).
 std::vector<GoldenCase> ReadGolden() {
   std::ifstream in("runtime/data/testdata/megatron/gpt_golden.txt");
   REQUIRE(in);
@@ -28,7 +31,7 @@ std::vector<GoldenCase> ReadGolden() {
     std::istringstream s(line);
     std::string name;
     s >> name;
-    if (name == "case") {
+    if (name == "case" || name == "blend") {
       cases.emplace_back();
       s >> cases.back().seq_len >> cases.back().samples >> cases.back().length;
       continue;
@@ -64,9 +67,10 @@ TEST_CASE("GPTDataset indices and samples equal megatron-core's", "[data][megatr
   StatusOr<IndexedDataset> d = IndexedDataset::Open("runtime/data/testdata/megatron/gpt_docs");
   REQUIRE(d.ok());
   const std::vector<GoldenCase> cases = ReadGolden();
-  REQUIRE(cases.size() == 2);
+  REQUIRE(cases.size() == 3);
   // "90,8,2" over 400 sequences: train is [0, round(0.9 * 400)) = [0, 360).
-  for (const GoldenCase& g : cases) {
+  for (size_t c = 0; c < 2; ++c) {
+    const GoldenCase& g = cases[c];
     CAPTURE(g.seq_len);
     StatusOr<GptIndices> ix = BuildGptIndices(*d, {0, 360}, g.samples, g.seq_len, 1234);
     REQUIRE(ix.ok());
@@ -82,6 +86,38 @@ TEST_CASE("GPTDataset indices and samples equal megatron-core's", "[data][megatr
     }
   }
   CHECK(cases[0].arrays.at("document_index").size() == 3 * 360);  // three epochs
+}
+
+TEST_CASE("MegatronSamples: one prefix and a 0.3 / 0.7 blend equal megatron-core's",
+          "[data][megatron]") {
+  const std::vector<GoldenCase> cases = ReadGolden();
+  const std::string a = "runtime/data/testdata/megatron/gpt_docs";
+  const std::string b = "runtime/data/testdata/megatron/gpt_docs_b";
+  MegatronSamples::Options o;
+  o.split = "90,8,2";
+  o.seq_len = 16;
+  o.data_path = {a};
+  o.num_samples = 1500;
+  StatusOr<MegatronSamples> one = MegatronSamples::Open(o);
+  REQUIRE(one.ok());
+  CHECK(one->size() == cases[0].length);
+  std::vector<int64_t> tokens;
+  for (size_t k = 0; k < cases[0].items.size(); ++k) {
+    REQUIRE(one->Sample(static_cast<int64_t>(k), &tokens).ok());
+    CHECK(tokens == cases[0].items[k]);
+  }
+  o.data_path = {"0.3", a, "0.7", b};
+  o.num_samples = 100;
+  StatusOr<MegatronSamples> blend = MegatronSamples::Open(o);
+  REQUIRE(blend.ok());
+  CHECK(blend->size() == cases[2].length);
+  for (size_t k = 0; k < cases[2].items.size(); ++k) {
+    CAPTURE(k);
+    REQUIRE(blend->Sample(static_cast<int64_t>(k), &tokens).ok());
+    CHECK(tokens == cases[2].items[k]);
+  }
+  o.data_path = {a, b};
+  CHECK(MegatronSamples::Open(o).status().code() == StatusCode::kUnimplemented);
 }
 
 TEST_CASE("an empty split asked for samples is refused, not looped on", "[data][megatron]") {

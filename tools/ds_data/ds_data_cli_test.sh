@@ -27,5 +27,13 @@ if "$BIN" addition --digits 2 2>/dev/null; then fail "missing --output_dir accep
 if "$BIN" tokenize --input "$OUT/nope" --output "$OUT/x.tok" 2>/dev/null; then
   fail "missing input accepted"
 fi
+# samples: the first blended sample of megatron-core's 0.3 / 0.7 blend (testdata golden).
+M=runtime/data/testdata/megatron
+first=$("$BIN" samples --data-path 0.3 $M/gpt_docs 0.7 $M/gpt_docs_b --split 90,8,2 \
+  --seq-length 16 --train-samples 100 --count 1 | tr -d '[],')
+want=$(sed -n '/^blend/{n;p}' $M/gpt_golden.txt | cut -d' ' -f3-)
+[[ -n "$want" && "$first" == "$want" ]] || fail "samples: got '$first', megatron-core '$want'"
+if "$BIN" samples --data-path $M/gpt_docs --split 100,0,0 --split-index 2 --seq-length 16 \
+     --train-samples 10 2>/dev/null; then fail "an empty split accepted"; fi
 if "$BIN" 2>/dev/null; then fail "no subcommand accepted"; fi
 echo "ds-data CLI: ok"

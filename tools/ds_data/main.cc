@@ -13,6 +13,7 @@
 #include "runtime/base/logging.h"
 #include "tools/ds_data/commands.h"
 #include "tools/ds_data/preprocess.h"
+#include "tools/ds_data/samples.h"
 
 namespace {
 
@@ -79,6 +80,24 @@ int main(int argc, char** argv) {
   prep->add_option("--log-interval", pre.log_interval, "a progress line every N documents")
       ->default_val(1000);
 
+  ds::tools::SamplesOptions samp;
+  CLI::App* smp = app.add_subcommand(
+      "samples",
+      "The samples a job trains on from Megatron datasets, in order, as JSON lines of token ids "
+      "(megatron-core's GPTDataset / BlendedDataset order).");
+  smp->add_option("--data-path", samp.data.data_path,
+                  "a prefix, or weight prefix pairs (0.3 a 0.7 b)")
+      ->required();
+  smp->add_option("--split", samp.data.split, "train,valid,test shares")->default_val("969, 30, 1");
+  smp->add_option("--split-index", samp.data.split_index, "0 train, 1 validation, 2 test")
+      ->default_val(0);
+  smp->add_option("--seq-length", samp.data.seq_len, "tokens per sample (+1 read)")->required();
+  smp->add_option("--train-samples", samp.data.num_samples, "samples the split is built for")
+      ->required();
+  smp->add_option("--seed", samp.data.seed, "Megatron's --seed")->default_val(1234);
+  smp->add_option("--first", samp.first, "first sample printed")->default_val(0);
+  smp->add_option("--count", samp.count, "samples printed")->default_val(10);
+
   std::string info_path;
   CLI::App* info = app.add_subcommand("info", "Describe a token file (format, count, vocab).");
   info->add_option("--input", info_path, "token file")->required();
@@ -90,6 +109,10 @@ int main(int argc, char** argv) {
   }
   if (tok->parsed()) {
     ds::Status s = ds::tools::RunTokenize(tokenize);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (smp->parsed()) {
+    ds::Status s = ds::tools::RunSamples(samp);
     return s.ok() ? 0 : Fail(s);
   }
   if (prep->parsed()) {
