@@ -5,7 +5,8 @@ of 3-60 tokens, each ending in EOD 0, written here by its IndexedDatasetBuilder)
 "90,8,2" (every split non-empty: megatron-core loops forever on an empty one), seed 1234, and a 0.3 / 0.7 blend of it with gpt_docs_b (300 sequences), for three cases:
 seq_len 16 with 1500 train samples (several epochs, a
 separate final epoch), seq_len 64 with 20 (one epoch), and the blend at seq_len 16 with 100
-(its first 40 blended samples, after "blend 16 100 LENGTH"). For each: the train split's
+and the same two unweighted (weighed by their sizes, each dataset one epoch): each blend's
+first 40 samples after a line "blend 16 100 LENGTH". For each: the train split's
 document, sample and shuffle indices and its first 40 samples' tokens (seq_len + 1 each), in
 gpt_golden.txt: per case a line "case SEQ_LEN SAMPLES LENGTH", then lines "NAME COUNT v1 v2 ..."
 for document_index, sample_index (flattened pairs), shuffle_index and each item.
@@ -44,13 +45,14 @@ def write_docs(prefix, count, seed):
     builder.finalize(prefix + ".idx")
 
 
-def blend_case(prefix, prefix_b):
-    """A 0.3 / 0.7 blend of the two datasets, seq_len 16, 100 train samples: its first 40."""
+def blend_case(prefix, prefix_b, weights):
+    """A blend of the two datasets (weights, or None: weighed by their one-epoch sizes),
+    seq_len 16, 100 train samples: its length and first 40 samples."""
     if not torch.distributed.is_initialized():  # BlendedDataset asks for the rank
         torch.distributed.init_process_group("gloo", init_method="tcp://127.0.0.1:29531",
                                              rank=0, world_size=1)
     cfg = GPTDatasetConfig(random_seed=1234, sequence_length=16,
-                           blend=([prefix, prefix_b], [0.3, 0.7]), split="90,8,2",
+                           blend=([prefix, prefix_b], weights), split="90,8,2",
                            tokenizer=Tokenizer(), reset_position_ids=False,
                            reset_attention_mask=False, eod_mask_loss=False,
                            path_to_cache=tempfile.mkdtemp())
@@ -88,10 +90,11 @@ def main():
                 f.write(f"{name} {len(values)} {' '.join(map(str, values))}\n")
             for item in c["items"]:
                 f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
-        length, items = blend_case(prefix, prefix_b)
-        f.write(f"blend 16 100 {length}\n")
-        for item in items:
-            f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
+        for weights in ([0.3, 0.7], None):
+            length, items = blend_case(prefix, prefix_b, weights)
+            f.write(f"blend 16 100 {length}\n")
+            for item in items:
+                f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
 
 
 if __name__ == "__main__":

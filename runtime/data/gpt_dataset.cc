@@ -1,5 +1,6 @@
 #include "runtime/data/gpt_dataset.h"
 
+#include <algorithm>
 #include <string>
 
 #include "runtime/base/status_macros.h"
@@ -98,8 +99,7 @@ uint64_t LegacyRandomState::Interval(uint64_t max) {
 
 StatusOr<GptIndices> BuildGptIndices(const IndexedDataset& d, std::pair<int64_t, int64_t> split,
                                      int64_t num_samples, int64_t seq_len, uint32_t seed) {
-  if (split.first < 0 || split.second > d.sequences() || split.first > split.second ||
-      seq_len < 1 || num_samples < 0)
+  if (split.first < 0 || split.second > d.sequences() || split.first > split.second || seq_len < 1)
     return InvalidArgumentError(d.prefix() + ": bad split, sample count or sequence length");
   int64_t per_epoch = 0;
   for (int64_t s = split.first; s < split.second; ++s) per_epoch += d.sequence_length(s);
@@ -108,6 +108,7 @@ StatusOr<GptIndices> BuildGptIndices(const IndexedDataset& d, std::pair<int64_t,
         d.prefix() + ": the split of sequences [" + std::to_string(split.first) + ", " +
         std::to_string(split.second) + ") holds " + std::to_string(per_epoch) +
         " tokens and is asked for " + std::to_string(num_samples) + " samples");
+  if (num_samples < 0) num_samples = std::max<int64_t>(0, (per_epoch - kExtra) / seq_len);
   GptIndices ix;
   ix.seq_len = seq_len;
   ix.epochs = 1;

@@ -49,8 +49,9 @@ struct GptIndices {
 };
 
 // The indices of the split holding sequences [split.first, split.second) for `num_samples`
-// samples of seq_len (+1 extra token) tokens. An empty split asked for samples is an error
-// (megatron-core loops forever there).
+// samples of seq_len (+1 extra token) tokens; num_samples < 0: one epoch's worth (what
+// megatron-core builds when no sample count is given, as for an unweighted blend's datasets). An
+// empty split asked for samples is an error (megatron-core loops forever there).
 StatusOr<GptIndices> BuildGptIndices(const IndexedDataset& dataset,
                                      std::pair<int64_t, int64_t> split, int64_t num_samples,
                                      int64_t seq_len, uint32_t seed);

@@ -67,7 +67,7 @@ TEST_CASE("GPTDataset indices and samples equal megatron-core's", "[data][megatr
   StatusOr<IndexedDataset> d = IndexedDataset::Open("runtime/data/testdata/megatron/gpt_docs");
   REQUIRE(d.ok());
   const std::vector<GoldenCase> cases = ReadGolden();
-  REQUIRE(cases.size() == 3);
+  REQUIRE(cases.size() == 4);
   // "90,8,2" over 400 sequences: train is [0, round(0.9 * 400)) = [0, 360).
   for (size_t c = 0; c < 2; ++c) {
     const GoldenCase& g = cases[c];
@@ -88,8 +88,10 @@ TEST_CASE("GPTDataset indices and samples equal megatron-core's", "[data][megatr
   CHECK(cases[0].arrays.at("document_index").size() == 3 * 360);  // three epochs
 }
 
-TEST_CASE("MegatronSamples: one prefix and a 0.3 / 0.7 blend equal megatron-core's",
-          "[data][megatron]") {
+TEST_CASE(
+    "MegatronSamples: one prefix, a 0.3 / 0.7 blend and an unweighted one equal "
+    "megatron-core's",
+    "[data][megatron]") {
   const std::vector<GoldenCase> cases = ReadGolden();
   const std::string a = "runtime/data/testdata/megatron/gpt_docs";
   const std::string b = "runtime/data/testdata/megatron/gpt_docs_b";
@@ -116,8 +118,16 @@ TEST_CASE("MegatronSamples: one prefix and a 0.3 / 0.7 blend equal megatron-core
     REQUIRE(blend->Sample(static_cast<int64_t>(k), &tokens).ok());
     CHECK(tokens == cases[2].items[k]);
   }
+  // Unweighted: each dataset one epoch, weighed by its size.
   o.data_path = {a, b};
-  CHECK(MegatronSamples::Open(o).status().code() == StatusCode::kUnimplemented);
+  StatusOr<MegatronSamples> sized = MegatronSamples::Open(o);
+  REQUIRE(sized.ok());
+  CHECK(sized->size() == cases[3].length);
+  for (size_t k = 0; k < cases[3].items.size(); ++k) {
+    CAPTURE(k);
+    REQUIRE(sized->Sample(static_cast<int64_t>(k), &tokens).ok());
+    CHECK(tokens == cases[3].items[k]);
+  }
 }
 
 TEST_CASE("an empty split asked for samples is refused, not looped on", "[data][megatron]") {

@@ -1,5 +1,6 @@
 #include "runtime/data/megatron_samples.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/base/status_macros.h"
@@ -8,37 +9,48 @@ namespace ds::data {
 
 StatusOr<MegatronSamples> MegatronSamples::Open(const Options& o) {
   DS_ASSIGN_OR_RETURN(Blend blend, ParseBlend(o.data_path));
-  if (blend.prefixes.size() > 1 && blend.weights.empty())
-    return UnimplementedError(
-        "data.path: several prefixes without weights (Megatron weighs them by their sizes); give "
-        "a weight before each prefix");
   if (o.split_index < 0 || o.split_index > 2)
     return InvalidArgumentError("split index " + std::to_string(o.split_index) + " (0-2)");
   MegatronSamples s;
-  s.blended_ = !blend.weights.empty() && blend.prefixes.size() > 1;
-  // A blend builds each dataset for its share plus megatron-core's 0.5% surplus.
-  const std::vector<int64_t> per_dataset = s.blended_
+  s.blended_ = blend.prefixes.size() > 1;
+  const bool weighted = !blend.weights.empty();
+  // A weighted blend builds each dataset for its share plus megatron-core's 0.5% surplus; an
+  // unweighted one builds each for one epoch (-1) and weighs them by their sizes.
+  const std::vector<int64_t> per_dataset = !s.blended_ ? std::vector<int64_t>{o.num_samples}
+                                           : weighted
                                                ? BlendDatasetSamples(blend.weights, o.num_samples)
-                                               : std::vector<int64_t>{o.num_samples};
-  for (size_t i = 0; i < blend.prefixes.size(); ++i) {
-    DS_ASSIGN_OR_RETURN(IndexedDataset d, IndexedDataset::Open(blend.prefixes[i]));
-    DS_ASSIGN_OR_RETURN(std::vector<SplitRange> ranges, SplitRanges(o.split, d.sequences()));
-    const SplitRange& r = ranges[o.split_index];
-    if (!r.present)
-      return InvalidArgumentError(blend.prefixes[i] + ": the split \"" + o.split +
-                                  "\" gives split " + std::to_string(o.split_index) + " no share");
-    DS_ASSIGN_OR_RETURN(GptIndices ix,
-                        BuildGptIndices(d, {r.begin, r.end}, per_dataset[i], o.seq_len, o.seed));
-    s.datasets_.push_back(std::move(d));
-    s.indices_.push_back(std::move(ix));
-  }
-  if (s.blended_) {
-    int64_t size = 0;  // the sum of the per-dataset targets, ceil(num_samples * w_i)
+                                               : std::vector<int64_t>(blend.prefixes.size(), -1);
+  for (size_t i = 0; i < blend.prefixes.size(); ++i)
+    DS_RETURN_IF_ERROR(s.AddDataset(blend.prefixes[i], per_dataset[i], o));
+  if (!s.blended_) return s;
+  int64_t size = 0;
+  if (weighted) {  // the sum of the per-dataset targets, ceil(num_samples * w_i)
     for (double w : blend.weights)
       size += static_cast<int64_t>(std::ceil(static_cast<double>(o.num_samples) * w));
-    s.blend_ = BuildBlendIndices(blend.weights, size);
+  } else {
+    int64_t total = 0;
+    for (const GptIndices& ix : s.indices_) total += ix.samples();
+    for (const GptIndices& ix : s.indices_)
+      blend.weights.push_back(static_cast<double>(ix.samples()) / static_cast<double>(total));
+    size = std::min(o.num_samples, total);
   }
+  s.blend_ = BuildBlendIndices(blend.weights, size);
   return s;
+}
+
+// Opens `prefix` and builds its GPTDataset over the option's split for `samples` samples.
+Status MegatronSamples::AddDataset(const std::string& prefix, int64_t samples, const Options& o) {
+  DS_ASSIGN_OR_RETURN(IndexedDataset d, IndexedDataset::Open(prefix));
+  DS_ASSIGN_OR_RETURN(std::vector<SplitRange> ranges, SplitRanges(o.split, d.sequences()));
+  const SplitRange& r = ranges[o.split_index];
+  if (!r.present)
+    return InvalidArgumentError(prefix + ": the split \"" + o.split + "\" gives split " +
+                                std::to_string(o.split_index) + " no share");
+  DS_ASSIGN_OR_RETURN(GptIndices ix,
+                      BuildGptIndices(d, {r.begin, r.end}, samples, o.seq_len, o.seed));
+  datasets_.push_back(std::move(d));
+  indices_.push_back(std::move(ix));
+  return OkStatus();
 }
 
 int64_t MegatronSamples::size() const {

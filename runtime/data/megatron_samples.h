@@ -1,5 +1,6 @@
-// The samples a Megatron job trains on, in order: one prefix's GPTDataset, or a weighted
-// blend's BlendedDataset over each prefix's GPTDataset, for a split of the data
+// The samples a Megatron job trains on, in order: one prefix's GPTDataset, or a blend's
+// BlendedDataset over each prefix's GPTDataset (weighted, or weighed by the datasets' one-epoch
+// sizes when no weights are given), for a split of the data
 // (gpt_dataset.h, blend.h). What `ds-data samples` prints.
 //
 //   MegatronSamples::Options o;  o.data_path = {"0.3", "a", "0.7", "b"};  o.num_samples = 100;
@@ -35,6 +36,7 @@ class MegatronSamples {
 
  private:
   MegatronSamples() = default;
+  Status AddDataset(const std::string& prefix, int64_t samples, const Options& o);
   std::vector<IndexedDataset> datasets_;
   std::vector<GptIndices> indices_;
   BlendIndices blend_;

@@ -31,7 +31,7 @@ fi
 M=runtime/data/testdata/megatron
 first=$("$BIN" samples --data-path 0.3 $M/gpt_docs 0.7 $M/gpt_docs_b --split 90,8,2 \
   --seq-length 16 --train-samples 100 --count 1 | tr -d '[],')
-want=$(sed -n '/^blend/{n;p}' $M/gpt_golden.txt | cut -d' ' -f3-)
+want=$(sed -n '/^blend/{n;p;q}' $M/gpt_golden.txt | cut -d' ' -f3-)
 [[ -n "$want" && "$first" == "$want" ]] || fail "samples: got '$first', megatron-core '$want'"
 if "$BIN" samples --data-path $M/gpt_docs --split 100,0,0 --split-index 2 --seq-length 16 \
      --train-samples 10 2>/dev/null; then fail "an empty split accepted"; fi
