@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/elementwise_launch.h"
+#include "kernels/cuda/pending_ops_testing.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/stream_context.h"
 
@@ -312,21 +312,10 @@ void RunCase(const OpCase& c, DType dt) {
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
-// DS_CUDA_PENDING_OPS (BUILD.bazel): the ops with no CUDA kernel yet, which
-// cuda_registration_test keeps exact (a pending op that gains a kernel must leave the list).
-std::set<std::string> PendingOps() {
-  std::set<std::string> out;
-  std::stringstream ss(DS_CUDA_PENDING_OPS);
-  std::string op;
-  while (std::getline(ss, op, ','))
-    if (!op.empty()) out.insert(op);
-  return out;
-}
-
 TEST_CASE("every op with a CUDA kernel has a conformance case", "[cuda]") {
   std::set<std::string> covered;
   for (const OpCase& c : Cases()) covered.insert(c.op);
-  const std::set<std::string> pending = PendingOps();
+  const std::set<std::string> pending = PendingCudaOps();
   for (const std::string& op : RegisteredOps()) {
     if (pending.count(op)) continue;
     INFO("op " << op << " has no conformance case in Cases()");

@@ -9,27 +9,18 @@
 
 #include <catch2/catch.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "kernels/cuda/optimizer_launch.h"
+#include "kernels/cuda/pending_ops_testing.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/device.h"
 
 namespace ds::kernels {
 namespace {
 
-std::set<std::string> PendingOps() {
-  std::set<std::string> out;
-  std::stringstream ss(DS_CUDA_PENDING_OPS);
-  std::string op;
-  while (std::getline(ss, op, ','))
-    if (!op.empty()) out.insert(op);
-  return out;
-}
-
 TEST_CASE("every CPU op has CUDA kernels for f32, bf16 and f16", "[cuda][registry]") {
-  const std::set<std::string> pending = PendingOps();
+  const std::set<std::string> pending = PendingCudaOps();
   std::string missing, stale;
   int checked = 0;
   for (const std::string& op : RegisteredOps()) {

@@ -32,6 +32,76 @@ int Fail(const ds::Status& s) {
   return 1;
 }
 
+// The tokenize subcommand's options into *o.
+CLI::App* AddTokenize(CLI::App* app, ds::tools::TokenizeOptions* o) {
+  CLI::App* tok = app->add_subcommand(
+      "tokenize", "Byte-level tokenizer: token = byte value (vocab 256), DSTOKENS uint16.");
+  tok->add_option("--input", o->input, "text (or any) file")->required();
+  tok->add_option("--output", o->output, "train token file")->required();
+  tok->add_option("--val_fraction", o->val_fraction,
+                  "fraction of the tokens, taken from the end, for validation")
+      ->default_val(0.0);
+  tok->add_option("--val_output", o->val_output, "validation token file");
+  return tok;
+}
+
+// The addition subcommand's options into *o.
+CLI::App* AddAddition(CLI::App* app, ds::tools::AdditionOptions* o) {
+  CLI::App* add = app->add_subcommand(
+      "addition", "Synthetic multi-digit addition task for a tiny GPT (addition --help).");
+  add->footer(kAdditionHelp);
+  add->add_option("--digits", o->digits, "digits per operand, 1-9")->default_val(3);
+  add->add_option("--train_examples", o->train_examples, "training problems")->default_val(50000);
+  add->add_option("--val_examples", o->val_examples, "validation problems")->default_val(2000);
+  add->add_option("--seed", o->seed, "fixes the problems")->default_val(1);
+  add->add_option("--output_dir", o->output_dir, "created if missing")->required();
+  return add;
+}
+
+// The preprocess subcommand's options into *o.
+CLI::App* AddPreprocess(CLI::App* app, ds::tools::PreprocessOptions* o) {
+  CLI::App* prep = app->add_subcommand(
+      "preprocess",
+      "JSON lines to Megatron indexed datasets (<prefix>_<key>_document.bin/.idx), as "
+      "Megatron-LM's tools/preprocess_data.py makes them.");
+  prep->add_option("--input", o->inputs, "JSON lines files, plain or .gz, read in order")
+      ->required();
+  prep->add_option("--json-keys", o->json_keys, "keys whose strings become documents")
+      ->default_val(std::vector<std::string>{"text"});
+  prep->add_option("--tokenizer,--tokenizer-model", o->tokenizer,
+                   "tokenizer.json or a SentencePiece .model")
+      ->required();
+  prep->add_option("--output-prefix", o->output_prefix, "output path prefix")->required();
+  prep->add_flag("--append-eod", o->append_eod, "end each non-empty document with the EOD id");
+  prep->add_option("--eod-id", o->eod_id,
+                   "EOD id (default: tokenizer_config.json's eos_token, else <|endoftext|>)");
+  prep->add_option("--workers", o->workers, "tokenizing threads")->default_val(1);
+  prep->add_option("--log-interval", o->log_interval, "a progress line every N documents")
+      ->default_val(1000);
+  return prep;
+}
+
+// The samples subcommand's options into *o.
+CLI::App* AddSamples(CLI::App* app, ds::tools::SamplesOptions* o) {
+  CLI::App* smp = app->add_subcommand(
+      "samples",
+      "The samples a job trains on from Megatron datasets, in order, as JSON lines of token ids "
+      "(megatron-core's GPTDataset / BlendedDataset order).");
+  smp->add_option("--data-path", o->data.data_path,
+                  "a prefix, or weight prefix pairs (0.3 a 0.7 b)")
+      ->required();
+  smp->add_option("--split", o->data.split, "train,valid,test shares")->default_val("969, 30, 1");
+  smp->add_option("--split-index", o->data.split_index, "0 train, 1 validation, 2 test")
+      ->default_val(0);
+  smp->add_option("--seq-length", o->data.seq_len, "tokens per sample (+1 read)")->required();
+  smp->add_option("--train-samples", o->data.num_samples, "samples the split is built for")
+      ->required();
+  smp->add_option("--seed", o->data.seed, "Megatron's --seed")->default_val(1234);
+  smp->add_option("--first", o->first, "first sample printed")->default_val(0);
+  smp->add_option("--count", o->count, "samples printed")->default_val(10);
+  return smp;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,64 +109,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   ds::tools::TokenizeOptions tokenize;
-  CLI::App* tok = app.add_subcommand(
-      "tokenize", "Byte-level tokenizer: token = byte value (vocab 256), DSTOKENS uint16.");
-  tok->add_option("--input", tokenize.input, "text (or any) file")->required();
-  tok->add_option("--output", tokenize.output, "train token file")->required();
-  tok->add_option("--val_fraction", tokenize.val_fraction,
-                  "fraction of the tokens, taken from the end, for validation")
-      ->default_val(0.0);
-  tok->add_option("--val_output", tokenize.val_output, "validation token file");
-
+  CLI::App* tok = AddTokenize(&app, &tokenize);
   ds::tools::AdditionOptions addition;
-  CLI::App* add = app.add_subcommand(
-      "addition", "Synthetic multi-digit addition task for a tiny GPT (addition --help).");
-  add->footer(kAdditionHelp);
-  add->add_option("--digits", addition.digits, "digits per operand, 1-9")->default_val(3);
-  add->add_option("--train_examples", addition.train_examples, "training problems")
-      ->default_val(50000);
-  add->add_option("--val_examples", addition.val_examples, "validation problems")
-      ->default_val(2000);
-  add->add_option("--seed", addition.seed, "fixes the problems")->default_val(1);
-  add->add_option("--output_dir", addition.output_dir, "created if missing")->required();
-
+  CLI::App* add = AddAddition(&app, &addition);
   ds::tools::PreprocessOptions pre;
-  CLI::App* prep = app.add_subcommand(
-      "preprocess",
-      "JSON lines to Megatron indexed datasets (<prefix>_<key>_document.bin/.idx), as "
-      "Megatron-LM's tools/preprocess_data.py makes them.");
-  prep->add_option("--input", pre.inputs, "JSON lines files, plain or .gz, read in order")
-      ->required();
-  prep->add_option("--json-keys", pre.json_keys, "keys whose strings become documents")
-      ->default_val(std::vector<std::string>{"text"});
-  prep->add_option("--tokenizer,--tokenizer-model", pre.tokenizer,
-                   "tokenizer.json or a SentencePiece .model")
-      ->required();
-  prep->add_option("--output-prefix", pre.output_prefix, "output path prefix")->required();
-  prep->add_flag("--append-eod", pre.append_eod, "end each non-empty document with the EOD id");
-  prep->add_option("--eod-id", pre.eod_id,
-                   "EOD id (default: tokenizer_config.json's eos_token, else <|endoftext|>)");
-  prep->add_option("--workers", pre.workers, "tokenizing threads")->default_val(1);
-  prep->add_option("--log-interval", pre.log_interval, "a progress line every N documents")
-      ->default_val(1000);
-
+  CLI::App* prep = AddPreprocess(&app, &pre);
   ds::tools::SamplesOptions samp;
-  CLI::App* smp = app.add_subcommand(
-      "samples",
-      "The samples a job trains on from Megatron datasets, in order, as JSON lines of token ids "
-      "(megatron-core's GPTDataset / BlendedDataset order).");
-  smp->add_option("--data-path", samp.data.data_path,
-                  "a prefix, or weight prefix pairs (0.3 a 0.7 b)")
-      ->required();
-  smp->add_option("--split", samp.data.split, "train,valid,test shares")->default_val("969, 30, 1");
-  smp->add_option("--split-index", samp.data.split_index, "0 train, 1 validation, 2 test")
-      ->default_val(0);
-  smp->add_option("--seq-length", samp.data.seq_len, "tokens per sample (+1 read)")->required();
-  smp->add_option("--train-samples", samp.data.num_samples, "samples the split is built for")
-      ->required();
-  smp->add_option("--seed", samp.data.seed, "Megatron's --seed")->default_val(1234);
-  smp->add_option("--first", samp.first, "first sample printed")->default_val(0);
-  smp->add_option("--count", samp.count, "samples printed")->default_val(10);
+  CLI::App* smp = AddSamples(&app, &samp);
 
   std::string info_path;
   CLI::App* info = app.add_subcommand("info", "Describe a token file (format, count, vocab).");
