@@ -6,7 +6,11 @@ of 3-60 tokens, each ending in EOD 0, written here by its IndexedDatasetBuilder)
 seq_len 16 with 1500 train samples (several epochs, a
 separate final epoch), seq_len 64 with 20 (one epoch), and the blend at seq_len 16 with 100
 and the same two unweighted (weighed by their sizes, each dataset one epoch): each blend's
-first 40 samples after a line "blend 16 100 LENGTH". For each: the train split's
+first 40 samples after a line "blend 16 100 LENGTH". And the job a training test runs
+(blend_job_golden.txt): a 0.3 / 0.7 blend of gpt_blend_a (1200 sequences) and gpt_blend_b
+(900), split "969,30,1", seq_len 16, 200 train, 20 validation and 4 test samples, seeds 1234
+and 42: every train sample and the validation ones, after lines "job SEED SPLIT LENGTH".
+For each case: the train split's
 document, sample and shuffle indices and its first 40 samples' tokens (seq_len + 1 each), in
 gpt_golden.txt: per case a line "case SEQ_LEN SAMPLES LENGTH", then lines "NAME COUNT v1 v2 ..."
 for document_index, sample_index (flattened pairs), shuffle_index and each item.
@@ -61,10 +65,32 @@ def blend_case(prefix, prefix_b, weights):
                         for k in range(40)]
 
 
+def job_golden(prefix_a, prefix_b):
+    """The blend tests/integration/megatron_data_launch_test.sh trains on, for two seeds."""
+    with open(os.path.join(DATA, "blend_job_golden.txt"), "w") as f:
+        f.write("# megatron-core 0.16.1 BlendedDataset (tools/megatron_gpt_golden.py)\n")
+        for seed in (1234, 42):
+            cfg = GPTDatasetConfig(random_seed=seed, sequence_length=16,
+                                   blend=([prefix_a, prefix_b], [0.3, 0.7]), split="969,30,1",
+                                   tokenizer=Tokenizer(), reset_position_ids=False,
+                                   reset_attention_mask=False, eod_mask_loss=False,
+                                   path_to_cache=tempfile.mkdtemp())
+            splits = BlendedMegatronDatasetBuilder(GPTDataset, [200, 20, 4], lambda: True,
+                                                   cfg).build()
+            for name, d in (("train", splits[0]), ("validation", splits[1])):
+                f.write(f"job {seed} {name} {len(d)}\n")
+                for k in range(len(d)):
+                    item = d[k]["tokens"].tolist() + d[k]["labels"][-1:].tolist()
+                    f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
+
+
 def main():
     prefix, prefix_b = os.path.join(DATA, "gpt_docs"), os.path.join(DATA, "gpt_docs_b")
     write_docs(prefix, 400, 7)
     write_docs(prefix_b, 300, 8)
+    blend_a, blend_b = os.path.join(DATA, "gpt_blend_a"), os.path.join(DATA, "gpt_blend_b")
+    write_docs(blend_a, 1200, 9)
+    write_docs(blend_b, 900, 10)
     cases = []
     for seq_len, samples in ((16, 1500), (64, 20)):
         cfg = GPTDatasetConfig(random_seed=1234, sequence_length=seq_len, blend=([prefix], None),
@@ -95,6 +121,7 @@ def main():
             f.write(f"blend 16 100 {length}\n")
             for item in items:
                 f.write(f"item {len(item)} {' '.join(map(str, item))}\n")
+    job_golden(blend_a, blend_b)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
 #include "runtime/data/data_loader.h"
 
-#include <exception>
 #include <numeric>
 #include <random>
 #include <utility>
-
-#include <yaml-cpp/yaml.h>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/data/random.h"
@@ -47,31 +44,6 @@ Status CheckSize(const DataLoaderOptions& o, const TokenFile& file) {
 }
 
 }  // namespace
-
-std::string DataLoaderState::ToJson() const {
-  return "{\"epoch\": " + Str(epoch) + ", \"position\": " + Str(position) + "}";
-}
-
-StatusOr<DataLoaderState> DataLoaderState::FromJson(const std::string& json) {
-  DataLoaderState s;
-  try {
-    const YAML::Node n = YAML::Load(json);
-    long long epoch = -1;
-    long long position = -1;
-    if (!n.IsMap() || !YAML::convert<long long>::decode(n["epoch"], epoch) ||
-        !YAML::convert<long long>::decode(n["position"], position) || epoch < 0 || position < 0) {
-      return InvalidArgumentError(
-          "data loader state: expected {\"epoch\": E, \"position\": P} "
-          "with integers >= 0, got " +
-          json);
-    }
-    s.epoch = epoch;
-    s.position = position;
-  } catch (const std::exception& e) {
-    return InvalidArgumentError("data loader state: " + std::string(e.what()) + " in " + json);
-  }
-  return s;
-}
 
 StatusOr<std::unique_ptr<DataLoader>> DataLoader::Open(const DataLoaderOptions& options) {
   DS_RETURN_IF_ERROR(CheckOptions(options));

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "runtime/base/status.h"
-#include "runtime/data/batch_source.h"
 #include "runtime/data/token_file.h"
+#include "runtime/data/train_source.h"
 
 namespace ds::data {
 
@@ -43,22 +43,7 @@ struct DataLoaderOptions {
   int dp_size = 1;  // data-parallel ranks reading the same file
 };
 
-// Where the stream stands before the next step. position: in tokens (shuffle = false) or in
-// windows of the epoch's order (shuffle = true).
-struct DataLoaderState {
-  int64_t epoch = 0;
-  int64_t position = 0;
-
-  // {"epoch": 3, "position": 4096}
-  std::string ToJson() const;
-  // InvalidArgument unless `json` is an object with integer epoch and position (>= 0).
-  static StatusOr<DataLoaderState> FromJson(const std::string& json);
-  bool operator==(const DataLoaderState& o) const {
-    return epoch == o.epoch && position == o.position;
-  }
-};
-
-class DataLoader final : public BatchSource {
+class DataLoader final : public TrainSource {
  public:
   // Opens the file and checks it can serve batches: B, T >= 1, 0 <= dp_rank < dp_size, at least
   // T+1 tokens (shuffle) or dp_size*B*T+1 tokens (sequential). Errors name the file.
@@ -68,11 +53,11 @@ class DataLoader final : public BatchSource {
   // every check happens in Open (the Status leaves room for a prefetching reader).
   Status Next(int32_t* inputs, int32_t* targets) override;
 
-  DataLoaderState state() const { return state_; }
+  DataLoaderState state() const override { return state_; }
   // InvalidArgument when the position lies outside the file (e.g. a state from another file).
-  Status SetState(const DataLoaderState& state);
+  Status SetState(const DataLoaderState& state) override;
   // Back to epoch 0, position 0 (e.g. before each evaluation pass).
-  void Reset() { state_ = DataLoaderState(); }
+  void Reset() override { state_ = DataLoaderState(); }
 
   const DataLoaderOptions& options() const { return options_; }
   const TokenFile& file() const { return *file_; }
