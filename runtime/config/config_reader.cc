@@ -194,6 +194,14 @@ bool MapReader::Get(const char* key, std::vector<std::string>* out) {
   return true;
 }
 
+bool MapReader::GetList(const char* key, std::vector<std::string>* out) {
+  YAML::Node value = Find(key);
+  if (value.IsNull()) return false;
+  if (!value.IsScalar()) return Get(key, out);
+  *out = {value.Scalar()};
+  return true;
+}
+
 bool MapReader::GetPair(const char* key, double* first, double* second) {
   YAML::Node value = Find(key);
   if (value.IsNull()) return false;

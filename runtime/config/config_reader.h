@@ -60,6 +60,8 @@ class MapReader {
   bool Get(const char* key, bool* out);
   bool Get(const char* key, std::string* out);
   bool Get(const char* key, std::vector<std::string>* out);  // a list of strings
+  // A list of scalars, or one scalar read as a list of one (Megatron's --data-path forms).
+  bool GetList(const char* key, std::vector<std::string>* out);
   // A two-number list, e.g. betas: [0.9, 0.999].
   bool GetPair(const char* key, double* first, double* second);
   // The first of `keys` present wins (DeepSpeed aliases); all are registered.

@@ -132,8 +132,8 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Fail("data", "data.seq_len " + std::to_string(c->data.seq_len) +
                        " exceeds model.max_seq_len " + std::to_string(c->model.max_seq_len));
   }
-  if (c->monitor.eval_interval > 0 && c->data.validation.empty()) {
-    r.Fail("monitor", "monitor.eval_interval needs data.validation");
+  if (c->monitor.eval_interval > 0 && !c->data.has_validation()) {
+    r.Fail("monitor", "monitor.eval_interval needs data.validation (or data.path)");
   }
   if (c->recompute.cpu_checkpointing && c->device.type != DeviceType::kCuda)
     r.Warn(

@@ -178,6 +178,17 @@ struct DataConfig {
   int seq_len = 0;  // 0 = model.max_seq_len
   bool shuffle = true;
   uint64_t seed = 1234;  // unset in the file: the job's seed
+  // Megatron indexed datasets instead of token files: --data-path's entries (one prefix,
+  // weight-prefix pairs, or several prefixes), the split string, and the train samples the
+  // datasets are built for (0 = train_iters x train_batch_size, as Megatron derives them).
+  // Training reads split 0, evaluation split 1.
+  std::vector<std::string> path;
+  std::string split = "969, 30, 1";
+  int64_t train_samples = 0;
+
+  bool megatron() const { return !path.empty(); }
+  bool has_train() const { return !train.empty() || megatron(); }
+  bool has_validation() const { return !validation.empty() || megatron(); }
 };
 
 struct CheckpointConfig {

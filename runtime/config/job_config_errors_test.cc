@@ -130,6 +130,18 @@ TEST_CASE("Config errors: required and conflicting keys", "[config]") {
   CHECK(Contains(ErrorOf("model: {family: gpt2, max_seq_len: 64}\ndata: {seq_len: 128}\n"),
                  "data.seq_len 128 exceeds model.max_seq_len 64"));
   CHECK(Contains(ErrorOf("monitor: {eval_interval: 10}"), "needs data.validation"));
+  // Megatron datasets: Megatron's --data-path forms, checked as the config is read.
+  CHECK(ErrorOf("data: {path: [0.3, a, 0.7, b], split: \"969,30,1\"}") == "");
+  CHECK(ErrorOf("data: {path: a_text_document}") == "");
+  CHECK(Contains(ErrorOf("data: {path: []}"), "data.path"));
+  CHECK(Contains(ErrorOf("data: {path: [0.3, a, -0.7, b]}"), "data.path"));
+  CHECK(Contains(ErrorOf("data: {path: a, split: \"90,x\"}"), "data.split"));
+  CHECK(Contains(ErrorOf("data: {path: a, train: t.tok}"),
+                 "key \"data.train\" (line 1): cannot be combined with data.path"));
+  CHECK(Contains(ErrorOf("data: {train: t.tok, split: \"90,10\"}"),
+                 "key \"data.split\" (line 1): needs data.path"));
+  CHECK(Contains(ErrorOf("data: {path: a, train_samples: -1}"), "data.train_samples"));
+  CHECK(ErrorOf("data: {path: a}\nmonitor: {eval_interval: 10}") == "");
   // Mixture of experts and the all-to-all layouts.
   const std::string gpt = "model: {family: gpt2, moe: {num_experts: 4, ";
   CHECK(Contains(ErrorOf(gpt + "top_k: 3}}"), "key \"model.moe.top_k\" (line 1): must be 1 or 2"));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/config/job_config_internal.h"
+#include "runtime/data/blend.h"
 
 namespace ds::config::internal {
 namespace {
@@ -133,6 +134,28 @@ void ParseModel(MapReader& root, ModelConfig* m) {
   r.Finish();
 }
 
+// data.path (Megatron's --data-path: a prefix, or a list of prefixes and weights), data.split,
+// data.train_samples. Token files and Megatron datasets exclude each other.
+void ParseMegatronData(MapReader& r, DataConfig* d) {
+  if (r.GetList("path", &d->path)) {
+    Status blend = data::ParseBlend(d->path).status();
+    if (!blend.ok()) r.Fail("path", blend.message());
+  }
+  r.Get("split", &d->split);
+  r.Get("train_samples", &d->train_samples);
+  r.Require(d->train_samples >= 0, "train_samples", "must be >= 0 (0 = train_iters x batch)");
+  if (!d->megatron()) {
+    for (const char* key : {"split", "train_samples"})
+      if (r.Has(key)) r.Fail(key, "needs data.path (the Megatron datasets it applies to)");
+    return;
+  }
+  for (const char* key : {"train", "validation", "format", "shuffle"})
+    if (r.Has(key))
+      r.Fail(key, "cannot be combined with data.path: token files or Megatron datasets, not both");
+  Status split = data::SplitRanges(d->split, 1000).status();
+  if (!split.ok()) r.Fail("split", split.message());
+}
+
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   MapReader r = root.Block("data");
   r.Get("train", &d->train);
@@ -157,6 +180,7 @@ void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   r.Get("shuffle", &d->shuffle);
   d->seed = job_seed;
   r.Get("seed", &d->seed);
+  ParseMegatronData(r, d);
   r.Finish();
 }
 

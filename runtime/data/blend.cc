@@ -1,5 +1,6 @@
 #include "runtime/data/blend.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <regex>
@@ -73,6 +74,12 @@ std::vector<int64_t> BlendDatasetSamples(const std::vector<double>& weights, int
 }
 
 StatusOr<std::vector<SplitRange>> SplitRanges(const std::string& split, int64_t sequences) {
+  // megatron-core reads the numbers with re.findall("[.0-9]+") and ignores the rest; a letter
+  // is refused here rather than dropped.
+  for (char c : split)
+    if (std::isalpha(static_cast<unsigned char>(c)))
+      return InvalidArgumentError("split \"" + split + "\": '" + std::string(1, c) +
+                                  "' is not part of a number");
   std::vector<double> w;
   const std::regex number("[.0-9]+");
   for (auto it = std::sregex_iterator(split.begin(), split.end(), number);

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/config/job_config.h"
@@ -37,7 +38,7 @@ struct CheckpointContents;
 }
 namespace data {
 class BatchSource;
-class DataLoader;
+class TrainSource;
 }  // namespace data
 namespace optim {
 class LossScaler;
@@ -117,7 +118,8 @@ class Trainer {
   // log-probabilities, mask), [micro, seq]: the batch source writes it in each Next, before the
   // micro-batch's forward. NotFound naming it when the graph has none.
   StatusOr<Tensor> StateInput(const std::string& name) const;
-  // Mean validation loss over `iters` micro-batches from the start of the validation file.
+  // Mean validation loss over `iters` global batches from the start of the validation data
+  // (each rank its data-parallel share: gas micro-batches per batch), averaged over the ranks.
   StatusOr<double> Evaluate(int64_t iters);
   // Writes a checkpoint of the current step under config.checkpoint.dir. With data
   // parallelism every rank must call it: under ZeRO every rank writes its own shard file
@@ -230,9 +232,15 @@ class Trainer {
   // kept), and after the plan, one executor per activation slot under a PipelineCompute.
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
-  Status OpenTrainData(int64_t micro);             // data.train's loader, the default batch source
-  Status ExportGathered(const std::string& path);  // ExportWeights under ZeRO over ranks
-  Status CheckWholeFlat(const char* what) const;   // trainer_master_values.cc
+  Status OpenTrainData(int64_t micro);  // data.train's or data.path's, the default batch source
+  // This rank's data-parallel share of the data: {dp rank, dp size}.
+  std::pair<int, int> DataShare() const;
+  // Each rank reads its share of `iters` global batches: data.validation's, or data.path's
+  // split 1.
+  StatusOr<std::unique_ptr<data::TrainSource>> OpenValidationData(int64_t micro,
+                                                                  int64_t iters) const;
+  Status ExportGathered(const std::string& path);             // ExportWeights under ZeRO over ranks
+  Status CheckWholeFlat(const char* what) const;              // trainer_master_values.cc
   std::vector<int> UnitsOfBlocks(int first, int last) const;  // the partition units they read
   Status BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOptions* eo);
   // Validation under a pipeline: each micro-batch's forward through the virtual stages in
@@ -317,12 +325,12 @@ class Trainer {
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer nvme
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  std::unique_ptr<data::DataLoader> train_data_;            // data.train's; null without one
+  std::unique_ptr<data::TrainSource> train_data_;           // data.train's or data.path's; or null
   std::unique_ptr<TrainBatches> batches_;                   // what the step runner reads
   std::map<std::string, std::vector<float>> state_inputs_;  // the per-token inputs' buffers
   std::map<std::string, Tensor> state_views_;               // and their views
   std::list<std::vector<float>> inference_state_;           // inference executors' zeroed ones
-  std::unique_ptr<data::DataLoader> val_data_;
+  std::unique_ptr<data::TrainSource> val_data_;
   std::unique_ptr<parallel::Communicator> own_comm_;  // dp = 1 without a given communicator
   parallel::Communicator* comm_ = nullptr;
   parallel::Communicator* host_comm_ = nullptr;  // host-memory collectives: the given one, or comm_

@@ -1,34 +1,83 @@
-// The Trainer's inputs: where training micro-batches come from (data.train's loader or a batch
-// source the caller sets) and the graph's per-token inputs (kState tensors) it owns.
+// The Trainer's inputs: where training micro-batches come from (data.train's or data.path's loader
+// or a batch source the caller sets) and the graph's per-token inputs (kState tensors) it owns.
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/data/megatron_job.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/data/megatron_loader.h"
 #include "runtime/graph/validate.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
 
-// The token file's loader (data.train), the default source of the training micro-batches.
+// data.train's token file loader or data.path's Megatron datasets: the default source of the
+// training micro-batches. The datasets are built for data.train_samples, by default
+// train_iters x train_batch_size samples (Megatron's --train-iters with --global-batch-size).
 Status Trainer::OpenTrainData(int64_t micro) {
+  const auto [dp_rank, dp_size] = DataShare();
+  if (config_.data.megatron()) {
+    data::MegatronLoader::Options m;
+    DS_ASSIGN_OR_RETURN(m.samples, data::MegatronSamplesFor(config_, 0, seq_, total_steps_));
+    m.batch = micro;
+    m.seq = seq_;
+    m.dp_rank = dp_rank;
+    m.dp_size = dp_size;
+    DS_ASSIGN_OR_RETURN(train_data_, data::MegatronLoader::Open(m));
+  } else {
+    data::DataLoaderOptions d;
+    d.path = config_.data.train;
+    d.format = config_.data.format;
+    d.batch = micro;
+    d.seq = seq_;
+    d.shuffle = config_.data.shuffle;
+    d.seed = config_.data.seed;
+    d.dp_rank = dp_rank;
+    d.dp_size = dp_size;
+    DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
+  }
+  batches_->source = train_data_.get();
+  return OkStatus();
+}
+
+// Which share of the data this rank reads: its data-parallel rank and size. Ulysses: the sp
+// ranks of a group read the same micro-batches (each its chunk of them).
+std::pair<int, int> Trainer::DataShare() const {
+  const int sp = std::max(1, plan_->topology().sp());
+  return {comm_->rank() / sp, comm_->size() / sp};
+}
+
+// Evaluation reads from the start each time, every rank its data-parallel share of `iters`
+// global batches. Megatron datasets: split 1, built for eval_iters x train_batch_size samples
+// (one of Megatron's evaluations). Token files: data.validation in order.
+StatusOr<std::unique_ptr<data::TrainSource>> Trainer::OpenValidationData(int64_t micro,
+                                                                         int64_t iters) const {
+  if (config_.data.megatron()) {
+    data::MegatronLoader::Options m;
+    DS_ASSIGN_OR_RETURN(m.samples, data::MegatronSamplesFor(config_, 1, seq_, total_steps_));
+    m.samples.num_samples = std::max(m.samples.num_samples, iters * config_.train_batch_size);
+    m.batch = micro;
+    m.seq = seq_;
+    std::tie(m.dp_rank, m.dp_size) = DataShare();
+    m.name = "data.path (validation split)";
+    DS_ASSIGN_OR_RETURN(std::unique_ptr<data::MegatronLoader> l, data::MegatronLoader::Open(m));
+    return std::unique_ptr<data::TrainSource>(std::move(l));
+  }
   data::DataLoaderOptions d;
-  d.path = config_.data.train;
+  d.path = config_.data.validation;
   d.format = config_.data.format;
   d.batch = micro;
   d.seq = seq_;
-  d.shuffle = config_.data.shuffle;
-  d.seed = config_.data.seed;
-  // Ulysses: the sp ranks of a group read the same micro-batches (each its chunk of them).
-  const int sp = std::max(1, plan_->topology().sp());
-  d.dp_rank = comm_->rank() / sp;
-  d.dp_size = comm_->size() / sp;
-  DS_ASSIGN_OR_RETURN(train_data_, data::DataLoader::Open(d));
-  batches_->source = train_data_.get();
-  return OkStatus();
+  d.shuffle = false;
+  std::tie(d.dp_rank, d.dp_size) = DataShare();
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> l, data::DataLoader::Open(d));
+  return std::unique_ptr<data::TrainSource>(std::move(l));
 }
 
 // The graph's kState tensors (per-token inputs such as PPO's advantages): buffers of this rank,

@@ -299,7 +299,7 @@ Status Run(const Flags& f) {
     if (trainer->step() == 0)
       return NotFoundError(f.config + ": no checkpoint to evaluate (checkpoint.load \"" +
                            config.checkpoint.load + "\" under \"" + config.checkpoint.dir + "\")");
-    if (!c.data.validation.empty()) {
+    if (c.data.has_validation()) {
       DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
       std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()),
                   val);
@@ -323,7 +323,7 @@ Status Run(const Flags& f) {
     if (reporter) reporter->Report(m, trainer->total_steps());
     double val = std::numeric_limits<double>::quiet_NaN();
     bool last = trainer->step() == trainer->total_steps();
-    if (!c.data.validation.empty() && c.monitor.eval_interval > 0 &&
+    if (c.data.has_validation() && c.monitor.eval_interval > 0 &&
         (trainer->step() % c.monitor.eval_interval == 0 || last)) {
       DS_ASSIGN_OR_RETURN(val, trainer->Evaluate(c.monitor.eval_iters));
       char line[128];

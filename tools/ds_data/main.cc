@@ -87,15 +87,16 @@ CLI::App* AddSamples(CLI::App* app, ds::tools::SamplesOptions* o) {
       "samples",
       "The samples a job trains on from Megatron datasets, in order, as JSON lines of token ids "
       "(megatron-core's GPTDataset / BlendedDataset order).");
+  smp->add_option("--config", o->config, "a job config: its data.path, split, seed and samples");
+  smp->add_option("--dp", o->dp, "with --config: data-parallel ranks (for the batch sizes)")
+      ->default_val(1);
   smp->add_option("--data-path", o->data.data_path,
-                  "a prefix, or weight prefix pairs (0.3 a 0.7 b)")
-      ->required();
+                  "a prefix, or weight prefix pairs (0.3 a 0.7 b)");
   smp->add_option("--split", o->data.split, "train,valid,test shares")->default_val("969, 30, 1");
   smp->add_option("--split-index", o->data.split_index, "0 train, 1 validation, 2 test")
       ->default_val(0);
-  smp->add_option("--seq-length", o->data.seq_len, "tokens per sample (+1 read)")->required();
-  smp->add_option("--train-samples", o->data.num_samples, "samples the split is built for")
-      ->required();
+  smp->add_option("--seq-length", o->data.seq_len, "tokens per sample (+1 read)");
+  smp->add_option("--train-samples", o->data.num_samples, "samples the split is built for");
   smp->add_option("--seed", o->data.seed, "Megatron's --seed")->default_val(1234);
   smp->add_option("--first", o->first, "first sample printed")->default_val(0);
   smp->add_option("--count", o->count, "samples printed")->default_val(10);

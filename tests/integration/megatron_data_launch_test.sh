@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Training on Megatron indexed datasets end to end: a job whose data.path is a 0.3 / 0.7
+# blend of two .bin/.idx datasets (runtime/data/testdata/megatron, written by megatron-core's
+# builder) with split "969,30,1" trains 50 steps of global batch 4, which reads exactly
+# megatron-core's 200 blended samples (ds-data samples --config prints them; ds_data_cli_test
+# and megatron_loader_test hold them to megatron-core's). Through ds-launch with real
+# processes: DP = 2 (ZeRO 1) and DP = 2 (ZeRO 3) reproduce the single-rank loss curve and its
+# validation loss (split 1); a DP = 2 run stopped at step 25 resumes at DP = 1 on the same
+# curve (the checkpoint keeps the samples consumed), and a DP = 1 checkpoint resumes at DP = 2.
+set -uo pipefail
+
+R=${TEST_SRCDIR:-.}/ds_runtime
+LAUNCH=$R/launcher/launch/ds-launch
+WORKER=$R/runtime/worker/ds-worker
+AGENT=$R/launcher/agent/ds-agent
+M=$R/runtime/data/testdata/megatron
+BASE=${TEST_TMPDIR:-$(mktemp -d)}/mdata
+rm -rf "$BASE"; mkdir -p "$BASE"
+export DS_RUNTIME_HOME=$BASE/home
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+printf '127.0.0.1 slots=2\n' > "$BASE/hosts"
+
+job() {  # job FILE MICRO STAGE CSV ITERS [EXTRA YAML LINE]
+  cat > "$1" <<YAML
+train_batch_size: 4
+train_micro_batch_size_per_gpu: $2
+gradient_clipping: 1.0
+optimizer: {type: AdamW, params: {lr: 0.003, weight_decay: 0.1}}
+zero_optimization: {stage: $3, reduce_bucket_size: 5000, stage3_param_persistence_threshold: 100}
+model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 512, max_seq_len: 16}
+data: {path: [0.3, $M/gpt_blend_a, 0.7, $M/gpt_blend_b], split: "969,30,1", seq_len: 16, seed: 42, train_samples: 200}
+training: {train_iters: $5}
+monitor: {csv: $4, eval_interval: 25, eval_iters: 5}
+device: {threads: 1}
+${6:-}
+YAML
+}
+
+# close CSV_A CSV_B FIRST LAST: loss (column 2) and validation loss (column 11, where set)
+# within 1e-5 relative at steps FIRST..LAST, joined by step.
+close() {
+  join -t, <(tail -n +2 "$1" | cut -d, -f1,2,11 | sort -t, -k1,1) \
+    <(tail -n +2 "$2" | cut -d, -f1,2,11 | sort -t, -k1,1) |
+    awk -F, -v lo="$3" -v hi="$4" '$1 >= lo && $1 <= hi { n++
+        for (k = 2; k <= 3; k++) { a = $k; b = $(k + 2); if (a == "" && b == "") continue
+          if (a == "" || b == "") { bad++; continue }
+          d = a - b; if (d < 0) d = -d; if (d > 1e-5 * (a < 0 ? -a : a) + 1e-6) bad++ } }
+      END { exit !(n == hi - lo + 1 && bad == 0) }'
+}
+
+launch() {  # launch YAML
+  timeout 120 "$LAUNCH" "$1" --hostfile "$BASE/hosts" --worker "$WORKER" --agent "$AGENT" \
+    --heartbeat 0.5 >> "$BASE/out" 2>&1
+}
+
+job "$BASE/single.yaml" 4 0 "$BASE/single.csv" 50
+"$WORKER" --config "$BASE/single.yaml" > "$BASE/single.out" 2>&1 || fail "single-rank run"
+grep -q "step 50: validation loss" "$BASE/single.out" || fail "no validation loss at step 50"
+
+for stage in 1 3; do
+  job "$BASE/dp.yaml" 2 "$stage" "$BASE/dp_s$stage.csv" 50
+  if launch "$BASE/dp.yaml" && close "$BASE/single.csv" "$BASE/dp_s$stage.csv" 1 50; then
+    pass "DP=2 ZeRO $stage on a Megatron blend reproduces the single-rank curve and validation loss (50 steps)"
+  else
+    fail "DP=2 ZeRO $stage: curves differ"; tail -5 "$BASE/out"
+  fi
+done
+
+# DP=2 stops at step 25 (data.train_samples keeps the 200-sample order), DP=1 resumes to 50.
+ck=$BASE/ck2
+job "$BASE/first.yaml" 2 1 "$BASE/first.csv" 25 "checkpoint: {dir: $ck}"
+job "$BASE/resume.yaml" 4 1 "$BASE/resume.csv" 50 "checkpoint: {dir: $ck, load: latest}"
+if launch "$BASE/first.yaml" && "$WORKER" --config "$BASE/resume.yaml" >> "$BASE/out" 2>&1 &&
+   grep -q '"position": 100' "$ck"/step_00000025/*.json 2>/dev/null &&
+   close "$BASE/single.csv" "$BASE/resume.csv" 26 50; then
+  pass "a DP=2 checkpoint at step 25 (100 samples consumed) resumes at DP=1 on the single-rank curve"
+else
+  fail "DP=2 -> DP=1 resume left the curve"; grep -rh position "$ck" 2>/dev/null | head -2
+fi
+
+# And the other way: DP=1 stops at step 25, DP=2 resumes.
+ck=$BASE/ck1
+job "$BASE/first1.yaml" 4 1 "$BASE/first1.csv" 25 "checkpoint: {dir: $ck}"
+job "$BASE/resume2.yaml" 2 1 "$BASE/resume2.csv" 50 "checkpoint: {dir: $ck, load: latest}"
+if "$WORKER" --config "$BASE/first1.yaml" >> "$BASE/out" 2>&1 && launch "$BASE/resume2.yaml" &&
+   close "$BASE/single.csv" "$BASE/resume2.csv" 26 50; then
+  pass "a DP=1 checkpoint at step 25 resumes at DP=2 on the single-rank curve"
+else
+  fail "DP=1 -> DP=2 resume left the curve"
+fi
+
+# Bad input, refused before training: a missing prefix names it; fewer train_samples than
+# the job reads; token files and Megatron datasets together.
+job "$BASE/bad.yaml" 4 0 "$BASE/bad.csv" 50
+sed -i "s|$M/gpt_blend_b|$M/no_such|" "$BASE/bad.yaml"
+"$WORKER" --config "$BASE/bad.yaml" > "$BASE/bad.out" 2>&1
+grep -q "no_such" "$BASE/bad.out" && ! grep -q "^step 1/" "$BASE/bad.out" &&
+  pass "a missing dataset prefix is named before the first step" ||
+  { fail "missing prefix"; tail -3 "$BASE/bad.out"; }
+job "$BASE/bad.yaml" 4 0 "$BASE/bad.csv" 60
+"$WORKER" --config "$BASE/bad.yaml" > "$BASE/bad.out" 2>&1
+grep -q "data.train_samples 200 is fewer than the 240" "$BASE/bad.out" &&
+  pass "data.train_samples below train_iters x train_batch_size is refused" ||
+  { fail "short train_samples"; tail -3 "$BASE/bad.out"; }
+job "$BASE/bad.yaml" 4 0 "$BASE/bad.csv" 50
+sed -i "s|seq_len: 16, seed|train: x.tok, seq_len: 16, seed|" "$BASE/bad.yaml"
+"$WORKER" --config "$BASE/bad.yaml" > "$BASE/bad.out" 2>&1
+grep -q "data.train.*cannot be combined with data.path" "$BASE/bad.out" &&
+  pass "data.train with data.path is refused" || { fail "train + path"; tail -3 "$BASE/bad.out"; }
+
+[[ $fails == 0 ]] && echo "megatron data launch: ok" || echo "megatron data launch: $fails failed"
+exit $((fails > 0))
