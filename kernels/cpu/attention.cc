@@ -24,6 +24,10 @@
 // lengths): in sequence b the first pad[b] tokens are padding; a real token's query (i >=
 // pad[b]) reads keys [pad[b], i] only, a pad token's keys [0, i] (pads only), so a real token
 // computes exactly what it would without the padding and nothing is ever empty.
+// Packed documents (the second input int32 [B, T] instead: Megatron's reset_attention_mask):
+// query (b, i) reads keys [start[b, i], i], where start is the first token of its document
+// (0 <= start[b, i] <= i, non-decreasing along a row); each block's scores then begin at its
+// first row's first key, as with a window.
 #include <algorithm>
 #include <cmath>
 
@@ -44,22 +48,44 @@ struct Geometry {
   int64_t out_ld = 0;  // floats per token in out (H D)
   int64_t blocks = 0;  // query blocks per sequence
   float scale = 1.f;
-  AttentionOptions options;      // window, softcap (kernels/attention_options.h)
-  const int32_t* pad = nullptr;  // left pads per sequence, or none
-  // The first key query row i of sequence b reads: after its pads, within the window.
+  AttentionOptions options;        // window, softcap (kernels/attention_options.h)
+  const int32_t* pad = nullptr;    // left pads per sequence, or none
+  const int32_t* start = nullptr;  // each token's document start [B, T], or none
+  // The first key query row i of sequence b reads: after its pads or in its document, within
+  // the window.
   int64_t FirstKey(int64_t b, int64_t i) const {
+    if (start) return options.FirstKey(i, start[b * l.seq + i]);
     return options.FirstKey(i, pad && i >= pad[b] ? pad[b] : 0);
   }
-  // The first key a block from query row i0 computes scores for: 0 without a window (the
-  // GEMM's shape as it always was), else the block's first row's first key.
+  // The first key a block from query row i0 computes scores for: 0 without a window or
+  // documents (the GEMM's shape as it always was), else the block's first row's first key.
   int64_t BlockStart(int64_t b, int64_t i0) const {
-    return options.window > 0 ? FirstKey(b, i0) : 0;
+    return options.window > 0 || start ? FirstKey(b, i0) : 0;
   }
 };
 
 // Gemma 2's soft cap on the scores [lo, n) of one row: s = cap tanh(s / cap).
 void SoftCap(float cap, float* s, int64_t lo, int64_t n) {
   for (int64_t j = lo; j < n; ++j) s[j] = cap * std::tanh(s[j] / cap);
+}
+
+// Document starts int32 [B, T]: each within [0, i] and non-decreasing along its row.
+Status ReadStarts(const Tensor& starts, Geometry* g) {
+  const int64_t t = g->l.seq;
+  if (starts.dtype() != DType::kI32 || starts.shape() != Shape{g->l.batch, t})
+    return InvalidArgumentError("attention: document starts must be int32 [" +
+                                std::to_string(g->l.batch) + ", " + std::to_string(t) + "], got " +
+                                ShapeToString(starts.shape()));
+  g->start = starts.i32();
+  for (int64_t b = 0; b < g->l.batch; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      const int32_t v = g->start[b * t + i];
+      if (v < 0 || v > i || (i > 0 && v < g->start[b * t + i - 1]))
+        return InvalidArgumentError("attention: token " + std::to_string(i) + " of sequence " +
+                                    std::to_string(b) + " has document start " + std::to_string(v) +
+                                    " (starts lie in [0, i] and never decrease)");
+    }
+  return OkStatus();
 }
 
 Status MakeGeometry(const OpArgs& args, Geometry* g) {
@@ -72,6 +98,7 @@ Status MakeGeometry(const OpArgs& args, Geometry* g) {
   DS_RETURN_IF_ERROR(ReadAttentionOptions("attention", args.attrs ? *args.attrs : kEmpty,
                                           g->l.head_dim, &g->options));
   g->scale = g->options.scale;
+  if (args.in.size() > 1 && args.in[1].shape().size() == 2) return ReadStarts(args.in[1], g);
   if (args.in.size() > 1) {
     const Tensor& pad = args.in[1];
     if (pad.dtype() != DType::kI32 || pad.numel() != g->l.batch)

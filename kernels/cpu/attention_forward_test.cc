@@ -112,6 +112,43 @@ TEST_CASE("forward: attention with left pads equals the unpadded sequence", "[ke
   }
 }
 
+// Packed documents: three sequences packed into one row with per-token document starts give,
+// at each one's tokens, what each gives alone (boundaries inside and on the edge of a 64-row
+// query block); starts that decrease or pass their token are refused.
+TEST_CASE("forward: attention over packed documents equals each document alone",
+          "[kernels][forward]") {
+  const int64_t h = 4, hkv = 2, d = 8, row = (h + 2 * hkv) * d;
+  const std::vector<int64_t> lengths = {9, 55, 30};  // starts 0, 9, 64
+  const int64_t t = 94;
+  std::mt19937 rng(10);
+  OwnedTensor packed = RandomTensor({1, t, row}, rng, -2, 2);
+  std::vector<int32_t> starts;
+  for (int64_t first = 0, k = 0; k < 3; first += lengths[k++])
+    for (int64_t i = 0; i < lengths[k]; ++i) starts.push_back(static_cast<int32_t>(first));
+  OpHarness op("attention", HeadAttrs(h, hkv));
+  op.inputs.push_back(CopyOf(packed.view()));
+  op.inputs.push_back(IntTensor({1, t}, starts));
+  REQUIRE(op.Forward().ok());
+  for (int64_t first = 0, k = 0; k < 3; first += lengths[k++]) {
+    INFO("document " << k);
+    OwnedTensor alone = RandomTensor({1, lengths[k], row}, rng);
+    std::copy_n(packed.f32() + first * row, lengths[k] * row, alone.f32());
+    OpHarness one("attention", HeadAttrs(h, hkv));
+    one.inputs.push_back(CopyOf(alone.view()));
+    REQUIRE(one.Forward().ok());
+    for (int64_t i = 0; i < lengths[k] * h * d; ++i)
+      REQUIRE(op.outputs[0].f32()[first * h * d + i] ==
+              Approx(one.outputs[0].f32()[i]).margin(1e-6));
+  }
+  starts[20] = 0;  // decreases
+  OpHarness bad("attention", HeadAttrs(h, hkv));
+  bad.inputs.push_back(CopyOf(packed.view()));
+  bad.inputs.push_back(IntTensor({1, t}, starts));
+  Status s = bad.Forward();
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("token 20 of sequence 0 has document start 0") != std::string::npos);
+}
+
 TEST_CASE("forward: rope matches the rotate_half formula", "[kernels][forward]") {
   const int64_t b = 2, t = 9, h = 4, hkv = 2, d = 8, half = d / 2, row = (h + 2 * hkv) * d;
   const double theta = 500.0;

@@ -149,6 +149,12 @@ void NormsRopeAttention(GradcheckTable* t) {
     // Left pads: a padded query block, a pad-only row, one without.
     CheckGradients({"attention", HeadAttrs(4, 2),
                     Inputs(RandomTensor({3, 70, 8 * 8}, rng, -2, 2), IntTensor({3}, {5, 0, 66}))});
+    // Packed documents: starts per token, a document boundary inside a query block and one
+    // on a block edge (64), the second row one document.
+    std::vector<int32_t> starts(2 * 70, 0);
+    for (int i = 0; i < 70; ++i) starts[i] = i < 9 ? 0 : i < 30 ? 9 : i < 64 ? 30 : 64;
+    CheckGradients({"attention", HeadAttrs(4, 2),
+                    Inputs(RandomTensor({2, 70, 8 * 8}, rng, -2, 2), IntTensor({2, 70}, starts))});
     // B*Hkv below the thread count: the split backward.
     const int saved = omp_get_max_threads();
     for (int threads : {1, 4}) {

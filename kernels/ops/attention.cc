@@ -16,9 +16,10 @@ Status Infer(const Attrs& attrs, const std::vector<TensorSpec>& in, std::vector<
   DS_RETURN_IF_ERROR(ReadAttentionOptions("attention", attrs, l.head_dim, &options));
   if (in.size() > 1) {
     DS_RETURN_IF_ERROR(CheckInt32("attention", "pad", in[1]));
-    if (in[1].shape != Shape{l.batch})
-      return InvalidArgumentError(StrCat("attention: pad must be [", l.batch, "] (left pads per ",
-                                         "sequence), got ", ShapeToString(in[1].shape)));
+    if (in[1].shape != Shape{l.batch} && in[1].shape != Shape{l.batch, l.seq})
+      return InvalidArgumentError(
+          StrCat("attention: pad must be [", l.batch, "] (left pads per sequence) or [", l.batch,
+                 ", ", l.seq, "] (each token's document start), got ", ShapeToString(in[1].shape)));
   }
   *out = {TensorSpec{{l.batch, l.seq, l.n_head * l.head_dim}, in[0].dtype}};
   return OkStatus();
@@ -40,7 +41,9 @@ double BackwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "attention";
-  def.max_inputs = 2;  // qkv, and optionally pad int32 [B]: left pads (kernels/cpu/attention.cc)
+  // qkv, and optionally pad int32 [B] (left pads) or int32 [B, T] (each token's document start:
+  // packed documents), kernels/cpu/attention.cc.
+  def.max_inputs = 2;
   def.non_differentiable_inputs = 1u << 1;
   def.tp_rule = TpRule::kHeads;
   def.attr_names = {"n_head", "n_kv_head"};

@@ -185,6 +185,13 @@ struct DataConfig {
   std::vector<std::string> path;
   std::string split = "969, 30, 1";
   int64_t train_samples = 0;
+  // Packed documents (Megatron's flags, token files or datasets alike): positions restart
+  // after each eod_token, tokens attend only within their document, no loss where the input
+  // is eod_token (runtime/data/document_masks.h). eod_token is required with any of them.
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
+  bool eod_mask_loss = false;
+  int64_t eod_token = -1;
 
   bool megatron() const { return !path.empty(); }
   bool has_train() const { return !train.empty() || megatron(); }

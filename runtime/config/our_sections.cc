@@ -181,6 +181,18 @@ void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   d->seed = job_seed;
   r.Get("seed", &d->seed);
   ParseMegatronData(r, d);
+  r.Get("reset_position_ids", &d->reset_position_ids);
+  r.Get("reset_attention_mask", &d->reset_attention_mask);
+  r.Get("eod_mask_loss", &d->eod_mask_loss);
+  r.Get("eod_token", &d->eod_token);
+  const bool masks = d->reset_position_ids || d->reset_attention_mask || d->eod_mask_loss;
+  r.Require(!masks || d->eod_token >= 0, "eod_token",
+            "is required (>= 0) with reset_position_ids, reset_attention_mask or eod_mask_loss: "
+            "the end-of-document id the documents are cut at");
+  if (!masks && r.Has("eod_token"))
+    r.Warn(
+        "data.eod_token changes nothing without reset_position_ids, reset_attention_mask or "
+        "eod_mask_loss");
   r.Finish();
 }
 

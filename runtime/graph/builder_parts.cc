@@ -66,11 +66,22 @@ int OutputHead(Builder& b, const ModelSpec& s, int x, int64_t width, int embeddi
   return MoeTotalLoss(b, s.moe, loss, aux, L);
 }
 
-int LeftPads(Builder& b, const ModelSpec& s) {
-  if (!s.pad_mask) return -1;
-  const int t = b.Data(kLeftPads, TensorRole::kState, DType::kI32);
-  b.graph()->tensors[t].shape = {Dim::Sym("batch")};
-  return t;
+TokenInputs PerTokenInputs(Builder& b, const ModelSpec& s) {
+  auto state = [&](const char* name, SymShape shape) {
+    const int t = b.Data(name, TensorRole::kState, DType::kI32);
+    b.graph()->tensors[t].shape = std::move(shape);
+    return t;
+  };
+  TokenInputs in;
+  if (s.pad_mask) {
+    in.attention = in.positions = state(kLeftPads, {Dim::Sym("batch")});
+    return in;
+  }
+  if (s.reset_attention_mask)
+    in.attention = state(kDocStarts, {Dim::Sym("batch"), Dim::Sym("seq")});
+  if (s.reset_position_ids)
+    in.positions = state(kDocPositions, {Dim::Sym("batch"), Dim::Sym("seq")});
+  return in;
 }
 
 std::vector<int> WithPads(std::vector<int> in, int pads) {

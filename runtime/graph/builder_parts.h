@@ -23,11 +23,18 @@ int MaybeDropout(Builder& b, int x, const std::string& name, int64_t width, int 
 int OutputHead(Builder& b, const ModelSpec& s, int x, int64_t width, int embedding, bool tied,
                int targets, const std::vector<int>& aux);
 
-// pad_mask: the caller's left pads per sequence, int32 [batch] (kState "pad.left"), which
-// attention masks and the position ops subtract; -1 without.
-int LeftPads(Builder& b, const ModelSpec& s);
+// The per-token inputs the caller fills (kState): what attention takes as its second input and
+// what rope / position_embedding take as theirs, -1 where none. pad_mask: the left pads per
+// sequence, int32 [batch] ("pad.left"), for both. Packed documents: each token's document
+// start int32 [batch, seq] ("doc.starts", reset_attention_mask) for attention, its position in
+// its document int32 [batch, seq] ("doc.positions", reset_position_ids) for the position ops.
+struct TokenInputs {
+  int attention = -1;
+  int positions = -1;
+};
+TokenInputs PerTokenInputs(Builder& b, const ModelSpec& s);
 
-// `in` plus the pads when there are any.
+// `in` plus `pads` (a TokenInputs field) when there is one.
 std::vector<int> WithPads(std::vector<int> in, int pads);
 
 // The graphs of the families (model_builder.h): Llama's and the ones built on it; OPT's;

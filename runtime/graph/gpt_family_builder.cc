@@ -42,13 +42,13 @@ kernels::Attrs Heads(const ModelSpec& s) {
 float EpsOf(const ModelSpec& s) { return s.norm_eps > 0 ? s.norm_eps : 1e-5f; }
 
 // OPT block i: attention and MLP, pre- or post-LN.
-int OptBlock(Builder& b, const ModelSpec& s, int x, int i, int pads) {
+int OptBlock(Builder& b, const ModelSpec& s, int x, int i, int doc_or_pads) {
   const int64_t C = s.n_embd, F = s.ffn_hidden > 0 ? s.ffn_hidden : 4 * C;
   const std::string p = "layers." + std::to_string(i) + ".";
   const bool pre = s.arch.pre_norm;
   int h = pre ? LayerNormNode(b, p + "self_attn_layer_norm", x, C, i, EpsOf(s)) : x;
   h = Linear(b, s, p + "self_attn.qkv", h, 3 * C, C, ShardKind::kColumn, true, i);
-  h = b.Node("attention", p + "self_attn.att", WithPads({h}, pads), C, i, Heads(s));
+  h = b.Node("attention", p + "self_attn.att", WithPads({h}, doc_or_pads), C, i, Heads(s));
   h = Linear(b, s, p + "self_attn.out_proj", h, C, C, ShardKind::kRow, true, i);
   h = MaybeDropout(b, h, p + "self_attn.drop", C, i, s.dropout);
   x = b.Node("add", p + "res_1", {x, h}, C, i);
@@ -75,14 +75,14 @@ void BuildOpt(const ModelSpec& s, Graph* g) {
   int emb = b.Param("embed_tokens", {V, P}, Normal(s.init_std), ShardKind::kVocab);
   int pos = b.Param("embed_positions", {s.max_seq_len + offset, C}, Normal(s.init_std),
                     ShardKind::kReplicated);
-  const int pads = LeftPads(b, s);
+  const TokenInputs tok = PerTokenInputs(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, emb}, P, -1);
   if (P != C) x = Linear(b, s, "project_in", x, C, P, ShardKind::kReplicated, false, -1);
   kernels::Attrs shift;
   if (offset > 0) shift.SetInt("offset", offset);
-  x = b.Node("position_embedding", "emb", WithPads({x, pos}, pads), C, -1, shift);
+  x = b.Node("position_embedding", "emb", WithPads({x, pos}, tok.positions), C, -1, shift);
   x = MaybeDropout(b, x, "emb_drop", C, -1, s.dropout);
-  for (int i = 0; i < L; ++i) x = OptBlock(b, s, x, i, pads);
+  for (int i = 0; i < L; ++i) x = OptBlock(b, s, x, i, tok.attention);
   if (s.arch.pre_norm) x = LayerNormNode(b, "final_layer_norm", x, C, L, EpsOf(s));
   if (P != C) x = Linear(b, s, "project_out", x, P, C, ShardKind::kReplicated, false, L);
   g->loss = OutputHead(b, s, x, P, emb, s.tie_embeddings != 0, targets, {});
@@ -95,7 +95,7 @@ void BuildGptNeox(const ModelSpec& s, Graph* g) {
   int ids = b.Data("ids", TensorRole::kInput);
   int targets = b.Data("targets", TensorRole::kTarget);
   int emb = b.Param("embed_in", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  const int pads = LeftPads(b, s);
+  const TokenInputs tok = PerTokenInputs(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, emb}, C, -1);
   kernels::Attrs rope = Heads(s);
   rope.SetFloat("theta", s.rope_theta);
@@ -107,8 +107,8 @@ void BuildGptNeox(const ModelSpec& s, Graph* g) {
     const std::string p = "layers." + std::to_string(i) + ".";
     int h = LayerNormNode(b, p + "input_layernorm", x, C, i, EpsOf(s));
     h = Linear(b, s, p + "attn.qkv", h, 3 * C, C, ShardKind::kColumn, bias, i);
-    h = b.Node("rope", p + "attn.rope", WithPads({h}, pads), 3 * C, i, rope);
-    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), C, i, Heads(s));
+    h = b.Node("rope", p + "attn.rope", WithPads({h}, tok.positions), 3 * C, i, rope);
+    h = b.Node("attention", p + "attn.att", WithPads({h}, tok.attention), C, i, Heads(s));
     int a = Linear(b, s, p + "attn.dense", h, C, C, ShardKind::kRow, bias, i);
     if (!s.arch.parallel_residual) x = b.Node("add", p + "res_1", {x, a}, C, i);
     h = LayerNormNode(b, p + "post_attention_layernorm", x, C, i, EpsOf(s));

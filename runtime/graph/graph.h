@@ -88,5 +88,11 @@ std::string SymShapeToString(const SymShape& shape);  // "[batch, seq, 256]"
 // The per-sequence input of a left-padded model (ModelSpec::pad_mask): int32 [batch] left pads, a
 // kState tensor its caller fills; attention, position_embedding and rope read it.
 inline constexpr const char* kLeftPads = "pad.left";
+// Packed documents (ModelSpec::reset_attention_mask / reset_position_ids, Megatron's flags):
+// int32 [batch, seq] kState inputs the trainer fills from each micro-batch's tokens
+// (runtime/data/document_masks.h): each token's document start, which attention reads, and
+// its position in its document, which rope and position_embedding read.
+inline constexpr const char* kDocStarts = "doc.starts";
+inline constexpr const char* kDocPositions = "doc.positions";
 
 }  // namespace ds

@@ -101,7 +101,7 @@ struct Block {
   const ModelSpec& s;
   Builder& b;
   kernels::Attrs heads, rope, norm;
-  int pads;
+  TokenInputs tok;  // per-token inputs (pads, document starts / positions)
   int64_t D, qkv_rows, F;
 
   AttentionParams MakeAttentionParams(const std::string& p) {
@@ -130,8 +130,8 @@ struct Block {
       qk.SetFloat("eps", s.norm_eps > 0 ? s.norm_eps : 1e-5f);
       h = b.Node("head_rmsnorm", p + "attn.qk_norm", {h, w.q_norm, w.k_norm}, qkv_rows, i, qk);
     }
-    h = b.Node("rope", p + "attn.rope", WithPads({h}, pads), qkv_rows, i, rope);
-    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), s.n_head * D, i,
+    h = b.Node("rope", p + "attn.rope", WithPads({h}, tok.positions), qkv_rows, i, rope);
+    h = b.Node("attention", p + "attn.att", WithPads({h}, tok.attention), s.n_head * D, i,
                AttentionAttrs(s, heads, i));
     o_in[0] = h;
     return b.Node("linear", p + "attn.o_proj", o_in, s.n_embd, i);
@@ -173,7 +173,7 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   int ids = b.Data("ids", TensorRole::kInput);
   int targets = b.Data("targets", TensorRole::kTarget);
   int emb = b.Param("embed_tokens", {V, C}, Normal(s.init_std), ShardKind::kVocab);
-  const int pads = LeftPads(b, s);
+  const TokenInputs tok = PerTokenInputs(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, emb}, C, -1);
   if (s.arch.embed_scale > 0) {
     kernels::Attrs scale;
@@ -183,7 +183,7 @@ void BuildLlama(const ModelSpec& s, Graph* g) {
   kernels::Attrs heads;
   heads.SetInt("n_head", H);
   heads.SetInt("n_kv_head", KV);
-  Block block{s, b, heads, RopeAttrs(s, heads), NormAttrs(s), pads, D, (H + 2 * KV) * D, F};
+  Block block{s, b, heads, RopeAttrs(s, heads), NormAttrs(s), tok, D, (H + 2 * KV) * D, F};
   std::vector<int> aux;  // the MoE layers' aux losses
   for (int i = 0; i < L; ++i) x = block.Run(x, i, &aux);
   int nw = NormWeight(b, s, "norm.weight", C);

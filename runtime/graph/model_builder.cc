@@ -14,11 +14,12 @@ using graph_internal::Builder;
 using graph_internal::Eps;
 using graph_internal::Gpt2MoeMlp;
 using graph_internal::IsMoeBlock;
-using graph_internal::LeftPads;
 using graph_internal::MaybeDropout;
 using graph_internal::Normal;
 using graph_internal::Ones;
 using graph_internal::OutputHead;
+using graph_internal::PerTokenInputs;
+using graph_internal::TokenInputs;
 using graph_internal::WithPads;
 using graph_internal::Zeros;
 
@@ -32,9 +33,9 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
   int targets = b.Data("targets", TensorRole::kTarget);
   int wte = b.Param("wte", {V, C}, Normal(s.init_std), ShardKind::kVocab);
   int wpe = b.Param("wpe", {s.max_seq_len, C}, Normal(0.01f), ShardKind::kReplicated);
-  const int pads = LeftPads(b, s);
+  const TokenInputs tok = PerTokenInputs(b, s);
   int x = b.Node("embedding", "tok_emb", {ids, wte}, C, -1);
-  x = b.Node("position_embedding", "emb", WithPads({x, wpe}, pads), C, -1);
+  x = b.Node("position_embedding", "emb", WithPads({x, wpe}, tok.positions), C, -1);
   x = MaybeDropout(b, x, "emb_drop", C, -1, s.dropout);
   kernels::Attrs heads;
   heads.SetInt("n_head", s.n_head);
@@ -52,7 +53,7 @@ void BuildGpt2(const ModelSpec& s, Graph* g) {
     int ln2b = b.Param(p + "ln_2.bias", {C}, Zeros(), ShardKind::kReplicated);
     int h = b.Node("layernorm", p + "ln_1", {x, ln1w, ln1b}, C, i, Eps(eps));
     h = b.Node("linear", p + "attn.qkv", {h, qkvw, qkvb}, 3 * C, i);
-    h = b.Node("attention", p + "attn.att", WithPads({h}, pads), C, i, heads);
+    h = b.Node("attention", p + "attn.att", WithPads({h}, tok.attention), C, i, heads);
     h = b.Node("linear", p + "attn.proj", {h, projw, projb}, C, i);
     h = MaybeDropout(b, h, p + "attn.drop", C, i, s.dropout);
     x = b.Node("add", p + "res_1", {x, h}, C, i);
@@ -129,6 +130,10 @@ Status CheckModelSpec(const ModelSpec& s) {
   DS_RETURN_IF_ERROR(CheckArch(s));
   if (s.dropout < 0 || s.dropout >= 1) return bad("dropout must be in [0, 1)");
   if (s.ffn_hidden < 0) return bad("ffn_hidden must be positive (or 0 for the default)");
+  if (s.pad_mask && (s.reset_attention_mask || s.reset_position_ids))
+    return bad(
+        "pad_mask (left-padded rows) and packed documents' reset_attention_mask / "
+        "reset_position_ids exclude each other");
   if (s.moe.num_experts > 0 && s.family != "gpt2" && s.family != "llama")
     return bad("mixture of experts is built for gpt2 and llama only");
   return graph_internal::CheckMoeSpec(s);

@@ -108,6 +108,11 @@ struct ModelSpec {
   // token and the positions start at each sequence's first real token (kernels/cpu/attention.cc).
   // Zero pads compute what the graph without them does.
   bool pad_mask = false;
+  // Packed documents (Megatron's reset_attention_mask, reset_position_ids): the graph takes
+  // each token's document start (kDocStarts, attention reads keys from it on) and its position
+  // in its document (kDocPositions, for rope / position_embedding). Not with pad_mask.
+  bool reset_attention_mask = false;
+  bool reset_position_ids = false;
   MoeSpec moe;
   ArchSpec arch;
 };

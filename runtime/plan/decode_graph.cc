@@ -81,9 +81,14 @@ class Builder {
     if (n.op == "cross_entropy" || n.op == "moe_loss" || n.op == "ppo_actor_loss")
       return OkStatus();
     const std::string op = n.op;
-    // A pad_mask model's left pads: generation pads and positions its own batches.
+    // A pad_mask model's left pads, packed documents' starts and positions: generation pads
+    // and positions its own batches, one sequence per row.
     n.inputs.erase(std::remove_if(n.inputs.begin(), n.inputs.end(),
-                                  [&](int t) { return model_.tensors[t].name == kLeftPads; }),
+                                  [&](int t) {
+                                    const std::string& name = model_.tensors[t].name;
+                                    return name == kLeftPads || name == kDocStarts ||
+                                           name == kDocPositions;
+                                  }),
                    n.inputs.end());
     for (int& t : n.inputs) t = Keep(t);
     for (int& t : n.outputs) t = Keep(t);

@@ -20,6 +20,8 @@ StatusOr<ModelSpec> HfModelSpec(const config::JobConfig& config) {
   DS_ASSIGN_OR_RETURN(ModelSpec s, hf::LoadHfSpec(m.hf));
   s.head = m.head;
   s.pad_mask = m.pad_mask;
+  s.reset_attention_mask = config.data.reset_attention_mask;
+  s.reset_position_ids = config.data.reset_position_ids;
   if (m.hf_dropout_set) s.dropout = static_cast<float>(m.dropout);
   if (config.data.seq_len > s.max_seq_len && s.arch.position_offset > 0)
     return InvalidArgumentError(config.source + ": data.seq_len " +
@@ -49,6 +51,8 @@ StatusOr<ModelSpec> GeneratedModelSpec(const config::JobConfig& config) {
   s.tie_embeddings = m.tie_embeddings ? 1 : 0;
   s.head = m.head;
   s.pad_mask = m.pad_mask;
+  s.reset_attention_mask = config.data.reset_attention_mask;
+  s.reset_position_ids = config.data.reset_position_ids;
   const config::MoeConfig& moe = m.moe;
   s.moe.num_experts = moe.num_experts;
   s.moe.expert_interval = moe.expert_interval;
@@ -76,6 +80,12 @@ StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
     return g;
   }
   if (!m.graph.empty()) {
+    if (config.data.reset_attention_mask || config.data.reset_position_ids)
+      return InvalidArgumentError(
+          config.source +
+          ": data.reset_attention_mask / reset_position_ids need a model the "
+          "runtime builds (model.family or model.hf), not the graph file " +
+          m.graph);
     DS_ASSIGN_OR_RETURN(Graph g, LoadGraph(m.graph));
     DS_RETURN_IF_ERROR(ValidateGraph(g, m.graph));
     return g;

@@ -8,7 +8,7 @@
 namespace ds::worker {
 
 const char* TimeGroup(const std::string& kind) {
-  static const std::map<std::string, const char*> groups = {{"LOAD_MICROBATCH", "forward"},
+  static const std::map<std::string, const char*> groups = {{"LOAD_MICROBATCH", "data"},
                                                             {"FORWARD", "forward"},
                                                             {"BACKWARD", "backward"},
                                                             {"BACKWARD_INPUT", "backward"},
@@ -83,9 +83,9 @@ Status StepMonitor::Step(const StepMetrics& m, double val_loss,
     auto ms = [&g](const char* k) { return g.count(k) ? g.at(k) : 0.0; };
     std::fprintf(out,
                  "[Rank 0] time (ms) | forward: %.2f | backward: %.2f | step: %.2f | "
-                 "communication: %.2f | other: %.2f (over %lld steps)\n",
-                 ms("forward"), ms("backward"), ms("step"), ms("communication"), ms("other"),
-                 static_cast<long long>(print_every_));
+                 "communication: %.2f | data: %.2f | other: %.2f (over %lld steps)\n",
+                 ms("forward"), ms("backward"), ms("step"), ms("communication"), ms("data"),
+                 ms("other"), static_cast<long long>(print_every_));
   }
   std::fflush(out);
   return OkStatus();

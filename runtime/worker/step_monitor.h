@@ -5,14 +5,15 @@
 //     DeepSpeed's x-axis, samples seen: Train/Samples/train_loss at the samples before the step,
 //     Train/Samples/lr (and loss_scale with fp16) after it, and ours beside them: grad_norm,
 //     tokens_per_s, peak_rss_MiB, val_loss when evaluated; with wall_clock_breakdown
-//     elapsed_time_ms_{forward,backward,step,communication};
+//     elapsed_time_ms_{forward,backward,step,communication,data};
 //   - every steps_per_print steps (when given): DeepSpeed's "step=N, skipped=K, lr=[...],
 //     mom=[...]" line, and with wall_clock_breakdown "time (ms) | forward: .. | backward: .. |
-//     step: .. | communication: .. | other: .." summed over those steps.
+//     step: .. | communication: .. | data: .. | other: .." summed over those steps.
 //
 // The breakdown groups the step plan's instructions by kind (TimeGroup): compute forward,
-// compute backward (recompute included), the optimizer step and its swaps, and every
-// collective and point-to-point transfer with the waits charged to it.
+// compute backward (recompute included), the optimizer step and its swaps, every collective
+// and point-to-point transfer with the waits charged to it, and the data loader (each
+// micro-batch's LOAD_MICROBATCH: reading, and packed documents' masks).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@
 
 namespace ds::worker {
 
-// "forward", "backward", "step", "communication" or "other" for an instruction kind's name.
+// "forward", "backward", "step", "communication", "data" or "other" for an instruction kind.
 const char* TimeGroup(const std::string& kind);
 
 class StepMonitor {

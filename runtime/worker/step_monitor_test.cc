@@ -55,6 +55,7 @@ TEST_CASE("StepMonitor: csv_monitor events, the step line and the time line", "[
     profile["BACKWARD"] += 20;
     profile["ALL_REDUCE"] += 5;
     profile["OPTIMIZER_STEP"] += 1;
+    profile["LOAD_MICROBATCH"] += 0.25;  // the data loader: its own group
     const double val = s == 4 ? 2.0 : std::nan("");
     REQUIRE((*mon)->Step(m, val, profile, out).ok());
   }
@@ -72,7 +73,7 @@ TEST_CASE("StepMonitor: csv_monitor events, the step line and the time line", "[
         std::string::npos);
   CHECK(text.find("[Rank 0] step=4, skipped=1") != std::string::npos);
   CHECK(text.find("time (ms) | forward: 20.00 | backward: 40.00 | step: 2.00 | communication: "
-                  "10.00 | other: 0.00 (over 2 steps)") != std::string::npos);
+                  "10.00 | data: 0.50 | other: 0.00 (over 2 steps)") != std::string::npos);
   CHECK(text.find("step=1,") == std::string::npos);
 }
 

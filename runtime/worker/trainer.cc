@@ -281,6 +281,7 @@ Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
   scaler_ = std::make_unique<optim::LossScaler>(ToScalerOptions(config_.fp16));
   batches_ = std::make_unique<TrainBatches>(src);
   if (config_.data.has_train()) DS_RETURN_IF_ERROR(OpenTrainData(eo.batch));
+  DS_RETURN_IF_ERROR(BindDocumentMasks(eo.batch));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
   if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
@@ -406,50 +407,6 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   if (pipe_compute_) r.compute_ms = pipe_compute_->TakeComputeMs();
   if (swapper_) ReportSwaps(&r);
   return r;
-}
-
-StatusOr<double> Trainer::Evaluate(int64_t iters) {
-  if (!config_.data.has_validation())
-    return FailedPreconditionError(config_.source + ": data.validation is not set");
-  const int64_t micro = config_.train_micro_batch_size_per_gpu;
-  // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
-  // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
-  const bool host_gather = device_states_ && params_->params_partitioned();
-  if (!eval_executor_ && pipe_stage_ < 0) {
-    exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
-    if (device_states_ && !host_gather)
-      eo.device_params = device_states_->params();  // read in place
-    DS_ASSIGN_OR_RETURN(eval_executor_, exec::Executor::Create(graph_, params_.get(), eo));
-  }
-  if (!val_data_) {
-    DS_ASSIGN_OR_RETURN(val_data_, OpenValidationData(micro, iters));
-  }
-  val_data_->Reset();
-  // Each of the `iters` evaluation batches is a global batch: this rank's share of it is gas
-  // micro-batches, and the mean is taken over every rank (as Megatron's evaluate).
-  const int64_t micro_batches = iters * std::max<int64_t>(1, config_.gradient_accumulation_steps);
-  if (pipe_stage_ >= 0) return EvaluatePipeline(micro_batches);  // ZeRO 0-2 on the host
-  if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
-  if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());  // offload_param nvme
-  DS_RETURN_IF_ERROR(runner_->GatherAllParams());            // stage 3
-  double sum = 0;
-  Status status;
-  for (int64_t i = 0; i < micro_batches && status.ok(); ++i) {
-    status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
-    if (status.ok())
-      status = ForwardWhole(eval_executor_.get(), tp_ ? tp_.get() : rank_graph_.get());
-    if (status.ok()) sum += eval_executor_->loss();
-  }
-  runner_->ReleaseGatheredParams();
-  if (swapper_) swapper_->DropParams();
-  if (host_gather) device_states_->ReleaseHostCopies();
-  DS_RETURN_IF_ERROR(status);
-  // Ranks of one data-parallel share (tensor, sequence, expert) hold the same loss: the
-  // world's mean is the data-parallel mean.
-  float sum_count[2] = {static_cast<float>(sum), static_cast<float>(micro_batches)};
-  DS_RETURN_IF_ERROR(
-      world_host_comm_->AllReduce(parallel::BufferView(sum_count, 2), parallel::ReduceOp::kSum));
-  return sum_count[0] / std::max(1.0f, sum_count[1]);
 }
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }

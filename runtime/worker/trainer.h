@@ -233,6 +233,8 @@ class Trainer {
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   Status OpenTrainData(int64_t micro);  // data.train's or data.path's, the default batch source
+  // Packed documents' masks into TrainBatches (data.reset_*, eod_mask_loss).
+  Status BindDocumentMasks(int64_t micro);
   // This rank's data-parallel share of the data: {dp rank, dp size}.
   std::pair<int, int> DataShare() const;
   // Each rank reads its share of `iters` global batches: data.validation's, or data.path's

@@ -8,8 +8,8 @@
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/data/megatron_job.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/data/megatron_job.h"
 #include "runtime/data/megatron_loader.h"
 #include "runtime/graph/validate.h"
 #include "runtime/worker/train_batches.h"
@@ -78,6 +78,32 @@ StatusOr<std::unique_ptr<data::TrainSource>> Trainer::OpenValidationData(int64_t
   std::tie(d.dp_rank, d.dp_size) = DataShare();
   DS_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> l, data::DataLoader::Open(d));
   return std::unique_ptr<data::TrainSource>(std::move(l));
+}
+
+// Packed documents (data.reset_position_ids, reset_attention_mask, eod_mask_loss): every
+// micro-batch's masks, from its tokens, into the graph's kDocPositions / kDocStarts inputs.
+Status Trainer::BindDocumentMasks(int64_t micro) {
+  const config::DataConfig& d = config_.data;
+  data::DocumentMaskOptions& m = batches_->masks;
+  m.eod = d.eod_token;
+  m.reset_position_ids = d.reset_position_ids;
+  m.reset_attention_mask = d.reset_attention_mask;
+  m.eod_mask_loss = d.eod_mask_loss;
+  if (!d.reset_position_ids && !d.reset_attention_mask) return OkStatus();
+  if (plan_->topology().sp() > 1)
+    return UnimplementedError(config_.source +
+                              ": data.reset_position_ids / reset_attention_mask with sequence "
+                              "parallelism (Ulysses): each rank would need its chunk's masks");
+  batches_->batch = micro;
+  batches_->seq = seq_;
+  auto buffer = [&](const char* name, int32_t** out) -> Status {
+    DS_ASSIGN_OR_RETURN(Tensor t, StateInput(name));
+    *out = t.i32();
+    return OkStatus();
+  };
+  if (d.reset_position_ids) DS_RETURN_IF_ERROR(buffer(kDocPositions, &batches_->positions));
+  if (d.reset_attention_mask) DS_RETURN_IF_ERROR(buffer(kDocStarts, &batches_->starts));
+  return OkStatus();
 }
 
 // The graph's kState tensors (per-token inputs such as PPO's advantages): buffers of this rank,

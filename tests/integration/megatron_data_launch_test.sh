@@ -7,6 +7,8 @@
 # processes: DP = 2 (ZeRO 1) and DP = 2 (ZeRO 3) reproduce the single-rank loss curve and its
 # validation loss (split 1); a DP = 2 run stopped at step 25 resumes at DP = 1 on the same
 # curve (the checkpoint keeps the samples consumed), and a DP = 1 checkpoint resumes at DP = 2.
+# With packed documents' masks (Megatron's reset_position_ids, reset_attention_mask,
+# eod_mask_loss) DP = 2 at ZeRO 3 and TP = 2 reproduce the single-rank curve too.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -90,6 +92,36 @@ if "$WORKER" --config "$BASE/first1.yaml" >> "$BASE/out" 2>&1 && launch "$BASE/r
 else
   fail "DP=1 -> DP=2 resume left the curve"
 fi
+
+# Packed documents (reset_position_ids, reset_attention_mask, eod_mask_loss at EOD 0): the
+# single-rank curve moves off the unmasked one, and DP = 2 at ZeRO 3 and TP = 2 stay on it.
+packed() { sed -i 's/train_samples: 200}/train_samples: 200, reset_position_ids: true, reset_attention_mask: true, eod_mask_loss: true, eod_token: 0}/' "$1"; }
+job "$BASE/psingle.yaml" 4 0 "$BASE/psingle.csv" 50
+packed "$BASE/psingle.yaml"
+if "$WORKER" --config "$BASE/psingle.yaml" > "$BASE/psingle.out" 2>&1 &&
+   ! close "$BASE/single.csv" "$BASE/psingle.csv" 2 50; then
+  pass "packed documents' masks change the single-rank curve"
+else
+  fail "packed single-rank run"; tail -3 "$BASE/psingle.out"
+fi
+# eod_mask_loss leaves micro-batches with different counts of scored tokens, and each
+# micro-batch's loss is its own mean (Megatron's default, a mean of per-micro-batch means):
+# DP = 2 with micro-batches of 2 is held to one rank accumulating the same micro-batches of 2.
+job "$BASE/psingle2.yaml" 2 0 "$BASE/psingle2.csv" 50
+packed "$BASE/psingle2.yaml"
+"$WORKER" --config "$BASE/psingle2.yaml" > "$BASE/psingle2.out" 2>&1 || fail "packed micro-2 run"
+job "$BASE/pdp.yaml" 2 3 "$BASE/pdp.csv" 50
+packed "$BASE/pdp.yaml"
+job "$BASE/ptp.yaml" 4 1 "$BASE/ptp.csv" 50 "parallel: {tensor: 2}"
+packed "$BASE/ptp.yaml"
+for layout in dp:"DP=2 ZeRO 3":psingle2 tp:"TP=2":psingle; do
+  IFS=: read -r key name ref <<< "$layout"
+  if launch "$BASE/p$key.yaml" && close "$BASE/$ref.csv" "$BASE/p$key.csv" 1 50; then
+    pass "$name with packed documents' masks reproduces the single-rank curve ($ref)"
+  else
+    fail "$name with packed documents' masks left the curve"; tail -3 "$BASE/out"
+  fi
+done
 
 # Bad input, refused before training: a missing prefix names it; fewer train_samples than
 # the job reads; token files and Megatron datasets together.

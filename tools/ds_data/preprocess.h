@@ -2,8 +2,8 @@
 // tools/preprocess_data.py makes them (same flags, same output names, the same bytes for the
 // same token ids: runtime/data/indexed_dataset.h).
 //
-//   ds-data preprocess --input corpus.jsonl.gz --json-keys text --tokenizer tokenizer.json \
-//       --output-prefix my-corpus --append-eod --workers 2
+//   ds-data preprocess --input corpus.jsonl.gz --json-keys text --tokenizer tokenizer.json
+//       --output-prefix my-corpus --append-eod --workers 2           (one command line)
 //   -> my-corpus_text_document.bin / .idx
 #pragma once
 

@@ -2,8 +2,8 @@
 // ids (runtime/data/megatron_samples.h), so anyone can compare them with megatron-core's
 // GPTDataset / BlendedDataset for the same prefixes, split, seed and sequence length.
 //
-//   ds-data samples --data-path 0.3 a_text_document 0.7 b_text_document --split 969,30,1 \
-//       --seq-length 1024 --train-samples 100000 --count 10
+//   ds-data samples --data-path 0.3 a_text_document 0.7 b_text_document --split 969,30,1
+//       --seq-length 1024 --train-samples 100000 --count 10           (one command line)
 //   ds-data samples --config job.yaml --count 200      # what that job's data.path trains on
 #pragma once
 

@@ -63,7 +63,7 @@ Status MakeShape(const OpArgs& args, DType dtype, AttentionShape* s) {
   if (args.in.size() > 1)
     return UnimplementedError(
         "attention (cuda): the left-padding mask (input pad, RLHF's prompts of several lengths) "
-        "runs on the host only so far");
+        "and packed documents' starts (data.reset_attention_mask) run on the host only so far");
   const Tensor& qkv = args.in[0];
   if (qkv.rank() != 3)
     return InvalidArgumentError("attention (cuda): qkv must be [B, T, (H + 2 Hkv) D], got " +
