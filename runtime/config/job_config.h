@@ -191,11 +191,23 @@ struct DataConfig {
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
-  int64_t eod_token = -1;
+  int64_t eod_token = -1;  // SFT: the end token appended after each answer
+  // Supervised fine-tuning pairs (runtime/data/sft_loader.h): the prompt and answer indexed
+  // datasets `ds-data preprocess --json-keys prompt chosen` writes, optionally a validation
+  // pair, and DeepSpeed-Chat's length limits. The loss is on the answers only.
+  struct Sft {
+    std::string prompt, answer;
+    std::string validation_prompt, validation_answer;
+    int64_t max_prompt_seq_len = 0;  // 0 = no limit but seq_len
+    int64_t max_answer_seq_len = 0;
+  } sft;
 
   bool megatron() const { return !path.empty(); }
-  bool has_train() const { return !train.empty() || megatron(); }
-  bool has_validation() const { return !validation.empty() || megatron(); }
+  bool supervised() const { return !sft.prompt.empty(); }
+  bool has_train() const { return !train.empty() || megatron() || supervised(); }
+  bool has_validation() const {
+    return !validation.empty() || megatron() || !sft.validation_prompt.empty();
+  }
 };
 
 struct CheckpointConfig {

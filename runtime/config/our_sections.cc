@@ -156,6 +156,34 @@ void ParseMegatronData(MapReader& r, DataConfig* d) {
   if (!split.ok()) r.Fail("split", split.message());
 }
 
+// data.sft: {prompt, answer, validation_prompt, validation_answer, max_prompt_seq_len,
+// max_answer_seq_len}: one pair of datasets instead of token files or data.path.
+void ParseSft(MapReader& data, DataConfig* d) {
+  MapReader r = data.Block("sft");
+  DataConfig::Sft& s = d->sft;
+  r.Get("prompt", &s.prompt);
+  r.Get("answer", &s.answer);
+  r.Get("validation_prompt", &s.validation_prompt);
+  r.Get("validation_answer", &s.validation_answer);
+  r.Get("max_prompt_seq_len", &s.max_prompt_seq_len);
+  r.Get("max_answer_seq_len", &s.max_answer_seq_len);
+  r.Require(s.max_prompt_seq_len >= 0, "max_prompt_seq_len", "must be >= 0 (0 = seq_len)");
+  r.Require(s.max_answer_seq_len >= 0, "max_answer_seq_len", "must be >= 0 (0 = seq_len)");
+  if (r.present()) {
+    r.Require(!s.prompt.empty() && !s.answer.empty(), "prompt",
+              "and data.sft.answer are both required (the datasets ds-data preprocess "
+              "--json-keys prompt chosen writes)");
+    r.Require(s.validation_prompt.empty() == s.validation_answer.empty(), "validation_prompt",
+              "and data.sft.validation_answer go together");
+  }
+  r.Finish();
+  if (!r.present()) return;
+  for (const char* key : {"train", "validation", "path"})
+    if (data.Has(key)) data.Fail(key, "cannot be combined with data.sft");
+  for (const char* key : {"reset_position_ids", "reset_attention_mask", "eod_mask_loss"})
+    if (data.Has(key)) data.Fail(key, "applies to packed documents, not to data.sft's rows");
+}
+
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   MapReader r = root.Block("data");
   r.Get("train", &d->train);
@@ -189,10 +217,11 @@ void ParseData(MapReader& root, uint64_t job_seed, DataConfig* d) {
   r.Require(!masks || d->eod_token >= 0, "eod_token",
             "is required (>= 0) with reset_position_ids, reset_attention_mask or eod_mask_loss: "
             "the end-of-document id the documents are cut at");
-  if (!masks && r.Has("eod_token"))
+  ParseSft(r, d);
+  if (!masks && !d->supervised() && r.Has("eod_token"))
     r.Warn(
-        "data.eod_token changes nothing without reset_position_ids, reset_attention_mask or "
-        "eod_mask_loss");
+        "data.eod_token changes nothing without data.sft, reset_position_ids, "
+        "reset_attention_mask or eod_mask_loss");
   r.Finish();
 }
 

@@ -235,6 +235,10 @@ class Trainer {
   Status OpenTrainData(int64_t micro);  // data.train's or data.path's, the default batch source
   // Packed documents' masks into TrainBatches (data.reset_*, eod_mask_loss).
   Status BindDocumentMasks(int64_t micro);
+  StatusOr<std::unique_ptr<data::TrainSource>> OpenSft(const std::string& prompt,
+                                                       const std::string& answer, int64_t micro,
+                                                       bool shuffle, int dp_rank,
+                                                       int dp_size) const;  // data.sft's
   // This rank's data-parallel share of the data: {dp rank, dp size}.
   std::pair<int, int> DataShare() const;
   // Each rank reads its share of `iters` global batches: data.validation's, or data.path's

@@ -11,6 +11,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/data/megatron_job.h"
 #include "runtime/data/megatron_loader.h"
+#include "runtime/data/sft_loader.h"
 #include "runtime/graph/validate.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
@@ -22,7 +23,10 @@ namespace ds::worker {
 // train_iters x train_batch_size samples (Megatron's --train-iters with --global-batch-size).
 Status Trainer::OpenTrainData(int64_t micro) {
   const auto [dp_rank, dp_size] = DataShare();
-  if (config_.data.megatron()) {
+  if (config_.data.supervised()) {
+    DS_ASSIGN_OR_RETURN(train_data_, OpenSft(config_.data.sft.prompt, config_.data.sft.answer,
+                                             micro, config_.data.shuffle, dp_rank, dp_size));
+  } else if (config_.data.megatron()) {
     data::MegatronLoader::Options m;
     DS_ASSIGN_OR_RETURN(m.samples, data::MegatronSamplesFor(config_, 0, seq_, total_steps_));
     m.batch = micro;
@@ -46,6 +50,27 @@ Status Trainer::OpenTrainData(int64_t micro) {
   return OkStatus();
 }
 
+// data.sft's loader over one prompt / answer pair of datasets (training or validation).
+StatusOr<std::unique_ptr<data::TrainSource>> Trainer::OpenSft(const std::string& prompt,
+                                                              const std::string& answer,
+                                                              int64_t micro, bool shuffle,
+                                                              int dp_rank, int dp_size) const {
+  data::SftLoader::Options o;
+  o.prompt = prompt;
+  o.answer = answer;
+  o.batch = micro;
+  o.seq = seq_;
+  o.max_prompt_seq_len = config_.data.sft.max_prompt_seq_len;
+  o.max_answer_seq_len = config_.data.sft.max_answer_seq_len;
+  o.eod = config_.data.eod_token;
+  o.shuffle = shuffle;
+  o.seed = config_.data.seed;
+  o.dp_rank = dp_rank;
+  o.dp_size = dp_size;
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<data::SftLoader> l, data::SftLoader::Open(o));
+  return std::unique_ptr<data::TrainSource>(std::move(l));
+}
+
 // Which share of the data this rank reads: its data-parallel rank and size. Ulysses: the sp
 // ranks of a group read the same micro-batches (each its chunk of them).
 std::pair<int, int> Trainer::DataShare() const {
@@ -58,6 +83,11 @@ std::pair<int, int> Trainer::DataShare() const {
 // (one of Megatron's evaluations). Token files: data.validation in order.
 StatusOr<std::unique_ptr<data::TrainSource>> Trainer::OpenValidationData(int64_t micro,
                                                                          int64_t iters) const {
+  if (config_.data.supervised()) {
+    const auto [rank, size] = DataShare();
+    return OpenSft(config_.data.sft.validation_prompt, config_.data.sft.validation_answer, micro,
+                   false, rank, size);
+  }
   if (config_.data.megatron()) {
     data::MegatronLoader::Options m;
     DS_ASSIGN_OR_RETURN(m.samples, data::MegatronSamplesFor(config_, 1, seq_, total_steps_));

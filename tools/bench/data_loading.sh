@@ -50,7 +50,7 @@ YAML
   echo "$1:"
   bin/ds-worker --config "$WORK/$1.yaml" 2>&1 | grep -E "time \(ms\)" |
     awk -F'|' '{ print; t = 0; for (i = 2; i <= NF; i++) { split($i, kv, ":"); v = kv[2] + 0; t += v
-                   if ($i ~ /data/) d = v } printf "  data %.2f ms of %.2f ms: %.3f%% of the step\n", d, t, 100 * d / t }'
+                   if ($i ~ /data/) d = v } printf "  data %.2f ms of %.2f ms: %.3g%% of the step\n", d, t, 100 * d / t }'
 }
 run plain ""
 run packed ", reset_position_ids: true, reset_attention_mask: true, eod_mask_loss: true, eod_token: 0"
