@@ -200,6 +200,7 @@ struct DataConfig {
     std::string validation_prompt, validation_answer;
     int64_t max_prompt_seq_len = 0;  // 0 = no limit but seq_len
     int64_t max_answer_seq_len = 0;
+    bool left_padding = false;  // padding: left (needs model.pad_mask); default right
   } sft;
 
   bool megatron() const { return !path.empty(); }

@@ -169,6 +169,10 @@ void ParseSft(MapReader& data, DataConfig* d) {
   r.Get("max_answer_seq_len", &s.max_answer_seq_len);
   r.Require(s.max_prompt_seq_len >= 0, "max_prompt_seq_len", "must be >= 0 (0 = seq_len)");
   r.Require(s.max_answer_seq_len >= 0, "max_answer_seq_len", "must be >= 0 (0 = seq_len)");
+  std::string padding = "right";
+  r.Get("padding", &padding);
+  r.Require(padding == "right" || padding == "left", "padding", "must be right or left");
+  s.left_padding = padding == "left";
   if (r.present()) {
     r.Require(!s.prompt.empty() && !s.answer.empty(), "prompt",
               "and data.sft.answer are both required (the datasets ds-data preprocess "

@@ -64,7 +64,7 @@ int64_t SftLoader::PairAt(int64_t epoch, int64_t position) {
   return order_[static_cast<size_t>(position)];
 }
 
-Status SftLoader::Row(int64_t pair, int32_t* inputs, int32_t* targets) {
+Status SftLoader::Row(int64_t pair, int32_t* inputs, int32_t* targets, int32_t* pads) {
   const Options& o = options_;
   DS_RETURN_IF_ERROR(prompts_.Tokens(pair, &prompt_));
   DS_RETURN_IF_ERROR(answers_.Tokens(pair, &answer_));
@@ -73,16 +73,22 @@ Status SftLoader::Row(int64_t pair, int32_t* inputs, int32_t* targets) {
   if (o.max_answer_seq_len > 0 && static_cast<int64_t>(answer_.size()) > o.max_answer_seq_len)
     answer_.resize(static_cast<size_t>(o.max_answer_seq_len));
   if (o.eod >= 0) answer_.push_back(o.eod);
-  const int64_t n = static_cast<int64_t>(prompt_.size()), total = n + answer_.size();
+  // Row position k of the seq + 1 holds token k - shift: the real ones [shift, shift + total).
+  const int64_t n = static_cast<int64_t>(prompt_.size());
+  const int64_t total = std::min<int64_t>(n + answer_.size(), o.seq + 1);
+  const int64_t shift = o.left_pads ? std::min<int64_t>(o.seq + 1 - total, o.seq - 1) : 0;
   const int32_t pad = static_cast<int32_t>(std::max<int64_t>(o.eod, 0));
   auto token = [&](int64_t k) -> int64_t {
-    return k < n ? prompt_[k] : k < total ? answer_[k - n] : pad;
+    k -= shift;
+    return k < 0 ? pad : k < n ? prompt_[k] : k < total ? answer_[k - n] : pad;
   };
   for (int64_t t = 0; t < o.seq; ++t) {
     inputs[t] = static_cast<int32_t>(token(t));
     // The next token is scored when it is the answer's (or the end token), not a pad.
-    targets[t] = t + 1 >= n && t + 1 < total ? static_cast<int32_t>(token(t + 1)) : kIgnore;
+    const int64_t next = t + 1 - shift;
+    targets[t] = next >= n && next < total ? static_cast<int32_t>(token(t + 1)) : kIgnore;
   }
+  if (pads) *pads = static_cast<int32_t>(shift);
   return OkStatus();
 }
 
@@ -94,7 +100,8 @@ Status SftLoader::Next(int32_t* inputs, int32_t* targets) {
       position -= pairs();
       ++epoch;
     }
-    DS_RETURN_IF_ERROR(Row(PairAt(epoch, position), inputs + i * t, targets + i * t));
+    DS_RETURN_IF_ERROR(Row(PairAt(epoch, position), inputs + i * t, targets + i * t,
+                           options_.left_pads ? options_.left_pads + i : nullptr));
   }
   state_.position += options_.dp_size * b;
   while (state_.position >= pairs()) {

@@ -14,10 +14,12 @@
 // given), all cut to seq + 1 tokens (its step 1's max_seq_len) and right-padded with the end
 // token (0 without one). Inputs are the first seq tokens; a target is the next token where that
 // token is part of the answer or the end token, else ignored (-100): the prompt and the pads
-// carry no loss. Order: every epoch a seeded permutation of the pairs (the DataLoader's
-// shuffle); each step takes the next dp_size x batch pairs, rank r rows [r*batch, (r+1)*batch);
-// a step may run on into the next epoch. The state (epoch, position in the permutation) is the
-// same on every rank: resume works at any dp_size.
+// carry no loss. With left_pads (a model with pad_mask: its kLeftPads input) the pads go
+// before the row instead (at most seq - 1 of them) and left_pads[i] receives row i's count, so
+// its real tokens compute what they compute unpadded. Order: every epoch a seeded permutation of
+// the pairs (the DataLoader's shuffle); each step takes the next dp_size x batch pairs, rank r rows
+// [r*batch, (r+1)*batch); a step may run on into the next epoch. The state (epoch, position in the
+// permutation) is the same on every rank: resume works at any dp_size.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,9 @@ class SftLoader final : public TrainSource {
     uint64_t seed = 1234;
     int dp_rank = 0;
     int dp_size = 1;
+    // Left padding: each row's pad count, int32 [batch], written by every Next (the graph's
+    // "pad.left" input); null = right padding.
+    int32_t* left_pads = nullptr;
   };
   static constexpr int32_t kIgnore = -100;
 
@@ -58,8 +63,8 @@ class SftLoader final : public TrainSource {
   void Reset() override { state_ = DataLoaderState(); }
 
   int64_t pairs() const { return prompts_.sequences(); }
-  // Row `pair` as above: inputs[seq], targets[seq].
-  Status Row(int64_t pair, int32_t* inputs, int32_t* targets);
+  // Row `pair` as above: inputs[seq], targets[seq]; *pads the left pads (0 when right-padded).
+  Status Row(int64_t pair, int32_t* inputs, int32_t* targets, int32_t* pads = nullptr);
 
  private:
   SftLoader(const Options& o, IndexedDataset prompts, IndexedDataset answers);

@@ -1,6 +1,7 @@
 // SftLoader: rows of prompt + answer + end token with the loss on the answer only, DeepSpeed-
 // Chat's truncations (a prompt keeps its end, an answer its start, the row its first seq + 1
-// tokens), the pairs' order split over data-parallel ranks and resumed at another dp_size.
+// tokens), left padding with its pad counts, the pairs' order split over data-parallel ranks and
+// resumed at another dp_size.
 #include "runtime/data/sft_loader.h"
 
 #include <catch2/catch.hpp>
@@ -62,6 +63,14 @@ TEST_CASE("an SFT row scores the answer and its end token only", "[data][sft]") 
   REQUIRE(cut->Row(1, in.data(), tg.data()).ok());
   CHECK(in == std::vector<int32_t>{36, 37, 41, 1, 1, 1, 1, 1});
   CHECK(tg == std::vector<int32_t>{kIgn, 41, 1, kIgn, kIgn, kIgn, kIgn, kIgn});
+  std::vector<int32_t> pads(1, -1);
+  o.left_pads = pads.data();  // left padding: the same tokens behind 5 pads
+  auto left = Open(o);
+  REQUIRE(left->Row(1, in.data(), tg.data(), pads.data()).ok());
+  CHECK(in == std::vector<int32_t>{1, 1, 1, 1, 1, 36, 37, 41});
+  CHECK(tg == std::vector<int32_t>{kIgn, kIgn, kIgn, kIgn, kIgn, kIgn, 41, 1});
+  CHECK(pads[0] == 5);
+  o.left_pads = nullptr;
   o.eod = -1;  // no end token: pads are 0
   auto bare = Open(o);
   REQUIRE(bare->Row(0, in.data(), tg.data()).ok());

@@ -1,7 +1,8 @@
 // Supervised fine-tuning through the Trainer (data.sft): the first step's loss is the mean
 // next-token cross-entropy of the model's own logits over the answer tokens and end tokens
 // only, not over the prompts or the pads (counting the prompt gives another loss, so the
-// check can fail), for GPT-2 and Llama.
+// check can fail), for GPT-2 and Llama; left-padded rows (padding: left, a pad_mask model)
+// train with the right-padded rows' losses and gradient norms.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -37,14 +38,16 @@ void WritePairs() {
   REQUIRE(a.Finalize().ok());
 }
 
-StatusOr<std::unique_ptr<Trainer>> Model(const std::string& family) {
+StatusOr<std::unique_ptr<Trainer>> Model(const std::string& family, bool left = false) {
   const std::string yaml =
       "train_batch_size: 2\ntrain_micro_batch_size_per_gpu: 2\n"
       "optimizer: {type: AdamW, params: {lr: 0.01}}\nmodel: {family: " +
-      family + ", n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 64, max_seq_len: 16}\n" +
+      family + ", n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 64, max_seq_len: 16" +
+      (left ? ", pad_mask: true" : "") + "}\n" +
       "data: {seq_len: 12, shuffle: false, eod_token: 1, sft: {prompt: " + Dir() +
-      "/sft_prompt_document, answer: " + Dir() +
-      "/sft_chosen_document}}\ntraining: {train_iters: 2}\ndevice: {type: cpu, threads: 1}\n";
+      "/sft_prompt_document, answer: " + Dir() + "/sft_chosen_document" +
+      (left ? ", padding: left" : "") +
+      "}}\ntraining: {train_iters: 2}\ndevice: {type: cpu, threads: 1}\n";
   DS_ASSIGN_OR_RETURN(config::JobConfig c, config::ParseJobConfig(yaml, family + ".yaml"));
   DS_ASSIGN_OR_RETURN(Graph g, plan::LoadModelGraph(c));
   DS_ASSIGN_OR_RETURN(auto t, Trainer::Create(c, std::move(g)));
@@ -105,6 +108,36 @@ TEST_CASE("SFT: the loss is on the answers and their end tokens only", "[worker]
     CHECK(step->loss == Approx(answers).epsilon(1e-5));
     CHECK(step->loss != Approx(everything).epsilon(1e-5));
   }
+}
+
+TEST_CASE("SFT: left-padded rows train as the right-padded ones", "[worker][sft]") {
+  WritePairs();
+  for (const char* family : {"gpt2", "llama"}) {
+    INFO(family);
+    auto right = Model(family), left = Model(family, true);
+    INFO(left.status().ToString());
+    REQUIRE((right.ok() && left.ok()));
+    for (int step = 0; step < 2; ++step) {
+      auto r = (*right)->TrainStep(), l = (*left)->TrainStep();
+      REQUIRE((r.ok() && l.ok()));
+      CHECK(l->loss == Approx(r->loss).epsilon(1e-5));
+      CHECK(l->grad_norm == Approx(r->grad_norm).epsilon(1e-4));
+    }
+  }
+  // Left padding without the model's pad mask is refused.
+  const std::string yaml =
+      "train_batch_size: 2\nmodel: {family: gpt2, n_layer: 1, n_embd: 16, "
+      "n_head: 2, vocab_size: 64, max_seq_len: 16}\ndata: {seq_len: 12, "
+      "sft: {prompt: " +
+      Dir() + "/sft_prompt_document, answer: " + Dir() +
+      "/sft_chosen_document, padding: left}}\ntraining: {train_iters: 1}\n";
+  auto c = config::ParseJobConfig(yaml, "left.yaml");
+  REQUIRE(c.ok());
+  auto g = plan::LoadModelGraph(*c);
+  REQUIRE(g.ok());
+  auto t = Trainer::Create(*c, std::move(*g));
+  Status s = t.ok() ? (*t)->Initialize() : t.status();
+  CHECK(s.message().find("padding left needs model.pad_mask") != std::string::npos);
 }
 
 TEST_CASE("data.sft is refused with token files and packed documents' masks", "[worker][sft]") {

@@ -67,6 +67,14 @@ StatusOr<std::unique_ptr<data::TrainSource>> Trainer::OpenSft(const std::string&
   o.seed = config_.data.seed;
   o.dp_rank = dp_rank;
   o.dp_size = dp_size;
+  if (config_.data.sft.left_padding) {  // the rows' pads go to the graph's left pads
+    StatusOr<Tensor> pads = StateInput(kLeftPads);
+    if (!pads.ok())
+      return InvalidArgumentError(config_.source +
+                                  ": data.sft.padding left needs model.pad_mask: true (the "
+                                  "model then takes each row's left pads)");
+    o.left_pads = pads->i32();
+  }
   DS_ASSIGN_OR_RETURN(std::unique_ptr<data::SftLoader> l, data::SftLoader::Open(o));
   return std::unique_ptr<data::TrainSource>(std::move(l));
 }
