@@ -36,7 +36,12 @@ StatusOr<PreferenceExample> ParseRow(const std::string& text, const std::string&
   if (!doc->is_object()) return InvalidArgumentError(where + "not a JSON object");
   PreferenceExample e;
   DS_RETURN_IF_ERROR(StringMember(*doc, "prompt", true, where, &e.prompt).status());
-  DS_RETURN_IF_ERROR(StringMember(*doc, "chosen", true, where, &e.chosen).status());
+  // Dahoas/rm-static's rows carry the answer as "response" too: it stands in for "chosen".
+  DS_ASSIGN_OR_RETURN(bool chosen, StringMember(*doc, "chosen", false, where, &e.chosen));
+  if (!chosen) {
+    DS_ASSIGN_OR_RETURN(chosen, StringMember(*doc, "response", false, where, &e.chosen));
+    if (!chosen) return InvalidArgumentError(where + "no \"chosen\" (or \"response\"), a string");
+  }
   DS_ASSIGN_OR_RETURN(e.has_rejected, StringMember(*doc, "rejected", false, where, &e.rejected));
   return e;
 }

@@ -30,10 +30,12 @@ std::string Rows(int n, const std::string& tag) {
 TEST_CASE("Preference data: rows, and errors naming file and line", "[rlhf][data]") {
   const std::string path = Write("pairs.jsonl", Rows(3, "a") +
                                                     "\n{\"prompt\": \"p\", "
-                                                    "\"chosen\": \"c\"}\n");
+                                                    "\"chosen\": \"c\"}\n"
+                                                    "{\"prompt\": \"q\", \"response\": \"r\"}\n");
   auto d = ReadPreferenceJsonl(path);
   REQUIRE(d.ok());
-  REQUIRE(d->rows.size() == 4);
+  REQUIRE(d->rows.size() == 5);
+  CHECK(d->rows[4].chosen == "r");  // Dahoas/rm-static's "response" stands in for "chosen"
   CHECK(d->rows[1].prompt == "a1=");
   CHECK(d->rows[1].chosen == "good");
   CHECK(d->rows[1].rejected == "bad");
@@ -43,12 +45,13 @@ TEST_CASE("Preference data: rows, and errors naming file and line", "[rlhf][data
     const char* text;
     const char* message;
   };
-  for (const Bad& b : {Bad{"{\"prompt\": \"p\"}", "bad.jsonl:2: no \"chosen\" (a string)"},
-                       Bad{"{\"prompt\": 3, \"chosen\": \"c\"}", "bad.jsonl:2: \"prompt\" is not"},
-                       Bad{"[1, 2]", "bad.jsonl:2: not a JSON object"},
-                       Bad{"{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": [1]}",
-                           "bad.jsonl:2: \"rejected\" is not a string"},
-                       Bad{"{\"prompt\": ", "bad.jsonl:2: "}}) {
+  for (const Bad& b :
+       {Bad{"{\"prompt\": \"p\"}", "bad.jsonl:2: no \"chosen\" (or \"response\"), a string"},
+        Bad{"{\"prompt\": 3, \"chosen\": \"c\"}", "bad.jsonl:2: \"prompt\" is not"},
+        Bad{"[1, 2]", "bad.jsonl:2: not a JSON object"},
+        Bad{"{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": [1]}",
+            "bad.jsonl:2: \"rejected\" is not a string"},
+        Bad{"{\"prompt\": ", "bad.jsonl:2: "}}) {
     INFO(b.text);
     auto r = ReadPreferenceJsonl(Write("bad.jsonl", Rows(1, "a") + b.text + "\n"));
     REQUIRE_FALSE(r.ok());
