@@ -132,8 +132,15 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Fail("data", "data.seq_len " + std::to_string(c->data.seq_len) +
                        " exceeds model.max_seq_len " + std::to_string(c->model.max_seq_len));
   }
+  if ((c->data.reset_position_ids || c->data.reset_attention_mask) &&
+      (c->parallel.ulysses > 1 || c->parallel.pipeline > 1))
+    r.Fail("data",
+           "data.reset_position_ids / reset_attention_mask (per-token inputs of the graph) do not "
+           "run with parallel.ulysses or parallel.pipeline > 1");
   if (c->monitor.eval_interval > 0 && !c->data.has_validation()) {
-    r.Fail("monitor", "monitor.eval_interval needs data.validation (or data.path)");
+    r.Fail("monitor",
+           "monitor.eval_interval needs data.validation (or data.path, or data.sft's "
+           "validation_prompt and validation_answer)");
   }
   if (c->recompute.cpu_checkpointing && c->device.type != DeviceType::kCuda)
     r.Warn(

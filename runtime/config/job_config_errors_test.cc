@@ -142,6 +142,14 @@ TEST_CASE("Config errors: required and conflicting keys", "[config]") {
                  "key \"data.split\" (line 1): needs data.path"));
   CHECK(Contains(ErrorOf("data: {path: a, train_samples: -1}"), "data.train_samples"));
   CHECK(ErrorOf("data: {path: a}\nmonitor: {eval_interval: 10}") == "");
+  // Packed documents' masks: the EOD id is required, and the per-token inputs run on one
+  // pipeline stage without Ulysses.
+  CHECK(Contains(ErrorOf("data: {reset_attention_mask: true}"), "data.eod_token"));
+  CHECK(Contains(ErrorOf("data: {reset_position_ids: true, eod_token: 0}\n"
+                         "parallel: {pipeline: 2}"),
+                 "do not run with parallel.ulysses or parallel.pipeline"));
+  CHECK(Contains(ErrorOf("data: {sft: {prompt: p, answer: a}, format: ds}"),
+                 "cannot be combined with data.sft"));
   // Mixture of experts and the all-to-all layouts.
   const std::string gpt = "model: {family: gpt2, moe: {num_experts: 4, ";
   CHECK(Contains(ErrorOf(gpt + "top_k: 3}}"), "key \"model.moe.top_k\" (line 1): must be 1 or 2"));

@@ -182,7 +182,7 @@ void ParseSft(MapReader& data, DataConfig* d) {
   }
   r.Finish();
   if (!r.present()) return;
-  for (const char* key : {"train", "validation", "path"})
+  for (const char* key : {"train", "validation", "format", "path"})
     if (data.Has(key)) data.Fail(key, "cannot be combined with data.sft");
   for (const char* key : {"reset_position_ids", "reset_attention_mask", "eod_mask_loss"})
     if (data.Has(key)) data.Fail(key, "applies to packed documents, not to data.sft's rows");

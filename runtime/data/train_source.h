@@ -1,7 +1,7 @@
 // TrainSource: a BatchSource whose place in its stream can be saved and restored: the token
-// file's DataLoader and the Megatron datasets' MegatronLoader. The Trainer reads its training
-// micro-batches from one, saves state() in every checkpoint and SetState()s it on resume, and
-// Reset()s its validation source before each evaluation pass.
+// file's DataLoader, the Megatron datasets' MegatronLoader, data.sft's SftLoader. The Trainer reads
+// its training micro-batches from one, saves state() in every checkpoint and SetState()s it on
+// resume, and Reset()s its validation source before each evaluation pass.
 //
 //   DS_RETURN_IF_ERROR(source->Next(inputs, targets));
 //   std::string saved = source->state().ToJson();        // {"epoch": 0, "position": 4096}
@@ -17,7 +17,8 @@ namespace ds::data {
 
 // Where a stream stands before the next step, the same on every data-parallel rank (so a
 // state saved on rank 0 resumes every rank, at any dp_size). What position counts is the
-// source's own: tokens or windows of a token file, samples consumed of a Megatron dataset.
+// source's own: tokens or windows of a token file, samples consumed of a Megatron dataset,
+// pairs of an SFT epoch's order.
 struct DataLoaderState {
   int64_t epoch = 0;
   int64_t position = 0;

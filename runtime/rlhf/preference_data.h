@@ -1,8 +1,9 @@
 // DeepSpeed-Chat's data for the three RLHF steps: JSONL files of {"prompt", "chosen",
 // "rejected"} rows (DeepSpeed-Chat's get_prompt / get_chosen / get_rejected; "response" stands
-// in for a missing "chosen", as in Dahoas/rm-static's rows; other keys are ignored), several datasets blended, and `data_split` with its real meaning: the weights
-// normalised ("2,4,4" gives each dataset's rows 20% / 40% / 40% to steps 1, 2 and 3), the
-// parts disjoint and the same for the same seed on every machine.
+// in for a missing "chosen", as in Dahoas/rm-static's rows; other keys are ignored), several
+// datasets blended, and `data_split` with its real meaning: the weights normalised ("2,4,4" gives
+// each dataset's rows 20% / 40% / 40% to steps 1, 2 and 3), the parts disjoint and the same for the
+// same seed on every machine.
 //
 //   DS_ASSIGN_OR_RETURN(PreferenceDataset d, ReadPreferenceJsonl("pairs.jsonl"));
 //   DS_ASSIGN_OR_RETURN(std::vector<double> w, ParseDataSplit("2,4,4"));

@@ -128,10 +128,11 @@ Status Trainer::BindDocumentMasks(int64_t micro) {
   m.reset_attention_mask = d.reset_attention_mask;
   m.eod_mask_loss = d.eod_mask_loss;
   if (!d.reset_position_ids && !d.reset_attention_mask) return OkStatus();
-  if (plan_->topology().sp() > 1)
-    return UnimplementedError(config_.source +
-                              ": data.reset_position_ids / reset_attention_mask with sequence "
-                              "parallelism (Ulysses): each rank would need its chunk's masks");
+  if (plan_->topology().sp() > 1)  // ds-launch --sp: the config's check cannot see it
+    return InvalidArgumentError(config_.source +
+                                ": data.reset_position_ids / reset_attention_mask do not run "
+                                "with Ulysses sequence parallelism (each rank would need its "
+                                "chunk's masks)");
   batches_->batch = micro;
   batches_->seq = seq_;
   auto buffer = [&](const char* name, int32_t** out) -> Status {
