@@ -46,6 +46,7 @@ class MegatronLoader final : public TrainSource {
   void Reset() override { state_ = DataLoaderState(); }
 
   int64_t size() const { return samples_.size(); }
+  const MegatronSamples& samples() const { return samples_; }
 
  private:
   MegatronLoader(const Options& options, MegatronSamples samples);

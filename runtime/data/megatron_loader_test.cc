@@ -85,6 +85,13 @@ TEST_CASE("one rank reads megatron-core's 200 blended samples in order, two seed
     REQUIRE(want.size() == 200);
     auto loader = Open(JobOptions(seed, 4, 0, 1));
     CHECK(loader->size() == 200);
+    // The build's description: the training part of "969,30,1" holds 1163 of gpt_blend_a's
+    // 1200 documents (round(0.969 x 1200)), one epoch of them.
+    const std::vector<std::string> lines = loader->samples().Describe();
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].find("gpt_blend_a (weight 0.3000): 1,163 documents, ") != std::string::npos);
+    CHECK(lines[0].find(", 1 epoch, ") != std::string::npos);
+    CHECK(lines[1].find("gpt_blend_b (weight 0.7000): 872 documents, ") != std::string::npos);
     std::vector<std::vector<int32_t>> got;
     for (int step = 0; step < 50; ++step)
       for (auto& row : NextRows(loader.get(), 4)) got.push_back(row);

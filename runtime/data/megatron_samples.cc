@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "runtime/base/status_macros.h"
 
@@ -35,6 +36,7 @@ StatusOr<MegatronSamples> MegatronSamples::Open(const Options& o) {
     size = std::min(o.num_samples, total);
   }
   s.blend_ = BuildBlendIndices(blend.weights, size);
+  s.weights_ = blend.weights;
   return s;
 }
 
@@ -51,6 +53,30 @@ Status MegatronSamples::AddDataset(const std::string& prefix, int64_t samples, c
   datasets_.push_back(std::move(d));
   indices_.push_back(std::move(ix));
   return OkStatus();
+}
+
+std::vector<std::string> MegatronSamples::Describe() const {
+  auto grouped = [](int64_t v) {  // 1234567 -> "1,234,567"
+    std::string s = std::to_string(v);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+    return s;
+  };
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < datasets_.size(); ++i) {
+    const GptIndices& ix = indices_[i];
+    int64_t tokens = 0, documents = 0;
+    if (ix.epochs > 0) {  // one epoch's documents: the document index holds each epoch's
+      documents = static_cast<int64_t>(ix.document_index.size()) / ix.epochs;
+      for (int64_t d = 0; d < documents; ++d)
+        tokens += datasets_[i].sequence_length(ix.document_index[d]);
+    }
+    char weight[32] = "";
+    if (blended_) std::snprintf(weight, sizeof(weight), " (weight %.4f)", weights_[i]);
+    lines.push_back(datasets_[i].prefix() + weight + ": " + grouped(documents) + " documents, " +
+                    grouped(tokens) + " tokens, " + std::to_string(ix.epochs) + " epoch" +
+                    (ix.epochs == 1 ? "" : "s") + ", " + grouped(ix.samples()) + " samples");
+  }
+  return lines;
 }
 
 int64_t MegatronSamples::size() const {

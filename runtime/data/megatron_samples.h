@@ -33,6 +33,10 @@ class MegatronSamples {
 
   int64_t size() const;
   Status Sample(int64_t k, std::vector<int64_t>* tokens) const;
+  // One line per dataset, as Megatron logs its builds: the prefix, its weight in a blend, the
+  // split's documents and tokens, the epochs and samples built, e.g.
+  //   "a_text_document (weight 0.3000): 388 documents, 12,345 tokens, 2 epochs, 61 samples"
+  std::vector<std::string> Describe() const;
 
  private:
   MegatronSamples() = default;
@@ -41,6 +45,7 @@ class MegatronSamples {
   std::vector<GptIndices> indices_;
   BlendIndices blend_;
   bool blended_ = false;
+  std::vector<double> weights_;  // a blend's normalized weights (sizes' shares when unweighted)
 };
 
 }  // namespace ds::data

@@ -7,6 +7,7 @@
 
 #include "parallel/communicator.h"
 #include "proto/plan.pb.h"
+#include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/data/megatron_job.h"
@@ -33,7 +34,15 @@ Status Trainer::OpenTrainData(int64_t micro) {
     m.seq = seq_;
     m.dp_rank = dp_rank;
     m.dp_size = dp_size;
-    DS_ASSIGN_OR_RETURN(train_data_, data::MegatronLoader::Open(m));
+    DS_ASSIGN_OR_RETURN(std::unique_ptr<data::MegatronLoader> l, data::MegatronLoader::Open(m));
+    if (world_rank_ == 0) {  // what Megatron logs as it builds its datasets
+      DS_LOG_INFO("data",
+                  "data.path: {} samples of {} tokens, split \"{}\" (its training part), "
+                  "seed {}",
+                  l->size(), seq_ + 1, config_.data.split, m.samples.seed);
+      for (const std::string& line : l->samples().Describe()) DS_LOG_INFO("data", "  {}", line);
+    }
+    train_data_ = std::move(l);
   } else {
     data::DataLoaderOptions d;
     d.path = config_.data.train;
