@@ -1,5 +1,6 @@
 // TrainBatches: the Trainer's source of training micro-batches, what the step runner reads:
-// it forwards to the data's loader (data.train's token file, data.path's Megatron datasets) or
+// it forwards to the data's loader (data.train's token file, data.path's Megatron datasets,
+// data.sft's pairs) or
 // to a source the caller set (Trainer::SetBatchSource: the RLHF steps' in-memory examples),
 // and without either fails naming data.train. With packed documents' masks (data.reset_*,
 // eod_mask_loss) it fills the graph's document starts / positions from each micro-batch's

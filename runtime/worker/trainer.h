@@ -232,7 +232,7 @@ class Trainer {
   // kept), and after the plan, one executor per activation slot under a PipelineCompute.
   Status PartitionForPipeline(const plan::Topology& topology);
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
-  Status OpenTrainData(int64_t micro);  // data.train's or data.path's, the default batch source
+  Status OpenTrainData(int64_t micro);  // data.train's, .path's or .sft's: the default source
   // Packed documents' masks into TrainBatches (data.reset_*, eod_mask_loss).
   Status BindDocumentMasks(int64_t micro);
   StatusOr<std::unique_ptr<data::TrainSource>> OpenSft(const std::string& prompt,
@@ -241,8 +241,8 @@ class Trainer {
                                                        int dp_size) const;  // data.sft's
   // This rank's data-parallel share of the data: {dp rank, dp size}.
   std::pair<int, int> DataShare() const;
-  // Each rank reads its share of `iters` global batches: data.validation's, or data.path's
-  // split 1.
+  // Each rank reads its share of `iters` global batches: data.validation's, data.path's split
+  // 1, or data.sft's validation pair.
   StatusOr<std::unique_ptr<data::TrainSource>> OpenValidationData(int64_t micro,
                                                                   int64_t iters) const;
   Status ExportGathered(const std::string& path);             // ExportWeights under ZeRO over ranks
@@ -331,7 +331,7 @@ class Trainer {
   std::unique_ptr<zero::OptimizerSwapper> swapper_;  // offload_optimizer nvme
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<optim::LossScaler> scaler_;
-  std::unique_ptr<data::TrainSource> train_data_;           // data.train's or data.path's; or null
+  std::unique_ptr<data::TrainSource> train_data_;           // data.train's, .path's or .sft's
   std::unique_ptr<TrainBatches> batches_;                   // what the step runner reads
   std::map<std::string, std::vector<float>> state_inputs_;  // the per-token inputs' buffers
   std::map<std::string, Tensor> state_views_;               // and their views

@@ -1,5 +1,6 @@
-// The Trainer's inputs: where training micro-batches come from (data.train's or data.path's loader
-// or a batch source the caller sets) and the graph's per-token inputs (kState tensors) it owns.
+// The Trainer's inputs: where training micro-batches come from (data.train's, data.path's or
+// data.sft's loader, or a batch source the caller sets), the graph's per-token inputs (kState
+// tensors) it owns, and packed documents' masks.
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -19,8 +20,8 @@
 
 namespace ds::worker {
 
-// data.train's token file loader or data.path's Megatron datasets: the default source of the
-// training micro-batches. The datasets are built for data.train_samples, by default
+// data.train's token file loader, data.path's Megatron datasets or data.sft's pairs: the default
+// source of the training micro-batches. The datasets are built for data.train_samples, by default
 // train_iters x train_batch_size samples (Megatron's --train-iters with --global-batch-size).
 Status Trainer::OpenTrainData(int64_t micro) {
   const auto [dp_rank, dp_size] = DataShare();
