@@ -8,6 +8,7 @@ and a summary line the driver parses:
   pytorch: ms_per_step=... peak_rss_mib=... threads=... losses=l0,l1,...
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -92,6 +93,8 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel over gloo (torchrun)")
+    ap.add_argument("--bf16", action="store_true", help="forward under torch.autocast('cpu', bfloat16)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -104,6 +107,9 @@ def main():
     net = model
     if a.ddp:
         net = torch.nn.parallel.DistributedDataParallel(model)
+    if a.compile:  # the first steps compile; the warm-up steps are not timed
+        net = torch.compile(net)
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.bf16 else contextlib.nullcontext
     decay = [p for n, p in model.w.items() if p.dim() >= 2]
     no_decay = [p for n, p in model.w.items() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -121,7 +127,8 @@ def main():
         x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = net(x, y)
+        with autocast():
+            loss = net(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -140,7 +147,7 @@ def main():
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = sorted(times)[len(times) // 2] if times else float("nan")
     print(f"pytorch: ms_per_step={ms:.1f} peak_rss_mib={rss:.1f} threads={torch.get_num_threads()} "
-          f"torch={torch.__version__} losses={','.join(f'{l:.6f}' for l in losses)}")
+          f"torch={torch.__version__} bf16={int(a.bf16)} compile={int(a.compile)} losses={','.join(f'{l:.6f}' for l in losses)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Trains the same GPT-2 shape with ds-worker and with PyTorch on the CPU (same initial
-# weights, data, batch, sequence, optimizer, clipping and threads) and prints ms/step,
-# peak RSS, the ratio, and how far the two loss curves are apart.
+# weights, data, batch, sequence, optimizer, clipping and threads) in fp32 and in bf16 (our
+# bf16 mixed precision; PyTorch's autocast), PyTorch eager and torch.compile'd, and prints
+# ms/step, peak RSS, the ratios against PyTorch's best in each precision, and how far the fp32
+# loss curves are apart. PyTorch is the peers' venv's (PyPI's 2.15, `DS_PEERS=1
+# tools/setup.sh`) unless PYTHON names another; the versions that ran are printed.
 #
 #   tools/bench/train_vs_pytorch.sh                      # L=4 C=256 H=4 V=8192 T=256 B=4
 #   tools/bench/train_vs_pytorch.sh --shape gpt2-small   # L=12 C=768 H=12 V=50257 T=256 B=4
@@ -41,7 +44,9 @@ if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
 fi
 THREADS=${THREADS:-2}
 WARMUP=2
-PY=${PYTHON:-/usr/bin/python3}
+PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+PY=${PYTHON:-$([[ -x $PEER_PY ]] && echo "$PEER_PY" || echo /usr/bin/python3)}
+echo "== PyTorch from $PY: $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)"
 [[ -x bin/ds-worker ]] || tools/build.sh
 
 WORK=$(mktemp -d)
@@ -63,66 +68,86 @@ monitor: {csv: $WORK/ds.csv, log_interval: 1}
 device: {threads: $THREADS}
 YAML
 
-echo "== shape: L=$L C=$C H=$H V=$V T=$T B=$B, fp32, $THREADS threads, $STEPS steps ($WARMUP warm-up)"
+echo "== shape: L=$L C=$C H=$H V=$V T=$T B=$B, $THREADS threads, $STEPS steps ($WARMUP warm-up)"
 echo "== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 bin/ds-worker --config "$WORK/job.yaml" --export-init "$WORK/init.safetensors" >/dev/null
-bin/ds-worker --config "$WORK/job.yaml" 2>&1 | grep -E "^step|done|memory" || true
-
-ds_ms=$("$PY" - "$WORK/ds.csv" "$WARMUP" <<'PYEOF'
+# ds_run CSV [EXTRA YAML]: one run, its median ms/step (after the warm-up) and peak RSS.
+ds_run() {
+  sed "s|csv: $WORK/ds.csv|csv: $1|" "$WORK/job.yaml" > "$WORK/run.yaml"
+  [[ -n ${2:-} ]] && echo "$2" >> "$WORK/run.yaml"
+  bin/ds-worker --config "$WORK/run.yaml" > "$WORK/run.out" 2>&1 || { tail -3 "$WORK/run.out" >&2; return 1; }
+  "$PY" - "$1" "$WARMUP" <<'PYEOF'
 import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))[int(sys.argv[2]):]
-ms = sorted(float(r["step_ms"]) for r in rows)
-print(f"{ms[len(ms)//2]:.1f}")
+rows = list(csv.DictReader(open(sys.argv[1])))
+ms = sorted(float(r["step_ms"]) for r in rows[int(sys.argv[2]):])
+print(f"{ms[len(ms)//2]:.1f} {int(rows[-1]['peak_rss_bytes'])/2**20:.1f}")
 PYEOF
-)
-ds_rss=$("$PY" -c "import csv,sys; r=list(csv.DictReader(open('$WORK/ds.csv'))); print(f\"{int(r[-1]['peak_rss_bytes'])/2**20:.1f}\")")
+}
+echo "== ds-runtime, fp32"
+read -r ds_ms ds_rss < <(ds_run "$WORK/ds.csv")
+echo "== ds-runtime, bf16"
+read -r ds_bf16_ms ds_bf16_rss < <(ds_run "$WORK/ds_bf16.csv" "bf16: {enabled: true}")
 ds_losses=$("$PY" -c "import csv; print(','.join(r['loss'] for r in csv.DictReader(open('$WORK/ds.csv'))))")
 
-run_torch() {
+run_torch() {  # run_torch [--bf16] [--compile]
   "$PY" tools/bench/pytorch_gpt2.py --weights "$WORK/init.safetensors" --data "$WORK/tokens.bin" \
     --n_layer "$L" --n_head "$H" --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
-    --threads "$THREADS" | tail -1
+    --threads "$THREADS" "$@" 2>&1 | tail -1
 }
 # PyTorch with each allocator setting available; the fastest is the reference.
 declare -a PT_NAMES PT_LINES
-try_torch() {  # try_torch NAME ENV...
-  local name=$1; shift
+try_torch() {  # try_torch NAME FLAGS ENV...: FLAGS ("" or "--bf16 --compile" ...) to the script
+  local name=$1 flags=$2; shift 2
   echo "== pytorch, $name"
   local line
-  line=$(env "$@" bash -c "$(declare -f run_torch); $(declare -p WORK PY L H B T STEPS WARMUP THREADS); run_torch")
+  line=$(env "$@" bash -c "$(declare -f run_torch); $(declare -p WORK PY L H B T STEPS WARMUP THREADS); run_torch $flags")
   echo "$line" | cut -c1-100
   PT_NAMES+=("$name"); PT_LINES+=("$line")
 }
-try_torch "glibc malloc (default)"
-try_torch "glibc keeping freed memory" MALLOC_MMAP_THRESHOLD_=17179869184 \
-  MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824
+KEEP=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824)
+try_torch "eager fp32, glibc malloc (default)" ""
+try_torch "eager fp32, glibc keeping freed memory" "" "${KEEP[@]}"
 for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
-  [[ -e $lib ]] && try_torch "LD_PRELOAD=$(basename "$lib")" LD_PRELOAD="$lib"
+  [[ -e $lib ]] && try_torch "eager fp32, LD_PRELOAD=$(basename "$lib")" "" LD_PRELOAD="$lib"
 done
+# The other modes with glibc keeping freed memory.
+try_torch "eager bf16 autocast" "--bf16" "${KEEP[@]}"
+try_torch "torch.compile fp32" "--compile" "${KEEP[@]}"
+try_torch "torch.compile bf16 autocast" "--bf16 --compile" "${KEEP[@]}"
 runs_file=$WORK/runs.txt
 : > "$runs_file"
 for i in "${!PT_NAMES[@]}"; do printf '%s\t%s\n' "${PT_NAMES[$i]}" "${PT_LINES[$i]}" >> "$runs_file"; done
 
-"$PY" - "$ds_ms" "$ds_rss" "$ds_losses" "$runs_file" <<'PYEOF'
+"$PY" - "$ds_ms" "$ds_rss" "$ds_bf16_ms" "$ds_bf16_rss" "$ds_losses" "$runs_file" <<'PYEOF'
 import sys
-ds_ms, ds_rss, ds_losses = float(sys.argv[1]), float(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
+ds_ms, ds_rss, bf_ms, bf_rss = map(float, sys.argv[1:5])
+ds_losses = [float(x) for x in sys.argv[5].split(",")]
 def parse(line):
     kv = dict(p.split("=", 1) for p in line.split()[1:])
     return float(kv["ms_per_step"]), float(kv["peak_rss_mib"]), [float(x) for x in kv["losses"].split(",")]
 runs = {}
-for row in open(sys.argv[4]):
+for row in open(sys.argv[6]):
     name, line = row.rstrip("\n").split("\t", 1)
-    runs[name] = parse(line)
-best_name = min(runs, key=lambda k: runs[k][0])
-pt_ms, pt_rss, pt_losses = runs[best_name]
-diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, pt_losses))
+    if line.startswith("pytorch:"):
+        runs[name] = parse(line)
+    else:
+        print(f"pytorch {name}: did not run ({line[:80]})")
 print()
-print(f"{'':44s} {'ms/step':>10s} {'peak RSS MiB':>14s}")
-print(f"{'ds-runtime':44s} {ds_ms:10.1f} {ds_rss:14.1f}")
+print(f"{'':48s} {'ms/step':>10s} {'peak RSS MiB':>14s}")
+print(f"{'ds-runtime fp32':48s} {ds_ms:10.1f} {ds_rss:14.1f}")
+print(f"{'ds-runtime bf16':48s} {bf_ms:10.1f} {bf_rss:14.1f}")
 for name, (ms, rss, _) in runs.items():
-    print(f"{'pytorch, ' + name:44s} {ms:10.1f} {rss:14.1f}")
-print(f"ratio ds/pytorch-best ({best_name}): time {ds_ms / pt_ms:.2f}x (target <= 0.80), "
-      f"RSS {ds_rss / pt_rss:.2f}x (target <= 1.00)")
-print(f"loss curves: max relative difference over {len(ds_losses)} steps {diff:.2e} "
-      f"(first loss ds {ds_losses[0]:.5f} / torch {pt_losses[0]:.5f})")
+    print(f"{'pytorch ' + name:48s} {ms:10.1f} {rss:14.1f}")
+for label, ours, rss in (("fp32", ds_ms, ds_rss), ("bf16", bf_ms, bf_rss)):
+    mine = {k: v for k, v in runs.items() if label in k}
+    if not mine:
+        continue
+    best = min(mine, key=lambda k: mine[k][0])
+    print(f"{label}: ds/pytorch-best ({best}): time {ours / mine[best][0]:.2f}x (target <= 0.80), "
+          f"RSS {rss / mine[best][1]:.2f}x (target <= 1.00)")
+eager = runs.get("eager fp32, glibc malloc (default)")
+if eager:
+    diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, eager[2]))
+    print(f"fp32 loss curves (eager): max relative difference over {len(ds_losses)} steps {diff:.2e} "
+          f"(first loss ds {ds_losses[0]:.5f} / torch {eager[2][0]:.5f})")
 PYEOF
