@@ -326,6 +326,14 @@ void Trainer::LogModel(DType model_dtype) const {
               DTypeName(model_dtype), config_.train_batch_size,
               config_.train_micro_batch_size_per_gpu, config_.gradient_accumulation_steps, seq_,
               total_steps_, omp_get_max_threads());
+  if (!device_memory_ && model_dtype != DType::kF32)  // what 16-bit precision means on the host
+    DS_LOG_INFO(
+        "worker",
+        "{} on the CPU: parameters and gradients are stored in {} and the arithmetic is "
+        "fp32 between conversions (no 16-bit matrix kernels yet), with fp32 master weights "
+        "and optimizer states{}",
+        model_dtype == DType::kBF16 ? "bf16" : "fp16", DTypeName(model_dtype),
+        model_dtype == DType::kF16 ? " and the fp16 loss scaling: fp16 runs as bf16 does" : "");
   DS_LOG_INFO("worker",
               "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
               params_->total_elements() *
