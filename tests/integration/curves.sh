@@ -23,3 +23,16 @@ same_tail() {
     awk -F, '$1 > 10 { n++; d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2) + 1e-6) bad++ }
       END { exit !(n == 10 && bad == 0) }'
 }
+
+# same_steps CSV_A CSV_B FIRST LAST: steps FIRST..LAST (joined by step) with the loss (column
+# 2) and the validation loss (column 11, where either run evaluated) within 1e-5 relative; a
+# step that evaluated in one run and not the other differs.
+same_steps() {
+  join -t, <(tail -n +2 "$1" | cut -d, -f1,2,11 | sort -t, -k1,1) \
+    <(tail -n +2 "$2" | cut -d, -f1,2,11 | sort -t, -k1,1) |
+    awk -F, -v lo="$3" -v hi="$4" '$1 >= lo && $1 <= hi { n++
+        for (k = 2; k <= 3; k++) { a = $k; b = $(k + 2); if (a == "" && b == "") continue
+          if (a == "" || b == "") { bad++; continue }
+          d = a - b; if (d < 0) d = -d; if (d > 1e-5 * (a < 0 ? -a : a) + 1e-6) bad++ } }
+      END { exit !(n == hi - lo + 1 && bad == 0) }'
+}

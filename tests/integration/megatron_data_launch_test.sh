@@ -40,17 +40,7 @@ ${6:-}
 YAML
 }
 
-# close CSV_A CSV_B FIRST LAST: loss (column 2) and validation loss (column 11, where set)
-# within 1e-5 relative at steps FIRST..LAST, joined by step.
-close() {
-  join -t, <(tail -n +2 "$1" | cut -d, -f1,2,11 | sort -t, -k1,1) \
-    <(tail -n +2 "$2" | cut -d, -f1,2,11 | sort -t, -k1,1) |
-    awk -F, -v lo="$3" -v hi="$4" '$1 >= lo && $1 <= hi { n++
-        for (k = 2; k <= 3; k++) { a = $k; b = $(k + 2); if (a == "" && b == "") continue
-          if (a == "" || b == "") { bad++; continue }
-          d = a - b; if (d < 0) d = -d; if (d > 1e-5 * (a < 0 ? -a : a) + 1e-6) bad++ } }
-      END { exit !(n == hi - lo + 1 && bad == 0) }'
-}
+source "$(dirname "$0")/curves.sh"  # same_steps
 
 launch() {  # launch YAML
   timeout 120 "$LAUNCH" "$1" --hostfile "$BASE/hosts" --worker "$WORKER" --agent "$AGENT" \
@@ -63,7 +53,7 @@ grep -q "step 50: validation loss" "$BASE/single.out" || fail "no validation los
 
 for stage in 1 3; do
   job "$BASE/dp.yaml" 2 "$stage" "$BASE/dp_s$stage.csv" 50
-  if launch "$BASE/dp.yaml" && close "$BASE/single.csv" "$BASE/dp_s$stage.csv" 1 50; then
+  if launch "$BASE/dp.yaml" && same_steps "$BASE/single.csv" "$BASE/dp_s$stage.csv" 1 50; then
     pass "DP=2 ZeRO $stage on a Megatron blend reproduces the single-rank curve and validation loss (50 steps)"
   else
     fail "DP=2 ZeRO $stage: curves differ"; tail -5 "$BASE/out"
@@ -76,7 +66,7 @@ job "$BASE/first.yaml" 2 1 "$BASE/first.csv" 25 "checkpoint: {dir: $ck}"
 job "$BASE/resume.yaml" 4 1 "$BASE/resume.csv" 50 "checkpoint: {dir: $ck, load: latest}"
 if launch "$BASE/first.yaml" && "$WORKER" --config "$BASE/resume.yaml" >> "$BASE/out" 2>&1 &&
    grep -q '"position": 100' "$ck"/step_00000025/*.json 2>/dev/null &&
-   close "$BASE/single.csv" "$BASE/resume.csv" 26 50; then
+   same_steps "$BASE/single.csv" "$BASE/resume.csv" 26 50; then
   pass "a DP=2 checkpoint at step 25 (100 samples consumed) resumes at DP=1 on the single-rank curve"
 else
   fail "DP=2 -> DP=1 resume left the curve"; grep -rh position "$ck" 2>/dev/null | head -2
@@ -87,7 +77,7 @@ ck=$BASE/ck1
 job "$BASE/first1.yaml" 4 1 "$BASE/first1.csv" 25 "checkpoint: {dir: $ck}"
 job "$BASE/resume2.yaml" 2 1 "$BASE/resume2.csv" 50 "checkpoint: {dir: $ck, load: latest}"
 if "$WORKER" --config "$BASE/first1.yaml" >> "$BASE/out" 2>&1 && launch "$BASE/resume2.yaml" &&
-   close "$BASE/single.csv" "$BASE/resume2.csv" 26 50; then
+   same_steps "$BASE/single.csv" "$BASE/resume2.csv" 26 50; then
   pass "a DP=1 checkpoint at step 25 resumes at DP=2 on the single-rank curve"
 else
   fail "DP=1 -> DP=2 resume left the curve"
@@ -99,7 +89,7 @@ packed() { sed -i 's/train_samples: 200}/train_samples: 200, reset_position_ids:
 job "$BASE/psingle.yaml" 4 0 "$BASE/psingle.csv" 50
 packed "$BASE/psingle.yaml"
 if "$WORKER" --config "$BASE/psingle.yaml" > "$BASE/psingle.out" 2>&1 &&
-   ! close "$BASE/single.csv" "$BASE/psingle.csv" 2 50; then
+   ! same_steps "$BASE/single.csv" "$BASE/psingle.csv" 2 50; then
   pass "packed documents' masks change the single-rank curve"
 else
   fail "packed single-rank run"; tail -3 "$BASE/psingle.out"
@@ -116,7 +106,7 @@ job "$BASE/ptp.yaml" 4 1 "$BASE/ptp.csv" 50 "parallel: {tensor: 2}"
 packed "$BASE/ptp.yaml"
 for layout in dp:"DP=2 ZeRO 3":psingle2 tp:"TP=2":psingle; do
   IFS=: read -r key name ref <<< "$layout"
-  if launch "$BASE/p$key.yaml" && close "$BASE/$ref.csv" "$BASE/p$key.csv" 1 50; then
+  if launch "$BASE/p$key.yaml" && same_steps "$BASE/$ref.csv" "$BASE/p$key.csv" 1 50; then
     pass "$name with packed documents' masks reproduces the single-rank curve ($ref)"
   else
     fail "$name with packed documents' masks left the curve"; tail -3 "$BASE/out"

@@ -62,16 +62,7 @@ device: {threads: 1}
 ${6:-}
 YAML
 }
-# same CSV_A CSV_B FIRST LAST: loss and validation loss within 1e-5 relative, joined by step.
-same() {
-  join -t, <(tail -n +2 "$1" | cut -d, -f1,2,11 | sort -t, -k1,1) \
-    <(tail -n +2 "$2" | cut -d, -f1,2,11 | sort -t, -k1,1) |
-    awk -F, -v lo="$3" -v hi="$4" '$1 >= lo && $1 <= hi { n++
-        for (k = 2; k <= 3; k++) { a = $k; b = $(k + 2); if (a == "" && b == "") continue
-          if (a == "" || b == "") { bad++; continue }
-          d = a - b; if (d < 0) d = -d; if (d > 1e-5 * (a < 0 ? -a : a) + 1e-6) bad++ } }
-      END { exit !(n == hi - lo + 1 && bad == 0) }'
-}
+source "$(dirname "$0")/curves.sh"  # same_steps
 launch() {
   timeout 120 "$LAUNCH" "$1" --hostfile "$BASE/hosts" --worker "$WORKER" --agent "$AGENT" \
     --heartbeat 0.5 >> "$BASE/out" 2>&1
@@ -84,7 +75,7 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' &&
   pass "SFT lowers the answers' loss over 20 steps ($first -> $last)" || fail "SFT loss did not fall ($first -> $last)"
 
 job "$BASE/dp.yaml" 2 2 "$BASE/dp.csv" 20
-if launch "$BASE/dp.yaml" && same "$BASE/single.csv" "$BASE/dp.csv" 1 20; then
+if launch "$BASE/dp.yaml" && same_steps "$BASE/single.csv" "$BASE/dp.csv" 1 20; then
   pass "DP=2 ZeRO 2 SFT reproduces the single-rank curve and validation loss"
 else
   fail "DP=2 SFT left the curve"; tail -3 "$BASE/out"
@@ -94,7 +85,7 @@ ck=$BASE/ck
 job "$BASE/first.yaml" 2 2 "$BASE/first.csv" 10 "checkpoint: {dir: $ck}"
 job "$BASE/resume.yaml" 2 0 "$BASE/resume.csv" 20 "checkpoint: {dir: $ck, load: latest}"
 if launch "$BASE/first.yaml" && "$WORKER" --config "$BASE/resume.yaml" >> "$BASE/out" 2>&1 &&
-   same "$BASE/single.csv" "$BASE/resume.csv" 11 20; then
+   same_steps "$BASE/single.csv" "$BASE/resume.csv" 11 20; then
   pass "a DP=2 SFT checkpoint at step 10 resumes on one rank on the single-rank curve"
 else
   fail "SFT resume left the curve"
