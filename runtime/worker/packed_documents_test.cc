@@ -18,6 +18,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/trainer_testing.h"
 
 namespace ds::worker {
 namespace {
@@ -42,9 +43,7 @@ StatusOr<std::unique_ptr<Trainer>> Model(const std::string& model, int64_t seq, 
                "eod_token: 1"
              : "") +
       "}\ntraining: {train_iters: 5}\ndevice: {type: cpu, threads: 1}\n";
-  DS_ASSIGN_OR_RETURN(config::JobConfig c, config::ParseJobConfig(yaml, model + ".yaml"));
-  DS_ASSIGN_OR_RETURN(Graph g, plan::LoadModelGraph(c));
-  DS_ASSIGN_OR_RETURN(auto t, Trainer::Create(c, std::move(g)));
+  DS_ASSIGN_OR_RETURN(auto t, testing::MakeTrainer(yaml, nullptr, 0, model + ".yaml"));
   DS_RETURN_IF_ERROR(t->Initialize());
   return t;
 }
@@ -113,12 +112,7 @@ double MaskedLoss(const std::vector<float>& logits, const std::vector<int32_t>& 
   int n = 0;
   for (int64_t i = 0; i < kPacked; ++i) {
     if (ids[i] == kEod) continue;
-    const float* row = logits.data() + i * v;
-    double m = row[0], z = 0;
-    for (int64_t j = 1; j < v; ++j) m = std::max<double>(m, row[j]);
-    for (int64_t j = 0; j < v; ++j) z += std::exp(row[j] - m);
-    const int32_t target = i + 1 < kPacked ? ids[i + 1] : 2;
-    sum += m + std::log(z) - row[target];
+    sum += testing::CrossEntropy(logits.data() + i * v, v, i + 1 < kPacked ? ids[i + 1] : 2);
     ++n;
   }
   return sum / n;

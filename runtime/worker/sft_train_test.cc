@@ -14,6 +14,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
+#include "runtime/worker/trainer_testing.h"
 
 namespace ds::worker {
 namespace {
@@ -48,9 +49,7 @@ StatusOr<std::unique_ptr<Trainer>> Model(const std::string& family, bool left = 
       "/sft_prompt_document, answer: " + Dir() + "/sft_chosen_document" +
       (left ? ", padding: left" : "") +
       "}}\ntraining: {train_iters: 2}\ndevice: {type: cpu, threads: 1}\n";
-  DS_ASSIGN_OR_RETURN(config::JobConfig c, config::ParseJobConfig(yaml, family + ".yaml"));
-  DS_ASSIGN_OR_RETURN(Graph g, plan::LoadModelGraph(c));
-  DS_ASSIGN_OR_RETURN(auto t, Trainer::Create(c, std::move(g)));
+  DS_ASSIGN_OR_RETURN(auto t, testing::MakeTrainer(yaml, nullptr, 0, family + ".yaml"));
   DS_RETURN_IF_ERROR(t->Initialize());
   return t;
 }
@@ -83,11 +82,7 @@ double Loss(Trainer& t, bool with_prompt) {
     const int64_t first = with_prompt ? 1 : static_cast<int64_t>(kPrompts[i].size());
     const int64_t last = static_cast<int64_t>(kPrompts[i].size() + kAnswers[i].size());  // end
     for (int64_t k = first; k <= last && k <= kSeq; ++k) {  // predict token k from k - 1
-      const float* row = logits.f32() + (i * kSeq + k - 1) * 64;
-      double m = row[0], z = 0;
-      for (int j = 1; j < 64; ++j) m = std::max<double>(m, row[j]);
-      for (int j = 0; j < 64; ++j) z += std::exp(row[j] - m);
-      sum += m + std::log(z) - row[tok[k]];
+      sum += testing::CrossEntropy(logits.f32() + (i * kSeq + k - 1) * 64, 64, tok[k]);
       ++n;
     }
   }
@@ -131,11 +126,7 @@ TEST_CASE("SFT: left-padded rows train as the right-padded ones", "[worker][sft]
       "sft: {prompt: " +
       Dir() + "/sft_prompt_document, answer: " + Dir() +
       "/sft_chosen_document, padding: left}}\ntraining: {train_iters: 1}\n";
-  auto c = config::ParseJobConfig(yaml, "left.yaml");
-  REQUIRE(c.ok());
-  auto g = plan::LoadModelGraph(*c);
-  REQUIRE(g.ok());
-  auto t = Trainer::Create(*c, std::move(*g));
+  auto t = testing::MakeTrainer(yaml, nullptr, 0, "left.yaml");
   Status s = t.ok() ? (*t)->Initialize() : t.status();
   CHECK(s.message().find("padding left needs model.pad_mask") != std::string::npos);
 }

@@ -1,5 +1,6 @@
 #include "runtime/worker/trainer_testing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -44,6 +45,13 @@ StatusOr<std::unique_ptr<worker::Trainer>> MakeTrainer(const std::string& yaml,
   if (tp > 0) config.parallel.tensor = tp;
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   return worker::Trainer::Create(config, std::move(graph), comm);
+}
+
+double CrossEntropy(const float* logits, int64_t vocab, int32_t target) {
+  double m = logits[0], z = 0;
+  for (int64_t j = 1; j < vocab; ++j) m = std::max<double>(m, logits[j]);
+  for (int64_t j = 0; j < vocab; ++j) z += std::exp(logits[j] - m);
+  return m + std::log(z) - logits[target];
 }
 
 namespace {

@@ -50,6 +50,10 @@ struct TrainRun {
 };
 TrainRun TrainRanks(const std::string& yaml, int world, int tp, int steps, bool save = false);
 
+// The cross-entropy of one row of `vocab` logits at `target`: log-sum-exp minus the target's
+// logit, in double (the reference the tests hold the runtime's losses to).
+double CrossEntropy(const float* logits, int64_t vocab, int32_t target);
+
 // CHECKs got[i] within `rel` of want[i] (relative) at every step, naming `what` and the step.
 void CheckClose(const std::vector<double>& want, const std::vector<double>& got, double rel,
                 const char* what);
