@@ -46,12 +46,17 @@ def train(folder, tokens):
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
                                                  attn_implementation="eager")
     model.train()
+    return train_steps(model, tokens, LR)
+
+
+def train_steps(model, tokens, lr):
+    """STEPS steps of the parameters that require grad (tools/lora_golden.py's adapters too)."""
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=BETAS, eps=EPS)
+                            lr=lr, betas=BETAS, eps=EPS)
     losses, norms = [], []
     for step in range(STEPS):
         buf = torch.from_numpy(tokens[step * B * T: step * B * T + B * T + 1].astype(np.int64))

@@ -41,9 +41,9 @@ if ! "$TOOLS_VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
   "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==2.21.0"
 fi
 
-# The peers' venv, on request (DS_PEERS=1): PyTorch, transformers and megatron-core from PyPI,
-# what the golden scripts (tools/hf_family_golden.py, tools/hf_train_golden.py,
-# tools/megatron_*_golden.py) and the checks against transformers run with. tools/test.sh hands
+# The peers' venv, on request (DS_PEERS=1): PyTorch, transformers, PEFT and megatron-core from
+# PyPI, what the golden scripts (tools/hf_family_golden.py, tools/hf_train_golden.py,
+# tools/lora_golden.py, tools/megatron_*_golden.py) and the checks against transformers run with. tools/test.sh hands
 # its python to the tests as DS_PEER_PYTHON.
 PEER_VENV=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv
 if [[ ${DS_PEERS:-0} == 1 ]] && ! "$PEER_VENV/bin/python" -c "import torch, transformers" 2>/dev/null; then
@@ -51,6 +51,9 @@ if [[ ${DS_PEERS:-0} == 1 ]] && ! "$PEER_VENV/bin/python" -c "import torch, tran
   python3 -m venv "$PEER_VENV"
   "$PEER_VENV/bin/pip" install -q --disable-pip-version-check "torch==2.15.0" \
     "transformers==5.25.0" "safetensors" "numpy"
+fi
+if [[ ${DS_PEERS:-0} == 1 ]] && ! "$PEER_VENV/bin/python" -c "import peft" 2>/dev/null; then
+  "$PEER_VENV/bin/pip" install -q --disable-pip-version-check "peft==0.21.2"  # tools/lora_golden.py
 fi
 if [[ ${DS_PEERS:-0} == 1 ]] && ! "$PEER_VENV/bin/python" -c "import megatron.core" 2>/dev/null; then
   "$PEER_VENV/bin/pip" install -q --disable-pip-version-check --no-deps "megatron-core==0.16.1"

@@ -23,9 +23,11 @@ uint64_t Fnv1a(const std::string& s) {
 
 }  // namespace
 
-ParamStore::ParamStore(const Graph& graph, DType model_dtype, bool sparse_host)
+ParamStore::ParamStore(const Graph& graph, DType model_dtype, bool sparse_host, TensorRole role)
     : model_dtype_(model_dtype), sparse_host_(sparse_host) {
-  for (int t : graph.Params()) {
+  DS_CHECK(role == TensorRole::kParam || role == TensorRole::kFrozen,
+           "a parameter store holds parameters or frozen weights, not {}", TensorRoleName(role));
+  for (int t : role == TensorRole::kParam ? graph.Params() : graph.Frozen()) {
     const TensorInfo& info = graph.tensors[t];
     ParamSlot s;
     s.name = info.name;
@@ -43,7 +45,7 @@ ParamStore::ParamStore(const Graph& graph, DType model_dtype, bool sparse_host)
   }
   master_ = Alloc(total_ * sizeof(float));
   if (mixed()) model_ = Alloc(total_ * 2);
-  grads_ = Alloc(total_ * DTypeSize(model_dtype_));
+  if (role == TensorRole::kParam) grads_ = Alloc(total_ * DTypeSize(model_dtype_));
   layout_.segments.push_back({0, total_, 0});
   layout_.shard_elements = total_;
 }

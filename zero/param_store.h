@@ -93,7 +93,11 @@ class ParamStore {
   // model states live on a device (zero/device_states.h) and these buffers are
   // their host copies, used at initialization, checkpoints and exports: every buffer is
   // sparse (no memory until touched) and ReleaseHost() hands the pages back between uses.
-  ParamStore(const Graph& graph, DType model_dtype, bool sparse_host = false);
+  // `role` kFrozen: the store of the graph's frozen weights instead (LoRA's base model), read
+  // by forward and backward and never trained: no gradient buffer (grads() is null), never
+  // sharded; fill it as parameters are filled (Initialize, Fill) and read ModelView.
+  ParamStore(const Graph& graph, DType model_dtype, bool sparse_host = false,
+             TensorRole role = TensorRole::kParam);
 
   // Fills the master weights from each param's initializer with a generator seeded by
   // (seed, parameter name), so values do not depend on declaration order; syncs model.

@@ -91,6 +91,18 @@ void EmbeddingsAndLinear(GradcheckTable* t) {
     std::mt19937 rng(2);
     CheckGradients({"bias_add", {}, Inputs(RandomTensor({2, 3, 7}, rng), RandomTensor({7}, rng))});
   };
+  (*t)["column_add"] = [] {  // LoRA's join: a column range of a fused output, and all of it
+    std::mt19937 rng(2);
+    Attrs a;
+    a.SetInt("begin", 3);
+    a.SetFloat("scale", 0.75);
+    CheckGradients(
+        {"column_add", a, Inputs(RandomTensor({2, 3, 9}, rng), RandomTensor({2, 3, 4}, rng))});
+    Attrs whole;
+    whole.SetFloat("scale", 2.0);
+    CheckGradients(
+        {"column_add", whole, Inputs(RandomTensor({4, 5}, rng), RandomTensor({4, 5}, rng))});
+  };
   (*t)["position_embedding"] = [] {
     std::mt19937 rng(2);
     CheckGradients({"position_embedding",

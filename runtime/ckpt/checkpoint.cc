@@ -61,6 +61,7 @@ Status ValidateContents(const CheckpointContents& c) {
   std::set<std::string> all;
   DS_RETURN_IF_ERROR(ValidateNames(c.model, kModelFile, &all));
   DS_RETURN_IF_ERROR(ValidateNames(c.optimizer, kOptimizerFile, &all));
+  DS_RETURN_IF_ERROR(ValidateNames(c.frozen, kFrozenFile, &all));
   for (const auto& [key, text] : c.state) {
     StatusOr<Json> j = ParseJson(text);
     if (!j.ok()) {
@@ -231,6 +232,7 @@ Status Commit(const std::string& root, const CheckpointContents& c, const Writte
   if (all_files || !c.optimizer.empty()) {
     DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kOptimizerFile, c.optimizer, c.shards, &m));
   }
+  if (!c.frozen.empty()) DS_RETURN_IF_ERROR(WriteTensorFile(tmp, kFrozenFile, c.frozen, {}, &m));
   DS_RETURN_IF_ERROR(WriteStateFile(tmp, c.state, &m));
   for (const FileRecord& f : written.files) {
     const std::string path = JoinPath(tmp, f.name);

@@ -27,6 +27,8 @@ namespace ds::ckpt {
 
 inline constexpr char kModelFile[] = "model.safetensors";
 inline constexpr char kOptimizerFile[] = "optimizer.safetensors";
+// Weights a job reads and does not train (LoRA's base model), whole, with their names.
+inline constexpr char kFrozenFile[] = "frozen.safetensors";
 inline constexpr char kStateFile[] = "state.json";
 inline constexpr char kManifestFile[] = "manifest.json";
 inline constexpr char kLatestFile[] = "latest";
@@ -35,7 +37,8 @@ struct CheckpointContents {
   int64_t step = 0;                // >= 0; names the directory
   std::vector<NamedTensor> model;  // weights -> model.safetensors (views, any dtype)
   std::vector<NamedTensor>
-      optimizer;  // "exp_avg/<param>", "master/<param>" -> optimizer.safetensors
+      optimizer;                    // "exp_avg/<param>", "master/<param>" -> optimizer.safetensors
+  std::vector<NamedTensor> frozen;  // frozen weights -> frozen.safetensors (only when any)
   std::map<std::string, std::string> state;  // key -> JSON text ("scheduler", "rng", ...)
   std::map<std::string, std::string> info;   // free-form strings -> manifest "info"
   // Optional: tensor name (model or optimizer) -> its place in a global tensor (ZeRO).

@@ -197,6 +197,9 @@ Status CheckpointReader::BuildIndex() {
       shape = t.shard->global_shape;
     } else if (t.shard) {
       return UnimplementedError(where + ": box shards (tensor parallelism) are not supported");
+    } else if (t.file == kFrozenFile) {
+      state = kFrozenState;
+      param = t.name;
     } else if (sharded_) {
       continue;  // model.safetensors beside rank files: a copy of the "master" slices
     } else if (t.file == kModelFile) {

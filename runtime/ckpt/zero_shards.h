@@ -33,6 +33,8 @@
 namespace ds::ckpt {
 
 inline constexpr char kMasterState[] = "master";
+// The frozen weights' state (frozen.safetensors, whole tensors in either layout).
+inline constexpr char kFrozenState[] = "frozen";
 // manifest info "layout" of a sharded checkpoint.
 inline constexpr char kZeroShardedLayout[] = "zero_sharded";
 

@@ -62,6 +62,8 @@ bool MapReader::Has(const char* key) const {
   return value.IsDefined() && !value.IsNull();
 }
 
+bool MapReader::IsList(const char* key) const { return Has(key) && node_[key].IsSequence(); }
+
 bool MapReader::IsAuto(const char* key) {
   Known(key);
   if (!Has(key)) return false;

@@ -49,6 +49,7 @@ class MapReader {
   // True when `key` is the plain scalar `false` (a number's "none" in some DeepSpeed configs).
   bool IsFalse(const char* key);
   bool present() const { return node_.IsMap(); }
+  bool IsList(const char* key) const;  // present and a sequence
 
   // Read `key` into *out when present, non-null and of the right type; return whether it was.
   // A wrong type records an error naming the key. Integers accept 5e8-style JSON numbers when

@@ -143,6 +143,26 @@ struct MoeConfig {
   int expert_ffn_hidden = 0;
 };
 
+// model.lora: low-rank adapters on the model's linear layers (runtime/graph/lora.h), named as
+// PEFT's LoraConfig names them, or as DeepSpeed-Chat's flags (lora_dim, lora_module_name,
+// lora_scaling, only_optimize_lora).
+struct LoraConfig {
+  bool enabled = false;
+  bool dschat = false;  // given by DeepSpeed-Chat's names
+  int r = 8;            // r, or lora_dim
+  double alpha = 8;     // lora_alpha (PEFT: scale alpha / r), or lora_scaling (DS-Chat: / r too)
+  double dropout = 0;   // lora_dropout
+  bool use_rslora = false;                  // scale alpha / sqrt(r)
+  std::vector<std::string> target_modules;  // PEFT's list (empty: the family's default)
+  std::string target_regex;                 // PEFT's string form (a full match; "all-linear")
+  std::string module_name;                  // DS-Chat's lora_module_name (a substring)
+  // Only the adapters train: PEFT always; DS-Chat with only_optimize_lora (its default trains
+  // the base weights too).
+  bool freeze_base = true;
+  std::string save_adapter;  // after training: the adapters as PEFT saves them, into this folder
+  std::string adapter;       // a PEFT adapter folder to start from (PEFT's names only)
+};
+
 // Either a graph file or the settings of the built-in generator.
 struct ModelConfig {
   std::string graph;  // path to a .pb / .pbtxt graph; empty = use the generator settings
@@ -166,6 +186,7 @@ struct ModelConfig {
   // caller fills; RLHF's step 3 sets it for prompts of several lengths).
   bool pad_mask = false;
   MoeConfig moe;
+  LoraConfig lora;
 };
 
 // data.format: auto (by header magic), ds, uint16, llmc; the readers' own enum.

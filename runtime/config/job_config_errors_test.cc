@@ -160,6 +160,18 @@ TEST_CASE("Config errors: required and conflicting keys", "[config]") {
                  "must equal parallel.ulysses 2"));
   CHECK(
       Contains(ErrorOf("parallel: {expert: 0}"), "key \"parallel.expert\" (line 1): must be >= 1"));
+  // LoRA: PEFT's keys or DeepSpeed-Chat's, never mixed; what PEFT offers that is not built.
+  const std::string lora = "model: {family: llama, lora: {";
+  CHECK(ErrorOf(lora + "r: 8, target_modules: [q_proj, v_proj]}}") == "");
+  CHECK(ErrorOf(lora + "lora_dim: 8, lora_module_name: layers., only_optimize_lora: true}}") == "");
+  CHECK(
+      Contains(ErrorOf(lora + "lora_dim: 8, r: 8}}"), "key \"model.lora.r\" (line 1): is PEFT's"));
+  CHECK(Contains(ErrorOf(lora + "r: 8, only_optimize_lora: true}}"), "is DeepSpeed-Chat's name"));
+  CHECK(Contains(ErrorOf(lora + "r: 0}}"), "key \"model.lora.r\" (line 1): must be >= 1"));
+  CHECK(Contains(ErrorOf(lora + "bias: all}}"), "must be none"));
+  CHECK(Contains(ErrorOf(lora + "lora_dim: 4, adapter: a}}"), "needs the base weights frozen"));
+  CHECK(Contains(ErrorOf(lora + "rr: 4}}"), "did you mean \"r\"?"));
+  CHECK(Contains(ErrorOf("model: {graph: g.pbtxt, lora: {r: 4}}"), "not a graph file"));
 }
 
 TEST_CASE("Config errors: syntax, empty files and duplicate keys", "[config]") {

@@ -91,6 +91,57 @@ void ReadGenerator(MapReader& r, ModelConfig* m) {
   if (r.Has("moe")) ReadMoe(r, &m->moe);
 }
 
+// PEFT's LoraConfig keys, or DeepSpeed-Chat's flags; not both.
+void ReadLora(MapReader& parent, LoraConfig* l) {
+  MapReader r = parent.Block("lora");
+  l->enabled = true;
+  l->dschat = r.Has("lora_dim");
+  if (l->dschat) {
+    for (const char* k : {"r", "lora_alpha", "target_modules", "use_rslora"})
+      if (r.Has(k)) r.Fail(k, "is PEFT's name; with DeepSpeed-Chat's lora_dim use its names");
+    r.Get("lora_dim", &l->r);
+    l->alpha = 1;  // DeepSpeed-Chat's lora_scaling default: scale 1 / lora_dim
+    r.Get("lora_scaling", &l->alpha);
+    l->module_name = "decoder.layers.";  // DeepSpeed-Chat's default (OPT's names)
+    r.Get("lora_module_name", &l->module_name);
+    r.Require(!l->module_name.empty(), "lora_module_name", "must not be empty");
+    l->freeze_base = false;
+    r.Get("only_optimize_lora", &l->freeze_base);
+  } else {
+    for (const char* k : {"lora_scaling", "lora_module_name", "only_optimize_lora"})
+      if (r.Has(k)) r.Fail(k, "is DeepSpeed-Chat's name; give lora_dim with it, or use PEFT's");
+    r.Get("r", &l->r);
+    l->alpha = l->r;
+    r.Get("lora_alpha", &l->alpha);
+    r.Get("use_rslora", &l->use_rslora);
+    if (r.IsList("target_modules"))
+      r.Get("target_modules", &l->target_modules);
+    else
+      r.Get("target_modules", &l->target_regex);
+    std::string bias = "none";
+    r.Get("bias", &bias);
+    r.Require(bias == "none", "bias", "must be none (trained biases are not supported yet)");
+    bool init = true;
+    r.Get("init_lora_weights", &init);
+    r.Require(init, "init_lora_weights",
+              "must be true (kaiming-uniform A, zero B; false would start away from the base)");
+    r.Inert("inference_mode", false, "training always trains the adapters");
+    std::string task;
+    if (r.Get("task_type", &task))
+      r.Warn("model.lora.task_type " + task + " is PEFT's wrapper class; it changes nothing here");
+  }
+  r.Require(l->r >= 1, l->dschat ? "lora_dim" : "r", "must be >= 1");
+  r.Require(l->alpha > 0, l->dschat ? "lora_scaling" : "lora_alpha", "must be > 0");
+  r.Get("lora_dropout", &l->dropout);
+  r.Require(l->dropout >= 0 && l->dropout < 1, "lora_dropout", "must be in [0, 1)");
+  r.Get("save_adapter", &l->save_adapter);
+  if (r.Get("adapter", &l->adapter))
+    r.Require(l->freeze_base, "adapter",
+              "needs the base weights frozen (only_optimize_lora true): the folder holds only the "
+              "adapters");
+  r.Finish();
+}
+
 }  // namespace
 
 // model.hf: a Hugging Face folder gives the architecture (its config.json, read by the planner)
@@ -131,6 +182,15 @@ void ParseModel(MapReader& root, ModelConfig* m) {
   } else {
     for (const char* key : kGeneratorKeys) r.Known(key);
   }
+  if (r.Has("lora")) {
+    if (graph)
+      r.Fail("lora",
+             "needs a model the runtime builds (model.family or model.hf), not a graph "
+             "file: its module names come from the family");
+    else
+      ReadLora(r, &m->lora);
+  }
+  r.Known("lora");
   r.Finish();
 }
 

@@ -71,6 +71,9 @@ struct ExecutorOptions {
   // buffers, kept between runs, of exactly the shapes the graph gives at (batch, seq). Host
   // memory only.
   std::map<std::string, Tensor> state;
+  // The graph's kFrozen weights (LoRA's base model): a store of them (zero::ParamStore with role
+  // kFrozen, fp32), borrowed; forward and backward read them, nothing writes them. Host only.
+  const zero::ParamStore* frozen = nullptr;
 };
 
 // The halves of a backward a zero-bubble schedule runs apart: kInput the activations' gradients
@@ -176,6 +179,7 @@ class Executor {
   Status MakeNodes(Device kd, DType kernel_dtype, const std::vector<TensorSpec>& f32_specs,
                    std::vector<std::vector<TensorSpec>>* saved_specs, size_t* max_node_params);
   Status BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_views);
+  StatusOr<Tensor> FrozenView(int t) const;  // a kFrozen weight: options.frozen's view
   void BindGradArgs();
   Status LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                            std::vector<std::vector<Tensor>>* saved_views);

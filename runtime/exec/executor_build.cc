@@ -193,6 +193,19 @@ Status Executor::MakeNodes(Device kd, DType kernel_dtype, const std::vector<Tens
   return OkStatus();
 }
 
+// A frozen weight as forward and backward read it: the frozen store's fp32 view.
+StatusOr<Tensor> Executor::FrozenView(int t) const {
+  const std::string& name = graph_->tensors[t].name;
+  if (!opt_.frozen)
+    return InvalidArgumentError("executor: frozen weight " + name + " but no frozen store");
+  if (device_)
+    return UnimplementedError("executor: frozen weights (LoRA's base model) on a device (" + name +
+                              "): train LoRA on the CPU for now");
+  const zero::ParamSlot* slot = opt_.frozen->ForParam(*graph_, t);
+  if (!slot) return InternalError("executor: frozen weight " + name + " not in the frozen store");
+  return opt_.frozen->ModelView(*slot);
+}
+
 // Each node's forward arguments: its inputs' and outputs' views, its saved buffers, and each
 // parameter where this layout reads it (the device copy, the fp32 scratch of a 16-bit host
 // model, or the store's own fp32 view).
@@ -208,6 +221,11 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
     a.training = opt_.training;
     size_t used = 0;  // this node's bytes of the scratch
     for (int t : ne.node->inputs) {
+      if (g.tensors[t].role == TensorRole::kFrozen) {
+        DS_ASSIGN_OR_RETURN(Tensor w, FrozenView(t));
+        a.in.push_back(w);
+        continue;
+      }
       if (g.tensors[t].role != TensorRole::kParam) {
         a.in.push_back(views_[t]);
         continue;

@@ -14,6 +14,8 @@ const char* TensorRoleName(TensorRole r) {
       return "activation";
     case TensorRole::kState:
       return "state";
+    case TensorRole::kFrozen:
+      return "frozen";
   }
   return "?";
 }
@@ -24,22 +26,34 @@ int Graph::FindTensor(const std::string& n) const {
   return -1;
 }
 
-std::vector<int> Graph::Params() const {
+namespace {
+
+std::vector<int> WithRole(const std::vector<TensorInfo>& tensors, TensorRole role) {
   std::vector<int> out;
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].role == TensorRole::kParam) out.push_back(static_cast<int>(i));
+    if (tensors[i].role == role) out.push_back(static_cast<int>(i));
   return out;
 }
 
-int64_t Graph::NumParameters() const {
+int64_t Elements(const std::vector<TensorInfo>& tensors, const std::vector<int>& which) {
   int64_t n = 0;
-  for (int i : Params()) {
+  for (int i : which) {
     int64_t e = 1;
     for (const Dim& d : tensors[i].shape) e *= d.size;
     n += e;
   }
   return n;
 }
+
+}  // namespace
+
+std::vector<int> Graph::Params() const { return WithRole(tensors, TensorRole::kParam); }
+
+std::vector<int> Graph::Frozen() const { return WithRole(tensors, TensorRole::kFrozen); }
+
+int64_t Graph::NumFrozen() const { return Elements(tensors, Frozen()); }
+
+int64_t Graph::NumParameters() const { return Elements(tensors, Params()); }
 
 StatusOr<Shape> BindShape(const SymShape& shape, const DimBindings& bindings) {
   Shape out;

@@ -22,7 +22,10 @@ namespace ds {
 // kState: a buffer the caller binds by name (exec::ExecutorOptions::state) and keeps between
 // runs: generation's KV caches, which ops may write in place, and its per-run int32 inputs
 // (positions, the cache slot, pad counts).
-enum class TensorRole : uint8_t { kParam, kInput, kTarget, kActivation, kState };
+// kFrozen: a weight that is read but not trained (LoRA's base model, runtime/graph/lora.h): it
+// takes no gradient, no optimizer state and no place in the ZeRO partition; its values live in a
+// store of their own (exec::ExecutorOptions::frozen).
+enum class TensorRole : uint8_t { kParam, kInput, kTarget, kActivation, kState, kFrozen };
 const char* TensorRoleName(TensorRole r);
 
 // A dimension: fixed size, or a symbol ("batch", "seq") bound per run.
@@ -78,7 +81,9 @@ struct Graph {
   // -1 when absent.
   int FindTensor(const std::string& name) const;
   std::vector<int> Params() const;  // tensor indices with role kParam, in declaration order
+  std::vector<int> Frozen() const;  // the same for kFrozen
   int64_t NumParameters() const;    // elements over all params (shapes must be fixed)
+  int64_t NumFrozen() const;        // elements over the frozen weights
 };
 
 // Concrete shape of `shape` under `bindings`; an unbound symbol is an error.

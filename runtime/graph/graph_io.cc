@@ -67,6 +67,9 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
       case proto::TARGET:
         info.role = TensorRole::kTarget;
         break;
+      case proto::FROZEN:
+        info.role = TensorRole::kFrozen;
+        break;
       case proto::ACTIVATION:
         info.role = TensorRole::kActivation;
         break;
@@ -166,8 +169,11 @@ void ToProto(const Graph& g, proto::GraphDef* p) {
       case TensorRole::kState:
         d->set_role(proto::STATE);
         break;
+      case TensorRole::kFrozen:
+        d->set_role(proto::FROZEN);
+        break;
     }
-    if (t.role == TensorRole::kParam) {
+    if (t.role == TensorRole::kParam || t.role == TensorRole::kFrozen) {
       proto::Initializer* in = d->mutable_init();
       in->set_kind(static_cast<proto::Initializer::Kind>(t.init.kind));
       in->set_mean(t.init.mean);

@@ -101,7 +101,7 @@ Status CheckStructure(const Graph& g, const std::string& source) {
                                   ") is dangling: nothing uses or produces it");
     if (t.role == TensorRole::kActivation && producer[i] < 0)
       return InvalidArgumentError(source + ": activation \"" + t.name + "\" is never produced");
-    if (t.role == TensorRole::kParam) {
+    if (t.role == TensorRole::kParam || t.role == TensorRole::kFrozen) {
       for (const Dim& d : t.shape)
         if (!d.symbol.empty())
           return InvalidArgumentError(source + ": parameter \"" + t.name +

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/lora.h"
 
 namespace ds::hf {
 namespace {
@@ -168,8 +169,12 @@ StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph) {
     return InvalidArgumentError("Hugging Face names: no map for family \"" + spec.family + "\"");
   }
   HfTensorMap map;
-  for (int t : graph.Params()) {
+  for (size_t t = 0; t < graph.tensors.size(); ++t) {
     const TensorInfo& info = graph.tensors[t];
+    // Every weight, trained or frozen; LoRA's adapters are no checkpoint tensor.
+    if ((info.role != TensorRole::kParam && info.role != TensorRole::kFrozen) ||
+        IsLoraParam(info.name))
+      continue;
     HfParam p;
     p.ours = info.name;
     for (const Dim& d : info.shape) p.shape.push_back(d.size);

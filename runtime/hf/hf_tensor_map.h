@@ -52,8 +52,9 @@ struct HfTensorMap {
   std::vector<std::string> optional_prefixes;
 };
 
-// The map for `graph`, built from `spec` (BuildModelGraph). InvalidArgument for a parameter
-// no rule covers (a graph of another family, MoE experts), naming it.
+// The map for `graph`, built from `spec` (BuildModelGraph): its weights, trained or frozen, in
+// declaration order; LoRA's adapters (runtime/graph/lora.h) have none. InvalidArgument for a
+// parameter no rule covers (a graph of another family, MoE experts), naming it.
 StatusOr<HfTensorMap> MapHfTensors(const ModelSpec& spec, const Graph& graph);
 
 // One tensor of an exported folder: the rows [begin, end) of parameters (map.params indices),

@@ -34,6 +34,7 @@ Status LayoutParams(const Graph& graph, ModelFacts* facts) {
     by_tensor[t] = static_cast<int>(facts->params.size());
     facts->params.push_back(std::move(p));
   }
+  facts->frozen_elements = graph.NumFrozen();
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.inputs) {
       auto it = by_tensor.find(t);

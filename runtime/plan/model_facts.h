@@ -45,7 +45,8 @@ struct ModelFacts {
   std::vector<BlockFacts> blocks;  // ascending block index
   int64_t flat_elements = 0;
   int64_t num_parameters = 0;
-  int64_t input_bytes = 0;  // token ids and targets of one micro-batch
+  int64_t frozen_elements = 0;  // the frozen weights (LoRA's base model), outside the flat layout
+  int64_t input_bytes = 0;      // token ids and targets of one micro-batch
   // Activation recompute: the arena the segments' transient tensors and saved buffers share
   // (the largest segment's); blocks' activation_bytes leave them out.
   int64_t recompute_arena_bytes = 0;

@@ -1,12 +1,14 @@
 #include "runtime/plan/model_loader.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/graph_io.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/graph/validate.h"
 #include "runtime/hf/hf_config.h"
+#include "runtime/hf/hf_lora.h"
 
 namespace ds::plan {
 
@@ -70,7 +72,42 @@ StatusOr<ModelSpec> GeneratedModelSpec(const config::JobConfig& config) {
   return s;
 }
 
+LoraOptions LoraOptionsOf(const config::LoraConfig& l) {
+  LoraOptions o;
+  o.r = l.r;
+  // PEFT: alpha / r (alpha / sqrt(r) with use_rslora); DeepSpeed-Chat: lora_scaling / lora_dim.
+  o.scale = l.use_rslora ? l.alpha / std::sqrt(double(l.r)) : l.alpha / l.r;
+  o.dropout = l.dropout;
+  o.bound_from_rank = l.dschat;
+  o.freeze_base = l.freeze_base;
+  return o;
+}
+
+StatusOr<Graph> WithLora(const config::JobConfig& config, const ModelSpec& spec, Graph graph) {
+  const config::LoraConfig& l = config.model.lora;
+  if (!l.enabled) return graph;
+  hf::LoraSelection pick;
+  pick.modules = l.target_modules;
+  pick.regex = l.target_regex == "all-linear" ? "" : l.target_regex;
+  if (l.target_regex == "all-linear") pick.modules = {"all-linear"};
+  pick.substring = l.module_name;
+  auto targets = hf::FindLoraTargets(spec, graph, pick);
+  if (!targets.ok()) return targets.status().WithPrefix(config.source + ": model.lora");
+  auto g = ApplyLora(graph, *targets, LoraOptionsOf(l));
+  if (!g.ok()) return g.status().WithPrefix(config.source + ": model.lora");
+  DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model with LoRA adapters)"));
+  return g;
+}
+
 StatusOr<Graph> LoadModelGraph(const config::JobConfig& config) {
+  DS_ASSIGN_OR_RETURN(Graph base, LoadBaseGraph(config));
+  if (!config.model.lora.enabled) return base;
+  DS_ASSIGN_OR_RETURN(ModelSpec spec,
+                      config.model.hf.empty() ? GeneratedModelSpec(config) : HfModelSpec(config));
+  return WithLora(config, spec, std::move(base));
+}
+
+StatusOr<Graph> LoadBaseGraph(const config::JobConfig& config) {
   const config::ModelConfig& m = config.model;
   if (!m.hf.empty()) {
     DS_ASSIGN_OR_RETURN(ModelSpec s, HfModelSpec(config));

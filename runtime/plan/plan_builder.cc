@@ -155,8 +155,21 @@ Status CheckPipeline(const Graph& graph, const Topology& topo, const PlanConfig&
 
 }  // namespace
 
+Status CheckFrozenLayout(const Graph& graph, const Topology& topology) {
+  if (graph.Frozen().empty() ||
+      (topology.tp == 1 && topology.pp == 1 && topology.ep == 1 && topology.sp == 1))
+    return OkStatus();
+  return InvalidArgumentError(
+      "plan: a model with frozen weights (model.lora) trains under data parallelism and ZeRO "
+      "0-3; tensor, pipeline, expert and sequence parallelism are not written for it yet "
+      "(parallel: tensor " +
+      std::to_string(topology.tp) + ", pipeline " + std::to_string(topology.pp) + ", expert " +
+      std::to_string(topology.ep) + ", sequence " + std::to_string(topology.sp) + ")");
+}
+
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                                const PlanConfig& config) {
+  DS_RETURN_IF_ERROR(CheckFrozenLayout(graph, topology));
   // Sizes the tensor-parallel rules cannot split come first, with the model key that says so.
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));

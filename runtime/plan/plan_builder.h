@@ -19,6 +19,10 @@ namespace ds::plan {
 
 inline constexpr int kPlanVersion = 6;  // 6: LOSS_REDUCE adds loss parts and aux counts
 
+// Frozen weights (LoRA's base model) are laid out whole on every rank: InvalidArgument for a
+// layout that would cut the graph (tensor, pipeline, expert or sequence parallelism).
+Status CheckFrozenLayout(const Graph& graph, const Topology& topology);
+
 // InvalidArgument, naming the setting and the numbers, for a configuration that cannot work: a
 // world size that does not divide the batch (train = micro x gas x dp), dp != world, a stage
 // outside 0..3, a bucket size <= 0, negative stage-3 knobs, a stage-3 max_live_parameters below

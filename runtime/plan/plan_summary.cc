@@ -72,6 +72,7 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_peak_bytes(m.peak_bytes());
   r.set_nvme_bytes(plan.swap().file_bytes() + plan.swap().param_file_bytes());
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
+  r.set_frozen_bytes(Kind(m, Buf::FROZEN_WEIGHTS));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
     if (!IsCollective(ins.kind()) && ins.kind() != proto::Instruction::SEND) continue;
@@ -325,6 +326,9 @@ std::string FormatMemory(const proto::PlanSummary& s,
                                                     : "- (none for this stage)";
   row("model states", &proto::RankSummary::model_state_bytes,
       Fmt("%12s  %s", MiB(s.paper_model_state_bytes()).c_str(), ds.c_str()));
+  if (cols.front()->frozen_bytes() > 0)
+    row("frozen weights (fp32)", &proto::RankSummary::frozen_bytes,
+        "  LoRA's base model: no gradients, no optimizer state");
   row("activations (peak)", &proto::RankSummary::activation_peak_bytes, "");
   row("gradient buckets (peak)", &proto::RankSummary::bucket_peak_bytes, "");
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");

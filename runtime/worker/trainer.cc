@@ -208,6 +208,7 @@ Status Trainer::ResolveRun(const plan::Topology& topo) {
 Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanConfig& pc,
                                  DType model_dtype) {
   const std::string& src = config_.source;
+  DS_RETURN_IF_ERROR(plan::CheckFrozenLayout(graph_, topo).WithPrefix(src));
   // A pipeline cuts its stages out of the rank's tensor- (and expert-) parallel graph.
   const bool tp_graph = topo.tp > 1 || (topo.ep > 1 && topo.pp > 1);
   if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(topo).WithPrefix(src));
@@ -218,6 +219,7 @@ Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanCon
   const bool states_on_device = device_memory_ && pc.states_on_device;
   params_ =
       std::make_unique<zero::ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
+  DS_RETURN_IF_ERROR(BuildFrozen());
   DS_RETURN_IF_ERROR(BuildPlan());
   DS_RETURN_IF_ERROR(CreateGroups().WithPrefix(src));
   // Before the executor: it keeps views of the flat buffers Shard may replace.
@@ -256,6 +258,7 @@ Status Trainer::BuildExecutor(const plan::Topology& topo, const plan::PlanConfig
     eo->device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
   const Graph& runs = pipe_chunks_.empty() ? graph_ : pipe_chunks_[0];  // a pipeline: chunk 0
+  eo->frozen = frozen_.get();
   DS_RETURN_IF_ERROR(BindStateInputs(runs, eo->batch, eo).WithPrefix(src));
   auto executor = exec::Executor::Create(runs, params_.get(), *eo);
   if (!executor.ok()) return executor.status().WithPrefix(src);
@@ -356,7 +359,16 @@ Status Trainer::Initialize() {
       return StoreSwappedStates();
     }
   }
+  DS_RETURN_IF_ERROR(InitializeWeights());
+  // model.lora.adapter: a PEFT adapter to start from (after the base weights are in place).
+  if (!config_.model.lora.adapter.empty()) return LoadAdapter(config_.model.lora.adapter);
+  return OkStatus();
+}
+
+// Step 0's weights: model.hf's folder, or the initializers' seeded draws.
+Status Trainer::InitializeWeights() {
   if (!config_.model.hf.empty()) return InitializeFromHf();
+  if (frozen_) frozen_->Initialize(graph_, config_.seed);  // the base weights draw as unfrozen
   if (swapper_)
     return InitializeStreaming(
         [this](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {

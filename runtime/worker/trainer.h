@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -35,7 +36,8 @@ class Communicator;
 }
 namespace ckpt {
 struct CheckpointContents;
-}
+class CheckpointReader;
+}  // namespace ckpt
 namespace data {
 class BatchSource;
 class TrainSource;
@@ -137,7 +139,15 @@ class Trainer {
 
   // Writes the fp32 (master) weights as safetensors with the graph's parameter names.
   // Under ZeRO over ranks (fp32, on the host) every rank must call it; rank 0 writes.
+  // With model.lora: the base model's weights with the adapters merged in (ExportMerged).
   Status ExportWeights(const std::string& path);
+  // model.lora (trainer_lora.cc): the adapters as PEFT saves them, into directory `dir`
+  // (adapter_model.safetensors, adapter_config.json); and the merged weights. Every rank calls
+  // them (the adapters are gathered from the ZeRO partition); rank 0 writes.
+  Status ExportAdapter(const std::string& dir);
+  Status ExportMerged(const std::string& path);
+  // The frozen base weights (LoRA), or null.
+  const zero::ParamStore* frozen() const { return frozen_.get(); }
   // An executor without gradients over the same parameters, for evaluation and generation,
   // on the host (callers read its activations) whatever device.type trains on.
   // ZeRO-3: gathers every parameter first (a collective) and keeps them gathered. With the
@@ -219,6 +229,19 @@ class Trainer {
   Status ResolveRun(const plan::Topology& topology);
   Status BuildModelStates(const plan::Topology& topology, const plan::PlanConfig& config,
                           DType model_dtype);
+  // LoRA's frozen base weights (trainer_lora.cc): their store, where the layout allows them;
+  // their part of a checkpoint (save; verify or read on load); PEFT's adapter config; the whole
+  // fp32 master on every rank (the adapters are small).
+  Status BuildFrozen();
+  void AddFrozen(ckpt::CheckpointContents* c) const;
+  Status VisitFrozen(ckpt::CheckpointReader* reader, bool commit);
+  std::string AdapterConfigJson() const;
+  StatusOr<std::vector<float>> FullMaster();
+  // Rank 0 runs `write` (a file at `path`); every rank returns its outcome (a collective).
+  Status RankZeroWrites(const std::string& path, const std::function<Status()>& write);
+  // ExportMerged's weights: the frozen and trained base weights with the adapters folded in.
+  std::map<std::string, std::pair<Shape, std::vector<float>>> MergedWeights(
+      const std::vector<float>& full) const;
   Status BuildExecutor(const plan::Topology& topology, const plan::PlanConfig& config,
                        exec::ExecutorOptions* options);
   Status BuildRunner(const exec::ExecutorOptions& options);
@@ -276,6 +299,10 @@ class Trainer {
   // model.hf: the source reading each parameter from the folder (trainer_hf.cc), or the
   // random draw of the rest (the reward head DeepSpeed-Chat adds).
   Status InitializeFromHf();
+  Status InitializeWeights();  // Initialize without a checkpoint: the folder's, or drawn
+  // model.lora.adapter (trainer_lora.cc): the adapters from a PEFT adapter folder whose r, alpha
+  // and rsLoRA agree with the job's.
+  Status LoadAdapter(const std::string& dir);
   void ReportSwaps(StepMetrics* m);  // trainer_swap.cc
   // Before a checkpoint: the NVMe states read back into memory, or an error when they would not
   // fit what the system has available.
@@ -322,6 +349,8 @@ class Trainer {
   std::unique_ptr<DeviceMemory> own_device_memory_;
   DeviceMemory* device_memory_ = nullptr;
   std::unique_ptr<zero::ParamStore> params_;
+  // The graph's frozen weights (LoRA's base model), fp32, whole on every rank; null without.
+  std::unique_ptr<zero::ParamStore> frozen_;
   std::unique_ptr<exec::Executor> executor_;
   std::unique_ptr<exec::Executor> eval_executor_;
   std::unique_ptr<CommsLogger> comms_;  // comms_logger

@@ -33,6 +33,7 @@
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/graph/lora.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/checkpoint_slices.h"
@@ -82,6 +83,7 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 }  // namespace
 
 Status Trainer::ExportWeights(const std::string& path) {
+  if (config_.model.lora.enabled) return ExportMerged(path);
   if (sliced_ || pipe_stage_ >= 0)
     return FailedPreconditionError(
         "ExportWeights holds one tensor-, expert- or pipeline-parallel rank's part; save a "
@@ -312,6 +314,7 @@ Status Trainer::SaveCheckpoint() {
   c.info["pipeline_parallel"] = std::to_string(plan_->topology().pp());
   c.info["zero_stage"] = std::to_string(config_.zero.stage);
   c.info["precision"] = DTypeName(params_->model_dtype());
+  AddFrozen(&c);  // LoRA's base weights, whole, by rank 0
   // Tensor and pipeline parallelism: every rank writes its parts as slices of the whole
   // parameters.
   const bool sharded =
@@ -336,7 +339,7 @@ Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   auto source = [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {
     const zero::ParamSlot& s = params_->slots()[slot];
     auto t = file.Get(s.name);
-    if (!t.ok() && keep_missing) {
+    if (!t.ok() && (keep_missing || IsLoraParam(s.name))) {  // LoRA: adapters start fresh
       DS_LOG_INFO("worker", "{}: no \"{}\"; it keeps its initialization", path, s.name);
       params_->DrawInitial(graph_, config_.seed, slot, dst, whole);
       ++kept;
@@ -349,9 +352,20 @@ Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
     return CopyInto(*t, Tensor(dst, shape, DType::kF32), path + ": tensor \"" + s.name + "\"");
   };
   DS_RETURN_IF_ERROR(InitializeStreaming(source));
-  if (static_cast<int>(file.tensors().size()) + kept != static_cast<int>(params_->slots().size()))
+  int frozen = 0;  // LoRA's base weights, by their names
+  if (frozen_) {
+    DS_RETURN_IF_ERROR(frozen_->Fill([&](int slot, float* dst, int64_t, const auto&) -> Status {
+      const zero::ParamSlot& s = frozen_->slots()[slot];
+      auto t = file.Get(s.name);
+      if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
+      ++frozen;
+      return CopyInto(*t, Tensor(dst, s.shape, DType::kF32), path + ": tensor \"" + s.name + "\"");
+    }));
+  }
+  if (static_cast<int>(file.tensors().size()) + kept !=
+      static_cast<int>(params_->slots().size()) + frozen)
     DS_LOG_WARN("worker", "{}: {} tensors in the file, the model uses {}; the rest are ignored",
-                path, file.tensors().size(), params_->slots().size() - kept);
+                path, file.tensors().size(), params_->slots().size() - kept + frozen);
   DS_LOG_INFO("worker", "initialized weights from {}", path);
   return OkStatus();
 }
@@ -474,7 +488,7 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
                      hi - lo);
       }
     }
-    return OkStatus();
+    return VisitFrozen(reader, commit);
   };
   if (verified.ok()) verified = visit(false);
   // A share of whole files: together the ranks read every byte once.

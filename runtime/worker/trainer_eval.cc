@@ -24,6 +24,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   if (!eval_executor_ && pipe_stage_ < 0) {
     exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
     eo.state = state_views_;  // the per-token inputs (packed documents' masks)
+    eo.frozen = frozen_.get();
     if (device_states_ && !host_gather)
       eo.device_params = device_states_->params();  // read in place
     DS_ASSIGN_OR_RETURN(eval_executor_, exec::Executor::Create(graph_, params_.get(), eo));

@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
   // Every rank holds every parameter: it generates with the whole model, alone.
   const Graph& g = rank_graph_ ? full_graph_ : graph_;
   exec::ExecutorOptions o{batch, seq, false};
+  o.frozen = frozen_.get();
   // Per-token inputs (PPO's heads): zeroed buffers of this executor's shape; its losses then
   // count nothing, and the caller reads the logits or values.
   DS_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs,

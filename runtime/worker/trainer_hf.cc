@@ -19,6 +19,7 @@
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_params.h"
 #include "runtime/ckpt/hf_weights.h"
+#include "runtime/graph/lora.h"
 #include "runtime/hf/hf_tensor_map.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/worker/step_runner.h"
@@ -73,34 +74,49 @@ Status Trainer::InitializeFromHf() {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < reader.map().params.size(); ++i) index[reader.map().params[i].ours] = i;
   // The disk streams what this rank will read, in the order Fill reads it, while parameters
-  // convert.
-  ckpt::SpanPrefetcher prefetch(
-      ReadOrder(reader, index, *params_, init_slicer_.get(), &runner_->PersistentRanges()));
+  // convert (LoRA: the frozen base weights after the trained ones).
+  auto order = ReadOrder(reader, index, *params_, init_slicer_.get(), &runner_->PersistentRanges());
+  if (frozen_) {
+    auto more = ReadOrder(reader, index, *frozen_, nullptr, nullptr);
+    order.insert(order.end(), more.begin(), more.end());
+  }
+  ckpt::SpanPrefetcher prefetch(std::move(order));
   int64_t read = 0, drawn = 0;
-  auto source = [&](int slot, float* dst, int64_t n, const zero::ParamStore::Ranges& needed) {
-    const zero::ParamSlot& s = params_->slots()[slot];
-    auto it = index.find(s.name);
-    if (it == index.end()) return InternalError(dir + ": the model has no parameter " + s.name);
-    const hf::HfParam& p = reader.map().params[it->second];
-    if (NumElements(p.shape) != n)
-      return InternalError(dir + ": " + s.name + " has " + std::to_string(NumElements(p.shape)) +
-                           " elements in the model and " + std::to_string(n) + " on this rank");
-    if (p.source.kind == hf::HfSource::Kind::kInitialized) {
-      params_->DrawInitial(graph_, config_.seed, slot, dst, n);
-      drawn += n;
+  // Each store's source: the folder's tensor, or the draw of what it lacks (a value head, LoRA's
+  // adapters).
+  auto source_of = [&](zero::ParamStore* store) {
+    return [&, store](int slot, float* dst, int64_t n,
+                      const zero::ParamStore::Ranges& needed) -> Status {
+      const zero::ParamSlot& s = store->slots()[slot];
+      auto it = index.find(s.name);
+      if (it == index.end() && IsLoraParam(s.name)) {
+        store->DrawInitial(graph_, config_.seed, slot, dst, n);
+        drawn += n;
+        return OkStatus();
+      }
+      if (it == index.end()) return InternalError(dir + ": the model has no parameter " + s.name);
+      const hf::HfParam& p = reader.map().params[it->second];
+      if (NumElements(p.shape) != n)
+        return InternalError(dir + ": " + s.name + " has " + std::to_string(NumElements(p.shape)) +
+                             " elements in the model and " + std::to_string(n) + " on this rank");
+      if (p.source.kind == hf::HfSource::Kind::kInitialized) {
+        store->DrawInitial(graph_, config_.seed, slot, dst, n);
+        drawn += n;
+        return OkStatus();
+      }
+      if (needed.empty()) {
+        read += n;
+        return reader.Read(it->second, 0, n, dst);
+      }
+      for (const auto& [lo, hi] : needed) {  // stage 3: only what this rank keeps
+        read += hi - lo;
+        DS_RETURN_IF_ERROR(reader.Read(it->second, lo, hi, dst + lo));
+      }
       return OkStatus();
-    }
-    if (needed.empty()) {
-      read += n;
-      return reader.Read(it->second, 0, n, dst);
-    }
-    for (const auto& [lo, hi] : needed) {  // stage 3: only what this rank keeps
-      read += hi - lo;
-      DS_RETURN_IF_ERROR(reader.Read(it->second, lo, hi, dst + lo));
-    }
-    return OkStatus();
+    };
   };
-  DS_RETURN_IF_ERROR(InitializeStreaming(source, /*kept_only=*/true));
+  DS_RETURN_IF_ERROR(InitializeStreaming(source_of(params_.get()), /*kept_only=*/true));
+  if (frozen_) DS_RETURN_IF_ERROR(frozen_->Fill(source_of(frozen_.get())));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t planned = 0, largest = 0;
@@ -112,7 +128,7 @@ Status Trainer::InitializeFromHf() {
               "planned model states {}, largest parameter {} (fp32)",
               world_rank_, read / 1e6, dir, files.shard_count(),
               files.shard_count() == 1 ? "" : "s", seconds,
-              drawn > 0 ? " (" + std::to_string(drawn) + " drawn: a head the folder lacks)" : "",
+              drawn > 0 ? " (" + std::to_string(drawn) + " drawn: what the folder lacks)" : "",
               Bytes(PeakRssBytes()), Bytes(planned), Bytes(largest * 4));
   return OkStatus();
 }

@@ -2,6 +2,7 @@
 // states are: the RLHF actor's moving average) as whole weights, and back: gathered into the whole
 // flat parameters on every rank, written as safetensors with the graph's names, read back.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,25 +48,28 @@ std::vector<float> Trainer::FullToMasterLayout(const std::vector<float>& full) c
   return out;
 }
 
-Status Trainer::WriteFullWeights(const std::vector<float>& full, const std::string& path) {
-  if (full.size() != static_cast<size_t>(params_->total_elements()))
-    return InvalidArgumentError(path + ": " + std::to_string(full.size()) + " values for " +
-                                std::to_string(params_->total_elements()) + " parameters");
-  Status written;
-  if (world_rank_ == 0) {
-    std::vector<ckpt::NamedTensor> tensors;
-    for (const zero::ParamSlot& s : params_->slots())
-      tensors.push_back(
-          {s.name, Tensor(const_cast<float*>(full.data() + s.offset), s.shape, DType::kF32)});
-    written =
-        ckpt::WriteSafetensors(path, tensors, {{"format", "ds-runtime"}, {"family", graph_.family}})
-            .status();
-  }
+Status Trainer::RankZeroWrites(const std::string& path, const std::function<Status()>& write) {
+  const Status written = world_rank_ == 0 ? write() : OkStatus();
   int32_t failed = written.ok() ? 0 : 1;
   DS_RETURN_IF_ERROR(
       world_host_comm_->AllReduce(parallel::BufferView(&failed, 1), parallel::ReduceOp::kMax));
   if (failed && written.ok()) return InternalError(path + ": rank 0 could not write it");
   return written;
+}
+
+Status Trainer::WriteFullWeights(const std::vector<float>& full, const std::string& path) {
+  if (full.size() != static_cast<size_t>(params_->total_elements()))
+    return InvalidArgumentError(path + ": " + std::to_string(full.size()) + " values for " +
+                                std::to_string(params_->total_elements()) + " parameters");
+  return RankZeroWrites(path, [&]() {
+    std::vector<ckpt::NamedTensor> tensors;
+    for (const zero::ParamSlot& s : params_->slots())
+      tensors.push_back(
+          {s.name, Tensor(const_cast<float*>(full.data() + s.offset), s.shape, DType::kF32)});
+    return ckpt::WriteSafetensors(path, tensors,
+                                  {{"format", "ds-runtime"}, {"family", graph_.family}})
+        .status();
+  });
 }
 
 StatusOr<std::vector<float>> Trainer::ReadFullWeights(const std::string& path) const {

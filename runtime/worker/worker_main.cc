@@ -340,6 +340,8 @@ Status Run(const Flags& f) {
     }
   }
   progress.Finish();
+  if (!c.model.lora.save_adapter.empty())
+    DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
   if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
     std::printf("comms_logger (rank 0):\n%s", trainer->comms_logger()->Summary().c_str());
   if (pipe_ms.size() > 2) {  // the first steps fault their memory in

@@ -168,9 +168,15 @@ Status RunConsolidate(const ConsolidateOptions& o) {
   for (const ckpt::FileRecord& f : reader.manifest().files)
     DS_RETURN_IF_ERROR(reader.VerifyFile(f));
   std::vector<std::pair<std::string, TensorSpec>> specs;
+  // The trained weights and the frozen ones (LoRA's base model) beside them.
+  std::vector<const char*> state_of;
   for (const auto& [name, shape] : reader.params())
-    if (reader.Slices(ckpt::kMasterState, name) != nullptr)
-      specs.push_back({name, {shape, DType::kF32}});
+    for (const char* state : {ckpt::kMasterState, ckpt::kFrozenState})
+      if (reader.Slices(state, name) != nullptr) {
+        specs.push_back({name, {shape, DType::kF32}});
+        state_of.push_back(state);
+        break;
+      }
   if (specs.empty())
     return DataLossError(reader.dir() + ": no weights (no master state) to consolidate");
   std::map<std::string, std::string> meta = {{"format", "pt"},
@@ -179,9 +185,10 @@ Status RunConsolidate(const ConsolidateOptions& o) {
   if (family != reader.manifest().info.end()) meta["family"] = family->second;
   DS_ASSIGN_OR_RETURN(auto writer, ckpt::SafetensorsStreamWriter::Create(o.output, specs, meta));
   std::vector<float> scratch;
-  for (const auto& [name, spec] : specs) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& [name, spec] = specs[i];
     scratch.resize(spec.numel());
-    DS_RETURN_IF_ERROR(reader.Read(ckpt::kMasterState, name, 0, spec.numel(), scratch.data()));
+    DS_RETURN_IF_ERROR(reader.Read(state_of[i], name, 0, spec.numel(), scratch.data()));
     DS_RETURN_IF_ERROR(writer->Append(scratch.data(), scratch.size() * sizeof(float)));
   }
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsWriteResult r, writer->Finish());
