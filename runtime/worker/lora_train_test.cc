@@ -3,7 +3,9 @@
 // weights draw as the base model's parameters do); merging the adapters (ExportMerged) gives
 // the adapted model's logits; under PEFT's keys only the adapters train and the frozen weights
 // keep every bit, while DeepSpeed-Chat's only_optimize_lora false trains the base weights too,
-// with its scale lora_scaling / lora_dim and its initialization bound 1 / sqrt(lora_dim).
+// with its scale lora_scaling / lora_dim and its initialization bound 1 / sqrt(lora_dim). The
+// hybrid engine's generator reads the base model with the adapters fused: the merged model's
+// tokens and logits, again after training steps and GatherParams.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/exec/executor.h"
+#include "runtime/generate/generator.h"
 #include "runtime/graph/lora.h"
 #include "runtime/worker/trainer.h"
 #include "runtime/worker/trainer_testing.h"
@@ -53,6 +56,42 @@ std::pair<float, std::vector<float>> Forward(exec::Executor& ex, uint64_t seed) 
   return {ex.loss(), std::vector<float>(logits.f32(), logits.f32() + logits.numel())};
 }
 
+// Greedy tokens and the first logits of `gen` on fixed prompts.
+std::pair<std::vector<std::vector<int32_t>>, std::vector<float>> Greedy(generate::Generator& gen) {
+  const std::vector<std::vector<int32_t>> prompts = {{3, 9, 4, 1}, {7, 2}};
+  REQUIRE(gen.Prefill(prompts, 0).ok());
+  std::vector<float> logits(gen.Logits(0), gen.Logits(0) + gen.vocab());
+  generate::GenerateRequest r;
+  r.prompts = prompts;
+  r.max_new_tokens = 6;
+  auto out = gen.Generate(r);
+  REQUIRE(out.ok());
+  return {out->tokens, logits};
+}
+
+void RandomizeB(zero::ParamStore& p, int seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  for (const zero::ParamSlot& s : p.slots()) {
+    if (s.name.find("lora_B") == std::string::npos) continue;
+    float* v = p.MasterView(s).f32();
+    for (int64_t i = 0; i < s.numel; ++i) v[i] = normal(rng);
+  }
+  p.SyncModelFromMaster();
+  p.MarkModelChanged();
+}
+
+// The merged model's generation, through a base-model trainer loading the merged export.
+std::pair<std::vector<std::vector<int32_t>>, std::vector<float>> MergedGreedy(Trainer& lora) {
+  const std::string merged = Dir() + "/lora_fused.safetensors";
+  REQUIRE(lora.ExportWeights(merged).ok());
+  auto base = Model("");
+  REQUIRE(base->LoadWeights(merged).ok());
+  auto gen = base->MakeGenerator(2, 16);
+  REQUIRE(gen.ok());
+  return Greedy(**gen);
+}
+
 TEST_CASE("with B = 0 the adapted model computes the base model's logits, dropout included") {
   auto base = Model("", 0.1);
   auto lora = Model("{r: 4, lora_alpha: 8, target_modules: all-linear, lora_dropout: 0.2}", 0.1);
@@ -67,16 +106,7 @@ TEST_CASE("with B = 0 the adapted model computes the base model's logits, dropou
 
 TEST_CASE("the merged export computes the adapted model's logits") {
   auto lora = Model("{r: 4, lora_alpha: 8, target_modules: [c_attn, c_fc]}");
-  zero::ParamStore& p = lora->params();
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 0.5f);
-  for (const zero::ParamSlot& s : p.slots()) {  // a non-zero B, so the adapters count
-    if (s.name.find("lora_B") == std::string::npos) continue;
-    float* v = p.MasterView(s).f32();
-    for (int64_t i = 0; i < s.numel; ++i) v[i] = normal(rng);
-  }
-  p.SyncModelFromMaster();
-  p.MarkModelChanged();
+  RandomizeB(lora->params(), 5);  // a non-zero B, so the adapters count
   const auto [adapted_loss, adapted] = Forward(lora->executor(), 1);
   const std::string merged = Dir() + "/lora_merged.safetensors";
   REQUIRE(lora->ExportWeights(merged).ok());
@@ -89,6 +119,28 @@ TEST_CASE("the merged export computes the adapted model's logits") {
     worst = std::max(worst, double(std::abs(got[i] - adapted[i])));
   CHECK(worst < 1e-4);
   CHECK(std::abs(adapted_loss - Forward(Model("")->executor(), 1).first) > 1e-3);  // B mattered
+}
+
+TEST_CASE("the hybrid engine generates with the adapters fused, refreshed after training") {
+  auto lora = Model("{r: 4, lora_alpha: 8, target_modules: all-linear}");
+  RandomizeB(lora->params(), 9);
+  auto gen = lora->MakeGenerator(2, 16);
+  REQUIRE(gen.ok());
+  auto [tokens, logits] = Greedy(**gen);
+  auto [want_tokens, want_logits] = MergedGreedy(*lora);
+  CHECK(tokens == want_tokens);
+  for (size_t i = 0; i < logits.size(); ++i)
+    CHECK(logits[i] == Approx(want_logits[i]).margin(1e-5));
+  // Training moves the adapters; the next GatherParams fuses them again for the same generator.
+  for (int i = 0; i < 3; ++i) REQUIRE(lora->TrainStep().ok());
+  REQUIRE(lora->GatherParams().ok());
+  auto [after_tokens, after_logits] = Greedy(**gen);
+  lora->ReleaseParams();
+  auto [want_after, want_after_logits] = MergedGreedy(*lora);
+  CHECK(after_tokens == want_after);
+  for (size_t i = 0; i < after_logits.size(); ++i)
+    CHECK(after_logits[i] == Approx(want_after_logits[i]).margin(1e-5));
+  CHECK(std::abs(after_logits[0] - logits[0]) > 1e-6);  // the refresh changed something
 }
 
 TEST_CASE("PEFT's LoRA trains the adapters only; DeepSpeed-Chat's can train the base too") {

@@ -239,6 +239,10 @@ class Trainer {
   StatusOr<std::vector<float>> FullMaster();
   // Rank 0 runs `write` (a file at `path`); every rank returns its outcome (a collective).
   Status RankZeroWrites(const std::string& path, const std::function<Status()>& write);
+  // The hybrid engine's fuse (trainer_lora.cc): the base model's graph and a store of its weights
+  // with the adapters folded in, rebuilt from the fp32 weights at each call (no add-then-subtract
+  // drift); generators over it read it again after each GatherParams. Every rank calls it.
+  Status FuseAdapters();
   // ExportMerged's weights: the frozen and trained base weights with the adapters folded in.
   std::map<std::string, std::pair<Shape, std::vector<float>>> MergedWeights(
       const std::vector<float>& full) const;
@@ -351,6 +355,9 @@ class Trainer {
   std::unique_ptr<zero::ParamStore> params_;
   // The graph's frozen weights (LoRA's base model), fp32, whole on every rank; null without.
   std::unique_ptr<zero::ParamStore> frozen_;
+  // model.lora's generation: the base graph and its weights with the adapters fused (FuseAdapters).
+  Graph fused_graph_;
+  std::unique_ptr<zero::ParamStore> fused_;
   std::unique_ptr<exec::Executor> executor_;
   std::unique_ptr<exec::Executor> eval_executor_;
   std::unique_ptr<CommsLogger> comms_;  // comms_logger

@@ -21,10 +21,13 @@ namespace ds::worker {
 
 // The hybrid engine's switch: every parameter whole in the host store (ZeRO-3 all-gathered,
 // NVMe-offloaded ones read, device states downloaded), and back to the training layout.
+// With model.lora the generators read the base model with the adapters fused (FuseAdapters), as
+// DeepSpeed-Chat's hybrid engine fuses them before generating.
 Status Trainer::GatherParams() {
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
-  return runner_->GatherAllParams();
+  DS_RETURN_IF_ERROR(runner_->GatherAllParams());
+  return fused_ ? FuseAdapters() : OkStatus();
 }
 
 void Trainer::ReleaseParams() {
@@ -73,6 +76,10 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());
   generate::GeneratorOptions o{max_batch, max_len};
+  if (config_.model.lora.enabled) {  // the hybrid engine: the adapters fused into the base model
+    DS_RETURN_IF_ERROR(FuseAdapters());
+    return generate::Generator::Create(fused_graph_, fused_.get(), o);
+  }
   if (gather_blocks > 0 && params_->params_partitioned() && !tp_ && !sliced_) {
     runner_->ReleaseGatheredParams();
     o.gather_blocks = gather_blocks;
@@ -108,6 +115,11 @@ StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batc
     return UnimplementedError(config_.source +
                               ": tensor-parallel rollouts (inference_tp_size) from a model that "
                               "trains with data parallelism only, its states on the host");
+  if (config_.model.lora.enabled)
+    return InvalidArgumentError(config_.source +
+                                ": tensor-parallel rollouts (inference_tp_size) of a model with "
+                                "model.lora are not written yet; generate with the adapters fused "
+                                "on each rank (inference_tp_size 1)");
   if (tp < 1 || world % tp != 0 || gather_blocks < 1)
     return InvalidArgumentError(config_.source + ": inference_tp_size " + std::to_string(tp) +
                                 " must divide the " + std::to_string(world) +

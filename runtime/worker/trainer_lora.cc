@@ -3,6 +3,7 @@
 // written by rank 0 in either layout), and the two exports: the adapters alone as PEFT saves
 // them (adapter_model.safetensors + adapter_config.json) and the model with the adapters merged
 // into its weights (what DeepSpeed-Chat's save_hf_format writes after fusing).
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/graph/lora.h"
+#include "runtime/plan/model_loader.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -205,6 +207,24 @@ std::map<std::string, std::pair<Shape, std::vector<float>>> Trainer::MergedWeigh
                  sb.shape[0], a.scale, values.data() + a.begin * shape[1]);
   }
   return weights;
+}
+
+Status Trainer::FuseAdapters() {
+  if (!config_.model.lora.enabled) return OkStatus();
+  DS_ASSIGN_OR_RETURN(std::vector<float> full, FullMaster());
+  if (!fused_) {
+    DS_ASSIGN_OR_RETURN(fused_graph_, plan::LoadBaseGraph(config_));
+    fused_ = std::make_unique<zero::ParamStore>(fused_graph_, DType::kF32);
+  }
+  const auto weights = MergedWeights(full);
+  for (const zero::ParamSlot& s : fused_->slots()) {
+    auto it = weights.find(s.name);
+    if (it == weights.end() || it->second.first != s.shape)
+      return InternalError("LoRA fuse: the base model's " + s.name + " has no merged weight");
+    std::copy(it->second.second.begin(), it->second.second.end(), fused_->MasterView(s).f32());
+  }
+  fused_->MarkModelChanged();
+  return OkStatus();
 }
 
 // The base model's weights with every adapter folded in (fp32, the base's names): what

@@ -93,7 +93,9 @@ expect_error "data.seq_len missing" "data.seq_len is required with model.hf" "$T
 # project_out: opt-1.3b's form) and an OPT reward model and critic of opt-350m's form (post-LN),
 # each job file's model a folder. The three steps run; the reward model starts from its own
 # folder (its value head drawn), the critic from the reward model, the actor and reference from
-# SFT; PPO's figures are reported.
+# SFT; PPO's figures are reported. The actor trains LoRA adapters as DeepSpeed-Chat's OPT
+# examples do (lora_dim, lora_module_name "decoder.layers.", only_optimize_lora), its rollouts
+# generating with the adapters fused, and the actor it writes is the merged model.
 mkdir -p "$T/chat"
 python3 - "$T/chat/pairs.jsonl" <<'PY'
 import json, random, sys
@@ -115,6 +117,7 @@ training: {train_iters: 1000}
 device: {threads: 2}
 YAML
 done
+sed -i "s|model: {hf: \(.*\)}|model: {hf: \1, lora: {lora_dim: 4, lora_module_name: decoder.layers., only_optimize_lora: true}}|" "$T/chat/actor.yaml"
 cat > "$T/chat/chat.yaml" <<YAML
 data: {files: [pairs.jsonl], data_split: "2,4,4", seed: 5}
 tokenizer: addition
@@ -130,9 +133,11 @@ if timeout 600 "$CHAT" --config "$T/chat/chat.yaml" > "$T/chat/log" 2>&1 &&
     grep -q "sft: held-out exact match" "$T/chat/log" &&
     grep -q "reward: held-out pairwise accuracy" "$T/chat/log" &&
     grep -q "ppo: held-out exact match" "$T/chat/log" &&
-    grep -q "drawn: a head the folder lacks" "$T/chat/log" &&
-    [[ -s $T/chat/out/actor.safetensors && -s $T/chat/out/ppo.csv ]]; then
-  pass "ds-chat with an OPT actor and an opt-350m-form critic and reward model from Hub folders"
+    grep -q "drawn: what the folder lacks" "$T/chat/log" &&
+    grep -q "LoRA: 0.00[0-9]M trainable parameters" "$T/chat/log" &&
+    [[ -s $T/chat/out/actor.safetensors && -s $T/chat/out/ppo.csv ]] &&
+    ! grep -qa "lora_" "$T/chat/out/actor.safetensors"; then
+  pass "ds-chat with an OPT LoRA actor (DeepSpeed-Chat's keys, fused for rollouts, written merged) and an opt-350m-form critic and reward model from Hub folders"
 else
   fail "ds-chat on Hub folders: $(grep -i "error\|held-out" "$T/chat/log" | tail -3)"
 fi
