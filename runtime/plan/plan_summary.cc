@@ -240,6 +240,7 @@ proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job
   *s.mutable_settings() = plan.settings();
   s.set_model(plan.model().name());
   s.set_num_parameters(plan.model().num_parameters());
+  s.set_frozen_parameters(plan.model().frozen_parameters());
   if (plan.stages_size() > 0) SummarizePipeline(plan, &s);  // and the whole model's count
   s.set_hash(HashHex(plan.hash()));
   if (plan.ranks_size() > 0) s.set_instructions_per_rank(plan.ranks(0).instructions_size());
@@ -257,10 +258,16 @@ std::string FormatSettings(const proto::PlanSummary& s) {
   std::string out;
   out += Fmt("ds-plan: %s, world %d (dp %d, tp %d, pp %d)\n", s.job().c_str(), s.topology().world(),
              s.topology().dp(), s.topology().tp(), s.topology().pp());
+  const std::string frozen =
+      s.frozen_parameters() > 0
+          ? Fmt(" trained (%.4f%%) + %lld frozen",
+                100.0 * s.num_parameters() / double(s.num_parameters() + s.frozen_parameters()),
+                (long long)s.frozen_parameters())
+          : "";
   out +=
-      Fmt("model %s: %lld parameters; ZeRO stage %d, %s, %d fp32 optimizer "
+      Fmt("model %s: %lld parameters%s; ZeRO stage %d, %s, %d fp32 optimizer "
           "states/param%s; optimizer on the %s\n",
-          s.model().c_str(), (long long)s.num_parameters(), c.zero_stage(),
+          s.model().c_str(), (long long)s.num_parameters(), frozen.c_str(), c.zero_stage(),
           proto::DataType_Name(c.model_dtype()).c_str() + 3, c.optimizer_states(),
           c.gradient_clipping() ? ", clipping" : "", c.states_on_device() ? "device" : "host");
   out += Fmt("batch: micro %lld x gas %lld x dp %d = %lld sequences of %lld tokens\n",

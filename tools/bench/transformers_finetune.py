@@ -8,7 +8,10 @@ Prints one line per step and a summary the driver parses:
   pytorch: ms_per_step=... tokens_per_s=... peak_rss_mib=... losses=l0,l1,...
 
   python transformers_finetune.py --model DIR --data TOKENS --batch B --seq T --steps N
-      [--threads 2] [--bf16] [--compile]
+      [--threads 2] [--bf16] [--compile] [--lora R --lora-alpha A --lora-targets all-linear]
+
+With --lora the model is PEFT's get_peft_model(LoraConfig(r, lora_alpha, target_modules)) and
+only the adapters train (tools/bench/lora_finetune.sh).
 """
 import argparse
 import resource
@@ -32,10 +35,18 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--lora", type=int, default=0, help="PEFT LoRA rank (0: full fine-tuning)")
+    ap.add_argument("--lora-alpha", type=float, default=16)
+    ap.add_argument("--lora-targets", default="all-linear")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32,
                                                  attn_implementation="sdpa")
+    if a.lora:
+        from peft import LoraConfig, get_peft_model
+        targets = a.lora_targets if a.lora_targets == "all-linear" else a.lora_targets.split(",")
+        model = get_peft_model(model, LoraConfig(r=a.lora, lora_alpha=a.lora_alpha,
+                                                 target_modules=targets, lora_dropout=0.0))
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},

@@ -151,6 +151,7 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
   proto::PlanModel* m = plan->mutable_model();
   m->set_name(ctx.facts.name);
   m->set_num_parameters(ctx.facts.num_parameters);
+  m->set_frozen_parameters(ctx.facts.frozen_elements);
   m->set_flat_elements(ctx.facts.flat_elements);
   m->set_num_blocks(static_cast<int>(ctx.facts.blocks.size()));
   int64_t largest = 0;
