@@ -75,6 +75,9 @@ CLI::App* AddPreprocess(CLI::App* app, ds::tools::PreprocessOptions* o) {
   prep->add_flag("--append-eod", o->append_eod, "end each non-empty document with the EOD id");
   prep->add_option("--eod-id", o->eod_id,
                    "EOD id (default: tokenizer_config.json's eos_token, else <|endoftext|>)");
+  prep->add_option("--chat-template", o->chat_template,
+                   "with --json-keys messages: a tokenizer folder or .jinja file (default: the "
+                   "tokenizer's folder)");
   prep->add_option("--workers", o->workers, "tokenizing threads")->default_val(1);
   prep->add_option("--log-interval", o->log_interval, "a progress line every N documents")
       ->default_val(1000);

@@ -14,13 +14,16 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/json.h"
 #include "runtime/data/indexed_dataset.h"
+#include "runtime/generate/chat_template.h"
 #include "runtime/generate/tokenizer.h"
+#include "tools/ds_data/chat_split.h"
 
 namespace ds::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kBatchPerWorker = 256;  // lines each worker tokenizes per batch
+constexpr const char* kMessages = "messages";  // conversations, rendered by the chat template
+constexpr size_t kBatchPerWorker = 256;        // lines each worker tokenizes per batch
 
 // Lines of a plain or gzip'd file (zlib reads both), with their numbers.
 class LineReader {
@@ -99,8 +102,19 @@ struct Parsed {
   std::string error;
 };
 
+// A conversation's prompt and answer (chat_split.h), tokenized.
+Status AddConversation(const ckpt::Json& messages, const generate::ChatTemplate& chat,
+                       const generate::Tokenizer& tok, Parsed* p) {
+  DS_ASSIGN_OR_RETURN(auto texts, SplitConversation(chat, messages.Dump()));
+  for (const std::string& text : {texts.first, texts.second}) {
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(text));
+    p->docs.emplace_back(ids.begin(), ids.end());
+  }
+  return OkStatus();
+}
+
 Parsed ParseLine(const std::string& line, const PreprocessOptions& o,
-                 const generate::Tokenizer& tok, int64_t eod) {
+                 const generate::Tokenizer& tok, int64_t eod, const generate::ChatTemplate* chat) {
   Parsed p;
   StatusOr<ckpt::Json> j = ckpt::ParseJson(line);
   if (!j.ok() || !j->is_object()) {
@@ -109,6 +123,12 @@ Parsed ParseLine(const std::string& line, const PreprocessOptions& o,
   }
   for (const std::string& key : o.json_keys) {
     const ckpt::Json* v = j->Find(key);
+    if (key == kMessages && v) {
+      Status added = AddConversation(*v, *chat, tok, &p);
+      if (!added.ok()) p.error = std::string(added.message());
+      if (!added.ok()) return p;
+      continue;
+    }
     if (!v || !v->is_string()) {
       p.error = v ? "\"" + key +
                         "\" is not a string (lists of sentences need sentence splitting, "
@@ -126,6 +146,18 @@ Parsed ParseLine(const std::string& line, const PreprocessOptions& o,
     p.docs.push_back(std::move(doc));
   }
   return p;
+}
+
+// --chat-template, or the tokenizer's folder.
+StatusOr<generate::ChatTemplate> LoadChatTemplate(const PreprocessOptions& o) {
+  std::string path = o.chat_template;
+  if (path.empty()) {
+    const size_t slash = o.tokenizer.rfind('/');
+    path = slash == std::string::npos ? "." : o.tokenizer.substr(0, slash);
+  }
+  auto t = generate::ChatTemplate::Load(path);
+  if (!t.ok()) return t.status().WithPrefix("preprocess --json-keys messages");
+  return t;
 }
 
 // Inputs, tokenizer and output directory, checked before any line is read.
@@ -164,14 +196,15 @@ struct Progress {
 
 // Tokenizes `lines` on `workers` threads; the documents come back in line order.
 std::vector<Parsed> TokenizeBatch(const std::vector<std::string>& lines, const PreprocessOptions& o,
-                                  const generate::Tokenizer& tok, int64_t eod) {
+                                  const generate::Tokenizer& tok, int64_t eod,
+                                  const generate::ChatTemplate* chat) {
   std::vector<Parsed> out(lines.size());
   const size_t per = (lines.size() + o.workers - 1) / o.workers;
   std::vector<std::thread> threads;
   for (size_t begin = 0; begin < lines.size(); begin += per)
     threads.emplace_back([&, begin] {
       for (size_t i = begin; i < std::min(lines.size(), begin + per); ++i)
-        out[i] = ParseLine(lines[i], o, tok, eod);
+        out[i] = ParseLine(lines[i], o, tok, eod, chat);
     });
   for (std::thread& t : threads) t.join();
   return out;
@@ -179,7 +212,7 @@ std::vector<Parsed> TokenizeBatch(const std::vector<std::string>& lines, const P
 
 // Reads `path` batch by batch and appends its documents to the writers, in line order.
 Status ProcessFile(const std::string& path, const PreprocessOptions& o,
-                   const generate::Tokenizer& tok, int64_t eod,
+                   const generate::Tokenizer& tok, int64_t eod, const generate::ChatTemplate* chat,
                    std::vector<std::unique_ptr<data::IndexedDatasetWriter>>& writers,
                    Progress* progress) {
   DS_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, LineReader::Open(path));
@@ -197,7 +230,7 @@ Status ProcessFile(const std::string& path, const PreprocessOptions& o,
       lines.push_back(line);
       numbers.push_back(reader->number());
     }
-    const std::vector<Parsed> parsed = TokenizeBatch(lines, o, tok, eod);
+    const std::vector<Parsed> parsed = TokenizeBatch(lines, o, tok, eod, chat);
     for (size_t i = 0; i < parsed.size(); ++i) {
       if (!parsed[i].error.empty())
         return InvalidArgumentError(path + ":" + std::to_string(numbers[i]) + ": " +
@@ -228,16 +261,26 @@ Status RunPreprocess(const PreprocessOptions& o) {
     DS_ASSIGN_OR_RETURN(eod, ResolveEod(o.tokenizer));
   }
   const data::IndexedDtype dtype = data::IndexedDtypeForVocab(tok->vocab_size());
+  std::unique_ptr<generate::ChatTemplate> chat;
   std::vector<std::unique_ptr<data::IndexedDatasetWriter>> writers;
-  for (const std::string& key : o.json_keys)
-    writers.push_back(std::make_unique<data::IndexedDatasetWriter>(
-        o.output_prefix + "_" + key + "_document", dtype));
+  for (const std::string& key : o.json_keys) {
+    if (key != kMessages) {
+      writers.push_back(std::make_unique<data::IndexedDatasetWriter>(
+          o.output_prefix + "_" + key + "_document", dtype));
+      continue;
+    }
+    DS_ASSIGN_OR_RETURN(generate::ChatTemplate t, LoadChatTemplate(o));
+    chat = std::make_unique<generate::ChatTemplate>(std::move(t));
+    for (const char* part : {"prompt", "answer"})
+      writers.push_back(std::make_unique<data::IndexedDatasetWriter>(
+          o.output_prefix + "_" + key + "_" + part + "_document", dtype));
+  }
   Progress progress;
   struct stat st;
   for (const std::string& in : o.inputs)
     if (::stat(in.c_str(), &st) == 0) progress.input_bytes += st.st_size;
   for (const std::string& in : o.inputs)
-    DS_RETURN_IF_ERROR(ProcessFile(in, o, *tok, eod, writers, &progress));
+    DS_RETURN_IF_ERROR(ProcessFile(in, o, *tok, eod, chat.get(), writers, &progress));
   for (auto& w : writers) DS_RETURN_IF_ERROR(w->Finalize());
   progress.Report(true);
   std::printf("preprocess: %lld documents, %lld tokens (%s) into %s_{%s}_document.{bin,idx}\n",

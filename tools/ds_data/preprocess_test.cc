@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/indexed_dataset.h"
 #include "runtime/data/test_files.h"
+#include "runtime/generate/jinja.h"
 
 namespace ds::tools {
 namespace {
@@ -100,6 +102,64 @@ TEST_CASE("preprocess stops at a bad line naming file and line, writing nothing"
                 ":3: \"text\" is not a string");
   ExpectRefused({R"({"text": "fine"})", R"({"text": "cut)"}, ":2: not a JSON object");
   ExpectRefused({"[1, 2]"}, ":1: not a JSON object");
+}
+
+// Conversations ({"messages": [...]}) with a chat template: every prompt and answer equal the
+// `tokenizers` package's ids of transformers' renderings (tools/chat_template_golden.py).
+TEST_CASE("preprocess cuts conversations into prompts and answers by the chat template",
+          "[ds_data][chat]") {
+  const std::string dir = "runtime/generate/testdata/chat_templates/";
+  const std::vector<uint8_t> bytes = testing::ReadBytes(dir + "golden.json");
+  auto golden = generate::jinja::FromJson(std::string(bytes.begin(), bytes.end()));
+  REQUIRE(golden.ok());
+  const generate::jinja::Value sft = golden->Get("sft");
+  REQUIRE(sft.list->size() == 6);
+  for (size_t k = 0; k < sft.list->size(); k += 2) {  // each template's two conversations
+    const generate::jinja::Value& a = (*sft.list)[k];
+    INFO(a.Get("template").s);
+    const std::string input = testing::TempPath("chat.jsonl");
+    WriteText(
+        input,
+        {"{\"messages\": " + generate::jinja::ToJson(a.Get("messages")) + "}",
+         "{\"messages\": " + generate::jinja::ToJson((*sft.list)[k + 1].Get("messages")) + "}"},
+        false);
+    PreprocessOptions o = Options({input}, "chat");
+    o.json_keys = {"messages"};
+    // A tokenizer folder as transformers saves one: the template beside tokenizer_config.json's
+    // special tokens.
+    const std::string folder = testing::TempPath("tokenizer_" + std::to_string(k));
+    REQUIRE(std::system(("mkdir -p " + folder + " && cp " + dir + a.Get("template").s + " " +
+                         folder + "/chat_template.jinja")
+                            .c_str()) == 0);
+    const std::string config = R"({"bos_token": "<s>", "eos_token": "</s>"})";
+    REQUIRE(testing::WriteBytes(folder + "/tokenizer_config.json",
+                                std::vector<uint8_t>(config.begin(), config.end())));
+    o.chat_template = folder;
+    const Status run = RunPreprocess(o);
+    if (!run.ok()) FAIL(run.ToString());
+    for (const char* part : {"prompt", "answer"}) {
+      auto d = data::IndexedDataset::Open(o.output_prefix + "_messages_" + part + "_document");
+      REQUIRE(d.ok());
+      REQUIRE(d->sequences() == 2);
+      for (int64_t i = 0; i < 2; ++i) {
+        std::vector<int64_t> ids;
+        REQUIRE(d->Tokens(i, &ids).ok());
+        std::vector<int64_t> want;
+        for (const auto& v : *(*sft.list)[k + i].Get(part).list) want.push_back(v.i);
+        CHECK(ids == want);
+      }
+    }
+  }
+  const std::string bad = testing::TempPath("bad_chat.jsonl");
+  WriteText(bad, {R"({"messages": [{"role": "user", "content": "no answer"}]})"}, false);
+  PreprocessOptions o = Options({bad}, "bad_chat");
+  o.json_keys = {"messages"};
+  o.chat_template = dir + "llama3.jinja";
+  const Status s = RunPreprocess(o);
+  CHECK(s.message().find("bad_chat.jsonl:1: the conversation ends with a \"user\" message") !=
+        std::string::npos);
+  o.chat_template = testing::TempPath("no_template_here");
+  CHECK(RunPreprocess(o).message().find("no chat template") != std::string::npos);
 }
 
 TEST_CASE("preprocess checks its inputs before reading", "[ds_data][megatron]") {
