@@ -12,6 +12,8 @@
 #  - the frozen weights come out of training bit for bit as they went in: a checkpoint's
 #    frozen.safetensors at steps 5 and 10 equals the base model's weights exported before any
 #    step, tensor by tensor, byte for byte.
+#  - ds-ckpt export of a LoRA checkpoint writes the Hugging Face folder with the adapters merged
+#    in; with PEFT at hand, transformers' logits of it equal PEFT's of the base and the adapter.
 #  - ZeRO-3 with 2 ranks through ds-launch is on the 1-rank curve (20 steps, loss within 1e-5),
 #    and its step-10 checkpoint resumes on one rank on the same curve (the frozen weights
 #    restored from the checkpoint, not read again).
@@ -23,6 +25,7 @@ R=${TEST_SRCDIR:-.}/ds_runtime
 WORKER=$R/runtime/worker/ds-worker
 LAUNCH=$R/launcher/launch/ds-launch
 AGENT=$R/launcher/agent/ds-agent
+CKPT=$R/tools/ds_ckpt/ds-ckpt
 FAM=$R/runtime/generate/testdata/families
 LORA=$R/runtime/worker/testdata/lora
 ST=$R/tools/safetensors_io.py
@@ -116,7 +119,8 @@ peft_case gpt2 "r: 4, lora_alpha: 8, use_rslora: true"
 Q=$FAM/qwen2
 job "$T/base.yaml" "$Q" "{r: 4}"
 sed -i 's/lora: {r: 4}/dropout: 0.0/' "$T/base.yaml"
-job "$T/frozen.yaml" "$Q" "{r: 4, lora_alpha: 8}" "checkpoint: {dir: $T/ck_frozen, save_interval: 5}"
+job "$T/frozen.yaml" "$Q" "{r: 4, lora_alpha: 8, save_adapter: $T/frozen_adapter}" \
+  "checkpoint: {dir: $T/ck_frozen, save_interval: 5}"
 if "$WORKER" --config "$T/base.yaml" --export-init "$T/base.safetensors" > "$T/base.out" 2>&1 &&
    "$WORKER" --config "$T/frozen.yaml" > "$T/frozen.out" 2>&1 &&
    why=$(python3 - "$T/base.safetensors" "$T/ck_frozen" "$ST" <<'PY'
@@ -135,6 +139,48 @@ PY
   pass "the frozen weights are the base model's bit for bit at steps 5 and 10 ($why)"
 else
   fail "frozen weights: ${why:-a run failed: $(tail -2 "$T/frozen.out")}"
+fi
+
+# ds-ckpt export of the LoRA checkpoint: a Hugging Face folder with the adapters merged in (no
+# adapter tensor in it, q_proj and v_proj moved off the base, k_proj not); with transformers and
+# PEFT at hand, its logits equal PEFT's base model with the adapter the run saved.
+if "$CKPT" export --config "$T/frozen.yaml" --input "$T/ck_frozen/step_00000010" \
+     --output "$T/merged_hf" > "$T/export.out" 2>&1 &&
+   why=$(python3 - "$T/merged_hf/model.safetensors" "$Q/model.safetensors" "$ST" <<'PY'
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("st", sys.argv[3]); st = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(st)
+merged = {n: raw for n, dt, shape, raw in st.read(sys.argv[1])}
+base = {n: raw for n, dt, shape, raw in st.read(sys.argv[2])}
+if any("lora" in n for n in merged): sys.exit(print("adapter tensors in the export") or 1)
+p = "model.layers.0.self_attn."
+moved = [merged[p + m + ".weight"] != base[p + m + ".weight"] for m in ("q_proj", "v_proj", "k_proj")]
+if moved != [True, True, False]: sys.exit(print(f"q, v, k moved: {moved}") or 1)
+print(f"{len(merged)} tensors, q_proj and v_proj merged")
+PY
+   ); then
+  pass "ds-ckpt export of a LoRA checkpoint merges the adapters ($why)"
+else
+  fail "ds-ckpt export of LoRA: ${why:-$(tail -2 "$T/export.out")}"
+fi
+if [[ -n ${DS_PEER_PYTHON:-} ]] && "$DS_PEER_PYTHON" -c "import peft" 2>/dev/null; then
+  if why=$("$DS_PEER_PYTHON" - "$Q" "$T/frozen_adapter" "$T/merged_hf" 2>/dev/null <<'PY'
+import sys, torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+load = lambda d: AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+x = torch.tensor([[1, 60, 7, 33, 12, 9, 50, 2, 41, 19, 26]])
+with torch.no_grad():
+    want = PeftModel.from_pretrained(load(sys.argv[1]), sys.argv[2]).eval()(input_ids=x).logits
+    got = load(sys.argv[3]).eval()(input_ids=x).logits
+diff = (got - want).abs().max().item()
+print(f"max logit difference {diff:.2e}")
+sys.exit(0 if diff < 1e-4 else 1)
+PY
+  ); then pass "transformers loads the merged export with PEFT's logits ($why)"
+  else fail "merged export vs PEFT: ${why:-failed}"; fi
+else
+  echo "SKIPPED CASE: the merged export against PEFT (no DS_PEER_PYTHON with peft)"
 fi
 
 # ZeRO-3 over 2 ranks through ds-launch, against one rank; then resume from its checkpoint.
