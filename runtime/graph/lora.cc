@@ -93,7 +93,7 @@ class Rewriter {
 };
 
 Status CheckTarget(const Graph& g, const LoraTarget& t, const std::vector<LoraTarget>& same) {
-  const std::string what = "lora: module " + t.module;
+  const std::string what = "LoRA: module " + t.module;
   if (t.node < 0 || t.node >= static_cast<int>(g.nodes.size()))
     return InvalidArgumentError(what + ": no such node");
   const NodeInfo& n = g.nodes[t.node];
@@ -153,7 +153,7 @@ void MergeAdapter(const float* a, const float* b, int64_t r, int64_t in, int64_t
 StatusOr<Graph> ApplyLora(const Graph& base, const std::vector<LoraTarget>& targets,
                           const LoraOptions& options) {
   if (options.r <= 0)
-    return InvalidArgumentError("lora: r must be positive, got " + std::to_string(options.r));
+    return InvalidArgumentError("LoRA: r must be positive, got " + std::to_string(options.r));
   std::map<int, std::vector<LoraTarget>> by_node;
   for (const LoraTarget& t : targets) by_node[t.node].push_back(t);
   for (const auto& [node, list] : by_node)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 
@@ -65,9 +66,10 @@ StatusOr<std::vector<Module>> LinearModules(const ModelSpec& spec, const Graph& 
   return modules;
 }
 
-bool Picks(const LoraSelection& s, const std::vector<std::string>& names, const std::string& path) {
+bool Picks(const LoraSelection& s, const std::vector<std::string>& names, const std::regex* re,
+           const std::string& path) {
   if (!s.substring.empty()) return path.find(s.substring) != std::string::npos;
-  if (!s.regex.empty()) return std::regex_match(path, std::regex(s.regex));
+  if (re) return std::regex_match(path, *re);
   for (const std::string& n : names)
     if (n == "all-linear" || path == n || EndsWith(path, "." + n)) return true;
   return false;
@@ -88,25 +90,34 @@ StatusOr<std::vector<LoraTarget>> FindLoraTargets(const ModelSpec& spec, const G
   if (names.empty() && selection.regex.empty() && selection.substring.empty()) {
     names = DefaultLoraModules(spec.family);
     if (names.empty())
-      return InvalidArgumentError("lora: " + spec.family +
+      return InvalidArgumentError("LoRA: " + spec.family +
                                   " has no default target modules (as in PEFT): name them in "
                                   "model.lora.target_modules");
+  }
+  std::unique_ptr<std::regex> re;
+  if (!selection.regex.empty()) {
+    try {
+      re = std::make_unique<std::regex>(selection.regex);
+    } catch (const std::regex_error& e) {
+      return InvalidArgumentError("LoRA: target_modules \"" + selection.regex +
+                                  "\" is not a regular expression: " + e.what());
+    }
   }
   DS_ASSIGN_OR_RETURN(std::vector<Module> modules, LinearModules(spec, graph));
   std::vector<LoraTarget> targets;
   std::set<std::string> kinds;  // the modules' last names (q_proj, fc1, ...)
   for (const Module& m : modules) {
     kinds.insert(m.path.substr(m.path.rfind('.') + 1));
-    if (!Picks(selection, names, m.path)) continue;
+    if (!Picks(selection, names, re.get(), m.path)) continue;
     if (!m.refused.empty())
-      return InvalidArgumentError("lora: module " + m.path +
+      return InvalidArgumentError("LoRA: module " + m.path +
                                   " cannot take an adapter: " + m.refused);
     targets.push_back({m.node, m.begin, m.end, m.path});
   }
   if (targets.empty()) {
     std::string asked = selection.substring.empty() ? selection.regex : selection.substring;
     for (const std::string& n : names) asked += (asked.empty() ? "" : ", ") + n;
-    return InvalidArgumentError("lora: the target modules (" + asked +
+    return InvalidArgumentError("LoRA: the target modules (" + asked +
                                 ") match no linear layer of this " + spec.family +
                                 " model; its linear modules are named " + Join(kinds));
   }

@@ -92,9 +92,9 @@ StatusOr<Graph> WithLora(const config::JobConfig& config, const ModelSpec& spec,
   if (l.target_regex == "all-linear") pick.modules = {"all-linear"};
   pick.substring = l.module_name;
   auto targets = hf::FindLoraTargets(spec, graph, pick);
-  if (!targets.ok()) return targets.status().WithPrefix(config.source + ": model.lora");
+  if (!targets.ok()) return targets.status().WithPrefix(config.source);
   auto g = ApplyLora(graph, *targets, LoraOptionsOf(l));
-  if (!g.ok()) return g.status().WithPrefix(config.source + ": model.lora");
+  if (!g.ok()) return g.status().WithPrefix(config.source);
   DS_RETURN_IF_ERROR(ValidateGraph(*g, config.source + " (model with LoRA adapters)"));
   return g;
 }

@@ -25,12 +25,11 @@
 namespace ds::worker {
 
 Status Trainer::BuildFrozen() {
-  if (graph_.Frozen().empty()) return OkStatus();
-  // The planner refuses the layouts that would cut them (MakePlan).
-  if (device_memory_)
+  if (config_.model.lora.enabled && device_memory_)  // no CUDA column_add, no device frozen store
     return InvalidArgumentError(config_.source +
-                                ": model.lora with frozen base weights runs on the CPU for now "
-                                "(device.type cuda)");
+                                ": model.lora trains on the CPU for now (device.type cuda)");
+  // The planner refuses the layouts that would cut the frozen weights (MakePlan).
+  if (graph_.Frozen().empty()) return OkStatus();
   frozen_ = std::make_unique<zero::ParamStore>(graph_, DType::kF32, false, TensorRole::kFrozen);
   if (world_rank_ == 0)
     DS_LOG_INFO("worker",
@@ -94,32 +93,36 @@ Status Trainer::LoadAdapter(const std::string& dir) {
                                   ours + " is " + ckpt::Json::Double(want).Dump());
     return OkStatus();
   };
-  DS_RETURN_IF_ERROR(number("r", l.r, "model.lora.r"));
-  DS_RETURN_IF_ERROR(number("lora_alpha", l.alpha, "model.lora.lora_alpha"));
+  DS_RETURN_IF_ERROR(number("r", l.r, l.dschat ? "model.lora.lora_dim" : "model.lora.r"));
+  DS_RETURN_IF_ERROR(number("lora_alpha", l.alpha,
+                            l.dschat ? "model.lora.lora_scaling" : "model.lora.lora_alpha"));
   const ckpt::Json* rs = json->Find("use_rslora");
   if (rs != nullptr && rs->is_bool() && rs->as_bool() != l.use_rslora)
     return InvalidArgumentError(config_path + ": use_rslora differs from model.lora.use_rslora");
   const std::string file = dir + "/adapter_model.safetensors";
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile f, ckpt::SafetensorsFile::Open(file));
-  DS_RETURN_IF_ERROR(InitializeStreaming(
-      [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) -> Status {
-        const zero::ParamSlot& s = params_->slots()[slot];
-        const std::string name = "base_model.model." + s.name;
-        auto t = f.Get(name);
-        if (!t.ok())
-          return DataLossError(file + ": no tensor \"" + name +
-                               "\" (the job's target modules differ?)");
-        if (t->shape() != s.shape || t->numel() != whole)
-          return DataLossError(file + ": \"" + name + "\" is " + ShapeToString(t->shape()) +
-                               ", the job's adapter is " + ShapeToString(s.shape));
-        DS_ASSIGN_OR_RETURN(OwnedTensor v, f.CopyOut(name, DType::kF32));
-        std::memcpy(dst, v.f32(), whole * sizeof(float));
-        return OkStatus();
-      }));
+  // Every tensor checked before anything is overwritten.
   if (f.tensors().size() != params_->slots().size())
     return DataLossError(file + ": " + std::to_string(f.tensors().size()) + " tensors, the job's " +
                          "adapters have " + std::to_string(params_->slots().size()) +
                          " (its target modules differ)");
+  for (const zero::ParamSlot& s : params_->slots()) {
+    const std::string name = "base_model.model." + s.name;
+    auto t = f.Get(name);
+    if (!t.ok())
+      return DataLossError(file + ": no tensor \"" + name +
+                           "\" (the job's target modules differ?)");
+    if (t->shape() != s.shape)
+      return DataLossError(file + ": \"" + name + "\" is " + ShapeToString(t->shape()) +
+                           ", the job's adapter is " + ShapeToString(s.shape));
+  }
+  DS_RETURN_IF_ERROR(InitializeStreaming(
+      [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) -> Status {
+        const std::string name = "base_model.model." + params_->slots()[slot].name;
+        DS_ASSIGN_OR_RETURN(OwnedTensor v, f.CopyOut(name, DType::kF32));
+        std::memcpy(dst, v.f32(), whole * sizeof(float));
+        return OkStatus();
+      }));
   if (world_rank_ == 0) DS_LOG_INFO("worker", "LoRA: adapters from {}", dir);
   return OkStatus();
 }

@@ -225,7 +225,7 @@ expect_error() {  # NAME PATTERN CONFIG
 }
 job "$T/nomatch.yaml" "$Q" "{r: 4, target_modules: [c_attn]}"
 expect_error "target modules that match nothing" \
-  "model.lora: lora: the target modules (c_attn) match no linear layer of this qwen2 model" "$T/nomatch.yaml"
+  "nomatch.yaml: LoRA: the target modules (c_attn) match no linear layer of this qwen2 model" "$T/nomatch.yaml"
 job "$T/rank.yaml" "$Q" "{r: 8, adapter: $LORA/qwen2/adapter_init}"
 expect_error "an adapter of another rank" "adapter_config.json: r is 4, the job's model.lora.r is 8" "$T/rank.yaml"
 job "$T/tp.yaml" "$Q" "{r: 4}" "parallel: {tensor: 2}"
