@@ -5,14 +5,17 @@
 # shape, initial weights, data order, global batch, optimizer and clipping. Prints the median
 # step time of each after warm-up, the ratio (target <= 0.8), and how far the loss curves are
 # apart. A third column is DeepSpeed itself (tools/bench/deepspeed_gpt2.py: ZeRO-2, overlap_comm,
-# CPU accelerator over gloo, same torch as the DDP column), installed on first use into a venv
-# by tools/bench/setup_deepspeed.sh; DEEPSPEED=0 skips it; a failed install or run is reported in its place.
+# CPU accelerator over gloo, same torch as the DDP column: the peers' venv, PyTorch 2.15 and
+# DeepSpeed 0.19.8 from PyPI, DS_PEERS=1 tools/setup.sh; tools/bench/setup_deepspeed.sh adds
+# DeepSpeed on first use); DEEPSPEED=0 skips it; a failed install or run is reported in its place.
 #   tools/bench/ddp_vs_pytorch.sh          (STEPS=12, ROUNDS=3 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-12}; WARMUP=2
 L=4; C=256; H=4; V=8192; T=256; B=4
-PY=${PYTHON:-/usr/bin/python3}
+PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+PY=${PYTHON:-$([[ -x $PEER_PY ]] && echo "$PEER_PY" || echo /usr/bin/python3)}  # PyTorch 2.15 (DS_PEERS=1)
+echo "== PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1) from $PY"
 [[ -x bin/ds-launch ]] || tools/build.sh
 if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -43,12 +46,12 @@ run_ds() {
   ds_ms=$(tail -n +$((WARMUP + 2)) "$W/ds.csv" | cut -d, -f10 | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
   ds_losses=$(tail -n +2 "$W/ds.csv" | cut -d, -f2 | paste -sd,)
 }
-# --redirects 1 --tee 2: Debian's torch 1.13 on Python 3.11 crashes on torchrun's default "0".
-# (stdout goes to per-rank files under --log_dir; rank 0's holds the summary line.)
+# torchrun from the same Python (stdout goes to per-rank files under --log_dir; rank 0's holds
+# the summary line).
 run_ddp() {
   rm -rf "$W/tr"
   OMP_NUM_THREADS=1 LD_PRELOAD=$TCMALLOC \
-    torchrun --redirects 1 --tee 2 --log_dir "$W/tr" --nnodes 1 --nproc_per_node 2 --master_port 29577 \
+    "$PY" -m torch.distributed.run --redirects 1 --tee 2 --log_dir "$W/tr" --nnodes 1 --nproc_per_node 2 --master_port 29577 \
     tools/bench/pytorch_gpt2.py --ddp --weights "$W/init.safetensors" --data "$W/tokens.bin" --n_layer $L \
     --n_head $H --batch $B --seq $T --steps "$STEPS" --warmup $WARMUP --threads 1 > "$W/torch.log" 2>&1 \
     || { tail -20 "$W/torch.log"; exit 1; }

@@ -2,8 +2,8 @@
 # Generation on this machine's CPU, GPT-2 124M fp32 (random weights, the same Hugging Face
 # directory for both), greedy with the KV cache, one prompt of PROMPT tokens, NEW new tokens:
 #   ds-runtime   runtime/generate:generate_bench (Generator: prefill, decode steps)
-#   transformers generate() (torch from Debian, transformers 4.40.2 in a venv over it:
-#                ~/.cache/ds-runtime/hf-venv, made on first use; HF=0 skips it)
+#   transformers generate() (the peers' venv: PyTorch 2.15 and transformers 5 from PyPI,
+#                DS_PEERS=1 tools/setup.sh, or $HF_VENV; HF=0 skips it)
 # at batch 1 and 8, the same threads (THREADS, default all cores), best of ROUNDS. Prints prefill
 # and decode tokens/s, ds-runtime / transformers, and decode beside the memory-bandwidth bound:
 # the machine's read bandwidth (the faster of a vectorized OpenMP sum and a BLAS GEMV streaming
@@ -15,11 +15,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PROMPT=${PROMPT:-128}; NEW=${NEW:-128}; ROUNDS=${ROUNDS:-3}; THREADS=${THREADS:-$(nproc)}
 if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
-VENV=${HF_VENV:-$HOME/.cache/ds-runtime/hf-venv}
-if [[ ! -x $VENV/bin/python ]]; then
-  /usr/bin/python3 -m venv --system-site-packages "$VENV" >&2
-  "$VENV/bin/pip" install -q "transformers==4.40.2" >&2
+VENV=${HF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv}  # PyTorch 2.15, transformers 5
+if ! "$VENV/bin/python" -c "import transformers" 2>/dev/null; then
+  echo "generate_vs_transformers: no transformers in $VENV: run DS_PEERS=1 tools/setup.sh" >&2
+  exit 1
 fi
+echo "== PyTorch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'), transformers $("$VENV/bin/python" -c 'import transformers; print(transformers.__version__)')"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bazel build -c opt --jobs=2 //runtime/generate:generate_bench >/dev/null 2>&1
 "$VENV/bin/python" tools/bench/transformers_generate.py save "$W/gpt2"

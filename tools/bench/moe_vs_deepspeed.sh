@@ -21,7 +21,9 @@ cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-12}; WARMUP=2; ROUNDS=${ROUNDS:-3}; EXACT=${EXACT:-1}; EXACT_STEPS=${EXACT_STEPS:-4}
 L=4; C=256; H=4; V=8192; T=256; B=4
 E=4; K=1; CF=1.0; MINCAP=4; DROP=true; RTS=false; TOP2S=false; INTERVAL=2; COEFF=0.01; EP=2
-PY=${PYTHON:-/usr/bin/python3}
+PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+PY=${PYTHON:-$([[ -x $PEER_PY ]] && echo "$PEER_PY" || echo /usr/bin/python3)}  # PyTorch 2.15 (DS_PEERS=1)
+echo "== PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1) from $PY"
 [[ -x bin/ds-launch ]] || tools/build.sh
 if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -72,9 +74,8 @@ run_ds() {
   ds_ms=$(tail -n +$((WARMUP + 2)) "$W/$1.csv" | cut -d, -f10 | median)
   ds_losses=$(tail -n +2 "$W/$1.csv" | cut -d, -f2 | paste -sd,)
 }
-# DeepSpeed: torchrun's flags as ddp_vs_pytorch.sh (--redirects 1 --tee 2: Debian's torch 1.13 on
-# Python 3.11 crashes on the default "0"; rank 0's stdout under --log_dir holds the summary),
-# one thread per rank, tcmalloc, from the venv's Python.
+# DeepSpeed: torchrun's flags as ddp_vs_pytorch.sh (rank 0's stdout under --log_dir holds the
+# summary), one thread per rank, tcmalloc, from the peers' venv (PyTorch 2.15, DeepSpeed 0.19.8).
 TCMALLOC=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
 dsp_line=""
 DSPY=""

@@ -17,6 +17,7 @@ cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-10}; WARMUP=${WARMUP:-2}; ROUNDS=${ROUNDS:-2}
 [[ -x bin/ds-launch ]] || tools/build.sh
 PY=$(tools/bench/setup_deepspeed.sh | tail -1)
+echo "== PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1), DeepSpeed $(DS_ACCELERATOR=cpu "$PY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 export DS_RUNTIME_HOME=$W/home DS_ACCELERATOR=cpu OMP_NUM_THREADS=1
 /usr/bin/python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 8192, size=400000, dtype=np.uint16).tofile('$W/tokens.bin')"

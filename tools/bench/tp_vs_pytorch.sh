@@ -7,20 +7,16 @@
 # loss curves are apart.
 #   PyTorch: torch.distributed.tensor.parallel (DTensor, ColwiseParallel / RowwiseParallel,
 #   loss_parallel) and, beside it, the same split written Megatron-style over all_reduce
-#   (tools/bench/pytorch_tp_gpt2.py). torch 2.x from PyPI in a venv ($TORCH_VENV, default
-#   ~/.cache/ds-runtime/torch2-venv, made on first use; Debian's torch 1.13 has no DTensor).
+#   (tools/bench/pytorch_tp_gpt2.py). PyTorch 2.15 from the peers' venv (DS_PEERS=1
+#   tools/setup.sh), or $PYTHON.
 #   tools/bench/tp_vs_pytorch.sh          (STEPS=12, ROUNDS=3 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-12}; WARMUP=2; ROUNDS=${ROUNDS:-3}
 L=4; C=256; H=4; V=8192; T=256; B=4
-VENV=${TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/torch2-venv}
-if ! "$VENV/bin/python" -c "import torch, numpy; assert int(torch.__version__.split('.')[0]) >= 2" 2>/dev/null; then
-  echo "tp_vs_pytorch: installing torch 2.x and numpy into $VENV" >&2
-  /usr/bin/python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q torch numpy >&2
-fi
-PY=$VENV/bin/python
+PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+PY=${PYTHON:-$([[ -x $PEER_PY ]] && echo "$PEER_PY" || echo /usr/bin/python3)}  # PyTorch 2.15 (DS_PEERS=1)
+echo "== PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1) from $PY"
 [[ -x bin/ds-launch ]] || tools/build.sh
 if [[ -z "${OPENBLAS_CORETYPE:-}" ]] && grep -q avx512bw /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT

@@ -26,7 +26,7 @@ def main():
     a = ap.parse_args()
     if a.mode == "save":
         torch.manual_seed(0)
-        GPT2LMHeadModel(GPT2Config()).save_pretrained(a.dir, safe_serialization=True)
+        GPT2LMHeadModel(GPT2Config()).save_pretrained(a.dir)  # safetensors (transformers 5)
         return
     torch.set_num_threads(a.threads)
     model = GPT2LMHeadModel.from_pretrained(a.dir).eval()
