@@ -50,7 +50,7 @@ run_ds() {  # run_ds [profile]
 }
 run_torch() {  # run_torch MODE
   rm -rf "$W/tr"
-  OMP_NUM_THREADS=1 LD_PRELOAD=$TCMALLOC "$VENV/bin/torchrun" --redirects 1 --tee 2 --log_dir "$W/tr" \
+  OMP_NUM_THREADS=1 LD_PRELOAD=$TCMALLOC "$PY" -m torch.distributed.run --redirects 1 --tee 2 --log_dir "$W/tr" \
     --nnodes 1 --nproc_per_node 2 --master_port 29581 tools/bench/pytorch_tp_gpt2.py --mode "$1" \
     --weights "$W/init.safetensors" --data "$W/tokens.bin" --n_layer $L --n_head $H --batch $B --seq $T \
     --steps "$STEPS" --warmup $WARMUP --threads 1 > "$W/torch.log" 2>&1 || { echo "failed: $(tail -3 "$W/torch.log")"; return 1; }
