@@ -199,8 +199,10 @@ StatusOr<Tensor> Executor::FrozenView(int t) const {
   if (!opt_.frozen)
     return InvalidArgumentError("executor: frozen weight " + name + " but no frozen store");
   if (device_)
-    return UnimplementedError("executor: frozen weights (LoRA's base model) on a device (" + name +
-                              "): train LoRA on the CPU for now");
+    return InvalidArgumentError(
+        "executor: frozen weights (LoRA's base model) live in host memory "
+        "only; " +
+        name + " cannot be read by a device executor");
   const zero::ParamSlot* slot = opt_.frozen->ForParam(*graph_, t);
   if (!slot) return InternalError("executor: frozen weight " + name + " not in the frozen store");
   return opt_.frozen->ModelView(*slot);

@@ -303,6 +303,9 @@ class Trainer {
   // model.hf: the source reading each parameter from the folder (trainer_hf.cc), or the
   // random draw of the rest (the reward head DeepSpeed-Chat adds).
   Status InitializeFromHf();
+  // InitializeFromHf's line: values read and drawn, time, peak RSS beside the plan.
+  void ReportHfLoad(const std::string& dir, int files, int64_t read, int64_t drawn,
+                    double seconds) const;
   Status InitializeWeights();  // Initialize without a checkpoint: the folder's, or drawn
   // model.lora.adapter (trainer_lora.cc): the adapters from a PEFT adapter folder whose r, alpha
   // and rsLoRA agree with the job's.

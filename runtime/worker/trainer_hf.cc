@@ -119,6 +119,12 @@ Status Trainer::InitializeFromHf() {
   if (frozen_) DS_RETURN_IF_ERROR(frozen_->Fill(source_of(frozen_.get())));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ReportHfLoad(dir, files.shard_count(), read, drawn, seconds);
+  return OkStatus();
+}
+
+void Trainer::ReportHfLoad(const std::string& dir, int files, int64_t read, int64_t drawn,
+                           double seconds) const {
   int64_t planned = 0, largest = 0;
   for (const proto::RankPlan& r : plan_->ranks())
     if (r.rank() == world_rank_) planned = r.memory().model_state_bytes();
@@ -126,11 +132,9 @@ Status Trainer::InitializeFromHf() {
   DS_LOG_INFO("worker",
               "rank {}: read {:.2f}M values from {} ({} file{}) in {:.2f} s{}; peak RSS {}, "
               "planned model states {}, largest parameter {} (fp32)",
-              world_rank_, read / 1e6, dir, files.shard_count(),
-              files.shard_count() == 1 ? "" : "s", seconds,
+              world_rank_, read / 1e6, dir, files, files == 1 ? "" : "s", seconds,
               drawn > 0 ? " (" + std::to_string(drawn) + " drawn: what the folder lacks)" : "",
               Bytes(PeakRssBytes()), Bytes(planned), Bytes(largest * 4));
-  return OkStatus();
 }
 
 }  // namespace ds::worker

@@ -26,8 +26,11 @@ namespace ds::worker {
 
 Status Trainer::BuildFrozen() {
   if (config_.model.lora.enabled && device_memory_)  // no CUDA column_add, no device frozen store
-    return InvalidArgumentError(config_.source +
-                                ": model.lora trains on the CPU for now (device.type cuda)");
+    return InvalidArgumentError(
+        config_.source +
+        ": model.lora with device.type cuda: LoRA's column_add has no CUDA kernel "
+        "and its frozen weights live in host memory; train it with "
+        "device.type cpu");
   // The planner refuses the layouts that would cut the frozen weights (MakePlan).
   if (graph_.Frozen().empty()) return OkStatus();
   frozen_ = std::make_unique<zero::ParamStore>(graph_, DType::kF32, false, TensorRole::kFrozen);

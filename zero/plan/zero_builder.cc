@@ -101,8 +101,6 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
       ids.params = AddBuffer(plan, "params.persistent", K::PARAM_FULL, persistent, m, true);
   }
   if (mixed) ids.master = AddBuffer(plan, "master", K::MASTER_WEIGHTS, shard, DType::kF32, true);
-  if (ctx->facts.frozen_elements > 0)  // every rank's whole copy (runtime/graph/lora.h)
-    AddBuffer(plan, "frozen", K::FROZEN_WEIGHTS, ctx->facts.frozen_elements, DType::kF32, true);
   const bool nvme = ctx->swap.sub_groups_size() > 0;  // the swap file holds them
   if (nvme && ids.master >= 0) plan->mutable_buffers(ids.master)->set_nvme(true);
   ids.grads = c.stage < 2 ? AddBuffer(plan, "grads", K::GRAD_FULL, flat, m, true)
@@ -312,6 +310,9 @@ Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, 
     *plan->mutable_swap() = ctx.swap;
   }
   AddBuffers(&ctx, plan);
+  if (ctx.facts.frozen_elements > 0)  // every rank's whole fp32 copy (runtime/graph/lora.h)
+    AddBuffer(plan, "frozen", proto::PlanBuffer::FROZEN_WEIGHTS, ctx.facts.frozen_elements,
+              DType::kF32, true);
   internal::Stream stream;
   if (config.stage == 3)
     internal::BuildStage3Stream(ctx, &stream);
