@@ -18,6 +18,8 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -225,6 +227,7 @@ bool ParseFlag(const std::string& arg, const std::string& name, std::string* val
 }  // namespace ds::parallel
 
 int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);  // a lost peer fails the collective, not this process
   ds::parallel::Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string v;

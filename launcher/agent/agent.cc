@@ -106,7 +106,7 @@ void Agent::OnExit(int id, ExitInfo info) {
     w.phase = (!info.signaled && info.code_or_signal == 0) ? WorkerPhase::kSucceeded
                                                            : WorkerPhase::kFailed;
     r = {opt_.node_name, join_.round,         w.rank,          w.pid,
-         info.signaled,  info.code_or_signal, info.last_lines, NowMs()};
+         info.signaled,  info.code_or_signal, info.last_lines, info.exit_ms};
   }
   FlushLogs();  // the worker's last lines reach the coordinator before its exit
   DS_LOG_INFO("agent", "rank {} (pid {}) exited: {}", r.rank, r.pid, info.ToString());

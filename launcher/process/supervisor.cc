@@ -293,6 +293,9 @@ void Supervisor::FinishEntry(std::map<int, Entry>::iterator it, int status) {
     ev.exit.code_or_signal = WEXITSTATUS(status);
   }
   ev.exit.last_lines.assign(e.tail.begin(), e.tail.end());
+  ev.exit.exit_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   DS_LOG_DEBUG("agent", "child {} (id {}) exited: {}", e.pid, id, ev.exit.ToString());
   // Members left in its session are strays for the next StopAll to sweep.
   if (e.sid > 0 && !ProcessesInSession(e.sid).empty()) stray_sessions_.insert(e.sid);

@@ -42,6 +42,7 @@ struct ExitInfo {
   bool signaled = false;   // true: killed by signal `code_or_signal`
   int code_or_signal = 0;  // exit code (-1: unknown, someone else reaped it), or signal
   std::vector<std::string> last_lines;  // last lines of stdout and stderr, oldest first
+  int64_t exit_ms = 0;  // Unix epoch ms when the exit was seen (reaped), not when delivered
   // "exit code 3" or "signal 9 (SIGKILL)".
   std::string ToString() const;
 };

@@ -1,11 +1,15 @@
 #include "launcher/process/supervisor.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "launcher/process/recorder.h"
 #include "launcher/process/session_sweep.h"
@@ -89,6 +93,40 @@ TEST_CASE("Supervisor: exit codes and signals, reported exactly once", "[launche
   CHECK(sig.code_or_signal == SIGKILL);
   CHECK(sig.ToString() == "signal 9 (SIGKILL)");
   CHECK(sig.last_lines == Strings{"dying"});
+}
+
+// The agent reports exits one at a time (an RPC each), so the time of an exit must be taken
+// when it is reaped: a slow report of the first exit must not make the second look later.
+TEST_CASE("Supervisor: exit time is when the child was reaped, not when reported",
+          "[launcher][process]") {
+  std::mutex mu;
+  std::map<int, int64_t> seen;
+  Supervisor sup(nullptr, [&](int id, ExitInfo info) {
+    std::this_thread::sleep_for(milliseconds(300));  // a slow ReportExit
+    std::lock_guard<std::mutex> lock(mu);
+    seen[id] = info.exit_ms;
+  });
+  const Child a = MustSpawn("exit 1"), b = MustSpawn("exit 2");
+  for (pid_t pid : {a.pid, b.pid}) {  // both exited before the supervisor looks
+    siginfo_t si{};
+    REQUIRE(WaitFor(
+        [&] {
+          return waitid(P_PID, pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+        },
+        kWait));
+  }
+  const int64_t before =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  REQUIRE(sup.Add(0, a).ok());
+  REQUIRE(sup.Add(1, b).ok());
+  REQUIRE(PollUntil(
+      sup, [&] { return sup.num_tracked() == 0; }, kWait));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] >= before);
+  CHECK(seen[1] >= before);
+  CHECK(std::abs(seen[0] - seen[1]) < 250);  // reaped together; delivered 300 ms apart
 }
 
 TEST_CASE("Supervisor: keeps the last 50 lines", "[launcher][process]") {

@@ -5,6 +5,8 @@
 //
 // Prints a progress line, writes per-step metrics as CSV (monitor.csv), evaluates every
 // monitor.eval_interval steps and checkpoints every checkpoint.save_interval steps.
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -382,6 +384,9 @@ Status Run(const Flags& f) {
 }  // namespace ds::worker
 
 int main(int argc, char** argv) {
+  // A peer that dies closes its sockets; a write to one must fail in the collective (and name
+  // the peer) instead of killing this rank with SIGPIPE, which would read as a second root cause.
+  signal(SIGPIPE, SIG_IGN);
   ds::worker::EnsureBlasKernels(argc, argv);
   CLI::App app{"ds-worker: train one rank (standalone, or started by ds-agent)"};
   ds::worker::Flags f;
