@@ -56,6 +56,9 @@ struct OpArgs {
   std::vector<Tensor> grad_in;   // backward: dL/d in, accumulated (+=); undefined = skip
   uint64_t seed = 0;             // per call (node, step, micro-batch): dropout's stream
   bool training = true;          // false: dropout is the identity
+  // Matrix products' input precision (CPU linear): kF32, or kBF16 for bf16 mixed precision where
+  // the CPU multiplies bf16 (inputs rounded to bf16, products accumulated in fp32; executor.h).
+  DType matmul = DType::kF32;
 };
 
 using KernelFn = std::function<Status(const OpArgs&)>;

@@ -22,6 +22,10 @@ using ds::DeviceName;
 struct Kernel {
   KernelFn forward;
   KernelFn backward;
+  // Optional: called once per node when an executor is built, with the node's bound arguments
+  // (shapes and buffers final, contents not yet): what a kernel makes ahead of the steps
+  // (linear: its oneDNN matmul primitives).
+  KernelFn prepare;
 };
 
 // Registers an op; returns true (so it can initialize a static). Aborts on a duplicate.

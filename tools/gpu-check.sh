@@ -173,7 +173,7 @@ build_direct() {
              -DDS_HAVE_CUDA=1 "-DDS_CUDA_PENDING_OPS=\"$PENDING\"")
   # shellcheck disable=SC2054  # -Wl,-rpath,DIR is one argument
   local libs=(-L"$CUDA_PATH/lib64" -Wl,-rpath,"$CUDA_PATH/lib64" "${DEPS_LIB[@]}" -lcublas -lcublasLt -lcudart
-              -l:libopenblas.so.0 -fopenmp -pthread)
+              -l:libopenblas.so.0 -l:libdnnl.so.2 -fopenmp -pthread)
   mkdir -p "$o" "$b"
   printf '#define CATCH_CONFIG_MAIN\n#include <catch2/catch.hpp>\n' >"$o/catch_main.cc"
   local cu=(kernels/cuda/*.cu kernels/cuda/blas/*.cu)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/gpu-deps.sh: gathers, on a machine with the Debian packages (tools/setup.sh), what a
 # bare CUDA machine lacks for tools/gpu-check.sh:
-#   - Catch2's and OpenBLAS's headers: the nvcc/g++ build of the kernel tests (the CPU
-#     reference kernels they compare against use OpenBLAS);
+#   - Catch2's, OpenBLAS's and oneDNN's headers: the nvcc/g++ build of the kernel tests (the
+#     CPU reference kernels they compare against multiply through OpenBLAS and oneDNN);
 #   - bundle.tar.xz: every binary gpu-check runs, Bazel-built here (ds-worker, ds-data, the
 #     CUDA and NCCL plugins, every GPU test and benchmark) with every
 #     shared library they load that is neither glibc, libstdc++ nor CUDA's, OpenBLAS included.
@@ -19,6 +19,10 @@ mkdir -p "$D/include/catch2"
 cp /usr/include/catch2/catch.hpp "$D/include/catch2/"
 blas_inc=$(dirname "$(readlink -f /usr/include/x86_64-linux-gnu/cblas.h)")
 cp "$blas_inc"/*.h "$D/include/"
+# oneDNN's headers: kernels/cpu/gemm.cc (its library comes in the bundle, ds-worker loads it).
+cp /usr/include/dnnl*.h /usr/include/dnnl*.hpp "$D/include/"
+mkdir -p "$D/include/oneapi"
+cp -r /usr/include/oneapi/dnnl "$D/include/oneapi/"
 
 # The bundle: binaries in bundle/bin (the plugin beside them, where the loader looks), their
 # libraries in bundle/lib (Bazel's test binaries load our libraries from _solib_k8 too).

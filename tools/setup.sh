@@ -8,7 +8,7 @@ PACKAGES=(
   g++ python3 python3-numpy
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
-  libopenblas-dev libopenblas0-pthread libgloo-dev liburing-dev libaio-dev zlib1g-dev libicu-dev libsentencepiece-dev
+  libopenblas-dev libopenblas0-pthread libdnnl-dev libgloo-dev liburing-dev libaio-dev zlib1g-dev libicu-dev libsentencepiece-dev
   openssh-server openssh-client openssl procps clang-format
   slurmctld slurmd slurm-client munge python3-venv python3-matplotlib
 )

@@ -1,35 +1,71 @@
 // linear: y = x W^T + b, PyTorch layout: x [..., in], W [out, in], optional b [out].
 // With N = rows of x (all leading dims):
-//   forward   y  [N, out] = x [N, in] . W^T          (sgemm, bias pre-filled, beta = 1)
+//   forward   y  [N, out] = x [N, in] . W^T          (bias pre-filled, beta = 1)
 //   backward  dx [N, in]  += dy [N, out] . W          (beta = 1 accumulates)
 //             dW [out, in] += dy^T . x
 //             db [out]    += column sums of dy
-// The GEMMs run on the OpenMP pool (ParallelSgemm). Backward reads x and W.
+// The products go through gemm.h (oneDNN or OpenBLAS). With OpArgs::matmul = kBF16, x, W and
+// dy are rounded to bf16 first (W exactly: a bf16 model's weights widened) and the products
+// accumulate in fp32, as autocast's bf16 matmul does. Backward reads x and W.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/registry.h"
+#include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
 namespace {
 
-Status Forward(const OpArgs& args) {
-  const Tensor& x = args.in[0];
+struct Dims {
+  int64_t n, in, out;
+};
+
+Dims DimsOf(const OpArgs& args) {
   const Tensor& w = args.in[1];
-  const int64_t n = LeadingRows(x.shape()), in = w.dim(1), out = w.dim(0);
+  return {LeadingRows(args.in[0].shape()), w.dim(1), w.dim(0)};
+}
+
+// The three products' shapes (row-major, dense).
+GemmShape ForwardShape(const Dims& d) { return {false, true, d.n, d.out, d.in, d.in, d.in, d.out}; }
+GemmShape InputGradShape(const Dims& d) {
+  return {false, false, d.n, d.in, d.out, d.out, d.in, d.in};
+}
+GemmShape WeightGradShape(const Dims& d) {
+  return {true, false, d.out, d.in, d.n, d.out, d.in, d.in};
+}
+
+// bf16 copies of a product's fp32 operands, reused from call to call (one thread drives the
+// executor; the sizes settle after the first step).
+const uint16_t* ToBf16(const float* x, int64_t count, int slot) {
+  thread_local std::vector<uint16_t> buffers[3];
+  std::vector<uint16_t>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < count) b.resize(static_cast<size_t>(count));
+  ConvertF32ToBf16(x, b.data(), count);
+  return b.data();
+}
+
+Status Forward(const OpArgs& args) {
+  const Dims d = DimsOf(args);
   float* y = args.out[0].f32();
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
   if (has_bias) {
     const float* b = args.in[2].f32();
-    ParallelFor(n, kElementwiseGrain / std::max<int64_t>(out, 1) + 1,
+    ParallelFor(d.n, kElementwiseGrain / std::max<int64_t>(d.out, 1) + 1,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t i = begin; i < end; ++i)
-                    std::memcpy(y + i * out, b, out * sizeof(float));
+                    std::memcpy(y + i * d.out, b, d.out * sizeof(float));
                 });
   }
-  ParallelSgemm(false, true, n, out, in, 1.f, x.f32(), in, w.f32(), in, has_bias ? 1.f : 0.f, y,
-                out);
+  const float beta = has_bias ? 1.f : 0.f;
+  if (args.matmul == DType::kBF16) {
+    GemmBf16(ForwardShape(d), 1.f, ToBf16(args.in[0].f32(), d.n * d.in, 0),
+             ToBf16(args.in[1].f32(), d.out * d.in, 1), beta, y, Bf16Gemm::kNative);
+  } else {
+    Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), beta, y);
+  }
   return OkStatus();
 }
 
@@ -52,23 +88,47 @@ void BiasGrad(const float* dy, int64_t n, int64_t out, float* db) {
               });
 }
 
-Status Backward(const OpArgs& args) {
-  const Tensor& x = args.in[0];
-  const Tensor& w = args.in[1];
-  const int64_t n = LeadingRows(x.shape()), in = w.dim(1), out = w.dim(0);
-  const float* dy = args.grad_out[0].f32();
+void Bf16Backward(const OpArgs& args, const Dims& d) {
+  const uint16_t* dy = ToBf16(args.grad_out[0].f32(), d.n * d.out, 0);
   if (args.grad_in[0].defined())
-    ParallelSgemm(false, false, n, in, out, 1.f, dy, out, w.f32(), in, 1.f, args.grad_in[0].f32(),
-                  in);
+    GemmBf16(InputGradShape(d), 1.f, dy, ToBf16(args.in[1].f32(), d.out * d.in, 1), 1.f,
+             args.grad_in[0].f32(), Bf16Gemm::kNative);
   if (args.grad_in[1].defined())
-    ParallelSgemm(true, false, out, in, n, 1.f, dy, out, x.f32(), in, 1.f, args.grad_in[1].f32(),
-                  in);
+    GemmBf16(WeightGradShape(d), 1.f, dy, ToBf16(args.in[0].f32(), d.n * d.in, 2), 1.f,
+             args.grad_in[1].f32(), Bf16Gemm::kNative);
+}
+
+Status Backward(const OpArgs& args) {
+  const Dims d = DimsOf(args);
+  const float* dy = args.grad_out[0].f32();
+  if (args.matmul == DType::kBF16) {
+    Bf16Backward(args, d);
+  } else {
+    if (args.grad_in[0].defined())
+      Gemm(InputGradShape(d), 1.f, dy, args.in[1].f32(), 1.f, args.grad_in[0].f32());
+    if (args.grad_in[1].defined())
+      Gemm(WeightGradShape(d), 1.f, dy, args.in[0].f32(), 1.f, args.grad_in[1].f32());
+  }
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
-    BiasGrad(dy, n, out, args.grad_in[2].f32());
+    BiasGrad(dy, d.n, d.out, args.grad_in[2].f32());
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("linear", Device::kCpu, DType::kF32, {Forward, Backward});
+// The oneDNN primitives of the node's products, made when the executor is built.
+Status Prepare(const OpArgs& args) {
+  const Dims d = DimsOf(args);
+  const bool bf16 = args.matmul == DType::kBF16;
+  const bool has_bias = args.in.size() > 2 && args.in[2].defined();
+  DS_RETURN_IF_ERROR(PrepareGemm(ForwardShape(d), 1.f, has_bias ? 1.f : 0.f, bf16));
+  if (!args.grad_in.empty() && args.grad_in[0].defined())
+    DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, 1.f, bf16));
+  if (args.grad_in.size() > 1 && args.grad_in[1].defined())
+    DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, 1.f, bf16));
+  return OkStatus();
+}
+
+const bool kRegistered =
+    RegisterKernel("linear", Device::kCpu, DType::kF32, {Forward, Backward, Prepare});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -281,6 +281,12 @@ enum class DeviceType { kCpu, kCuda };
 struct DeviceConfig {
   DeviceType type = DeviceType::kCpu;
   int threads = 0;  // compute threads per rank; 0 = the cores the launcher gave the rank
+  // The CPU's matrix products (kernels/cpu/gemm.h): "onednn" (default) or "openblas".
+  std::string cpu_gemm = "onednn";
+  // bf16 mixed precision on the CPU: the linear layers' products with bf16 inputs ("bf16",
+  // oneDNN; emulated and slow without AVX512_BF16 / AMX) or fp32 products of the widened bf16
+  // weights ("fp32"); "auto" (default) picks bf16 where the CPU multiplies it natively.
+  std::string cpu_bf16_matmul = "auto";
 };
 
 // parallel: {tensor, pipeline, expert, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size

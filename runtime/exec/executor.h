@@ -74,6 +74,11 @@ struct ExecutorOptions {
   // The graph's kFrozen weights (LoRA's base model): a store of them (zero::ParamStore with role
   // kFrozen, fp32), borrowed; forward and backward read them, nothing writes them. Host only.
   const zero::ParamStore* frozen = nullptr;
+  // Host path, 16-bit model: the precision of the matrix products' inputs (OpArgs::matmul).
+  // kBF16 (a bf16 model on a CPU that multiplies bf16: the trainer decides, from
+  // device.cpu_bf16_matmul) rounds the linear layers' activations to bf16 too; kF32 multiplies
+  // the widened bf16 weights by fp32 activations.
+  DType matmul = DType::kF32;
 };
 
 // The halves of a backward a zero-bubble schedule runs apart: kInput the activations' gradients

@@ -128,6 +128,8 @@ Status Executor::Build() {
   }
   DS_RETURN_IF_ERROR(BindNodeArgs(saved_views));
   if (opt_.training) DS_RETURN_IF_ERROR(PlanActivationGrads());
+  for (const std::unique_ptr<NodeExec>& ne : nodes_)  // primitives made now, not in a step
+    if (ne->kernel->prepare) DS_RETURN_IF_ERROR(ne->kernel->prepare(ne->args).WithPrefix(ne->node->name));
   return OkStatus();
 }
 
@@ -221,6 +223,7 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
     kernels::OpArgs& a = ne.args;
     a.attrs = &ne.node->attrs;
     a.training = opt_.training;
+    a.matmul = device_ ? DType::kF32 : opt_.matmul;
     size_t used = 0;  // this node's bytes of the scratch
     for (int t : ne.node->inputs) {
       if (g.tensors[t].role == TensorRole::kFrozen) {

@@ -23,6 +23,7 @@
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_view.h"
 #include "runtime/plan/tp_graph.h"
+#include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/train_batches.h"
@@ -151,6 +152,7 @@ Status Trainer::Build() {
   if (config_.fp16.enabled) model_dtype = DType::kF16;
   DS_RETURN_IF_ERROR(BuildModelStates(*topo, *pc, model_dtype));
   exec::ExecutorOptions eo{config_.train_micro_batch_size_per_gpu, seq_, true, device_memory_};
+  eo.matmul = CpuMatmulDtype(config_);
   DS_RETURN_IF_ERROR(BuildExecutor(*topo, *pc, &eo));
   DS_RETURN_IF_ERROR(BuildRunner(eo));
   LogModel(model_dtype);

@@ -6,6 +6,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/train_source.h"
 #include "runtime/exec/executor.h"
+#include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
@@ -23,6 +24,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   const bool host_gather = device_states_ && params_->params_partitioned();
   if (!eval_executor_ && pipe_stage_ < 0) {
     exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
+    eo.matmul = CpuMatmulDtype(config_);
     eo.state = state_views_;  // the per-token inputs (packed documents' masks)
     eo.frozen = frozen_.get();
     if (device_states_ && !host_gather)

@@ -37,6 +37,7 @@
 #include "runtime/rlhf/chat_steps.h"
 #include "runtime/worker/blas_setup.h"
 #include "runtime/worker/comms_logger.h"
+#include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/flops_profiler.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
@@ -260,6 +261,7 @@ Status Run(const Flags& f) {
     if (o->device == config::OffloadDevice::kNvme)
       DS_RETURN_IF_ERROR(zero::CheckSwapDir(key, o->nvme_path).WithPrefix(f.config));
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
+  DS_LOG_INFO("worker", "CPU GEMM: {}", ApplyCpuGemm(config));
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
   if (!config.model.hf.empty()) {  // the folder's weights fit the model, before any allocation
     DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(config));

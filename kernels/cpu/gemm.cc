@@ -1,0 +1,209 @@
+#include "kernels/cpu/gemm.h"
+
+#include <atomic>
+#include <cstring>
+#include <dnnl.hpp>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/cpu_util.h"
+#include "runtime/core/dtype.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+using dnnl::memory;
+
+std::atomic<GemmLibrary> g_library{GemmLibrary::kOneDnn};
+std::atomic<int64_t> g_made{0};
+
+struct Key {
+  GemmShape s;
+  uint32_t alpha = 0, beta = 0;  // bit patterns
+  bool bf16 = false;
+  bool operator==(const Key& o) const {
+    return s.trans_a == o.s.trans_a && s.trans_b == o.s.trans_b && s.m == o.s.m && s.n == o.s.n &&
+           s.k == o.s.k && s.lda == o.s.lda && s.ldb == o.s.ldb && s.ldc == o.s.ldc &&
+           alpha == o.alpha && beta == o.beta && bf16 == o.bf16;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : {k.s.m, k.s.n, k.s.k, k.s.lda, k.s.ldb, k.s.ldc, int64_t{k.alpha},
+                      int64_t{k.beta}, int64_t{k.s.trans_a * 4 + k.s.trans_b * 2 + k.bf16}})
+      h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Prim {
+  dnnl::matmul matmul;
+  memory::desc a, b, c;
+};
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+std::mutex g_mu;
+std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash>& Cache() {
+  static auto* cache = new std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash>();
+  return *cache;
+}
+
+std::string Describe(const Key& k) {
+  return std::string(k.bf16 ? "bf16" : "f32") + " matmul " + (k.s.trans_a ? "A^T" : "A") +
+         (k.s.trans_b ? " B^T" : " B") + " m=" + std::to_string(k.s.m) +
+         " n=" + std::to_string(k.s.n) + " k=" + std::to_string(k.s.k);
+}
+
+StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
+  const GemmShape& s = key.s;
+  const memory::data_type in = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  auto prim = std::make_shared<Prim>();
+  prim->a = memory::desc({s.m, s.k}, in, s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
+  prim->b = memory::desc({s.k, s.n}, in, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
+  prim->c = memory::desc({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
+  try {
+    dnnl::primitive_attr attr;
+    float alpha, beta;
+    std::memcpy(&alpha, &key.alpha, sizeof(alpha));
+    std::memcpy(&beta, &key.beta, sizeof(beta));
+    if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(prim->a, prim->b, prim->c), attr, Engine());
+    prim->matmul = dnnl::matmul(pd);
+  } catch (const dnnl::error& e) {
+    return InternalError("oneDNN cannot make the " + Describe(key) + ": " + e.what());
+  }
+  g_made.fetch_add(1);
+  return std::shared_ptr<const Prim>(std::move(prim));
+}
+
+StatusOr<std::shared_ptr<const Prim>> Find(const Key& key) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Cache().find(key);
+  if (it != Cache().end()) return it->second;
+  DS_ASSIGN_OR_RETURN(auto prim, Make(key));
+  Cache().emplace(key, prim);
+  return prim;
+}
+
+// Shapes oneDNN takes: GEMV-like products stay on the few-rows / sgemv path.
+bool ToOneDnn(const GemmShape& s) {
+  return CurrentGemmLibrary() == GemmLibrary::kOneDnn && s.m > 1 && s.n > 1 && s.k > 0;
+}
+
+void Run(const Prim& p, const void* a, const void* b, float* c) {
+  thread_local dnnl::stream stream(Engine());
+  memory am(p.a, Engine(), const_cast<void*>(a));
+  memory bm(p.b, Engine(), const_cast<void*>(b));
+  memory cm(p.c, Engine(), c);
+  p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+void Abort(const Status& s) {
+  std::fprintf(stderr, "ds: %s\n", s.ToString().c_str());
+  std::abort();  // a shape oneDNN refused after PrepareGemm accepted its kind: a bug
+}
+
+// A stored bf16 matrix (rows x cols of op(X), leading dimension ld) widened into fp32 with the
+// same layout.
+void Widen(const uint16_t* x, bool trans, int64_t rows, int64_t cols, int64_t ld,
+           std::vector<float>* out) {
+  const int64_t r = trans ? cols : rows, c = trans ? rows : cols;  // as stored
+  const int64_t span = r > 0 ? (r - 1) * ld + c : 0;
+  out->resize(static_cast<size_t>(span));
+  ConvertBf16ToF32(x, out->data(), span);
+}
+
+}  // namespace
+
+void SetGemmLibrary(GemmLibrary library) { g_library.store(library); }
+GemmLibrary CurrentGemmLibrary() { return g_library.load(); }
+
+bool ParseGemmLibrary(const std::string& name, GemmLibrary* library) {
+  if (name == "onednn") *library = GemmLibrary::kOneDnn;
+  else if (name == "openblas") *library = GemmLibrary::kOpenBlas;
+  else return false;
+  return true;
+}
+
+const char* GemmLibraryName(GemmLibrary library) {
+  return library == GemmLibrary::kOneDnn ? "onednn" : "openblas";
+}
+
+std::string OneDnnIsa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    default: return "other";
+  }
+}
+
+bool HasNativeBf16Gemm() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+bool OneDnnSupportsBf16() {
+  static const bool supported = [] {
+    const Key key{{false, false, 8, 8, 8, 8, 8, 8}, Bits(1.f), Bits(0.f), true};
+    return Find(key).ok();
+  }();
+  return supported;
+}
+
+void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c) {
+  if (!ToOneDnn(s)) {
+    ParallelSgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
+    return;
+  }
+  auto prim = Find({s, Bits(alpha), Bits(beta), false});
+  if (!prim.ok()) Abort(prim.status());
+  Run(**prim, a, b, c);
+}
+
+void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t* b, float beta,
+              float* c, Bf16Gemm mode) {
+  if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
+    auto prim = Find({s, Bits(alpha), Bits(beta), true});
+    if (!prim.ok()) Abort(prim.status());
+    Run(**prim, a, b, c);
+    return;
+  }
+  thread_local std::vector<float> wa, wb;
+  Widen(a, s.trans_a, s.m, s.k, s.lda, &wa);
+  Widen(b, s.trans_b, s.k, s.n, s.ldb, &wb);
+  Gemm(s, alpha, wa.data(), wb.data(), beta, c);
+}
+
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16) {
+  if (bf16 ? !(s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) : !ToOneDnn(s)) return OkStatus();
+  return Find({s, Bits(alpha), Bits(beta), bf16}).status();
+}
+
+int64_t GemmPrimitivesMade() { return g_made.load(); }
+
+}  // namespace ds::kernels::cpu

@@ -1,0 +1,69 @@
+// The CPU kernels' matrix products: C = alpha op(A) op(B) + beta C, row-major, with fp32 or bf16
+// inputs and fp32 accumulation and output, through oneDNN's matmul (the default) or OpenBLAS.
+//
+// Library: oneDNN's fp32 matmul (brgemm, avx512_core / avx2) measured 5-40% above OpenBLAS's
+// sgemm split over the same two threads on every transformer shape tools/bench/cpu_gemm.sh
+// times, so it is the default; `device.cpu_gemm: openblas` keeps the old path. The choice is
+// per process and fixed, never timed per run: two runs of one job must sum in the same order.
+//
+// bf16 inputs: oneDNN multiplies bf16 natively where the CPU has AVX512_BF16 (vdpbf16ps) or AMX
+// (Cooper Lake, Sapphire Rapids, Zen 4 and later): twice fp32's rate or more. Elsewhere oneDNN
+// emulates it (avx512_core: about a quarter of its fp32 rate) or refuses it (AVX2), so GemmBf16
+// widens the inputs and multiplies in fp32 there: the same products (a bf16 times a bf16 is
+// exact in fp32), the same fp32 accumulation, other summation order.
+//
+// Primitives: one per call shape (transposes, sizes, strides, alpha, beta, input type), made by
+// PrepareGemm at plan time (the executor's creation) or on first use, then looked up.
+//
+//   Gemm({false, true, n, out, in, in, in, out}, 1.f, x, w, 0.f, y);   // y = x W^T
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/base/status.h"
+
+namespace ds::kernels::cpu {
+
+enum class GemmLibrary { kOneDnn, kOpenBlas };
+
+// How bf16 products run: kNative through oneDNN's bf16 kernels (emulated by oneDNN on
+// avx512_core without AVX512_BF16: slow, for tests), kWiden as fp32 products of the widened
+// inputs.
+enum class Bf16Gemm { kNative, kWiden };
+
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+// Process-wide; set once at start (the worker, from device.cpu_gemm), before any kernel runs.
+void SetGemmLibrary(GemmLibrary library);
+GemmLibrary CurrentGemmLibrary();
+// "onednn" / "openblas"; false for any other name.
+bool ParseGemmLibrary(const std::string& name, GemmLibrary* library);
+const char* GemmLibraryName(GemmLibrary library);
+
+// The instruction set oneDNN dispatches to on this CPU ("avx512_core", "avx512_core_bf16",
+// "avx512_core_amx", "avx2", ...), and whether it multiplies bf16 natively there.
+std::string OneDnnIsa();
+bool HasNativeBf16Gemm();
+// Whether oneDNN has a bf16 matmul at all here (natively or emulated): false on AVX2-only CPUs.
+bool OneDnnSupportsBf16();
+
+// C = alpha op(A) op(B) + beta C in fp32 (the current library).
+void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c);
+// The same with A and B in bf16 (their bit patterns) and C in fp32, the way `mode` says.
+// kNative where oneDNN has no bf16 matmul (OneDnnSupportsBf16() false) runs kWiden.
+void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t* b, float beta,
+              float* c, Bf16Gemm mode);
+
+// Makes the oneDNN primitive of this call now (no-op under OpenBLAS or for shapes that do not
+// go to oneDNN). An error names the shape.
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16);
+// Primitives made so far: what a test reads before and after a step to see that none was made
+// inside it.
+int64_t GemmPrimitivesMade();
+
+}  // namespace ds::kernels::cpu

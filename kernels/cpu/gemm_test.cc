@@ -1,0 +1,186 @@
+// gemm.h: every product against an fp64 reference, both libraries, both transposes, padded
+// leading dimensions, alpha and beta; bf16 inputs natively and widened; primitives made at
+// PrepareGemm and none after; linear's bf16 products against the reference of its rounded
+// inputs.
+#include "kernels/cpu/gemm.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "runtime/core/dtype.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+struct Case {
+  GemmShape s;
+  float alpha, beta;
+};
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+double At(const std::vector<float>& x, bool trans, int64_t r, int64_t c, int64_t ld) {
+  return trans ? x[c * ld + r] : x[r * ld + c];
+}
+
+// Worst |got - want| / (|alpha| sum_k |a b| + |beta c|): the error relative to the magnitude the
+// sum went through, which fp32 accumulation bounds by about k * 2^-24.
+double WorstError(const Case& t, const std::vector<float>& a, const std::vector<float>& b,
+                  const std::vector<float>& c0, const std::vector<float>& c) {
+  const GemmShape& s = t.s;
+  double worst = 0;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t k = 0; k < s.k; ++k) {
+        const double p = At(a, s.trans_a, i, k, s.lda) * At(b, s.trans_b, k, j, s.ldb);
+        sum += p;
+        mag += std::fabs(p);
+      }
+      const double want = t.alpha * sum + t.beta * c0[i * s.ldc + j];
+      const double scale = std::fabs(t.alpha) * mag + std::fabs(t.beta * c0[i * s.ldc + j]);
+      worst = std::max(worst, std::fabs(c[i * s.ldc + j] - want) / std::max(scale, 1e-30));
+    }
+  return worst;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int64_t m = 37, n = 29, k = 71, pad = ta || tb ? 3 : 0;
+      GemmShape s{ta, tb, m, n, k, (ta ? m : k) + pad, (tb ? k : n) + pad, n + pad};
+      out.push_back({s, 1.f, 0.f});
+      out.push_back({s, 0.125f, 1.f});
+      out.push_back({s, 1.f, 0.5f});
+    }
+  out.push_back({{false, false, 1, 40, 33, 33, 40, 40}, 1.f, 1.f});  // one row: the sgemv path
+  return out;
+}
+
+struct Operands {
+  std::vector<float> a, b, c0;
+};
+
+Operands Make(const Case& t, uint32_t seed, bool bf16_values) {
+  const GemmShape& s = t.s;
+  Operands o{Random((s.trans_a ? s.k : s.m) * s.lda, seed),
+             Random((s.trans_b ? s.n : s.k) * s.ldb, seed + 1), Random(s.m * s.ldc, seed + 2)};
+  if (bf16_values)
+    for (auto* v : {&o.a, &o.b})
+      for (float& x : *v) x = Bf16ToFloat(FloatToBf16(x));
+  return o;
+}
+
+TEST_CASE("Gemm: fp32 products against fp64, oneDNN and OpenBLAS", "[kernels][gemm]") {
+  for (GemmLibrary lib : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas}) {
+    SetGemmLibrary(lib);
+    uint32_t seed = 1;
+    for (const Case& t : Cases()) {
+      const Operands o = Make(t, seed += 3, false);
+      std::vector<float> c = o.c0;
+      Gemm(t.s, t.alpha, o.a.data(), o.b.data(), t.beta, c.data());
+      INFO(GemmLibraryName(lib) << " ta=" << t.s.trans_a << " tb=" << t.s.trans_b
+                                << " alpha=" << t.alpha << " beta=" << t.beta);
+      CHECK(WorstError(t, o.a, o.b, o.c0, c) < 8 * t.s.k * 6e-8);
+    }
+  }
+  SetGemmLibrary(GemmLibrary::kOneDnn);
+}
+
+TEST_CASE("GemmBf16: native and widened bf16 products against fp64", "[kernels][gemm]") {
+  INFO("oneDNN ISA " << OneDnnIsa() << ", native bf16 " << HasNativeBf16Gemm());
+  for (Bf16Gemm mode : {Bf16Gemm::kNative, Bf16Gemm::kWiden}) {
+    uint32_t seed = 100;
+    for (const Case& t : Cases()) {
+      const Operands o = Make(t, seed += 3, true);
+      std::vector<uint16_t> a16(o.a.size()), b16(o.b.size());
+      ConvertF32ToBf16(o.a.data(), a16.data(), static_cast<int64_t>(o.a.size()));
+      ConvertF32ToBf16(o.b.data(), b16.data(), static_cast<int64_t>(o.b.size()));
+      std::vector<float> c = o.c0;
+      GemmBf16(t.s, t.alpha, a16.data(), b16.data(), t.beta, c.data(), mode);
+      INFO("mode " << (mode == Bf16Gemm::kNative ? "native" : "widen") << " ta=" << t.s.trans_a
+                   << " tb=" << t.s.trans_b << " alpha=" << t.alpha << " beta=" << t.beta);
+      // The inputs are exact bf16 values: only fp32 accumulation differs from the reference.
+      CHECK(WorstError(t, o.a, o.b, o.c0, c) < 8 * t.s.k * 6e-8);
+    }
+  }
+}
+
+TEST_CASE("PrepareGemm makes the primitive once; the products make none", "[kernels][gemm]") {
+  SetGemmLibrary(GemmLibrary::kOneDnn);
+  const GemmShape s{false, true, 64, 48, 32, 32, 32, 48};
+  REQUIRE(PrepareGemm(s, 1.f, 0.f, false).ok());
+  REQUIRE(PrepareGemm(s, 1.f, 1.f, false).ok());
+  const int64_t made = GemmPrimitivesMade();
+  REQUIRE(PrepareGemm(s, 1.f, 0.f, false).ok());  // known: nothing new
+  const std::vector<float> a = Random(65 * 32, 7), b = Random(48 * 32, 8);
+  std::vector<float> c(65 * 48);
+  for (int i = 0; i < 3; ++i) Gemm(s, 1.f, a.data(), b.data(), i == 0 ? 0.f : 1.f, c.data());
+  CHECK(GemmPrimitivesMade() == made);
+  Gemm({false, true, 65, 48, 32, 32, 32, 48}, 1.f, a.data(), b.data(), 0.f, c.data());
+  CHECK(GemmPrimitivesMade() == made + 1);  // an unprepared shape is made on first use
+}
+
+// linear with OpArgs::matmul = kBF16: y, dx and dW equal the fp64 products of the bf16-rounded
+// x, W and dy (fp32 accumulation aside), and differ from the fp32 kernel's by bf16 rounding.
+TEST_CASE("linear: bf16 products round x, W and dy to bf16", "[kernels][gemm]") {
+  const int64_t n = 24, in = 40, out = 16;
+  std::vector<float> x = Random(n * in, 11), w = Random(out * in, 12), dy = Random(n * out, 13);
+  for (float& v : w) v = Bf16ToFloat(FloatToBf16(v));  // a bf16 model's widened weights
+  std::vector<float> y(n * out), dx(n * in, 0.f), dw(out * in, 0.f);
+  OpArgs args;
+  Attrs attrs;
+  args.attrs = &attrs;
+  args.in = {Tensor(x.data(), {n, in}, DType::kF32), Tensor(w.data(), {out, in}, DType::kF32)};
+  args.out = {Tensor(y.data(), {n, out}, DType::kF32)};
+  args.grad_out = {Tensor(dy.data(), {n, out}, DType::kF32)};
+  args.grad_in = {Tensor(dx.data(), {n, in}, DType::kF32), Tensor(dw.data(), {out, in}, DType::kF32)};
+  args.matmul = DType::kBF16;
+  const Kernel* k = FindKernel("linear", Device::kCpu, DType::kF32);
+  REQUIRE(k);
+  REQUIRE(k->prepare(args).ok());
+  REQUIRE(k->forward(args).ok());
+  REQUIRE(k->backward(args).ok());
+  auto r = [](float v) { return static_cast<double>(Bf16ToFloat(FloatToBf16(v))); };
+  double worst_y = 0, worst_dx = 0, worst_dw = 0, unrounded = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < out; ++j) {
+      double want = 0, exact = 0;
+      for (int64_t c = 0; c < in; ++c) {
+        want += r(x[i * in + c]) * w[j * in + c];
+        exact += static_cast<double>(x[i * in + c]) * w[j * in + c];
+      }
+      worst_y = std::max(worst_y, std::fabs(y[i * out + j] - want));
+      unrounded = std::max(unrounded, std::fabs(y[i * out + j] - exact));
+    }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < in; ++c) {
+      double want = 0;
+      for (int64_t j = 0; j < out; ++j) want += r(dy[i * out + j]) * w[j * in + c];
+      worst_dx = std::max(worst_dx, std::fabs(dx[i * in + c] - want));
+    }
+  for (int64_t j = 0; j < out; ++j)
+    for (int64_t c = 0; c < in; ++c) {
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += r(dy[i * out + j]) * r(x[i * in + c]);
+      worst_dw = std::max(worst_dw, std::fabs(dw[j * in + c] - want));
+    }
+  CHECK(worst_y < 1e-5);
+  CHECK(worst_dx < 1e-5);
+  CHECK(worst_dw < 1e-5);
+  CHECK(unrounded > 1e-4);  // x really was rounded: bf16 keeps 8 bits
+  CHECK(unrounded < 0.1);
+}
+
+}  // namespace
+}  // namespace ds::kernels::cpu
