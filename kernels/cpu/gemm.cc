@@ -42,7 +42,7 @@ struct KeyHash {
 
 struct Prim {
   dnnl::matmul matmul;
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratchpad;
 };
 
 uint32_t Bits(float f) {
@@ -72,11 +72,17 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
   const GemmShape& s = key.s;
   const memory::data_type in = key.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   auto prim = std::make_shared<Prim>();
-  prim->a = memory::desc({s.m, s.k}, in, s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
-  prim->b = memory::desc({s.k, s.n}, in, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
+  prim->a =
+      memory::desc({s.m, s.k}, in, s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
+  prim->b =
+      memory::desc({s.k, s.n}, in, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
   prim->c = memory::desc({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
   try {
     dnnl::primitive_attr attr;
+    // Our scratchpad, per calling thread: oneDNN's own is shared by every primitive of the
+    // process unless it was built for concurrent execution, and ranks in threads (tests) or
+    // the attention's per-head products multiply at the same time.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     float alpha, beta;
     std::memcpy(&alpha, &key.alpha, sizeof(alpha));
     std::memcpy(&beta, &key.beta, sizeof(beta));
@@ -87,6 +93,7 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
       attr.set_post_ops(ops);
     }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(prim->a, prim->b, prim->c), attr, Engine());
+    prim->scratchpad = pd.scratchpad_desc();
     prim->matmul = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
     return InternalError("oneDNN cannot make the " + Describe(key) + ": " + e.what());
@@ -111,10 +118,15 @@ bool ToOneDnn(const GemmShape& s) {
 
 void Run(const Prim& p, const void* a, const void* b, float* c) {
   thread_local dnnl::stream stream(Engine());
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
   memory am(p.a, Engine(), const_cast<void*>(a));
   memory bm(p.b, Engine(), const_cast<void*>(b));
   memory cm(p.c, Engine(), c);
-  p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  memory sm(p.scratchpad, Engine(), scratch.data());
+  p.matmul.execute(
+      stream,
+      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
 }
 
@@ -139,9 +151,12 @@ void SetGemmLibrary(GemmLibrary library) { g_library.store(library); }
 GemmLibrary CurrentGemmLibrary() { return g_library.load(); }
 
 bool ParseGemmLibrary(const std::string& name, GemmLibrary* library) {
-  if (name == "onednn") *library = GemmLibrary::kOneDnn;
-  else if (name == "openblas") *library = GemmLibrary::kOpenBlas;
-  else return false;
+  if (name == "onednn")
+    *library = GemmLibrary::kOneDnn;
+  else if (name == "openblas")
+    *library = GemmLibrary::kOpenBlas;
+  else
+    return false;
   return true;
 }
 
@@ -151,14 +166,22 @@ const char* GemmLibraryName(GemmLibrary library) {
 
 std::string OneDnnIsa() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    default: return "other";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    default:
+      return "other";
   }
 }
 

@@ -4,9 +4,12 @@
 // inputs.
 #include "kernels/cpu/gemm.h"
 
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/registry.h"
@@ -131,6 +134,42 @@ TEST_CASE("PrepareGemm makes the primitive once; the products make none", "[kern
   CHECK(GemmPrimitivesMade() == made + 1);  // an unprepared shape is made on first use
 }
 
+// Ranks in threads (the trainer tests) multiply at the same time: each thread's products must
+// equal what it gets alone. (oneDNN's process-wide scratchpad mixed up the ranks of
+// runtime/worker:trainer_dp_test, which caught it; these shapes alone do not touch it.)
+TEST_CASE("Gemm: threads multiplying at once get their own results", "[kernels][gemm]") {
+  SetGemmLibrary(GemmLibrary::kOneDnn);
+  struct Job {
+    GemmShape s;
+    std::vector<float> a, b, alone, c;
+  };
+  std::vector<Job> jobs;
+  for (int j = 0; j < 6; ++j) {  // forward, input-gradient and weight-gradient shapes
+    const int64_t m = 64 + 16 * j, n = 32 + 16 * j, k = 32 + 32 * j;
+    const GemmShape s = j % 3 == 0   ? GemmShape{false, true, m, n, k, k, k, n}
+                        : j % 3 == 1 ? GemmShape{false, false, m, n, k, k, n, n}
+                                     : GemmShape{true, false, m, n, k, m, n, n};
+    Job job{s, Random(m * k, 30 + j), Random(n * k, 40 + j), {}, {}};
+    job.alone.assign(m * n, 0.5f);  // beta = 1: the sum post-op, as linear's products have
+    Gemm(job.s, 1.f, job.a.data(), job.b.data(), 1.f, job.alone.data());
+    jobs.push_back(std::move(job));
+  }
+  std::vector<int> mismatches(jobs.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t j = 0; j < jobs.size(); ++j)
+    threads.emplace_back([&, j] {
+      omp_set_num_threads(1);  // as a rank with device.threads 1
+      Job& job = jobs[j];
+      for (int rep = 0; rep < 50; ++rep) {
+        job.c.assign(job.alone.size(), 0.5f);
+        Gemm(job.s, 1.f, job.a.data(), job.b.data(), 1.f, job.c.data());
+        mismatches[j] += job.c != job.alone;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t j = 0; j < jobs.size(); ++j) CHECK(mismatches[j] == 0);
+}
+
 // linear with OpArgs::matmul = kBF16: y, dx and dW equal the fp64 products of the bf16-rounded
 // x, W and dy (fp32 accumulation aside), and differ from the fp32 kernel's by bf16 rounding.
 TEST_CASE("linear: bf16 products round x, W and dy to bf16", "[kernels][gemm]") {
@@ -144,7 +183,8 @@ TEST_CASE("linear: bf16 products round x, W and dy to bf16", "[kernels][gemm]") 
   args.in = {Tensor(x.data(), {n, in}, DType::kF32), Tensor(w.data(), {out, in}, DType::kF32)};
   args.out = {Tensor(y.data(), {n, out}, DType::kF32)};
   args.grad_out = {Tensor(dy.data(), {n, out}, DType::kF32)};
-  args.grad_in = {Tensor(dx.data(), {n, in}, DType::kF32), Tensor(dw.data(), {out, in}, DType::kF32)};
+  args.grad_in = {Tensor(dx.data(), {n, in}, DType::kF32),
+                  Tensor(dw.data(), {out, in}, DType::kF32)};
   args.matmul = DType::kBF16;
   const Kernel* k = FindKernel("linear", Device::kCpu, DType::kF32);
   REQUIRE(k);

@@ -88,6 +88,11 @@ TEST_CASE("Config errors: out-of-range values", "[config]") {
                  "job.yaml: key \"bf16\" (line 2): fp16 and bf16 cannot both be enabled"));
   CHECK(Contains(ErrorOf("zero_optimization: {stage: 4}"),
                  "key \"zero_optimization.stage\" (line 1): must be 0, 1, 2 or 3, got 4"));
+  CHECK(Contains(ErrorOf("device: {cpu_gemm: mkl}"),
+                 "key \"device.cpu_gemm\" (line 1): must be onednn or openblas, got mkl"));
+  CHECK(Contains(ErrorOf("device: {cpu_bf16_matmul: yes}"),
+                 "key \"device.cpu_bf16_matmul\" (line 1): must be auto, bf16 or fp32"));
+  CHECK(ErrorOf("device: {cpu_gemm: openblas, cpu_bf16_matmul: bf16}") == "");
   CHECK(Contains(ErrorOf("train_batch_size: 0"), "key \"train_batch_size\""));
   CHECK(Contains(ErrorOf("gradient_clipping: -1"), "key \"gradient_clipping\""));
   CHECK(Contains(ErrorOf("fp16: {hysteresis: 0}"), "key \"fp16.hysteresis\""));

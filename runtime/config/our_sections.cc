@@ -373,11 +373,11 @@ void ParseDevice(MapReader& root, DeviceConfig* d) {
   r.Require(d->threads >= 0, "threads", "must be >= 0 (0 = the cores given)");
   if (r.Get("cpu_gemm", &d->cpu_gemm))
     r.Require(d->cpu_gemm == "onednn" || d->cpu_gemm == "openblas", "cpu_gemm",
-              "must be onednn or openblas, got \"" + d->cpu_gemm + "\"");
+              "must be onednn or openblas");
   if (r.Get("cpu_bf16_matmul", &d->cpu_bf16_matmul))
     r.Require(d->cpu_bf16_matmul == "auto" || d->cpu_bf16_matmul == "bf16" ||
                   d->cpu_bf16_matmul == "fp32",
-              "cpu_bf16_matmul", "must be auto, bf16 or fp32, got \"" + d->cpu_bf16_matmul + "\"");
+              "cpu_bf16_matmul", "must be auto, bf16 or fp32");
   r.Finish();
 }
 

@@ -129,7 +129,8 @@ Status Executor::Build() {
   DS_RETURN_IF_ERROR(BindNodeArgs(saved_views));
   if (opt_.training) DS_RETURN_IF_ERROR(PlanActivationGrads());
   for (const std::unique_ptr<NodeExec>& ne : nodes_)  // primitives made now, not in a step
-    if (ne->kernel->prepare) DS_RETURN_IF_ERROR(ne->kernel->prepare(ne->args).WithPrefix(ne->node->name));
+    if (ne->kernel->prepare)
+      DS_RETURN_IF_ERROR(ne->kernel->prepare(ne->args).WithPrefix(ne->node->name));
   return OkStatus();
 }
 

@@ -334,11 +334,14 @@ void Trainer::LogModel(DType model_dtype) const {
   if (!device_memory_ && model_dtype != DType::kF32)  // what 16-bit precision means on the host
     DS_LOG_INFO(
         "worker",
-        "{} on the CPU: parameters and gradients are stored in {} and the arithmetic is "
-        "fp32 between conversions (no 16-bit matrix kernels yet), with fp32 master weights "
-        "and optimizer states{}",
+        "{} on the CPU: parameters and gradients are stored in {}, activations in fp32, the "
+        "linear layers' products {}, with fp32 master weights and optimizer states{}",
         model_dtype == DType::kBF16 ? "bf16" : "fp16", DTypeName(model_dtype),
-        model_dtype == DType::kF16 ? " and the fp16 loss scaling: fp16 runs as bf16 does" : "");
+        CpuMatmulDtype(config_) == DType::kBF16
+            ? "with bf16 inputs and fp32 accumulation"
+            : "in fp32 on the widened weights (device.cpu_bf16_matmul)",
+        model_dtype == DType::kF16 ? " and the fp16 loss scaling (fp16 runs as bf16's fp32 path)"
+                                   : "");
   DS_LOG_INFO("worker",
               "memory: params {:.1f} MiB, activations {:.1f} MiB, activation grads {:.1f} MiB",
               params_->total_elements() *

@@ -144,6 +144,33 @@ TEST_CASE("Trainer: bf16 and fp16 follow the fp32 loss curve", "[worker]") {
   }
 }
 
+// bf16's two ways of multiplying on the CPU (cpu_matmul.h), each forced whatever this CPU has:
+// bf16 inputs through oneDNN (native with AVX512_BF16 / AMX, emulated elsewhere: the path such
+// CPUs take by default) and fp32 products of the widened weights (the fallback everywhere else).
+// Both stay within 2e-2 of fp32 and learn; they differ (activations rounded or not).
+TEST_CASE("Trainer: bf16 products in bf16 and in fp32 both follow the fp32 curve", "[worker]") {
+  std::string dir = TmpDir("bf16matmul");
+  MakeData(dir);
+  std::vector<double> f32 = Train(*MakeTrainer(Config(dir, "")), 15);
+  auto run = [&](const char* mode) {
+    return Train(*MakeTrainer(Config(dir, std::string("bf16: {enabled: true}\n"
+                                                      "device: {cpu_bf16_matmul: ") +
+                                              mode + "}\n")),
+                 15);
+  };
+  std::vector<double> native = run("bf16"), widened = run("fp32");
+  bool differ = false;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    INFO("step " << i);
+    CHECK(native[i] == Approx(f32[i]).epsilon(0.02));
+    CHECK(widened[i] == Approx(f32[i]).epsilon(0.02));
+    differ = differ || native[i] != widened[i];
+  }
+  CHECK(differ);  // the first really rounds the activations to bf16
+  CHECK(native.back() < native.front());
+  CHECK(widened.back() < widened.front());
+}
+
 TEST_CASE("Trainer: fp16 overflow skips the step and lowers the scale", "[worker]") {
   std::string dir = TmpDir("overflow");
   MakeData(dir);
