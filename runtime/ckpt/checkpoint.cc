@@ -23,7 +23,7 @@
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/json.h"
 

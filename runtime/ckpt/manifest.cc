@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {

@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {

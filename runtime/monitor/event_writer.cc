@@ -8,9 +8,14 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/monitor/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 namespace ds::monitor {
+
+uint32_t MaskedCrc32c(const void* data, size_t size) {
+  const uint32_t c = Crc32c(data, size);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
 namespace {
 
 double Now() {

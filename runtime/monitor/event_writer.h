@@ -22,6 +22,9 @@
 
 namespace ds::monitor {
 
+// The masked CRC-32C TFRecord framing stores (rotate right by 15, add 0xA282EAD8).
+uint32_t MaskedCrc32c(const void* data, size_t size);
+
 class EventFileWriter {
  public:
   // Creates `dir` (and its parents) and the event file in it.

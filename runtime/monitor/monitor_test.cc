@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/monitor/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 namespace ds::monitor {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_names.h"
 #include "runtime/ckpt/hf_shards.h"
@@ -69,12 +69,12 @@ std::string DescribeCheckpoint(const LoadedCheckpoint& ck) {
   out += "files:\n";
   for (const ckpt::FileRecord& f : m.files) {
     out +=
-        "  " + f.name + "  " + HumanBytes(f.bytes) + "  crc32c " + ckpt::Crc32cHex(f.crc32c) + "\n";
+        "  " + f.name + "  " + HumanBytes(f.bytes) + "  crc32c " + Crc32cHex(f.crc32c) + "\n";
     total += f.bytes;
   }
   out += "tensors: " + std::to_string(m.tensors.size()) + "\n";
   for (const ckpt::TensorRecord& t : m.tensors) {
-    out += TensorLine(t.file + ":" + t.name, t.spec) + "  crc32c " + ckpt::Crc32cHex(t.crc32c);
+    out += TensorLine(t.file + ":" + t.name, t.spec) + "  crc32c " + Crc32cHex(t.crc32c);
     if (t.shard) {
       out += "  shard of " + ShapeToString(t.shard->global_shape) + " at " +
              ShapeToString(t.shard->offset);

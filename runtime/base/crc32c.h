@@ -1,5 +1,5 @@
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of checkpoint files
-// and tensors. Table-driven (slicing-by-8, about 2 GB/s); where the compiler targets
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of checkpoint files and
+// tensors (runtime/ckpt) and of TensorBoard's TFRecord framing (runtime/monitor). Table-driven (slicing-by-8, about 2 GB/s); where the compiler targets
 // SSE4.2 the crc32 instruction is used instead (same values). Thread-safe, no state.
 //
 //   uint32_t crc = Crc32c(data, n);
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ds::ckpt {
+namespace ds {
 
 // Extends `crc` (the value for a prefix; 0 for the empty string) with `n` more bytes.
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
@@ -24,4 +24,4 @@ uint32_t Crc32cExtendTableForTesting(uint32_t crc, const void* data, size_t n);
 std::string Crc32cHex(uint32_t crc);
 bool ParseCrc32cHex(const std::string& hex, uint32_t* crc);
 
-}  // namespace ds::ckpt
+}  // namespace ds

@@ -1,11 +1,11 @@
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 #include <vector>
 
-namespace ds::ckpt {
+namespace ds {
 namespace {
 
 TEST_CASE("Crc32c: known vectors", "[ckpt]") {
@@ -38,4 +38,4 @@ TEST_CASE("Crc32c: hex round trip", "[ckpt]") {
 }
 
 }  // namespace
-}  // namespace ds::ckpt
+}  // namespace ds

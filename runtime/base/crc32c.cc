@@ -1,4 +1,4 @@
-#include "runtime/ckpt/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 #include <array>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace ds::ckpt {
+namespace ds {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // CRC-32C, bit-reflected.
@@ -97,4 +97,4 @@ bool ParseCrc32cHex(const std::string& hex, uint32_t* crc) {
   return true;
 }
 
-}  // namespace ds::ckpt
+}  // namespace ds
