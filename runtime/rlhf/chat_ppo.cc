@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "parallel/communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/rlhf/chat_data.h"
 #include "runtime/rlhf/chat_eval.h"
@@ -143,6 +144,32 @@ Status Save(const ChatConfig& c, Models& m, PpoStep& ppo, int64_t iteration,
   return OkStatus();
 }
 
+// Each rank scores its own prompts: the iteration's reward, KL and answer length become the
+// ranks' means, the same on every rank (the losses already are).
+Status GlobalMeans(PpoStepMetrics* r, parallel::Communicator* comm) {
+  if (!comm || comm->size() == 1) return OkStatus();
+  float v[3] = {static_cast<float>(r->mean_score), static_cast<float>(r->mean_kl),
+                static_cast<float>(r->answer_tokens)};
+  DS_RETURN_IF_ERROR(comm->AllReduce(parallel::BufferView(v, 3), parallel::ReduceOp::kSum));
+  r->mean_score = v[0] / comm->size();
+  r->mean_kl = v[1] / comm->size();
+  r->answer_tokens = v[2] / comm->size();
+  return OkStatus();
+}
+
+// One ppo.csv row, and every tenth iteration (and the first) a log line.
+void Report(const ChatConfig& c, const PpoStepMetrics& r, int64_t it, int64_t first, bool ptx,
+            std::ostream& csv, std::ostream& log) {
+  csv << it + 1 << "," << Fixed(r.mean_score) << "," << Fixed(r.mean_kl) << ","
+      << Fixed(r.actor_loss) << "," << Fixed(r.critic_loss) << "," << Fixed(r.generate_ms, 1) << ","
+      << Fixed(r.train_ms, 1) << "," << Fixed(r.ptx_loss) << std::endl;
+  if ((it + 1) % std::max<int64_t>(1, c.ppo.iterations / 10) == 0 || it == first)
+    log << "ppo iteration " << it + 1 << "/" << c.ppo.iterations << ": reward "
+        << Fixed(r.mean_score) << ", kl " << Fixed(r.mean_kl) << ", actor loss "
+        << Fixed(r.actor_loss) << ", critic loss " << Fixed(r.critic_loss)
+        << (ptx ? ", ptx loss " + Fixed(r.ptx_loss) : "") << "\n";
+}
+
 }  // namespace
 
 // The SFT model's exact match on step 3's held-out prompts (chat_steps.cc's RunSft reports it).
@@ -177,8 +204,9 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
                                 std::to_string(prompts.train.size()) +
                                 " training prompts; one iteration takes " + std::to_string(per));
   if (talk && first > 0) log << "ppo: resumed at iteration " << first << "\n";
-  std::ofstream csv(c.output + "/ppo.csv", first > 0 ? std::ios::app : std::ios::trunc);
-  if (first == 0)
+  std::ofstream csv;  // rank 0's (the ranks share the output folder)
+  if (talk) csv.open(c.output + "/ppo.csv", first > 0 ? std::ios::app : std::ios::trunc);
+  if (talk && first == 0)
     csv << "iteration,mean_reward,kl,actor_loss,critic_loss,generate_ms,train_ms,ptx_loss\n";
   double gen_ms = 0, train_ms = 0, tokens = 0;
   for (int64_t it = first; it < c.ppo.iterations; ++it) {
@@ -189,15 +217,9 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
       if (!ptx.empty()) text.push_back(ptx[(at + k) % ptx.size()]);
     }
     DS_ASSIGN_OR_RETURN(PpoStepMetrics r, ppo->Run(batch, it, text));
+    DS_RETURN_IF_ERROR(GlobalMeans(&r, comm));
     gen_ms += r.generate_ms, train_ms += r.train_ms, tokens += r.answer_tokens * per;
-    csv << it + 1 << "," << Fixed(r.mean_score) << "," << Fixed(r.mean_kl) << ","
-        << Fixed(r.actor_loss) << "," << Fixed(r.critic_loss) << "," << Fixed(r.generate_ms, 1)
-        << "," << Fixed(r.train_ms, 1) << "," << Fixed(r.ptx_loss) << std::endl;
-    if (talk && ((it + 1) % std::max<int64_t>(1, c.ppo.iterations / 10) == 0 || it == first))
-      log << "ppo iteration " << it + 1 << "/" << c.ppo.iterations << ": reward "
-          << Fixed(r.mean_score) << ", kl " << Fixed(r.mean_kl) << ", actor loss "
-          << Fixed(r.actor_loss) << ", critic loss " << Fixed(r.critic_loss)
-          << (ptx.empty() ? "" : ", ptx loss " + Fixed(r.ptx_loss)) << "\n";
+    if (talk) Report(c, r, it, first, !ptx.empty(), csv, log);
     const bool last = it + 1 == c.ppo.iterations;
     if (last || (c.ppo.save_interval > 0 && (it + 1) % c.ppo.save_interval == 0))
       DS_RETURN_IF_ERROR(Save(c, m, *ppo, it + 1, comm));

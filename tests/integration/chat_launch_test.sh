@@ -39,11 +39,7 @@ for f in sft.safetensors reward.safetensors actor.safetensors ppo.csv eval_answe
 done
 grep -q "ppo: held-out exact match [0-9.]*% -> [0-9.]*% (32 prompts)" "$W/out.log" &&
   pass "rank 0 reports step 3's figures" || fail "no step 3 figures"
-# KL ceiling 1.0: this short run's PPO starts from an SFT model at 0% exact match, and its rollouts
-# are not yet reproducible from run to run on 2 ranks: identical runs gave KL maxima of 0.37, 0.48
-# and 0.58 (with either GEMM library). The ceiling still catches a diverging policy (several
-# nats); chat_demo_test holds the full run to 0.3.
-figures=$(chat_figures "$W/out.log" "$W/out/ppo.csv" 40 1.0) && pass "figures: $figures" ||
+figures=$(chat_figures "$W/out.log" "$W/out/ppo.csv" 40 0.5) && pass "figures: $figures" ||
   fail "figures: $figures"
 [[ $(grep -c "== ds-chat step ppo" "$W/out.log") == 1 ]] && pass "one rank reports" ||
   fail "step lines: $(grep -c '== ds-chat step ppo' "$W/out.log")"
