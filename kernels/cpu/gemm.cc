@@ -1,6 +1,8 @@
 #include "kernels/cpu/gemm.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
 #include <memory>
@@ -80,8 +82,8 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
   try {
     dnnl::primitive_attr attr;
     // Our scratchpad, per calling thread: oneDNN's own is shared by every primitive of the
-    // process unless it was built for concurrent execution, and ranks in threads (tests) or
-    // the attention's per-head products multiply at the same time.
+    // process unless it was built for concurrent execution, and ranks run as threads (the
+    // trainer tests) multiply at the same time.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     float alpha, beta;
     std::memcpy(&alpha, &key.alpha, sizeof(alpha));

@@ -1,6 +1,7 @@
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of checkpoint files and
-// tensors (runtime/ckpt) and of TensorBoard's TFRecord framing (runtime/monitor). Table-driven (slicing-by-8, about 2 GB/s); where the compiler targets
-// SSE4.2 the crc32 instruction is used instead (same values). Thread-safe, no state.
+// tensors (runtime/ckpt) and of TensorBoard's TFRecord framing (runtime/monitor). Table-driven
+// (slicing-by-8, about 2 GB/s); where the compiler targets SSE4.2 the crc32 instruction is used
+// instead (same values). Thread-safe, no state.
 //
 //   uint32_t crc = Crc32c(data, n);
 //   crc = Crc32cExtend(crc, more, m);        // == Crc32c(data ++ more)

@@ -21,9 +21,9 @@
 #include <cstdio>
 #include <set>
 
+#include "runtime/base/crc32c.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/json.h"
 

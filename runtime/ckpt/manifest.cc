@@ -3,8 +3,8 @@
 #include <set>
 #include <utility>
 
-#include "runtime/base/status_macros.h"
 #include "runtime/base/crc32c.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <unordered_set>
 
-#include "runtime/base/status_macros.h"
 #include "runtime/base/crc32c.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/base/crc32c.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/json.h"
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/crc32c.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/base/crc32c.h"
 #include "runtime/ckpt/file_util.h"
 #include "runtime/ckpt/hf_names.h"
 #include "runtime/ckpt/hf_shards.h"
@@ -68,8 +68,7 @@ std::string DescribeCheckpoint(const LoadedCheckpoint& ck) {
   uint64_t total = 0;
   out += "files:\n";
   for (const ckpt::FileRecord& f : m.files) {
-    out +=
-        "  " + f.name + "  " + HumanBytes(f.bytes) + "  crc32c " + Crc32cHex(f.crc32c) + "\n";
+    out += "  " + f.name + "  " + HumanBytes(f.bytes) + "  crc32c " + Crc32cHex(f.crc32c) + "\n";
     total += f.bytes;
   }
   out += "tensors: " + std::to_string(m.tensors.size()) + "\n";
