@@ -6,8 +6,9 @@
 #   - bundle.tar.xz: every binary gpu-check runs, Bazel-built here (ds-worker, ds-data, the
 #     CUDA and NCCL plugins, every GPU test and benchmark) with every
 #     shared library they load that is neither glibc, libstdc++ nor CUDA's, OpenBLAS included.
-# Everything goes to .gpu-deps/ (in .gitignore), about 15 MiB; carry that folder to the GPU
-# machine with the working tree, where gpu-check.sh picks it up:
+# Everything goes to .gpu-deps/ (in .gitignore): about 15 MiB before oneDNN, whose library adds
+# about 7 MiB xz'd; carry that folder to the GPU machine with the working tree, where
+# gpu-check.sh picks it up:
 #
 #   tools/gpu-deps.sh            # here (builds the bundle's targets with Bazel)
 #   tools/gpu-check.sh           # there, with .gpu-deps carried along
