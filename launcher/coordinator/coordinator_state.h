@@ -37,9 +37,9 @@
 
 #include "launcher/coordinator/clock.h"
 #include "launcher/coordinator/coordinator_types.h"
-#include "launcher/coordinator/kv_store.h"
 #include "launcher/coordinator/log_buffer.h"
 #include "launcher/coordinator/rendezvous.h"
+#include "launcher/coordinator/round_kv_store.h"
 #include "runtime/base/status.h"
 
 namespace ds::launcher {
@@ -192,7 +192,7 @@ class CoordinatorState {
   std::string end_message_;
   uint64_t version_ = 1;
   bool closed_ = false;
-  KvStore kv_;
+  RoundKvStore kv_;
   LogBuffer logs_;
 };
 

@@ -1,17 +1,17 @@
-#include "launcher/coordinator/kv_store.h"
+#include "launcher/coordinator/round_kv_store.h"
 
 #include <cerrno>
 #include <cstdlib>
 
 namespace ds::launcher {
 
-void KvStore::SetRound(int round) {
+void RoundKvStore::SetRound(int round) {
   round_ = round;
   entries_.clear();
   bytes_ = 0;
 }
 
-Status KvStore::Set(const std::string& key, std::string value) {
+Status RoundKvStore::Set(const std::string& key, std::string value) {
   auto it = entries_.find(key);
   size_t old_bytes = it == entries_.end() ? 0 : key.size() + it->second.size();
   size_t new_bytes = bytes_ - old_bytes + key.size() + value.size();
@@ -25,12 +25,12 @@ Status KvStore::Set(const std::string& key, std::string value) {
   return OkStatus();
 }
 
-const std::string* KvStore::Find(const std::string& key) const {
+const std::string* RoundKvStore::Find(const std::string& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> KvStore::Missing(const std::vector<std::string>& keys) const {
+std::vector<std::string> RoundKvStore::Missing(const std::vector<std::string>& keys) const {
   std::vector<std::string> missing;
   for (const std::string& key : keys) {
     if (entries_.count(key) == 0) missing.push_back(key);
@@ -38,7 +38,7 @@ std::vector<std::string> KvStore::Missing(const std::vector<std::string>& keys) 
   return missing;
 }
 
-StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
+StatusOr<int64_t> RoundKvStore::Add(const std::string& key, int64_t delta) {
   int64_t current = 0;
   if (const std::string* value = Find(key)) {
     errno = 0;

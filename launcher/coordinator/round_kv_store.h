@@ -6,7 +6,7 @@
 // Not thread-safe: CoordinatorState owns one and guards it with its mutex; the blocking
 // waits (KvGet with a timeout, KvWait) live there too.
 //
-//   KvStore kv(/*max_bytes=*/64 << 20);
+//   RoundKvStore kv(/*max_bytes=*/64 << 20);
 //   kv.SetRound(1);
 //   DS_RETURN_IF_ERROR(kv.Set("nccl_id", id));
 #pragma once
@@ -21,9 +21,9 @@
 
 namespace ds::launcher {
 
-class KvStore {
+class RoundKvStore {
  public:
-  explicit KvStore(size_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit RoundKvStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   int round() const { return round_; }
   // Starts `round` with an empty store.
