@@ -71,6 +71,14 @@ class Agent {
 
  private:
   Status StartWorkers(const JoinResult& join);
+  // Local rank `i`'s environment: `base` and the rank's variables (RANK, DS_*, threads, GPU).
+  std::vector<std::pair<std::string, std::string>> WorkerEnv(
+      const JoinResult& join, std::vector<std::pair<std::string, std::string>> base, int i,
+      size_t cpus) const;
+  // Heartbeats and watches the round until it ends: an exit code for the agent, or -1 when
+  // the coordinator restarts the job (*next_round is then the round to join).
+  int SuperviseRound(int* next_round);
+  void ReportStartFailure(const Status& s);
   void OnLog(int id, bool is_stderr, std::string_view line);
   void OnExit(int id, ExitInfo info);
   void FlushLogs();
@@ -134,16 +142,8 @@ HeartbeatRequest Agent::MakeHeartbeat() const {
   return h;
 }
 
-Status Agent::StartWorkers(const JoinResult& join) {
-  const int local = static_cast<int>(join.global_ranks.size());
-  std::vector<std::vector<int>> cpus = SplitCpus(local);
-  // GPU nodes: one device per local rank (round-robin when ranks outnumber devices), unless
-  // the user pinned devices already; --devices (ds-launch --include host:1,3) names them.
-  static const int gpus = [] {
-    auto n = cuda::CudaDeviceCount();
-    return n.ok() ? *n : 0;
-  }();
-  const bool pin_gpus = gpus > 0 && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr;
+// The agent's environment without the variables each rank gets its own value of.
+std::vector<std::pair<std::string, std::string>> InheritedEnv() {
   std::vector<std::pair<std::string, std::string>> base;
   for (char** e = environ; *e; ++e) {
     std::string kv(*e);
@@ -155,6 +155,49 @@ Status Agent::StartWorkers(const JoinResult& join) {
       continue;
     base.emplace_back(k, kv.substr(eq + 1));
   }
+  return base;
+}
+
+std::vector<std::pair<std::string, std::string>> Agent::WorkerEnv(
+    const JoinResult& join, std::vector<std::pair<std::string, std::string>> env, int i,
+    size_t cpus) const {
+  // GPU nodes: one device per local rank (round-robin when ranks outnumber devices), unless
+  // the user pinned devices already; --devices (ds-launch --include host:1,3) names them.
+  static const int gpus = [] {
+    auto n = cuda::CudaDeviceCount();
+    return n.ok() ? *n : 0;
+  }();
+  const bool pin_gpus = gpus > 0 && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr;
+  auto add = [&](const std::string& k, const std::string& v) { env.emplace_back(k, v); };
+  add("RANK", std::to_string(join.global_ranks[i]));
+  add("LOCAL_RANK", std::to_string(i));
+  add("WORLD_SIZE", std::to_string(join.world_size));
+  add("LOCAL_SIZE", std::to_string(join.global_ranks.size()));
+  add("NODE_RANK", std::to_string(join.node_rank));
+  add("DS_COORDINATOR", opt_.coordinator);
+  add("DS_JOB_TOKEN_FILE", opt_.token_file);
+  if (!opt_.tls_ca.empty()) {  // the workers' clients (progress, KV store) use our identity
+    add("DS_TLS_CA", opt_.tls_ca);
+    add("DS_TLS_CERT", opt_.tls_cert);
+    add("DS_TLS_KEY", opt_.tls_key);
+    add("DS_TLS_SERVER_NAME", opt_.tls_server_name);
+  }
+  add("DS_ROUND", std::to_string(join.round));
+  add("DS_RESUME", join.job.resume ? "1" : "0");
+  add("DS_NODE_NAME", opt_.node_name);
+  add("DS_NODE_ADDR", join.advertise_addr);
+  add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus)));
+  if (!opt_.devices.empty())  // the hostfile slots --include picked: the user's GPUs
+    add("CUDA_VISIBLE_DEVICES", std::to_string(opt_.devices.at(i % opt_.devices.size())));
+  else if (pin_gpus)
+    add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
+  return env;
+}
+
+Status Agent::StartWorkers(const JoinResult& join) {
+  const int local = static_cast<int>(join.global_ranks.size());
+  std::vector<std::vector<int>> cpus = SplitCpus(local);
+  std::vector<std::pair<std::string, std::string>> base = InheritedEnv();
   for (const auto& [k, v] : join.job.env) base.emplace_back(k, v);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -163,30 +206,7 @@ Status Agent::StartWorkers(const JoinResult& join) {
   for (int i = 0; i < local; ++i) {
     SpawnOptions so;
     so.argv = join.job.worker_argv;
-    so.env = base;
-    auto add = [&](const std::string& k, const std::string& v) { so.env.emplace_back(k, v); };
-    add("RANK", std::to_string(join.global_ranks[i]));
-    add("LOCAL_RANK", std::to_string(i));
-    add("WORLD_SIZE", std::to_string(join.world_size));
-    add("LOCAL_SIZE", std::to_string(local));
-    add("NODE_RANK", std::to_string(join.node_rank));
-    add("DS_COORDINATOR", opt_.coordinator);
-    add("DS_JOB_TOKEN_FILE", opt_.token_file);
-    if (!opt_.tls_ca.empty()) {  // the workers' clients (progress, KV store) use our identity
-      add("DS_TLS_CA", opt_.tls_ca);
-      add("DS_TLS_CERT", opt_.tls_cert);
-      add("DS_TLS_KEY", opt_.tls_key);
-      add("DS_TLS_SERVER_NAME", opt_.tls_server_name);
-    }
-    add("DS_ROUND", std::to_string(join.round));
-    add("DS_RESUME", join.job.resume ? "1" : "0");
-    add("DS_NODE_NAME", opt_.node_name);
-    add("DS_NODE_ADDR", join.advertise_addr);
-    add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus[i].size())));
-    if (!opt_.devices.empty())  // the hostfile slots --include picked: the user's GPUs
-      add("CUDA_VISIBLE_DEVICES", std::to_string(opt_.devices.at(i % opt_.devices.size())));
-    else if (pin_gpus)
-      add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
+    so.env = WorkerEnv(join, base, i, cpus[i].size());
     so.cpus = cpus[i];
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
     {
@@ -206,6 +226,58 @@ void Agent::StopWorkers(const char* why) {
   Status s = sup_.StopAll(milliseconds(grace_ms_));
   if (!s.ok()) DS_LOG_WARN("agent", "StopAll: {}", s.ToString());
   FlushLogs();
+}
+
+// The coordinator learns that this node's workers could not start, as if they had exited.
+void Agent::ReportStartFailure(const Status& s) {
+  DS_LOG_ERROR("agent", "starting workers: {}", s.ToString());
+  ExitReport r{opt_.node_name,
+               join_.round,
+               join_.global_ranks.empty() ? 0 : join_.global_ranks[0],
+               0,
+               false,
+               127,
+               {s.ToString()},
+               NowMs()};
+  client_->ReportExit(r).IgnoreError();
+}
+
+int Agent::SuperviseRound(int* next_round) {
+  const milliseconds interval(std::max(50, join_.job.heartbeat_interval_ms));
+  auto last_ok = Clock::now();
+  auto next_beat = Clock::now();
+  while (true) {
+    std::this_thread::sleep_for(milliseconds(20));
+    if (int sig = g_signal.load()) {
+      StopWorkers("agent received a signal");
+      return 128 + sig;
+    }
+    if (LauncherGone()) {
+      StopWorkers("the launcher is gone (stdin closed)");
+      return 1;
+    }
+    FlushLogs();
+    if (Clock::now() < next_beat) continue;
+    next_beat = Clock::now() + interval;
+    auto reply = client_->Heartbeat(MakeHeartbeat());
+    if (!reply.ok()) {
+      if (Clock::now() - last_ok <= opt_.coordinator_timeout) continue;
+      DS_LOG_ERROR("agent", "coordinator unreachable for {} ms ({}): stopping",
+                   opt_.coordinator_timeout.count(), reply.status().ToString());
+      StopWorkers("the coordinator is gone");
+      return 1;
+    }
+    last_ok = Clock::now();
+    if (reply->command == AgentCommand::kShutdown) {
+      StopWorkers("the job ended");
+      return 0;
+    }
+    if (reply->command == AgentCommand::kStopWorkers) {
+      StopWorkers("the coordinator restarts the job");
+      *next_round = std::max(reply->round, join_.round + 1);
+      return -1;
+    }
+  }
 }
 
 int Agent::Run() {
@@ -232,55 +304,8 @@ int Agent::Run() {
     }
     join_ = *join;
     grace_ms_ = join_.job.grace_ms > 0 ? join_.job.grace_ms : 10000;
-    if (Status s = StartWorkers(join_); !s.ok()) {
-      DS_LOG_ERROR("agent", "starting workers: {}", s.ToString());
-      ExitReport r{opt_.node_name,
-                   join_.round,
-                   join_.global_ranks.empty() ? 0 : join_.global_ranks[0],
-                   0,
-                   false,
-                   127,
-                   {s.ToString()},
-                   NowMs()};
-      client_->ReportExit(r).IgnoreError();
-    }
-    const milliseconds interval(std::max(50, join_.job.heartbeat_interval_ms));
-    auto last_ok = Clock::now();
-    auto next_beat = Clock::now();
-    while (true) {
-      std::this_thread::sleep_for(milliseconds(20));
-      if (int sig = g_signal.load()) {
-        StopWorkers("agent received a signal");
-        return 128 + sig;
-      }
-      if (LauncherGone()) {
-        StopWorkers("the launcher is gone (stdin closed)");
-        return 1;
-      }
-      FlushLogs();
-      if (Clock::now() < next_beat) continue;
-      next_beat = Clock::now() + interval;
-      auto reply = client_->Heartbeat(MakeHeartbeat());
-      if (!reply.ok()) {
-        if (Clock::now() - last_ok > opt_.coordinator_timeout) {
-          DS_LOG_ERROR("agent", "coordinator unreachable for {} ms ({}): stopping",
-                       opt_.coordinator_timeout.count(), reply.status().ToString());
-          StopWorkers("the coordinator is gone");
-          return 1;
-        }
-        continue;
-      }
-      last_ok = Clock::now();
-      if (reply->command == AgentCommand::kShutdown) {
-        StopWorkers("the job ended");
-        return 0;
-      }
-      if (reply->command == AgentCommand::kStopWorkers) {
-        StopWorkers("the coordinator restarts the job");
-        next_round = std::max(reply->round, join_.round + 1);
-        break;
-      }
-    }
+    if (Status s = StartWorkers(join_); !s.ok()) ReportStartFailure(s);
+    if (const int code = SuperviseRound(&next_round); code >= 0) return code;
   }
 }
 

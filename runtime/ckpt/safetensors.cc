@@ -308,16 +308,14 @@ Status ParseEntry(const std::string& name, const Json& j, SafetensorsEntry* e) {
   return OkStatus();
 }
 
-}  // namespace
-
-Status SafetensorsFile::Parse() {
-  const uint64_t size = file_.size();
+// The header's JSON object, from the file's bytes; *data_start: where the data section begins.
+StatusOr<Json> HeaderJson(const uint8_t* data, uint64_t size, uint64_t* data_start) {
   if (size < 8) {
     return DataLossError("file is " + std::to_string(size) +
                          " bytes, too short for the 8-byte header length");
   }
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | file_.data()[i];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
   if (n > size - 8) {
     return DataLossError("header length " + std::to_string(n) + " larger than file (" +
                          std::to_string(size) + " bytes)");
@@ -325,15 +323,56 @@ Status SafetensorsFile::Parse() {
   if (n > kMaxHeaderBytes) {
     return DataLossError("header length " + std::to_string(n) + " exceeds the 100 MB limit");
   }
-  data_start_ = 8 + n;
-  std::string_view text(reinterpret_cast<const char*>(file_.data()) + 8, n);
+  *data_start = 8 + n;
+  std::string_view text(reinterpret_cast<const char*>(data) + 8, n);
   if (text.empty() || text[0] != '{') return DataLossError("invalid header JSON: not an object");
   StatusOr<Json> header = ParseJson(text);
   if (!header.ok()) return DataLossError("invalid header JSON: " + header.status().message());
   if (!header->is_object()) return DataLossError("invalid header JSON: not an object");
+  return header;
+}
 
+// Tensors must tile the data section (`data`, `data_bytes` long) exactly, in offset order:
+// sorts the entries so and points each at its bytes.
+Status TileData(std::vector<SafetensorsEntry>* entries, const uint8_t* data, uint64_t data_bytes) {
+  std::stable_sort(entries->begin(), entries->end(),
+                   [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+                     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+                   });
+  uint64_t cursor = 0;
+  const SafetensorsEntry* prev = nullptr;
+  for (SafetensorsEntry& e : *entries) {
+    if (e.end > data_bytes) {
+      return DataLossError("tensor " + e.name + ": data_offsets " + OffsetsText(e.begin, e.end) +
+                           " out of range (data section is " + std::to_string(data_bytes) +
+                           " bytes)");
+    }
+    if (e.begin < cursor) {
+      return DataLossError("tensor " + e.name + ": data_offsets " + OffsetsText(e.begin, e.end) +
+                           " overlap tensor " + prev->name);
+    }
+    if (e.begin > cursor) {
+      return DataLossError("tensor " + e.name + ": gap of " + std::to_string(e.begin - cursor) +
+                           " bytes before its data_offsets " + OffsetsText(e.begin, e.end));
+    }
+    e.data = data + e.begin;
+    cursor = e.end;
+    prev = &e;
+  }
+  if (cursor != data_bytes) {
+    return DataLossError(std::to_string(data_bytes - cursor) +
+                         " trailing bytes after the last tensor");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status SafetensorsFile::Parse() {
+  const uint64_t size = file_.size();
+  DS_ASSIGN_OR_RETURN(const Json header, HeaderJson(file_.data(), size, &data_start_));
   bool have_meta = false;
-  for (const auto& [name, value] : header->members()) {
+  for (const auto& [name, value] : header.members()) {
     if (name == "__metadata__") {
       if (have_meta) return DataLossError("duplicate __metadata__");
       have_meta = true;
@@ -350,37 +389,7 @@ Status SafetensorsFile::Parse() {
     index_[name] = entries_.size();
     entries_.push_back(std::move(e));
   }
-
-  // Tensors must tile the data section exactly, in offset order.
-  const uint64_t data_bytes = size - data_start_;
-  std::stable_sort(entries_.begin(), entries_.end(),
-                   [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
-                     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
-                   });
-  uint64_t cursor = 0;
-  const SafetensorsEntry* prev = nullptr;
-  for (SafetensorsEntry& e : entries_) {
-    if (e.end > data_bytes) {
-      return DataLossError("tensor " + e.name + ": data_offsets " + OffsetsText(e.begin, e.end) +
-                           " out of range (data section is " + std::to_string(data_bytes) +
-                           " bytes)");
-    }
-    if (e.begin < cursor) {
-      return DataLossError("tensor " + e.name + ": data_offsets " + OffsetsText(e.begin, e.end) +
-                           " overlap tensor " + prev->name);
-    }
-    if (e.begin > cursor) {
-      return DataLossError("tensor " + e.name + ": gap of " + std::to_string(e.begin - cursor) +
-                           " bytes before its data_offsets " + OffsetsText(e.begin, e.end));
-    }
-    e.data = file_.data() + data_start_ + e.begin;
-    cursor = e.end;
-    prev = &e;
-  }
-  if (cursor != data_bytes) {
-    return DataLossError(std::to_string(data_bytes - cursor) +
-                         " trailing bytes after the last tensor");
-  }
+  DS_RETURN_IF_ERROR(TileData(&entries_, file_.data() + data_start_, size - data_start_));
   index_.clear();
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
   return OkStatus();

@@ -68,6 +68,50 @@ void CopyAsF32(const SafetensorsEntry& e, int64_t at, int64_t n, float* dst) {
   }
 }
 
+// What a manifest record holds: a slice of parameter `param` of state `state` (master,
+// optimizer moments, frozen), from flat element `begin`, the parameter of shape `shape`.
+struct RecordName {
+  std::string state, param;
+  int64_t begin = 0;
+  Shape shape;
+};
+
+// Names record `t` (`where` prefixes errors); false for a record the index skips (a copy of
+// the master beside rank files, files we do not read).
+StatusOr<bool> NameRecord(const TensorRecord& t, const std::string& where, bool sharded,
+                          RecordName* n) {
+  n->shape = t.spec.shape;
+  int rank = 0;
+  if (ParseZeroShardFileName(t.file, &rank)) {
+    if (!t.shard || !t.shard->flat() || !ParseSliceName(t.name, &n->state, &n->param, &n->begin) ||
+        n->begin != t.shard->flat_offset) {
+      return DataLossError(where + ": not a flat slice \"<state>/<param>#<begin>\"");
+    }
+    n->shape = t.shard->global_shape;
+    return true;
+  }
+  if (t.shard)
+    return UnimplementedError(where + ": box shards (tensor parallelism) are not supported");
+  if (t.file == kFrozenFile) {
+    n->state = kFrozenState;
+  } else if (sharded) {
+    return false;  // model.safetensors beside rank files: a copy of the "master" slices
+  } else if (t.file == kModelFile) {
+    n->state = kMasterState;
+  } else if (t.file == kOptimizerFile) {
+    const size_t slash = t.name.find('/');
+    if (slash == std::string::npos || slash == 0)
+      return DataLossError(where + ": optimizer tensors are named <state>/<param>");
+    n->state = t.name.substr(0, slash);
+    n->param = t.name.substr(slash + 1);
+    return true;
+  } else {
+    return false;
+  }
+  n->param = t.name;
+  return true;
+}
+
 }  // namespace
 
 std::string ZeroShardFileName(int rank) {
@@ -154,86 +198,65 @@ StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& root_or_ste
   return r;
 }
 
-Status CheckpointReader::BuildIndex() {
-  const std::string manifest_path = JoinPath(dir_, kManifestFile);
+Status CheckpointReader::CheckRankFiles() {
   std::set<int> ranks;
   for (const FileRecord& f : manifest_.files) {
     int rank = 0;
     if (ParseZeroShardFileName(f.name, &rank)) ranks.insert(rank);
   }
   sharded_ = !ranks.empty();
-  if (sharded_) {
-    auto ws = manifest_.info.find("world_size");
-    if (ws == manifest_.info.end() || std::atoi(ws->second.c_str()) <= 0) {
-      return DataLossError(manifest_path + ": rank shard files but no info world_size");
-    }
-    world_size_ = std::atoi(ws->second.c_str());
-    for (int k = 0; k < world_size_; ++k) {
-      if (!ranks.count(k)) {
-        return DataLossError(JoinPath(dir_, ZeroShardFileName(k)) +
-                             ": not in the manifest (world size " + std::to_string(world_size_) +
-                             ")");
-      }
-    }
-    if (*ranks.rbegin() >= world_size_) {
-      return DataLossError(JoinPath(dir_, ZeroShardFileName(*ranks.rbegin())) +
-                           ": rank beyond the manifest's world size " +
-                           std::to_string(world_size_));
+  if (!sharded_) return OkStatus();
+  auto ws = manifest_.info.find("world_size");
+  if (ws == manifest_.info.end() || std::atoi(ws->second.c_str()) <= 0) {
+    return DataLossError(JoinPath(dir_, kManifestFile) +
+                         ": rank shard files but no info world_size");
+  }
+  world_size_ = std::atoi(ws->second.c_str());
+  for (int k = 0; k < world_size_; ++k) {
+    if (!ranks.count(k)) {
+      return DataLossError(JoinPath(dir_, ZeroShardFileName(k)) +
+                           ": not in the manifest (world size " + std::to_string(world_size_) +
+                           ")");
     }
   }
+  if (*ranks.rbegin() >= world_size_) {
+    return DataLossError(JoinPath(dir_, ZeroShardFileName(*ranks.rbegin())) +
+                         ": rank beyond the manifest's world size " + std::to_string(world_size_));
+  }
+  return OkStatus();
+}
+
+Status CheckpointReader::BuildIndex() {
+  DS_RETURN_IF_ERROR(CheckRankFiles());
   std::map<std::string, size_t> param_at;
   for (size_t i = 0; i < manifest_.tensors.size(); ++i) {
     const TensorRecord& t = manifest_.tensors[i];
     const std::string where = JoinPath(dir_, t.file) + ": tensor " + t.name;
-    std::string state, param;
-    SliceRef ref{i, 0, t.spec.numel()};
-    Shape shape = t.spec.shape;
-    int rank = 0;
-    if (ParseZeroShardFileName(t.file, &rank)) {
-      if (!t.shard || !t.shard->flat() || !ParseSliceName(t.name, &state, &param, &ref.begin) ||
-          ref.begin != t.shard->flat_offset) {
-        return DataLossError(where + ": not a flat slice \"<state>/<param>#<begin>\"");
-      }
-      shape = t.shard->global_shape;
-    } else if (t.shard) {
-      return UnimplementedError(where + ": box shards (tensor parallelism) are not supported");
-    } else if (t.file == kFrozenFile) {
-      state = kFrozenState;
-      param = t.name;
-    } else if (sharded_) {
-      continue;  // model.safetensors beside rank files: a copy of the "master" slices
-    } else if (t.file == kModelFile) {
-      state = kMasterState;
-      param = t.name;
-    } else if (t.file == kOptimizerFile) {
-      const size_t slash = t.name.find('/');
-      if (slash == std::string::npos || slash == 0) {
-        return DataLossError(where + ": optimizer tensors are named <state>/<param>");
-      }
-      state = t.name.substr(0, slash);
-      param = t.name.substr(slash + 1);
-    } else {
-      continue;
-    }
-    auto [it, fresh] = param_at.emplace(param, params_.size());
-    if (fresh) params_.emplace_back(param, shape);
-    if (params_[it->second].second != shape) {
-      return DataLossError(where + ": parameter " + param + " has shape " + ShapeToString(shape) +
-                           " here but " + ShapeToString(params_[it->second].second) + " elsewhere");
+    RecordName n;
+    DS_ASSIGN_OR_RETURN(const bool indexed, NameRecord(t, where, sharded_, &n));
+    if (!indexed) continue;
+    auto [it, fresh] = param_at.emplace(n.param, params_.size());
+    if (fresh) params_.emplace_back(n.param, n.shape);
+    if (params_[it->second].second != n.shape) {
+      return DataLossError(where + ": parameter " + n.param + " has shape " +
+                           ShapeToString(n.shape) + " here but " +
+                           ShapeToString(params_[it->second].second) + " elsewhere");
     }
     // A strided record: one reference per row.
     const int64_t rows = t.shard && t.shard->row_stride > 0 ? t.spec.shape[0] : 1;
-    ref.count = t.spec.numel() / std::max<int64_t>(rows, 1);
+    const int64_t count = t.spec.numel() / std::max<int64_t>(rows, 1);
     for (int64_t row = 0; row < rows; ++row)
-      index_[{state, param}].push_back({ref.record,
-                                        ref.begin + row * (rows > 1 ? t.shard->row_stride : 0),
-                                        ref.count, row * ref.count});
+      index_[{n.state, n.param}].push_back(
+          {i, n.begin + row * (rows > 1 ? t.shard->row_stride : 0), count, row * count});
   }
-  // Every (state, param) must be tiled exactly.
+  return CheckTiling(param_at);
+}
+
+Status CheckpointReader::CheckTiling(const std::map<std::string, size_t>& param_at) {
   for (auto& [key, slices] : index_) {
     std::sort(slices.begin(), slices.end(),
               [](const SliceRef& a, const SliceRef& b) { return a.begin < b.begin; });
-    const int64_t numel = NumElements(params_[param_at[key.second]].second);
+    const int64_t numel = NumElements(params_[param_at.at(key.second)].second);
     const std::string what = key.first + "/" + key.second;
     int64_t next = 0;
     for (size_t j = 0; j < slices.size(); ++j) {

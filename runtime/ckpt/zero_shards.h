@@ -122,6 +122,10 @@ class CheckpointReader {
  private:
   StatusOr<const SafetensorsFile*> Map(const std::string& name);
   Status BuildIndex();
+  // The rank files against the manifest's world_size (sets sharded_, world_size_).
+  Status CheckRankFiles();
+  // Every (state, param) tiled exactly by its slices; param_at: params_'s index of a name.
+  Status CheckTiling(const std::map<std::string, size_t>& param_at);
 
   std::string dir_;
   Manifest manifest_;

@@ -80,6 +80,40 @@ int AddBytesBuffer(proto::Plan* plan, const std::string& name, int64_t bytes) {
   return id;
 }
 
+// NVMe offload's staging slots (and, with offload_param, each slot's parameter part).
+void AddSwapSlots(Context* ctx, proto::Plan* plan) {
+  using K = proto::PlanBuffer;
+  BufferIds& ids = ctx->buf;
+  for (int i = 0; i < ctx->swap.slots(); ++i) {
+    ids.swap_slots.push_back(
+        AddBuffer(plan, "swap.slot" + Str(i), K::SWAP_BUFFER, 0, DType::kF32, false));
+    plan->mutable_buffers(ids.swap_slots.back())->set_bytes(ctx->swap.slot_bytes());
+    if (!ctx->swap.params()) continue;
+    int64_t largest = 0;
+    for (const proto::SubGroup& g : ctx->swap.sub_groups()) largest = std::max(largest, g.stride());
+    ids.param_slots.push_back(AddBuffer(plan, "swap.slot" + Str(i) + ".params", K::SWAP_BUFFER,
+                                        largest, ctx->config.model_dtype, false));
+  }
+}
+
+// The micro-batch, each block's activations, and the forward-only and recompute arenas.
+void AddActivationBuffers(Context* ctx, proto::Plan* plan) {
+  BufferIds& ids = ctx->buf;
+  ids.batch = AddBytesBuffer(plan, "micro_batch", ctx->facts.input_bytes);
+  for (const BlockFacts& b : ctx->facts.blocks)
+    ids.activations.push_back(
+        AddBytesBuffer(plan, "activations.block" + Str(b.block), b.activation_bytes));
+  if (ctx->facts.forward_arena_bytes > 0) {  // tensors only forward reads, by liveness
+    const int arena = AddBytesBuffer(plan, "activations.forward", ctx->facts.forward_arena_bytes);
+    plan->mutable_buffers(arena)->set_whole_step(true);
+  }
+  if (ctx->facts.recompute_arena_bytes > 0) {  // one segment's recomputed tensors at a time
+    const int arena =
+        AddBytesBuffer(plan, "activations.recompute", ctx->facts.recompute_arena_bytes);
+    plan->mutable_buffers(arena)->set_whole_step(true);
+  }
+}
+
 void AddBuffers(Context* ctx, proto::Plan* plan) {
   using K = proto::PlanBuffer;
   const PlanConfig& c = ctx->config;
@@ -109,29 +143,8 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
     ids.states.push_back(
         AddBuffer(plan, "optimizer_state." + Str(i), K::OPTIMIZER_STATE, shard, DType::kF32, true));
   for (int id : ids.states) plan->mutable_buffers(id)->set_nvme(nvme);
-  for (int i = 0; nvme && i < ctx->swap.slots(); ++i) {
-    ids.swap_slots.push_back(
-        AddBuffer(plan, "swap.slot" + Str(i), K::SWAP_BUFFER, 0, DType::kF32, false));
-    plan->mutable_buffers(ids.swap_slots.back())->set_bytes(ctx->swap.slot_bytes());
-    if (!ctx->swap.params()) continue;
-    int64_t largest = 0;
-    for (const proto::SubGroup& g : ctx->swap.sub_groups()) largest = std::max(largest, g.stride());
-    ids.param_slots.push_back(
-        AddBuffer(plan, "swap.slot" + Str(i) + ".params", K::SWAP_BUFFER, largest, m, false));
-  }
-  ids.batch = AddBytesBuffer(plan, "micro_batch", ctx->facts.input_bytes);
-  for (const BlockFacts& b : ctx->facts.blocks)
-    ids.activations.push_back(
-        AddBytesBuffer(plan, "activations.block" + Str(b.block), b.activation_bytes));
-  if (ctx->facts.forward_arena_bytes > 0) {  // tensors only forward reads, by liveness
-    const int arena = AddBytesBuffer(plan, "activations.forward", ctx->facts.forward_arena_bytes);
-    plan->mutable_buffers(arena)->set_whole_step(true);
-  }
-  if (ctx->facts.recompute_arena_bytes > 0) {  // one segment's recomputed tensors at a time
-    const int arena =
-        AddBytesBuffer(plan, "activations.recompute", ctx->facts.recompute_arena_bytes);
-    plan->mutable_buffers(arena)->set_whole_step(true);
-  }
+  if (nvme) AddSwapSlots(ctx, plan);
+  AddActivationBuffers(ctx, plan);
   if (c.stage >= 2)
     for (size_t b = 0; b < ctx->buckets.size(); ++b)
       ids.buckets.push_back(AddBuffer(plan, "grad_bucket." + Str(b), K::GRAD_BUCKET,
