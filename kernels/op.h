@@ -59,6 +59,10 @@ struct OpArgs {
   // Matrix products' input precision (CPU linear): kF32, or kBF16 for bf16 mixed precision where
   // the CPU multiplies bf16 (inputs rounded to bf16, products accumulated in fp32; executor.h).
   DType matmul = DType::kF32;
+  // Bit k: grad_in[k] holds nothing yet in this backward (it would be zeroed just before), so a
+  // kernel with Kernel::overwrites_fresh_grads writes it instead of adding into it. The executor
+  // sets it only for such kernels, and then skips the zeroing.
+  uint32_t fresh_grads = 0;
 };
 
 using KernelFn = std::function<Status(const OpArgs&)>;

@@ -26,6 +26,13 @@ struct Kernel {
   // (shapes and buffers final, contents not yet): what a kernel makes ahead of the steps
   // (linear: its oneDNN matmul primitives).
   KernelFn prepare;
+  // Inputs (bit k: input k) the kernel reads as bf16 tensors when OpArgs::matmul is kBF16: a
+  // host executor binds a bf16 model's parameter there as stored instead of widening it to an
+  // fp32 scratch (linear's weight, which its products would round back to bf16).
+  uint32_t bf16_inputs = 0;
+  // The backward honours OpArgs::fresh_grads (writes a fresh gradient whole, ignored rows and
+  // all), so the executor need not zero those buffers first.
+  bool overwrites_fresh_grads = false;
 };
 
 // Registers an op; returns true (so it can initialize a static). Aborts on a duplicate.

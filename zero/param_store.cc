@@ -413,23 +413,8 @@ void ParamStore::ReleaseGrads(int64_t offset, int64_t count) {
   }
 }
 
-namespace {
-
-// memset over the compute threads: one thread writes about 4 GB/s here, a step's fp32 gradients
-// of 5M parameters took 5 ms.
-void ParallelZero(void* data, size_t bytes) {
-  constexpr size_t kBlock = size_t{1} << 20;
-  const int64_t blocks = static_cast<int64_t>((bytes + kBlock - 1) / kBlock);
-  char* p = static_cast<char*>(data);
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const size_t begin = static_cast<size_t>(b) * kBlock;
-    std::memset(p + begin, 0, std::min(kBlock, bytes - begin));
-  }
-}
-
-}  // namespace
-
+// ParallelZero (tensor.h): one thread zeroes about 4 GB/s here, a step's fp32 gradients of 5M
+// parameters took 5 ms.
 void ParamStore::ZeroGrads() {
   const size_t size = DTypeSize(model_dtype_);
   if (grads_.sparse())

@@ -123,6 +123,63 @@ inline __m256 Exp8(__m256 x) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(n, half), _mm256_set1_epi32(127)), 23));
   return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
+
+// GCC 12's avx512fintrin.h trips -Wuninitialized in its own "undefined" vectors
+// (few_rows_gemm.cc says more).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Exp8 on 16 lanes, where the CPU has AVX-512: the same operations, so every element rounds
+// alike on either path (only ExpShiftSum's order of summing differs).
+__attribute__((target("avx512f,fma"))) inline __m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(kExpHi), x);
+  x = _mm512_max_ps(_mm512_set1_ps(kExpLo), x);
+  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  const __m512i n = _mm512_cvtps_epi32(fx);
+  const __m512i half = _mm512_srai_epi32(n, 1);
+  const __m512 s1 =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(n, half), _mm512_set1_epi32(127)), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+// The whole 16-float groups of ExpArray / ExpShiftSum; they return how many elements they did.
+__attribute__((target("avx512f,fma"))) int64_t ExpArray16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Exp16(_mm512_loadu_ps(x + i)));
+  return i;
+}
+
+__attribute__((target("avx512f,fma"))) int64_t ExpShiftSum16(const float* x, float* y, int64_t n,
+                                                             float shift, float* sum) {
+  const __m512 vs = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+    _mm512_storeu_ps(y + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  *sum += _mm512_reduce_add_ps(acc);
+  return i;
+}
+#pragma GCC diagnostic pop
+
+bool HasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
 #else
 float ExpScalar(float x) {
   if (std::isnan(x)) return x;
@@ -146,6 +203,7 @@ float ExpScalar(float x) {
 void ExpArray(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
+  if (HasAvx512()) i = ExpArray16(x, y, n);
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Exp8(_mm256_loadu_ps(x + i)));
   if (i < n) {  // Tail through the same polynomial, so every element rounds alike.
     alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -162,6 +220,7 @@ float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.f;
 #if defined(__AVX2__) && defined(__FMA__)
+  if (HasAvx512()) i = ExpShiftSum16(x, y, n, shift, &sum);
   const __m256 vs = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {

@@ -59,6 +59,8 @@ Status Forward(const OpArgs& args) {
   return OkStatus();
 }
 
+// dx += scale (softmax(x) - onehot(target)) per scored row; a fresh dx (OpArgs::fresh_grads) is
+// written whole, its ignored rows as zeros.
 Status Backward(const OpArgs& args) {
   if (!args.grad_in[0].defined()) return OkStatus();
   const Tensor& logits = args.in[0];
@@ -66,21 +68,32 @@ Status Backward(const OpArgs& args) {
   const int64_t v = logits.dim(-1), n = LeadingRows(logits.shape());
   const int64_t ignore = IgnoreIndex(args);
   const int64_t count = CountTargets(targets, n, ignore);
-  if (count == 0) return OkStatus();
+  const bool fresh = args.fresh_grads & 1u;
+  float* dx = args.grad_in[0].f32();
+  if (count == 0) {
+    if (fresh) args.grad_in[0].Zero();
+    return OkStatus();
+  }
   const float scale = args.grad_out[0].f32()[0] / static_cast<float>(count);
   const float* x = logits.f32();
   const float* lse = args.saved[0].f32();
-  float* dx = args.grad_in[0].f32();
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
     float z[kChunk];
     for (int64_t r = begin; r < end; ++r) {
-      if (targets[r] == ignore) continue;
-      const float* xr = x + r * v;
       float* dr = dx + r * v;
+      if (targets[r] == ignore) {
+        if (fresh) std::fill(dr, dr + v, 0.f);
+        continue;
+      }
+      const float* xr = x + r * v;
       for (int64_t c = 0; c < v; c += kChunk) {
         const int64_t w = std::min(kChunk, v - c);
         ExpShiftSum(xr + c, z, w, lse[r]);
-        for (int64_t j = 0; j < w; ++j) dr[c + j] += scale * z[j];
+        if (fresh) {
+          for (int64_t j = 0; j < w; ++j) dr[c + j] = scale * z[j];
+        } else {
+          for (int64_t j = 0; j < w; ++j) dr[c + j] += scale * z[j];
+        }
       }
       dr[targets[r]] -= scale;
     }
@@ -89,7 +102,8 @@ Status Backward(const OpArgs& args) {
 }
 
 const bool kRegistered =
-    RegisterKernel("cross_entropy", Device::kCpu, DType::kF32, {Forward, Backward});
+    RegisterKernel("cross_entropy", Device::kCpu, DType::kF32,
+                   {Forward, Backward, nullptr, 0, /*overwrites_fresh_grads=*/true});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -1,12 +1,13 @@
 // linear: y = x W^T + b, PyTorch layout: x [..., in], W [out, in], optional b [out].
 // With N = rows of x (all leading dims):
 //   forward   y  [N, out] = x [N, in] . W^T          (bias pre-filled, beta = 1)
-//   backward  dx [N, in]  += dy [N, out] . W          (beta = 1 accumulates)
+//   backward  dx [N, in]  += dy [N, out] . W          (beta = 1 accumulates; 0 when fresh)
 //             dW [out, in] += dy^T . x
 //             db [out]    += column sums of dy
 // The products go through gemm.h (oneDNN or OpenBLAS). With OpArgs::matmul = kBF16, x, W and
-// dy are rounded to bf16 first (W exactly: a bf16 model's weights widened) and the products
-// accumulate in fp32, as autocast's bf16 matmul does. Backward reads x and W.
+// dy are rounded to bf16 first and the products accumulate in fp32, as autocast's bf16 matmul
+// does; a bf16 model's W comes as stored (bf16_inputs), an fp32 W (LoRA's frozen base) is
+// rounded. Backward reads x and W.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -47,6 +48,13 @@ const uint16_t* ToBf16(const float* x, int64_t count, int slot) {
   return b.data();
 }
 
+// A product's bf16 operand: a bf16 tensor as it is (a bf16 model's weight, Kernel::bf16_inputs),
+// an fp32 one rounded into the slot's copy.
+const uint16_t* Bf16Operand(const Tensor& t, int64_t count, int slot) {
+  if (t.dtype() == DType::kBF16) return static_cast<const uint16_t*>(t.data());
+  return ToBf16(t.f32(), count, slot);
+}
+
 Status Forward(const OpArgs& args) {
   const Dims d = DimsOf(args);
   float* y = args.out[0].f32();
@@ -62,15 +70,15 @@ Status Forward(const OpArgs& args) {
   const float beta = has_bias ? 1.f : 0.f;
   if (args.matmul == DType::kBF16) {
     GemmBf16(ForwardShape(d), 1.f, ToBf16(args.in[0].f32(), d.n * d.in, 0),
-             ToBf16(args.in[1].f32(), d.out * d.in, 1), beta, y, Bf16Gemm::kNative);
+             Bf16Operand(args.in[1], d.out * d.in, 1), beta, y, Bf16Gemm::kNative);
   } else {
     Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), beta, y);
   }
   return OkStatus();
 }
 
-// db[j] += sum_i dy[i, j]: threads split the columns; rows stream in order.
-void BiasGrad(const float* dy, int64_t n, int64_t out, float* db) {
+// db[j] += sum_i dy[i, j] (a fresh db: =): threads split the columns; rows stream in order.
+void BiasGrad(const float* dy, int64_t n, int64_t out, bool fresh, float* db) {
   constexpr int64_t kCols = 256;
   const int64_t slices = (out + kCols - 1) / kCols;
   ParallelFor(slices, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n * kCols, 1)),
@@ -83,19 +91,25 @@ void BiasGrad(const float* dy, int64_t n, int64_t out, float* db) {
                     const float* row = dy + i * out + c0;
                     for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
                   }
-                  for (int64_t j = 0; j < w; ++j) db[c0 + j] += acc[j];
+                  if (fresh)
+                    std::copy(acc, acc + w, db + c0);
+                  else
+                    for (int64_t j = 0; j < w; ++j) db[c0 + j] += acc[j];
                 }
               });
 }
 
+// beta of the product into grad_in[k]: 0 where it is fresh (Kernel::overwrites_fresh_grads).
+float GradBeta(const OpArgs& args, int k) { return args.fresh_grads >> k & 1u ? 0.f : 1.f; }
+
 void Bf16Backward(const OpArgs& args, const Dims& d) {
   const uint16_t* dy = ToBf16(args.grad_out[0].f32(), d.n * d.out, 0);
   if (args.grad_in[0].defined())
-    GemmBf16(InputGradShape(d), 1.f, dy, ToBf16(args.in[1].f32(), d.out * d.in, 1), 1.f,
-             args.grad_in[0].f32(), Bf16Gemm::kNative);
+    GemmBf16(InputGradShape(d), 1.f, dy, Bf16Operand(args.in[1], d.out * d.in, 1),
+             GradBeta(args, 0), args.grad_in[0].f32(), Bf16Gemm::kNative);
   if (args.grad_in[1].defined())
-    GemmBf16(WeightGradShape(d), 1.f, dy, ToBf16(args.in[0].f32(), d.n * d.in, 2), 1.f,
-             args.grad_in[1].f32(), Bf16Gemm::kNative);
+    GemmBf16(WeightGradShape(d), 1.f, dy, ToBf16(args.in[0].f32(), d.n * d.in, 2),
+             GradBeta(args, 1), args.grad_in[1].f32(), Bf16Gemm::kNative);
 }
 
 Status Backward(const OpArgs& args) {
@@ -105,12 +119,12 @@ Status Backward(const OpArgs& args) {
     Bf16Backward(args, d);
   } else {
     if (args.grad_in[0].defined())
-      Gemm(InputGradShape(d), 1.f, dy, args.in[1].f32(), 1.f, args.grad_in[0].f32());
+      Gemm(InputGradShape(d), 1.f, dy, args.in[1].f32(), GradBeta(args, 0), args.grad_in[0].f32());
     if (args.grad_in[1].defined())
-      Gemm(WeightGradShape(d), 1.f, dy, args.in[0].f32(), 1.f, args.grad_in[1].f32());
+      Gemm(WeightGradShape(d), 1.f, dy, args.in[0].f32(), GradBeta(args, 1), args.grad_in[1].f32());
   }
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
-    BiasGrad(dy, d.n, d.out, args.grad_in[2].f32());
+    BiasGrad(dy, d.n, d.out, args.fresh_grads >> 2 & 1u, args.grad_in[2].f32());
   return OkStatus();
 }
 
@@ -121,14 +135,15 @@ Status Prepare(const OpArgs& args) {
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
   DS_RETURN_IF_ERROR(PrepareGemm(ForwardShape(d), 1.f, has_bias ? 1.f : 0.f, bf16));
   if (!args.grad_in.empty() && args.grad_in[0].defined())
-    DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, 1.f, bf16));
+    DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, GradBeta(args, 0), bf16));
   if (args.grad_in.size() > 1 && args.grad_in[1].defined())
-    DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, 1.f, bf16));
+    DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, GradBeta(args, 1), bf16));
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("linear", Device::kCpu, DType::kF32, {Forward, Backward, Prepare});
+const bool kRegistered = RegisterKernel("linear", Device::kCpu, DType::kF32,
+                                        {Forward, Backward, Prepare, /*bf16_inputs=*/1u << 1,
+                                         /*overwrites_fresh_grads=*/true});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -115,15 +115,21 @@ Status Backward(const OpArgs& args) {
         if constexpr (kC) sum_g += gj;
         sum_gx += gj * (xr[j] - m) * s;
       }
-      const float mean_g = sum_g / c, mean_gx = sum_gx / c;
-      for (int64_t j = 0; j < c; ++j) {
-        const float xhat = (xr[j] - m) * s;
-        pg[j] += dyr[j] * xhat;
-        if constexpr (kC) {
-          pb[j] += dyr[j];
-          if (dx) dx[r * c + j] += s * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
-        } else {
-          if (dx) dx[r * c + j] += s * (dyr[j] * gamma[j] - xhat * mean_gx);
+      const float mean_g = sum_g / c, mean_gx = sum_gx / c;  // mean_g 0 for rmsnorm
+      float* dxr = dx ? dx + r * c : nullptr;
+      if (dxr) {
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) {
+          const float xhat = (xr[j] - m) * s;
+          pg[j] += dyr[j] * xhat;
+          if constexpr (kC) pb[j] += dyr[j];
+          dxr[j] += s * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) {
+          pg[j] += dyr[j] * ((xr[j] - m) * s);
+          if constexpr (kC) pb[j] += dyr[j];
         }
       }
     }

@@ -59,6 +59,8 @@ OpArgs OpHarness::Args() const {
   for (const OwnedTensor& t : saved) args.saved.push_back(t.view());
   args.seed = seed;
   args.training = training;
+  args.matmul = matmul;
+  args.fresh_grads = fresh_grads;
   return args;
 }
 

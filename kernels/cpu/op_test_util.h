@@ -49,6 +49,8 @@ class OpHarness {
   std::vector<OwnedTensor> saved;
   uint64_t seed = 1;
   bool training = true;
+  DType matmul = DType::kF32;  // OpArgs::matmul
+  uint32_t fresh_grads = 0;    // OpArgs::fresh_grads (Backward)
 
  private:
   OpArgs Args() const;

@@ -110,6 +110,38 @@ void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+void AddF32IntoBf16(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
+    int64_t i = b * kConvertBlock;
+    alignas(32) float sum[8];
+    for (; i + 8 <= end; i += 8) {
+      Bf16ToF32x8(dst + i, sum);
+      _mm256_store_ps(sum, _mm256_add_ps(_mm256_load_ps(sum), _mm256_loadu_ps(src + i)));
+      F32ToBf16x8(sum, dst + i);
+    }
+    for (; i < end; ++i) dst[i] = FloatToBf16(Bf16ToFloat(dst[i]) + src[i]);
+  }
+}
+
+void AddF32IntoF16(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
+    int64_t i = b * kConvertBlock;
+    for (; i + 8 <= end; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i));
+      const __m256 sum = _mm256_add_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(src + i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm256_cvtps_ph(sum, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < end; ++i) dst[i] = FloatToF16(F16ToFloat(dst[i]) + src[i]);
+  }
+}
+
 void ConvertF32ToF16(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -64,5 +64,9 @@ void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n);
 void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n);
 void ConvertF32ToF16(const float* src, uint16_t* dst, int64_t n);
 void ConvertF16ToF32(const uint16_t* src, float* dst, int64_t n);
+// dst[i] = round(widen(dst[i]) + src[i]): fp32 values added into 16-bit ones (a mixed-precision
+// executor's parameter gradients), bit for bit what the scalar conversions give.
+void AddF32IntoBf16(const float* src, uint16_t* dst, int64_t n);
+void AddF32IntoF16(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace ds

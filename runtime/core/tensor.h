@@ -7,6 +7,7 @@
 //   float* p = x.f32();
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -21,6 +22,9 @@ using Shape = std::vector<int64_t>;
 
 int64_t NumElements(const Shape& shape);
 std::string ShapeToString(const Shape& shape);  // "[4, 128]"
+// memset by the OpenMP threads in 256 KiB pieces above 1 MiB (one thread writes about 4 GB/s,
+// which a step's gradients would wait on).
+void ParallelZero(void* data, size_t bytes);
 
 // Shape and dtype without storage: what shape inference and the planner reason about.
 struct TensorSpec {
@@ -50,7 +54,7 @@ class Tensor {
   TensorSpec spec() const { return {shape_, dtype_}; }
   // Same memory, new shape with the same element count.
   Tensor Reshaped(Shape shape) const { return Tensor(data_, std::move(shape), dtype_); }
-  void Zero() const;
+  void Zero() const;  // ParallelZero
 
  private:
   void* data_ = nullptr;

@@ -59,6 +59,7 @@ StatusOr<char*> Executor::Arena(size_t bytes, Buffer* host) {
 // Generation's state (KV caches, positions): the caller's buffers, checked against the graph.
 void Executor::WidenParams(const NodeExec& n) const {
   for (const NodeExec::ParamUse& u : n.params) {
+    if (!u.scratch.defined()) continue;  // the kernel reads it in bf16 (Kernel::bf16_inputs)
     const uint16_t* src = static_cast<const uint16_t*>(params_->ModelView(*u.slot).data());
     if (params_->model_dtype() == DType::kBF16)
       ConvertBf16ToF32(src, u.scratch.f32(), u.slot->numel);
@@ -71,15 +72,10 @@ void Executor::NarrowGrads(const NodeExec& n) const {
   const bool bf16 = params_->model_dtype() == DType::kBF16;
   for (const NodeExec::ParamUse& u : n.params) {
     uint16_t* g = static_cast<uint16_t*>(params_->GradView(*u.slot).data());
-    const float* s = u.grad_scratch.f32();
-    const int64_t count = u.slot->numel;
-#pragma omp parallel for schedule(static) if (count > (1 << 16))
-    for (int64_t i = 0; i < count; ++i) {
-      if (bf16)
-        g[i] = FloatToBf16(Bf16ToFloat(g[i]) + s[i]);
-      else
-        g[i] = FloatToF16(F16ToFloat(g[i]) + s[i]);
-    }
+    if (bf16)
+      AddF32IntoBf16(u.grad_scratch.f32(), g, u.slot->numel);
+    else
+      AddF32IntoF16(u.grad_scratch.f32(), g, u.slot->numel);
   }
 }
 
@@ -210,7 +206,8 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
     if (!ne.params.empty()) {
       WidenParams(ne);
       if (weights)
-        for (const NodeExec::ParamUse& u : ne.params) u.grad_scratch.Zero();
+        for (const NodeExec::ParamUse& u : ne.params)
+          if (!u.fresh) u.grad_scratch.Zero();
     }
     ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
     Status s =

@@ -190,6 +190,7 @@ class Executor {
                            std::vector<std::vector<Tensor>>* saved_views);
   Status PlanActivationGrads();
   void WidenParams(const NodeExec& n) const;
+  void MarkFreshGrads(NodeExec& ne);  // Note [Fresh gradients]
   void NarrowGrads(const NodeExec& n) const;
   Status BackwardPartOf(NodeExec& n, BackwardPart part) const;
   // Device path.

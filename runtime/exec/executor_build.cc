@@ -226,7 +226,8 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
     a.training = opt_.training;
     a.matmul = device_ ? DType::kF32 : opt_.matmul;
     size_t used = 0;  // this node's bytes of the scratch
-    for (int t : ne.node->inputs) {
+    for (size_t k = 0; k < ne.node->inputs.size(); ++k) {
+      const int t = ne.node->inputs[k];
       if (g.tensors[t].role == TensorRole::kFrozen) {
         DS_ASSIGN_OR_RETURN(Tensor w, FrozenView(t));
         a.in.push_back(w);
@@ -245,10 +246,14 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
         a.in.push_back(Tensor(p, slot->shape, m));
         node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
       } else if (params_->mixed()) {
+        // A kernel that multiplies bf16 reads a bf16 weight where it is stored (no widening).
+        const bool as_bf16 = a.matmul == DType::kBF16 && params_->model_dtype() == DType::kBF16 &&
+                             (ne.kernel->bf16_inputs >> k & 1u);
         NodeExec::ParamUse use{slot, Tensor(sc + used, slot->shape, DType::kF32),
                                gsc ? Tensor(gsc + used, slot->shape, DType::kF32) : Tensor()};
         used += AlignUp(slot->numel * 4);
-        a.in.push_back(use.scratch);
+        if (as_bf16) use.scratch = Tensor();
+        a.in.push_back(as_bf16 ? params_->ModelView(*slot) : use.scratch);
         ne.params.push_back(use);
       } else {
         a.in.push_back(params_->ModelView(*slot));  // fp32: the master, or stage 3's gathered copy
@@ -287,7 +292,43 @@ Status Executor::PlanActivationGrads() {
     if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
   }
   BindGradArgs();
+  if (!device_ && !opt_.split_backward)
+    for (std::unique_ptr<NodeExec>& ne : nodes_) MarkFreshGrads(*ne);
   return OkStatus();
+}
+
+// Note [Fresh gradients]
+// Kernels add into their gradients, so the executor zeroes an activation's gradient before
+// the backward that first writes it, and a 16-bit model's fp32 parameter-gradient scratch
+// before each backward. A kernel that can write a gradient whole (Kernel::
+// overwrites_fresh_grads: linear's products with beta 0, cross-entropy's rows) is told which of
+// its gradients are fresh instead, and those are not zeroed: the logits' gradient alone is 8M
+// floats a step at V 8192. Only where the buffer is this node's input once, its zeroing is this
+// node's, and the backward runs whole.
+void Executor::MarkFreshGrads(NodeExec& ne) {
+  if (!ne.kernel->overwrites_fresh_grads) return;
+  kernels::OpArgs& a = ne.args;
+  for (size_t k = 0; k < a.grad_in.size() && k < 32; ++k) {
+    const Tensor& gk = a.grad_in[k];
+    if (!gk.defined()) continue;
+    int uses = 0;
+    for (const Tensor& other : a.grad_in) uses += other.data() == gk.data();
+    if (uses != 1) continue;
+    auto& zeros = ne.zero_before_backward;
+    auto z = std::find_if(zeros.begin(), zeros.end(),
+                          [&](const Tensor& t) { return t.data() == gk.data(); });
+    auto p = std::find_if(ne.params.begin(), ne.params.end(), [&](const NodeExec::ParamUse& u) {
+      return u.grad_scratch.data() == gk.data();
+    });
+    if (z != zeros.end()) {
+      zeros.erase(z);
+    } else if (p != ne.params.end()) {
+      p->fresh = true;
+    } else {
+      continue;  // a gradient that accumulates (the ParamStore's, over micro-batches)
+    }
+    a.fresh_grads |= 1u << k;
+  }
 }
 
 // Each node's backward arguments: its outputs' gradients in, and per input the gradient it

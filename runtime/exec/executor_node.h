@@ -17,11 +17,13 @@ struct Executor::NodeExec {
   const kernels::Kernel* kernel = nullptr;
   kernels::OpArgs args;                      // forward and backward share one argument set
   std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
-  // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view).
+  // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view). The scratch view
+  // is undefined where the kernel reads the 16-bit parameter itself (Kernel::bf16_inputs).
   struct ParamUse {
     const zero::ParamSlot* slot;
     Tensor scratch;
     Tensor grad_scratch;
+    bool fresh = false;  // the kernel overwrites grad_scratch (OpArgs::fresh_grads): no zeroing
   };
 
   std::vector<ParamUse> params;

@@ -1,0 +1,128 @@
+// Kernel::overwrites_fresh_grads and Kernel::bf16_inputs: a kernel told that its gradients are
+// fresh (OpArgs::fresh_grads) writes them whole, so buffers full of NaN give what zeroed buffers
+// accumulate; without the bits it adds into them. linear reads a bf16 weight as stored with the
+// products its widened fp32 copy gives.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/cpu/op_test_util.h"
+#include "kernels/registry.h"
+#include "runtime/core/dtype.h"
+
+namespace ds::kernels::cpu {
+namespace {
+
+using testing::IntTensor;
+using testing::OpHarness;
+using testing::RandomTensor;
+
+OwnedTensor Filled(const Shape& shape, float v) {
+  OwnedTensor t(shape, DType::kF32);
+  float* p = t.view().f32();
+  for (int64_t i = 0; i < t.view().numel(); ++i) p[i] = v;
+  return t;
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// The op's input gradients from zeroed buffers (accumulating) and from NaN-filled ones marked
+// fresh, after one forward; grad_out is dy.
+struct TwoWays {
+  std::vector<OwnedTensor> accumulated, fresh;
+};
+
+TwoWays BackwardBothWays(OpHarness& h, const Tensor& dy, const std::vector<bool>& wanted) {
+  REQUIRE(h.Forward().ok());
+  TwoWays r;
+  std::vector<Tensor> zero_views, nan_views;
+  for (size_t k = 0; k < h.inputs.size(); ++k) {
+    const Shape& s = h.inputs[k].view().shape();
+    const bool want = wanted[k];
+    r.accumulated.push_back(Filled(want ? s : Shape{1}, 0.f));
+    r.fresh.push_back(Filled(want ? s : Shape{1}, std::numeric_limits<float>::quiet_NaN()));
+    zero_views.push_back(want ? r.accumulated.back().view() : Tensor());
+    nan_views.push_back(want ? r.fresh.back().view() : Tensor());
+  }
+  h.fresh_grads = 0;
+  REQUIRE(h.Backward({dy}, zero_views).ok());
+  h.fresh_grads = ~0u;
+  REQUIRE(h.Backward({dy}, nan_views).ok());
+  h.fresh_grads = 0;
+  return r;
+}
+
+TEST_CASE("linear writes fresh gradients whole, fp32 and bf16 products", "[kernels][fresh]") {
+  for (DType matmul : {DType::kF32, DType::kBF16}) {
+    std::mt19937 rng(7);
+    OpHarness h("linear", Attrs());
+    h.matmul = matmul;
+    h.inputs.push_back(RandomTensor({6, 5, 24}, rng));
+    h.inputs.push_back(RandomTensor({40, 24}, rng));
+    h.inputs.push_back(RandomTensor({40}, rng));
+    OwnedTensor dy = RandomTensor({6, 5, 40}, rng);
+    TwoWays r = BackwardBothWays(h, dy.view(), {true, true, true});
+    for (size_t k = 0; k < 3; ++k) {
+      INFO("matmul " << DTypeName(matmul) << ", input " << k);
+      CHECK(SameBits(r.accumulated[k].view(), r.fresh[k].view()));
+    }
+    // Without the bits the same backward adds: twice the gradient.
+    REQUIRE(h.Backward({dy.view()}, {r.accumulated[0].view(), Tensor(), Tensor()}).ok());
+    CHECK(std::fabs(r.accumulated[0].view().f32()[3] - 2 * r.fresh[0].view().f32()[3]) <
+          1e-5f * (1 + std::fabs(r.fresh[0].view().f32()[3])));
+  }
+}
+
+TEST_CASE("cross_entropy writes a fresh gradient whole, ignored rows as zeros",
+          "[kernels][fresh]") {
+  std::mt19937 rng(3);
+  OpHarness h("cross_entropy", Attrs());
+  h.inputs.push_back(RandomTensor({4, 300}, rng, -3.f, 3.f));
+  h.inputs.push_back(IntTensor({4}, {5, -100, 299, 0}));
+  OwnedTensor dl = Filled({}, 1.f);
+  TwoWays r = BackwardBothWays(h, dl.view(), {true, false});
+  CHECK(SameBits(r.accumulated[0].view(), r.fresh[0].view()));
+  CHECK(r.fresh[0].view().f32()[300 + 7] == 0.f);  // the ignored row
+
+  // Every row ignored: nothing to score, a fresh gradient is all zeros.
+  OpHarness none("cross_entropy", Attrs());
+  none.inputs.push_back(RandomTensor({2, 300}, rng));
+  none.inputs.push_back(IntTensor({2}, {-100, -100}));
+  TwoWays z = BackwardBothWays(none, dl.view(), {true, false});
+  CHECK(SameBits(z.accumulated[0].view(), z.fresh[0].view()));
+}
+
+TEST_CASE("linear multiplies a bf16 weight as stored, as its widened copy", "[kernels][bf16]") {
+  const Kernel* k = FindKernel("linear", Device::kCpu, DType::kF32);
+  REQUIRE(k);
+  CHECK(k->bf16_inputs == (1u << 1));  // the weight, not x or the bias
+  std::mt19937 rng(5);
+  OwnedTensor x = RandomTensor({8, 32}, rng), w32 = RandomTensor({16, 32}, rng);
+  OwnedTensor w16({16, 32}, DType::kBF16), dy = RandomTensor({8, 16}, rng);
+  ConvertF32ToBf16(w32.view().f32(), static_cast<uint16_t*>(w16.view().data()), 16 * 32);
+  ConvertBf16ToF32(static_cast<const uint16_t*>(w16.view().data()), w32.view().f32(), 16 * 32);
+  std::vector<OwnedTensor> y, dx, dw;
+  for (const OwnedTensor* w : {&w32, &w16}) {
+    OpHarness h("linear", Attrs());
+    h.matmul = DType::kBF16;
+    h.inputs.push_back(testing::CopyOf(x.view()));
+    h.inputs.push_back(testing::CopyOf(w->view()));
+    REQUIRE(h.Forward().ok());
+    y.push_back(testing::CopyOf(h.outputs[0].view()));
+    dx.push_back(Filled({8, 32}, 0.f));
+    dw.push_back(Filled({16, 32}, 0.f));
+    REQUIRE(h.Backward({dy.view()}, {dx.back().view(), dw.back().view()}).ok());
+  }
+  CHECK(SameBits(y[0].view(), y[1].view()));
+  CHECK(SameBits(dx[0].view(), dx[1].view()));
+  CHECK(SameBits(dw[0].view(), dw[1].view()));
+}
+
+}  // namespace
+}  // namespace ds::kernels::cpu
