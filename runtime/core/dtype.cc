@@ -84,6 +84,54 @@ inline void Bf16ToF32x8(const uint16_t* src, float* dst) {
   _mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
 }
 
+// The same on 16 floats where the CPU has AVX-512 (the same bits: integer rounding, not
+// vcvtne2ps2bf16, which would flush denormals).
+__attribute__((target("avx512f"))) inline void F32ToBf16x16(const float* src, uint16_t* dst) {
+  const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  r = _mm512_srli_epi32(r, 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  r = _mm512_mask_blend_epi32(nan, r, quiet);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
+}
+
+__attribute__((target("avx512f"))) inline __m512 Bf16ToF32x16(const uint16_t* src) {
+  const __m512i h =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+bool HasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+// The 16-float groups of [i, end) of each bulk conversion; they return where they stopped.
+__attribute__((target("avx512f"))) int64_t F32ToBf16Run16(const float* src, uint16_t* dst,
+                                                          int64_t i, int64_t end) {
+  for (; i + 16 <= end; i += 16) F32ToBf16x16(src + i, dst + i);
+  return i;
+}
+
+__attribute__((target("avx512f"))) int64_t Bf16ToF32Run16(const uint16_t* src, float* dst,
+                                                          int64_t i, int64_t end) {
+  for (; i + 16 <= end; i += 16) _mm512_storeu_ps(dst + i, Bf16ToF32x16(src + i));
+  return i;
+}
+
+__attribute__((target("avx512f"))) int64_t AddIntoBf16Run16(const float* src, uint16_t* dst,
+                                                            int64_t i, int64_t end) {
+  alignas(64) float sum[16];
+  for (; i + 16 <= end; i += 16) {
+    _mm512_store_ps(sum, _mm512_add_ps(Bf16ToF32x16(dst + i), _mm512_loadu_ps(src + i)));
+    F32ToBf16x16(sum, dst + i);
+  }
+  return i;
+}
+
 constexpr int64_t kConvertBlock = 1 << 14;  // elements per parallel task
 
 }  // namespace
@@ -94,6 +142,7 @@ void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t end = std::min(n, (b + 1) * kConvertBlock);
     int64_t i = b * kConvertBlock;
+    if (HasAvx512()) i = F32ToBf16Run16(src, dst, i, end);
     for (; i + 8 <= end; i += 8) F32ToBf16x8(src + i, dst + i);
     for (; i < end; ++i) dst[i] = FloatToBf16(src[i]);
   }
@@ -105,6 +154,7 @@ void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t end = std::min(n, (b + 1) * kConvertBlock);
     int64_t i = b * kConvertBlock;
+    if (HasAvx512()) i = Bf16ToF32Run16(src, dst, i, end);
     for (; i + 8 <= end; i += 8) Bf16ToF32x8(src + i, dst + i);
     for (; i < end; ++i) dst[i] = Bf16ToFloat(src[i]);
   }
@@ -116,6 +166,7 @@ void AddF32IntoBf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t end = std::min(n, (b + 1) * kConvertBlock);
     int64_t i = b * kConvertBlock;
+    if (HasAvx512()) i = AddIntoBf16Run16(src, dst, i, end);
     alignas(32) float sum[8];
     for (; i + 8 <= end; i += 8) {
       Bf16ToF32x8(dst + i, sum);

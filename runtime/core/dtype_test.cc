@@ -54,6 +54,18 @@ TEST_CASE("DType: bulk bf16 conversions equal the scalar ones bit for bit", "[co
     bad += std::memcmp(&back[i], &want, 4) != 0;
   }
   CHECK(bad == 0);
+  // Added into: every 16-, 8- and 1-element path against the scalar sum.
+  std::vector<float> add(f.size());
+  for (size_t i = 0; i < add.size(); ++i) add[i] = static_cast<float>(i % 97) * 0.0137f - 0.5f;
+  std::vector<uint16_t> sum = h;
+  AddF32IntoBf16(add.data(), sum.data(), static_cast<int64_t>(sum.size()));
+  int64_t bad_sum = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t want = FloatToBf16(Bf16ToFloat(h[i]) + add[i]);
+    const bool both_nan = std::isnan(Bf16ToFloat(want)) && std::isnan(Bf16ToFloat(sum[i]));
+    bad_sum += sum[i] != want && !both_nan;
+  }
+  CHECK(bad_sum == 0);
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 # PyTorch runs with glibc's default allocator, with glibc told to keep freed memory
 # (MALLOC_MMAP_THRESHOLD_/TRIM_THRESHOLD_/TOP_PAD_), and with jemalloc and tcmalloc where
 # installed; the fastest is the reference. Both sides run the same OPENBLAS_CORETYPE
-# (printed). Times are medians after the warm-up steps.
+# (printed). Times are medians after the warm-up steps. The model FLOP utilization is reported
+# against the 2048^3 GEMM rate of each side (gemm_bench's oneDNN and torch.mm), measured in the
+# same run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -114,13 +116,33 @@ done
 try_torch "eager bf16 autocast" "--bf16" "${KEEP[@]}"
 try_torch "torch.compile fp32" "--compile" "${KEEP[@]}"
 try_torch "torch.compile bf16 autocast" "--bf16 --compile" "${KEEP[@]}"
+# The GEMM peaks both sides quote (2048^3, same threads), for the model FLOP utilization.
+bazel build -c opt --jobs=2 //kernels/cpu:gemm_bench >/dev/null 2>&1
+read -r peak_ours_fp32 peak_ours_bf16 < <(bazel-bin/kernels/cpu/gemm_bench --threads "$THREADS" \
+  --shape none | awk '/^2048\^3/ {print $9, $10}')
+read -r peak_torch_fp32 peak_torch_bf16 < <(OMP_NUM_THREADS=$THREADS "$PY" - "$THREADS" <<'PYEOF'
+import sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+def rate(dtype):
+    a, b = torch.randn(2048, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
+    for _ in range(2): torch.mm(a, b)
+    ts = []
+    for _ in range(7):
+        t0 = time.perf_counter(); torch.mm(a, b); ts.append(time.perf_counter() - t0)
+    return 2.0 * 2048 ** 3 / sorted(ts)[3] / 1e9
+print(f"{rate(torch.float32):.1f} {rate(torch.bfloat16):.1f}")
+PYEOF
+)
 runs_file=$WORK/runs.txt
 : > "$runs_file"
 for i in "${!PT_NAMES[@]}"; do printf '%s\t%s\n' "${PT_NAMES[$i]}" "${PT_LINES[$i]}" >> "$runs_file"; done
 
-"$PY" - "$ds_ms" "$ds_rss" "$ds_bf16_ms" "$ds_bf16_rss" "$ds_losses" "$runs_file" <<'PYEOF'
+"$PY" - "$ds_ms" "$ds_rss" "$ds_bf16_ms" "$ds_bf16_rss" "$ds_losses" "$runs_file" \
+  "$L $C $V $T $B" "$peak_ours_fp32 $peak_ours_bf16 $peak_torch_fp32 $peak_torch_bf16" <<'PYEOF'
 import sys
 ds_ms, ds_rss, bf_ms, bf_rss = map(float, sys.argv[1:5])
+L, C, V, T, B = map(int, sys.argv[7].split())
+peaks = dict(zip(("ours fp32", "ours bf16", "torch fp32", "torch bf16"), map(float, sys.argv[8].split())))
 ds_losses = [float(x) for x in sys.argv[5].split(",")]
 def parse(line):
     kv = dict(p.split("=", 1) for p in line.split()[1:])
@@ -145,6 +167,15 @@ for label, ours, rss in (("fp32", ds_ms, ds_rss), ("bf16", bf_ms, bf_rss)):
     best = min(mine, key=lambda k: mine[k][0])
     print(f"{label}: ds/pytorch-best ({best}): time {ours / mine[best][0]:.2f}x (target <= 0.80), "
           f"RSS {rss / mine[best][1]:.2f}x (target <= 1.00)")
+# Model FLOPs per step as PaLM counts them: 6 per matmul parameter per token (the blocks'
+# 12 L C^2 and the head's V C) plus 12 L T C per token for attention's two products.
+flops = B * T * (6 * (12 * L * C * C + V * C) + 12 * L * T * C)
+print(f"model FLOPs per step {flops / 1e9:.2f} G; GEMM peaks at 2048^3 (GFLOP/s): "
+      + ", ".join(f"{k} {v:.1f}" for k, v in peaks.items()))
+for label, ms in (("fp32", ds_ms), ("bf16", bf_ms)):
+    rate = flops / (ms / 1e3) / 1e9
+    print(f"{label}: ds-runtime {rate:.1f} GFLOP/s of model FLOPs = MFU {100 * rate / peaks['ours ' + label]:.1f}% "
+          f"of our {label} GEMM peak, {100 * rate / peaks['torch ' + label]:.1f}% of PyTorch's")
 eager = runs.get("eager fp32, glibc malloc (default)")
 if eager:
     diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, eager[2]))
