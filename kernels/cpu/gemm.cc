@@ -18,7 +18,8 @@ namespace {
 
 using dnnl::memory;
 
-std::atomic<GemmLibrary> g_library{GemmLibrary::kOneDnn};
+std::atomic<GemmLibrary> g_library{GemmLibrary::kAuto};
+constexpr int64_t kAutoPlainBColumns = 768;  // GemmLibrary::kAuto's rule
 std::atomic<int64_t> g_made{0};
 
 struct Key {
@@ -115,7 +116,9 @@ StatusOr<std::shared_ptr<const Prim>> Find(const Key& key) {
 
 // Shapes oneDNN takes: GEMV-like products stay on the few-rows / sgemv path.
 bool ToOneDnn(const GemmShape& s) {
-  return CurrentGemmLibrary() == GemmLibrary::kOneDnn && s.m > 1 && s.n > 1 && s.k > 0;
+  const GemmLibrary lib = CurrentGemmLibrary();
+  if (lib == GemmLibrary::kOpenBlas || !(s.m > 1 && s.n > 1 && s.k > 0)) return false;
+  return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns;
 }
 
 void Run(const Prim& p, const void* a, const void* b, float* c) {
@@ -157,13 +160,22 @@ bool ParseGemmLibrary(const std::string& name, GemmLibrary* library) {
     *library = GemmLibrary::kOneDnn;
   else if (name == "openblas")
     *library = GemmLibrary::kOpenBlas;
+  else if (name == "auto")
+    *library = GemmLibrary::kAuto;
   else
     return false;
   return true;
 }
 
 const char* GemmLibraryName(GemmLibrary library) {
-  return library == GemmLibrary::kOneDnn ? "onednn" : "openblas";
+  switch (library) {
+    case GemmLibrary::kOneDnn:
+      return "onednn";
+    case GemmLibrary::kOpenBlas:
+      return "openblas";
+    default:
+      return "auto";
+  }
 }
 
 std::string OneDnnIsa() {

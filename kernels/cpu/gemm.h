@@ -6,8 +6,10 @@
 // forward shapes (x W^T, up to 1.7x) and loses on some gradient shapes (B not transposed: it
 // repacks B per call); over whole training steps it was ahead in every alternating run
 // (L4 C256: 193-208 ms against OpenBLAS's 220-263), also against oneDNN for the forward only.
-// `device.cpu_gemm: openblas` keeps the old path. The choice is per process and fixed, never
-// timed per run: two runs of one job (a resume) must sum in the same order.
+// `device.cpu_gemm: openblas` keeps the old path, `onednn` takes every product to oneDNN, and
+// `auto` (the default) sends the shapes oneDNN is slow on to OpenBLAS (GemmLibrary::kAuto). The
+// choice is per process and by shape, never timed per run: two runs of one job (a resume) must
+// sum in the same order.
 //
 // bf16 inputs: oneDNN multiplies bf16 natively where the CPU has AVX512_BF16 (vdpbf16ps) or AMX
 // (Cooper Lake, Sapphire Rapids, Zen 4 and later): twice fp32's rate or more. Elsewhere oneDNN
@@ -28,7 +30,12 @@
 
 namespace ds::kernels::cpu {
 
-enum class GemmLibrary { kOneDnn, kOpenBlas };
+// kAuto (the default): oneDNN, except fp32 products whose B is not transposed and has 768
+// columns or more, which go to OpenBLAS: oneDNN 2.6 repacks such a B on every call and ran them
+// at 0.57-0.83x OpenBLAS's rate on two CPUs (avx512_core_vnni, avx512_core_amx: GPT-2's
+// mlp.proj and logits gradients), while it wins most other shapes. A rule on the shape, never a
+// timing, so every run of a job sums in the same order.
+enum class GemmLibrary { kOneDnn, kOpenBlas, kAuto };
 
 // How bf16 products run: kNative through oneDNN's bf16 kernels (emulated by oneDNN on
 // avx512_core without AVX512_BF16: slow, for tests), kWiden as fp32 products of the widened
@@ -44,7 +51,7 @@ struct GemmShape {
 // Process-wide; set once at start (the worker, from device.cpu_gemm), before any kernel runs.
 void SetGemmLibrary(GemmLibrary library);
 GemmLibrary CurrentGemmLibrary();
-// "onednn" / "openblas"; false for any other name.
+// "onednn" / "openblas" / "auto"; false for any other name.
 bool ParseGemmLibrary(const std::string& name, GemmLibrary* library);
 const char* GemmLibraryName(GemmLibrary library);
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -84,8 +85,8 @@ Operands Make(const Case& t, uint32_t seed, bool bf16_values) {
   return o;
 }
 
-TEST_CASE("Gemm: fp32 products against fp64, oneDNN and OpenBLAS", "[kernels][gemm]") {
-  for (GemmLibrary lib : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas}) {
+TEST_CASE("Gemm: fp32 products against fp64, oneDNN, OpenBLAS and auto", "[kernels][gemm]") {
+  for (GemmLibrary lib : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas, GemmLibrary::kAuto}) {
     SetGemmLibrary(lib);
     uint32_t seed = 1;
     for (const Case& t : Cases()) {
@@ -117,6 +118,29 @@ TEST_CASE("GemmBf16: native and widened bf16 products against fp64", "[kernels][
       CHECK(WorstError(t, o.a, o.b, o.c0, c) < 8 * t.s.k * 6e-8);
     }
   }
+}
+
+// auto: a plain B of 768 columns or more goes to OpenBLAS (no oneDNN primitive), a transposed
+// one, or a narrower one, to oneDNN; the same product under onednn makes a primitive.
+TEST_CASE("Gemm auto: the shapes oneDNN is slow on go to OpenBLAS", "[kernels][gemm]") {
+  const GemmShape plain_wide{false, false, 16, 768, 24, 24, 768, 768};
+  const GemmShape transposed_wide{false, true, 16, 768, 24, 24, 24, 768};
+  const GemmShape plain_narrow{false, false, 16, 767, 24, 24, 767, 767};
+  auto makes = [](GemmLibrary lib, const GemmShape& s) {
+    SetGemmLibrary(lib);
+    const int64_t before = GemmPrimitivesMade();
+    REQUIRE(PrepareGemm(s, 1.f, 0.5f, false).ok());  // beta 0.5: a key no other case uses
+    return GemmPrimitivesMade() - before;
+  };
+  CHECK(makes(GemmLibrary::kAuto, plain_wide) == 0);
+  CHECK(makes(GemmLibrary::kAuto, transposed_wide) == 1);
+  CHECK(makes(GemmLibrary::kAuto, plain_narrow) == 1);
+  CHECK(makes(GemmLibrary::kOneDnn, plain_wide) == 1);
+  GemmLibrary parsed = GemmLibrary::kOneDnn;
+  CHECK(ParseGemmLibrary("auto", &parsed));
+  CHECK(parsed == GemmLibrary::kAuto);
+  CHECK(std::string(GemmLibraryName(parsed)) == "auto");
+  SetGemmLibrary(GemmLibrary::kOneDnn);
 }
 
 TEST_CASE("PrepareGemm makes the primitive once; the products make none", "[kernels][gemm]") {

@@ -281,8 +281,9 @@ enum class DeviceType { kCpu, kCuda };
 struct DeviceConfig {
   DeviceType type = DeviceType::kCpu;
   int threads = 0;  // compute threads per rank; 0 = the cores the launcher gave the rank
-  // The CPU's matrix products (kernels/cpu/gemm.h): "onednn" (default) or "openblas".
-  std::string cpu_gemm = "onednn";
+  // The CPU's matrix products (kernels/cpu/gemm.h): "auto" (default: oneDNN, OpenBLAS for the
+  // shapes oneDNN is slow on), "onednn" or "openblas".
+  std::string cpu_gemm = "auto";
   // bf16 mixed precision on the CPU: the linear layers' products with bf16 inputs ("bf16",
   // oneDNN; emulated and slow without AVX512_BF16 / AMX) or fp32 products of the widened bf16
   // weights ("fp32"); "auto" (default) picks bf16 where the CPU multiplies it natively.

@@ -89,7 +89,7 @@ TEST_CASE("Config errors: out-of-range values", "[config]") {
   CHECK(Contains(ErrorOf("zero_optimization: {stage: 4}"),
                  "key \"zero_optimization.stage\" (line 1): must be 0, 1, 2 or 3, got 4"));
   CHECK(Contains(ErrorOf("device: {cpu_gemm: mkl}"),
-                 "key \"device.cpu_gemm\" (line 1): must be onednn or openblas, got mkl"));
+                 "key \"device.cpu_gemm\" (line 1): must be auto, onednn or openblas, got mkl"));
   CHECK(Contains(ErrorOf("device: {cpu_bf16_matmul: yes}"),
                  "key \"device.cpu_bf16_matmul\" (line 1): must be auto, bf16 or fp32"));
   CHECK(ErrorOf("device: {cpu_gemm: openblas, cpu_bf16_matmul: bf16}") == "");

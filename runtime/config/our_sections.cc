@@ -372,8 +372,8 @@ void ParseDevice(MapReader& root, DeviceConfig* d) {
   r.Get("threads", &d->threads);
   r.Require(d->threads >= 0, "threads", "must be >= 0 (0 = the cores given)");
   if (r.Get("cpu_gemm", &d->cpu_gemm))
-    r.Require(d->cpu_gemm == "onednn" || d->cpu_gemm == "openblas", "cpu_gemm",
-              "must be onednn or openblas");
+    r.Require(d->cpu_gemm == "auto" || d->cpu_gemm == "onednn" || d->cpu_gemm == "openblas",
+              "cpu_gemm", "must be auto, onednn or openblas");
   if (r.Get("cpu_bf16_matmul", &d->cpu_bf16_matmul))
     r.Require(d->cpu_bf16_matmul == "auto" || d->cpu_bf16_matmul == "bf16" ||
                   d->cpu_bf16_matmul == "fp32",

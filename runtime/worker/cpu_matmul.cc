@@ -7,10 +7,13 @@ namespace ds::worker {
 using kernels::cpu::GemmLibrary;
 
 std::string ApplyCpuGemm(const config::JobConfig& job) {
-  GemmLibrary library = GemmLibrary::kOneDnn;
+  GemmLibrary library = GemmLibrary::kAuto;
   kernels::cpu::ParseGemmLibrary(job.device.cpu_gemm, &library);  // the reader checked the name
   kernels::cpu::SetGemmLibrary(library);
-  std::string line = library == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";
+  std::string line = library == GemmLibrary::kOneDnn     ? "oneDNN"
+                     : library == GemmLibrary::kOpenBlas ? "OpenBLAS"
+                                                         : "oneDNN, OpenBLAS for fp32 products "
+                                                           "with a plain B of 768+ columns (auto)";
   line += " (oneDNN ISA " + kernels::cpu::OneDnnIsa() + ")";
   if (!job.bf16.enabled || job.device.type != config::DeviceType::kCpu) return line;
   if (CpuMatmulDtype(job) == DType::kBF16)
