@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -26,18 +27,20 @@ struct Key {
   GemmShape s;
   uint32_t alpha = 0, beta = 0;  // bit patterns
   bool bf16 = false;
+  bool bias = false;  // a bias row added in the epilogue
   bool operator==(const Key& o) const {
     return s.trans_a == o.s.trans_a && s.trans_b == o.s.trans_b && s.m == o.s.m && s.n == o.s.n &&
            s.k == o.s.k && s.lda == o.s.lda && s.ldb == o.s.ldb && s.ldc == o.s.ldc &&
-           alpha == o.alpha && beta == o.beta && bf16 == o.bf16;
+           alpha == o.alpha && beta == o.beta && bf16 == o.bf16 && bias == o.bias;
   }
 };
 
 struct KeyHash {
   size_t operator()(const Key& k) const {
     uint64_t h = 1469598103934665603ull;
-    for (int64_t v : {k.s.m, k.s.n, k.s.k, k.s.lda, k.s.ldb, k.s.ldc, int64_t{k.alpha},
-                      int64_t{k.beta}, int64_t{k.s.trans_a * 4 + k.s.trans_b * 2 + k.bf16}})
+    for (int64_t v :
+         {k.s.m, k.s.n, k.s.k, k.s.lda, k.s.ldb, k.s.ldc, int64_t{k.alpha}, int64_t{k.beta},
+          int64_t{k.s.trans_a * 8 + k.s.trans_b * 4 + k.bf16 * 2 + k.bias}})
       h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
     return static_cast<size_t>(h);
   }
@@ -45,7 +48,7 @@ struct KeyHash {
 
 struct Prim {
   dnnl::matmul matmul;
-  memory::desc a, b, c, scratchpad;
+  memory::desc a, b, c, bias, scratchpad;
 };
 
 uint32_t Bits(float f) {
@@ -80,6 +83,7 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
   prim->b =
       memory::desc({s.k, s.n}, in, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
   prim->c = memory::desc({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
+  if (key.bias) prim->bias = memory::desc({1, s.n}, memory::data_type::f32, memory::dims{s.n, 1});
   try {
     dnnl::primitive_attr attr;
     // Our scratchpad, per calling thread: oneDNN's own is shared by every primitive of the
@@ -95,7 +99,10 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
       ops.append_sum(beta);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(prim->a, prim->b, prim->c), attr, Engine());
+    const dnnl::matmul::desc desc = key.bias
+                                        ? dnnl::matmul::desc(prim->a, prim->b, prim->bias, prim->c)
+                                        : dnnl::matmul::desc(prim->a, prim->b, prim->c);
+    dnnl::matmul::primitive_desc pd(desc, attr, Engine());
     prim->scratchpad = pd.scratchpad_desc();
     prim->matmul = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
@@ -121,7 +128,7 @@ bool ToOneDnn(const GemmShape& s) {
   return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns;
 }
 
-void Run(const Prim& p, const void* a, const void* b, float* c) {
+void Run(const Prim& p, const void* a, const void* b, float* c, const float* bias) {
   thread_local dnnl::stream stream(Engine());
   thread_local std::vector<char> scratch;
   if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
@@ -129,15 +136,24 @@ void Run(const Prim& p, const void* a, const void* b, float* c) {
   memory bm(p.b, Engine(), const_cast<void*>(b));
   memory cm(p.c, Engine(), c);
   memory sm(p.scratchpad, Engine(), scratch.data());
-  p.matmul.execute(
-      stream,
-      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, Engine(), const_cast<float*>(bias)));
+  p.matmul.execute(stream, args);
   stream.wait();
 }
 
 void Abort(const Status& s) {
   std::fprintf(stderr, "ds: %s\n", s.ToString().c_str());
   std::abort();  // a shape oneDNN refused after PrepareGemm accepted its kind: a bug
+}
+
+// c[i, j] += bias[j] over m rows (the OpenBLAS path's bias, after its product).
+void AddBiasRows(const float* bias, int64_t m, int64_t n, int64_t ldc, float* c) {
+  ParallelFor(m, kElementwiseGrain / std::max<int64_t>(n, 1) + 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
+  });
 }
 
 // A stored bf16 matrix (rows x cols of op(X), leading dimension ld) widened into fp32 with the
@@ -212,33 +228,39 @@ bool OneDnnSupportsBf16() {
   return supported;
 }
 
-void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c) {
+void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c,
+          const float* bias) {
   if (!ToOneDnn(s)) {
     ParallelSgemm(s.trans_a, s.trans_b, s.m, s.n, s.k, alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
+    if (bias) AddBiasRows(bias, s.m, s.n, s.ldc, c);
     return;
   }
-  auto prim = Find({s, Bits(alpha), Bits(beta), false});
+  const bool epilogue = bias && alpha == 1.f;  // oneDNN's output scale would scale the bias too
+  auto prim = Find({s, Bits(alpha), Bits(beta), false, epilogue});
   if (!prim.ok()) Abort(prim.status());
-  Run(**prim, a, b, c);
+  Run(**prim, a, b, c, epilogue ? bias : nullptr);
+  if (bias && !epilogue) AddBiasRows(bias, s.m, s.n, s.ldc, c);
 }
 
 void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t* b, float beta,
-              float* c, Bf16Gemm mode) {
+              float* c, Bf16Gemm mode, const float* bias) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
-    auto prim = Find({s, Bits(alpha), Bits(beta), true});
+    const bool epilogue = bias && alpha == 1.f;
+    auto prim = Find({s, Bits(alpha), Bits(beta), true, epilogue});
     if (!prim.ok()) Abort(prim.status());
-    Run(**prim, a, b, c);
+    Run(**prim, a, b, c, epilogue ? bias : nullptr);
+    if (bias && !epilogue) AddBiasRows(bias, s.m, s.n, s.ldc, c);
     return;
   }
   thread_local std::vector<float> wa, wb;
   Widen(a, s.trans_a, s.m, s.k, s.lda, &wa);
   Widen(b, s.trans_b, s.k, s.n, s.ldb, &wb);
-  Gemm(s, alpha, wa.data(), wb.data(), beta, c);
+  Gemm(s, alpha, wa.data(), wb.data(), beta, c, bias);
 }
 
-Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16) {
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias) {
   if (bf16 ? !(s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) : !ToOneDnn(s)) return OkStatus();
-  return Find({s, Bits(alpha), Bits(beta), bf16}).status();
+  return Find({s, Bits(alpha), Bits(beta), bf16, bias && alpha == 1.f}).status();
 }
 
 int64_t GemmPrimitivesMade() { return g_made.load(); }

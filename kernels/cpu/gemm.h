@@ -62,16 +62,19 @@ bool HasNativeBf16Gemm();
 // Whether oneDNN has a bf16 matmul at all here (natively or emulated): false on AVX2-only CPUs.
 bool OneDnnSupportsBf16();
 
-// C = alpha op(A) op(B) + beta C in fp32 (the current library).
-void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c);
+// C = alpha op(A) op(B) + beta C in fp32 (the current library); with `bias` (n floats), bias[j]
+// is added to column j of every row (oneDNN in its epilogue where alpha is 1, else and under
+// OpenBLAS in a pass after).
+void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c,
+          const float* bias = nullptr);
 // The same with A and B in bf16 (their bit patterns) and C in fp32, the way `mode` says.
 // kNative where oneDNN has no bf16 matmul (OneDnnSupportsBf16() false) runs kWiden.
 void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t* b, float beta,
-              float* c, Bf16Gemm mode);
+              float* c, Bf16Gemm mode, const float* bias = nullptr);
 
 // Makes the oneDNN primitive of this call now (no-op under OpenBLAS or for shapes that do not
 // go to oneDNN). An error names the shape.
-Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16);
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias = false);
 // Primitives made so far: what a test reads before and after a step to see that none was made
 // inside it.
 int64_t GemmPrimitivesMade();

@@ -120,6 +120,43 @@ TEST_CASE("GemmBf16: native and widened bf16 products against fp64", "[kernels][
   }
 }
 
+// A bias row: the product with it equals the product without it plus bias[j] in column j, for
+// both libraries, the one-row path and bf16 natively and widened.
+TEST_CASE("Gemm and GemmBf16 add a bias row", "[kernels][gemm]") {
+  uint32_t seed = 500;
+  for (GemmLibrary lib : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas}) {
+    SetGemmLibrary(lib);
+    for (const Case& t : Cases()) {
+      const Operands o = Make(t, seed += 3, true);
+      const std::vector<float> bias = Random(t.s.n, seed + 7);
+      std::vector<uint16_t> a16(o.a.size()), b16(o.b.size());
+      ConvertF32ToBf16(o.a.data(), a16.data(), static_cast<int64_t>(o.a.size()));
+      ConvertF32ToBf16(o.b.data(), b16.data(), static_cast<int64_t>(o.b.size()));
+      for (int path = 0; path < 3; ++path) {  // fp32, bf16 native, bf16 widened
+        std::vector<float> plain = o.c0, with = o.c0;
+        const Bf16Gemm mode = path == 1 ? Bf16Gemm::kNative : Bf16Gemm::kWiden;
+        if (path == 0) {
+          Gemm(t.s, t.alpha, o.a.data(), o.b.data(), t.beta, plain.data());
+          Gemm(t.s, t.alpha, o.a.data(), o.b.data(), t.beta, with.data(), bias.data());
+        } else {
+          GemmBf16(t.s, t.alpha, a16.data(), b16.data(), t.beta, plain.data(), mode);
+          GemmBf16(t.s, t.alpha, a16.data(), b16.data(), t.beta, with.data(), mode, bias.data());
+        }
+        double worst = 0;
+        for (int64_t i = 0; i < t.s.m; ++i)
+          for (int64_t j = 0; j < t.s.n; ++j) {
+            const double want = static_cast<double>(plain[i * t.s.ldc + j]) + bias[j];
+            worst = std::max(worst, std::fabs(with[i * t.s.ldc + j] - want));
+          }
+        INFO(GemmLibraryName(lib) << " path " << path << " ta=" << t.s.trans_a
+                                  << " tb=" << t.s.trans_b << " m=" << t.s.m);
+        CHECK(worst < 1e-5);
+      }
+    }
+  }
+  SetGemmLibrary(GemmLibrary::kOneDnn);
+}
+
 // auto: a plain B of 768 columns or more goes to OpenBLAS (no oneDNN primitive), a transposed
 // one, or a narrower one, to oneDNN; the same product under onednn makes a primitive.
 TEST_CASE("Gemm auto: the shapes oneDNN is slow on go to OpenBLAS", "[kernels][gemm]") {

@@ -1,6 +1,6 @@
 // linear: y = x W^T + b, PyTorch layout: x [..., in], W [out, in], optional b [out].
 // With N = rows of x (all leading dims):
-//   forward   y  [N, out] = x [N, in] . W^T          (bias pre-filled, beta = 1)
+//   forward   y  [N, out] = x [N, in] . W^T + b      (b in the product's epilogue)
 //   backward  dx [N, in]  += dy [N, out] . W          (beta = 1 accumulates; 0 when fresh)
 //             dW [out, in] += dy^T . x
 //             db [out]    += column sums of dy
@@ -9,7 +9,6 @@
 // does; a bf16 model's W comes as stored (bf16_inputs), an fp32 W (LoRA's frozen base) is
 // rounded. Backward reads x and W.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_util.h"
@@ -59,20 +58,12 @@ Status Forward(const OpArgs& args) {
   const Dims d = DimsOf(args);
   float* y = args.out[0].f32();
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
-  if (has_bias) {
-    const float* b = args.in[2].f32();
-    ParallelFor(d.n, kElementwiseGrain / std::max<int64_t>(d.out, 1) + 1,
-                [&](int64_t begin, int64_t end) {
-                  for (int64_t i = begin; i < end; ++i)
-                    std::memcpy(y + i * d.out, b, d.out * sizeof(float));
-                });
-  }
-  const float beta = has_bias ? 1.f : 0.f;
+  const float* bias = has_bias ? args.in[2].f32() : nullptr;  // added in the product's epilogue
   if (args.matmul == DType::kBF16) {
     GemmBf16(ForwardShape(d), 1.f, ToBf16(args.in[0].f32(), d.n * d.in, 0),
-             Bf16Operand(args.in[1], d.out * d.in, 1), beta, y, Bf16Gemm::kNative);
+             Bf16Operand(args.in[1], d.out * d.in, 1), 0.f, y, Bf16Gemm::kNative, bias);
   } else {
-    Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), beta, y);
+    Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), 0.f, y, bias);
   }
   return OkStatus();
 }
@@ -133,7 +124,7 @@ Status Prepare(const OpArgs& args) {
   const Dims d = DimsOf(args);
   const bool bf16 = args.matmul == DType::kBF16;
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
-  DS_RETURN_IF_ERROR(PrepareGemm(ForwardShape(d), 1.f, has_bias ? 1.f : 0.f, bf16));
+  DS_RETURN_IF_ERROR(PrepareGemm(ForwardShape(d), 1.f, 0.f, bf16, has_bias));
   if (!args.grad_in.empty() && args.grad_in[0].defined())
     DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, GradBeta(args, 0), bf16));
   if (args.grad_in.size() > 1 && args.grad_in[1].defined())
