@@ -1,7 +1,7 @@
 // The CPU kernels' matrix products: C = alpha op(A) op(B) + beta C, row-major, with fp32 or bf16
-// inputs and fp32 accumulation and output, through oneDNN's matmul (the default) or OpenBLAS.
+// inputs and fp32 accumulation and output, through oneDNN's matmul or OpenBLAS.
 //
-// Library: oneDNN's fp32 matmul (brgemm, avx512_core / avx2) is the default. Product by product
+// Library: oneDNN's fp32 matmul (brgemm, avx512_core / avx2) takes most. Product by product
 // (tools/bench/cpu_gemm.sh) it beats OpenBLAS's sgemm, split over the same threads, on most
 // forward shapes (x W^T, up to 1.7x) and loses on some gradient shapes (B not transposed: it
 // repacks B per call); over whole training steps it was ahead in every alternating run
