@@ -175,11 +175,6 @@ __attribute__((target("avx512f,fma"))) int64_t ExpShiftSum16(const float* x, flo
   return i;
 }
 #pragma GCC diagnostic pop
-
-bool HasAvx512() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
 #else
 float ExpScalar(float x) {
   if (std::isnan(x)) return x;
@@ -200,10 +195,15 @@ float ExpScalar(float x) {
 
 }  // namespace
 
+bool CpuHasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
 void ExpArray(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-  if (HasAvx512()) i = ExpArray16(x, y, n);
+  if (CpuHasAvx512()) i = ExpArray16(x, y, n);
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Exp8(_mm256_loadu_ps(x + i)));
   if (i < n) {  // Tail through the same polynomial, so every element rounds alike.
     alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -220,7 +220,7 @@ float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.f;
 #if defined(__AVX2__) && defined(__FMA__)
-  if (HasAvx512()) i = ExpShiftSum16(x, y, n, shift, &sum);
+  if (CpuHasAvx512()) i = ExpShiftSum16(x, y, n, shift, &sum);
   const __m256 vs = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {

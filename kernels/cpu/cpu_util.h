@@ -105,6 +105,10 @@ class BlasSingleThreadScope {
   int saved_threads_;
 };
 
+// Whether the CPU has AVX-512 (avx512f): the kernels' 16-lane paths (exp, FewRowsGemm) check
+// it once; the build itself targets AVX2.
+bool CpuHasAvx512();
+
 // ---------------------------------------------------------------------------------------
 // Math.
 

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/cpu_util.h"
+
 // GCC 12's avx512fintrin.h writes its "undefined" vectors as `__m512 __Y = __Y;`, which
 // -Wuninitialized reports at every use of an intrinsic built on one (a false positive of the
 // header, not of this file): silenced here so that a real warning stands out.
@@ -123,10 +125,7 @@ void FewRowsPortable(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 
 }  // namespace
 
-bool FewRowsVectorized() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
+bool FewRowsVectorized() { return CpuHasAvx512(); }
 
 void FewRowsGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -317,16 +317,16 @@ void Executor::MarkFreshGrads(NodeExec& ne) {
     auto& zeros = ne.zero_before_backward;
     auto z = std::find_if(zeros.begin(), zeros.end(),
                           [&](const Tensor& t) { return t.data() == gk.data(); });
+    if (z != zeros.end()) {
+      zeros.erase(z);
+      a.fresh_grads |= 1u << k;
+      continue;
+    }
     auto p = std::find_if(ne.params.begin(), ne.params.end(), [&](const NodeExec::ParamUse& u) {
       return u.grad_scratch.data() == gk.data();
     });
-    if (z != zeros.end()) {
-      zeros.erase(z);
-    } else if (p != ne.params.end()) {
-      p->fresh = true;
-    } else {
-      continue;  // a gradient that accumulates (the ParamStore's, over micro-batches)
-    }
+    if (p == ne.params.end()) continue;  // accumulates (the ParamStore's, over micro-batches)
+    p->fresh = true;
     a.fresh_grads |= 1u << k;
   }
 }
