@@ -131,7 +131,7 @@ void ParamStore::Initialize(const Graph& graph, uint64_t seed,
                             const std::function<void(int64_t, int64_t)>& done,
                             const InitSlicer* slicer) {
   const Status drawn = Fill(
-      [&](int slot, float* dst, int64_t whole, const Ranges&) {
+      [&](int slot, float* dst, int64_t whole, const Ranges&, int64_t) {
         DrawInitial(graph, seed, slot, dst, whole);
         return OkStatus();
       },
@@ -144,97 +144,6 @@ void ParamStore::DrawInitial(const Graph& graph, uint64_t seed, int slot, float*
   const ParamSlot& s = slots_[slot];
   std::mt19937_64 gen(seed ^ Fnv1a(s.name));
   Draw(graph.tensors[s.tensor].init, gen, dst, whole);
-}
-
-ParamStore::Ranges ParamStore::KeptRanges(int slot, const Ranges& persistent, bool owned) const {
-  const ParamSlot& s = slots_[slot];
-  Ranges out;
-  auto add = [&](int64_t flat_begin, int64_t count) {
-    const int64_t lo = std::max(flat_begin, s.offset);
-    const int64_t hi = std::min(flat_begin + count, s.offset + s.numel);
-    if (lo < hi) out.push_back({lo - s.offset, hi - s.offset});
-  };
-  if (owned)
-    for (const ShardSegment& g : layout_.segments) add(g.flat_begin, g.count);
-  for (const auto& [offset, count] : persistent) add(offset, count);
-  std::sort(out.begin(), out.end());
-  Ranges merged;
-  for (const auto& r : out) {
-    if (!merged.empty() && r.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, r.second);
-    else
-      merged.push_back(r);
-  }
-  if (merged.empty()) merged.push_back({0, 0});  // nothing kept: an empty range, not "all"
-  return merged;
-}
-
-ParamStore::Ranges ParamStore::NeededRanges(int slot, const InitSlicer* slicer,
-                                            const Ranges* persistent) const {
-  const ParamSlot& s = slots_[slot];
-  const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
-  if (whole != s.numel) return slicer->needed ? slicer->needed(slot) : Ranges{};
-  if (persistent && layout_.partition_params) return KeptRanges(slot, *persistent);
-  return {};
-}
-
-namespace {
-
-// A float buffer that grows without zero-filling: every element Fill reads from it was
-// written by the source first, so a value-initializing std::vector would only add a pass of
-// memset over fresh pages (10% of a 1B model's load, perf).
-class Scratch {
- public:
-  float* Get(int64_t n) {
-    if (n > size_) {
-      data_.reset(new float[n]);
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<float[]> data_;
-  int64_t size_ = 0;
-};
-
-}  // namespace
-
-Status ParamStore::Fill(const ParamSource& source,
-                        const std::function<void(int64_t, int64_t)>& done, const InitSlicer* slicer,
-                        const Ranges* persistent) {
-  const Ranges all;
-  const bool partial = persistent && layout_.partition_params;
-  // Sharded: one parameter at a time through a scratch buffer, so no full fp32 copy exists.
-  Scratch one, full;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const ParamSlot& s = slots_[i];
-    float* p = master_.f32() + s.offset;
-    if (master_sharded_) {
-      p = one.Get(s.numel);  // only the needed ranges are read and stored
-      if (!partial) std::fill(p, p + s.numel, 0.0f);
-    }
-    const int slot = static_cast<int>(i);
-    const int64_t whole = slicer ? slicer->full_numel(slot) : s.numel;
-    const Ranges kept = partial && whole == s.numel ? KeptRanges(slot, *persistent) : all;
-    if (whole == s.numel) {
-      DS_RETURN_IF_ERROR(source(slot, p, s.numel, kept));
-    } else {
-      float* f = full.Get(whole);
-      DS_RETURN_IF_ERROR(source(slot, f, whole, NeededRanges(slot, slicer, persistent)));
-      slicer->take(slot, f, p);
-    }
-    if (master_sharded_ && kept.empty()) SetRange(s.offset, s.numel, p);
-    // Stage 3, kept ranges only: the owned values into the master and parameter shard; the
-    // flat copy only where a persistent unit keeps it (the rest would be released unread).
-    for (const auto& [lo, hi] : kept) SetRange(s.offset + lo, hi - lo, p + lo, false);
-    if (partial)
-      for (const auto& [lo, hi] : KeptRanges(slot, *persistent, /*owned=*/false))
-        StoreFlatCopy(s.offset + lo, hi - lo, p + lo);
-    if (done) done(s.offset + s.numel, s.numel);
-  }
-  if (!master_sharded_) SyncModelFromMaster();
-  return OkStatus();
 }
 
 int64_t ParamStore::ShardBound(int64_t flat_end) const {
@@ -312,17 +221,17 @@ void ParamStore::Shard(const ShardLayout& layout) {
                           layout.segments[0].count == total_ &&
                           layout.segments[0].shard_offset == 0;
   if (everything && !layout.partition_grads && !layout.partition_params) return;
+  DS_CHECK(version_ == 0, "ParamStore::Shard after values were set: it keeps none of them");
   layout_ = layout;
   const size_t size = DTypeSize(model_dtype_);
   const int64_t shard = std::max<int64_t>(1, layout.shard_elements);
   if (mixed() || layout.partition_params) {
     // A swapped master (in fp32 with swapped parameters: the parameter shard) is sparse staging.
+    // Fresh buffers read as zero, as the master still is (Shard comes before any value is set):
+    // nothing to copy, and no page is touched until the values come (a 1B model's rank zeroed
+    // 3.5 GB here before its load began).
     Buffer m = layout.swap_master ? Buffer::AllocateSparse(shard * sizeof(float))
                                   : Alloc(shard * sizeof(float));
-    for (const ShardSegment& g : layout.segments)  // a swapped master stays untouched: zeros
-      if (!layout.swap_master)
-        std::memcpy(m.f32() + g.shard_offset, master_.f32() + g.flat_begin,
-                    g.count * sizeof(float));
     if (!mixed()) model_ = std::move(master_);
     master_ = std::move(m);
     master_sharded_ = true;
@@ -333,9 +242,8 @@ void ParamStore::Shard(const ShardLayout& layout) {
     model_ = Buffer::AllocateSparse(total_ * size);
     if (mixed()) {
       // A swapped shard stays untouched (zeros, as the master still is).
-      param_shard_ =
+      param_shard_ =  // zeros, as the master: 0.0f in bf16 and f16 is all zero bits
           layout.swap_params ? Buffer::AllocateSparse(shard * size) : Alloc(shard * size);
-      if (!layout.swap_params) SyncModelFromMaster();
     }
   }
   if (layout.partition_grads) {
@@ -369,6 +277,12 @@ void ParamStore::StoreFlatCopy(int64_t offset, int64_t count, const float* value
   if (!model_.data()) return;
   const size_t size = DTypeSize(model_dtype_);
   StoreRange(values, static_cast<char*>(model_.data()) + offset * size, model_dtype_, count);
+}
+
+void ParamStore::StoreShard(int64_t pos, int64_t count, const float* values) {
+  if (!param_shard_.data()) return;
+  StoreRange(values, static_cast<char*>(param_shard_.data()) + pos * DTypeSize(model_dtype_),
+             model_dtype_, count);
 }
 
 void ParamStore::SetRange(int64_t offset, int64_t count, const float* values, bool flat_copy) {

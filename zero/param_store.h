@@ -108,18 +108,21 @@ class ParamStore {
   void Initialize(const Graph& graph, uint64_t seed,
                   const std::function<void(int64_t flat_end, int64_t numel)>& done = {},
                   const InitSlicer* slicer = nullptr);
-  // Sets every parameter from `source`, one at a time as Initialize draws them: source(slot,
-  // dst, whole, needed) writes slot's tensor (`whole` elements: the full tensor under a
-  // slicer, which then keeps the rank's part and says which of the full tensor's elements it
-  // reads) as fp32, at least its elements in `needed`
-  // (sorted, disjoint [begin, end) ranges of the tensor; empty: all of them). Given
+  // Sets every parameter from `source`, one at a time as Initialize draws them (param_fill.cc):
+  // source(slot, dst, whole, needed, first) writes slot's tensor (`whole` elements: the full
+  // tensor under a slicer, which then keeps the rank's part and says which of the full tensor's
+  // elements it reads) as fp32, at least its elements in `needed` (sorted, disjoint [begin,
+  // end) ranges of the tensor; empty: all of them), element i at dst[i - first]. Given
   // `persistent` (the flat ranges of stage 3's units that stay gathered) with partitioned
-  // parameters, a rank reads and stores only what it keeps: its owned segments and those
-  // ranges; the rest of the flat copy is the caller's to release. No full-model buffer is
-  // made: a scratch of the largest parameter. `done` as Initialize's. The first error stops it.
+  // parameters, a rank reads and stores only what it keeps, its owned segments and those
+  // ranges, asked for in chunks of one range each (`first` its begin) and read straight into
+  // the master; the rest of the flat copy is the caller's to release. No full-model buffer is
+  // made: at most a scratch of the largest parameter. `done` as Initialize's. The first error
+  // stops it.
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;
-  using ParamSource =
-      std::function<Status(int slot, float* dst, int64_t whole, const Ranges& needed)>;
+  static constexpr int64_t kFillChunk = int64_t{1} << 22;  // values per stage-3 Fill call
+  using ParamSource = std::function<Status(int slot, float* dst, int64_t whole,
+                                           const Ranges& needed, int64_t first)>;
   // What Initialize draws for `slot` (its whole tensor of `whole` elements).
   void DrawInitial(const Graph& graph, uint64_t seed, int slot, float* dst, int64_t whole) const;
   Status Fill(const ParamSource& source,
@@ -140,8 +143,9 @@ class ParamStore {
   void SyncModelFromMaster();
 
   // ZeRO: keeps this rank's part as `layout` says (see the file comment). Call once, before
-  // Initialize / SetFromFull and before anything takes views of the flat buffers (executor,
-  // optimizer). Without a call, the rank owns everything as one segment.
+  // Initialize / SetFromFull (the buffers it makes start as zeros; a layout that keeps
+  // everything changes nothing and may come later) and before anything takes views of the flat
+  // buffers (executor, optimizer). Without a call, the rank owns everything as one segment.
   void Shard(const ShardLayout& layout);
   bool master_sharded() const { return master_sharded_; }
   bool grads_partitioned() const { return layout_.partition_grads; }
@@ -237,6 +241,13 @@ class ParamStore {
   void SetRange(int64_t offset, int64_t count, const float* values, bool flat_copy = true);
   // The flat model copy of [offset, offset + count) only (stage 3's persistent units).
   void StoreFlatCopy(int64_t offset, int64_t count, const float* values);
+  // The parameter shard's [pos, pos + count) from fp32 `values` (stage 3, mixed), else nothing.
+  void StoreShard(int64_t pos, int64_t count, const float* values);
+  // The master of flat [offset, offset + count) when one owned segment holds all of it, else
+  // null.
+  float* OwnedMaster(int64_t offset, int64_t count) const;
+  // Fill's stage-3 path for one slot without a slicer (param_fill.cc); `chunk` holds one chunk.
+  Status FillKept(int slot, const ParamSource& source, const Ranges& persistent, float* chunk);
   // A zeroed buffer: sparse with sparse_host_.
   Buffer Alloc(size_t bytes) const {
     return sparse_host_ ? Buffer::AllocateSparse(bytes) : Buffer::Allocate(bytes);

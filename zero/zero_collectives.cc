@@ -11,6 +11,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/core/proto_dtype.h"
+#include "runtime/core/tensor.h"
 #include "zero/device_states.h"
 #include "zero/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
@@ -256,7 +257,7 @@ Status StagingCopies(DeviceStates* d, const proto::Collective& c, bool to_host) 
 // The staging arena (host or device memory), allocated once.
 struct ZeroCollectives::Impl {
   zero::StagingArena arena;
-  std::vector<char> host;
+  Buffer host;  // fresh pages: touched only as the buckets first use them
   DeviceBuffer device;
   char* base = nullptr;
   char* At(int id) const { return id < 0 ? nullptr : base + arena.offset.at(id); }
@@ -321,8 +322,8 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
                                                          std::max<int64_t>(1, m.arena.bytes)));
     m.base = static_cast<char*>(m.device.data());
   } else {
-    m.host.assign(std::max<int64_t>(1, m.arena.bytes), 0);
-    m.base = m.host.data();
+    m.host = Buffer::Allocate(std::max<int64_t>(1, m.arena.bytes));
+    m.base = static_cast<char*>(m.host.data());
   }
   return z;
 }

@@ -376,7 +376,7 @@ Status Trainer::InitializeWeights() {
   if (frozen_) frozen_->Initialize(graph_, config_.seed);  // the base weights draw as unfrozen
   if (swapper_)
     return InitializeStreaming(
-        [this](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {
+        [this](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&, int64_t) {
           params_->DrawInitial(graph_, config_.seed, slot, dst, whole);
           return OkStatus();
         });

@@ -336,7 +336,7 @@ Status Trainer::SaveCheckpoint() {
 Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   DS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile file, ckpt::SafetensorsFile::Open(path));
   int kept = 0;
-  auto source = [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) {
+  auto source = [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&, int64_t) {
     const zero::ParamSlot& s = params_->slots()[slot];
     auto t = file.Get(s.name);
     if (!t.ok() && (keep_missing || IsLoraParam(s.name))) {  // LoRA: adapters start fresh
@@ -354,7 +354,8 @@ Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
   DS_RETURN_IF_ERROR(InitializeStreaming(source));
   int frozen = 0;  // LoRA's base weights, by their names
   if (frozen_) {
-    DS_RETURN_IF_ERROR(frozen_->Fill([&](int slot, float* dst, int64_t, const auto&) -> Status {
+    DS_RETURN_IF_ERROR(frozen_->Fill([&](int slot, float* dst, int64_t, const auto&,
+                                         int64_t) -> Status {
       const zero::ParamSlot& s = frozen_->slots()[slot];
       auto t = file.Get(s.name);
       if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");

@@ -120,7 +120,7 @@ Status Trainer::LoadAdapter(const std::string& dir) {
                            ", the job's adapter is " + ShapeToString(s.shape));
   }
   DS_RETURN_IF_ERROR(InitializeStreaming(
-      [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&) -> Status {
+      [&](int slot, float* dst, int64_t whole, const zero::ParamStore::Ranges&, int64_t) -> Status {
         const std::string name = "base_model.model." + params_->slots()[slot].name;
         DS_ASSIGN_OR_RETURN(OwnedTensor v, f.CopyOut(name, DType::kF32));
         std::memcpy(dst, v.f32(), whole * sizeof(float));

@@ -3,8 +3,8 @@
 # (random, tools/bench/make_hf_model.py; 494M parameters, 151936 vocabulary, q/k/v biases)
 # trained 10 steps at T 256 from `model: {hf: DIR}` by ds-worker, beside the same folder
 # trained by transformers + PyTorch (tools/bench/transformers_finetune.py: same batches, AdamW,
-# clipping, threads), in fp32 (and PyTorch's bf16 autocast for reference). Prints the median
-# step time after 2 warm-up steps, tokens/s, peak RSS, the ratio and both first losses.
+# clipping, threads), in fp32 and in bf16 (ours: bf16: {enabled: true}; PyTorch's: autocast).
+# Prints the median step time after 2 warm-up steps, tokens/s, peak RSS and the first losses.
 #
 #   tools/bench/hf_finetune.sh          (B=1 T=256 STEPS=10 THREADS=2; COMPILE=1 adds
 #                                        torch.compile; WORK=dir keeps the model)
@@ -34,16 +34,23 @@ training: {train_iters: $STEPS}
 monitor: {csv: $WORK/ds.csv, log_interval: 1}
 device: {threads: $THREADS}
 YAML
-echo "== Qwen2.5-0.5B shape, fp32, B=$B T=$T, $STEPS steps (median after 2), $THREADS threads"
-echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
-bin/ds-worker --config "$WORK/job.yaml" > "$WORK/ds.out" 2>&1 || { tail -5 "$WORK/ds.out"; exit 1; }
-python3 - "$WORK/ds.csv" <<'PY'
+echo "== Qwen2.5-0.5B shape, fp32 weights, B=$B T=$T, $STEPS steps (median after 2), $THREADS threads"
+echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(grep -o 'avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | paste -sd' ' | sed 's/^$/no bf16 instructions/')"
+# ds-runtime in fp32, then in bf16 mixed precision (bf16 weights and products, fp32 master and
+# optimizer states) beside PyTorch's autocast.
+for prec in fp32 bf16; do
+  job=$WORK/job.yaml
+  [[ $prec == bf16 ]] && { job=$WORK/job_bf16.yaml; sed "s|ds.csv|ds_bf16.csv|" "$WORK/job.yaml" > "$job"; echo "bf16: {enabled: true}" >> "$job"; }
+  csv=$(sed -n 's/.*csv: \([^,}]*\).*/\1/p' "$job")
+  bin/ds-worker --config "$job" > "$WORK/ds_$prec.out" 2>&1 || { tail -5 "$WORK/ds_$prec.out"; exit 1; }
+  python3 - "$csv" "$prec" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 ms = sorted(float(r["step_ms"]) for r in rows[2:])[len(rows[2:]) // 2]
-print(f"ds-runtime: ms_per_step={ms:.1f} tokens_per_s={float(sorted(float(r['tokens_per_s']) for r in rows[2:])[len(rows[2:]) // 2]):.1f} "
+print(f"ds-runtime {sys.argv[2]}: ms_per_step={ms:.1f} tokens_per_s={float(sorted(float(r['tokens_per_s']) for r in rows[2:])[len(rows[2:]) // 2]):.1f} "
       f"peak_rss_mib={max(int(r['peak_rss_bytes']) for r in rows) / 2**20:.0f} first_loss={rows[0]['loss']}")
 PY
+done
 if "$PEER" -c "import transformers" 2>/dev/null; then
   echo "PyTorch $("$PEER" -c 'import torch; print(torch.__version__)'), transformers $("$PEER" -c 'import transformers; print(transformers.__version__)'):"
   modes=("" "--bf16"); [[ ${COMPILE:-0} == 1 ]] && modes+=("--compile" "--bf16 --compile")

@@ -5,7 +5,8 @@
 # ranks. Each rank reports when its weights are in (trainer_hf.cc): the time, the values it
 # read (its ZeRO-3 partition and the persistent units only), its peak RSS beside its planned
 # model states and the largest parameter; the job is stopped there (the benchmark is the load,
-# not a step). Cold (page cache dropped, needs root) and warm, beside reading the file once
+# not a step), and how long after its process started that came (the plan, groups and buffers
+# before the load count there). Cold (page cache dropped, needs root) and warm, beside reading the file once
 # (cat), the least work such a load has to do (tools/bench/hf_load_floor.py: each rank's half
 # read into a fresh fp32 master and bf16 shard), transformers' from_pretrained (bf16, fp32)
 # and DeepSpeed's zero.Init +
@@ -44,8 +45,8 @@ echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) 
 echo "== $(du -h "$MODEL"/*.safetensors | awk '{print $1}') of bf16 in $(ls "$MODEL"/*.safetensors | wc -l) file(s)"
 # The disk of a virtual machine varies from minute to minute (the same cold read took 2.1 s
 # and 5.7 s a few minutes apart here), so each figure is taken ROUNDS times, interleaved: cat,
-# the load, the floor, one after the other, cold then warm, and the medians are compared.
-ROUNDS=${ROUNDS:-3}
+# the load and the floor, one after the other, cold then warm, and the medians are compared.
+ROUNDS=${ROUNDS:-2}
 ds_load() {  # ds_load TAG: both ranks' load times, appended to $WORK/ds_TAG.txt
   rm -f "$WORK/run.out"
   bin/ds-launch "$WORK/job.yaml" --hostfile "$WORK/hosts" > "$WORK/run.out" 2>&1 &
@@ -56,7 +57,17 @@ ds_load() {  # ds_load TAG: both ranks' load times, appended to $WORK/ds_TAG.txt
   pkill -TERM -f "ds-launch $WORK/job.yaml"; wait 2>/dev/null
   grep "values from" "$WORK/run.out" | sed 's/.*\] rank/  rank/' | tee -a "$WORK/ds_$1.log" |
     sed -n 's/.* in \([0-9.]*\) s.*/\1/p' >> "$WORK/ds_$1.txt"
+  grep "values from" "$WORK/run.out" | sed -n 's/.*(\([0-9.]*\) s after the worker started.*/\1/p' \
+    >> "$WORK/start_$1.txt"
 }
+# This machine is a virtual machine whose free memory goes back to its host some seconds after
+# it is freed (virtio-balloon's free page reporting): a page first touched after that costs ~10x
+# one the guest still holds (a 3.5 GiB numpy array: 6.4 s fresh, 0.63 s right after another was
+# freed), and a load is mostly first touches of its new states. 8 s after the previous
+# contender was not enough: the floor then took 6.5 s and the load 7.5 s, each 30 s after, 9.4
+# and 11.9 s. So every contender starts SETTLE (30) seconds after the one before, and the load
+# and the floor take turns going first (odd rounds the load, even rounds the floor).
+settle() { sleep "${SETTLE:-30}"; }
 # The floor: the least work of the same load (tools/bench/hf_load_floor.py), 2 processes at once
 # with one thread each as the ranks run.
 floor_load() {
@@ -65,15 +76,17 @@ floor_load() {
   cat "$WORK"/floor0.out "$WORK"/floor1.out | sed -n 's/.* \([0-9.]*\) s (read.*/\1/p' >> "$WORK/floor_$1.txt"
 }
 median() { sort -g "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-rm -f "$WORK"/ds_*.txt "$WORK"/ds_*.log "$WORK"/floor_*.txt "$WORK"/cat_*.txt
+rm -f "$WORK"/ds_*.txt "$WORK"/ds_*.log "$WORK"/start_*.txt "$WORK"/floor_*.txt "$WORK"/cat_*.txt
 for round in $(seq 1 "$ROUNDS"); do
   for cache in cold warm; do
     [[ $cache == cold ]] && drop
+    settle
     /usr/bin/time -f "%e" -a -o "$WORK/cat_$cache.txt" cat "$MODEL"/*.safetensors > /dev/null
-    [[ $cache == cold ]] && drop
-    ds_load $cache
-    [[ $cache == cold ]] && drop
-    floor_load $cache
+    for who in $( ((round % 2)) && echo "ds_load floor_load" || echo "floor_load ds_load"); do
+      [[ $cache == cold ]] && drop
+      settle
+      $who $cache
+    done
   done
 done
 for cache in cold warm; do
@@ -82,6 +95,7 @@ for cache in cold warm; do
   echo "  read the file once (cat):                  $c s   (all: $(tr '\n' ' ' < "$WORK/cat_$cache.txt"))"
   echo "  floor: read + fp32 master + bf16 shard:    $f s   (all: $(tr '\n' ' ' < "$WORK/floor_$cache.txt"))"
   echo "  ds-runtime ZeRO-3 DP 2, each rank:         $d s   (all: $(tr '\n' ' ' < "$WORK/ds_$cache.txt"))"
+  echo "  the same, from the worker's start:         $(median "$WORK/start_$cache.txt") s   (all: $(tr '\n' ' ' < "$WORK/start_$cache.txt"))"
   awk -v d="$d" -v c="$c" -v f="$f" 'BEGIN { printf "  ds-runtime / cat %.2fx, ds-runtime / floor %.2fx\n", d/c, d/f }'
 done
 echo "ds-runtime's last line per rank:"
