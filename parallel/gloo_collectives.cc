@@ -7,7 +7,8 @@
 // names its peer (Progress), so a dead rank is reported as "receiving from rank 3". The
 // algorithms are the bandwidth-optimal ones for a ring:
 //   AllReduce      ring reduce-scatter then ring all-gather, in place; 2(n-1) steps, each
-//                  moving count/n elements per rank (what gloo's ring and NCCL's ring do)
+//                  moving count/n elements per rank (what gloo's ring and NCCL's ring do);
+//                  two ranks: one exchange of the whole buffer (AllReducePair)
 //   ReduceScatter  ring, accumulating into two alternating chunk-sized scratch buffers;
 //                  ReduceScatterV the same over its unequal chunks (a step moves at most the
 //                  largest chunk, so n-1 steps cost (n-1) x max(counts) per rank)
@@ -56,6 +57,8 @@ constexpr uint64_t kHashMask = 0x00ffffffffffff00ull;  // low byte: phase within
 constexpr size_t kBroadcastSegmentBytes = 1 << 20;
 // Up to this size (the larger of input and output) a collective is latency-bound: OneHop.
 constexpr int64_t kOneHopBytes = 64 << 10;
+// Two ranks all-reduce up to this size in one exchange of the whole buffer (AllReducePair).
+constexpr size_t kPairBytes = size_t{64} << 20;
 
 uint64_t Mix(uint64_t h, uint64_t v) {  // splitmix64 over the running hash
   uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
@@ -195,6 +198,10 @@ Status GlooCommunicator::Run(const CommOp& op) {
           OneHop(op, &progress);
           break;
         }
+        if (op.kind == CommOpKind::kAllReduce && size() == 2 && op.in.bytes() <= kPairBytes) {
+          AllReducePair(op, &progress);
+          break;
+        }
         if (op.kind == CommOpKind::kAllReduce) AllReduceRing(op, &progress);
         if (op.kind == CommOpKind::kReduceScatter || op.kind == CommOpKind::kReduceScatterV) {
           ReduceScatterRing(op, &progress);
@@ -282,6 +289,31 @@ void GlooCommunicator::OneHop(const CommOp& op, Progress* progress) {
   const int64_t count = chunk / DTypeSize(op.in.dtype);
   std::memcpy(result, parts, chunk);
   for (int k = 1; k < n; ++k) ReduceInto(result, parts + k * chunk, count, op.in.dtype, op.reduce);
+}
+
+// Two ranks: each sends its whole buffer and adds the other's. The ring moves the same bytes
+// (two halves) in two hops, each a wake-up of both ranks' Gloo threads, which on a busy host
+// costs more than the half-buffer saves (TP's activation all-reduces, ~1 MiB each); the scratch
+// is the whole buffer, hence kPairBytes. Both ranks compute rank 0's value op rank 1's, so they
+// hold the same bits (max of -0 and +0 too); a sum's bits are the ring's, whose chunks add the
+// same two values (IEEE addition commutes).
+void GlooCommunicator::AllReducePair(const CommOp& op, Progress* progress) {
+  const int peer = 1 - rank();
+  const uint64_t slot = CollectiveSlot(op);
+  const size_t bytes = op.in.bytes();
+  char* data = Bytes(op.in);
+  char* other = Scratch(bytes);
+  Transfers t(this, progress);
+  const int rx = t.Recv(peer, slot, other, bytes);
+  const int tx = t.Send(peer, slot, data, bytes);
+  t.Wait(rx);
+  t.Wait(tx);  // the send reads `data`: reduce into it only after
+  if (rank() == 0) {
+    ReduceInto(data, other, op.in.count, op.in.dtype, op.reduce);
+  } else {
+    ReduceInto(other, data, op.in.count, op.in.dtype, op.reduce);
+    std::memcpy(data, other, bytes);
+  }
 }
 
 void GlooCommunicator::AllReduceRing(const CommOp& op, Progress* progress) {

@@ -85,7 +85,8 @@ class GlooCommunicator final : public Communicator {
 
   // The algorithms (gloo_collectives.cc). Run on the comm thread; they throw Gloo's
   // exceptions, which Run() converts, naming the peer recorded in `progress`.
-  void OneHop(const CommOp& op, Progress* progress);  // small AllReduce/RS/RSV/AG/Broadcast
+  void OneHop(const CommOp& op, Progress* progress);         // small AllReduce/RS/RSV/AG/Broadcast
+  void AllReducePair(const CommOp& op, Progress* progress);  // two ranks, up to 64 MiB
   void AllReduceRing(const CommOp& op, Progress* progress);
   void ReduceScatterRing(const CommOp& op, Progress* progress);  // ReduceScatter(V)
   void AllGatherRing(const CommOp& op, Progress* progress);
