@@ -30,6 +30,10 @@ struct Kernel {
   // host executor binds a bf16 model's parameter there as stored instead of widening it to an
   // fp32 scratch (linear's weight, which its products would round back to bf16).
   uint32_t bf16_inputs = 0;
+  // Inputs (bit k) the kernel reads as bf16 tensors whenever a host executor runs a bf16 model,
+  // whatever OpArgs::matmul says: it only copies values out (embedding's row gather), which
+  // gives the widened copy's values bit for bit without widening the whole table each step.
+  uint32_t bf16_reads = 0;
   // The backward honours OpArgs::fresh_grads (writes a fresh gradient whole, ignored rows and
   // all), so the executor need not zero those buffers first.
   bool overwrites_fresh_grads = false;

@@ -3,6 +3,7 @@
 // channels, not the tokens, so repeated ids never race and the sum order is fixed.
 // Backward reads ids only. Vocab-parallel (attrs vocab_start, vocab_size): the weight holds rows
 // [vocab_start, vocab_start + V) of vocab_size; other ids give zero rows and no gradient.
+// A bf16 weight (a bf16 model's table, read as stored) is widened row by row as gathered.
 #include <algorithm>
 #include <cstring>
 
@@ -26,16 +27,24 @@ Status Forward(const OpArgs& args) {
       return InvalidArgumentError(StrCat("embedding: token id ", ids[i], " at position ", i,
                                          " is out of range for vocabulary size V=", vocab));
   }
-  const float* w = weight.f32();
+  // A bf16 model's table as stored (Kernel::bf16_reads): only the gathered rows are widened.
+  const bool bf16 = weight.dtype() == DType::kBF16;
+  const float* w = bf16 ? nullptr : weight.f32();
+  const uint16_t* w16 = bf16 ? static_cast<const uint16_t*>(weight.data()) : nullptr;
   float* out = args.out[0].f32();
   ParallelFor(n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
               [&](int64_t begin, int64_t end) {
                 for (int64_t i = begin; i < end; ++i) {
                   const int64_t row = ids[i] - start;
-                  if (row >= 0 && row < rows)
-                    std::memcpy(out + i * c, w + row * c, c * sizeof(float));
-                  else
-                    std::memset(out + i * c, 0, c * sizeof(float));
+                  float* o = out + i * c;
+                  if (row < 0 || row >= rows) {
+                    std::memset(o, 0, c * sizeof(float));
+                  } else if (bf16) {
+                    const uint16_t* src = w16 + row * c;
+                    for (int64_t j = 0; j < c; ++j) o[j] = Bf16ToFloat(src[j]);
+                  } else {
+                    std::memcpy(o, w + row * c, c * sizeof(float));
+                  }
                 }
               });
   return OkStatus();
@@ -65,8 +74,13 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("embedding", Device::kCpu, DType::kF32, {Forward, Backward});
+Kernel MakeKernel() {
+  Kernel k{Forward, Backward};
+  k.bf16_reads = 1u << 1;  // the table
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("embedding", Device::kCpu, DType::kF32, MakeKernel());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -1,7 +1,7 @@
 // Kernel::overwrites_fresh_grads and Kernel::bf16_inputs: a kernel told that its gradients are
 // fresh (OpArgs::fresh_grads) writes them whole, so buffers full of NaN give what zeroed buffers
 // accumulate; without the bits it adds into them. linear reads a bf16 weight as stored with the
-// products its widened fp32 copy gives.
+// products its widened fp32 copy gives, and embedding (Kernel::bf16_reads) gathers its rows.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -122,6 +122,32 @@ TEST_CASE("linear multiplies a bf16 weight as stored, as its widened copy", "[ke
   CHECK(SameBits(y[0].view(), y[1].view()));
   CHECK(SameBits(dx[0].view(), dx[1].view()));
   CHECK(SameBits(dw[0].view(), dw[1].view()));
+}
+
+TEST_CASE("embedding gathers a bf16 table as stored, as its widened copy", "[kernels][bf16]") {
+  const Kernel* k = FindKernel("embedding", Device::kCpu, DType::kF32);
+  REQUIRE(k);
+  CHECK(k->bf16_reads == (1u << 1));  // the table, in any product mode
+  CHECK(k->bf16_inputs == 0u);
+  std::mt19937 rng(6);
+  OwnedTensor w32 = RandomTensor({50, 24}, rng), w16({50, 24}, DType::kBF16);
+  ConvertF32ToBf16(w32.view().f32(), static_cast<uint16_t*>(w16.view().data()), 50 * 24);
+  ConvertBf16ToF32(static_cast<const uint16_t*>(w16.view().data()), w32.view().f32(), 50 * 24);
+  OwnedTensor dy = RandomTensor({2, 3, 24}, rng);
+  std::vector<OwnedTensor> y, dw;
+  for (const OwnedTensor* w : {&w32, &w16}) {
+    OpHarness h("embedding", Attrs());
+    h.inputs.push_back(IntTensor({2, 3}, {0, 49, 7, 7, 13, 0}));
+    h.inputs.push_back(testing::CopyOf(w->view()));
+    h.outputs.emplace_back(Shape{2, 3, 24}, DType::kF32);  // host activations are fp32
+    REQUIRE(h.Forward().ok());
+    y.push_back(testing::CopyOf(h.outputs[0].view()));
+    dw.push_back(Filled({50, 24}, 0.f));
+    REQUIRE(h.Backward({dy.view()}, {Tensor(), dw.back().view()}).ok());
+  }
+  CHECK(SameBits(y[0].view(), y[1].view()));
+  CHECK(SameBits(dw[0].view(), dw[1].view()));
+  CHECK(y[1].view().f32()[24 + 5] == w32.view().f32()[49 * 24 + 5]);  // token 1 is id 49
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ StatusOr<char*> Executor::Arena(size_t bytes, Buffer* host) {
 // Generation's state (KV caches, positions): the caller's buffers, checked against the graph.
 void Executor::WidenParams(const NodeExec& n) const {
   for (const NodeExec::ParamUse& u : n.params) {
-    if (!u.scratch.defined()) continue;  // the kernel reads it in bf16 (Kernel::bf16_inputs)
+    if (!u.scratch.defined()) continue;  // the kernel reads it in bf16 (bf16_inputs, bf16_reads)
     const uint16_t* src = static_cast<const uint16_t*>(params_->ModelView(*u.slot).data());
     if (params_->model_dtype() == DType::kBF16)
       ConvertBf16ToF32(src, u.scratch.f32(), u.slot->numel);

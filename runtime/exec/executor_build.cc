@@ -246,9 +246,11 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
         a.in.push_back(Tensor(p, slot->shape, m));
         node_slots_[i].push_back(static_cast<int>(slot - params_->slots().data()));
       } else if (params_->mixed()) {
-        // A kernel that multiplies bf16 reads a bf16 weight where it is stored (no widening).
-        const bool as_bf16 = a.matmul == DType::kBF16 && params_->model_dtype() == DType::kBF16 &&
-                             (ne.kernel->bf16_inputs >> k & 1u);
+        // A kernel that multiplies bf16, or only copies values out, reads a bf16 weight where it
+        // is stored (no widening).
+        const bool as_bf16 = params_->model_dtype() == DType::kBF16 &&
+                             ((a.matmul == DType::kBF16 && (ne.kernel->bf16_inputs >> k & 1u)) ||
+                              (ne.kernel->bf16_reads >> k & 1u));
         NodeExec::ParamUse use{slot, Tensor(sc + used, slot->shape, DType::kF32),
                                gsc ? Tensor(gsc + used, slot->shape, DType::kF32) : Tensor()};
         used += AlignUp(slot->numel * 4);

@@ -18,7 +18,8 @@ struct Executor::NodeExec {
   kernels::OpArgs args;                      // forward and backward share one argument set
   std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
   // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view). The scratch view
-  // is undefined where the kernel reads the 16-bit parameter itself (Kernel::bf16_inputs).
+  // is undefined where the kernel reads the 16-bit parameter itself (Kernel::bf16_inputs,
+  // Kernel::bf16_reads).
   struct ParamUse {
     const zero::ParamSlot* slot;
     Tensor scratch;
