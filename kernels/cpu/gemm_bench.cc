@@ -4,6 +4,14 @@
 // fp32. Prints GFLOP/s at the median of the timed calls, and oneDNN's instruction set.
 //
 //   bazel run -c opt //kernels/cpu:gemm_bench -- [--threads N] [--shape small|gpt2-small|all]
+//                                                [--cold 1]
+//
+// --cold 1 writes a 512 MiB buffer before each timed call, so the operands and the output come
+// from memory as in a training step, where the step's other tensors have pushed them out of the
+// caches; warm (the default), repeated calls find them cached. On a 2-core VM with AMX the bf16
+// products ran at 0.27-0.67x their warm rate cold (mlp.fc forward 1735 -> 469 GFLOP/s), the
+// rates a step's own products reach (DNNL_VERBOSE over a step): writing the fp32 output costs
+// what the product does.
 //
 // Shapes: a linear layer over B*T = 1024 rows: forward (x W^T), input gradient (dy W) and
 // weight gradient (dy^T x), for qkv, the attention projection, the MLP and the logits; then
@@ -13,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -35,17 +44,27 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median seconds of `fn` over at least 5 calls and 0.3 s, after two warm-up calls.
+bool cold = false;  // --cold: caches evicted before each timed call
+
+// Writes one byte per cache line of a buffer larger than the caches the operands would sit in.
+void EvictCaches() {
+  static std::vector<char> junk(size_t{512} << 20, 1);
+  for (size_t i = 0; i < junk.size(); i += 64) junk[i]++;
+}
+
+// Median seconds of `fn` over at least 5 calls and 0.3 s of calls, after two warm-up calls;
+// with --cold, 5 calls, the caches evicted before each (not timed).
 double Time(const std::function<void()>& fn) {
   fn();
   fn();
   std::vector<double> t;
-  const auto start = std::chrono::steady_clock::now();
-  while (t.size() < 5 ||
-         std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
+  double timed = 0;
+  while (t.size() < 5 || (timed < 0.3 && !cold)) {  // cold: 5 calls (each evicts 512 MiB)
+    if (cold) EvictCaches();
     const auto a = std::chrono::steady_clock::now();
     fn();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    timed += t.back();
   }
   return Median(t);
 }
@@ -101,12 +120,15 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--shape") == 0)
       shape = argv[i + 1];
+    else if (std::strcmp(argv[i], "--cold") == 0)
+      ds::kernels::cpu::cold = std::atoi(argv[i + 1]) != 0;
   }
   omp_set_num_threads(threads);
   using namespace ds::kernels::cpu;
   std::printf("gemm_bench: %d threads, oneDNN ISA %s, native bf16 products: %s\n", threads,
               OneDnnIsa().c_str(), HasNativeBf16Gemm() ? "yes" : "no (bf16-onednn is emulated)");
-  std::printf("GFLOP/s at the median call; bf16 inputs, fp32 accumulation and output\n");
+  std::printf("GFLOP/s at the median call%s; bf16 inputs, fp32 accumulation and output\n",
+              cold ? ", caches evicted before each (--cold)" : ", operands cached (warm)");
   std::printf("%-10s %-6s %-21s %10s %10s %10s %10s   %s\n", "layer", "pass", "m x n x k",
               "openblas", "onednn", "bf16-onednn", "bf16-widen", "onednn/openblas");
   if (shape == "small" || shape == "all") Shapes("L4 C256 (small)", 256, 8192, 1024);
