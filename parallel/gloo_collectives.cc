@@ -198,11 +198,10 @@ Status GlooCommunicator::Run(const CommOp& op) {
           OneHop(op, &progress);
           break;
         }
-        if (op.kind == CommOpKind::kAllReduce && size() == 2 && op.in.bytes() <= kPairBytes) {
-          AllReducePair(op, &progress);
-          break;
+        if (op.kind == CommOpKind::kAllReduce) {
+          const bool pair = size() == 2 && op.in.bytes() <= kPairBytes;
+          pair ? AllReducePair(op, &progress) : AllReduceRing(op, &progress);
         }
-        if (op.kind == CommOpKind::kAllReduce) AllReduceRing(op, &progress);
         if (op.kind == CommOpKind::kReduceScatter || op.kind == CommOpKind::kReduceScatterV) {
           ReduceScatterRing(op, &progress);
         }

@@ -396,4 +396,8 @@ bool HasLatestCheckpoint(const std::string& root);
 // Peak resident set size of this process (VmHWM), in bytes; 0 if unknown.
 int64_t PeakRssBytes();
 
+// One int32 flag per rank of `comm`, max-reduced: true when any rank set it (a collective
+// vote: every rank calls it).
+StatusOr<bool> AnyRank(parallel::Communicator* comm, bool flag);
+
 }  // namespace ds::worker

@@ -132,14 +132,67 @@ const float* ShardSpan(const zero::ParamStore& ps, const float* base, int64_t fl
   return nullptr;
 }
 
-// One int32 flag per rank, max-reduced: true when any rank set it.
+// A rank's row of the sharded save's all-gather: written (1) or not (0), the file's CRC-32C and
+// size (two words), then each slice's CRC-32C; `row` words.
+std::vector<int32_t> ShardRow(const StatusOr<ckpt::SafetensorsWriteResult>& written, size_t row) {
+  std::vector<int32_t> mine(row, 0);
+  if (!written.ok()) return mine;
+  mine[0] = 1;
+  mine[1] = static_cast<int32_t>(written->file_crc32c);
+  mine[2] = static_cast<int32_t>(written->file_bytes & 0xffffffffu);
+  mine[3] = static_cast<int32_t>(written->file_bytes >> 32);
+  for (size_t i = 0; i < written->tensor_crc32c.size(); ++i)
+    mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
+  return mine;
+}
+
+// Rank 0: the manifest's files and slice records from every rank's row (ShardRow), the
+// records by parameter (flat), then state, then position, so a reader can stream one
+// parameter at a time; the ranks that wrote nothing in `failed`.
+ckpt::WrittenFiles CollectShardFiles(const std::vector<std::vector<OwnedSlice>>& all,
+                                     const std::vector<std::string>& states,
+                                     const std::vector<int32_t>& rows, size_t row,
+                                     std::vector<int>* failed) {
+  auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
+  ckpt::WrittenFiles files;
+  std::vector<std::pair<std::tuple<int64_t, size_t, int64_t>, ckpt::TensorRecord>> records;
+  for (int k = 0; k < static_cast<int>(all.size()); ++k) {
+    const int32_t* r = rows.data() + k * row;
+    if (r[0] != 1) {
+      failed->push_back(k);
+      continue;
+    }
+    files.files.push_back(
+        {ckpt::ZeroShardFileName(k), (uint64_t{u32(r[3])} << 32) | u32(r[2]), u32(r[1])});
+    for (size_t i = 0; i < all[k].size(); ++i) {
+      const OwnedSlice& o = all[k][i];
+      const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
+      records.push_back(
+          {{o.param_flat, si, o.desc.begin}, ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
+    }
+  }
+  std::sort(records.begin(), records.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [key, rec] : records) files.tensors.push_back(std::move(rec));
+  return files;
+}
+
+// Aborted naming the ranks that wrote no shard file, OK when none failed.
+Status FailedWriters(const std::vector<int>& failed, int64_t step) {
+  if (failed.empty()) return OkStatus();
+  std::string list;
+  for (int k : failed) list += (list.empty() ? "" : ", ") + std::to_string(k);
+  return AbortedError("checkpoint step " + std::to_string(step) + ": rank(s) " + list +
+                      " failed to write their shard file (see their logs)");
+}
+
+}  // namespace
+
 StatusOr<bool> AnyRank(parallel::Communicator* comm, bool flag) {
   int32_t v = flag ? 1 : 0;
   DS_RETURN_IF_ERROR(comm->AllReduce(parallel::BufferView(&v, 1), parallel::ReduceOp::kMax));
   return v != 0;
 }
-
-}  // namespace
 
 // ZeRO over ranks: the fp32 model copy forward reads is whole (stage 3 after gathering it), so
 // rank 0 writes it; every rank takes part and returns rank 0's outcome.
@@ -202,9 +255,8 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
     return rank == 0 ? begun : AbortedError("checkpoint: rank 0 could not start the save");
 
   const std::vector<std::string> states = StateNames(*optimizer_);
-  std::vector<std::vector<OwnedSlice>> all(world);
+  DS_ASSIGN_OR_RETURN(std::vector<std::vector<OwnedSlice>> all, SliceLists(states));
   size_t max_slices = 0;
-  DS_ASSIGN_OR_RETURN(all, SliceLists(states));
   for (const std::vector<OwnedSlice>& list : all) max_slices = std::max(max_slices, list.size());
   // This rank's file, straight from its buffers.
   std::vector<float*> bases = {params_->master_data()};
@@ -220,51 +272,17 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
                                           {rank, world, config_.zero.stage, step_}, descs, data);
   if (!written.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", rank, written.status().ToString());
   const size_t row = 4 + max_slices;
-  std::vector<int32_t> mine(row, 0), rows(row * world, 0);
-  if (written.ok()) {
-    mine[0] = 1;
-    mine[1] = static_cast<int32_t>(written->file_crc32c);
-    mine[2] = static_cast<int32_t>(written->file_bytes & 0xffffffffu);
-    mine[3] = static_cast<int32_t>(written->file_bytes >> 32);
-    for (size_t i = 0; i < descs.size(); ++i)
-      mine[4 + i] = static_cast<int32_t>(written->tensor_crc32c[i]);
-  }
+  std::vector<int32_t> mine = ShardRow(written, row), rows(row * world, 0);
   DS_RETURN_IF_ERROR(
       comm->AllGather(parallel::BufferView(mine.data(), static_cast<int64_t>(row)),
                       parallel::BufferView(rows.data(), static_cast<int64_t>(row * world))));
   Status committed;
   if (rank == 0) {
-    auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
     std::vector<int> failed;
-    ckpt::WrittenFiles files;
-    std::vector<std::pair<std::tuple<int64_t, size_t, int64_t>, ckpt::TensorRecord>> records;
-    for (int k = 0; k < world; ++k) {
-      const int32_t* r = rows.data() + k * row;
-      if (r[0] != 1) {
-        failed.push_back(k);
-        continue;
-      }
-      files.files.push_back(
-          {ckpt::ZeroShardFileName(k), (uint64_t{u32(r[3])} << 32) | u32(r[2]), u32(r[1])});
-      for (size_t i = 0; i < all[k].size(); ++i) {
-        const OwnedSlice& o = all[k][i];
-        const size_t si = std::find(states.begin(), states.end(), o.desc.state) - states.begin();
-        // Manifest order: by parameter (flat), then state, then position, so a reader can
-        // stream one parameter at a time.
-        records.push_back(
-            {{o.param_flat, si, o.desc.begin}, ckpt::SliceRecord(k, o.desc, u32(r[4 + i]))});
-      }
-    }
-    std::sort(records.begin(), records.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [key, rec] : records) files.tensors.push_back(std::move(rec));
-    if (!failed.empty()) {
-      std::string list;
-      for (int k : failed) list += (list.empty() ? "" : ", ") + std::to_string(k);
-      committed = AbortedError("checkpoint step " + std::to_string(step_) + ": rank(s) " + list +
-                               " failed to write their shard file (see their logs)");
-      Status cleanup = ckpt::RemoveTree(ckpt::TempStepDir(root, step_));
-      cleanup.IgnoreError();  // the next save removes it
+    const ckpt::WrittenFiles files = CollectShardFiles(all, states, rows, row, &failed);
+    committed = FailedWriters(failed, step_);
+    if (!committed.ok()) {
+      ckpt::RemoveTree(ckpt::TempStepDir(root, step_)).IgnoreError();  // the next save removes it
     } else {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file
@@ -373,184 +391,6 @@ Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
 
 bool HasLatestCheckpoint(const std::string& root) {
   return access((root + "/" + ckpt::kLatestFile).c_str(), R_OK) == 0;
-}
-
-namespace {
-
-// The parts of parameter `s` that the flat ranges `ranges` cut, parameter-local, in order.
-// Not merged: each part stays inside one range (one segment, contiguous in shard space).
-std::vector<std::pair<int64_t, int64_t>> LocalRanges(
-    const zero::ParamSlot& s, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (const auto& [b, e] : ranges) {
-    const int64_t lo = std::max(b, s.offset), hi = std::min(e, s.offset + s.numel);
-    if (lo < hi) out.push_back({lo - s.offset, hi - s.offset});
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-void StoreModel(void* model, DType dtype, int64_t at, const float* src, int64_t n) {
-  switch (dtype) {
-    case DType::kBF16:
-      ConvertF32ToBf16(src, static_cast<uint16_t*>(model) + at, n);
-      break;
-    case DType::kF16:
-      ConvertF32ToF16(src, static_cast<uint16_t*>(model) + at, n);
-      break;
-    default:
-      std::memcpy(static_cast<float*>(model) + at, src, n * sizeof(float));
-  }
-}
-
-}  // namespace
-
-// Note [Loading at any topology]
-// Every rank reads, for each parameter, only what it keeps: the parts of its own segments of
-// the fp32 master and of each optimizer state (read straight into its shard buffers), and
-// the parameter values its flat model copy holds (stages 0-2: all of them; stage 3: the
-// persistent units), one parameter at a time through a scratch buffer. The reader picks the
-// slices from whichever files hold them (CheckpointReader), so the saving world size and
-// stage do not matter. Two phases keep a bad checkpoint from being half-used:
-//   1. verify: the index (gaps, overlaps, shapes), every slice this rank will read (header,
-//      metadata, CRC), and a share of whole files (file i on rank i mod W, so every byte of
-//      the checkpoint is checked once), plus the engine, scaler and data states;
-//   2. an all-reduce of "failed" decides for all ranks; only then are buffers written.
-// A failed load leaves weights and optimizer state untouched on every rank.
-Status Trainer::LoadCheckpoint(const std::string& path) {
-  StatusOr<ckpt::CheckpointReader> opened = ckpt::CheckpointReader::Open(path);
-  Status verified = opened.status();
-  ckpt::CheckpointReader* reader = opened.ok() ? &opened.value() : nullptr;
-  // owned: the optimizer state's segments; master: the fp32 master's (all of it unless
-  // sharded); model: the separate model copy's flat ranges this rank keeps.
-  std::vector<std::pair<int64_t, int64_t>> owned, master, model_ranges;
-  for (const zero::ShardSegment& g : params_->segments())
-    owned.push_back({g.flat_begin, g.flat_begin + g.count});
-  if (params_->master_sharded())
-    master = owned;
-  else
-    master.push_back({0, params_->total_elements()});
-  const bool model_separate = params_->model() != static_cast<void*>(params_->master_data());
-  // An unsharded master converts into the model copy in full (SyncModelFromMaster below).
-  if (model_separate && params_->master_sharded()) {
-    if (params_->params_partitioned()) {
-      for (const proto::PartitionUnit& u : plan_->partition().units())
-        if (u.persistent()) model_ranges.push_back({u.offset(), u.offset() + u.count()});
-    } else {
-      model_ranges.push_back({0, params_->total_elements()});
-    }
-  }
-  const std::vector<zero::Optimizer::StateBuffer> buffers = optimizer_->state();
-  // Reads (or verifies) local elements [lo, hi) of slot `i`'s `state` into `dst`: with tensor
-  // parallelism, the pieces of the full parameter they are (plan::LocalToFull).
-  auto read = [&](bool commit, const std::string& state, size_t i, int64_t lo, int64_t hi,
-                  float* dst) -> Status {
-    const std::string& name = params_->slots()[i].name;
-    if (!sliced_)
-      return commit ? reader->Read(state, name, lo, hi, dst) : reader->Verify(state, name, lo, hi);
-    for (const plan::FlatPiece& p : plan::LocalToFull(sliced_->shards[i], lo, hi)) {
-      const int64_t b = p.full, e = p.full + p.count;
-      DS_RETURN_IF_ERROR(commit ? reader->Read(state, name, b, e, dst + (p.local - lo))
-                                : reader->Verify(state, name, b, e));
-    }
-    return OkStatus();
-  };
-  // Phase 1 (and, with `commit`, phase 2): visits every range this rank keeps.
-  std::vector<float> scratch;
-  std::map<std::string, const Shape*> shapes;
-  if (reader != nullptr)
-    for (const auto& [name, shape] : reader->params()) shapes[name] = &shape;
-  auto visit = [&](bool commit) -> Status {
-    const std::string& where = reader->dir();
-    for (size_t i = 0; i < params_->slots().size(); ++i) {
-      const zero::ParamSlot& s = params_->slots()[i];
-      auto found = shapes.find(s.name);
-      const Shape* shape = found == shapes.end() ? nullptr : found->second;
-      const Shape want = sliced_ ? Shape(sliced_->shards[i].full_shape.begin(),
-                                         sliced_->shards[i].full_shape.end())
-                                 : s.shape;
-      if (shape == nullptr)
-        return DataLossError(where + ": parameter \"" + s.name + "\" is missing");
-      if (*shape != want)
-        return DataLossError(where + ": parameter \"" + s.name + "\" has shape " +
-                             ShapeToString(*shape) + ", the model expects " + ShapeToString(want));
-      for (const auto& [lo, hi] : LocalRanges(s, master))
-        DS_RETURN_IF_ERROR(
-            read(commit, ckpt::kMasterState, i, lo, hi, params_->MasterAt(s.offset + lo)));
-      for (const auto& [lo, hi] : LocalRanges(s, owned))
-        for (const zero::Optimizer::StateBuffer& b : buffers)
-          DS_RETURN_IF_ERROR(
-              read(commit, b.name, i, lo, hi, b.data + params_->ShardPos(s.offset + lo)));
-      for (const auto& [lo, hi] : LocalRanges(s, model_ranges)) {
-        scratch.resize(hi - lo);
-        DS_RETURN_IF_ERROR(read(commit, ckpt::kMasterState, i, lo, hi, scratch.data()));
-        if (commit)
-          StoreModel(params_->model(), params_->model_dtype(), s.offset + lo, scratch.data(),
-                     hi - lo);
-      }
-    }
-    return VisitFrozen(reader, commit);
-  };
-  if (verified.ok()) verified = visit(false);
-  // A share of whole files: together the ranks read every byte once.
-  if (verified.ok()) {
-    const auto& files = reader->manifest().files;
-    for (size_t i = world_rank_; i < files.size() && verified.ok(); i += world_host_comm_->size())
-      verified = reader->VerifyFile(files[i]);
-  }
-  // Engine, loss scaler and data states: parsed now, applied after the vote.
-  int64_t step = 0, opt_step = 0;
-  std::string scaler_text;
-  data::DataLoaderState data_state;
-  if (verified.ok()) {
-    auto state = [&](const char* key) -> StatusOr<std::string> {
-      auto it = reader->state().find(key);
-      if (it == reader->state().end())
-        return DataLossError(reader->dir() + ": state \"" + std::string(key) + "\" is missing");
-      return it->second;
-    };
-    verified = [&]() -> Status {
-      DS_ASSIGN_OR_RETURN(std::string engine_text, state("engine"));
-      auto engine = ckpt::ParseJson(engine_text);
-      if (!engine.ok() || !engine->Find("step") || !engine->Find("optimizer_step"))
-        return DataLossError(reader->dir() + ": engine state is malformed");
-      step = engine->Find("step")->as_int();
-      opt_step = engine->Find("optimizer_step")->as_int();
-      DS_ASSIGN_OR_RETURN(scaler_text, state("loss_scaler"));
-      DS_ASSIGN_OR_RETURN(std::string data, state("data"));
-      auto ds = data::DataLoaderState::FromJson(data);
-      if (!ds.ok()) return ds.status().WithPrefix(reader->dir() + ": data state");
-      data_state = *ds;
-      return OkStatus();
-    }();
-  }
-  // Scaler and data loader validate while they load: keep their old states to roll back.
-  const std::string old_scaler = scaler_->SaveState();
-  // Without data.train the caller's batch source keeps its own position.
-  const data::DataLoaderState old_data = train_data_ ? train_data_->state() : data_state;
-  if (verified.ok()) verified = scaler_->LoadState(scaler_text).WithPrefix(reader->dir());
-  if (verified.ok() && train_data_)
-    verified = train_data_->SetState(data_state).WithPrefix(reader->dir() + ": data state");
-  if (!verified.ok()) DS_LOG_ERROR("ckpt", "rank {}: {}", world_rank_, verified.ToString());
-  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
-  if (failed) {
-    scaler_->LoadState(old_scaler).IgnoreError();
-    if (train_data_) train_data_->SetState(old_data).IgnoreError();
-    if (!verified.ok()) return verified;
-    return DataLossError(path + ": checkpoint rejected by another rank (its log names the file)");
-  }
-  // Phase 2: every rank verified its part; reads now come from verified, mapped slices.
-  DS_RETURN_IF_ERROR(visit(true));
-  params_->SyncModelFromMaster();  // the 16-bit copy of owned elements (shard at stage 3)
-  runner_->ReleaseGatheredParams();
-  params_->ZeroGrads();
-  step_ = step;
-  optimizer_->set_step(opt_step);
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  DS_LOG_INFO("ckpt", "loaded {} (step {}, {})", reader->dir(), step_,
-              reader->sharded() ? "from " + reader->manifest().info.at("world_size") + " rank files"
-                                : std::string("consolidated"));
-  return OkStatus();
 }
 
 }  // namespace ds::worker
