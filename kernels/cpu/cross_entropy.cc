@@ -101,9 +101,13 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("cross_entropy", Device::kCpu, DType::kF32,
-                   {Forward, Backward, nullptr, 0, /*overwrites_fresh_grads=*/true});
+Kernel MakeKernel() {
+  Kernel k{Forward, Backward};
+  k.overwrites_fresh_grads = true;
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("cross_entropy", Device::kCpu, DType::kF32, MakeKernel());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

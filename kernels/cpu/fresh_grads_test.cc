@@ -58,6 +58,27 @@ TwoWays BackwardBothWays(OpHarness& h, const Tensor& dy, const std::vector<bool>
   return r;
 }
 
+// What the executor reads off the registry: the bits above are only used where the kernel says
+// so (a positional initializer once shifted them into bf16_reads, and the executor zeroed every
+// gradient again without any test failing).
+TEST_CASE("linear and cross_entropy declare fresh gradients; only linear's weight is bf16",
+          "[kernels][fresh]") {
+  const Kernel* linear = FindKernel("linear", Device::kCpu, DType::kF32);
+  const Kernel* ce = FindKernel("cross_entropy", Device::kCpu, DType::kF32);
+  REQUIRE(linear);
+  REQUIRE(ce);
+  CHECK(linear->overwrites_fresh_grads);
+  CHECK(linear->bf16_inputs == 1u << 1);
+  CHECK(linear->bf16_reads == 0u);
+  CHECK(ce->overwrites_fresh_grads);
+  CHECK(ce->bf16_inputs == 0u);
+  CHECK(ce->bf16_reads == 0u);
+  const Kernel* embedding = FindKernel("embedding", Device::kCpu, DType::kF32);
+  REQUIRE(embedding);
+  CHECK(embedding->bf16_reads == 1u << 1);
+  CHECK_FALSE(embedding->overwrites_fresh_grads);
+}
+
 TEST_CASE("linear writes fresh gradients whole, fp32 and bf16 products", "[kernels][fresh]") {
   for (DType matmul : {DType::kF32, DType::kBF16}) {
     std::mt19937 rng(7);

@@ -132,9 +132,14 @@ Status Prepare(const OpArgs& args) {
   return OkStatus();
 }
 
-const bool kRegistered = RegisterKernel("linear", Device::kCpu, DType::kF32,
-                                        {Forward, Backward, Prepare, /*bf16_inputs=*/1u << 1,
-                                         /*overwrites_fresh_grads=*/true});
+Kernel MakeKernel() {
+  Kernel k{Forward, Backward, Prepare};
+  k.bf16_inputs = 1u << 1;  // the weight
+  k.overwrites_fresh_grads = true;
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("linear", Device::kCpu, DType::kF32, MakeKernel());
 
 }  // namespace
 }  // namespace ds::kernels::cpu
