@@ -34,6 +34,17 @@ struct Kernel {
   // whatever OpArgs::matmul says: it only copies values out (embedding's row gather), which
   // gives the widened copy's values bit for bit without widening the whole table each step.
   uint32_t bf16_reads = 0;
+  // Activations (bit k: input k, output k) the kernel reads and writes as bf16 tensors in a bf16
+  // host step (OpArgs::matmul kBF16): the executor stores an activation in bf16 where its
+  // producer writes it so and every consumer reads it so (Note [bf16 activations] in
+  // runtime/exec/executor_layout.cc). The kernel sees the dtype on each tensor.
+  uint32_t bf16_act_inputs = 0;
+  uint32_t bf16_act_outputs = 0;
+  // Their gradients the same way: bit k of bf16_grad_outputs, the backward reads grad_out[k] as a
+  // bf16 tensor; of bf16_grad_inputs, it writes a fresh grad_in[k] (OpArgs::fresh_grads) in bf16,
+  // rounded once. The executor stores a gradient in bf16 only where it is written whole once.
+  uint32_t bf16_grad_outputs = 0;
+  uint32_t bf16_grad_inputs = 0;
   // The backward honours OpArgs::fresh_grads (writes a fresh gradient whole, ignored rows and
   // all), so the executor need not zero those buffers first.
   bool overwrites_fresh_grads = false;

@@ -5,9 +5,11 @@
 //     s = 1 / (1 + exp(-2u)), which has no cancellation for large negative x.
 //     dy/dx = s + x s (1 - s) 2 k (1 + 3 a x^2).
 //   silu (swish): y = x s, s = sigmoid(x) = 1 / (1 + exp(-x)).  dy/dx = s (1 + x (1 - s)).
-// Backward reads x; nothing is saved.
+// Backward reads x; nothing is saved. x and y may be bf16 activations (act_io.h), and dy and a
+// fresh dx (OpArgs::fresh_grads: written, not added) bf16 gradients.
 #include <algorithm>
 
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -40,14 +42,17 @@ inline void ExpOf(const float* x, float* z, int64_t m) {
 
 template <class Act>
 Status Forward(const OpArgs& args) {
-  const float* x = args.in[0].f32();
-  float* y = args.out[0].f32();
-  ParallelFor(args.in[0].numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    float z[kChunk];
+  const Tensor& xt = args.in[0];
+  const Tensor& yt = args.out[0];
+  ParallelFor(xt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    float z[kChunk], xb[kChunk], yb[kChunk];
     for (int64_t c = begin; c < end; c += kChunk) {
       const int64_t m = std::min(kChunk, end - c);
-      ExpOf<Act>(x + c, z, m);
-      for (int64_t i = 0; i < m; ++i) y[c + i] = x[c + i] / (1.f + z[i]);
+      const float* x = ActRead(xt, c, m, xb);
+      float* y = ActOut(yt, c, yb);
+      ExpOf<Act>(x, z, m);
+      for (int64_t i = 0; i < m; ++i) y[i] = x[i] / (1.f + z[i]);
+      ActStore(yt, c, m, y);
     }
   });
   return OkStatus();
@@ -56,26 +61,41 @@ Status Forward(const OpArgs& args) {
 template <class Act>
 Status Backward(const OpArgs& args) {
   if (!args.grad_in[0].defined()) return OkStatus();
-  const float* x = args.in[0].f32();
-  const float* dy = args.grad_out[0].f32();
-  float* dx = args.grad_in[0].f32();
-  ParallelFor(args.in[0].numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    float z[kChunk];
+  const Tensor& xt = args.in[0];
+  const Tensor& dyt = args.grad_out[0];
+  const Tensor& dxt = args.grad_in[0];
+  const bool fresh = args.fresh_grads & 1u;
+  if (IsBf16(dxt) && !fresh)
+    return InvalidArgumentError("activation: a bf16 input gradient must be fresh");
+  ParallelFor(xt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    float z[kChunk], xb[kChunk], dyb[kChunk], dxb[kChunk];
     for (int64_t c = begin; c < end; c += kChunk) {
       const int64_t m = std::min(kChunk, end - c);
-      ExpOf<Act>(x + c, z, m);
+      const float* x = ActRead(xt, c, m, xb);
+      const float* dy = ActRead(dyt, c, m, dyb);
+      float* dx = ActOut(dxt, c, dxb);
+      ExpOf<Act>(x, z, m);
       for (int64_t i = 0; i < m; ++i) {
-        const float s = 1.f / (1.f + z[i]);
-        dx[c + i] += Act::Grad(dy[c + i], x[c + i], s);
+        const float g = Act::Grad(dy[i], x[i], 1.f / (1.f + z[i]));
+        dx[i] = fresh ? g : dx[i] + g;
       }
+      ActStore(dxt, c, m, dx);
     }
   });
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("gelu", Device::kCpu, DType::kF32, {Forward<Gelu>, Backward<Gelu>}) &&
-    RegisterKernel("silu", Device::kCpu, DType::kF32, {Forward<Silu>, Backward<Silu>});
+template <class Act>
+Kernel MakeKernel() {
+  Kernel k{Forward<Act>, Backward<Act>};
+  k.bf16_act_inputs = k.bf16_act_outputs = 1u;
+  k.bf16_grad_inputs = k.bf16_grad_outputs = 1u;
+  k.overwrites_fresh_grads = true;
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("gelu", Device::kCpu, DType::kF32, MakeKernel<Gelu>()) &&
+                         RegisterKernel("silu", Device::kCpu, DType::kF32, MakeKernel<Silu>());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

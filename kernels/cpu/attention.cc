@@ -24,6 +24,9 @@
 // lengths): in sequence b the first pad[b] tokens are padding; a real token's query (i >=
 // pad[b]) reads keys [pad[b], i] only, a pad token's keys [0, i] (pads only), so a real token
 // computes exactly what it would without the padding and nothing is ever empty.
+// bf16 step (OpArgs::matmul kBF16) on a CPU with native bf16 products, plain causal attention
+// (no pads, documents, window or cap): attention_bf16.h's path, the products in bf16 batched over
+// the heads, the same inputs, outputs and saved lse.
 // Packed documents (the second input int32 [B, T] instead: Megatron's reset_attention_mask):
 // query (b, i) reads keys [start[b, i], i], where start is the first token of its document
 // (0 <= start[b, i] <= i, non-decreasing along a row); each block's scores then begin at its
@@ -32,7 +35,9 @@
 #include <cmath>
 
 #include "kernels/attention_options.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/registry.h"
 
 namespace ds::kernels::cpu {
@@ -114,6 +119,18 @@ Status MakeGeometry(const OpArgs& args, Geometry* g) {
   return OkStatus();
 }
 
+// A bf16 step on a CPU that multiplies bf16 natively takes attention_bf16.h's path for plain
+// causal attention (no pads, documents, window or cap): its products in bf16, batched over heads.
+bool UseBf16(const OpArgs& args, const Geometry& g) {
+  static const bool native = HasNativeBf16Gemm();
+  return args.matmul == DType::kBF16 && native && !g.pad && !g.start && g.options.window <= 0 &&
+         g.options.softcap <= 0;
+}
+
+Bf16AttentionShape Bf16Shape(const Geometry& g) {
+  return {g.l.batch, g.l.seq, g.l.n_head, g.l.n_kv_head, g.l.head_dim, g.scale};
+}
+
 // Forward of query block qb of (b, h): writes out rows and lse.
 void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, int64_t b, int64_t h,
                   int64_t qb) {
@@ -152,6 +169,10 @@ Status Forward(const OpArgs& args) {
   const float* qkv = args.in[0].f32();
   float* out = args.out[0].f32();
   float* lse = args.saved[0].f32();
+  if (UseBf16(args, g)) {
+    Bf16AttentionForward(Bf16Shape(g), qkv, out, lse);
+    return OkStatus();
+  }
   const int64_t heads = g.l.batch * g.l.n_head, tasks = heads * g.blocks;
   BlasSingleThreadScope single_thread_blas;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -254,6 +275,11 @@ Status Backward(const OpArgs& args) {
   if (!args.grad_in[0].defined()) return OkStatus();
   Geometry g;
   DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
+  if (UseBf16(args, g)) {
+    Bf16AttentionBackward(Bf16Shape(g), args.in[0].f32(), args.out[0].f32(), args.grad_out[0].f32(),
+                          args.saved[0].f32(), args.grad_in[0].f32());
+    return OkStatus();
+  }
   const HeadLayout& l = g.l;
   const int64_t d = l.head_dim, group = l.n_head / l.n_kv_head;
   const int64_t groups = l.batch * l.n_kv_head;
@@ -294,8 +320,18 @@ Status Backward(const OpArgs& args) {
   return OkStatus();
 }
 
+// The bf16 path's primitives, made when the executor is built (a second input, pads or document
+// starts, keeps the fp32 path; its contents are not there yet).
+Status Prepare(const OpArgs& args) {
+  if (args.in.size() > 1) return OkStatus();
+  Geometry g;
+  DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
+  if (!UseBf16(args, g)) return OkStatus();
+  return PrepareBf16Attention(Bf16Shape(g), !args.grad_in.empty() && args.grad_in[0].defined());
+}
+
 const bool kRegistered =
-    RegisterKernel("attention", Device::kCpu, DType::kF32, {Forward, Backward});
+    RegisterKernel("attention", Device::kCpu, DType::kF32, {Forward, Backward, Prepare});
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -1,6 +1,10 @@
 // The elementwise binary ops over two inputs of one shape, written once:
 //   add: y = a + b (residual connections). da += dy, db += dy; backward reads neither input.
 //   mul: y = a * b (SwiGLU's silu(gate) * up). da += dy b, db += dy a; backward reads both.
+// a, b and y may be bf16 activations (act_io.h), dy and fresh gradients bf16 ones.
+#include <algorithm>
+
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -21,33 +25,75 @@ struct Mul {
 
 template <class Op>
 Status Forward(const OpArgs& args) {
-  const float* a = args.in[0].f32();
-  const float* b = args.in[1].f32();
-  float* y = args.out[0].f32();
-  ParallelFor(args.in[0].numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = Op::Apply(a[i], b[i]);
+  const Tensor& at = args.in[0];
+  const Tensor& bt = args.in[1];
+  const Tensor& yt = args.out[0];
+  if (!IsBf16(at) && !IsBf16(bt) && !IsBf16(yt)) {
+    const float* a = at.f32();
+    const float* b = bt.f32();
+    float* y = yt.f32();
+    ParallelFor(at.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = Op::Apply(a[i], b[i]);
+    });
+    return OkStatus();
+  }
+  ParallelFor(at.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    float ab[kChunk], bb[kChunk], yb[kChunk];
+    for (int64_t c = begin; c < end; c += kChunk) {
+      const int64_t m = std::min(kChunk, end - c);
+      const float* a = ActRead(at, c, m, ab);
+      const float* b = ActRead(bt, c, m, bb);
+      float* y = ActOut(yt, c, yb);
+      for (int64_t i = 0; i < m; ++i) y[i] = Op::Apply(a[i], b[i]);
+      ActStore(yt, c, m, y);
+    }
   });
   return OkStatus();
 }
 
+// d += g, or d = g where the gradient is fresh (OpArgs::fresh_grads); dy and a fresh d may be
+// bf16.
 template <class Op>
 Status Backward(const OpArgs& args) {
-  const float* dy = args.grad_out[0].f32();
+  const Tensor& dyt = args.grad_out[0];
   for (int k = 0; k < 2; ++k) {
-    if (!args.grad_in[k].defined()) continue;
-    float* d = args.grad_in[k].f32();
-    const float* other = Op::kReadsOther ? args.in[1 - k].f32() : nullptr;
-    ParallelFor(args.grad_out[0].numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        d[i] += Op::Grad(dy[i], Op::kReadsOther ? other[i] : 0.f);
+    const Tensor& dt = args.grad_in[k];
+    if (!dt.defined()) continue;
+    const bool fresh = args.fresh_grads >> k & 1u;
+    if (IsBf16(dt) && !fresh)
+      return InvalidArgumentError("binary op: a bf16 input gradient must be fresh");
+    const Tensor& other = args.in[1 - k];
+    ParallelFor(dyt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      float ob[kChunk], dyb[kChunk], db[kChunk];
+      for (int64_t c = begin; c < end; c += kChunk) {
+        const int64_t m = std::min(kChunk, end - c);
+        const float* o = Op::kReadsOther ? ActRead(other, c, m, ob) : nullptr;
+        const float* dy = ActRead(dyt, c, m, dyb);
+        float* d = ActOut(dt, c, db);
+        for (int64_t i = 0; i < m; ++i) {
+          const float g = Op::Grad(dy[i], Op::kReadsOther ? o[i] : 0.f);
+          d[i] = fresh ? g : d[i] + g;
+        }
+        ActStore(dt, c, m, d);
+      }
     });
   }
   return OkStatus();
 }
 
-const bool kRegistered =
-    RegisterKernel("add", Device::kCpu, DType::kF32, {Forward<Add>, Backward<Add>}) &&
-    RegisterKernel("mul", Device::kCpu, DType::kF32, {Forward<Mul>, Backward<Mul>});
+template <class Op>
+Kernel MakeKernel() {
+  Kernel k{Forward<Op>, Backward<Op>};
+  k.bf16_act_inputs = 3u;  // a, b
+  k.bf16_act_outputs = 1u;
+  k.bf16_grad_outputs = 1u;
+  k.bf16_grad_inputs = 3u;
+  k.overwrites_fresh_grads = true;
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("add", Device::kCpu, DType::kF32, MakeKernel<Add>()) &&
+                         RegisterKernel("mul", Device::kCpu, DType::kF32, MakeKernel<Mul>());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

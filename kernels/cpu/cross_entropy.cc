@@ -5,9 +5,12 @@
 // Backward: dlogits[r, :] += dloss (softmax_r - onehot(target_r)) / count for
 // non-ignored rows, nothing for ignored ones. Backward reads logits and targets.
 // A target outside [0, V) that is not ignore_index is an InvalidArgument (forward).
+// The logits may be a bf16 activation (act_io.h): each row is widened as it is read; a fresh
+// gradient may be bf16, each row rounded once.
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -45,15 +48,16 @@ Status Forward(const OpArgs& args) {
                                          " is out of range for V=", v, " (ignore_index is ", ignore,
                                          ")"));
   }
-  const float* x = logits.f32();
   float* lse = args.saved[0].f32();
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
+    float* buf = IsBf16(logits) ? ThreadScratch(3, v) : nullptr;
     for (int64_t r = begin; r < end; ++r)
-      lse[r] = targets[r] == ignore ? 0.f : LogSumExp(x + r * v, v);
+      lse[r] = targets[r] == ignore ? 0.f : LogSumExp(ActRead(logits, r * v, v, buf), v);
   });
   double total = 0.0;  // serial: a fixed summation order
   for (int64_t r = 0; r < n; ++r)
-    if (targets[r] != ignore) total += static_cast<double>(lse[r]) - x[r * v + targets[r]];
+    if (targets[r] != ignore)
+      total += static_cast<double>(lse[r]) - ActAt(logits, r * v + targets[r]);
   const int64_t count = CountTargets(targets, n, ignore);
   args.out[0].f32()[0] = count ? static_cast<float>(total / count) : 0.f;
   return OkStatus();
@@ -69,23 +73,27 @@ Status Backward(const OpArgs& args) {
   const int64_t ignore = IgnoreIndex(args);
   const int64_t count = CountTargets(targets, n, ignore);
   const bool fresh = args.fresh_grads & 1u;
-  float* dx = args.grad_in[0].f32();
+  const Tensor& dx = args.grad_in[0];  // fp32, or bf16 when fresh (bf16_grad_inputs)
+  if (IsBf16(dx) && !fresh)
+    return InvalidArgumentError("cross_entropy: a bf16 logits gradient must be fresh");
   if (count == 0) {
     if (fresh) args.grad_in[0].Zero();
     return OkStatus();
   }
   const float scale = args.grad_out[0].f32()[0] / static_cast<float>(count);
-  const float* x = logits.f32();
   const float* lse = args.saved[0].f32();
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
     float z[kChunk];
+    float* buf = IsBf16(logits) ? ThreadScratch(3, v) : nullptr;
+    float* row = IsBf16(dx) ? ThreadScratch(2, v) : nullptr;
     for (int64_t r = begin; r < end; ++r) {
-      float* dr = dx + r * v;
+      float* dr = ActOut(dx, r * v, row);
       if (targets[r] == ignore) {
         if (fresh) std::fill(dr, dr + v, 0.f);
+        ActStore(dx, r * v, v, dr);
         continue;
       }
-      const float* xr = x + r * v;
+      const float* xr = ActRead(logits, r * v, v, buf);
       for (int64_t c = 0; c < v; c += kChunk) {
         const int64_t w = std::min(kChunk, v - c);
         ExpShiftSum(xr + c, z, w, lse[r]);
@@ -96,6 +104,7 @@ Status Backward(const OpArgs& args) {
         }
       }
       dr[targets[r]] -= scale;
+      ActStore(dx, r * v, v, dr);
     }
   });
   return OkStatus();
@@ -103,6 +112,8 @@ Status Backward(const OpArgs& args) {
 
 Kernel MakeKernel() {
   Kernel k{Forward, Backward};
+  k.bf16_act_inputs = 1u;   // the logits
+  k.bf16_grad_inputs = 1u;  // and their gradient
   k.overwrites_fresh_grads = true;
   return k;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -97,6 +98,24 @@ TEST_CASE("linear writes fresh gradients whole, fp32 and bf16 products", "[kerne
     REQUIRE(h.Backward({dy.view()}, {r.accumulated[0].view(), Tensor(), Tensor()}).ok());
     CHECK(std::fabs(r.accumulated[0].view().f32()[3] - 2 * r.fresh[0].view().f32()[3]) <
           1e-5f * (1 + std::fabs(r.fresh[0].view().f32()[3])));
+  }
+}
+
+TEST_CASE("gelu, silu, add and mul write fresh gradients whole", "[kernels][fresh]") {
+  std::mt19937 rng(17);
+  for (const char* op : {"gelu", "silu", "add", "mul"}) {
+    INFO(op);
+    const bool binary = std::string(op) == "add" || std::string(op) == "mul";
+    OpHarness h(op, Attrs());
+    h.inputs.push_back(RandomTensor({7, 301}, rng, -3.f, 3.f));
+    if (binary) h.inputs.push_back(RandomTensor({7, 301}, rng));
+    OwnedTensor dy = RandomTensor({7, 301}, rng);
+    TwoWays r = BackwardBothWays(h, dy.view(), std::vector<bool>(h.inputs.size(), true));
+    for (size_t k = 0; k < h.inputs.size(); ++k) {
+      INFO("input " << k);
+      CHECK(SameBits(r.accumulated[k].view(), r.fresh[k].view()));
+    }
+    CHECK(FindKernel(op, Device::kCpu, DType::kF32)->overwrites_fresh_grads);
   }
 }
 

@@ -27,11 +27,13 @@ struct Key {
   GemmShape s;
   uint32_t alpha = 0, beta = 0;  // bit patterns
   bool bf16 = false;
-  bool bias = false;  // a bias row added in the epilogue
+  bool bias = false;      // a bias row added in the epilogue
+  bool bf16_out = false;  // C in bf16, rounded once from the fp32 accumulator
   bool operator==(const Key& o) const {
     return s.trans_a == o.s.trans_a && s.trans_b == o.s.trans_b && s.m == o.s.m && s.n == o.s.n &&
            s.k == o.s.k && s.lda == o.s.lda && s.ldb == o.s.ldb && s.ldc == o.s.ldc &&
-           alpha == o.alpha && beta == o.beta && bf16 == o.bf16 && bias == o.bias;
+           alpha == o.alpha && beta == o.beta && bf16 == o.bf16 && bias == o.bias &&
+           bf16_out == o.bf16_out;
   }
 };
 
@@ -40,7 +42,7 @@ struct KeyHash {
     uint64_t h = 1469598103934665603ull;
     for (int64_t v :
          {k.s.m, k.s.n, k.s.k, k.s.lda, k.s.ldb, k.s.ldc, int64_t{k.alpha}, int64_t{k.beta},
-          int64_t{k.s.trans_a * 8 + k.s.trans_b * 4 + k.bf16 * 2 + k.bias}})
+          int64_t{k.s.trans_a * 16 + k.s.trans_b * 8 + k.bf16 * 4 + k.bias * 2 + k.bf16_out}})
       h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
     return static_cast<size_t>(h);
   }
@@ -69,9 +71,10 @@ std::unordered_map<Key, std::shared_ptr<const Prim>, KeyHash>& Cache() {
 }
 
 std::string Describe(const Key& k) {
-  return std::string(k.bf16 ? "bf16" : "f32") + " matmul " + (k.s.trans_a ? "A^T" : "A") +
-         (k.s.trans_b ? " B^T" : " B") + " m=" + std::to_string(k.s.m) +
-         " n=" + std::to_string(k.s.n) + " k=" + std::to_string(k.s.k);
+  return std::string(k.bf16 ? "bf16" : "f32") + (k.bf16_out ? " (bf16 output)" : "") + " matmul " +
+         (k.s.trans_a ? "A^T" : "A") + (k.s.trans_b ? " B^T" : " B") +
+         " m=" + std::to_string(k.s.m) + " n=" + std::to_string(k.s.n) +
+         " k=" + std::to_string(k.s.k);
 }
 
 StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
@@ -82,7 +85,9 @@ StatusOr<std::shared_ptr<const Prim>> Make(const Key& key) {
       memory::desc({s.m, s.k}, in, s.trans_a ? memory::dims{1, s.lda} : memory::dims{s.lda, 1});
   prim->b =
       memory::desc({s.k, s.n}, in, s.trans_b ? memory::dims{1, s.ldb} : memory::dims{s.ldb, 1});
-  prim->c = memory::desc({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldc, 1});
+  prim->c =
+      memory::desc({s.m, s.n}, key.bf16_out ? memory::data_type::bf16 : memory::data_type::f32,
+                   memory::dims{s.ldc, 1});
   if (key.bias) prim->bias = memory::desc({1, s.n}, memory::data_type::f32, memory::dims{s.n, 1});
   try {
     dnnl::primitive_attr attr;
@@ -128,7 +133,7 @@ bool ToOneDnn(const GemmShape& s) {
   return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns;
 }
 
-void Run(const Prim& p, const void* a, const void* b, float* c, const float* bias) {
+void Run(const Prim& p, const void* a, const void* b, void* c, const float* bias) {
   thread_local dnnl::stream stream(Engine());
   thread_local std::vector<char> scratch;
   if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
@@ -258,9 +263,26 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
   Gemm(s, alpha, wa.data(), wb.data(), beta, c, bias);
 }
 
-Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias) {
+void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                 Bf16Gemm mode, const float* bias) {
+  if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
+    auto prim = Find({s, Bits(1.f), Bits(0.f), true, bias != nullptr, true});
+    if (!prim.ok()) Abort(prim.status());
+    Run(**prim, a, b, c, bias);
+    return;
+  }
+  thread_local std::vector<float> wide;  // the fp32 product, rounded row by row
+  wide.resize(static_cast<size_t>(s.m * s.ldc));
+  GemmBf16(s, 1.f, a, b, 0.f, wide.data(), mode, bias);
+  if (s.ldc == s.n) return ConvertF32ToBf16(wide.data(), c, s.m * s.n);
+  for (int64_t i = 0; i < s.m; ++i) ConvertF32ToBf16(wide.data() + i * s.ldc, c + i * s.ldc, s.n);
+}
+
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias,
+                   bool bf16_out) {
   if (bf16 ? !(s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) : !ToOneDnn(s)) return OkStatus();
-  return Find({s, Bits(alpha), Bits(beta), bf16, bias && alpha == 1.f}).status();
+  return Find({s, Bits(alpha), Bits(beta), bf16, bias && (alpha == 1.f || bf16_out), bf16_out})
+      .status();
 }
 
 int64_t GemmPrimitivesMade() { return g_made.load(); }

@@ -72,9 +72,17 @@ void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float
 void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t* b, float beta,
               float* c, Bf16Gemm mode, const float* bias = nullptr);
 
+// C = op(A) op(B) (+ bias) with A, B and C in bf16: accumulated in fp32 and rounded once (the
+// products a bf16 step stores as bf16 activations, Kernel::bf16_act_outputs). oneDNN writes C
+// in bf16 itself, which halves the output's bytes; kWiden (or no bf16 matmul) rounds an fp32
+// product.
+void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                 Bf16Gemm mode, const float* bias = nullptr);
+
 // Makes the oneDNN primitive of this call now (no-op under OpenBLAS or for shapes that do not
-// go to oneDNN). An error names the shape.
-Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias = false);
+// go to oneDNN). An error names the shape. bf16_out: GemmBf16Out's (alpha 1, beta 0).
+Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias = false,
+                   bool bf16_out = false);
 // Primitives made so far: what a test reads before and after a step to see that none was made
 // inside it.
 int64_t GemmPrimitivesMade();

@@ -157,6 +157,42 @@ TEST_CASE("Gemm and GemmBf16 add a bias row", "[kernels][gemm]") {
   SetGemmLibrary(GemmLibrary::kOneDnn);
 }
 
+// bf16 output: the fp32 product (and bias) rounded once, natively (oneDNN writes bf16) and
+// widened; against GemmBf16's fp32 output rounded, within one bf16 step (the two primitives may
+// sum in other orders, which moves a value across a rounding boundary now and then).
+TEST_CASE("GemmBf16Out: the fp32 product rounded once to bf16", "[kernels][gemm]") {
+  uint32_t seed = 900;
+  for (Bf16Gemm mode : {Bf16Gemm::kNative, Bf16Gemm::kWiden})
+    for (const Case& t : Cases()) {
+      if (t.alpha != 1.f || t.beta != 0.f) continue;  // GemmBf16Out writes C = op(A) op(B)
+      const Operands o = Make(t, seed += 3, true);
+      const std::vector<float> bias = Random(t.s.n, seed + 7);
+      std::vector<uint16_t> a16(o.a.size()), b16(o.b.size());
+      ConvertF32ToBf16(o.a.data(), a16.data(), static_cast<int64_t>(o.a.size()));
+      ConvertF32ToBf16(o.b.data(), b16.data(), static_cast<int64_t>(o.b.size()));
+      std::vector<float> wide(o.c0.size());
+      std::vector<uint16_t> c16(o.c0.size(), 0x7fc0);  // NaN where nothing may be written
+      for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+        GemmBf16(t.s, 1.f, a16.data(), b16.data(), 0.f, wide.data(), mode, b);
+        GemmBf16Out(t.s, a16.data(), b16.data(), c16.data(), mode, b);
+        int64_t exact = 0;
+        double worst = 0;
+        for (int64_t i = 0; i < t.s.m; ++i)
+          for (int64_t j = 0; j < t.s.n; ++j) {
+            const float want = wide[i * t.s.ldc + j];
+            const float got = Bf16ToFloat(c16[i * t.s.ldc + j]);
+            exact += FloatToBf16(want) == c16[i * t.s.ldc + j];
+            worst = std::max(worst, std::fabs(got - want) / (std::fabs(want) + 1e-3));
+          }
+        INFO("mode " << (mode == Bf16Gemm::kNative ? "native" : "widen") << " ta=" << t.s.trans_a
+                     << " tb=" << t.s.trans_b << " bias " << (b != nullptr));
+        CHECK(worst <= 1.0 / 128);                         // within one bf16 step of the fp32 value
+        CHECK(exact >= t.s.m * t.s.n * 95 / 100);          // and mostly its rounding exactly
+        if (t.s.ldc > t.s.n) CHECK(c16[t.s.n] == 0x7fc0);  // the padding is not written
+      }
+    }
+}
+
 // auto: a plain B of 768 columns or more goes to OpenBLAS (no oneDNN primitive), a transposed
 // one, or a narrower one, to oneDNN; the same product under onednn makes a primitive.
 TEST_CASE("Gemm auto: the shapes oneDNN is slow on go to OpenBLAS", "[kernels][gemm]") {

@@ -7,10 +7,14 @@
 // The products go through gemm.h (oneDNN or OpenBLAS). With OpArgs::matmul = kBF16, x, W and
 // dy are rounded to bf16 first and the products accumulate in fp32, as autocast's bf16 matmul
 // does; a bf16 model's W comes as stored (bf16_inputs), an fp32 W (LoRA's frozen base) is
-// rounded. Backward reads x and W.
+// rounded. In a bf16 host step x and y may be bf16 activations (bf16_act_inputs / outputs): x is
+// multiplied as stored, y written in bf16 by the product itself (GemmBf16Out), rounded once;
+// so are dy and a fresh dx (bf16_grad_outputs / bf16_grad_inputs).
+// Backward reads x and W.
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/registry.h"
@@ -56,30 +60,37 @@ const uint16_t* Bf16Operand(const Tensor& t, int64_t count, int slot) {
 
 Status Forward(const OpArgs& args) {
   const Dims d = DimsOf(args);
-  float* y = args.out[0].f32();
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
   const float* bias = has_bias ? args.in[2].f32() : nullptr;  // added in the product's epilogue
   if (args.matmul == DType::kBF16) {
-    GemmBf16(ForwardShape(d), 1.f, ToBf16(args.in[0].f32(), d.n * d.in, 0),
-             Bf16Operand(args.in[1], d.out * d.in, 1), 0.f, y, Bf16Gemm::kNative, bias);
+    const uint16_t* x = Bf16Operand(args.in[0], d.n * d.in, 0);
+    const uint16_t* w = Bf16Operand(args.in[1], d.out * d.in, 1);
+    if (IsBf16(args.out[0]))
+      GemmBf16Out(ForwardShape(d), x, w, static_cast<uint16_t*>(args.out[0].data()),
+                  Bf16Gemm::kNative, bias);
+    else
+      GemmBf16(ForwardShape(d), 1.f, x, w, 0.f, args.out[0].f32(), Bf16Gemm::kNative, bias);
   } else {
-    Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), 0.f, y, bias);
+    if (IsBf16(args.in[0]) || IsBf16(args.out[0]))
+      return InvalidArgumentError("linear: bf16 activations need bf16 products (OpArgs::matmul)");
+    Gemm(ForwardShape(d), 1.f, args.in[0].f32(), args.in[1].f32(), 0.f, args.out[0].f32(), bias);
   }
   return OkStatus();
 }
 
-// db[j] += sum_i dy[i, j] (a fresh db: =): threads split the columns; rows stream in order.
-void BiasGrad(const float* dy, int64_t n, int64_t out, bool fresh, float* db) {
+// db[j] += sum_i dy[i, j] (a fresh db: =): threads split the columns; rows stream in order. dy
+// fp32 or bf16.
+void BiasGrad(const Tensor& dy, int64_t n, int64_t out, bool fresh, float* db) {
   constexpr int64_t kCols = 256;
   const int64_t slices = (out + kCols - 1) / kCols;
   ParallelFor(slices, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n * kCols, 1)),
               [&](int64_t begin, int64_t end) {
-                float acc[kCols];
+                float acc[kCols], buf[kCols];
                 for (int64_t s = begin; s < end; ++s) {
                   const int64_t c0 = s * kCols, w = std::min(kCols, out - c0);
                   std::fill(acc, acc + w, 0.f);
                   for (int64_t i = 0; i < n; ++i) {
-                    const float* row = dy + i * out + c0;
+                    const float* row = ActRead(dy, i * out + c0, w, buf);
                     for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
                   }
                   if (fresh)
@@ -93,21 +104,30 @@ void BiasGrad(const float* dy, int64_t n, int64_t out, bool fresh, float* db) {
 // beta of the product into grad_in[k]: 0 where it is fresh (Kernel::overwrites_fresh_grads).
 float GradBeta(const OpArgs& args, int k) { return args.fresh_grads >> k & 1u ? 0.f : 1.f; }
 
-void Bf16Backward(const OpArgs& args, const Dims& d) {
-  const uint16_t* dy = ToBf16(args.grad_out[0].f32(), d.n * d.out, 0);
-  if (args.grad_in[0].defined())
+// dy and a fresh dx may be bf16 (bf16_grad_outputs / bf16_grad_inputs).
+Status Bf16Backward(const OpArgs& args, const Dims& d) {
+  const uint16_t* dy = Bf16Operand(args.grad_out[0], d.n * d.out, 0);
+  const Tensor& dx = args.grad_in[0];
+  if (dx.defined() && IsBf16(dx)) {
+    if (!(args.fresh_grads & 1u))
+      return InvalidArgumentError("linear: a bf16 input gradient must be fresh (written whole)");
+    GemmBf16Out(InputGradShape(d), dy, Bf16Operand(args.in[1], d.out * d.in, 1),
+                static_cast<uint16_t*>(dx.data()), Bf16Gemm::kNative);
+  } else if (dx.defined()) {
     GemmBf16(InputGradShape(d), 1.f, dy, Bf16Operand(args.in[1], d.out * d.in, 1),
-             GradBeta(args, 0), args.grad_in[0].f32(), Bf16Gemm::kNative);
+             GradBeta(args, 0), dx.f32(), Bf16Gemm::kNative);
+  }
   if (args.grad_in[1].defined())
-    GemmBf16(WeightGradShape(d), 1.f, dy, ToBf16(args.in[0].f32(), d.n * d.in, 2),
-             GradBeta(args, 1), args.grad_in[1].f32(), Bf16Gemm::kNative);
+    GemmBf16(WeightGradShape(d), 1.f, dy, Bf16Operand(args.in[0], d.n * d.in, 2), GradBeta(args, 1),
+             args.grad_in[1].f32(), Bf16Gemm::kNative);
+  return OkStatus();
 }
 
 Status Backward(const OpArgs& args) {
   const Dims d = DimsOf(args);
   const float* dy = args.grad_out[0].f32();
   if (args.matmul == DType::kBF16) {
-    Bf16Backward(args, d);
+    DS_RETURN_IF_ERROR(Bf16Backward(args, d));
   } else {
     if (args.grad_in[0].defined())
       Gemm(InputGradShape(d), 1.f, dy, args.in[1].f32(), GradBeta(args, 0), args.grad_in[0].f32());
@@ -115,7 +135,7 @@ Status Backward(const OpArgs& args) {
       Gemm(WeightGradShape(d), 1.f, dy, args.in[0].f32(), GradBeta(args, 1), args.grad_in[1].f32());
   }
   if (args.grad_in.size() > 2 && args.grad_in[2].defined())
-    BiasGrad(dy, d.n, d.out, args.fresh_grads >> 2 & 1u, args.grad_in[2].f32());
+    BiasGrad(args.grad_out[0], d.n, d.out, args.fresh_grads >> 2 & 1u, args.grad_in[2].f32());
   return OkStatus();
 }
 
@@ -124,9 +144,11 @@ Status Prepare(const OpArgs& args) {
   const Dims d = DimsOf(args);
   const bool bf16 = args.matmul == DType::kBF16;
   const bool has_bias = args.in.size() > 2 && args.in[2].defined();
-  DS_RETURN_IF_ERROR(PrepareGemm(ForwardShape(d), 1.f, 0.f, bf16, has_bias));
+  DS_RETURN_IF_ERROR(
+      PrepareGemm(ForwardShape(d), 1.f, 0.f, bf16, has_bias, bf16 && IsBf16(args.out[0])));
   if (!args.grad_in.empty() && args.grad_in[0].defined())
-    DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, GradBeta(args, 0), bf16));
+    DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, GradBeta(args, 0), bf16, false,
+                                   bf16 && IsBf16(args.grad_in[0])));
   if (args.grad_in.size() > 1 && args.grad_in[1].defined())
     DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, GradBeta(args, 1), bf16));
   return OkStatus();
@@ -134,7 +156,11 @@ Status Prepare(const OpArgs& args) {
 
 Kernel MakeKernel() {
   Kernel k{Forward, Backward, Prepare};
-  k.bf16_inputs = 1u << 1;  // the weight
+  k.bf16_inputs = 1u << 1;   // the weight
+  k.bf16_act_inputs = 1u;    // x
+  k.bf16_act_outputs = 1u;   // y
+  k.bf16_grad_outputs = 1u;  // dy
+  k.bf16_grad_inputs = 1u;   // dx
   k.overwrites_fresh_grads = true;
   return k;
 }

@@ -10,10 +10,12 @@
 // dgamma/dbeta: each thread sums its rows into a private slice of scratch, then the slices
 // are added in chunk order (deterministic for a fixed thread count).
 // Attr unit_offset (rmsnorm, Gemma): the scale is 1 + gamma; dgamma is unchanged.
-// Backward reads x and gamma.
+// Backward reads x and gamma. y may be a bf16 activation (act_io.h), rounded once per value, and
+// dy a bf16 gradient.
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
 
@@ -41,8 +43,11 @@ const float* EffectiveGamma(const OpArgs& args, int64_t c) {
   return g;
 }
 
-template <class Kind>
-Status Forward(const OpArgs& args) {
+// kBf16Out: y is a bf16 activation, each row rounded from fp32 scratch. The fp32 instance is the
+// kernel as it was before bf16 outputs, instruction for instruction (its reductions' order, on
+// which long runs' last bits depend, unchanged).
+template <class Kind, bool kBf16Out>
+Status ForwardAs(const OpArgs& args) {
   constexpr bool kC = Kind::kCentered;
   const Tensor& x = args.in[0];
   const int64_t c = x.dim(-1), n = LeadingRows(x.shape());
@@ -51,7 +56,8 @@ Status Forward(const OpArgs& args) {
   const float* xp = x.f32();
   const float* gamma = EffectiveGamma(args, c);
   const float* beta = kC ? args.in[2].f32() : nullptr;
-  float* y = args.out[0].f32();
+  float* y = kBf16Out ? nullptr : args.out[0].f32();
+  uint16_t* y16 = kBf16Out ? static_cast<uint16_t*>(args.out[0].data()) : nullptr;
   float* mean_out = kC ? args.saved[0].f32() : nullptr;
   float* rstd_out = args.saved[kC ? 1 : 0].f32();
   ParallelFor(n, RowGrain(c), [&](int64_t begin, int64_t end) {
@@ -68,13 +74,14 @@ Status Forward(const OpArgs& args) {
 #pragma omp simd reduction(+ : var)
       for (int64_t j = 0; j < c; ++j) var += (row[j] - mean) * (row[j] - mean);
       const float rstd = 1.f / std::sqrt(var / c + eps);
-      float* out = y + r * c;
+      float* out = kBf16Out ? ThreadScratch(3, c) : y + r * c;
       if constexpr (kC) {
         for (int64_t j = 0; j < c; ++j) out[j] = (row[j] - mean) * rstd * gamma[j] + beta[j];
         mean_out[r] = mean;
       } else {
         for (int64_t j = 0; j < c; ++j) out[j] = row[j] * rstd * gamma[j];
       }
+      if constexpr (kBf16Out) RoundToBf16Run(out, y16 + r * c, c);
       rstd_out[r] = rstd;
     }
   });
@@ -82,14 +89,33 @@ Status Forward(const OpArgs& args) {
 }
 
 template <class Kind>
-Status Backward(const OpArgs& args) {
+Status Forward(const OpArgs& args) {
+  return IsBf16(args.out[0]) ? ForwardAs<Kind, true>(args) : ForwardAs<Kind, false>(args);
+}
+
+// grads[w] += the chunks' partial rows (chunk k's row w at partial + (k width + w) c), in chunk
+// order: dgamma (and dbeta).
+void AddPartials(const float* partial, int chunks, int64_t c, int width, float* const* grads) {
+  for (int k = 0; k < chunks; ++k)
+    for (int w = 0; w < width; ++w) {
+      if (!grads[w]) continue;
+      const float* p = partial + (k * width + w) * c;
+      for (int64_t j = 0; j < c; ++j) grads[w][j] += p[j];
+    }
+}
+
+// kBf16Dy: dy is a bf16 gradient, each row widened into fp32 scratch (the fp32 instance as
+// ForwardAs's).
+template <class Kind, bool kBf16Dy>
+Status BackwardAs(const OpArgs& args) {
   constexpr bool kC = Kind::kCentered;
   constexpr int kWidth = kC ? 2 : 1;  // partial rows per chunk: dgamma (and dbeta)
   const Tensor& x = args.in[0];
   const int64_t c = x.dim(-1), n = LeadingRows(x.shape());
   const float* xp = x.f32();
   const float* gamma = EffectiveGamma(args, c);
-  const float* dy = args.grad_out[0].f32();
+  const float* dy = kBf16Dy ? nullptr : args.grad_out[0].f32();
+  const uint16_t* dy16 = kBf16Dy ? Bf16Data(args.grad_out[0]) : nullptr;
   const float* mean = kC ? args.saved[0].f32() : nullptr;
   const float* rstd = args.saved[kC ? 1 : 0].f32();
   float* dx = args.grad_in[0].defined() ? args.grad_in[0].f32() : nullptr;
@@ -104,9 +130,11 @@ Status Backward(const OpArgs& args) {
   ParallelChunks(n, chunks, [&](int chunk, int64_t begin, int64_t end) {
     float* pg = partial + chunk * slice;  // dgamma partial
     float* pb = pg + c;                   // dbeta partial (layernorm)
+    float* dy_row = kBf16Dy ? ThreadScratch(3, c) : nullptr;
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = xp + r * c;
-      const float* dyr = dy + r * c;
+      if constexpr (kBf16Dy) WidenBf16Run(dy16 + r * c, dy_row, c);
+      const float* dyr = kBf16Dy ? dy_row : dy + r * c;
       const float m = kC ? mean[r] : 0.f, s = rstd[r];
       float sum_g = 0.f, sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
@@ -134,19 +162,26 @@ Status Backward(const OpArgs& args) {
       }
     }
   });
-  for (int k = 0; k < chunks; ++k)
-    for (int w = 0; w < kWidth; ++w) {
-      if (!grads[w]) continue;
-      const float* p = partial + k * slice + w * c;
-      for (int64_t j = 0; j < c; ++j) grads[w][j] += p[j];
-    }
+  AddPartials(partial, chunks, c, kWidth, grads);
   return OkStatus();
 }
 
+template <class Kind>
+Status Backward(const OpArgs& args) {
+  return IsBf16(args.grad_out[0]) ? BackwardAs<Kind, true>(args) : BackwardAs<Kind, false>(args);
+}
+
+template <class Kind>
+Kernel MakeKernel() {
+  Kernel k{Forward<Kind>, Backward<Kind>};
+  k.bf16_act_outputs = 1u;   // y (x, the residual stream, stays fp32)
+  k.bf16_grad_outputs = 1u;  // dy
+  return k;
+}
+
 const bool kRegistered =
-    RegisterKernel("layernorm", Device::kCpu, DType::kF32,
-                   {Forward<LayerNorm>, Backward<LayerNorm>}) &&
-    RegisterKernel("rmsnorm", Device::kCpu, DType::kF32, {Forward<RmsNorm>, Backward<RmsNorm>});
+    RegisterKernel("layernorm", Device::kCpu, DType::kF32, MakeKernel<LayerNorm>()) &&
+    RegisterKernel("rmsnorm", Device::kCpu, DType::kF32, MakeKernel<RmsNorm>());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -136,15 +136,26 @@ constexpr int64_t kConvertBlock = 1 << 14;  // elements per parallel task
 
 }  // namespace
 
+void RoundToBf16Run(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  if (HasAvx512()) i = F32ToBf16Run16(src, dst, i, n);
+  for (; i + 8 <= n; i += 8) F32ToBf16x8(src + i, dst + i);
+  for (; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+}
+
+void WidenBf16Run(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  if (HasAvx512()) i = Bf16ToF32Run16(src, dst, i, n);
+  for (; i + 8 <= n; i += 8) Bf16ToF32x8(src + i, dst + i);
+  for (; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
+}
+
 void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n) {
   const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
-    int64_t i = b * kConvertBlock;
-    if (HasAvx512()) i = F32ToBf16Run16(src, dst, i, end);
-    for (; i + 8 <= end; i += 8) F32ToBf16x8(src + i, dst + i);
-    for (; i < end; ++i) dst[i] = FloatToBf16(src[i]);
+    const int64_t at = b * kConvertBlock;
+    RoundToBf16Run(src + at, dst + at, std::min(n, at + kConvertBlock) - at);
   }
 }
 
@@ -152,11 +163,8 @@ void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n) {
   const int64_t blocks = (n + kConvertBlock - 1) / kConvertBlock;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t end = std::min(n, (b + 1) * kConvertBlock);
-    int64_t i = b * kConvertBlock;
-    if (HasAvx512()) i = Bf16ToF32Run16(src, dst, i, end);
-    for (; i + 8 <= end; i += 8) Bf16ToF32x8(src + i, dst + i);
-    for (; i < end; ++i) dst[i] = Bf16ToFloat(src[i]);
+    const int64_t at = b * kConvertBlock;
+    WidenBf16Run(src + at, dst + at, std::min(n, at + kConvertBlock) - at);
   }
 }
 

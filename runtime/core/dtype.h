@@ -64,6 +64,10 @@ void ConvertF32ToBf16(const float* src, uint16_t* dst, int64_t n);
 void ConvertBf16ToF32(const uint16_t* src, float* dst, int64_t n);
 void ConvertF32ToF16(const float* src, uint16_t* dst, int64_t n);
 void ConvertF16ToF32(const uint16_t* src, float* dst, int64_t n);
+// The same on the calling thread, without an OpenMP region (whose entry costs more than a short
+// run's conversion): for the chunks kernels convert inside their own parallel loops.
+void RoundToBf16Run(const float* src, uint16_t* dst, int64_t n);
+void WidenBf16Run(const uint16_t* src, float* dst, int64_t n);
 // dst[i] = round(widen(dst[i]) + src[i]): fp32 values added into 16-bit ones (a mixed-precision
 // executor's parameter gradients), bit for bit what the scalar conversions give.
 void AddF32IntoBf16(const float* src, uint16_t* dst, int64_t n);

@@ -166,6 +166,10 @@ class Executor {
   int64_t kept_activation_bytes() const { return kept_bytes_; }
   int64_t recompute_arena_bytes() const { return transient_bytes_; }
   int64_t activation_grad_bytes() const { return grad_bytes_; }
+  // Activations stored in bf16 (Note [bf16 activations] in executor_layout.cc): how many of the
+  // graph's activation tensors, and their bytes (half what fp32 would take).
+  int bf16_activations() const { return bf16_acts_; }
+  int64_t bf16_activation_bytes() const { return bf16_act_bytes_; }
   // Per-op-type time, collected when DS_PROFILE_OPS=1 is set (on a device it synchronizes
   // after every node, so the times are the kernels' and the run is slower).
   const std::map<std::string, NodeProfile>& profile() const { return profile_; }
@@ -186,6 +190,12 @@ class Executor {
   Status BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_views);
   StatusOr<Tensor> FrozenView(int t) const;  // a kFrozen weight: options.frozen's view
   void BindGradArgs();
+  // bf16 on the host (executor_bf16.cc): whether this is a bf16 step, and the activations'
+  // (specs_) and their gradients' (grad_specs_) dtypes in it.
+  bool Bf16Step() const;
+  void ChooseBf16Activations();
+  void ChooseBf16Grads();
+  Status CheckBf16GradsFresh() const;
   Status LayoutActivations(const std::vector<std::vector<TensorSpec>>& saved_specs,
                            std::vector<std::vector<Tensor>>* saved_views);
   Status PlanActivationGrads();
@@ -217,10 +227,11 @@ class Executor {
   zero::ParamStore* params_;
   ExecutorOptions opt_;
   std::vector<TensorSpec> specs_;
-  std::vector<Tensor> views_;          // forward value of every tensor
-  std::vector<Tensor> grad_views_;     // activation gradients (aliasing by liveness)
-  std::map<int, Tensor> slice_views_;  // partitioned checkpoints: this rank's slice
-  std::vector<char> host_slices_;      // cpu_checkpointing: the kept copies, in host memory
+  std::vector<TensorSpec> grad_specs_;  // the activation gradients' (fp32 on the host)
+  std::vector<Tensor> views_;           // forward value of every tensor
+  std::vector<Tensor> grad_views_;      // activation gradients (aliasing by liveness)
+  std::map<int, Tensor> slice_views_;   // partitioned checkpoints: this rank's slice
+  std::vector<char> host_slices_;       // cpu_checkpointing: the kept copies, in host memory
   std::map<int, bool> slice_on_host_;
   std::vector<int32_t*> inputs_;  // ids, targets
   std::vector<std::unique_ptr<NodeExec>> nodes_;
@@ -244,6 +255,8 @@ class Executor {
   std::vector<int> sent_slots_;
   double fwd_flops_ = 0, bwd_flops_ = 0;
   int64_t act_bytes_ = 0, grad_bytes_ = 0, kept_bytes_ = 0, transient_bytes_ = 0;
+  int bf16_acts_ = 0;
+  int64_t bf16_act_bytes_ = 0;
   bool profiling_ = false;
   std::map<std::string, NodeProfile> profile_;
   bool node_timing_ = false;

@@ -120,6 +120,8 @@ Status Executor::Build() {
   std::vector<std::vector<TensorSpec>> saved_specs(g.nodes.size());
   size_t max_node_params = 0;
   DS_RETURN_IF_ERROR(MakeNodes(kd, kernel_dtype, f32_specs, &saved_specs, &max_node_params));
+  grad_specs_ = specs_;
+  ChooseBf16Activations();
   std::vector<std::vector<Tensor>> saved_views;
   DS_RETURN_IF_ERROR(LayoutActivations(saved_specs, &saved_views));
   if (params_->mixed()) {
@@ -279,24 +281,25 @@ Status Executor::PlanActivationGrads() {
   std::vector<uint32_t> non_diff(n);
   for (int i = 0; i < n; ++i) non_diff[i] = nodes_[i]->def->non_differentiable_inputs;
   const GradIntervals iv = ActivationGradIntervals(g, non_diff, opt_.split_backward);
+  ChooseBf16Grads();
   std::vector<int> order;
   for (int t = 0; t < nt; ++t)
     if (iv.start[t] >= 0 && iv.end[t] >= 0) order.push_back(t);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return iv.start[a] < iv.start[b]; });
   std::vector<size_t> offset(nt, 0);
-  const size_t arena = PlaceFirstFit(order, iv, specs_, &offset);
+  const size_t arena = PlaceFirstFit(order, iv, grad_specs_, &offset);
   DS_ASSIGN_OR_RETURN(char* grads, Arena(arena, &grad_arena_));
   grad_bytes_ = static_cast<int64_t>(arena);
   for (int t : order) {
-    grad_views_[t] = Tensor(grads + offset[t], specs_[t].shape, specs_[t].dtype);
+    grad_views_[t] = Tensor(grads + offset[t], grad_specs_[t].shape, grad_specs_[t].dtype);
     const int node = n - 1 - iv.start[t];
     if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
   }
   BindGradArgs();
   if (!device_ && !opt_.split_backward)
     for (std::unique_ptr<NodeExec>& ne : nodes_) MarkFreshGrads(*ne);
-  return OkStatus();
+  return CheckBf16GradsFresh();
 }
 
 // Note [Fresh gradients]

@@ -334,9 +334,15 @@ void Trainer::LogModel(DType model_dtype) const {
   if (!device_memory_ && model_dtype != DType::kF32)  // what 16-bit precision means on the host
     DS_LOG_INFO(
         "worker",
-        "{} on the CPU: parameters and gradients are stored in {}, activations in fp32, the "
+        "{} on the CPU: parameters and gradients are stored in {}, activations in {}, the "
         "linear layers' products {}, with fp32 master weights and optimizer states{}",
         model_dtype == DType::kBF16 ? "bf16" : "fp16", DTypeName(model_dtype),
+        executor_->bf16_activations() == 0
+            ? std::string("fp32")
+            : fmt::format("bf16 where a product writes them ({} tensors, {:.1f} MiB; the residual "
+                          "stream in fp32)",
+                          executor_->bf16_activations(),
+                          executor_->bf16_activation_bytes() / double(1 << 20)),
         CpuMatmulDtype(config_) == DType::kBF16
             ? "with bf16 inputs and fp32 accumulation"
             : "in fp32 on the widened weights (device.cpu_bf16_matmul)",

@@ -63,7 +63,7 @@ for model in llama3-tied qwen2 opt qwen3; do
       pass "$model $name reproduces the single-rank curves (20 steps)"
     else
       fail "$model $name: curves differ"
-      paste -d' ' <(cut -d, -f2,4 "$BASE/single_$model.csv") <(cut -d, -f2,4 "$csv") | head -5
+      paste -d' ' <(cut -d, -f2,4 "$BASE/single_$model.csv") <(cut -d, -f2,4 "$csv") | head -21
     fi
   done
 done

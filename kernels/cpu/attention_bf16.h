@@ -1,0 +1,34 @@
+// attention's bf16 path (kernels/cpu/attention.cc takes it in a bf16 step where oneDNN multiplies
+// bf16 natively, for plain causal attention): the per-head products in bf16 with fp32
+// accumulation, batched over every head of a query block in one oneDNN matmul each, and the
+// softmax in fp32, as PyTorch's bf16 attention computes them (P rounded to bf16 before P V).
+// Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D], the
+// log-sum-exp [B, H, T]; the gradients are added into dqkv.
+//
+//   forward, per block of 64 query rows [i0, i0 + m), keys [0, i0 + m):
+//     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
+//   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
+//     dQ += scale dS K, dK += scale dS^T Q, dV += P^T dO.
+// Q, K, V (and dO) are packed head-major in bf16 once per call; the products' operands are views
+// into those and into qkv, out and dqkv, so each block is 2 products forward and 5 backward (for
+// grouped-query attention dK and dV one per query head of the group).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/base/status.h"
+
+namespace ds::kernels::cpu {
+
+struct Bf16AttentionShape {
+  int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 1.f;
+};
+
+// The oneDNN primitives of every block's products, made at plan time (OpDef prepare).
+Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward);
+void Bf16AttentionForward(const Bf16AttentionShape& s, const float* qkv, float* out, float* lse);
+void Bf16AttentionBackward(const Bf16AttentionShape& s, const float* qkv, const float* out,
+                           const float* dout, const float* lse, float* dqkv);
+
+}  // namespace ds::kernels::cpu
