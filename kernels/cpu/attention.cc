@@ -26,7 +26,8 @@
 // computes exactly what it would without the padding and nothing is ever empty.
 // bf16 step (OpArgs::matmul kBF16) on a CPU with native bf16 products, plain causal attention
 // (no pads, documents, window or cap): attention_bf16.h's path, the products in bf16 batched over
-// the heads, the same inputs, outputs and saved lse.
+// the heads, the same inputs, outputs and saved lse. qkv and out may be bf16 activations
+// (Kernel::bf16_act_inputs / outputs); the fp32 path works on widened copies of them.
 // Packed documents (the second input int32 [B, T] instead: Megatron's reset_attention_mask):
 // query (b, i) reads keys [start[b, i], i], where start is the first token of its document
 // (0 <= start[b, i] <= i, non-decreasing along a row); each block's scores then begin at its
@@ -34,7 +35,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <vector>
+
 #include "kernels/attention_options.h"
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
@@ -131,6 +135,17 @@ Bf16AttentionShape Bf16Shape(const Geometry& g) {
   return {g.l.batch, g.l.seq, g.l.n_head, g.l.n_kv_head, g.l.head_dim, g.scale};
 }
 
+// A bf16 activation (qkv, out) as the fp32 path reads it: widened into the calling thread's
+// buffer `slot`, or the tensor's own floats.
+float* WideCopy(const Tensor& t, int slot, bool fill) {
+  if (!IsBf16(t)) return t.f32();
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[slot];
+  b.resize(static_cast<size_t>(t.numel()));
+  if (fill) ConvertBf16ToF32(Bf16Data(t), b.data(), t.numel());
+  return b.data();
+}
+
 // Forward of query block qb of (b, h): writes out rows and lse.
 void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, int64_t b, int64_t h,
                   int64_t qb) {
@@ -166,13 +181,13 @@ void ForwardBlock(const Geometry& g, const float* qkv, float* out, float* lse, i
 Status Forward(const OpArgs& args) {
   Geometry g;
   DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
-  const float* qkv = args.in[0].f32();
-  float* out = args.out[0].f32();
   float* lse = args.saved[0].f32();
   if (UseBf16(args, g)) {
-    Bf16AttentionForward(Bf16Shape(g), qkv, out, lse);
+    Bf16AttentionForward(Bf16Shape(g), args.in[0], args.out[0], lse);
     return OkStatus();
   }
+  const float* qkv = WideCopy(args.in[0], 0, true);
+  float* out = WideCopy(args.out[0], 1, false);
   const int64_t heads = g.l.batch * g.l.n_head, tasks = heads * g.blocks;
   BlasSingleThreadScope single_thread_blas;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -181,6 +196,8 @@ Status Forward(const OpArgs& args) {
     const int64_t bh = t % heads;
     ForwardBlock(g, qkv, out, lse, bh / g.l.n_head, bh % g.l.n_head, qb);
   }
+  if (IsBf16(args.out[0]))
+    ConvertF32ToBf16(out, static_cast<uint16_t*>(args.out[0].data()), args.out[0].numel());
   return OkStatus();
 }
 
@@ -276,7 +293,7 @@ Status Backward(const OpArgs& args) {
   Geometry g;
   DS_RETURN_IF_ERROR(MakeGeometry(args, &g));
   if (UseBf16(args, g)) {
-    Bf16AttentionBackward(Bf16Shape(g), args.in[0].f32(), args.out[0].f32(), args.grad_out[0].f32(),
+    Bf16AttentionBackward(Bf16Shape(g), args.in[0], args.out[0], args.grad_out[0].f32(),
                           args.saved[0].f32(), args.grad_in[0].f32());
     return OkStatus();
   }
@@ -292,6 +309,8 @@ Status Backward(const OpArgs& args) {
     std::fill(priv, priv + groups * parts * priv_task, 0.f);
   }
   float* dqkv = args.grad_in[0].f32();
+  const float* qkv = WideCopy(args.in[0], 0, true);
+  const float* out = WideCopy(args.out[0], 1, true);
   const int64_t seq_stride = l.seq * g.row, out_stride = l.seq * g.out_ld;
   BlasSingleThreadScope single_thread_blas;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -299,8 +318,8 @@ Status Backward(const OpArgs& args) {
     const int64_t gi = task / parts, part = task % parts;
     const int64_t b = gi / l.n_kv_head, kv = gi % l.n_kv_head;
     BackwardTask t;
-    t.qkv = args.in[0].f32() + b * seq_stride;
-    t.out = args.out[0].f32() + b * out_stride;
+    t.qkv = qkv + b * seq_stride;
+    t.out = out + b * out_stride;
     t.dout = args.grad_out[0].f32() + b * out_stride;
     t.lse = args.saved[0].f32() + b * l.n_head * l.seq;
     t.dqkv = dqkv + b * seq_stride;
@@ -330,8 +349,14 @@ Status Prepare(const OpArgs& args) {
   return PrepareBf16Attention(Bf16Shape(g), !args.grad_in.empty() && args.grad_in[0].defined());
 }
 
-const bool kRegistered =
-    RegisterKernel("attention", Device::kCpu, DType::kF32, {Forward, Backward, Prepare});
+Kernel MakeKernel() {
+  Kernel k{Forward, Backward, Prepare};
+  k.bf16_act_inputs = 1u;  // qkv (the fp32 path widens it)
+  k.bf16_act_outputs = 1u;
+  return k;
+}
+
+const bool kRegistered = RegisterKernel("attention", Device::kCpu, DType::kF32, MakeKernel());
 
 }  // namespace
 }  // namespace ds::kernels::cpu

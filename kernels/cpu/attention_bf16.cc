@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "kernels/cpu/act_io.h"
 #include "kernels/cpu/batched_gemm.h"
 #include "kernels/cpu/cpu_util.h"
 #include "runtime/core/dtype.h"
@@ -103,7 +104,15 @@ int64_t BlockMajor(const Dims& z, int64_t b, int64_t h, int64_t t) {
 }
 
 // K, V of qkv in bf16 head-major [B, Hkv, T, D]; Q (and dO of dout) block-major.
-Packed Pack(const Dims& z, const float* qkv, const float* dout) {
+// d values of qkv (fp32 or bf16) from element at, in bf16.
+void PackRun(const Tensor& qkv, int64_t at, int64_t d, uint16_t* dst) {
+  if (IsBf16(qkv))
+    std::copy_n(Bf16Data(qkv) + at, d, dst);
+  else
+    RoundToBf16Run(qkv.f32() + at, dst, d);
+}
+
+Packed Pack(const Dims& z, const Tensor& qkv, const float* dout) {
   const int64_t q = z.b * z.h * z.t * z.d, kv = z.b * z.hkv * z.t * z.d;
   uint16_t* base =
       reinterpret_cast<uint16_t*>(ThreadScratch(0, static_cast<size_t>(4 * q + 2 * kv) / 2 + 1));
@@ -118,16 +127,16 @@ Packed Pack(const Dims& z, const float* qkv, const float* dout) {
               [&](int64_t lo, int64_t hi) {
                 for (int64_t bt = lo; bt < hi; ++bt) {
                   const int64_t b = bt / z.t, t = bt % z.t;
-                  const float* src = qkv + bt * z.row;
+                  const int64_t src = bt * z.row;
                   for (int64_t h = 0; h < z.h; ++h) {
                     const int64_t at = BlockMajor(z, b, h, t);
-                    RoundToBf16Run(src + h * z.d, p.q + at, z.d);
+                    PackRun(qkv, src + h * z.d, z.d, p.q + at);
                     if (dout) RoundToBf16Run(dout + bt * z.out_ld + h * z.d, p.dout + at, z.d);
                   }
                   for (int64_t h = 0; h < z.hkv; ++h) {
                     const int64_t at = ((b * z.hkv + h) * z.t + t) * z.d;
-                    RoundToBf16Run(src + (z.h + h) * z.d, p.k + at, z.d);
-                    RoundToBf16Run(src + (z.h + z.hkv + h) * z.d, p.v + at, z.d);
+                    PackRun(qkv, src + (z.h + h) * z.d, z.d, p.k + at);
+                    PackRun(qkv, src + (z.h + z.hkv + h) * z.d, z.d, p.v + at);
                   }
                 }
               });
@@ -137,7 +146,7 @@ Packed Pack(const Dims& z, const float* qkv, const float* dout) {
 // Each query block's rows of src (token-major [B, T, ld], the heads' columns from col0) in bf16,
 // transposed per head: [B, H, D, m] at the block's offset (the A operand of dK^T = Q^T dS).
 // Through 16-row tiles, so the reads stay rows and the writes runs of 16.
-void PackTransposed(const Dims& z, const float* src, int64_t ld, int64_t col0, uint16_t* dst) {
+void PackTransposed(const Dims& z, const Tensor& src, int64_t ld, int64_t col0, uint16_t* dst) {
   constexpr int64_t kTile = 16;
   const int64_t blocks = (z.t + kBlock - 1) / kBlock;
   ParallelFor(z.b * z.h * blocks, 1, [&](int64_t lo, int64_t hi) {
@@ -149,8 +158,13 @@ void PackTransposed(const Dims& z, const float* src, int64_t ld, int64_t col0, u
       uint16_t* out = dst + z.b * z.h * i0 * z.d + bh * z.d * m;
       for (int64_t r0 = 0; r0 < m; r0 += kTile) {
         const int64_t n = std::min(kTile, m - r0);
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(src + (b * z.t + i0 + r0 + r) * ld + col0 + h * z.d, z.d, tile + r * z.d);
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t at = (b * z.t + i0 + r0 + r) * ld + col0 + h * z.d;
+          if (IsBf16(src))
+            WidenBf16Run(Bf16Data(src) + at, tile + r * z.d, z.d);
+          else
+            std::copy_n(src.f32() + at, z.d, tile + r * z.d);
+        }
         for (int64_t e = 0; e < z.d; ++e) {
           for (int64_t r = 0; r < n; ++r) run[r] = FloatToBf16(tile[r * z.d + e]);
           std::copy_n(run, n, out + e * m + r0);
@@ -230,13 +244,14 @@ Block BlockOf(const Dims& z, int64_t qb) {
 int64_t Blocks(const Dims& z) { return (z.t + kBlock - 1) / kBlock; }
 
 // D[b, h, i] = sum over the head's D columns of dO O at token i.
-void RowDots(const Dims& z, const float* out, const float* dout, float* dot) {
+void RowDots(const Dims& z, const Tensor& out, const float* dout, float* dot) {
   ParallelFor(z.b * z.t, std::max<int64_t>(1, kElementwiseGrain / z.out_ld),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t bt = lo; bt < hi; ++bt) {
                   const int64_t b = bt / z.t, t = bt % z.t;
+                  float wide[256];  // D <= 256 (UseBf16)
                   for (int64_t h = 0; h < z.h; ++h) {
-                    const float* o = out + bt * z.out_ld + h * z.d;
+                    const float* o = ActRead(out, bt * z.out_ld + h * z.d, z.d, wide);
                     const float* g = dout + bt * z.out_ld + h * z.d;
                     float acc = 0.f;
 #pragma omp simd reduction(+ : acc)
@@ -249,16 +264,20 @@ void RowDots(const Dims& z, const float* out, const float* dout, float* dot) {
 
 // A block's per-head rows [B, H, m, D] (dense fp32, a product's output) written (or added) into
 // a token-major tensor [B, T, ld] at the heads' columns from col0: out, or dqkv's queries.
-void ScatterRows(const Dims& z, const Block& k, const float* rows, float* dst, int64_t ld,
+void ScatterRows(const Dims& z, const Block& k, const float* rows, const Tensor& dst, int64_t ld,
                  int64_t col0, bool add) {
   ParallelFor(z.b * k.m, std::max<int64_t>(1, kElementwiseGrain / (z.h * z.d)),
               [&](int64_t lo, int64_t hi) {
                 for (int64_t x = lo; x < hi; ++x) {
                   const int64_t b = x / k.m, r = x % k.m;
-                  float* to = dst + (b * z.t + k.i0 + r) * ld + col0;
+                  const int64_t to = (b * z.t + k.i0 + r) * ld + col0;
                   for (int64_t h = 0; h < z.h; ++h) {
                     const float* from = rows + ((b * z.h + h) * k.m + r) * z.d;
-                    float* t = to + h * z.d;
+                    if (IsBf16(dst)) {  // a bf16 out, rounded once
+                      RoundToBf16Run(from, static_cast<uint16_t*>(dst.data()) + to + h * z.d, z.d);
+                      continue;
+                    }
+                    float* t = dst.f32() + to + h * z.d;
                     if (add) {
 #pragma omp simd
                       for (int64_t e = 0; e < z.d; ++e) t[e] += from[e];
@@ -321,7 +340,8 @@ Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward) {
   return OkStatus();
 }
 
-void Bf16AttentionForward(const Bf16AttentionShape& s, const float* qkv, float* out, float* lse) {
+void Bf16AttentionForward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                          float* lse) {
   const Dims z = DimsOf(s);
   const Packed pk = Pack(z, qkv, nullptr);
   const int64_t cap = z.b * z.h * kBlock * z.t;
@@ -339,12 +359,13 @@ void Bf16AttentionForward(const Bf16AttentionShape& s, const float* qkv, float* 
   }
 }
 
-void Bf16AttentionBackward(const Bf16AttentionShape& s, const float* qkv, const float* out,
+void Bf16AttentionBackward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
                            const float* dout, const float* lse, float* dqkv) {
   const Dims z = DimsOf(s);
   const Packed pk = Pack(z, qkv, dout);
   PackTransposed(z, qkv, z.row, 0, pk.qt);
-  PackTransposed(z, dout, z.out_ld, 0, pk.doutt);
+  PackTransposed(z, Tensor(const_cast<float*>(dout), {z.b * z.t * z.out_ld}, DType::kF32), z.out_ld,
+                 0, pk.doutt);
   const int64_t sums = z.b * z.hkv * z.d * z.t;
   float* dot = ThreadScratch(3, static_cast<size_t>(z.b * z.h * z.t + 2 * sums));
   float* dkt = dot + z.b * z.h * z.t;  // dK^T, dV^T [B, Hkv, D, T], summed over the blocks
@@ -366,7 +387,7 @@ void Bf16AttentionBackward(const Bf16AttentionShape& s, const float* qkv, const 
     BatchedGemmBf16(q, pk.dout + q0, kt, pk.v, sc, dp, 1.f, 0.f);
     SoftmaxBackward(z, k, sbuf, dp, lse, dot, p, ds);
     BatchedGemmBf16(sc, ds, Heads(z, true, k.keys), pk.k, q, rows, s.scale, 0.f);
-    ScatterRows(z, k, rows, dqkv, z.row, 0, true);
+    ScatterRows(z, k, rows, Tensor(dqkv, {z.b * z.t * z.row}, DType::kF32), z.row, 0, true);
     const MatrixView qt = TransposedMember(z, k), all = TransposedSums(z);
     for (int64_t g = 0; g < z.g; ++g) {  // dK, dV sum over the group's query heads
       const int64_t sg = g * k.m * k.keys, tg = q0 + g * z.d * k.m;

@@ -2,8 +2,8 @@
 // bf16 natively, for plain causal attention): the per-head products in bf16 with fp32
 // accumulation, batched over every head of a query block in one oneDNN matmul each, and the
 // softmax in fp32, as PyTorch's bf16 attention computes them (P rounded to bf16 before P V).
-// Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D], the
-// log-sum-exp [B, H, T]; the gradients are added into dqkv.
+// Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D] (either
+// may be a bf16 activation), the log-sum-exp [B, H, T]; the gradients are added into dqkv.
 //
 //   forward, per block of 64 query rows [i0, i0 + m), keys [0, i0 + m):
 //     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "runtime/base/status.h"
+#include "runtime/core/tensor.h"
 
 namespace ds::kernels::cpu {
 
@@ -27,8 +28,10 @@ struct Bf16AttentionShape {
 
 // The oneDNN primitives of every block's products, made at plan time (OpDef prepare).
 Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward);
-void Bf16AttentionForward(const Bf16AttentionShape& s, const float* qkv, float* out, float* lse);
-void Bf16AttentionBackward(const Bf16AttentionShape& s, const float* qkv, const float* out,
+// qkv and out fp32 or bf16 (bf16 activations); dout, lse and dqkv fp32.
+void Bf16AttentionForward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
+                          float* lse);
+void Bf16AttentionBackward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
                            const float* dout, const float* lse, float* dqkv);
 
 }  // namespace ds::kernels::cpu

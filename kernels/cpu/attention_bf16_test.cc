@@ -13,6 +13,7 @@
 #include "kernels/cpu/batched_gemm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/op_test_util.h"
+#include "kernels/registry.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
@@ -91,6 +92,49 @@ TEST_CASE("attention's bf16 path follows the fp32 kernel within bf16 rounding",
       INFO("part " << part);
       CHECK(RelMax(a, b) < 5e-3);
     }
+  }
+}
+
+// qkv and out as bf16 activations (Kernel::bf16_act_inputs / outputs): the output is the fp32
+// output rounded once, bit for bit, on both paths (the bf16 path; the fp32 path, which a window
+// forces, on a widened copy), and the log-sum-exp is the same.
+TEST_CASE("attention reads a bf16 qkv and writes a bf16 out on both paths",
+          "[kernels][attention][bf16]") {
+  const Kernel* kernel = FindKernel("attention", Device::kCpu, DType::kF32);
+  REQUIRE(kernel);
+  CHECK(kernel->bf16_act_inputs == 1u);
+  CHECK(kernel->bf16_act_outputs == 1u);
+  for (int64_t window : {0, 40}) {
+    INFO("window " << window << (window ? " (the fp32 path)" : " (the bf16 path where native)"));
+    Attrs a;
+    a.SetInt("n_head", 4);
+    a.SetInt("n_kv_head", 2);
+    if (window) a.SetInt("window", window);
+    std::mt19937 rng(7);
+    OwnedTensor wide = RandomTensor({2, 90, 8 * 32}, rng, -2.f, 2.f);
+    OwnedTensor low(wide.view().shape(), DType::kBF16);
+    ConvertF32ToBf16(wide.view().f32(), static_cast<uint16_t*>(low.view().data()),
+                     wide.view().numel());
+    ConvertBf16ToF32(static_cast<const uint16_t*>(low.view().data()), wide.view().f32(),
+                     wide.view().numel());
+    OpHarness ref("attention", a);  // fp32 tensors, the same kernel and products
+    ref.matmul = DType::kBF16;
+    ref.inputs.push_back(testing::CopyOf(wide.view()));
+    REQUIRE(ref.Forward().ok());
+    OwnedTensor out(ref.outputs[0].view().shape(), DType::kBF16);
+    OwnedTensor lse(ref.saved[0].view().shape(), DType::kF32);
+    OpArgs args;
+    args.attrs = &a;
+    args.matmul = DType::kBF16;
+    args.in = {low.view()};
+    args.out = {out.view()};
+    args.saved = {lse.view()};
+    REQUIRE(kernel->forward(args).ok());
+    std::vector<uint16_t> want(static_cast<size_t>(out.view().numel()));
+    ConvertF32ToBf16(ref.outputs[0].view().f32(), want.data(), out.view().numel());
+    CHECK(std::equal(want.begin(), want.end(), static_cast<const uint16_t*>(out.view().data())));
+    CHECK(std::equal(lse.view().f32(), lse.view().f32() + lse.view().numel(),
+                     ref.saved[0].view().f32()));
   }
 }
 
