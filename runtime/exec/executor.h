@@ -166,7 +166,7 @@ class Executor {
   int64_t kept_activation_bytes() const { return kept_bytes_; }
   int64_t recompute_arena_bytes() const { return transient_bytes_; }
   int64_t activation_grad_bytes() const { return grad_bytes_; }
-  // Activations stored in bf16 (Note [bf16 activations] in executor_layout.cc): how many of the
+  // Activations stored in bf16 (Note [bf16 activations] in executor_bf16.cc): how many of the
   // graph's activation tensors, and their bytes (half what fp32 would take).
   int bf16_activations() const { return bf16_acts_; }
   int64_t bf16_activation_bytes() const { return bf16_act_bytes_; }
@@ -227,7 +227,7 @@ class Executor {
   zero::ParamStore* params_;
   ExecutorOptions opt_;
   std::vector<TensorSpec> specs_;
-  std::vector<TensorSpec> grad_specs_;  // the activation gradients' (fp32 on the host)
+  std::vector<TensorSpec> grad_specs_;  // activation gradients' (host: fp32, or bf16 by the Note)
   std::vector<Tensor> views_;           // forward value of every tensor
   std::vector<Tensor> grad_views_;      // activation gradients (aliasing by liveness)
   std::map<int, Tensor> slice_views_;   // partitioned checkpoints: this rank's slice
