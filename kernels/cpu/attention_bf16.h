@@ -5,13 +5,17 @@
 // Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D] (either
 // may be a bf16 activation), the log-sum-exp [B, H, T]; the gradients are added into dqkv.
 //
-//   forward, per block of 64 query rows [i0, i0 + m), keys [0, i0 + m):
+//   forward, per block of 64 query rows [i0, i0 + m), against all T keys (past the diagonal P
+//   is 0):
 //     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
-//     dQ += scale dS K, dK += scale dS^T Q, dV += P^T dO.
-// Q, K, V (and dO) are packed head-major in bf16 once per call; the products' operands are views
-// into those and into qkv, out and dqkv, so each block is 2 products forward and 5 backward (for
-// grouped-query attention dK and dV one per query head of the group).
+//     dQ += scale dS K, dK^T += scale Q^T dS, dV^T += dO^T P (summed over the blocks, added
+//     into dqkv once).
+// Layouts are oneDNN 2.6's for its AMX kernels, which it picks only for a dense A and C and a
+// whole B: K and V packed head-major in bf16 once per call, Q and dO block by block (and
+// transposed, for dK^T and dV^T), every product's output in dense scratch, then written or added
+// into out and dqkv. Each block is 2 products forward and 5 backward (for grouped-query attention
+// dK and dV one per query head of the group).
 #pragma once
 
 #include <cstdint>
