@@ -5,7 +5,7 @@
 // Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D] (either
 // may be a bf16 activation), the log-sum-exp [B, H, T]; the gradients are added into dqkv.
 //
-//   forward, per block of 64 query rows [i0, i0 + m), against all T keys (past the diagonal P
+//   forward, per block of 128 query rows [i0, i0 + m), against all T keys (past the diagonal P
 //   is 0):
 //     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),

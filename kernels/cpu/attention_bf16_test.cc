@@ -2,7 +2,8 @@
 // scores accumulate in fp32 from bf16 values, so the log-sum-exp agrees to fp32 rounding; the
 // output and the gradients carry P (and dO) rounded to bf16: within 5e-3 of the largest value
 // (2.2e-3 measured on an AMX CPU; a dV scaled by 1.01 fails it).
-// Sequences that are not a multiple of the 64-row block, grouped-query heads, batches of 2.
+// Sequences that are not a multiple of the 128-row block (one of them two blocks), grouped-query
+// heads, batches of 2.
 #include <algorithm>
 #include <cmath>
 #include <random>
