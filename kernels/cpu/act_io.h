@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "kernels/op.h"
+#include "runtime/base/status.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/tensor.h"
 
@@ -42,6 +45,14 @@ inline float* ActOut(const Tensor& t, int64_t at, float* buf) {
 // Rounds the n values ActOut handed out into a bf16 tensor; nothing for an fp32 one.
 inline void ActStore(const Tensor& t, int64_t at, int64_t n, const float* values) {
   if (IsBf16(t)) RoundToBf16Run(values, static_cast<uint16_t*>(t.data()) + at, n);
+}
+
+// A bf16 gradient can only be written whole: grad_in[k] in bf16 must be marked fresh
+// (OpArgs::fresh_grads), which the executor guarantees (Note [bf16 activations]).
+inline Status CheckBf16GradFresh(const OpArgs& args, int k, const char* op) {
+  if (!IsBf16(args.grad_in[k]) || (args.fresh_grads >> k & 1u)) return OkStatus();
+  return InvalidArgumentError(std::string(op) + ": bf16 gradient of input " + std::to_string(k) +
+                              " is not fresh; it can only be written whole");
 }
 
 }  // namespace ds::kernels::cpu

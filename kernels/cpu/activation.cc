@@ -17,6 +17,7 @@ namespace ds::kernels::cpu {
 namespace {
 
 struct Gelu {
+  static constexpr const char* kName = "gelu";
   static constexpr float kK = 0.7978845608028654f;  // sqrt(2 / pi)
   static constexpr float kA = 0.044715f;
   // The argument of exp in s = 1 / (1 + exp(.)).
@@ -29,6 +30,7 @@ struct Gelu {
 };
 
 struct Silu {
+  static constexpr const char* kName = "silu";
   static float Exponent(float x) { return -x; }
   static float Grad(float dy, float x, float s) { return dy * s * (1.f + x * (1.f - s)); }
 };
@@ -65,8 +67,7 @@ Status Backward(const OpArgs& args) {
   const Tensor& dyt = args.grad_out[0];
   const Tensor& dxt = args.grad_in[0];
   const bool fresh = args.fresh_grads & 1u;
-  if (IsBf16(dxt) && !fresh)
-    return InvalidArgumentError("activation: a bf16 input gradient must be fresh");
+  DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, 0, Act::kName));
   ParallelFor(xt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
     float z[kChunk], xb[kChunk], dyb[kChunk], dxb[kChunk];
     for (int64_t c = begin; c < end; c += kChunk) {

@@ -222,5 +222,31 @@ TEST_CASE("bf16 activations: linear reads and writes bf16, with and without a bi
   }
 }
 
+// A bf16 gradient can only be written whole: one not marked fresh is refused, naming the op.
+TEST_CASE("bf16 activations: a bf16 gradient that is not fresh is refused", "[kernels][bf16]") {
+  std::mt19937 rng(21);
+  OwnedTensor x = RandomTensor({4, 64}, rng), dy = RandomTensor({4, 64}, rng);
+  OwnedTensor dx(x.view().shape(), DType::kBF16);
+  for (const char* op : {"gelu", "linear"}) {
+    OpArgs a;
+    Attrs attrs;
+    a.attrs = &attrs;
+    a.matmul = DType::kBF16;
+    OwnedTensor w = RandomTensor({64, 64}, rng), y({4, 64}, DType::kF32);
+    a.in = {x.view()};
+    if (std::string(op) == "linear") a.in.push_back(w.view());
+    a.out = {y.view()};
+    a.grad_out = {dy.view()};
+    a.grad_in = {dx.view()};
+    if (a.in.size() > 1) a.grad_in.push_back(Tensor());
+    const Status s = FindKernel(op, Device::kCpu, DType::kF32)->backward(a);
+    INFO(op << ": " << s.ToString());
+    CHECK_FALSE(s.ok());
+    CHECK(s.ToString().find(op) != std::string::npos);
+    a.fresh_grads = 1u;
+    CHECK(FindKernel(op, Device::kCpu, DType::kF32)->backward(a).ok());
+  }
+}
+
 }  // namespace
 }  // namespace ds::kernels::cpu

@@ -60,8 +60,7 @@ Status Backward(const OpArgs& args) {
     const Tensor& dt = args.grad_in[k];
     if (!dt.defined()) continue;
     const bool fresh = args.fresh_grads >> k & 1u;
-    if (IsBf16(dt) && !fresh)
-      return InvalidArgumentError("binary op: a bf16 input gradient must be fresh");
+    DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, k, "binary op"));
     const Tensor& other = args.in[1 - k];
     ParallelFor(dyt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
       float ob[kChunk], dyb[kChunk], db[kChunk];

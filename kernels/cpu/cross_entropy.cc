@@ -74,8 +74,7 @@ Status Backward(const OpArgs& args) {
   const int64_t count = CountTargets(targets, n, ignore);
   const bool fresh = args.fresh_grads & 1u;
   const Tensor& dx = args.grad_in[0];  // fp32, or bf16 when fresh (bf16_grad_inputs)
-  if (IsBf16(dx) && !fresh)
-    return InvalidArgumentError("cross_entropy: a bf16 logits gradient must be fresh");
+  DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, 0, "cross_entropy"));
   if (count == 0) {
     if (fresh) args.grad_in[0].Zero();
     return OkStatus();

@@ -108,9 +108,8 @@ float GradBeta(const OpArgs& args, int k) { return args.fresh_grads >> k & 1u ? 
 Status Bf16Backward(const OpArgs& args, const Dims& d) {
   const uint16_t* dy = Bf16Operand(args.grad_out[0], d.n * d.out, 0);
   const Tensor& dx = args.grad_in[0];
+  DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, 0, "linear"));
   if (dx.defined() && IsBf16(dx)) {
-    if (!(args.fresh_grads & 1u))
-      return InvalidArgumentError("linear: a bf16 input gradient must be fresh (written whole)");
     GemmBf16Out(InputGradShape(d), dy, Bf16Operand(args.in[1], d.out * d.in, 1),
                 static_cast<uint16_t*>(dx.data()), Bf16Gemm::kNative);
   } else if (dx.defined()) {
