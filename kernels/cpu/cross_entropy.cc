@@ -6,13 +6,17 @@
 // non-ignored rows, nothing for ignored ones. Backward reads logits and targets.
 // A target outside [0, V) that is not ignore_index is an InvalidArgument (forward).
 // The logits may be a bf16 activation (act_io.h): each row is widened as it is read; a fresh
-// gradient may be bf16, each row rounded once.
+// gradient may be bf16, each value rounded once. Where both are bf16 and the CPU has AVX-512,
+// the rows are read (and the gradient written) 16 values at a time in registers, without an
+// fp32 copy of the row.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/act_io.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/exp_simd.h"
 #include "kernels/registry.h"
+#include "runtime/core/bf16_simd.h"
 
 namespace ds::kernels::cpu {
 namespace {
@@ -37,6 +41,49 @@ float LogSumExp(const float* x, int64_t v) {
   return m + static_cast<float>(std::log(total));
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// GCC 12's avx512fintrin.h trips -Wuninitialized in its own "undefined" vectors.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+bool Bf16Rows(const Tensor& t) { return IsBf16(t) && t.dim(-1) % 16 == 0 && CpuHasAvx512(); }
+
+// LogSumExp of a bf16 row of v values (v a multiple of 16): the max, then the sum of exp(x - max)
+// in lane-wise fp32 partial sums, folded into double as ExpShiftSum's callers do per chunk.
+__attribute__((target("avx512f,fma"))) float LogSumExpBf16(const uint16_t* x, int64_t v) {
+  __m512 mx = bf16_simd::Load16(x);
+  for (int64_t j = 16; j < v; j += 16) mx = _mm512_max_ps(mx, bf16_simd::Load16(x + j));
+  const float m = _mm512_reduce_max_ps(mx);
+  const __m512 vm = _mm512_set1_ps(m);
+  double total = 0.0;
+  for (int64_t c = 0; c < v; c += kChunk) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = c; j < std::min(v, c + kChunk); j += 16)
+      acc = _mm512_add_ps(acc, exp_simd::Exp16(_mm512_sub_ps(bf16_simd::Load16(x + j), vm)));
+    total += _mm512_reduce_add_ps(acc);
+  }
+  return m + static_cast<float>(std::log(total));
+}
+
+// A fresh bf16 gradient row: dx = scale (exp(x - lse) - onehot(target)), each value rounded once.
+__attribute__((target("avx512f,fma"))) void GradRowBf16(const uint16_t* x, int64_t v, float lse,
+                                                        float scale, int64_t target,
+                                                        uint16_t* dx) {
+  const __m512 vl = _mm512_set1_ps(lse), vs = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < v; j += 16) {
+    __m512 g = _mm512_mul_ps(vs, exp_simd::Exp16(_mm512_sub_ps(bf16_simd::Load16(x + j), vl)));
+    if (target >= j && target < j + 16)
+      g = _mm512_mask_sub_ps(g, static_cast<__mmask16>(1u << (target - j)), g, vs);
+    bf16_simd::Store16(g, dx + j);
+  }
+}
+#pragma GCC diagnostic pop
+#else
+bool Bf16Rows(const Tensor&) { return false; }
+float LogSumExpBf16(const uint16_t*, int64_t) { return 0.f; }
+void GradRowBf16(const uint16_t*, int64_t, float, float, int64_t, uint16_t*) {}
+#endif
+
 Status Forward(const OpArgs& args) {
   const Tensor& logits = args.in[0];
   const int32_t* targets = args.in[1].i32();
@@ -49,10 +96,16 @@ Status Forward(const OpArgs& args) {
                                          ")"));
   }
   float* lse = args.saved[0].f32();
+  const bool fused = Bf16Rows(logits);
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
-    float* buf = IsBf16(logits) ? ThreadScratch(3, v) : nullptr;
-    for (int64_t r = begin; r < end; ++r)
-      lse[r] = targets[r] == ignore ? 0.f : LogSumExp(ActRead(logits, r * v, v, buf), v);
+    float* buf = IsBf16(logits) && !fused ? ThreadScratch(3, v) : nullptr;
+    for (int64_t r = begin; r < end; ++r) {
+      if (targets[r] == ignore)
+        lse[r] = 0.f;
+      else
+        lse[r] = fused ? LogSumExpBf16(Bf16Data(logits) + r * v, v)
+                       : LogSumExp(ActRead(logits, r * v, v, buf), v);
+    }
   });
   double total = 0.0;  // serial: a fixed summation order
   for (int64_t r = 0; r < n; ++r)
@@ -81,6 +134,18 @@ Status Backward(const OpArgs& args) {
   }
   const float scale = args.grad_out[0].f32()[0] / static_cast<float>(count);
   const float* lse = args.saved[0].f32();
+  if (IsBf16(dx) && Bf16Rows(logits)) {  // dx bf16 is fresh (CheckBf16GradFresh)
+    uint16_t* d16 = static_cast<uint16_t*>(dx.data());
+    ParallelFor(n, kElementwiseGrain / v + 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        if (targets[r] == ignore)
+          std::fill(d16 + r * v, d16 + (r + 1) * v, uint16_t{0});
+        else
+          GradRowBf16(Bf16Data(logits) + r * v, v, lse[r], scale, targets[r], d16 + r * v);
+      }
+    });
+    return OkStatus();
+  }
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
     float z[kChunk];
     float* buf = IsBf16(logits) ? ThreadScratch(3, v) : nullptr;

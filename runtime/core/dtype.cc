@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/core/bf16_simd.h"
+
 namespace ds {
 
 size_t DTypeSize(DType t) {
@@ -84,24 +86,13 @@ inline void Bf16ToF32x8(const uint16_t* src, float* dst) {
   _mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
 }
 
-// The same on 16 floats where the CPU has AVX-512 (the same bits: integer rounding, not
-// vcvtne2ps2bf16, which would flush denormals).
+// The 16-lane forms (bf16_simd.h) over memory.
 __attribute__((target("avx512f"))) inline void F32ToBf16x16(const float* src, uint16_t* dst) {
-  const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src));
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-  r = _mm512_srli_epi32(r, 16);
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  r = _mm512_mask_blend_epi32(nan, r, quiet);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
+  bf16_simd::Store16(_mm512_loadu_ps(src), dst);
 }
 
 __attribute__((target("avx512f"))) inline __m512 Bf16ToF32x16(const uint16_t* src) {
-  const __m512i h =
-      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  return bf16_simd::Load16(src);
 }
 
 bool HasAvx512() {
