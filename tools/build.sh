@@ -27,7 +27,7 @@ done
 install -m 0755 bazel-bin/runtime/generate/libds_sentencepiece.so bin/libds_sentencepiece.so
 # The CUDA plugins (built where the toolkit is): ds-worker loads them from its own directory
 # for device.type cuda (libds_cuda.so) and its data-parallel group over NCCL (libds_nccl.so).
-for plugin in runtime/cuda/libds_cuda.so parallel/nccl/libds_nccl.so; do
+for plugin in runtime/cuda/libds_cuda.so parallel/comm/nccl/libds_nccl.so; do
   if [[ -e bazel-bin/$plugin ]]; then
     install -m 0755 "bazel-bin/$plugin" "bin/${plugin##*/}"
   fi

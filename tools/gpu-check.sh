@@ -138,7 +138,7 @@ BUILT_BY=""
 TESTS=(device_test:runtime/cuda cuda_build_test:kernels/cuda cuda_registration_test:kernels/cuda
        gelu_gpu_test:kernels/cuda conformance_gpu_test:kernels/cuda optimizer_gpu_test:kernels/cuda
        linear_gpu_test:kernels/cuda/blas attention_gpu_test:kernels/cuda/attention
-       allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/nccl cuda_loader_test:runtime/exec
+       allocator_gpu_test:runtime/cuda nccl_gpu_test:parallel/comm/nccl cuda_loader_test:runtime/exec
        device_states_gpu_test:zero trainer_gpu_test:runtime/worker)
 BENCHES=(gemm_bench:kernels/cuda adamw_bench:kernels/cuda attention_bench:kernels/cuda/attention
          ds-worker:runtime/worker ds-data:tools/ds_data)

@@ -29,9 +29,9 @@ cp -r /usr/include/oneapi/dnnl "$D/include/oneapi/"
 # libraries in bundle/lib (Bazel's test binaries load our libraries from _solib_k8 too).
 # Every binary tools/gpu-check.sh runs, so the device machine builds nothing.
 TARGETS=(//runtime/worker:ds-worker //tools/ds_data:ds-data //runtime/cuda:libds_cuda.so
-         //parallel/nccl:libds_nccl.so //runtime/worker:trainer_gpu_test
+         //parallel/comm/nccl:libds_nccl.so //runtime/worker:trainer_gpu_test
          //runtime/exec:cuda_loader_test //runtime/cuda:allocator_gpu_test
-         //zero:device_states_gpu_test //parallel/nccl:nccl_gpu_test //runtime/cuda:device_test
+         //zero:device_states_gpu_test //parallel/comm/nccl:nccl_gpu_test //runtime/cuda:device_test
          //kernels/cuda:cuda_build_test //kernels/cuda:cuda_registration_test
          //kernels/cuda:gelu_gpu_test //kernels/cuda:conformance_gpu_test
          //kernels/cuda:optimizer_gpu_test //kernels/cuda/blas:linear_gpu_test

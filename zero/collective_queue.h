@@ -10,7 +10,7 @@
 #include <map>
 #include <memory>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 
 namespace ds::zero {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device_memory.h"

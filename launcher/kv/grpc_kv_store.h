@@ -10,7 +10,7 @@
 #pragma once
 
 #include "launcher/kv/grpc_store.h"
-#include "parallel/nccl/kv_store.h"
+#include "parallel/comm/nccl/kv_store.h"
 
 namespace ds::launcher {
 

@@ -81,7 +81,8 @@ StatusOr<std::unique_ptr<parallel::Communicator>> LoadNcclCommunicator(
     std::chrono::milliseconds timeout) {
   static void* handle = nullptr;
   std::string tried;
-  if (!handle) handle = Open(Candidates("DS_NCCL_BACKEND", kNcclPlugin, "parallel/nccl"), &tried);
+  if (!handle)
+    handle = Open(Candidates("DS_NCCL_BACKEND", kNcclPlugin, "parallel/comm/nccl"), &tried);
   if (!handle)
     return NotFoundError(
         std::string("the NCCL backend ") + kNcclPlugin +

@@ -2,7 +2,7 @@
 //   libds_cuda.so (runtime/cuda/cuda_backend_plugin.cc): a DeviceMemory on one GPU; loading
 //       registers every op's CUDA kernels and the optimizer's in their registries. CPU-only
 //       runs never load it.
-//   libds_nccl.so (parallel/nccl/nccl_plugin.cc): an NCCL data-parallel communicator over
+//   libds_nccl.so (parallel/comm/nccl/nccl_plugin.cc): an NCCL data-parallel communicator over
 //       such a memory, for ranks whose model states are on their GPU.
 //
 // Where each is looked for, first found wins: $DS_CUDA_BACKEND / $DS_NCCL_BACKEND (a file
@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/core/device_memory.h"
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/exec/executor.h"
 #include "runtime/generate/sampler.h"

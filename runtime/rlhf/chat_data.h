@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/generate/tokenizer.h"
 #include "runtime/rlhf/chat_config.h"

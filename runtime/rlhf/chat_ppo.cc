@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/rlhf/chat_data.h"
 #include "runtime/rlhf/chat_eval.h"

@@ -14,7 +14,7 @@
 
 #include <ostream>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/rlhf/chat_config.h"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <random>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/batch_source.h"

@@ -11,7 +11,7 @@
 #include <map>
 #include <thread>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/graph/model_builder.h"

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"

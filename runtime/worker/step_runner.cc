@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"

@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"

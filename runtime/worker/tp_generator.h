@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/generate/generator.h"
 #include "runtime/plan/tp_graph.h"

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/exec/executor.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/plan/tp_graph.h"

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "parallel/communicator.h"
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"

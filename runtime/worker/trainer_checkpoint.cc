@@ -24,7 +24,7 @@
 #include <tuple>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"

@@ -17,7 +17,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/core/device_memory.h"
 #include "runtime/data/token_file.h"

@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/tiny_gpt_job.h"

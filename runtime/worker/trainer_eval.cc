@@ -2,7 +2,7 @@
 // its data-parallel share, averaged over the ranks (EvaluatePipeline: trainer_pipe.cc).
 #include <algorithm>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/train_source.h"
 #include "runtime/exec/executor.h"

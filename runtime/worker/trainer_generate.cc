@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/generate/generator.h"

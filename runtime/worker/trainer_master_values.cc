@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/worker/trainer.h"

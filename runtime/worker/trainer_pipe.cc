@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"

@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/token_file.h"
 #include "runtime/exec/executor.h"

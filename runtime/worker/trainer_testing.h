@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
 #include "runtime/worker/trainer.h"
 

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/plan/model_loader.h"

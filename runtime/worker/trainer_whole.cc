@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/dtype.h"

@@ -21,7 +21,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/kv/grpc_kv_store.h"
 #include "launcher/kv/grpc_store.h"
-#include "parallel/gloo_communicator.h"
+#include "parallel/comm/gloo_communicator.h"
 #include "proto/plan.pb.h"
 #include "runtime/exec/accelerator.h"
 #include "runtime/exec/cuda_loader.h"

@@ -21,8 +21,8 @@ echo "== OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}, $(nproc) cores,$(grep 
 printf '127.0.0.1 slots=2\n' > "$W/hosts"
 
 echo "== 1. comm_bench all-to-all, 2 ranks"
-bazel build -c opt --jobs=2 //parallel:comm_bench >/dev/null 2>&1
-bazel-bin/parallel/comm_bench --worlds=2 --ops=alltoall --min_bytes=262144 --max_bytes=4194304 --step=2 | grep -v "^#"
+bazel build -c opt --jobs=2 //parallel/comm:comm_bench >/dev/null 2>&1
+bazel-bin/parallel/comm/comm_bench --worlds=2 --ops=alltoall --min_bytes=262144 --max_bytes=4194304 --step=2 | grep -v "^#"
 
 echo "== 2. MoE GPT-2, EP 2: all-to-all inside the job"
 cat > "$W/moe.yaml" <<YAML

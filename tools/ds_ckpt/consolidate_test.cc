@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/data/token_file.h"
 #include "runtime/plan/model_loader.h"

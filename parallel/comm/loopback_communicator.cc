@@ -8,7 +8,7 @@
 // Only the arrival wait can time out or fail: once everyone arrived, the rest is local memory
 // work. A rank that fails marks the whole group failed under the mutex before leaving, so a
 // late arrival never reads the buffers of a rank that already returned.
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -17,7 +17,7 @@
 #include <tuple>
 #include <utility>
 
-#include "parallel/reduce.h"
+#include "parallel/comm/reduce.h"
 #include "runtime/base/check.h"
 
 namespace ds::parallel {

@@ -1,6 +1,6 @@
 // The backend-independent half of Communicator: argument checks, the FIFO queue run by the
 // "ds-comm" thread, handles, and the sticky error.
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 #include <pthread.h>
 
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "parallel/reduce.h"
+#include "parallel/comm/reduce.h"
 #include "runtime/base/check.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"

@@ -1,6 +1,6 @@
 // GlooCommunicator: rendezvous (Gloo's connectFullMesh over the store), Split and Poison. The
 // algorithms and the exception conversion of operations are in gloo_collectives.cc.
-#include "parallel/gloo_communicator.h"
+#include "parallel/comm/gloo_communicator.h"
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>

@@ -38,8 +38,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "parallel/gloo_communicator.h"
-#include "parallel/reduce.h"
+#include "parallel/comm/gloo_communicator.h"
+#include "parallel/comm/reduce.h"
 
 namespace ds::parallel {
 

@@ -2,7 +2,7 @@
 // without a GPU gets Unavailable from Create (not a crash, not a hang, nothing published).
 // ncclGetUniqueId itself works without a GPU (shared/reference/feasibility.md), which the
 // last case relies on.
-#include "parallel/nccl/nccl_communicator.h"
+#include "parallel/comm/nccl/nccl_communicator.h"
 
 #include <nccl.h>
 

@@ -1,4 +1,4 @@
-#include "parallel/communicator_testing.h"
+#include "parallel/comm/communicator_testing.h"
 
 #include <algorithm>
 #include <cstring>

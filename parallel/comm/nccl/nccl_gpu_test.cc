@@ -23,8 +23,8 @@
 #if DS_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "parallel/nccl/kv_store.h"
-#include "parallel/nccl/nccl_communicator.h"
+#include "parallel/comm/nccl/kv_store.h"
+#include "parallel/comm/nccl/nccl_communicator.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::parallel {

@@ -1,13 +1,13 @@
 // LoopbackCommunicator: every collective against a direct computation, async ordering,
 // Split, sticky errors (timeout, mismatch, Abort) and argument checks.
-#include "parallel/loopback_communicator.h"
+#include "parallel/comm/loopback_communicator.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
 
-#include "parallel/communicator_testing.h"
+#include "parallel/comm/communicator_testing.h"
 
 namespace ds::parallel {
 namespace {

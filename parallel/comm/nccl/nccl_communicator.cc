@@ -11,7 +11,7 @@
 // the caller's compute. OrderAfter() inserts a wait into stream_ from the issuing thread,
 // which orders every operation enqueued after it (possibly also one issued earlier but not
 // yet run: more waiting, never less).
-#include "parallel/nccl/nccl_communicator.h"
+#include "parallel/comm/nccl/nccl_communicator.h"
 
 #include <cstring>
 #include <thread>

@@ -47,9 +47,9 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
-#include "parallel/nccl/kv_store.h"
-#include "parallel/nccl/watchdog.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/comm/nccl/kv_store.h"
+#include "parallel/comm/nccl/watchdog.h"
 #include "runtime/cuda/stream.h"
 
 namespace ds::parallel {

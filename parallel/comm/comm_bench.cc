@@ -11,7 +11,7 @@
 // `size` bytes between two warm buffers, same timing. "allreduce(gloo)" is Gloo's own
 // gloo::allreduce (ring) on the same sockets' kind, for comparison with ours.
 //
-//   bazel run -c opt //parallel:comm_bench -- --worlds=2,4 --max_bytes=67108864
+//   bazel run -c opt //parallel/comm:comm_bench -- --worlds=2,4 --max_bytes=67108864
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -32,7 +32,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
 #include "launcher/kv/grpc_store.h"
-#include "parallel/gloo_communicator.h"
+#include "parallel/comm/gloo_communicator.h"
 #include "runtime/base/logging.h"
 
 namespace ds::parallel {

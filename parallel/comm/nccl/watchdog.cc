@@ -1,4 +1,4 @@
-#include "parallel/nccl/watchdog.h"
+#include "parallel/comm/nccl/watchdog.h"
 
 #include <pthread.h>
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "parallel/nccl/nccl_communicator.h"
+#include "parallel/comm/nccl/nccl_communicator.h"
 #include "runtime/core/device_memory.h"
 
 extern "C" {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace ds::parallel::testing {
 

@@ -1,6 +1,6 @@
 // GlooCommunicator: ranks as threads of this process, each with its own Gloo context over TCP
 // on 127.0.0.1, bootstrapped through a real CoordinatorServer's KV store (port 0, round 1).
-#include "parallel/gloo_communicator.h"
+#include "parallel/comm/gloo_communicator.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
 #include "launcher/kv/grpc_store.h"
-#include "parallel/communicator_testing.h"
+#include "parallel/comm/communicator_testing.h"
 
 namespace ds::parallel {
 namespace {

@@ -1,4 +1,4 @@
-#include "parallel/reduce.h"
+#include "parallel/comm/reduce.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

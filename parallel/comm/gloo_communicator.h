@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace gloo {
 namespace rendezvous {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::parallel {

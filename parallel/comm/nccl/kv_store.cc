@@ -1,4 +1,4 @@
-#include "parallel/nccl/kv_store.h"
+#include "parallel/comm/nccl/kv_store.h"
 
 namespace ds::parallel {
 

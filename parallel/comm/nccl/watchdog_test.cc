@@ -1,13 +1,13 @@
 // CollectiveWatchdog with a fake clock and fake operations: timeout detection, the error
 // text, async errors, abort exactly once, sticky failure, Wait() and the polling thread.
-#include "parallel/nccl/watchdog.h"
+#include "parallel/comm/nccl/watchdog.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <set>
 #include <thread>
 
-#include "parallel/nccl/kv_store.h"
+#include "parallel/comm/nccl/kv_store.h"
 
 namespace ds::parallel {
 namespace {
