@@ -127,7 +127,8 @@ Status Forward(const OpArgs& args) {
   ParallelFor(xt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
     float z[kChunk], xb[kChunk], yb[kChunk];
 #if defined(__AVX2__) && defined(__FMA__)
-    if (fused) begin = ForwardBf16x16<Act>(Bf16Data(xt), static_cast<uint16_t*>(yt.data()), begin, end);
+    if (fused)
+      begin = ForwardBf16x16<Act>(Bf16Data(xt), static_cast<uint16_t*>(yt.data()), begin, end);
 #endif
     for (int64_t c = begin; c < end; c += kChunk) {
       const int64_t m = std::min(kChunk, end - c);
@@ -154,8 +155,8 @@ Status Backward(const OpArgs& args) {
     float z[kChunk], xb[kChunk], dyb[kChunk], dxb[kChunk];
 #if defined(__AVX2__) && defined(__FMA__)
     if (fused)
-      begin = BackwardBf16x16<Act>(Bf16Data(xt), Bf16Data(dyt),
-                                   static_cast<uint16_t*>(dxt.data()), begin, end);
+      begin = BackwardBf16x16<Act>(Bf16Data(xt), Bf16Data(dyt), static_cast<uint16_t*>(dxt.data()),
+                                   begin, end);
 #endif
     for (int64_t c = begin; c < end; c += kChunk) {
       const int64_t m = std::min(kChunk, end - c);

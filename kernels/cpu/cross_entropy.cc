@@ -67,8 +67,7 @@ __attribute__((target("avx512f,fma"))) float LogSumExpBf16(const uint16_t* x, in
 
 // A fresh bf16 gradient row: dx = scale (exp(x - lse) - onehot(target)), each value rounded once.
 __attribute__((target("avx512f,fma"))) void GradRowBf16(const uint16_t* x, int64_t v, float lse,
-                                                        float scale, int64_t target,
-                                                        uint16_t* dx) {
+                                                        float scale, int64_t target, uint16_t* dx) {
   const __m512 vl = _mm512_set1_ps(lse), vs = _mm512_set1_ps(scale);
   for (int64_t j = 0; j < v; j += 16) {
     __m512 g = _mm512_mul_ps(vs, exp_simd::Exp16(_mm512_sub_ps(bf16_simd::Load16(x + j), vl)));
