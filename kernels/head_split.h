@@ -1,7 +1,7 @@
 // How Ulysses gives the attention heads to the sp ranks of a group, shared by the layout ops'
 // shape inference (kernels/ops/ulysses.cc), their CPU kernels (kernels/cpu/ulysses.cc) and the
-// planner (runtime/plan/ulysses_graph.cc). Each rank takes a contiguous range of query heads and
-// the key/value heads those queries read (g = n_head / n_kv_head queries per kv head):
+// planner (parallel/sequence/ulysses_graph.cc). Each rank takes a contiguous range of query heads
+// and the key/value heads those queries read (g = n_head / n_kv_head queries per kv head):
 //
 //   n_kv_head >= sp        the kv heads are dealt as evenly as they go, the first n_kv_head % sp
 //                          ranks one more (6 heads over 4 ranks: 2, 2, 1, 1, DeepSpeed's uneven

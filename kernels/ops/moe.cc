@@ -15,7 +15,7 @@
 //                 its expert's output row
 //   moe_residual_mix  Residual MoE (PR-MoE): softmax(coef [.., 2]) mixes the MoE and the dense MLP
 //   moe_loss      loss + coeff x sum of the layers' aux losses: what backward starts from
-//   moe_all_to_all  expert parallelism (runtime/plan/ep_graph.h): its output is the input buffer
+//   moe_all_to_all  expert parallelism (parallel/expert/ep_graph.h): its output is the input buffer
 //                 exchanged over the ep group, which the plan's ACT_ALL_TO_ALL writes (and the
 //                 input's gradient, in backward); forward and backward do nothing
 // expert_linear's attributes expert_begin and local_experts (expert parallelism) make it use

@@ -16,7 +16,7 @@
 //                   chunks: the plan's all-gather writes it; forward does nothing, and so does
 //                   backward (the plan's reduce-scatter writes the chunk's gradient) unless
 //                   grad_chunk is 1: the whole gradient is then the same on every rank (MoE's
-//                   tokens split over tp, runtime/plan/ep_graph.h) and backward adds the chunk's
+//                   tokens split over tp, parallel/expert/ep_graph.h) and backward adds the chunk's
 //                   rows of it
 //   sp_scatter      the rank's chunk of the sum of partial [B, T, C]: the plan's reduce-scatter
 //                   writes it; forward and backward do nothing

@@ -1,4 +1,4 @@
-// The op definitions of DeepSpeed-Ulysses sequence parallelism (runtime/plan/ulysses_graph.h),
+// The op definitions of DeepSpeed-Ulysses sequence parallelism (parallel/sequence/ulysses_graph.h),
 // apart from their kernels (kernels/cpu/ulysses.cc). An sp rank holds its time chunk of every
 // sequence, [B, T / sp, ...] (chunk r: positions r T / sp ..); around attention two all-to-alls
 // turn it into all T positions of 1 / sp of the heads and back:

@@ -299,7 +299,8 @@ struct ParallelConfig {
   int ulysses = 1;  // DeepSpeed-Ulysses' sequence_parallel_size: divides the dp size
   bool sequence_parallel = false;
   // PR-MoE (use_residual) under expert parallelism: the dense branch runs while the tokens'
-  // all-to-all is in flight (Megatron's --moe-shared-expert-overlap; runtime/plan/moe_overlap.h).
+  // all-to-all is in flight (Megatron's --moe-shared-expert-overlap;
+  // parallel/expert/moe_overlap.h).
   bool moe_shared_expert_overlap = true;
   bool pipeline_given = false;  // [reader] parallel.pipeline was set (pipeline.stages must agree)
 };

@@ -5,10 +5,10 @@
 #include <set>
 #include <string>
 
+#include "parallel/expert/ep_graph.h"
+#include "parallel/expert/moe_overlap.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/memory_timeline.h"
-#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/pipe_merge.h"
 #include "runtime/plan/pipe_streams.h"

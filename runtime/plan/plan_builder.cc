@@ -2,19 +2,19 @@
 
 #include <string>
 
+#include "parallel/expert/ep_graph.h"
+#include "parallel/expert/moe_overlap.h"
+#include "parallel/sequence/ulysses_graph.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/checkpoint_plan.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/memory_timeline.h"
-#include "runtime/plan/moe_overlap.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
 #include "runtime/plan/tp_plan.h"
 #include "runtime/plan/tp_shards.h"
-#include "runtime/plan/ulysses_graph.h"
 #include "zero/plan/zero_builder.h"
 
 namespace ds::plan {

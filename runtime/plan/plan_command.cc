@@ -8,12 +8,12 @@
 #include <sstream>
 #include <string>
 
+#include "parallel/expert/moe_summary.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
 #include "runtime/plan/fit_advice.h"
 #include "runtime/plan/generation_summary.h"
 #include "runtime/plan/model_loader.h"
-#include "runtime/plan/moe_summary.h"
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_summary.h"
 

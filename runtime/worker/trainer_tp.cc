@@ -4,15 +4,15 @@
 #include <algorithm>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/expert/ep_graph.h"
+#include "parallel/sequence/ulysses_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/recompute.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/tp_graph.h"
-#include "runtime/plan/ulysses_graph.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {

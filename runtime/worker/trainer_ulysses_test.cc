@@ -98,7 +98,7 @@ TEST_CASE("Ulysses and expert parallelism with activation recompute", "[worker][
         2, 0, 20);
     testing::CheckClose(keep.loss, again.loss, 1e-6, "loss");
   }
-  // PR-MoE's recompute posts its overlapped all-to-all again (runtime/plan/moe_overlap.h).
+  // PR-MoE's recompute posts its overlapped all-to-all again (parallel/expert/moe_overlap.h).
   for (const char* residual : {"false", "true"}) {
     INFO("use_residual " << residual);
     std::string ep = Job(data, "gpt2", 0, 1);

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/expert/ep_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/dtype.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/tp_graph.h"
 #include "runtime/worker/checkpoint_slices.h"

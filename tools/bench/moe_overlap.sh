@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PR-MoE's shared-expert overlap (runtime/plan/moe_overlap.h) measured: GPT-2 L4 C256 T256 with
+# PR-MoE's shared-expert overlap (parallel/expert/moe_overlap.h) measured: GPT-2 L4 C256 T256 with
 # DeepSpeed-MoE's residual layers (use_residual: 4 experts every second block, top-1, the dense
 # MLP beside them), EP 2 over 2 ranks x 1 thread, ZeRO-2 overlap_comm, Gloo over loopback. The
 # same job runs with parallel.moe_shared_expert_overlap true (the dense branch runs while the

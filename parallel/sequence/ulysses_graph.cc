@@ -1,4 +1,4 @@
-#include "runtime/plan/ulysses_graph.h"
+#include "parallel/sequence/ulysses_graph.h"
 
 #include <algorithm>
 #include <map>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/head_split.h"
+#include "parallel/expert/ep_graph.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/plan/ep_graph.h"
 
 namespace ds::plan {
 namespace {

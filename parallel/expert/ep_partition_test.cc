@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/expert/ep_graph.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/collective_check.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/plan_test_util.h"
 
 namespace ds::plan {

@@ -1,4 +1,4 @@
-#include "runtime/plan/moe_overlap.h"
+#include "parallel/expert/moe_overlap.h"
 
 #include <algorithm>
 #include <numeric>

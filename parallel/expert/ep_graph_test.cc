@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/expert/ep_graph.h"
 #include "runtime/plan/collective_check.h"
-#include "runtime/plan/ep_graph.h"
 #include "runtime/plan/plan_test_util.h"
 
 namespace ds::plan {

@@ -1,4 +1,4 @@
-#include "runtime/plan/moe_summary.h"
+#include "parallel/expert/moe_summary.h"
 
 #include "kernels/head_split.h"
 
@@ -7,8 +7,8 @@
 
 #include "kernels/head_split.h"
 #include "kernels/moe_capacity.h"
+#include "parallel/expert/ep_graph.h"
 #include "runtime/core/proto_dtype.h"
-#include "runtime/plan/ep_graph.h"
 
 namespace ds::plan {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/plan/ep_graph.h"
+#include "parallel/expert/ep_graph.h"
 
 #include <algorithm>
 #include <map>
@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/expert/moe_overlap.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/plan/moe_overlap.h"
 
 namespace ds::plan {
 namespace {
