@@ -104,12 +104,25 @@ void AddPartials(const float* partial, int chunks, int64_t c, int width, float* 
     }
 }
 
-// sum_j g_j (centred only) and sum_j g_j xhat_j of one row, g = dy gamma, in 16 lane-wise partial
-// sums that the compiler keeps in vector registers (GCC leaves the two-variable `omp simd`
+// sum_j g_j (centred only) and sum_j g_j xhat_j of one row, g = dy gamma. The fp32 instance
+// (kLanes false) is the kernel's loop as it always was; the bf16-dy one sums in 16 lane-wise
+// partials that the compiler keeps in vector registers (GCC leaves the two-variable `omp simd`
 // reduction scalar: three quarters of the backward's time), folded in lane order at the end.
-template <bool kC>
-void RowSums(const float* dy, const float* gamma, const float* x, float m, float s, int64_t c,
-             float* sum_g, float* sum_gx) {
+template <bool kC, bool kLanes16>
+inline void RowSums(const float* dy, const float* gamma, const float* x, float m, float s,
+                    int64_t c, float* sum_g, float* sum_gx) {
+  if constexpr (!kLanes16) {
+    float g = 0.f, gx = 0.f;
+#pragma omp simd reduction(+ : g, gx)
+    for (int64_t j = 0; j < c; ++j) {
+      const float gj = dy[j] * gamma[j];
+      if constexpr (kC) g += gj;
+      gx += gj * (x[j] - m) * s;
+    }
+    *sum_g = g;
+    *sum_gx = gx;
+    return;
+  }
   constexpr int kLanes = 16;
   float lg[kLanes] = {}, lgx[kLanes] = {};
   int64_t j = 0;
@@ -163,16 +176,7 @@ Status BackwardAs(const OpArgs& args) {
       const float* dyr = kBf16Dy ? dy_row : dy + r * c;
       const float m = kC ? mean[r] : 0.f, s = rstd[r];
       float sum_g = 0.f, sum_gx = 0.f;
-      if constexpr (kBf16Dy) {
-        RowSums<kC>(dyr, gamma, xr, m, s, c, &sum_g, &sum_gx);
-      } else {
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-        for (int64_t j = 0; j < c; ++j) {
-          const float gj = dyr[j] * gamma[j];
-          if constexpr (kC) sum_g += gj;
-          sum_gx += gj * (xr[j] - m) * s;
-        }
-      }
+      RowSums<kC, kBf16Dy>(dyr, gamma, xr, m, s, c, &sum_g, &sum_gx);
       const float mean_g = sum_g / c, mean_gx = sum_gx / c;  // mean_g 0 for rmsnorm
       float* dxr = dx ? dx + r * c : nullptr;
       if (dxr) {

@@ -90,60 +90,74 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
     }
   } else if (opt_.backend == "ssh") {
     for (const NodeSpec& n : nodes) {
-      SshOptions s;
-      s.host = n.name;
-      s.port = opt_.ssh_port;
-      s.user = opt_.ssh_user;
-      s.identity_file = opt_.ssh_identity;
-      s.ssh_config_file = opt_.ssh_config;
-      s.remote_env = ForwardedEnv();
-      s.remote_argv = AgentArgv(n, false);
-      DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SshCommand(s));
+      DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SshArgv(n));
       commands.push_back(argv);
       names_.push_back(n.name);
     }
   } else {
-    // Every node's slots must agree: the agent learns its node from SLURM_NODEID.
-    for (const NodeSpec& n : nodes)
-      if (n.slots != nodes[0].slots || n.devices != nodes[0].devices)
-        return InvalidArgumentError(
-            "slurm: every node needs the same slot count and --include devices");
-    SrunOptions s;
-    s.num_nodes = static_cast<int>(nodes.size());
-    s.extra_args = {"--input=all"};  // the token reaches every agent's stdin
-    // Each agent's step gets its node's CPUs (the least any node has): its workers share them.
-    auto alloc = ReadSlurmAllocation(&std::getenv);
-    if (alloc.ok() && !alloc->cpus.empty())
-      s.extra_args.push_back("--cpus-per-task=" + std::to_string(*std::min_element(
-                                                      alloc->cpus.begin(), alloc->cpus.end())));
-    s.env = ForwardedEnv();
-    s.argv = AgentArgv(nodes[0], true);
-    s.argv.insert(s.argv.end(), {"--slots", std::to_string(nodes[0].slots)});
-    DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SrunCommand(s));
+    DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SrunArgv(nodes));
     commands.push_back(argv);
     names_.push_back("srun");
   }
-  for (size_t i = 0; i < commands.size(); ++i) {
-    SpawnOptions so;
-    so.argv = commands[i];
-    so.env = Environ();
-    so.stdin_pipe = true;
-    so.parent_death_signal = SIGTERM;  // a local agent stops its workers when we die
-    DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
-    const std::string line = opt_.token + "\n" + opt_.tls_bundle;  // (ssh, srun: their channel)
-    if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      // EPIPE: the agent command (ssh to an unreachable host, say) already exited. The
-      // supervisor reports its exit status and last lines through OnExit, which names the host.
-      if (errno != EPIPE)
-        return ErrnoToStatus(errno, "writing the token to the agent for " + names_[i]);
-      close(child.stdin_fd);
-    } else {
-      stdin_fds_[static_cast<int>(i)] = child.stdin_fd;
-    }
-    child.stdin_fd = -1;
-    DS_RETURN_IF_ERROR(sup_->Add(static_cast<int>(i), std::move(child)));
-  }
+  for (size_t i = 0; i < commands.size(); ++i) DS_RETURN_IF_ERROR(SpawnAgent(i, commands[i]));
   return OkStatus();
+}
+
+// The ssh command that runs `node`'s agent there.
+StatusOr<std::vector<std::string>> AgentBackend::SshArgv(const NodeSpec& node) const {
+  SshOptions s;
+  s.host = node.name;
+  s.port = opt_.ssh_port;
+  s.user = opt_.ssh_user;
+  s.identity_file = opt_.ssh_identity;
+  s.ssh_config_file = opt_.ssh_config;
+  s.remote_env = ForwardedEnv();
+  s.remote_argv = AgentArgv(node, false);
+  return SshCommand(s);
+}
+
+// The one srun command that runs every node's agent.
+StatusOr<std::vector<std::string>> AgentBackend::SrunArgv(
+    const std::vector<NodeSpec>& nodes) const {
+  // Every node's slots must agree: the agent learns its node from SLURM_NODEID.
+  for (const NodeSpec& n : nodes)
+    if (n.slots != nodes[0].slots || n.devices != nodes[0].devices)
+      return InvalidArgumentError(
+          "slurm: every node needs the same slot count and --include devices");
+  SrunOptions s;
+  s.num_nodes = static_cast<int>(nodes.size());
+  s.extra_args = {"--input=all"};  // the token reaches every agent's stdin
+  // Each agent's step gets its node's CPUs (the least any node has): its workers share them.
+  auto alloc = ReadSlurmAllocation(&std::getenv);
+  if (alloc.ok() && !alloc->cpus.empty())
+    s.extra_args.push_back("--cpus-per-task=" + std::to_string(*std::min_element(
+                                                    alloc->cpus.begin(), alloc->cpus.end())));
+  s.env = ForwardedEnv();
+  s.argv = AgentArgv(nodes[0], true);
+  s.argv.insert(s.argv.end(), {"--slots", std::to_string(nodes[0].slots)});
+  return SrunCommand(s);
+}
+
+// Spawns agent `id`, writes it the token and the TLS bundle, and hands it to the supervisor.
+Status AgentBackend::SpawnAgent(size_t id, const std::vector<std::string>& argv) {
+  SpawnOptions so;
+  so.argv = argv;
+  so.env = Environ();
+  so.stdin_pipe = true;
+  so.parent_death_signal = SIGTERM;  // a local agent stops its workers when we die
+  DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
+  const std::string line = opt_.token + "\n" + opt_.tls_bundle;  // (ssh, srun: their channel)
+  if (write(child.stdin_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    // EPIPE: the agent command (ssh to an unreachable host, say) already exited. The
+    // supervisor reports its exit status and last lines through OnExit, which names the host.
+    if (errno != EPIPE)
+      return ErrnoToStatus(errno, "writing the token to the agent for " + names_[id]);
+    close(child.stdin_fd);
+  } else {
+    stdin_fds_[static_cast<int>(id)] = child.stdin_fd;
+  }
+  child.stdin_fd = -1;
+  return sup_->Add(static_cast<int>(id), std::move(child));
 }
 
 void AgentBackend::OnExit(int id, ExitInfo info) {

@@ -41,6 +41,12 @@ class AgentBackend {
  private:
   void OnExit(int id, ExitInfo info);
   std::vector<std::string> AgentArgv(const NodeSpec& node, bool slurm) const;
+  // The ssh command that runs `node`'s agent there, with ForwardedEnv().
+  StatusOr<std::vector<std::string>> SshArgv(const NodeSpec& node) const;
+  // The one srun command that runs every node's agent; the nodes' slots must agree.
+  StatusOr<std::vector<std::string>> SrunArgv(const std::vector<NodeSpec>& nodes) const;
+  // Spawns agent `id` (`argv`), hands it the token and the TLS bundle, and supervises it.
+  Status SpawnAgent(size_t id, const std::vector<std::string>& argv);
 
   const AgentBackendOptions opt_;
   CoordinatorState* state_;

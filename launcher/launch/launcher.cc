@@ -10,7 +10,10 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "launcher/coordinator/coordinator_server.h"
 #include "launcher/hostfile.h"
@@ -122,182 +125,253 @@ void PrintFailure(const JobOutcome& out) {
   }
 }
 
-}  // namespace
+// Prints a bad input as ds-launch does and returns its exit code, 2.
+int FailInput(const Status& s) {
+  std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
+  return 2;
+}
 
-int RunLaunch(const LaunchOptions& given) {
-  auto fail_input = [](const Status& s) {
-    std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
-    return 2;
-  };
-  // 1. Validate everything before anything starts; DeepSpeed's spellings first.
-  LaunchOptions o = given;
-  if (Status s = ResolveDeepSpeedHabits(&o); !s.ok()) return fail_input(s);
-  auto ds_env = LoadDeepSpeedEnv(HomeDir(), CurrentDir(), std::getenv("DS_ENV_FILE"));
-  if (!ds_env.ok()) return fail_input(ds_env.status());
-  auto config = config::LoadJobConfig(o.config);
-  if (!config.ok()) return fail_input(config.status());
-  if (o.tp > 0) config->parallel.tensor = o.tp;
-  if (o.pp > 0) config->parallel.pipeline = o.pp;
-  auto nodes = SelectNodes(o);
-  if (!nodes.ok()) return fail_input(nodes.status());
-  auto worker = FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker");
-  if (!worker.ok()) return fail_input(worker.status());
-  auto agent = FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent");
-  if (!agent.ok()) return fail_input(agent.status());
+// What step 1 of RunLaunch works out before anything starts.
+struct LaunchInputs {
+  LaunchOptions o;  // the options after DeepSpeed's spellings
+  DeepSpeedEnv ds_env;
+  config::JobConfig config;  // with --tp / --pp applied
+  std::vector<NodeSpec> nodes;
+  std::string worker, agent;  // the binaries
+  std::string bind;           // the coordinator's bind address
+  Tls tls;
+  int world = 0;  // ranks over all nodes
+  proto::Plan plan;
+};
+
+// The coordinator's bind address: --coordinator, else every interface inside a slurm
+// allocation, else loopback when every host is on this machine.
+StatusOr<std::string> BindAddress(const LaunchOptions& o, const std::vector<NodeSpec>& nodes) {
   bool all_loopback = true;
-  for (const NodeSpec& n : *nodes) all_loopback = all_loopback && IsLoopback(n.name);
+  for (const NodeSpec& n : nodes) all_loopback = all_loopback && IsLoopback(n.name);
   std::string bind = o.coordinator;
   if (bind.empty() && o.backend == "slurm") {
     bind = "0.0.0.0:0";  // inside an allocation: every interface; agents dial our host name
   } else if (bind.empty()) {
     if (!all_loopback)
-      return fail_input(
-          InvalidArgumentError("the hosts are not all on this machine: pass --coordinator "
-                               "HOST:PORT with an address they can reach"));
+      return InvalidArgumentError(
+          "the hosts are not all on this machine: pass --coordinator "
+          "HOST:PORT with an address they can reach");
     bind = "127.0.0.1:0";
   }
-  auto tls = TlsMaterial(o);
-  if (!tls.ok()) return fail_input(tls.status());
-  int world = 0;
-  for (const NodeSpec& n : *nodes) world += n.slots;
-  // The step plan, made once here: a configuration the planner rejects (a world size that
-  // does not divide the batch, impossible buckets) fails before any process starts, and
-  // every worker checks its own plan against this hash.
-  auto graph = plan::LoadModelGraph(*config);
-  if (!graph.ok()) return fail_input(graph.status());
-  if (!config->model.hf.empty()) {  // model.hf: its weights fit the model (headers only)
-    auto spec = plan::HfModelSpec(*config);
-    if (!spec.ok()) return fail_input(spec.status());
-    Status weights = ckpt::CheckHfWeights(config->model.hf, *spec, *graph);
-    if (!weights.ok()) return fail_input(weights);
-  }
-  auto plan_config = plan::PlanConfigFromJob(*config);
-  if (!plan_config.ok()) return fail_input(plan_config.status().WithPrefix(o.config));
-  auto topo = plan::TopologyFor(world, *plan_config);
-  if (!topo.ok()) return fail_input(topo.status().WithPrefix(o.config));
-  if (Status s = CheckTensorGroupsOnNodes(*nodes, topo->tp); !s.ok())
-    return fail_input(s.WithPrefix(o.config));
-  auto plan = plan::MakePlan(*graph, *topo, *plan_config);
-  if (!plan.ok())
-    return fail_input(plan.status().WithPrefix(o.config + ": world " + std::to_string(world)));
+  return bind;
+}
 
-  auto token = NewJobToken();
-  if (!token.ok()) return fail_input(token.status());
-  auto dir = CreateJobDir(*token);
-  if (!dir.ok()) return fail_input(dir.status());
-  if (!tls->bundle.empty())
-    if (Status s = WriteTlsClient(*dir, tls->client); !s.ok()) return fail_input(s);
-  if (o.detach) {
-    pid_t pid = fork();
-    if (pid < 0) return fail_input(ErrnoToStatus(errno, "fork"));
-    if (pid > 0) {
-      std::printf(
-          "ds-launch: job %s detached (pid %d); ds-launch status / ds-launch stop; log "
-          "%s/launch.log\n",
-          dir->job_id.c_str(), pid, dir->path.c_str());
-      return 0;
-    }
-    setsid();
-    std::string log = dir->path + "/launch.log";
-    if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(2);
-    if (!freopen("/dev/null", "r", stdin)) _exit(2);
-  }
+// Step 1 but the plan: DeepSpeed's spellings first, then .deepspeed_env, the config, the
+// nodes, the binaries, the bind address, the TLS material and the world size.
+Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
+  in->o = given;
+  LaunchOptions& o = in->o;
+  DS_RETURN_IF_ERROR(ResolveDeepSpeedHabits(&o));
+  DS_ASSIGN_OR_RETURN(in->ds_env,
+                      LoadDeepSpeedEnv(HomeDir(), CurrentDir(), std::getenv("DS_ENV_FILE")));
+  DS_ASSIGN_OR_RETURN(in->config, config::LoadJobConfig(o.config));
+  if (o.tp > 0) in->config.parallel.tensor = o.tp;
+  if (o.pp > 0) in->config.parallel.pipeline = o.pp;
+  DS_ASSIGN_OR_RETURN(in->nodes, SelectNodes(o));
+  DS_ASSIGN_OR_RETURN(in->worker, FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker"));
+  DS_ASSIGN_OR_RETURN(in->agent, FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent"));
+  DS_ASSIGN_OR_RETURN(in->bind, BindAddress(o, in->nodes));
+  DS_ASSIGN_OR_RETURN(in->tls, TlsMaterial(o));
+  for (const NodeSpec& n : in->nodes) in->world += n.slots;
+  return OkStatus();
+}
 
-  // 2. The coordinator, in this process.
+// The step plan, made once here: a configuration the planner rejects (a world size that
+// does not divide the batch, impossible buckets) fails before any process starts, and
+// every worker checks its own plan against this hash.
+Status MakeJobPlan(LaunchInputs* in) {
+  const std::string& path = in->o.config;
+  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(in->config));
+  if (!in->config.model.hf.empty()) {  // model.hf: its weights fit the model (headers only)
+    DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(in->config));
+    DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(in->config.model.hf, spec, graph));
+  }
+  auto plan_config = plan::PlanConfigFromJob(in->config);
+  if (!plan_config.ok()) return plan_config.status().WithPrefix(path);
+  auto topo = plan::TopologyFor(in->world, *plan_config);
+  if (!topo.ok()) return topo.status().WithPrefix(path);
+  if (Status s = CheckTensorGroupsOnNodes(in->nodes, topo->tp); !s.ok()) return s.WithPrefix(path);
+  auto plan = plan::MakePlan(graph, *topo, *plan_config);
+  if (!plan.ok()) return plan.status().WithPrefix(path + ": world " + std::to_string(in->world));
+  in->plan = std::move(*plan);
+  return OkStatus();
+}
+
+// --detach: forks; the parent names the job and returns true, the child (false) goes on in a
+// session of its own with its output appended to the job's launch.log.
+StatusOr<bool> Detach(const JobDir& dir) {
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoToStatus(errno, "fork");
+  if (pid > 0) {
+    std::printf(
+        "ds-launch: job %s detached (pid %d); ds-launch status / ds-launch stop; log "
+        "%s/launch.log\n",
+        dir.job_id.c_str(), pid, dir.path.c_str());
+    return true;
+  }
+  setsid();
+  std::string log = dir.path + "/launch.log";
+  if (!freopen(log.c_str(), "a", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(2);
+  if (!freopen("/dev/null", "r", stdin)) _exit(2);
+  return false;
+}
+
+// The coordinator's options: the nodes, the protocol timers and the job every rank runs.
+CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::string& token,
+                                         const JobDir& dir) {
+  const LaunchOptions& o = in.o;
   CoordinatorOptions co;
-  co.bind_address = bind;
-  co.token = *token;
+  co.bind_address = in.bind;
+  co.token = token;
   co.tls = {o.tls_cert, o.tls_key, o.tls_ca};
-  co.config.nodes = *nodes;
+  co.config.nodes = in.nodes;
   co.config.join_timeout = Ms(o.rdzv_timeout_s);
   co.config.last_call = milliseconds(0);
   co.config.heartbeat_interval = Ms(o.heartbeat_s);
   co.config.node_timeout = Ms(o.node_timeout_s);
   co.config.max_restarts = o.max_restarts;
   co.config.success_wait = milliseconds(60000);
-  co.config.job.job_id = dir->job_id;
-  co.config.job.worker_argv = {*worker, "--config", Absolute(o.config)};
+  co.config.job.job_id = dir.job_id;
+  co.config.job.worker_argv = {in.worker, "--config", Absolute(o.config)};
   for (const auto& [flag, v] : {std::pair{"--tp", o.tp}, std::pair{"--pp", o.pp}})
     if (v > 0)
       co.config.job.worker_argv.insert(co.config.job.worker_argv.end(), {flag, std::to_string(v)});
   co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
-  co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(plan->hash());
+  co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(in.plan.hash());
   // Agents drop the DS_* variables of their own environment (stale rank settings); the
   // worker diagnostics a user asks for on the ds-launch command line, and the accelerator
   // choice (runtime/exec/accelerator.h), travel with the job.
   for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR"})
     if (const char* v = std::getenv(name)) co.config.job.env[name] = v;
-  for (const auto& [k, v] : ds_env->vars) co.config.job.env[k] = v;  // .deepspeed_env
-  for (const std::string& f : ds_env->files)
-    std::printf("ds-launch: exporting the variables of %s to every rank\n", f.c_str());
-  auto server = CoordinatorServer::Start(co);
-  if (!server.ok()) return fail_input(server.status());
-  CoordinatorServer& srv = **server;
-  const std::string dial = DialAddress(srv.address());
-  if (Status s = WriteCoordinatorAddress(*dir, dial); !s.ok()) return fail_input(s);
-  std::printf(
-      "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
-      "launcher %s\n",
-      dir->job_id.c_str(), nodes->size(), world, config->zero.stage,
-      plan::HashHex(plan->hash()).c_str(), dial.c_str(), o.backend.c_str());
-  std::fflush(stdout);
+  for (const auto& [k, v] : in.ds_env.vars) co.config.job.env[k] = v;  // .deepspeed_env
+  return co;
+}
 
+// SIGINT, SIGTERM and SIGHUP stop the job (OnSignal); SIGPIPE is ignored.
+void InstallSignalHandlers() {
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
 
-  // 3. One agent per node.
+// The agent backend's options: how to start one agent per node and what they dial.
+AgentBackendOptions AgentOptionsFor(const LaunchInputs& in, const std::string& token,
+                                    const std::string& dial) {
+  const LaunchOptions& o = in.o;
   AgentBackendOptions bo;
   bo.backend = o.backend;
-  bo.agent = *agent;
+  bo.agent = in.agent;
   bo.coordinator = dial;
-  bo.token = *token;
+  bo.token = token;
   bo.ssh_port = o.ssh_port;
   bo.ssh_user = o.ssh_user;
   bo.ssh_identity = o.ssh_identity;
   bo.ssh_config = o.ssh_config;
-  bo.tls_bundle = tls->bundle;
+  bo.tls_bundle = in.tls.bundle;
   bo.tls_server_name = o.tls_server_name;
   bo.heartbeat_timeout_ms = static_cast<int>(std::max(6.0, 2 * o.node_timeout_s) * 1000);
-  AgentBackend agents(bo, &srv.state());
-  if (Status s = agents.Start(*nodes); !s.ok()) {
+  return bo;
+}
+
+// Prints the job's output until it ends, stopping it on a signal; true when one came.
+bool FollowJob(Console* console, CoordinatorState* state) {
+  bool interrupted = false;
+  while (true) {
+    console->Pump(milliseconds(200));
+    if (int sig = g_signal.exchange(0)) {
+      console->ClearLine();
+      std::fprintf(stderr, "ds-launch: signal %d: stopping the job\n", sig);
+      state->Stop("ds-launch received signal " + std::to_string(sig)).IgnoreError();
+      interrupted = true;
+    }
+    if (IsTerminal(state->Snapshot().phase)) break;
+  }
+  return interrupted;
+}
+
+// Reports how the job ended and returns ds-launch's exit code for it.
+int ReportOutcome(const StatusOr<JobOutcome>& outcome, const JobDir& dir, bool interrupted) {
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "ds-launch: %s\n", outcome.status().ToString().c_str());
+    return 1;
+  }
+  if (outcome->phase == JobPhase::kSucceeded) {
+    std::printf("ds-launch: job %s succeeded: %s (round %d, %d restart(s))\n", dir.job_id.c_str(),
+                outcome->message.c_str(), outcome->round, outcome->restarts);
+    return 0;
+  }
+  PrintFailure(*outcome);
+  return outcome->phase == JobPhase::kStopped || interrupted ? 3 : 1;
+}
+
+// Steps 2 to 4 of RunLaunch: the coordinator, one agent per node, then follows the job to its
+// end; returns the exit code.
+int RunJob(const LaunchInputs& in, const std::string& token, const JobDir& dir) {
+  // 2. The coordinator, in this process.
+  const CoordinatorOptions co = CoordinatorOptionsFor(in, token, dir);
+  for (const std::string& f : in.ds_env.files)
+    std::printf("ds-launch: exporting the variables of %s to every rank\n", f.c_str());
+  auto server = CoordinatorServer::Start(co);
+  if (!server.ok()) return FailInput(server.status());
+  CoordinatorServer& srv = **server;
+  const std::string dial = DialAddress(srv.address());
+  if (Status s = WriteCoordinatorAddress(dir, dial); !s.ok()) return FailInput(s);
+  std::printf(
+      "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
+      "launcher %s\n",
+      dir.job_id.c_str(), in.nodes.size(), in.world, in.config.zero.stage,
+      plan::HashHex(in.plan.hash()).c_str(), dial.c_str(), in.o.backend.c_str());
+  std::fflush(stdout);
+  InstallSignalHandlers();
+
+  // 3. One agent per node.
+  AgentBackend agents(AgentOptionsFor(in, token, dial), &srv.state());
+  if (Status s = agents.Start(in.nodes); !s.ok()) {
     std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
     srv.state().Stop("agents could not be started: " + s.message()).IgnoreError();
   }
 
   // 4. Follow the job.
   Console console(&srv.state());
-  bool interrupted = false;
-  while (true) {
-    console.Pump(milliseconds(200));
-    if (int sig = g_signal.exchange(0)) {
-      console.ClearLine();
-      std::fprintf(stderr, "ds-launch: signal %d: stopping the job\n", sig);
-      srv.state().Stop("ds-launch received signal " + std::to_string(sig)).IgnoreError();
-      interrupted = true;
-    }
-    if (IsTerminal(srv.state().Snapshot().phase)) break;
-  }
+  const bool interrupted = FollowJob(&console, &srv.state());
   console.Pump(milliseconds(300));
   console.ClearLine();
-  srv.state().WaitForShutdownDelivered(Ms(o.heartbeat_s * 3 + 1));
-  agents.WaitAndStop(Ms(o.grace_s + 5));
+  srv.state().WaitForShutdownDelivered(Ms(in.o.heartbeat_s * 3 + 1));
+  agents.WaitAndStop(Ms(in.o.grace_s + 5));
   console.Pump(milliseconds(0));
   // After the agents stopped: every exit is reported, so the root cause is settled.
   auto outcome = srv.WaitForEnd(milliseconds(0));
   srv.Shutdown();
-  if (!outcome.ok()) {
-    std::fprintf(stderr, "ds-launch: %s\n", outcome.status().ToString().c_str());
-    return 1;
+  return ReportOutcome(outcome, dir, interrupted);
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& given) {
+  // 1. Validate everything before anything starts; DeepSpeed's spellings first.
+  LaunchInputs in;
+  if (Status s = ResolveInputs(given, &in); !s.ok()) return FailInput(s);
+  if (Status s = MakeJobPlan(&in); !s.ok()) return FailInput(s);
+
+  auto token = NewJobToken();
+  if (!token.ok()) return FailInput(token.status());
+  auto dir = CreateJobDir(*token);
+  if (!dir.ok()) return FailInput(dir.status());
+  if (!in.tls.bundle.empty())
+    if (Status s = WriteTlsClient(*dir, in.tls.client); !s.ok()) return FailInput(s);
+  if (in.o.detach) {
+    StatusOr<bool> parent = Detach(*dir);
+    if (!parent.ok()) return FailInput(parent.status());
+    if (*parent) return 0;
   }
-  if (outcome->phase == JobPhase::kSucceeded) {
-    std::printf("ds-launch: job %s succeeded: %s (round %d, %d restart(s))\n", dir->job_id.c_str(),
-                outcome->message.c_str(), outcome->round, outcome->restarts);
-    return 0;
-  }
-  PrintFailure(*outcome);
-  return outcome->phase == JobPhase::kStopped || interrupted ? 3 : 1;
+  return RunJob(in, *token, *dir);
 }
 
 }  // namespace ds::launcher

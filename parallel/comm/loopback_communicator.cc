@@ -248,6 +248,28 @@ void LoopbackCommunicator::Compute(const CommOp& op, const std::vector<const Com
   }
 }
 
+namespace {
+
+// The receive side of a send / receive pair (g.mu held): copies message m into op's output, or
+// fails both ends when the sizes or dtypes disagree; m is marked taken and its sender woken.
+Status Take(LoopbackGroup& g, LoopbackGroup::Message* m, const CommOp& op,
+            const std::string& where) {
+  Status received;
+  const BufferView& from = m->op->in;
+  if (from.dtype != op.out.dtype || from.count != op.out.count) {
+    m->status = FailedPreconditionError(DescribeOp(*m->op) + " on '" + g.name +
+                                        "': the receiver expected " + DescribeOp(op));
+    received = FailedPreconditionError(where + ": the sender sent " + DescribeOp(*m->op));
+  } else {
+    std::memcpy(op.out.data, from.data, from.bytes());
+  }
+  m->taken = true;
+  g.cv.notify_all();
+  return received;
+}
+
+}  // namespace
+
 Status LoopbackCommunicator::RunSendRecv(const CommOp& op) {
   LoopbackGroup& g = *group_;
   const int r = rank();
@@ -291,16 +313,7 @@ Status LoopbackCommunicator::RunSendRecv(const CommOp& op) {
     LoopbackGroup::Message* m = it->second.front();
     it->second.pop_front();
     if (it->second.empty()) g.boxes.erase(it);
-    const BufferView& from = m->op->in;
-    if (from.dtype != op.out.dtype || from.count != op.out.count) {
-      m->status = FailedPreconditionError(DescribeOp(*m->op) + " on '" + g.name +
-                                          "': the receiver expected " + DescribeOp(op));
-      received = FailedPreconditionError(where + ": the sender sent " + DescribeOp(*m->op));
-    } else {
-      std::memcpy(op.out.data, from.data, from.bytes());
-    }
-    m->taken = true;
-    g.cv.notify_all();
+    received = Take(g, m, op, where);
   }
   if (op.dst >= 0) {
     g.cv.wait_until(lock, deadline, [&] { return sent.taken || !g.failure.ok(); });

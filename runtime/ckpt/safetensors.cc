@@ -33,6 +33,81 @@ bool CheckedBytes(const Shape& shape, size_t elem, uint64_t* out) {
   return true;
 }
 
+// Names unique and not reserved, shapes without overflow, data present where bytes are due.
+Status CheckTensorsToWrite(const std::string& path, const std::vector<NamedTensor>& tensors) {
+  std::unordered_set<std::string> seen;
+  for (const NamedTensor& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__") {
+      return InvalidArgumentError(path + ": invalid tensor name '" + t.name + "'");
+    }
+    if (!seen.insert(t.name).second) {
+      return InvalidArgumentError(path + ": duplicate tensor name " + t.name);
+    }
+    uint64_t bytes = 0;
+    if (!CheckedBytes(t.tensor.shape(), DTypeSize(t.tensor.dtype()), &bytes)) {
+      return InvalidArgumentError(path + ": tensor " + t.name + " has invalid shape " +
+                                  ShapeToString(t.tensor.shape()));
+    }
+    if (bytes > 0 && !t.tensor.defined()) {
+      return InvalidArgumentError(path + ": tensor " + t.name + " has no data");
+    }
+  }
+  return OkStatus();
+}
+
+// Indices into `tensors` in data-section order. Largest elements first keeps every tensor
+// aligned to its element size (the data section starts 8-aligned).
+std::vector<size_t> DataOrder(const std::vector<NamedTensor>& tensors) {
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return DTypeSize(tensors[a].tensor.dtype()) > DTypeSize(tensors[b].tensor.dtype());
+  });
+  return order;
+}
+
+// The JSON header (metadata, then each tensor's dtype, shape and offsets in `order`), padded
+// with spaces to a multiple of 8 bytes.
+std::string HeaderText(const std::vector<NamedTensor>& tensors, const std::vector<size_t>& order,
+                       const std::map<std::string, std::string>& metadata) {
+  Json header = Json::Object();
+  if (!metadata.empty()) {
+    Json meta = Json::Object();
+    for (const auto& [k, v] : metadata) meta.AddMember(k, Json::String(v));
+    header.AddMember("__metadata__", std::move(meta));
+  }
+  uint64_t offset = 0;
+  for (size_t i : order) {
+    const Tensor& t = tensors[i].tensor;
+    Json entry = Json::Object();
+    entry.AddMember("dtype", Json::String(SafetensorsDTypeName(t.dtype())));
+    Json shape = Json::Array();
+    for (int64_t d : t.shape()) shape.Append(Json::Int(d));
+    entry.AddMember("shape", std::move(shape));
+    uint64_t end = offset + t.nbytes();
+    entry.AddMember("data_offsets", Json::Array({Json::Int(static_cast<int64_t>(offset)),
+                                                 Json::Int(static_cast<int64_t>(end))}));
+    header.AddMember(tensors[i].name, std::move(entry));
+    offset = end;
+  }
+  std::string text = header.Dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+// Appends the tensors' data in `order`, recording each one's CRC and extending `file_crc`.
+Status AppendTensorData(const std::vector<NamedTensor>& tensors, const std::vector<size_t>& order,
+                        FileWriter* w, uint32_t* file_crc, SafetensorsWriteResult* result) {
+  for (size_t i : order) {
+    const Tensor& t = tensors[i].tensor;
+    if (t.nbytes() == 0) continue;
+    result->tensor_crc32c[i] = Crc32c(t.data(), t.nbytes());
+    *file_crc = Crc32cExtend(*file_crc, t.data(), t.nbytes());
+    DS_RETURN_IF_ERROR(w->Append(t.data(), t.nbytes()));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 const char* SafetensorsDTypeName(DType dtype) {
@@ -69,53 +144,9 @@ bool ParseSafetensorsDType(const std::string& name, DType* dtype) {
 StatusOr<SafetensorsWriteResult> WriteSafetensors(
     const std::string& path, const std::vector<NamedTensor>& tensors,
     const std::map<std::string, std::string>& metadata) {
-  std::unordered_set<std::string> seen;
-  for (const NamedTensor& t : tensors) {
-    if (t.name.empty() || t.name == "__metadata__") {
-      return InvalidArgumentError(path + ": invalid tensor name '" + t.name + "'");
-    }
-    if (!seen.insert(t.name).second) {
-      return InvalidArgumentError(path + ": duplicate tensor name " + t.name);
-    }
-    uint64_t bytes = 0;
-    if (!CheckedBytes(t.tensor.shape(), DTypeSize(t.tensor.dtype()), &bytes)) {
-      return InvalidArgumentError(path + ": tensor " + t.name + " has invalid shape " +
-                                  ShapeToString(t.tensor.shape()));
-    }
-    if (bytes > 0 && !t.tensor.defined()) {
-      return InvalidArgumentError(path + ": tensor " + t.name + " has no data");
-    }
-  }
-  // Largest elements first keeps every tensor aligned to its element size (the data
-  // section starts 8-aligned).
-  std::vector<size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return DTypeSize(tensors[a].tensor.dtype()) > DTypeSize(tensors[b].tensor.dtype());
-  });
-
-  Json header = Json::Object();
-  if (!metadata.empty()) {
-    Json meta = Json::Object();
-    for (const auto& [k, v] : metadata) meta.AddMember(k, Json::String(v));
-    header.AddMember("__metadata__", std::move(meta));
-  }
-  uint64_t offset = 0;
-  for (size_t i : order) {
-    const Tensor& t = tensors[i].tensor;
-    Json entry = Json::Object();
-    entry.AddMember("dtype", Json::String(SafetensorsDTypeName(t.dtype())));
-    Json shape = Json::Array();
-    for (int64_t d : t.shape()) shape.Append(Json::Int(d));
-    entry.AddMember("shape", std::move(shape));
-    uint64_t end = offset + t.nbytes();
-    entry.AddMember("data_offsets", Json::Array({Json::Int(static_cast<int64_t>(offset)),
-                                                 Json::Int(static_cast<int64_t>(end))}));
-    header.AddMember(tensors[i].name, std::move(entry));
-    offset = end;
-  }
-  std::string text = header.Dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  DS_RETURN_IF_ERROR(CheckTensorsToWrite(path, tensors));
+  const std::vector<size_t> order = DataOrder(tensors);
+  std::string text = HeaderText(tensors, order, metadata);
   uint8_t len_bytes[8];
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(n >> (8 * i));
@@ -128,13 +159,7 @@ StatusOr<SafetensorsWriteResult> WriteSafetensors(
   file_crc = Crc32cExtend(file_crc, text.data(), text.size());
   DS_RETURN_IF_ERROR(w->Append(len_bytes, 8));
   DS_RETURN_IF_ERROR(w->Append(text.data(), text.size()));
-  for (size_t i : order) {
-    const Tensor& t = tensors[i].tensor;
-    if (t.nbytes() == 0) continue;
-    result.tensor_crc32c[i] = Crc32c(t.data(), t.nbytes());
-    file_crc = Crc32cExtend(file_crc, t.data(), t.nbytes());
-    DS_RETURN_IF_ERROR(w->Append(t.data(), t.nbytes()));
-  }
+  DS_RETURN_IF_ERROR(AppendTensorData(tensors, order, w.get(), &file_crc, &result));
   result.file_bytes = w->bytes_written();
   result.file_crc32c = file_crc;
   DS_RETURN_IF_ERROR(w->SyncAndClose());

@@ -58,6 +58,13 @@ Status WriteAll(int fd, const uint8_t* data, size_t bytes, const std::string& pa
   return OkStatus();
 }
 
+// The format of a file whose format is kAuto: DSTOKENS or llm.c by magic, else raw uint16.
+TokenFileFormat DetectFormat(const uint8_t* bytes, int64_t n) {
+  if (n >= 8 && std::memcmp(bytes, kTokenFileMagic, 8) == 0) return TokenFileFormat::kDs;
+  if (n >= 4 && static_cast<int32_t>(LoadU32(bytes)) == kLlmcMagic) return TokenFileFormat::kLlmc;
+  return TokenFileFormat::kUint16;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<TokenFile>> TokenFile::Open(const std::string& path,
@@ -91,90 +98,96 @@ Status TokenFile::Map(int fd, int64_t file_bytes) {
 Status TokenFile::ParseHeader(TokenFileFormat format) {
   const uint8_t* bytes = static_cast<const uint8_t*>(map_);
   const int64_t n = map_bytes_;
-  if (format == TokenFileFormat::kAuto) {
-    if (n >= 8 && std::memcmp(bytes, kTokenFileMagic, 8) == 0) {
-      format = TokenFileFormat::kDs;
-    } else if (n >= 4 && static_cast<int32_t>(LoadU32(bytes)) == kLlmcMagic) {
-      format = TokenFileFormat::kLlmc;
-    } else {
-      format = TokenFileFormat::kUint16;
-    }
-  }
+  if (format == TokenFileFormat::kAuto) format = DetectFormat(bytes, n);
   format_ = format;
   const std::string p = path_ + ": ";
   switch (format) {
-    case TokenFileFormat::kDs: {
-      if (n < kTokenFileHeaderBytes) {
-        return DataLossError(p + "truncated header: " + std::to_string(n) +
-                             " bytes, a DSTOKENS header has 32");
-      }
-      if (std::memcmp(bytes, kTokenFileMagic, 8) != 0) {
-        return DataLossError(p +
-                             "bad magic: not a DSTOKENS file (for raw uint16 tokens use "
-                             "format uint16)");
-      }
-      const uint32_t version = LoadU32(bytes + 8);
-      if (version != kTokenFileVersion) {
-        return DataLossError(p + "unsupported DSTOKENS version " + std::to_string(version) +
-                             " (this build reads version 1)");
-      }
-      const uint32_t dtype = LoadU32(bytes + 12);
-      if (dtype != 2 && dtype != 4) {
-        return DataLossError(p + "bad token dtype " + std::to_string(dtype) +
-                             " (2 = uint16, 4 = uint32)");
-      }
-      dtype_ = static_cast<TokenDType>(dtype);
-      const uint64_t count = LoadU64(bytes + 16);
-      vocab_size_ = LoadU64(bytes + 24);
-      const uint64_t want = static_cast<uint64_t>(kTokenFileHeaderBytes) + count * dtype;
-      if (count > (uint64_t{1} << 56) || want != static_cast<uint64_t>(n)) {
-        return DataLossError(p + "header says " + std::to_string(count) + " tokens (" +
-                             std::to_string(want) + " bytes) but the file has " +
-                             std::to_string(n) + " bytes");
-      }
-      count_ = static_cast<int64_t>(count);
-      tokens_ = bytes + kTokenFileHeaderBytes;
-      return OkStatus();
-    }
-    case TokenFileFormat::kLlmc: {
-      if (n < kLlmcHeaderBytes) {
-        return DataLossError(p + "truncated llm.c header: " + std::to_string(n) +
-                             " bytes, the header has 1024");
-      }
-      const int32_t magic = static_cast<int32_t>(LoadU32(bytes));
-      if (magic != kLlmcMagic) {
-        return DataLossError(p + "bad llm.c magic " + std::to_string(magic) + " (expected " +
-                             std::to_string(kLlmcMagic) + ")");
-      }
-      const int32_t version = static_cast<int32_t>(LoadU32(bytes + 4));
-      if (version != 1) {
-        return DataLossError(p + "unsupported llm.c version " + std::to_string(version) +
-                             " (this build reads version 1, uint16 tokens)");
-      }
-      const int64_t count = static_cast<int32_t>(LoadU32(bytes + 8));
-      if (count < 0 || kLlmcHeaderBytes + 2 * count != n) {
-        return DataLossError(p + "header says " + std::to_string(count) + " tokens (" +
-                             std::to_string(kLlmcHeaderBytes + 2 * count) +
-                             " bytes) but the file has " + std::to_string(n) + " bytes");
-      }
-      dtype_ = TokenDType::kUint16;
-      count_ = count;
-      tokens_ = bytes + kLlmcHeaderBytes;
-      return OkStatus();
-    }
+    case TokenFileFormat::kDs:
+      return ParseDsHeader(p);
+    case TokenFileFormat::kLlmc:
+      return ParseLlmcHeader(p);
     case TokenFileFormat::kUint16:
     case TokenFileFormat::kAuto:
-      if (n % 2 != 0) {
-        return DataLossError(p + std::to_string(n) +
-                             " bytes is not a whole number of uint16 tokens");
-      }
-      format_ = TokenFileFormat::kUint16;
-      dtype_ = TokenDType::kUint16;
-      count_ = n / 2;
-      tokens_ = bytes;
-      return OkStatus();
+      return ParseRawUint16(p);
   }
   return InternalError(p + "unknown format");
+}
+
+Status TokenFile::ParseDsHeader(const std::string& p) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(map_);
+  const int64_t n = map_bytes_;
+  if (n < kTokenFileHeaderBytes) {
+    return DataLossError(p + "truncated header: " + std::to_string(n) +
+                         " bytes, a DSTOKENS header has 32");
+  }
+  if (std::memcmp(bytes, kTokenFileMagic, 8) != 0) {
+    return DataLossError(p +
+                         "bad magic: not a DSTOKENS file (for raw uint16 tokens use "
+                         "format uint16)");
+  }
+  const uint32_t version = LoadU32(bytes + 8);
+  if (version != kTokenFileVersion) {
+    return DataLossError(p + "unsupported DSTOKENS version " + std::to_string(version) +
+                         " (this build reads version 1)");
+  }
+  const uint32_t dtype = LoadU32(bytes + 12);
+  if (dtype != 2 && dtype != 4) {
+    return DataLossError(p + "bad token dtype " + std::to_string(dtype) +
+                         " (2 = uint16, 4 = uint32)");
+  }
+  dtype_ = static_cast<TokenDType>(dtype);
+  const uint64_t count = LoadU64(bytes + 16);
+  vocab_size_ = LoadU64(bytes + 24);
+  const uint64_t want = static_cast<uint64_t>(kTokenFileHeaderBytes) + count * dtype;
+  if (count > (uint64_t{1} << 56) || want != static_cast<uint64_t>(n)) {
+    return DataLossError(p + "header says " + std::to_string(count) + " tokens (" +
+                         std::to_string(want) + " bytes) but the file has " + std::to_string(n) +
+                         " bytes");
+  }
+  count_ = static_cast<int64_t>(count);
+  tokens_ = bytes + kTokenFileHeaderBytes;
+  return OkStatus();
+}
+
+Status TokenFile::ParseLlmcHeader(const std::string& p) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(map_);
+  const int64_t n = map_bytes_;
+  if (n < kLlmcHeaderBytes) {
+    return DataLossError(p + "truncated llm.c header: " + std::to_string(n) +
+                         " bytes, the header has 1024");
+  }
+  const int32_t magic = static_cast<int32_t>(LoadU32(bytes));
+  if (magic != kLlmcMagic) {
+    return DataLossError(p + "bad llm.c magic " + std::to_string(magic) + " (expected " +
+                         std::to_string(kLlmcMagic) + ")");
+  }
+  const int32_t version = static_cast<int32_t>(LoadU32(bytes + 4));
+  if (version != 1) {
+    return DataLossError(p + "unsupported llm.c version " + std::to_string(version) +
+                         " (this build reads version 1, uint16 tokens)");
+  }
+  const int64_t count = static_cast<int32_t>(LoadU32(bytes + 8));
+  if (count < 0 || kLlmcHeaderBytes + 2 * count != n) {
+    return DataLossError(p + "header says " + std::to_string(count) + " tokens (" +
+                         std::to_string(kLlmcHeaderBytes + 2 * count) +
+                         " bytes) but the file has " + std::to_string(n) + " bytes");
+  }
+  dtype_ = TokenDType::kUint16;
+  count_ = count;
+  tokens_ = bytes + kLlmcHeaderBytes;
+  return OkStatus();
+}
+
+Status TokenFile::ParseRawUint16(const std::string& p) {
+  const int64_t n = map_bytes_;
+  if (n % 2 != 0) {
+    return DataLossError(p + std::to_string(n) + " bytes is not a whole number of uint16 tokens");
+  }
+  format_ = TokenFileFormat::kUint16;
+  dtype_ = TokenDType::kUint16;
+  count_ = n / 2;
+  tokens_ = static_cast<const uint8_t*>(map_);
+  return OkStatus();
 }
 
 uint32_t TokenFile::operator[](int64_t i) const {

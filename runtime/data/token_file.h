@@ -52,6 +52,13 @@ class TokenFile {
   TokenFile() = default;
   Status Map(int fd, int64_t file_bytes);
   Status ParseHeader(TokenFileFormat format);
+  // ParseHeader's formats; errors start with `p` ("path: ").
+  // DSTOKENS: magic, version, dtype, vocabulary size, a count matching the file size.
+  Status ParseDsHeader(const std::string& p);
+  // llm.c's 1024-byte header: magic, version 1 (uint16 tokens), a count matching the file size.
+  Status ParseLlmcHeader(const std::string& p);
+  // Raw uint16 tokens, no header.
+  Status ParseRawUint16(const std::string& p);
 
   std::string path_;
   TokenFileFormat format_ = TokenFileFormat::kUint16;

@@ -36,6 +36,122 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
+// Tensor name to its index in Graph::tensors.
+using TensorIndex = std::map<std::string, int>;
+
+// The shape of tensor `t`; `where` names the tensor in errors.
+StatusOr<SymShape> ShapeFromProto(const proto::TensorDef& t, const std::string& where) {
+  SymShape shape;
+  for (const proto::Dim& d : t.shape()) {
+    if (d.kind_case() == proto::Dim::kSymbol)
+      shape.push_back(Dim::Sym(d.symbol()));
+    else if (d.size() > 0)
+      shape.push_back(Dim::Fixed(d.size()));
+    else
+      return InvalidArgumentError(where + ": dimension " + std::to_string(d.size()) +
+                                  " must be positive or a symbol");
+  }
+  return shape;
+}
+
+// The role of tensor `t`; a missing or unknown role is an error naming `where`.
+StatusOr<TensorRole> RoleFromProto(const proto::TensorDef& t, const std::string& where) {
+  switch (t.role()) {
+    case proto::PARAM:
+      return TensorRole::kParam;
+    case proto::INPUT:
+      return TensorRole::kInput;
+    case proto::TARGET:
+      return TensorRole::kTarget;
+    case proto::FROZEN:
+      return TensorRole::kFrozen;
+    case proto::ACTIVATION:
+      return TensorRole::kActivation;
+    case proto::STATE:
+      return TensorRole::kState;
+    default:
+      return InvalidArgumentError(where + ": missing role (param/input/target/activation/state)");
+  }
+}
+
+// One declared tensor: name, shape, dtype, role, initializer and sharding hint.
+StatusOr<TensorInfo> TensorFromProto(const proto::TensorDef& t, const std::string& source) {
+  TensorInfo info;
+  info.name = t.name();
+  std::string where = source + ": tensor \"" + t.name() + "\"";
+  if (info.name.empty()) return InvalidArgumentError(source + ": a tensor has no name");
+  DS_ASSIGN_OR_RETURN(info.shape, ShapeFromProto(t, where));
+  DS_ASSIGN_OR_RETURN(info.dtype, FromProtoDType(t.dtype(), where));
+  DS_ASSIGN_OR_RETURN(info.role, RoleFromProto(t, where));
+  const proto::Initializer& in = t.init();
+  info.init.kind = static_cast<InitSpec::Kind>(in.kind());
+  info.init.mean = in.mean();
+  info.init.std = in.std();
+  info.init.low = in.low();
+  info.init.high = in.high();
+  info.init.value = in.value();
+  info.sharding = static_cast<ShardKind>(t.sharding().kind());
+  return info;
+}
+
+// Tensor name to index over g's tensors; a name declared twice is an error.
+StatusOr<TensorIndex> IndexTensors(const Graph& g, const std::string& source) {
+  TensorIndex index;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    if (!index.emplace(g.tensors[i].name, static_cast<int>(i)).second)
+      return InvalidArgumentError(source + ": tensor \"" + g.tensors[i].name + "\" declared twice");
+  }
+  return index;
+}
+
+// The indices of the tensors `names` (a node's inputs or outputs, `what` saying which).
+Status ResolveTensors(const google::protobuf::RepeatedPtrField<std::string>& names,
+                      const TensorIndex& index, const std::string& where, const char* what,
+                      std::vector<int>* out) {
+  for (const std::string& name : names) {
+    auto it = index.find(name);
+    if (it == index.end())
+      return InvalidArgumentError(where + ": " + what + " \"" + name +
+                                  "\" is not a declared tensor");
+    out->push_back(it->second);
+  }
+  return OkStatus();
+}
+
+// Node n's attributes into `attrs`; an attribute without a value is an error.
+Status AttrsFromProto(const proto::NodeDef& n, const std::string& where, kernels::Attrs* attrs) {
+  for (const auto& [k, v] : n.attrs()) {
+    switch (v.value_case()) {
+      case proto::AttrValue::kI:
+        attrs->SetInt(k, v.i());
+        break;
+      case proto::AttrValue::kF:
+        attrs->SetFloat(k, v.f());
+        break;
+      case proto::AttrValue::kS:
+        attrs->SetString(k, v.s());
+        break;
+      default:
+        return InvalidArgumentError(where + ": attribute \"" + k + "\" has no value");
+    }
+  }
+  return OkStatus();
+}
+
+// One node, its inputs and outputs resolved to tensor indices through `index`.
+StatusOr<NodeInfo> NodeFromProto(const proto::NodeDef& n, const TensorIndex& index,
+                                 const std::string& source) {
+  NodeInfo node;
+  node.name = n.name();
+  node.op = n.op();
+  node.block = n.block();
+  std::string where = source + ": node \"" + n.name() + "\" (" + n.op() + ")";
+  DS_RETURN_IF_ERROR(ResolveTensors(n.inputs(), index, where, "input", &node.inputs));
+  DS_RETURN_IF_ERROR(ResolveTensors(n.outputs(), index, where, "output", &node.outputs));
+  DS_RETURN_IF_ERROR(AttrsFromProto(n, where, &node.attrs));
+  return node;
+}
+
 StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
   Graph g;
   g.name = p.name();
@@ -43,90 +159,12 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
   g.num_blocks = p.num_blocks();
   for (const auto& [k, v] : p.config()) g.config[k] = v;
   for (const proto::TensorDef& t : p.tensors()) {
-    TensorInfo info;
-    info.name = t.name();
-    std::string where = source + ": tensor \"" + t.name() + "\"";
-    if (info.name.empty()) return InvalidArgumentError(source + ": a tensor has no name");
-    for (const proto::Dim& d : t.shape()) {
-      if (d.kind_case() == proto::Dim::kSymbol)
-        info.shape.push_back(Dim::Sym(d.symbol()));
-      else if (d.size() > 0)
-        info.shape.push_back(Dim::Fixed(d.size()));
-      else
-        return InvalidArgumentError(where + ": dimension " + std::to_string(d.size()) +
-                                    " must be positive or a symbol");
-    }
-    DS_ASSIGN_OR_RETURN(info.dtype, FromProtoDType(t.dtype(), where));
-    switch (t.role()) {
-      case proto::PARAM:
-        info.role = TensorRole::kParam;
-        break;
-      case proto::INPUT:
-        info.role = TensorRole::kInput;
-        break;
-      case proto::TARGET:
-        info.role = TensorRole::kTarget;
-        break;
-      case proto::FROZEN:
-        info.role = TensorRole::kFrozen;
-        break;
-      case proto::ACTIVATION:
-        info.role = TensorRole::kActivation;
-        break;
-      case proto::STATE:
-        info.role = TensorRole::kState;
-        break;
-      default:
-        return InvalidArgumentError(where + ": missing role (param/input/target/activation/state)");
-    }
-    const proto::Initializer& in = t.init();
-    info.init.kind = static_cast<InitSpec::Kind>(in.kind());
-    info.init.mean = in.mean();
-    info.init.std = in.std();
-    info.init.low = in.low();
-    info.init.high = in.high();
-    info.init.value = in.value();
-    info.sharding = static_cast<ShardKind>(t.sharding().kind());
+    DS_ASSIGN_OR_RETURN(TensorInfo info, TensorFromProto(t, source));
     g.tensors.push_back(std::move(info));
   }
-  std::map<std::string, int> index;
-  for (size_t i = 0; i < g.tensors.size(); ++i) {
-    if (!index.emplace(g.tensors[i].name, static_cast<int>(i)).second)
-      return InvalidArgumentError(source + ": tensor \"" + g.tensors[i].name + "\" declared twice");
-  }
+  DS_ASSIGN_OR_RETURN(const TensorIndex index, IndexTensors(g, source));
   for (const proto::NodeDef& n : p.nodes()) {
-    NodeInfo node;
-    node.name = n.name();
-    node.op = n.op();
-    node.block = n.block();
-    std::string where = source + ": node \"" + n.name() + "\" (" + n.op() + ")";
-    for (const std::string& in : n.inputs()) {
-      auto it = index.find(in);
-      if (it == index.end())
-        return InvalidArgumentError(where + ": input \"" + in + "\" is not a declared tensor");
-      node.inputs.push_back(it->second);
-    }
-    for (const std::string& out : n.outputs()) {
-      auto it = index.find(out);
-      if (it == index.end())
-        return InvalidArgumentError(where + ": output \"" + out + "\" is not a declared tensor");
-      node.outputs.push_back(it->second);
-    }
-    for (const auto& [k, v] : n.attrs()) {
-      switch (v.value_case()) {
-        case proto::AttrValue::kI:
-          node.attrs.SetInt(k, v.i());
-          break;
-        case proto::AttrValue::kF:
-          node.attrs.SetFloat(k, v.f());
-          break;
-        case proto::AttrValue::kS:
-          node.attrs.SetString(k, v.s());
-          break;
-        default:
-          return InvalidArgumentError(where + ": attribute \"" + k + "\" has no value");
-      }
-    }
+    DS_ASSIGN_OR_RETURN(NodeInfo node, NodeFromProto(n, index, source));
     g.nodes.push_back(std::move(node));
   }
   if (!p.loss().empty()) {
@@ -138,65 +176,74 @@ StatusOr<Graph> FromProto(const proto::GraphDef& p, const std::string& source) {
   return g;
 }
 
+// `role` into d; a value outside the enum leaves d's role unset.
+void SetProtoRole(TensorRole role, proto::TensorDef* d) {
+  switch (role) {
+    case TensorRole::kParam:
+      d->set_role(proto::PARAM);
+      break;
+    case TensorRole::kInput:
+      d->set_role(proto::INPUT);
+      break;
+    case TensorRole::kTarget:
+      d->set_role(proto::TARGET);
+      break;
+    case TensorRole::kActivation:
+      d->set_role(proto::ACTIVATION);
+      break;
+    case TensorRole::kState:
+      d->set_role(proto::STATE);
+      break;
+    case TensorRole::kFrozen:
+      d->set_role(proto::FROZEN);
+      break;
+  }
+}
+
+// One tensor into d; weights (param, frozen) also get their initializer and sharding hint.
+void TensorToProto(const TensorInfo& t, proto::TensorDef* d) {
+  d->set_name(t.name);
+  for (const Dim& dim : t.shape) {
+    if (dim.symbol.empty())
+      d->add_shape()->set_size(dim.size);
+    else
+      d->add_shape()->set_symbol(dim.symbol);
+  }
+  d->set_dtype(ToProtoDType(t.dtype));
+  SetProtoRole(t.role, d);
+  if (t.role == TensorRole::kParam || t.role == TensorRole::kFrozen) {
+    proto::Initializer* in = d->mutable_init();
+    in->set_kind(static_cast<proto::Initializer::Kind>(t.init.kind));
+    in->set_mean(t.init.mean);
+    in->set_std(t.init.std);
+    in->set_low(t.init.low);
+    in->set_high(t.init.high);
+    in->set_value(t.init.value);
+    if (t.sharding != ShardKind::kNone)
+      d->mutable_sharding()->set_kind(static_cast<proto::ShardingHint::Kind>(t.sharding));
+  }
+}
+
+// One node of g into d, its tensors by name.
+void NodeToProto(const Graph& g, const NodeInfo& n, proto::NodeDef* d) {
+  d->set_name(n.name);
+  d->set_op(n.op);
+  d->set_block(n.block);
+  for (int i : n.inputs) d->add_inputs(g.tensors[i].name);
+  for (int o : n.outputs) d->add_outputs(g.tensors[o].name);
+  auto& attrs = *d->mutable_attrs();
+  for (const auto& [k, v] : n.attrs.ints()) attrs[k].set_i(v);
+  for (const auto& [k, v] : n.attrs.floats()) attrs[k].set_f(static_cast<float>(v));
+  for (const auto& [k, v] : n.attrs.strings()) attrs[k].set_s(v);
+}
+
 void ToProto(const Graph& g, proto::GraphDef* p) {
   p->set_name(g.name);
   p->set_family(g.family);
   p->set_num_blocks(g.num_blocks);
   for (const auto& [k, v] : g.config) (*p->mutable_config())[k] = v;
-  for (const TensorInfo& t : g.tensors) {
-    proto::TensorDef* d = p->add_tensors();
-    d->set_name(t.name);
-    for (const Dim& dim : t.shape) {
-      if (dim.symbol.empty())
-        d->add_shape()->set_size(dim.size);
-      else
-        d->add_shape()->set_symbol(dim.symbol);
-    }
-    d->set_dtype(ToProtoDType(t.dtype));
-    switch (t.role) {
-      case TensorRole::kParam:
-        d->set_role(proto::PARAM);
-        break;
-      case TensorRole::kInput:
-        d->set_role(proto::INPUT);
-        break;
-      case TensorRole::kTarget:
-        d->set_role(proto::TARGET);
-        break;
-      case TensorRole::kActivation:
-        d->set_role(proto::ACTIVATION);
-        break;
-      case TensorRole::kState:
-        d->set_role(proto::STATE);
-        break;
-      case TensorRole::kFrozen:
-        d->set_role(proto::FROZEN);
-        break;
-    }
-    if (t.role == TensorRole::kParam || t.role == TensorRole::kFrozen) {
-      proto::Initializer* in = d->mutable_init();
-      in->set_kind(static_cast<proto::Initializer::Kind>(t.init.kind));
-      in->set_mean(t.init.mean);
-      in->set_std(t.init.std);
-      in->set_low(t.init.low);
-      in->set_high(t.init.high);
-      in->set_value(t.init.value);
-      if (t.sharding != ShardKind::kNone)
-        d->mutable_sharding()->set_kind(static_cast<proto::ShardingHint::Kind>(t.sharding));
-    }
-  }
-  for (const NodeInfo& n : g.nodes) {
-    proto::NodeDef* d = p->add_nodes();
-    d->set_name(n.name);
-    d->set_op(n.op);
-    d->set_block(n.block);
-    for (int i : n.inputs) d->add_inputs(g.tensors[i].name);
-    for (int o : n.outputs) d->add_outputs(g.tensors[o].name);
-    auto& attrs = *d->mutable_attrs();
-    for (const auto& [k, v] : n.attrs.ints()) attrs[k].set_i(v);
-    for (const auto& [k, v] : n.attrs.floats()) attrs[k].set_f(static_cast<float>(v));
-    for (const auto& [k, v] : n.attrs.strings()) attrs[k].set_s(v);
-  }
+  for (const TensorInfo& t : g.tensors) TensorToProto(t, p->add_tensors());
+  for (const NodeInfo& n : g.nodes) NodeToProto(g, n, p->add_nodes());
   if (g.loss >= 0) p->set_loss(g.tensors[g.loss].name);
 }
 

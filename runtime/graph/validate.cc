@@ -19,50 +19,68 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Structure: ops, arity, attributes, producers, order, cycles, dangling tensors.
-Status CheckStructure(const Graph& g, const std::string& source) {
-  const int nt = static_cast<int>(g.tensors.size());
-  std::vector<int> producer(nt, -1);
-  std::vector<int> uses(nt, 0);
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const NodeInfo& n = g.nodes[ni];
-    const kernels::OpDef* def = kernels::FindOp(n.op);
-    if (!def)
-      return InvalidArgumentError(NodeWhere(source, n) + ": unknown op \"" + n.op +
-                                  "\" (known ops: " + Join(kernels::RegisteredOps()) + ")");
-    int ni_in = static_cast<int>(n.inputs.size());
-    if (ni_in < def->min_inputs || ni_in > def->max_inputs) {
-      std::string want =
-          def->min_inputs == def->max_inputs
-              ? std::to_string(def->min_inputs)
-              : std::to_string(def->min_inputs) + "-" + std::to_string(def->max_inputs);
-      return InvalidArgumentError(NodeWhere(source, n) + ": has " + std::to_string(ni_in) +
-                                  " inputs, " + n.op + " takes " + want);
-    }
-    if (static_cast<int>(n.outputs.size()) != def->num_outputs)
-      return InvalidArgumentError(NodeWhere(source, n) + ": has " +
-                                  std::to_string(n.outputs.size()) + " outputs, " + n.op +
-                                  " produces " + std::to_string(def->num_outputs));
-    for (const std::string& a : n.attrs.Names())
-      if (std::find(def->attr_names.begin(), def->attr_names.end(), a) == def->attr_names.end())
-        return InvalidArgumentError(NodeWhere(source, n) + ": unknown attribute \"" + a +
-                                    "\" (accepted: " + Join(def->attr_names) + ")");
-    for (int o : n.outputs) {
-      const TensorInfo& t = g.tensors[o];
-      if (t.role != TensorRole::kActivation)
-        return InvalidArgumentError(NodeWhere(source, n) + ": writes " + TensorRoleName(t.role) +
-                                    " tensor \"" + t.name +
-                                    "\"; nodes may only produce activations");
-      if (producer[o] >= 0)
-        return InvalidArgumentError(NodeWhere(source, n) + ": output \"" + t.name +
-                                    "\" is already produced by node \"" +
-                                    g.nodes[producer[o]].name + "\"");
-      producer[o] = static_cast<int>(ni);
-    }
-    for (int i : n.inputs) ++uses[i];
+// Node n against its op's definition: a known op, input and output counts, attribute names.
+Status CheckNodeSignature(const NodeInfo& n, const std::string& source) {
+  const kernels::OpDef* def = kernels::FindOp(n.op);
+  if (!def)
+    return InvalidArgumentError(NodeWhere(source, n) + ": unknown op \"" + n.op +
+                                "\" (known ops: " + Join(kernels::RegisteredOps()) + ")");
+  int ni_in = static_cast<int>(n.inputs.size());
+  if (ni_in < def->min_inputs || ni_in > def->max_inputs) {
+    std::string want = def->min_inputs == def->max_inputs ? std::to_string(def->min_inputs)
+                                                          : std::to_string(def->min_inputs) + "-" +
+                                                                std::to_string(def->max_inputs);
+    return InvalidArgumentError(NodeWhere(source, n) + ": has " + std::to_string(ni_in) +
+                                " inputs, " + n.op + " takes " + want);
   }
-  // Order and cycles: every activation input must come from an earlier node. If it comes
-  // from a later one, tell a cycle apart from a mere misordering.
+  if (static_cast<int>(n.outputs.size()) != def->num_outputs)
+    return InvalidArgumentError(NodeWhere(source, n) + ": has " + std::to_string(n.outputs.size()) +
+                                " outputs, " + n.op + " produces " +
+                                std::to_string(def->num_outputs));
+  for (const std::string& a : n.attrs.Names())
+    if (std::find(def->attr_names.begin(), def->attr_names.end(), a) == def->attr_names.end())
+      return InvalidArgumentError(NodeWhere(source, n) + ": unknown attribute \"" + a +
+                                  "\" (accepted: " + Join(def->attr_names) + ")");
+  return OkStatus();
+}
+
+// Records node ni as the producer of its outputs, which must be activations not yet produced.
+Status RecordProducer(const Graph& g, size_t ni, const std::string& source,
+                      std::vector<int>* producer) {
+  const NodeInfo& n = g.nodes[ni];
+  for (int o : n.outputs) {
+    const TensorInfo& t = g.tensors[o];
+    if (t.role != TensorRole::kActivation)
+      return InvalidArgumentError(NodeWhere(source, n) + ": writes " + TensorRoleName(t.role) +
+                                  " tensor \"" + t.name + "\"; nodes may only produce activations");
+    if ((*producer)[o] >= 0)
+      return InvalidArgumentError(NodeWhere(source, n) + ": output \"" + t.name +
+                                  "\" is already produced by node \"" +
+                                  g.nodes[(*producer)[o]].name + "\"");
+    (*producer)[o] = static_cast<int>(ni);
+  }
+  return OkStatus();
+}
+
+// Whether walking producers backwards from node `from` reaches node `target` (a cycle).
+bool ReachesNode(const Graph& g, const std::vector<int>& producer, int from, int target) {
+  std::vector<int> stack = {from};
+  std::set<int> seen;
+  bool cycle = false;
+  while (!stack.empty() && !cycle) {
+    int cur = stack.back();
+    stack.pop_back();
+    if (cur == target) cycle = true;
+    if (!seen.insert(cur).second) continue;
+    for (int in : g.nodes[cur].inputs)
+      if (producer[in] >= 0) stack.push_back(producer[in]);
+  }
+  return cycle;
+}
+
+// Order and cycles: every activation input must come from an earlier node. If it comes
+// from a later one, tell a cycle apart from a mere misordering.
+Status CheckOrder(const Graph& g, const std::vector<int>& producer, const std::string& source) {
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const NodeInfo& n = g.nodes[ni];
     for (int i : n.inputs) {
@@ -72,19 +90,7 @@ Status CheckStructure(const Graph& g, const std::string& source) {
         return InvalidArgumentError(NodeWhere(source, n) + ": input \"" + t.name +
                                     "\" is dangling: no node produces it");
       if (producer[i] >= static_cast<int>(ni)) {
-        // Walk producers backwards from the input; reaching this node again is a cycle.
-        std::vector<int> stack = {producer[i]};
-        std::set<int> seen;
-        bool cycle = false;
-        while (!stack.empty() && !cycle) {
-          int cur = stack.back();
-          stack.pop_back();
-          if (cur == static_cast<int>(ni)) cycle = true;
-          if (!seen.insert(cur).second) continue;
-          for (int in : g.nodes[cur].inputs)
-            if (producer[in] >= 0) stack.push_back(producer[in]);
-        }
-        if (cycle)
+        if (ReachesNode(g, producer, producer[i], static_cast<int>(ni)))
           return InvalidArgumentError(NodeWhere(source, n) + ": cycle through tensor \"" + t.name +
                                       "\"");
         return InvalidArgumentError(NodeWhere(source, n) + ": input \"" + t.name +
@@ -93,7 +99,13 @@ Status CheckStructure(const Graph& g, const std::string& source) {
       }
     }
   }
-  for (int i = 0; i < nt; ++i) {
+  return OkStatus();
+}
+
+// Every tensor is used or produced, every activation produced, every weight fixed and float.
+Status CheckTensors(const Graph& g, const std::vector<int>& producer, const std::vector<int>& uses,
+                    const std::string& source) {
+  for (int i = 0; i < static_cast<int>(g.tensors.size()); ++i) {
     const TensorInfo& t = g.tensors[i];
     if (uses[i] == 0 && producer[i] < 0)
       return InvalidArgumentError(source + ": tensor \"" + t.name + "\" (" +
@@ -111,6 +123,22 @@ Status CheckStructure(const Graph& g, const std::string& source) {
                                     DTypeName(t.dtype));
     }
   }
+  return OkStatus();
+}
+
+// Structure: ops, arity, attributes, producers, order, cycles, dangling tensors.
+Status CheckStructure(const Graph& g, const std::string& source) {
+  const int nt = static_cast<int>(g.tensors.size());
+  std::vector<int> producer(nt, -1);
+  std::vector<int> uses(nt, 0);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const NodeInfo& n = g.nodes[ni];
+    DS_RETURN_IF_ERROR(CheckNodeSignature(n, source));
+    DS_RETURN_IF_ERROR(RecordProducer(g, ni, source, &producer));
+    for (int i : n.inputs) ++uses[i];
+  }
+  DS_RETURN_IF_ERROR(CheckOrder(g, producer, source));
+  DS_RETURN_IF_ERROR(CheckTensors(g, producer, uses, source));
   if (g.loss < 0) return InvalidArgumentError(source + ": the graph names no loss tensor");
   if (producer[g.loss] < 0)
     return InvalidArgumentError(source + ": loss \"" + g.tensors[g.loss].name +

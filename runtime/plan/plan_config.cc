@@ -8,6 +8,68 @@
 
 namespace ds::plan {
 
+namespace {
+
+// communication_data_type: the dtype of the gradients' collectives (the model's by default).
+Status SetCommDtype(const config::JobConfig& job, PlanConfig* c) {
+  c->comm_dtype = c->model_dtype;
+  const std::string& comm = job.communication_data_type;
+  if (comm == "fp32") {
+    c->comm_dtype = DType::kF32;
+  } else if (comm == "fp16") {
+    c->comm_dtype = DType::kF16;
+  } else if (comm == "bf16") {
+    c->comm_dtype = DType::kBF16;
+  } else if (!comm.empty()) {
+    return InvalidArgumentError(job.source + ": communication_data_type \"" + comm +
+                                "\" is not fp32, fp16 or bf16");
+  }
+  return OkStatus();
+}
+
+// zero_optimization: buckets, ZeRO-3's prefetch and persistence, the NVMe swappers' settings.
+void SetZero(const config::ZeroConfig& z, PlanConfig* c) {
+  c->reduce_bucket_size = z.reduce_bucket_size;
+  c->allgather_bucket_size = z.allgather_bucket_size;
+  c->overlap_comm = z.overlap_comm;
+  c->reduce_scatter = z.reduce_scatter;
+  c->prefetch_bucket_size = z.prefetch_bucket_size;
+  c->max_live_parameters = z.max_live_parameters;
+  c->max_reuse_distance = z.max_reuse_distance;
+  c->param_persistence_threshold = z.param_persistence_threshold;
+  const config::OffloadConfig& oo = z.offload_optimizer;
+  c->optimizer_nvme = oo.device == config::OffloadDevice::kNvme;
+  c->sub_group_size = z.sub_group_size;
+  c->swap_buffer_count = oo.buffer_count;
+  c->pipeline_read = oo.pipeline_read;
+  c->pipeline_write = oo.pipeline_write;
+  const config::OffloadConfig& op = z.offload_param;
+  c->param_nvme = z.stage == 3 && op.device == config::OffloadDevice::kNvme;
+  c->param_buffer_count = op.buffer_count;
+  c->param_buffer_size = op.buffer_size;
+}
+
+// The optimizer's states per parameter, clipping, and where the model states live.
+void SetStates(const config::JobConfig& job, PlanConfig* c) {
+  switch (job.optimizer.type) {
+    case config::OptimizerType::kAdam:
+    case config::OptimizerType::kAdamW:
+      c->optimizer_states = 2;
+      break;
+    case config::OptimizerType::kSGD:
+      c->optimizer_states = job.optimizer.momentum != 0.0 ? 1 : 0;
+      break;
+  }
+  c->gradient_clipping = job.gradient_clipping > 0.0;
+  c->states_on_device = job.device.type == config::DeviceType::kCuda &&
+                        job.zero.offload_optimizer.device == config::OffloadDevice::kNone;
+  const char* accelerator = std::getenv("DS_ACCELERATOR");
+  c->device_collectives =
+      c->states_on_device && !(accelerator && std::string(accelerator) == "host");
+}
+
+}  // namespace
+
 StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   PlanConfig c;
   c.tensor = job.parallel.tensor;
@@ -34,51 +96,9 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.gradient_accumulation_steps = job.gradient_accumulation_steps;
   c.seq_len = job.data.seq_len > 0 ? job.data.seq_len : job.model.max_seq_len;
   c.model_dtype = job.bf16.enabled ? DType::kBF16 : job.fp16.enabled ? DType::kF16 : DType::kF32;
-  c.comm_dtype = c.model_dtype;
-  const std::string& comm = job.communication_data_type;
-  if (comm == "fp32") {
-    c.comm_dtype = DType::kF32;
-  } else if (comm == "fp16") {
-    c.comm_dtype = DType::kF16;
-  } else if (comm == "bf16") {
-    c.comm_dtype = DType::kBF16;
-  } else if (!comm.empty()) {
-    return InvalidArgumentError(job.source + ": communication_data_type \"" + comm +
-                                "\" is not fp32, fp16 or bf16");
-  }
-  switch (job.optimizer.type) {
-    case config::OptimizerType::kAdam:
-    case config::OptimizerType::kAdamW:
-      c.optimizer_states = 2;
-      break;
-    case config::OptimizerType::kSGD:
-      c.optimizer_states = job.optimizer.momentum != 0.0 ? 1 : 0;
-      break;
-  }
-  c.gradient_clipping = job.gradient_clipping > 0.0;
-  c.states_on_device = job.device.type == config::DeviceType::kCuda &&
-                       job.zero.offload_optimizer.device == config::OffloadDevice::kNone;
-  const char* accelerator = std::getenv("DS_ACCELERATOR");
-  c.device_collectives = c.states_on_device && !(accelerator && std::string(accelerator) == "host");
-  const config::ZeroConfig& z = job.zero;
-  c.reduce_bucket_size = z.reduce_bucket_size;
-  c.allgather_bucket_size = z.allgather_bucket_size;
-  c.overlap_comm = z.overlap_comm;
-  c.reduce_scatter = z.reduce_scatter;
-  c.prefetch_bucket_size = z.prefetch_bucket_size;
-  c.max_live_parameters = z.max_live_parameters;
-  c.max_reuse_distance = z.max_reuse_distance;
-  c.param_persistence_threshold = z.param_persistence_threshold;
-  const config::OffloadConfig& oo = z.offload_optimizer;
-  c.optimizer_nvme = oo.device == config::OffloadDevice::kNvme;
-  c.sub_group_size = z.sub_group_size;
-  c.swap_buffer_count = oo.buffer_count;
-  c.pipeline_read = oo.pipeline_read;
-  c.pipeline_write = oo.pipeline_write;
-  const config::OffloadConfig& op = z.offload_param;
-  c.param_nvme = z.stage == 3 && op.device == config::OffloadDevice::kNvme;
-  c.param_buffer_count = op.buffer_count;
-  c.param_buffer_size = op.buffer_size;
+  DS_RETURN_IF_ERROR(SetCommDtype(job, &c));
+  SetStates(job, &c);
+  SetZero(job.zero, &c);
   return c;
 }
 

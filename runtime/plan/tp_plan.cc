@@ -322,13 +322,15 @@ std::string GroupName(GroupKind kind, size_t index, size_t count) {
   return count == 1 ? base : base + "." + std::to_string(index);
 }
 
-}  // namespace
+// Each rank's group name of each kind (the kv groups' by rank in kv_name).
+struct GroupNames {
+  std::map<std::pair<GroupKind, int>, std::string> of;
+  std::map<int, std::string> kv;
+};
 
-Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
-                    proto::Plan* plan) {
-  plan->clear_groups();
-  // Each rank's group name of each kind.
-  std::map<std::pair<GroupKind, int>, std::string> name_of;
+// The grid's dp, tp, pp and embedding groups (a group of one only for dp), then the replicated
+// key / value heads' groups: consecutive runs of kv_share ranks within each tp group.
+void AddGridGroups(const ParallelGrid& grid, int kv_share, proto::Plan* plan, GroupNames* names) {
   for (GroupKind kind : {GroupKind::kDp, GroupKind::kTp, GroupKind::kPp, GroupKind::kEmbedding}) {
     const auto groups = grid.Groups(kind);
     for (size_t i = 0; i < groups.size(); ++i) {
@@ -338,27 +340,26 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
       g->set_kind(GroupKindName(kind));
       for (int r : groups[i]) {
         g->add_ranks(r);
-        name_of[{kind, r}] = g->name();
+        names->of[{kind, r}] = g->name();
       }
     }
   }
-  // Replicated key / value heads: consecutive runs of kv_share ranks within each tp group.
-  std::map<int, std::string> kv_name;
-  if (local.kv_share > 1) {
-    const auto tps = grid.Groups(GroupKind::kTp);
-    int index = 0;
-    for (const auto& ranks : tps)
-      for (size_t b = 0; b < ranks.size(); b += local.kv_share, ++index) {
-        proto::ProcessGroup* g = plan->add_groups();
-        g->set_name(std::string(kKvGroup) + "." + std::to_string(index));
-        g->set_kind(kKvGroup);
-        for (size_t k = b; k < b + local.kv_share; ++k) {
-          g->add_ranks(ranks[k]);
-          kv_name[ranks[k]] = g->name();
-        }
+  if (kv_share <= 1) return;
+  int index = 0;
+  for (const auto& ranks : grid.Groups(GroupKind::kTp))
+    for (size_t b = 0; b < ranks.size(); b += kv_share, ++index) {
+      proto::ProcessGroup* g = plan->add_groups();
+      g->set_name(std::string(kKvGroup) + "." + std::to_string(index));
+      g->set_kind(kKvGroup);
+      for (size_t k = b; k < b + kv_share; ++k) {
+        g->add_ranks(ranks[k]);
+        names->kv[ranks[k]] = g->name();
       }
-  }
-  // Expert, expert-data-parallel and Ulysses groups.
+    }
+}
+
+// The expert, expert-data-parallel and Ulysses groups, and with tp the world group.
+void AddOtherGroups(const ParallelGrid& grid, proto::Plan* plan, GroupNames* names) {
   for (GroupKind kind : {GroupKind::kEp, GroupKind::kSp, GroupKind::kEdp}) {
     const auto groups = grid.Groups(kind);
     for (size_t i = 0; i < groups.size(); ++i) {
@@ -367,57 +368,79 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
       g->set_kind(GroupKindName(kind));
       for (int r : groups[i]) {
         g->add_ranks(r);
-        name_of[{kind, r}] = g->name();
+        names->of[{kind, r}] = g->name();
       }
     }
   }
-  const bool tp = grid.tp() > 1;
-  if (tp) {
-    proto::ProcessGroup* g = plan->add_groups();
-    g->set_name(kWorldGroup);
-    g->set_kind(kWorldGroup);
-    for (int r = 0; r < grid.world(); ++r) g->add_ranks(r);
+  if (grid.tp() <= 1) return;
+  proto::ProcessGroup* g = plan->add_groups();
+  g->set_name(kWorldGroup);
+  g->set_kind(kWorldGroup);
+  for (int r = 0; r < grid.world(); ++r) g->add_ranks(r);
+}
+
+// What world rank w's copy of its dp plan needs per collective: the norm's and overflow's over
+// the world (each rank's share counted once), the aux loss over the world, every other group
+// by its name for w.
+struct RankGroups {
+  const ParallelGrid& grid;
+  const TpLocalGraph& local;
+  const GroupNames& names;
+  const Ranges &replicated, &kv;
+  const proto::Plan& plan;
+
+  void Assign(int w, Ins* in) const {
+    const GridCoord at = grid.CoordOf(w);
+    proto::Collective* c = in->mutable_collective();
+    const bool scalar = in->kind() == Ins::GRAD_NORM_REDUCE || in->kind() == Ins::OVERFLOW_REDUCE;
+    if (grid.tp() > 1 && scalar) {  // every rank's share of the whole model's norm
+      c->set_group(kWorldGroup);
+      c->set_placement(proto::HOST);
+      // Counted once: replicated parameters on tp rank 0, shared kv heads on the first rank
+      // holding them.
+      Ranges cut = at.tp > 0 ? replicated : Ranges();
+      if (local.kv_share > 1 && at.tp % local.kv_share != 0)
+        cut.insert(cut.end(), kv.begin(), kv.end());
+      std::sort(cut.begin(), cut.end());
+      if (in->kind() == Ins::GRAD_NORM_REDUCE && !cut.empty()) LeaveOutOfNorm(plan, at.dp, cut, in);
+    } else if (in->kind() == Ins::LOSS_REDUCE && local.aux_per_rank) {
+      c->set_group(kWorldGroup);  // the tp ranks' aux losses are their chunks'
+      c->set_placement(proto::HOST);
+    } else if (c->group() == kKvGroup) {
+      c->set_group(names.kv.at(w));
+    } else if (!c->group().empty()) {
+      c->set_group(names.of.at({KindOf(c->group()), w}));
+    }
   }
+
+  // The group kind a dp plan's collective names.
+  static GroupKind KindOf(const std::string& group) {
+    if (group == kTpGroup) return GroupKind::kTp;
+    if (group == kEpGroup) return GroupKind::kEp;
+    if (group == kSpGroup) return GroupKind::kSp;
+    if (group == kEdpGroup) return GroupKind::kEdp;
+    return GroupKind::kDp;
+  }
+};
+
+}  // namespace
+
+Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
+                    proto::Plan* plan) {
+  plan->clear_groups();
+  GroupNames names;
+  AddGridGroups(grid, local.kv_share, plan, &names);
+  AddOtherGroups(grid, plan, &names);
   const Ranges replicated = ReplicatedFlat(facts, local), kv = KvFlat(local, facts);
+  const RankGroups groups{grid, local, names, replicated, kv, *plan};
   std::vector<proto::RankPlan> dp_plans(plan->ranks().begin(), plan->ranks().end());
   plan->clear_ranks();
   for (int w = 0; w < grid.world(); ++w) {
-    const GridCoord at = grid.CoordOf(w);
     proto::RankPlan* rp = plan->add_ranks();
-    *rp = dp_plans.at(at.dp);
+    *rp = dp_plans.at(grid.CoordOf(w).dp);
     rp->set_rank(w);
-    for (Ins& in : *rp->mutable_instructions()) {
-      if (!in.has_collective()) continue;
-      proto::Collective* c = in.mutable_collective();
-      const bool scalar = in.kind() == Ins::GRAD_NORM_REDUCE || in.kind() == Ins::OVERFLOW_REDUCE;
-      if (tp && scalar) {  // every rank's share of the whole model's norm
-        c->set_group(kWorldGroup);
-        c->set_placement(proto::HOST);
-        // Counted once: replicated parameters on tp rank 0, shared kv heads on the first
-        // rank holding them.
-        Ranges cut = at.tp > 0 ? replicated : Ranges();
-        if (local.kv_share > 1 && at.tp % local.kv_share != 0)
-          cut.insert(cut.end(), kv.begin(), kv.end());
-        std::sort(cut.begin(), cut.end());
-        if (in.kind() == Ins::GRAD_NORM_REDUCE && !cut.empty())
-          LeaveOutOfNorm(*plan, at.dp, cut, &in);
-      } else if (in.kind() == Ins::LOSS_REDUCE && local.aux_per_rank) {
-        c->set_group(kWorldGroup);  // the tp ranks' aux losses are their chunks'
-        c->set_placement(proto::HOST);
-      } else if (c->group() == kKvGroup) {
-        c->set_group(kv_name.at(w));
-      } else if (c->group() == kTpGroup) {
-        c->set_group(name_of.at({GroupKind::kTp, w}));
-      } else if (c->group() == kEpGroup) {
-        c->set_group(name_of.at({GroupKind::kEp, w}));
-      } else if (c->group() == kSpGroup) {
-        c->set_group(name_of.at({GroupKind::kSp, w}));
-      } else if (c->group() == kEdpGroup) {
-        c->set_group(name_of.at({GroupKind::kEdp, w}));
-      } else if (!c->group().empty()) {
-        c->set_group(name_of.at({GroupKind::kDp, w}));
-      }
-    }
+    for (Ins& in : *rp->mutable_instructions())
+      if (in.has_collective()) groups.Assign(w, &in);
   }
   return OkStatus();
 }

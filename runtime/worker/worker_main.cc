@@ -234,12 +234,11 @@ Status RunChat(const std::string& chat, const std::string& step, parallel::Commu
   return OkStatus();
 }
 
-Status Run(const Flags& f) {
-  DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
-  if (env.launched) SetLogRank(env.rank);
+// The job as this rank runs it: rank 0 alone writes metrics (checkpoints are written by rank 0
+// after every rank took part in gathering sharded state, Trainer::SaveCheckpoint), the command
+// line's overrides, and this node's swap directories checked before any step.
+StatusOr<config::JobConfig> LoadRankConfig(const Flags& f, const RankEnv& env) {
   DS_ASSIGN_OR_RETURN(config::JobConfig config, config::LoadJobConfig(f.config));
-  // Rank 0 alone writes metrics; checkpoints are written by rank 0 after every rank took
-  // part in gathering sharded state (Trainer::SaveCheckpoint).
   if (env.rank != 0) {
     config.monitor.csv.clear();
     config.monitor.tensorboard.enabled = config.monitor.csv_monitor.enabled = false;
@@ -254,63 +253,44 @@ Status Run(const Flags& f) {
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;
-  // This node's swap directories, before any step (each node checks its own).
   for (const auto& [key, o] :
        {std::pair{"zero_optimization.offload_optimizer.nvme_path", &config.zero.offload_optimizer},
         std::pair{"zero_optimization.offload_param.nvme_path", &config.zero.offload_param}})
     if (o->device == config::OffloadDevice::kNvme)
       DS_RETURN_IF_ERROR(zero::CheckSwapDir(key, o->nvme_path).WithPrefix(f.config));
-  DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
-  DS_LOG_INFO("worker", "CPU GEMM: {}", ApplyCpuGemm(config));
-  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
-  if (!config.model.hf.empty()) {  // the folder's weights fit the model, before any allocation
-    DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(config));
-    DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(config.model.hf, spec, graph));
-  }
-  std::unique_ptr<DataParallelGroup> group;
-  if (env.launched && env.world_size > 1 && !f.eval) {
-    DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
-  }
-  if (!config.rlhf.chat.empty())  // ds-chat's steps on these ranks (rlhf.chat)
-    return RunChat(config.rlhf.chat, config.rlhf.step, group ? group->comm.get() : nullptr);
-  DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                      Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
-                                      group ? group->memory.get() : nullptr,
-                                      group ? group->host_comm.get() : nullptr));
-  // The launcher planned the job once; this rank's own plan must be the same plan.
-  if (const char* want = std::getenv("DS_PLAN_HASH"); want && *want && !f.eval) {
-    std::string mine = plan::HashHex(trainer->plan().hash());
-    if (mine != want)
-      return FailedPreconditionError("rank " + std::to_string(env.rank) + ": my step plan " + mine +
-                                     " differs from the launcher's " + want +
-                                     " (different binaries or config?)");
-  }
-  DS_RETURN_IF_ERROR(trainer->Initialize());
-  if (!f.init_weights.empty()) {
-    if (trainer->step() > 0)
-      return InvalidArgumentError("--init-weights with a resumed checkpoint (step " +
-                                  std::to_string(trainer->step()) + "): pick one");
-    DS_RETURN_IF_ERROR(trainer->LoadWeights(f.init_weights));
-  }
-  const config::JobConfig& c = trainer->config();
-  if (!f.export_init.empty()) {
-    DS_RETURN_IF_ERROR(trainer->ExportWeights(f.export_init));
-    std::printf("ds-worker: wrote weights of step %lld to %s\n",
-                static_cast<long long>(trainer->step()), f.export_init.c_str());
-    return OkStatus();
-  }
-  if (f.eval) {
-    if (trainer->step() == 0)
-      return NotFoundError(f.config + ": no checkpoint to evaluate (checkpoint.load \"" +
-                           config.checkpoint.load + "\" under \"" + config.checkpoint.dir + "\")");
-    if (c.data.has_validation()) {
-      DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
-      std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()),
-                  val);
-    }
-    return EvaluateTask(*trainer).status();
-  }
+  return config;
+}
 
+// The launcher planned the job once; this rank's own plan must be the same plan.
+Status CheckPlanHash(const Trainer& trainer, int rank) {
+  const char* want = std::getenv("DS_PLAN_HASH");
+  if (!want || !*want) return OkStatus();
+  std::string mine = plan::HashHex(trainer.plan().hash());
+  if (mine == want) return OkStatus();
+  return FailedPreconditionError("rank " + std::to_string(rank) + ": my step plan " + mine +
+                                 " differs from the launcher's " + want +
+                                 " (different binaries or config?)");
+}
+
+// --eval: the loaded checkpoint's validation loss and task score.
+Status EvaluateOnly(Trainer* trainer, const Flags& f, const config::JobConfig& config) {
+  if (trainer->step() == 0)
+    return NotFoundError(f.config + ": no checkpoint to evaluate (checkpoint.load \"" +
+                         config.checkpoint.load + "\" under \"" + config.checkpoint.dir + "\")");
+  const config::JobConfig& c = trainer->config();
+  if (c.data.has_validation()) {
+    DS_ASSIGN_OR_RETURN(double val, trainer->Evaluate(c.monitor.eval_iters));
+    std::printf("eval: step %lld validation loss %.4f\n", static_cast<long long>(trainer->step()),
+                val);
+  }
+  return EvaluateTask(*trainer).status();
+}
+
+// The steps to the end of the run: progress, metrics, validation and checkpoints as the job
+// says; a pipeline's (compute, step) ms of each step into pipe_ms.
+Status TrainLoop(Trainer* trainer, const RankEnv& env,
+                 std::vector<std::pair<double, double>>* pipe_ms) {
+  const config::JobConfig& c = trainer->config();
   std::unique_ptr<Reporter> reporter = Reporter::Create(env);
   MetricsCsv csv;
   const bool moe = trainer->graph().config.count("num_experts") > 0;
@@ -318,11 +298,9 @@ Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
-  std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
   while (trainer->step() < trainer->total_steps()) {
-    DS_ASSIGN_OR_RETURN(StepMetrics m,
-                        Step(trainer.get(), c.device.type == config::DeviceType::kCuda));
-    if (m.compute_ms > 0) pipe_ms.push_back({m.compute_ms, m.step_ms});
+    DS_ASSIGN_OR_RETURN(StepMetrics m, Step(trainer, c.device.type == config::DeviceType::kCuda));
+    if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
     progress.Report(m);
     if (reporter) reporter->Report(m, trainer->total_steps());
     double val = std::numeric_limits<double>::quiet_NaN();
@@ -344,25 +322,31 @@ Status Run(const Flags& f) {
     }
   }
   progress.Finish();
-  if (!c.model.lora.save_adapter.empty())
-    DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
-  if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
-    std::printf("comms_logger (rank 0):\n%s", trainer->comms_logger()->Summary().c_str());
-  if (pipe_ms.size() > 2) {  // the first steps fault their memory in
-    std::vector<double> idle;
-    double compute = 0, step = 0;
-    for (size_t i = 2; i < pipe_ms.size(); ++i) {
-      idle.push_back(1 - pipe_ms[i].first / pipe_ms[i].second);
-      compute += pipe_ms[i].first;
-      step += pipe_ms[i].second;
-    }
-    std::sort(idle.begin(), idle.end());
-    const double n = static_cast<double>(idle.size());
-    std::printf(
-        "pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
-        "%.4f (median)\n",
-        compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
+  return OkStatus();
+}
+
+// A pipeline's compute against its step time and the idle fraction, past the first two steps
+// (they fault their memory in).
+void PrintPipelineIdle(const std::vector<std::pair<double, double>>& pipe_ms) {
+  if (pipe_ms.size() <= 2) return;
+  std::vector<double> idle;
+  double compute = 0, step = 0;
+  for (size_t i = 2; i < pipe_ms.size(); ++i) {
+    idle.push_back(1 - pipe_ms[i].first / pipe_ms[i].second);
+    compute += pipe_ms[i].first;
+    step += pipe_ms[i].second;
   }
+  std::sort(idle.begin(), idle.end());
+  const double n = static_cast<double>(idle.size());
+  std::printf(
+      "pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
+      "%.4f (median)\n",
+      compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
+}
+
+// The run's closing lines: the op and instruction profiles (when on), the steps and peak RSS,
+// and with DS_MEMORY_PROFILE the model states' memory.
+void PrintRunSummary(Trainer* trainer, int rank) {
   if (!trainer->executor().profile().empty()) {
     std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
     for (const auto& [op, p] : trainer->executor().profile())
@@ -378,8 +362,68 @@ Status Run(const Flags& f) {
               PeakRssBytes() / double(1 << 20));
   const char* profile = std::getenv("DS_MEMORY_PROFILE");
   if (profile && *profile && std::string(profile) != "0")
-    std::printf("memory (rank %d): %s\n", env.rank, trainer->MemoryReport().c_str());
+    std::printf("memory (rank %d): %s\n", rank, trainer->MemoryReport().c_str());
+}
+
+// The model graph, checked against a Hugging Face folder's weights before any allocation.
+StatusOr<Graph> LoadGraph(const config::JobConfig& config) {
+  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
+  if (!config.model.hf.empty()) {
+    DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(config));
+    DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(config.model.hf, spec, graph));
+  }
+  return graph;
+}
+
+// After the trainer is made: --init-weights, --export-init (then stop), --eval (then stop), or
+// the training run with its closing summary.
+Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
+                  const config::JobConfig& config) {
+  DS_RETURN_IF_ERROR(trainer->Initialize());
+  if (!f.init_weights.empty()) {
+    if (trainer->step() > 0)
+      return InvalidArgumentError("--init-weights with a resumed checkpoint (step " +
+                                  std::to_string(trainer->step()) + "): pick one");
+    DS_RETURN_IF_ERROR(trainer->LoadWeights(f.init_weights));
+  }
+  const config::JobConfig& c = trainer->config();
+  if (!f.export_init.empty()) {
+    DS_RETURN_IF_ERROR(trainer->ExportWeights(f.export_init));
+    std::printf("ds-worker: wrote weights of step %lld to %s\n",
+                static_cast<long long>(trainer->step()), f.export_init.c_str());
+    return OkStatus();
+  }
+  if (f.eval) return EvaluateOnly(trainer, f, config);
+  std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
+  DS_RETURN_IF_ERROR(TrainLoop(trainer, env, &pipe_ms));
+  if (!c.model.lora.save_adapter.empty())
+    DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
+  if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
+    std::printf("comms_logger (rank 0):\n%s", trainer->comms_logger()->Summary().c_str());
+  PrintPipelineIdle(pipe_ms);
+  PrintRunSummary(trainer, env.rank);
   return OkStatus();
+}
+
+Status Run(const Flags& f) {
+  DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
+  if (env.launched) SetLogRank(env.rank);
+  DS_ASSIGN_OR_RETURN(config::JobConfig config, LoadRankConfig(f, env));
+  DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
+  DS_LOG_INFO("worker", "CPU GEMM: {}", ApplyCpuGemm(config));
+  DS_ASSIGN_OR_RETURN(Graph graph, LoadGraph(config));
+  std::unique_ptr<DataParallelGroup> group;
+  if (env.launched && env.world_size > 1 && !f.eval) {
+    DS_ASSIGN_OR_RETURN(group, JoinDataParallelGroup(env, config));
+  }
+  if (!config.rlhf.chat.empty())  // ds-chat's steps on these ranks (rlhf.chat)
+    return RunChat(config.rlhf.chat, config.rlhf.step, group ? group->comm.get() : nullptr);
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                      Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
+                                      group ? group->memory.get() : nullptr,
+                                      group ? group->host_comm.get() : nullptr));
+  if (!f.eval) DS_RETURN_IF_ERROR(CheckPlanHash(*trainer, env.rank));
+  return RunTrainer(trainer.get(), f, env, config);
 }
 
 }  // namespace

@@ -145,42 +145,23 @@ int Sweep(const std::string& path, AlignedBuffer& buf, int64_t size, int loops) 
   return 0;
 }
 
-int Main(int argc, char** argv) {
-  CLI::App app{"ds-io-bench: GB/s of the swapper's I/O engine on a directory"};
-  std::string dir = ".", size_text = "256M", only;
-  IoOptions o;
-  o.record_latency = true;
-  int loops = 3;
-  bool sweep = false;
-  app.add_option("--path", dir, "directory of the test file (the nvme_path to be)");
-  app.add_option("--size", size_text, "file size, bytes or with K/M/G (binary)");
-  app.add_option("--block_size", o.block_size, "bytes per request");
-  app.add_option("--queue_depth", o.queue_depth, "requests in flight per worker");
-  app.add_option("--intra_op_parallelism", o.intra_op_parallelism, "workers (rings)");
-  app.add_flag("--single_submit", o.single_submit, "one submit per request");
-  app.add_option("--overlap_events", o.overlap_events, "refill as completions arrive (true)");
-  app.add_option("--loops", loops, "repetitions per direction; the median is printed");
-  app.add_option("--only", only, "read or write (default: both)");
-  app.add_flag("--sweep", sweep, "try the grid and print the best aio block");
-  std::string config_path;
-  app.add_option("--config", config_path, "a job config whose aio block sets the options");
-  CLI11_PARSE(app, argc, argv);
-  if (!config_path.empty()) {
-    StatusOr<config::JobConfig> job = config::LoadJobConfig(config_path);
-    if (!job.ok())
-      return std::fprintf(stderr, "ds-io-bench: %s\n", job.status().ToString().c_str()), 2;
-    o.block_size = job->aio.block_size;
-    o.queue_depth = job->aio.queue_depth;
-    o.intra_op_parallelism = job->aio.intra_op_parallelism;
-    o.single_submit = job->aio.single_submit;
-    o.overlap_events = job->aio.overlap_events;
-  }
-  const int64_t size = ParseSize(size_text);
-  if (Status s = CheckIoOptions(o); !s.ok() || size < 1 || loops < 1) {
-    std::fprintf(stderr, "ds-io-bench: %s\n",
-                 s.ok() ? "--size and --loops must be >= 1" : s.ToString().c_str());
-    return 2;
-  }
+// --config: the job config's aio block replaces the I/O options.
+Status ApplyJobAio(const std::string& config_path, IoOptions* o) {
+  StatusOr<config::JobConfig> job = config::LoadJobConfig(config_path);
+  if (!job.ok()) return job.status();
+  o->block_size = job->aio.block_size;
+  o->queue_depth = job->aio.queue_depth;
+  o->intra_op_parallelism = job->aio.intra_op_parallelism;
+  o->single_submit = job->aio.single_submit;
+  o->overlap_events = job->aio.overlap_events;
+  return OkStatus();
+}
+
+// Measures and prints each direction --only picks (both when empty) with the options `o`, or
+// the --sweep grid, then removes the test file (not when the write that prepares --only read
+// fails); returns the exit code.
+int Bench(const IoOptions& o, const std::string& dir, int64_t size, int loops, bool sweep,
+          const std::string& only) {
   const std::string path = dir + "/ds_io_bench." + std::to_string(::getpid()) + ".dat";
   auto buf = AlignedBuffer::Allocate(size);
   if (!buf.ok())
@@ -209,6 +190,39 @@ int Main(int argc, char** argv) {
   }
   ::unlink(path.c_str());
   return rc;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"ds-io-bench: GB/s of the swapper's I/O engine on a directory"};
+  std::string dir = ".", size_text = "256M", only;
+  IoOptions o;
+  o.record_latency = true;
+  int loops = 3;
+  bool sweep = false;
+  app.add_option("--path", dir, "directory of the test file (the nvme_path to be)");
+  app.add_option("--size", size_text, "file size, bytes or with K/M/G (binary)");
+  app.add_option("--block_size", o.block_size, "bytes per request");
+  app.add_option("--queue_depth", o.queue_depth, "requests in flight per worker");
+  app.add_option("--intra_op_parallelism", o.intra_op_parallelism, "workers (rings)");
+  app.add_flag("--single_submit", o.single_submit, "one submit per request");
+  app.add_option("--overlap_events", o.overlap_events, "refill as completions arrive (true)");
+  app.add_option("--loops", loops, "repetitions per direction; the median is printed");
+  app.add_option("--only", only, "read or write (default: both)");
+  app.add_flag("--sweep", sweep, "try the grid and print the best aio block");
+  std::string config_path;
+  app.add_option("--config", config_path, "a job config whose aio block sets the options");
+  CLI11_PARSE(app, argc, argv);
+  if (!config_path.empty()) {
+    if (Status s = ApplyJobAio(config_path, &o); !s.ok())
+      return std::fprintf(stderr, "ds-io-bench: %s\n", s.ToString().c_str()), 2;
+  }
+  const int64_t size = ParseSize(size_text);
+  if (Status s = CheckIoOptions(o); !s.ok() || size < 1 || loops < 1) {
+    std::fprintf(stderr, "ds-io-bench: %s\n",
+                 s.ok() ? "--size and --loops must be >= 1" : s.ToString().c_str());
+    return 2;
+  }
+  return Bench(o, dir, size, loops, sweep, only);
 }
 
 }  // namespace
