@@ -30,18 +30,22 @@ Ins Stash(const Graph& g, const Checkpoint& c, int micro) {
   return ins;
 }
 
-// The tp group's slices all-gathered back (partition_activations); one part (cpu_checkpointing)
-// is a copy from host memory back to the device, over no group (LOCAL).
+// The tp group's slices all-gathered back (partition_activations, CHECKPOINT_RESTORE); one part
+// (cpu_checkpointing) is a copy from host memory back to the device (CHECKPOINT_RELOAD).
 Ins Restore(const Graph& g, const Checkpoint& c, int micro) {
   Ins ins = Stash(g, c, micro);
+  if (c.parts == 1) {
+    ins.set_kind(Ins::CHECKPOINT_RELOAD);
+    return ins;
+  }
   ins.set_kind(Ins::CHECKPOINT_RESTORE);
   proto::Collective* col = ins.mutable_collective();
-  col->set_group(c.parts > 1 ? kTpGroup : "");
+  col->set_group(kTpGroup);
   col->set_count(c.count);
-  for (int r = 0; c.parts > 1 && r < c.parts; ++r) col->add_rank_counts(c.count / c.parts);
+  for (int r = 0; r < c.parts; ++r) col->add_rank_counts(c.count / c.parts);
   col->set_dtype(proto::DT_F32);
   col->set_bucket(-1);
-  col->set_placement(c.parts > 1 ? proto::HOST : proto::LOCAL);
+  col->set_placement(proto::HOST);
   return ins;
 }
 

@@ -23,6 +23,7 @@ bool HasActivation(const Ins& in) {
     case Ins::ACT_ALL_TO_ALL:
     case Ins::CHECKPOINT_STASH:
     case Ins::CHECKPOINT_RESTORE:
+    case Ins::CHECKPOINT_RELOAD:
       return true;
     default:
       return false;

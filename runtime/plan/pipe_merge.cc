@@ -29,7 +29,7 @@ bool InForwardGroup(const Ins& in) {
 // with their checkpoints' restores, and the tp collectives.
 bool InBackwardGroup(const Ins& in) {
   return in.kind() == Ins::BACKWARD || in.kind() == Ins::RECOMPUTE || IsActCollective(in) ||
-         in.kind() == Ins::CHECKPOINT_RESTORE;
+         in.kind() == Ins::CHECKPOINT_RESTORE || in.kind() == Ins::CHECKPOINT_RELOAD;
 }
 
 // BACKWARD, or either half of a split one (zb-h1).

@@ -20,6 +20,7 @@ const char* TimeGroup(const std::string& kind) {
                                                             {"ZERO_GRADS", "other"},
                                                             {"CHECKPOINT_STASH", "forward"},
                                                             {"CHECKPOINT_RESTORE", "communication"},
+                                                            {"CHECKPOINT_RELOAD", "backward"},
                                                             {"GRAD_NORM_REDUCE", "communication"},
                                                             {"OVERFLOW_REDUCE", "communication"},
                                                             {"LOSS_REDUCE", "communication"}};

@@ -85,6 +85,10 @@ class StepCompute {
   virtual Status RestoreCheckpoint(const proto::Instruction& in, int tensor);
 };
 
+// The real compute (step_compute.cc): the executor over the data loader's micro-batches, what
+// the runner makes when StepParts::compute is null.
+std::unique_ptr<StepCompute> MakeExecutorCompute(exec::Executor* executor, data::BatchSource* data);
+
 // The executor's slice of partitioned checkpoint `tensor`, checked to be `count` fp32 values:
 // what a StepCompute's CheckpointSlice returns.
 StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count);
@@ -105,7 +109,6 @@ struct StepParts {
   // device buffers (NCCL); null: `comm` does both.
   parallel::Communicator* host_comm = nullptr;
   float max_grad_norm = 0;  // 0: no clipping
-  bool fp16 = false;
   uint64_t seed = 0;
   bool memory_profile = false;  // sample resident model-state bytes after each instruction
   // wall_clock_breakdown: time every instruction (InstructionProfile), as DS_PROFILE_OPS=1 does

@@ -300,7 +300,6 @@ Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
   parts.comm = comm_;
   parts.host_comm = host_comm_;
   parts.max_grad_norm = static_cast<float>(config_.gradient_clipping);
-  parts.fp16 = config_.fp16.enabled;
   parts.seed = config_.seed;
   parts.groups = group_by_name_;
   parts.memory_profile = MemoryProfileRequested();

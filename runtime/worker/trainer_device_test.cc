@@ -187,9 +187,9 @@ TEST_CASE("Device states: one rank follows the host-state curve", "[worker][devi
 }
 
 // cpu_checkpointing: with full recompute on a device, each block's input is copied to host
-// memory after forward (CHECKPOINT_STASH) and back before its recompute (CHECKPOINT_RESTORE,
-// LOCAL); the device keeps it only in the forward-only arena. The same arithmetic: losses bit
-// for bit; the device's activations shrink by what the host keeps.
+// memory after forward (CHECKPOINT_STASH) and back before its recompute (CHECKPOINT_RELOAD); the
+// device keeps it only in the forward-only arena. The same arithmetic: losses bit for bit; the
+// device's activations shrink by what the host keeps.
 TEST_CASE("Device states: cpu_checkpointing keeps the block inputs in host memory",
           "[worker][device]") {
   const std::string data = MakeData();
@@ -216,8 +216,7 @@ TEST_CASE("Device states: cpu_checkpointing keeps the block inputs in host memor
     r.host_bytes = (*t)->executor().host_checkpoint_bytes();
     for (const proto::Instruction& in : (*t)->plan().ranks(0).instructions()) {
       r.stashes += in.kind() == proto::Instruction::CHECKPOINT_STASH;
-      r.local_restores += in.kind() == proto::Instruction::CHECKPOINT_RESTORE &&
-                          in.collective().placement() == proto::LOCAL;
+      r.local_restores += in.kind() == proto::Instruction::CHECKPOINT_RELOAD;
     }
     return r;
   };
