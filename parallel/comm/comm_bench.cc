@@ -1,6 +1,6 @@
 // comm_bench: bandwidth of GlooCommunicator's collectives over TCP on 127.0.0.1, ranks as
-// threads of this process (bootstrapped through an in-process CoordinatorServer and
-// GrpcStore, as a job would be), printed like nccl-tests beside the machine's memcpy
+// threads of this process (bootstrapped through Gloo's in-process HashStore: the bench measures
+// the collectives, not the bootstrap), printed like nccl-tests beside the machine's memcpy
 // bandwidth at the same size.
 //
 // Conventions (nccl-tests): size = the buffer for allreduce and broadcast, the gathered output
@@ -15,6 +15,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -29,9 +30,6 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/coordinator/coordinator_client.h"
-#include "launcher/coordinator/coordinator_server.h"
-#include "launcher/kv/grpc_store.h"
 #include "parallel/comm/gloo_communicator.h"
 #include "runtime/base/logging.h"
 
@@ -39,7 +37,6 @@ namespace ds::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using launcher::GrpcStore;
 
 struct Flags {
   std::vector<int> worlds = {2, 4};
@@ -78,7 +75,7 @@ double BusFactor(int op, int n) {
 
 // One rank's share of the benchmark: every op and size in the same order on every rank.
 // times[op][size index] = seconds per iteration.
-void RankMain(int rank, int n, GrpcStore* store, const std::vector<int64_t>& sizes,
+void RankMain(int rank, int n, gloo::rendezvous::Store* store, const std::vector<int64_t>& sizes,
               const std::vector<int>& ops, std::vector<std::vector<double>>* times,
               std::string* error) {
   GlooOptions options;
@@ -170,22 +167,7 @@ int Main(const Flags& flags) {
   std::printf("# %-15s %5s %12s %12s %11s %11s %13s\n", "op", "ranks", "size(B)", "time(us)",
               "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
   for (int n : flags.worlds) {
-    launcher::CoordinatorOptions options;
-    options.token = "bench";
-    options.config.nodes = {{"localhost", n}};
-    StatusOr<std::unique_ptr<launcher::CoordinatorServer>> server =
-        launcher::CoordinatorServer::Start(options);
-    if (!server.ok()) {
-      std::fprintf(stderr, "coordinator: %s\n", server.status().ToString().c_str());
-      return 1;
-    }
-    launcher::ClientOptions client_options;
-    client_options.address = (*server)->address();
-    client_options.token = "bench";
-    StatusOr<std::unique_ptr<launcher::CoordinatorClient>> client =
-        launcher::CoordinatorClient::Create(client_options);
-    if (!client.ok()) return 1;
-    GrpcStore store(client->get(), 0, "bench", std::chrono::seconds(60));
+    gloo::rendezvous::HashStore store;
 
     std::vector<std::vector<std::vector<double>>> times(
         n, std::vector<std::vector<double>>(kNumOps, std::vector<double>(sizes.size())));

@@ -5,8 +5,11 @@ Every C++/CUDA source (.h .cc .cu .cuh) is placed in a layer by the longest matc
 pattern of tools/layering/layers.rules (format documented at the top of that file). Each
 repo-rooted `#include "dir/file.h"` must stay in its layer or go to a layer that the
 including one "may include" (transitively), and must match no `forbid` line. Files that
-match an `exempt` glob (tests, benchmarks, *_main.cc) are not checked, and other files may
-not include them. A source file in no layer is a violation, so new folders must be placed.
+match an `exempt` glob (tests) are not checked, and other files may not include them. Files
+that match a `compose` glob (binaries' mains, benchmarks) may include across the layer order,
+since they put the layers together, but are held to the `forbid` lines like every other file,
+and other files may not include them either. A source file in no layer is a violation, so new
+folders must be placed.
 
 Run:  python3 tools/layering/check_layers.py [--root DIR] [--rules FILE]
 Prints `FILE:LINE: includes "X" (FROM -> TO): RULE` per violation, then
@@ -52,12 +55,16 @@ class Rules:
         self.reach = {}  # layer -> every layer it may include, itself too
         self.forbids = []
         self.exempt = []  # (glob, Rule)
+        self.compose = []  # (glob, Rule)
 
     def layer_of(self, path):
         return next((layer for p, layer in self.patterns if matches(p, path)), None)
 
     def exempt_rule(self, path):
         return next((r for g, r in self.exempt if fnmatch.fnmatchcase(path, g)), None)
+
+    def compose_rule(self, path):
+        return next((r for g, r in self.compose if fnmatch.fnmatchcase(path, g)), None)
 
     def forbid_rule(self, src, dst):
         return next((f.rule for f in self.forbids
@@ -82,9 +89,9 @@ def parse_line(rules, text, rule):
     if m:
         rules.forbids.append(Forbid(m[1], m[2], rule))
         return
-    m = re.fullmatch(r"exempt\s+(.+)", text)
+    m = re.fullmatch(r"(exempt|compose)\s+(.+)", text)
     if m:
-        rules.exempt.extend((g, rule) for g in m[1].split())
+        getattr(rules, m[1]).extend((g, rule) for g in m[2].split())
         return
     raise RulesError(f"{rule.cite}: cannot parse this line")
 
@@ -158,12 +165,31 @@ def edge_problem(rules, path, layer, inc):
     exempt = rules.exempt_rule(target)
     if exempt:
         return "test-only", exempt.cite
+    compose = rules.compose_rule(target)
+    if compose:
+        return "binary-only", compose.cite
     if to is None:
         return "?", f"{rules.name}: the included file is in no layer"
     if to not in rules.reach[layer]:
         rule = rules.allow.get(layer) or rules.defined[layer]
         return to, rule.cite
     return None
+
+
+def check_forbids(rules, root, path, top_dirs, out):
+    """A compose file's includes against the forbid lines only; returns the includes checked."""
+    checked = 0
+    for n, inc in includes(os.path.join(root, path)):
+        if inc.split("/", 1)[0] not in top_dirs and not inc.endswith(".pb.h"):
+            continue
+        checked += 1
+        target = "proto/" + inc.rsplit("/", 1)[-1] if inc.endswith(".pb.h") else inc
+        forbid = rules.forbid_rule(path, target)
+        if forbid:
+            out.append(Violation(f'{path}: includes "{inc}"',
+                                 f'{path}:{n}: includes "{inc}" (composes -> '
+                                 f'{rules.layer_of(target) or "?"}): {forbid.cite}'))
+    return checked
 
 
 def check_file(rules, root, path, top_dirs, out):
@@ -198,7 +224,8 @@ def run(root, rules_path, out_stream=sys.stdout):
     top_dirs |= {p.split("/", 1)[0] for p, _ in rules.patterns if "/" in p}
     checked_files = [p for p in sources if not rules.exempt_rule(p)]
     violations = []
-    checked = sum(check_file(rules, root, p, top_dirs, violations) for p in checked_files)
+    checked = sum(check_forbids(rules, root, p, top_dirs, violations) if rules.compose_rule(p)
+                  else check_file(rules, root, p, top_dirs, violations) for p in checked_files)
     for v in violations:
         print(v.text, file=out_stream)
     print(f"layering: {len(checked_files)} files, {checked} includes checked, "

@@ -13,6 +13,7 @@ import check_layers  # noqa: E402
 RULES = """\
 # test rules
 exempt *_test.cc
+compose *_main.cc
 layer base: lib/base/
 layer core: lib/core/
 core may include: base
@@ -64,7 +65,7 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertEqual(violations, [
             'app/a.cc:2: includes "lib/base/secret.h" (app -> base): '
-            "layers.rules:8 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
+            "layers.rules:9 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
         self.assertTrue(summary.endswith(", 1 violations"), summary)
 
     def test_upward_include_is_reported(self):
@@ -75,7 +76,7 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertEqual(violations, [
             'lib/core/core.cc:2: includes "app/app.h" (core -> app): '
-            "layers.rules:5 core may include: base"])
+            "layers.rules:6 core may include: base"])
 
     def test_test_file_is_exempt_but_not_includable(self):
         self.write("lib/base/base_test.cc", '#include "app/app.h"\n')
@@ -88,6 +89,23 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(violations, [
             'app/app.cc:1: includes "lib/base/base_test.cc" (app -> test-only): '
             "layers.rules:2 exempt *_test.cc"])
+
+    def test_main_composes_across_layers_but_not_past_a_forbid(self):
+        self.write("lib/core/core.h", "")
+        self.write("lib/core/tool_main.cc", '#include "app/app.h"\n')
+        self.write("app/app.h", "")
+        rc, violations, _ = self.check()
+        self.assertEqual((rc, violations), (0, []))
+        self.write("app/app_main.cc", '#include "lib/base/secret.h"\n')
+        rc, violations, _ = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(violations, [
+            'app/app_main.cc:1: includes "lib/base/secret.h" (composes -> base): '
+            "layers.rules:9 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
+        self.write("app/app.cc", '#include "lib/core/tool_main.cc"\n')
+        rc, violations, _ = self.check()
+        self.assertIn('app/app.cc:1: includes "lib/core/tool_main.cc" (app -> binary-only): '
+                      "layers.rules:3 compose *_main.cc", violations)
 
     def test_unknown_package_is_reported(self):
         self.write("newpkg/thing.cc", '#include "lib/base/base.h"\n')
