@@ -13,8 +13,17 @@
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_test_util.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
+
+// The planner these cuts are planned by.
+using plan::CheckCollectiveOrder;
+using plan::MakePlan;
+using plan::PlanConfig;
+using plan::TensorParallelGraph;
+using plan::TopologyFor;
+using plan::TpLocalGraph;
+namespace testing = plan::testing;
 
 using Ins = proto::Instruction;
 
@@ -162,4 +171,4 @@ TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::parallel

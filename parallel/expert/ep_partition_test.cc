@@ -16,8 +16,17 @@
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_test_util.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
+
+// The planner these cuts are planned by.
+using plan::CheckCollectiveOrder;
+using plan::MakePlan;
+using plan::PlanConfig;
+using plan::TensorParallelGraph;
+using plan::TopologyFor;
+using plan::TpLocalGraph;
+namespace testing = plan::testing;
 
 using Ins = proto::Instruction;
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;
@@ -165,9 +174,9 @@ TEST_CASE("ep plan: with ep = dp the experts' collectives are local", "[plan][mo
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::parallel
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
 
 // With tensor parallelism each tp rank routes, exchanges and computes only its half of the
@@ -203,4 +212,4 @@ TEST_CASE("ep plan: tp ranks route their chunk of the tokens", "[plan][moe][tp]"
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::parallel

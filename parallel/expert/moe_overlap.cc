@@ -4,7 +4,13 @@
 #include <numeric>
 #include <vector>
 
-namespace ds::plan {
+namespace ds::parallel {
+
+// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
+using plan::TpBox;
+using plan::TpCollective;
+using plan::TpLocalGraph;
+using plan::TpParamShard;
 namespace {
 
 // One PR-MoE layer: its dispatch and exchange nodes, and the dense branch [begin, end) that
@@ -108,4 +114,4 @@ void CloseOverlapWindows(TpLocalGraph* local) {
   for (TpCollective& c : local->collectives) c.wait = -1;
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

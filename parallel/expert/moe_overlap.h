@@ -16,14 +16,14 @@
 
 #include "runtime/plan/tp_graph.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // Reorders `local` (an ep rank's graph, ep_graph.h) and opens the windows; the collectives'
 // boundaries move with their nodes. Returns the number of layers overlapped.
-int OverlapSharedExperts(TpLocalGraph* local);
+int OverlapSharedExperts(plan::TpLocalGraph* local);
 
 // Every collective of `local` synchronous at its post (parallel.moe_shared_expert_overlap false):
 // the same computation in the same node order, without the windows.
-void CloseOverlapWindows(TpLocalGraph* local);
+void CloseOverlapWindows(plan::TpLocalGraph* local);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -10,7 +10,13 @@
 #include "parallel/expert/ep_graph.h"
 #include "runtime/core/proto_dtype.h"
 
-namespace ds::plan {
+namespace ds::parallel {
+
+// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
+using plan::TpBox;
+using plan::TpCollective;
+using plan::TpLocalGraph;
+using plan::TpParamShard;
 namespace {
 
 std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
@@ -157,4 +163,4 @@ std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan) {
   return out;
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -10,11 +10,11 @@
 #include "proto/plan.pb.h"
 #include "runtime/graph/graph.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // Empty for a dense graph.
 std::string FormatMoeSummary(const Graph& graph, const proto::Plan& plan);
 // Empty without Ulysses (topology.sp <= 1).
 std::string FormatUlyssesSummary(const Graph& graph, const proto::Plan& plan);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

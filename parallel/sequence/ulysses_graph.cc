@@ -10,7 +10,13 @@
 #include "parallel/expert/ep_graph.h"
 #include "runtime/base/status_macros.h"
 
-namespace ds::plan {
+namespace ds::parallel {
+
+// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
+using plan::TpBox;
+using plan::TpCollective;
+using plan::TpLocalGraph;
+using plan::TpParamShard;
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
@@ -190,4 +196,4 @@ Status ApplyUlysses(int sp, int rank, TpLocalGraph* local) {
   return Rewriter(sp, rank, local).Run();
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -24,10 +24,10 @@
 #include "runtime/base/status.h"
 #include "runtime/plan/tp_graph.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // Rewrites `local` for sp rank `rank` of `sp` (nothing at sp 1). InvalidArgument naming the
 // heads when head_split.h's rule cannot deal them; Unimplemented for a mixture-of-experts graph.
-Status ApplyUlysses(int sp, int rank, TpLocalGraph* local);
+Status ApplyUlysses(int sp, int rank, plan::TpLocalGraph* local);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -359,8 +359,9 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   auto local = TensorParallelGraph(graph, topo.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   // Expert parallelism: ep rank 0's experts (every ep rank's graph has the same shapes).
-  DS_RETURN_IF_ERROR(ApplyExpertParallel(topo.ep, 0, &*local, topo.tp, 0).WithPrefix("plan"));
-  if (!config.moe_overlap) CloseOverlapWindows(&*local);
+  DS_RETURN_IF_ERROR(
+      parallel::ApplyExpertParallel(topo.ep, 0, &*local, topo.tp, 0).WithPrefix("plan"));
+  if (!config.moe_overlap) parallel::CloseOverlapWindows(&*local);
   auto st = PlanStreams(local->graph, topo, config);
   if (!st.ok()) return st.status().WithPrefix("plan");
   const std::vector<std::string> tied = TiedNames(st->graphs);

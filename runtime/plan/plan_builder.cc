@@ -174,7 +174,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
     DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
-  if (NumExperts(graph) > 0 && config.sequence_parallel)
+  if (parallel::NumExperts(graph) > 0 && config.sequence_parallel)
     return UnimplementedError(
         "plan: parallel.sequence_parallel with a mixture-of-experts model: its MoE layers run "
         "whole on every tp rank and need every token; train it without sequence parallelism");
@@ -189,9 +189,9 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_RETURN_IF_ERROR(
-      ApplyExpertParallel(topology.ep, 0, &*local, topology.tp, 0).WithPrefix("plan"));
-  if (!config.moe_overlap) CloseOverlapWindows(&*local);
-  DS_RETURN_IF_ERROR(ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
+      parallel::ApplyExpertParallel(topology.ep, 0, &*local, topology.tp, 0).WithPrefix("plan"));
+  if (!config.moe_overlap) parallel::CloseOverlapWindows(&*local);
+  DS_RETURN_IF_ERROR(parallel::ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
 }
 

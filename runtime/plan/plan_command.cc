@@ -50,8 +50,8 @@ StatusOr<std::string> Run(const Flags& f) {
                              ? static_cast<int64_t>(f.host_memory_gib * 1073741824.0)
                              : HostMemoryBytes();
     const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
-    std::string text = FormatPlanSummary(summary) + FormatMoeSummary(graph, *plan) +
-                       FormatUlyssesSummary(graph, *plan);
+    std::string text = FormatPlanSummary(summary) + parallel::FormatMoeSummary(graph, *plan) +
+                       parallel::FormatUlyssesSummary(graph, *plan);
     text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
     text += FormatHybridEngine(graph, *plan, job.hybrid_engine.inference_tp_size,
                                job.hybrid_engine.tp_gather_partition_size);

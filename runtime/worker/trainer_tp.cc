@@ -28,8 +28,8 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
       plan::TensorParallelGraph(graph_, topology.tp, tp_rank, config_.parallel.sequence_parallel));
   // Expert parallelism beside it: this ep rank's experts, each tp rank routing its share of the
   // tokens (ep_graph.h).
-  DS_RETURN_IF_ERROR(plan::ApplyExpertParallel(topology.ep, grid.EpRankOf(world_rank_), &local,
-                                               topology.tp, tp_rank));
+  DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, grid.EpRankOf(world_rank_), &local,
+                                                   topology.tp, tp_rank));
   tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;
@@ -38,7 +38,7 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
     DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
                 world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
   if (topology.ep > 1) {
-    const int64_t experts = plan::NumExperts(full_graph_), ep_rank = grid.EpRankOf(world_rank_);
+    const int64_t experts = parallel::NumExperts(full_graph_), ep_rank = grid.EpRankOf(world_rank_);
     DS_LOG_INFO("worker",
                 "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {} and "
                 "routes 1/{} of the tokens",
@@ -72,13 +72,13 @@ Status Trainer::PartitionForRank(const plan::Topology& topology) {
                                                  topology.ep, topology.sp));
   const int ep_rank = grid.EpRankOf(world_rank_), sp_rank = grid.SpRankOf(world_rank_);
   DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local, plan::TensorParallelGraph(graph_, 1, 0));
-  DS_RETURN_IF_ERROR(plan::ApplyExpertParallel(topology.ep, ep_rank, &local));
-  DS_RETURN_IF_ERROR(plan::ApplyUlysses(topology.sp, sp_rank, &local));
+  DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, ep_rank, &local));
+  DS_RETURN_IF_ERROR(parallel::ApplyUlysses(topology.sp, sp_rank, &local));
   rank_graph_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = rank_graph_->graph;
   if (topology.ep > 1) SliceParameters(rank_graph_.get());  // its experts only
-  const int64_t experts = plan::NumExperts(full_graph_);
+  const int64_t experts = parallel::NumExperts(full_graph_);
   if (topology.ep > 1)
     DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {}",
                 world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,

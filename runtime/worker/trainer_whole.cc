@@ -37,8 +37,8 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
   std::map<std::pair<int, int>, std::vector<plan::TpParamShard>> shards;
   for (int t = 0; sliced_ && t < std::max(1, topo.tp()); ++t)
     for (int e = 0; e < std::max(1, topo.ep()); ++e) {
-      auto s = plan::ExpertParallelShards(full_graph_, std::max(1, topo.ep()), e,
-                                          std::max(1, topo.tp()), t);
+      auto s = parallel::ExpertParallelShards(full_graph_, std::max(1, topo.ep()), e,
+                                              std::max(1, topo.tp()), t);
       DS_RETURN_IF_ERROR(s.status());
       shards[{t, e}] = std::move(s).value();
     }
