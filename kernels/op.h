@@ -67,8 +67,8 @@ struct OpArgs {
 
 using KernelFn = std::function<Status(const OpArgs&)>;
 
-// How the tensor-parallel planner (runtime/plan/tp_graph.h) partitions a node of this op over the
-// tp ranks, from the sharding of its inputs (parallelism.md C, Megatron's rules):
+// How the tensor-parallel planner (parallel/tensor/tp_graph.h) partitions a node of this op over
+// the tp ranks, from the sharding of its inputs (parallelism.md C, Megatron's rules):
 enum class TpRule : uint8_t {
   kNone,          // cannot be partitioned: a graph holding it trains at tensor 1 only
   kReplicated,    // every rank runs it whole on replicated inputs (norms, position embedding)

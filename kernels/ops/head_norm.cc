@@ -3,7 +3,7 @@
 // v heads pass through. Attrs n_head, n_kv_head (as attention), eps. Saved: the rstd of each
 // normalized head, fp32 [B T (H + Hkv)]. Its kernel: kernels/cpu/head_norm.cc.
 // Tensor parallelism: by heads, as rope (TpRule::kHeads); the weights' gradients are each
-// rank's heads' part of the sum, all-reduced over tp (runtime/plan/tp_graph.cc, sp_params).
+// rank's heads' part of the sum, all-reduced over tp (parallel/tensor/tp_graph.cc, sp_params).
 #include "kernels/registry.h"
 #include "kernels/shape_check.h"
 #include "runtime/base/status_macros.h"

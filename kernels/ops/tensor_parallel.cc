@@ -1,5 +1,5 @@
 // The op definitions the tensor-parallel planner writes into each tp rank's graph
-// (runtime/plan/tp_graph.h), apart from their kernels (kernels/cpu/tensor_parallel.cc):
+// (parallel/tensor/tp_graph.h), apart from their kernels (kernels/cpu/tensor_parallel.cc):
 //   bias_add        y = x + b over the last dimension: a row-parallel linear's bias, added
 //                   after its partial sums are all-reduced
 //   vocab_max       m[r] = max_j logits[r, j] over the rank's vocabulary shard (all-reduced

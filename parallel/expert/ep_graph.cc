@@ -12,11 +12,6 @@
 
 namespace ds::parallel {
 
-// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
-using plan::TpBox;
-using plan::TpCollective;
-using plan::TpLocalGraph;
-using plan::TpParamShard;
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
@@ -264,7 +259,7 @@ Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local, int tp, int tp
 
 StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank,
                                                          int tp, int tp_rank) {
-  DS_ASSIGN_OR_RETURN(TpLocalGraph local, plan::TensorParallelGraph(whole, tp, tp_rank));
+  DS_ASSIGN_OR_RETURN(TpLocalGraph local, TensorParallelGraph(whole, tp, tp_rank));
   DS_RETURN_IF_ERROR(ApplyExpertParallel(ep, rank, &local, tp, tp_rank));
   return std::move(local.shards);
 }

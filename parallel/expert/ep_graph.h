@@ -22,8 +22,8 @@
 // zero::kEdpGroup) and everything else over dp.
 #pragma once
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::parallel {
 
@@ -36,13 +36,12 @@ int64_t NumExperts(const Graph& graph);
 // layer or ep does not divide num_experts.
 // `local` may be a tp rank's graph (tensor parallelism on the dense layers): each tp rank then
 // routes its 1 / tp of the tokens (DeepSpeed's drop of duplicate tokens; see FindTokenPaths).
-Status ApplyExpertParallel(int ep, int rank, plan::TpLocalGraph* local, int tp = 1,
-                           int tp_rank = 0);
+Status ApplyExpertParallel(int ep, int rank, TpLocalGraph* local, int tp = 1, int tp_rank = 0);
 
 // Ep rank `rank`'s (and tp rank `tp_rank`'s) parameters as boxes of the whole graph's (its
 // experts' slices; the rest as tensor parallelism splits them), in graph parameter order: what
 // its checkpoint slices are.
-StatusOr<std::vector<plan::TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank,
-                                                               int tp = 1, int tp_rank = 0);
+StatusOr<std::vector<TpParamShard>> ExpertParallelShards(const Graph& whole, int ep, int rank,
+                                                         int tp = 1, int tp_rank = 0);
 
 }  // namespace ds::parallel

@@ -23,9 +23,7 @@ namespace {
 using plan::CheckCollectiveOrder;
 using plan::MakePlan;
 using plan::PlanConfig;
-using plan::TensorParallelGraph;
 using plan::TopologyFor;
-using plan::TpLocalGraph;
 namespace testing = plan::testing;
 
 using Ins = proto::Instruction;

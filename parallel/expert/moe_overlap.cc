@@ -6,11 +6,6 @@
 
 namespace ds::parallel {
 
-// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
-using plan::TpBox;
-using plan::TpCollective;
-using plan::TpLocalGraph;
-using plan::TpParamShard;
 namespace {
 
 // One PR-MoE layer: its dispatch and exchange nodes, and the dense branch [begin, end) that

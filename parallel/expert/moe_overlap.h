@@ -14,16 +14,16 @@
 // not fit the pattern keep their order and a synchronous all-to-all.
 #pragma once
 
-#include "runtime/plan/tp_graph.h"
+#include "parallel/tensor/tp_graph.h"
 
 namespace ds::parallel {
 
 // Reorders `local` (an ep rank's graph, ep_graph.h) and opens the windows; the collectives'
 // boundaries move with their nodes. Returns the number of layers overlapped.
-int OverlapSharedExperts(plan::TpLocalGraph* local);
+int OverlapSharedExperts(TpLocalGraph* local);
 
 // Every collective of `local` synchronous at its post (parallel.moe_shared_expert_overlap false):
 // the same computation in the same node order, without the windows.
-void CloseOverlapWindows(plan::TpLocalGraph* local);
+void CloseOverlapWindows(TpLocalGraph* local);
 
 }  // namespace ds::parallel

@@ -12,11 +12,6 @@
 
 namespace ds::parallel {
 
-// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
-using plan::TpBox;
-using plan::TpCollective;
-using plan::TpLocalGraph;
-using plan::TpParamShard;
 namespace {
 
 std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {

@@ -12,11 +12,6 @@
 
 namespace ds::parallel {
 
-// The tensor-parallel cut these rewrite (runtime/plan/tp_graph.h).
-using plan::TpBox;
-using plan::TpCollective;
-using plan::TpLocalGraph;
-using plan::TpParamShard;
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }

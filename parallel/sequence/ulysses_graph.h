@@ -21,13 +21,13 @@
 // seed_id.
 #pragma once
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::parallel {
 
 // Rewrites `local` for sp rank `rank` of `sp` (nothing at sp 1). InvalidArgument naming the
 // heads when head_split.h's rule cannot deal them; Unimplemented for a mixture-of-experts graph.
-Status ApplyUlysses(int sp, int rank, plan::TpLocalGraph* local);
+Status ApplyUlysses(int sp, int rank, TpLocalGraph* local);
 
 }  // namespace ds::parallel

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/validate.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::plan {
 namespace {
@@ -44,7 +44,8 @@ Ins OnTp(Ins::Kind kind, const Graph& g, int t, int64_t count) {
 
 // The rank's part: the tp graph of the decode graph, its caches' kv heads from their shapes.
 Status Partition(int tp, int rank, InferencePlan* p) {
-  DS_ASSIGN_OR_RETURN(TpLocalGraph local, TensorParallelGraph(p->decode.graph, tp, rank));
+  DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph local,
+                      parallel::TensorParallelGraph(p->decode.graph, tp, rank));
   const std::string logits = p->decode.graph.tensors[p->decode.logits].name;
   p->decode.graph = std::move(local.graph);
   p->decode.logits = p->decode.graph.FindTensor(logits);
@@ -55,9 +56,9 @@ Status Partition(int tp, int rank, InferencePlan* p) {
       std::vector<TensorSpec> specs,
       InferTensorSpecs(p->decode.graph, {{"batch", 1}, {"seq", 1}}, p->decode.graph.name));
   int begin = 0;
-  for (const TpCollective& c : local.collectives) {
+  for (const parallel::TpCollective& c : local.collectives) {
     if (c.backward) continue;
-    if (c.kind != TpCollective::kAllReduce || c.group != "tp" || c.max)
+    if (c.kind != parallel::TpCollective::kAllReduce || c.group != "tp" || c.max)
       return InvalidArgumentError("generation: the tensor-parallel graph of " +
                                   p->decode.graph.name +
                                   " needs a collective other than a sum "

@@ -21,18 +21,18 @@
 #include <string>
 #include <vector>
 
+#include "parallel/tensor/tp_shards.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
 #include "runtime/plan/decode_graph.h"
-#include "runtime/plan/tp_shards.h"
 
 namespace ds::plan {
 
 struct InferencePlan {
   int tp = 1, tp_rank = 0;
-  DecodeGraphInfo decode;            // the rank's graph and caches; vocab is the whole one
-  std::vector<TpParamShard> shards;  // per parameter of decode.graph: the rank's box
+  DecodeGraphInfo decode;  // the rank's graph and caches; vocab is the whole one
+  std::vector<parallel::TpParamShard> shards;  // per parameter of decode.graph: the rank's box
   std::vector<proto::Instruction> stream;
   int64_t vocab_local = 0;  // the logits' width on this rank before the gather
   // Per token and sequence: elements all-reduced over tp (activations) and gathered (logits).

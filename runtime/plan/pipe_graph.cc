@@ -256,8 +256,9 @@ StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
   return out;
 }
 
-StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGraph& stage) {
-  TpLocalGraph out;
+StatusOr<parallel::TpLocalGraph> StageTpLocal(const parallel::TpLocalGraph& local,
+                                              const PipeStageGraph& stage) {
+  parallel::TpLocalGraph out;
   out.graph = stage.graph;
   out.kv_share = local.kv_share;
   out.aux_per_rank = local.aux_per_rank;
@@ -274,9 +275,9 @@ StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGr
     if (stage.whole[t] >= 0 && stage.whole[t] < static_cast<int>(local.replicated.size()))
       out.replicated[t] = local.replicated[stage.whole[t]];
   const int shift = static_cast<int>(stage.recv.size()) - stage.node_begin;  // pipe_recv first
-  for (const TpCollective& c : local.collectives) {
+  for (const parallel::TpCollective& c : local.collectives) {
     if (c.boundary <= stage.node_begin || c.boundary >= stage.node_end) continue;
-    TpCollective m = c;
+    parallel::TpCollective m = c;
     m.boundary = c.boundary + shift;
     if (m.wait >= 0) m.wait += shift;  // an overlap window lies within its layer
     for (int* t : {&m.tensor, &m.out, &m.capacity}) {

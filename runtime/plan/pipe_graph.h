@@ -24,10 +24,10 @@
 
 #include <vector>
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
 #include "runtime/plan/pipeline_stages.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::plan {
 
@@ -59,6 +59,7 @@ StatusOr<std::vector<PipeStageGraph>> StageGraphs(const Graph& graph,
 // StageGraphs' of local.graph) with its parameters' boxes and the tp collectives that fall in
 // its nodes, renumbered to the stage graph, so the stage is planned as any tp rank's graph is.
 // InvalidArgument naming the tensor when a collective's tensor is not the stage's.
-StatusOr<TpLocalGraph> StageTpLocal(const TpLocalGraph& local, const PipeStageGraph& stage);
+StatusOr<parallel::TpLocalGraph> StageTpLocal(const parallel::TpLocalGraph& local,
+                                              const PipeStageGraph& stage);
 
 }  // namespace ds::plan

@@ -7,10 +7,10 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/exec/executor.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/plan/pipe_graph.h"
-#include "runtime/plan/tp_graph.h"
 #include "zero/param_store.h"
 
 namespace ds::plan {
@@ -190,7 +190,7 @@ TEST_CASE("StageGraphs: sequence parallelism's token chunks cross a boundary", "
   spec.vocab_size = 40;
   spec.max_seq_len = 16;
   const Graph g = Build(spec);
-  auto local = TensorParallelGraph(g, 2, 1, /*sequence_parallel=*/true);
+  auto local = parallel::TensorParallelGraph(g, 2, 1, /*sequence_parallel=*/true);
   REQUIRE(local.ok());
   auto stages = PartitionStages(local->graph, 2, "uniform");
   REQUIRE(stages.ok());

@@ -7,6 +7,8 @@
 
 #include "parallel/expert/ep_graph.h"
 #include "parallel/expert/moe_overlap.h"
+#include "parallel/tensor/tp_graph.h"
+#include "parallel/tensor/tp_plan.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/parallel_grid.h"
@@ -16,8 +18,6 @@
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/plan_view.h"
 #include "runtime/plan/rank_chunks.h"
-#include "runtime/plan/tp_graph.h"
-#include "runtime/plan/tp_plan.h"
 
 namespace ds::plan {
 namespace {
@@ -166,9 +166,9 @@ void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages,
     std::map<std::string, int> count;  // per kind, the stage's groups
     for (const proto::ProcessGroup& g : stages[s].groups()) ++count[g.kind()];
     std::map<std::string, int> seen;
-    (*names)[s][kWorldGroup] = kWorldGroup;
+    (*names)[s][parallel::kWorldGroup] = parallel::kWorldGroup;
     for (const proto::ProcessGroup& g : stages[s].groups()) {
-      if (g.kind() == kWorldGroup) continue;
+      if (g.kind() == parallel::kWorldGroup) continue;
       const std::string name = g.kind() + "." + Str(s * count[g.kind()] + seen[g.kind()]++);
       (*names)[s][g.name()] = name;
       std::vector<int> ranks;
@@ -195,7 +195,7 @@ void AddGroups(const ParallelGrid& grid, const std::vector<proto::Plan>& stages,
   }
   std::vector<int> all(grid.world());
   for (int r = 0; r < grid.world(); ++r) all[r] = r;
-  add(kWorldGroup, kWorldGroup, all);
+  add(parallel::kWorldGroup, parallel::kWorldGroup, all);
 }
 
 // Group names and ranks from the stage's plan and pipeline ranks to the world's, for the rank at
@@ -212,7 +212,7 @@ void RenameGroups(const ParallelGrid& grid, int s, int cell,
       c->set_group(in.kind() == Ins::SEND ? PipeLinkName(me, peer) : PipeLinkName(peer, me));
     } else if (in.kind() == Ins::GRAD_NORM_REDUCE || in.kind() == Ins::OVERFLOW_REDUCE ||
                in.kind() == Ins::LOSS_REDUCE) {
-      c->set_group(kWorldGroup);
+      c->set_group(parallel::kWorldGroup);
       c->set_placement(proto::HOST);
       // Before the last stage a rank's loss is at most a part: its MoE layers' aux terms.
       if (in.kind() == Ins::LOSS_REDUCE) in.set_loss_part(s + 1 < grid.pp());
@@ -237,8 +237,8 @@ std::vector<const Graph*> ChunksOf(const Stages& st, int pp, int s) {
 // Each stage planned as a model of its own over its dp x tp ranks, on its chunks in one graph:
 // without tensor or expert parallelism through MakePlan, with them through PlanLocal on the
 // chunks' parts of tp (and ep) rank 0's graph.
-StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, const Topology& topo,
-                                const PlanConfig& config) {
+StatusOr<StagePlans> PlanStages(const parallel::TpLocalGraph& local, const Stages& st,
+                                const Topology& topo, const PlanConfig& config) {
   PlanConfig sub = config;
   sub.pipeline = 1;
   sub.expert = topo.ep;
@@ -252,12 +252,12 @@ StatusOr<StagePlans> PlanStages(const TpLocalGraph& local, const Stages& st, con
     if (topo.tp == 1 && topo.ep == 1) {
       p = MakePlan(rc.graph, {topo.dp, topo.dp, 1, 1}, sub);
     } else {
-      std::vector<TpLocalGraph> parts;
+      std::vector<parallel::TpLocalGraph> parts;
       for (size_t v = s; v < st.graphs.size(); v += topo.pp) {
         DS_ASSIGN_OR_RETURN(parts.emplace_back(), StageTpLocal(local, st.graphs[v]));
         collectives += parts.back().collectives.size();
       }
-      DS_ASSIGN_OR_RETURN(TpLocalGraph part, RankChunksTpLocal(parts, rc));
+      DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph part, RankChunksTpLocal(parts, rc));
       p = PlanLocal(part, {topo.dp * topo.tp, topo.dp, topo.tp, 1, topo.ep}, sub);
     }
     if (!p.ok()) return p.status().WithPrefix("pipeline stage " + Str(s));
@@ -340,7 +340,7 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
     if (s == grid.pp() - 1 && s > 0 && tied)  // the first stage counts them
       for (Ins& ins : *merged)
         if (ins.kind() == Ins::GRAD_NORM_REDUCE)
-          LeaveOutOfNorm(stage, c / grid.tp(), tied_flat, &ins);
+          parallel::LeaveOutOfNorm(stage, c / grid.tp(), tied_flat, &ins);
     proto::RankPlan* rp = plan->add_ranks();
     rp->set_rank(s * cells + c);
     rp->set_stage(s);
@@ -356,7 +356,7 @@ StatusOr<proto::Plan> MakePipelinePlan(const Graph& graph, const Topology& topo,
   DS_RETURN_IF_ERROR(CheckScope(topo, config));
   // Tensor parallelism: the stages are cut out of tp rank 0's graph (every tp rank's has the
   // same structure); at tp 1 that is the graph itself.
-  auto local = TensorParallelGraph(graph, topo.tp, 0, config.sequence_parallel);
+  auto local = parallel::TensorParallelGraph(graph, topo.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   // Expert parallelism: ep rank 0's experts (every ep rank's graph has the same shapes).
   DS_RETURN_IF_ERROR(

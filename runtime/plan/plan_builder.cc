@@ -5,16 +5,16 @@
 #include "parallel/expert/ep_graph.h"
 #include "parallel/expert/moe_overlap.h"
 #include "parallel/sequence/ulysses_graph.h"
+#include "parallel/tensor/checkpoint_plan.h"
+#include "parallel/tensor/tp_plan.h"
+#include "parallel/tensor/tp_shards.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/proto_dtype.h"
-#include "runtime/plan/checkpoint_plan.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
-#include "runtime/plan/tp_plan.h"
-#include "runtime/plan/tp_shards.h"
 #include "zero/plan/zero_builder.h"
 
 namespace ds::plan {
@@ -172,7 +172,8 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   DS_RETURN_IF_ERROR(CheckFrozenLayout(graph, topology));
   // Sizes the tensor-parallel rules cannot split come first, with the model key that says so.
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
-    DS_RETURN_IF_ERROR(TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
+    DS_RETURN_IF_ERROR(
+        parallel::TensorParallelShards(graph, topology.tp, r).status().WithPrefix("plan"));
   DS_RETURN_IF_ERROR(CheckSettings(topology, config));
   if (parallel::NumExperts(graph) > 0 && config.sequence_parallel)
     return UnimplementedError(
@@ -186,7 +187,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   DS_RETURN_IF_ERROR(CheckPipeline(graph, topology, resolved));
   if (topology.pp > 1) return MakePipelinePlan(graph, topology, resolved);
   // Every tp (and ep) rank's graph has the same structure and shapes: rank 0's is planned.
-  auto local = TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
+  auto local = parallel::TensorParallelGraph(graph, topology.tp, 0, config.sequence_parallel);
   if (!local.ok()) return local.status().WithPrefix("plan");
   DS_RETURN_IF_ERROR(
       parallel::ApplyExpertParallel(topology.ep, 0, &*local, topology.tp, 0).WithPrefix("plan"));
@@ -195,7 +196,7 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
   return PlanLocal(*local, topology, resolved);
 }
 
-StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
+StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const Topology& topology,
                                 const PlanConfig& config) {
   DS_ASSIGN_OR_RETURN(
       ParallelGrid grid,
@@ -222,11 +223,11 @@ StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topol
         in.set_mean_over(in.mean_over() / topology.sp);
   DS_RETURN_IF_ERROR(InsertRecompute(local.graph, recompute, &plan));
   if (!local.collectives.empty())
-    DS_RETURN_IF_ERROR(
-        InsertTpCollectives(local, facts, config.micro_batch_size, config.seq_len, &plan));
-  DS_RETURN_IF_ERROR(InsertCheckpointPartition(local.graph, recompute, config.micro_batch_size,
-                                               config.seq_len, &plan));
-  DS_RETURN_IF_ERROR(ExpandToGrid(grid, facts, local, &plan));
+    DS_RETURN_IF_ERROR(parallel::InsertTpCollectives(local, facts, config.micro_batch_size,
+                                                     config.seq_len, &plan));
+  DS_RETURN_IF_ERROR(parallel::InsertCheckpointPartition(
+      local.graph, recompute, config.micro_batch_size, config.seq_len, &plan));
+  DS_RETURN_IF_ERROR(parallel::ExpandToGrid(grid, facts, local, &plan));
   plan.mutable_model()->set_n_layer(static_cast<int>(shape("n_layer")));
   plan.mutable_model()->set_n_embd(shape("n_embd"));
   plan.mutable_model()->set_n_head(static_cast<int>(shape("n_head")));

@@ -15,6 +15,10 @@
 #include "runtime/graph/graph.h"
 #include "runtime/plan/plan_config.h"
 
+namespace ds::parallel {
+struct TpLocalGraph;  // parallel/tensor/tp_graph.h
+}  // namespace ds::parallel
+
 namespace ds::plan {
 
 inline constexpr int kPlanVersion = 6;  // 6: LOSS_REDUCE adds loss parts and aux counts
@@ -31,12 +35,10 @@ Status CheckFrozenLayout(const Graph& graph, const Topology& topology);
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const Topology& topology,
                                const PlanConfig& config);
 
-struct TpLocalGraph;
-
 // MakePlan's work after the checks, for one pipeline stage (pp 1) over its dp x tp ranks: ZeRO,
 // recompute and the tensor-parallel collectives planned on tp rank 0's graph `local`, expanded to
 // every rank of the grid. `config` has its batch triad resolved for topology.dp.
-StatusOr<proto::Plan> PlanLocal(const TpLocalGraph& local, const Topology& topology,
+StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const Topology& topology,
                                 const PlanConfig& config);
 
 }  // namespace ds::plan

@@ -53,23 +53,23 @@ RankChunks MapRankChunks(const std::vector<const Graph*>& chunks) {
   return rc;
 }
 
-StatusOr<TpLocalGraph> RankChunksTpLocal(const std::vector<TpLocalGraph>& chunks,
-                                         const RankChunks& rc) {
-  TpLocalGraph out;
+StatusOr<parallel::TpLocalGraph> RankChunksTpLocal(
+    const std::vector<parallel::TpLocalGraph>& chunks, const RankChunks& rc) {
+  parallel::TpLocalGraph out;
   out.graph = rc.graph;
   out.kv_share = chunks.front().kv_share;
   out.aux_per_rank = chunks.front().aux_per_rank;
   out.replicated.assign(rc.graph.tensors.size(), false);
-  std::map<int, const TpParamShard*> box;  // rc.graph parameter -> its box
-  std::vector<TpCollective> backward;
+  std::map<int, const parallel::TpParamShard*> box;  // rc.graph parameter -> its box
+  std::vector<parallel::TpCollective> backward;
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const TpLocalGraph& part = chunks[c];
+    const parallel::TpLocalGraph& part = chunks[c];
     const std::vector<int>& to = rc.tensor[c];
     const std::vector<int> params = part.graph.Params();
     for (size_t i = 0; i < params.size(); ++i) box[to[params[i]]] = &part.shards[i];
     for (size_t t = 0; t < part.replicated.size(); ++t)
       if (part.replicated[t]) out.replicated[to[t]] = true;
-    for (TpCollective m : part.collectives) {
+    for (parallel::TpCollective m : part.collectives) {
       m.boundary += rc.node_offset[c];
       if (m.wait >= 0) m.wait += rc.node_offset[c];
       m.tensor = m.tensor < 0 ? -1 : to[m.tensor];

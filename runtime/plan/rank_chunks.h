@@ -12,9 +12,9 @@
 
 #include <vector>
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::plan {
 
@@ -37,7 +37,7 @@ inline Graph RankChunksGraph(const std::vector<const Graph*>& chunks) {
 // as one, in `rc`'s numbering: the parameters' boxes in rc.graph's parameter order, the
 // collectives' boundaries and tensors moved to where their chunk sits. InternalError when a
 // parameter of rc.graph has no box in any chunk.
-StatusOr<TpLocalGraph> RankChunksTpLocal(const std::vector<TpLocalGraph>& chunks,
-                                         const RankChunks& rc);
+StatusOr<parallel::TpLocalGraph> RankChunksTpLocal(
+    const std::vector<parallel::TpLocalGraph>& chunks, const RankChunks& rc);
 
 }  // namespace ds::plan

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/plan/tp_graph.h"
+#include "parallel/tensor/tp_graph.h"
 #include "zero/shard_layout.h"
 
 namespace ds::worker {
@@ -59,17 +59,17 @@ std::vector<OwnedSlice> SlicesOf(const std::vector<zero::ShardSegment>& segments
 }
 
 std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
-                                     const std::vector<plan::TpParamShard>& shards,
+                                     const std::vector<parallel::TpParamShard>& shards,
                                      const std::vector<zero::ParamSlot>& slots, int tp_rank) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < slots.size(); ++i) index[slots[i].name] = i;
   std::vector<OwnedSlice> out;
   for (const OwnedSlice& o : local) {
-    const plan::TpParamShard& sh = shards[index.at(o.desc.param)];
+    const parallel::TpParamShard& sh = shards[index.at(o.desc.param)];
     if (sh.replicated && tp_rank != 0) continue;
     const int64_t begin = o.desc.begin;
     OwnedSlice* run = nullptr;  // the strided slice the last piece went into
-    for (const plan::FlatPiece& p : plan::LocalToFull(sh, begin, begin + o.desc.count)) {
+    for (const parallel::FlatPiece& p : parallel::LocalToFull(sh, begin, begin + o.desc.count)) {
       if (p.box->replica) {  // a shared kv head: stored by its first holder
         run = nullptr;
         continue;

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "parallel/tensor/tp_shards.h"
 #include "proto/plan.pb.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/graph/graph.h"
-#include "runtime/plan/tp_shards.h"
 #include "zero/param_store.h"
 
 namespace ds::worker {
@@ -29,11 +29,11 @@ std::vector<OwnedSlice> SlicesOf(const std::vector<zero::ShardSegment>& segments
                                  const std::vector<std::string>& states);
 
 // Tensor parallelism: a tp rank's slices of its local parameters as slices of the full ones
-// (plan::LocalToFull); replicated parameters only from tp rank 0 (shared kv heads from their
+// (parallel::LocalToFull); replicated parameters only from tp rank 0 (shared kv heads from their
 // first holder). `shards` and `slots` name the parameters in the same order. Rows of equal width
 // at a fixed stride (a row-parallel weight's columns of every row) become one strided slice.
 std::vector<OwnedSlice> ToFullSlices(const std::vector<OwnedSlice>& local,
-                                     const std::vector<plan::TpParamShard>& shards,
+                                     const std::vector<parallel::TpParamShard>& shards,
                                      const std::vector<zero::ParamSlot>& slots, int tp_rank);
 
 // Every rank's slices of a pipeline plan, each from its stage's layout; `whole` gives the

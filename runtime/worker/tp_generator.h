@@ -15,9 +15,9 @@
 #include <memory>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
 #include "runtime/generate/generator.h"
-#include "runtime/plan/tp_graph.h"
 #include "zero/param_store.h"
 
 namespace ds::worker {
@@ -33,7 +33,7 @@ class TpGenerator {
   int tp() const { return tp_; }
   int tp_rank() const { return tp_rank_; }
   int gather_blocks() const { return gather_blocks_; }
-  const plan::TpLocalGraph& local() const { return local_; }
+  const parallel::TpLocalGraph& local() const { return local_; }
   zero::ParamStore& params() { return *params_; }
   // The slice's fp32 bytes on this rank.
   int64_t slice_bytes() const { return params_->total_elements() * 4; }
@@ -43,7 +43,7 @@ class TpGenerator {
   TpGenerator() = default;
 
   std::unique_ptr<parallel::Communicator> comm_;  // the group
-  plan::TpLocalGraph local_;
+  parallel::TpLocalGraph local_;
   std::unique_ptr<zero::ParamStore> params_;
   std::unique_ptr<generate::Generator> gen_;
   int tp_ = 1, tp_rank_ = 0, gather_blocks_ = 8;

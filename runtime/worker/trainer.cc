@@ -11,6 +11,7 @@
 
 #include "parallel/comm/communicator.h"
 #include "parallel/comm/loopback_communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -22,7 +23,6 @@
 #include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_view.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/step_runner.h"

@@ -33,7 +33,8 @@ class Plan;
 }
 namespace parallel {
 class Communicator;
-}
+struct TpLocalGraph;
+}  // namespace parallel
 namespace ckpt {
 struct CheckpointContents;
 class CheckpointReader;
@@ -49,7 +50,6 @@ class LrSchedule;
 namespace plan {
 struct PlanConfig;
 struct Topology;
-struct TpLocalGraph;
 }  // namespace plan
 namespace generate {
 class Generator;
@@ -289,9 +289,9 @@ class Trainer {
   // A whole forward outside the step plan (evaluation): with tensor parallelism (`local`: the
   // graph the executor runs, with its cuts), the node ranges between the cuts and the
   // collectives at them, over the tp group.
-  Status ForwardWhole(exec::Executor* executor, const plan::TpLocalGraph* local);
+  Status ForwardWhole(exec::Executor* executor, const parallel::TpLocalGraph* local);
   Status PartitionForRank(const plan::Topology& topology);
-  void SliceParameters(const plan::TpLocalGraph* local);
+  void SliceParameters(const parallel::TpLocalGraph* local);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
   Status BuildSwapper();
@@ -326,11 +326,11 @@ class Trainer {
   config::JobConfig config_;
   Graph graph_;       // the graph this rank runs (with tensor parallelism, its tp rank's part)
   Graph full_graph_;  // tensor or pipeline parallelism: the whole model
-  std::unique_ptr<plan::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
-  int pipe_stage_ = -1;                     // pipeline parallelism: this rank's stage
-  std::vector<Graph> pipe_chunks_;          // its model chunks' graphs (graph_: all of them)
+  std::unique_ptr<parallel::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
+  int pipe_stage_ = -1;                         // pipeline parallelism: this rank's stage
+  std::vector<Graph> pipe_chunks_;              // its model chunks' graphs (graph_: all of them)
   std::vector<std::pair<std::vector<int>, std::vector<int>>> pipe_io_;  // per chunk: recv, send
-  std::vector<plan::TpLocalGraph> pipe_tp_;  // per chunk with tensor parallelism: its cuts
+  std::vector<parallel::TpLocalGraph> pipe_tp_;  // per chunk with tensor parallelism: its cuts
   std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;       // per chunk, for validation
   std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
@@ -341,10 +341,10 @@ class Trainer {
   parallel::Communicator* ep_comm_ = nullptr;
   parallel::Communicator* sp_comm_ = nullptr;
   // Expert parallelism or Ulysses: this rank's graph and its collectives (eval runs them).
-  std::unique_ptr<plan::TpLocalGraph> rank_graph_;
+  std::unique_ptr<parallel::TpLocalGraph> rank_graph_;
   // Tensor or expert parallelism: this rank's parameters are these boxes of the whole ones
   // (initialization, checkpoints); null when it holds every parameter whole.
-  const plan::TpLocalGraph* sliced_ = nullptr;
+  const parallel::TpLocalGraph* sliced_ = nullptr;
   // Expert parallelism: the whole model for generation, gathered over the ep group.
   std::unique_ptr<zero::ParamStore> whole_params_;
   int tp_rank_ = 0;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -35,7 +36,6 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/graph/lora.h"
 #include "runtime/optim/loss_scaler.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/checkpoint_slices.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"

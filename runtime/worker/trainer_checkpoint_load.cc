@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -17,7 +18,6 @@
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
@@ -83,12 +83,12 @@ KeptFlat RangesToLoad(const zero::ParamStore& params, const proto::Plan& plan) {
 // Phase 1 (verify) and phase 2 (commit) over every range this rank keeps, parameter by
 // parameter: the master's and each optimizer state's parts straight into their buffers, the
 // model copy's through a scratch. With tensor parallelism, local elements are read as the
-// pieces of the full parameter they are (plan::LocalToFull).
+// pieces of the full parameter they are (parallel::LocalToFull).
 class RangeLoader {
  public:
   RangeLoader(ckpt::CheckpointReader* reader, zero::ParamStore* params,
-              std::vector<zero::Optimizer::StateBuffer> buffers, const plan::TpLocalGraph* sliced,
-              KeptFlat kept)
+              std::vector<zero::Optimizer::StateBuffer> buffers,
+              const parallel::TpLocalGraph* sliced, KeptFlat kept)
       : reader_(reader),
         params_(params),
         buffers_(std::move(buffers)),
@@ -142,7 +142,7 @@ class RangeLoader {
     if (!sliced_)
       return commit ? reader_->Read(state, name, lo, hi, dst)
                     : reader_->Verify(state, name, lo, hi);
-    for (const plan::FlatPiece& p : plan::LocalToFull(sliced_->shards[i], lo, hi)) {
+    for (const parallel::FlatPiece& p : parallel::LocalToFull(sliced_->shards[i], lo, hi)) {
       const int64_t b = p.full, e = p.full + p.count;
       DS_RETURN_IF_ERROR(commit ? reader_->Read(state, name, b, e, dst + (p.local - lo))
                                 : reader_->Verify(state, name, b, e));
@@ -153,7 +153,7 @@ class RangeLoader {
   ckpt::CheckpointReader* reader_;
   zero::ParamStore* params_;
   const std::vector<zero::Optimizer::StateBuffer> buffers_;
-  const plan::TpLocalGraph* sliced_;
+  const parallel::TpLocalGraph* sliced_;
   const KeptFlat kept_;
   std::map<std::string, const Shape*> shapes_;
   std::vector<float> scratch_;

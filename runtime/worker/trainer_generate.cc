@@ -5,12 +5,12 @@
 #include <string>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/tensor/tp_shards.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/generate/generator.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/decode_graph.h"
-#include "runtime/plan/tp_shards.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer.h"
@@ -139,7 +139,7 @@ StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batc
   // The slices are the tp partition of the generation graph (the forward to the logits, the
   // model's parameters in its order; no training loss to partition).
   DS_ASSIGN_OR_RETURN(plan::DecodeGraphInfo decode, plan::DecodeGraph(graph_, max_len));
-  DS_ASSIGN_OR_RETURN(g->local_, plan::TensorParallelGraph(decode.graph, tp, g->tp_rank_));
+  DS_ASSIGN_OR_RETURN(g->local_, parallel::TensorParallelGraph(decode.graph, tp, g->tp_rank_));
   g->params_ = std::make_unique<zero::ParamStore>(g->local_.graph, DType::kF32);
   DS_RETURN_IF_ERROR(SliceForTp(g.get()));
   generate::GeneratorOptions o{max_batch * tp, max_len, tp, g->tp_rank_, g->comm_.get()};
@@ -167,7 +167,7 @@ Status Trainer::SliceForTp(TpGenerator* g) {
     whole.resize(slots[i].numel);
     for (int64_t j = 0; j < slots[i].numel; ++j)
       whole[j] = LoadFloat(model.data(), model.dtype(), j);
-    plan::TakeShard(g->local_.shards[i], whole.data(), local.data() + local_slots[i].offset);
+    parallel::TakeShard(g->local_.shards[i], whole.data(), local.data() + local_slots[i].offset);
   };
   // Units in order, gather_blocks blocks' worth at a time; persistent (and unpartitioned) ones
   // are resident.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -12,7 +13,6 @@
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipe_streams.h"
 #include "runtime/plan/plan_config.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/pipeline_compute.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
@@ -42,7 +42,7 @@ Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
     std::map<std::string, size_t> index;
     const std::vector<int> local = tp_->graph.Params();
     for (size_t i = 0; i < local.size(); ++i) index[tp_->graph.tensors[local[i]].name] = i;
-    std::vector<plan::TpParamShard> shards;
+    std::vector<parallel::TpParamShard> shards;
     for (int t : graph_.Params())
       shards.push_back(tp_->shards.at(index.at(graph_.tensors[t].name)));
     tp_->shards = std::move(shards);  // the initializer's slicer and the loader read them

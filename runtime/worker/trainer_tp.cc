@@ -6,13 +6,13 @@
 #include "parallel/comm/communicator.h"
 #include "parallel/expert/ep_graph.h"
 #include "parallel/sequence/ulysses_graph.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/recompute.h"
 #include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -23,14 +23,14 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
                                                  topology.ep, topology.sp));
   const int tp_rank = grid.CoordOf(world_rank_).tp;
   tp_rank_ = tp_rank;
-  DS_ASSIGN_OR_RETURN(
-      plan::TpLocalGraph local,
-      plan::TensorParallelGraph(graph_, topology.tp, tp_rank, config_.parallel.sequence_parallel));
+  DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph local,
+                      parallel::TensorParallelGraph(graph_, topology.tp, tp_rank,
+                                                    config_.parallel.sequence_parallel));
   // Expert parallelism beside it: this ep rank's experts, each tp rank routing its share of the
   // tokens (ep_graph.h).
   DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, grid.EpRankOf(world_rank_), &local,
                                                    topology.tp, tp_rank));
-  tp_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
+  tp_ = std::make_unique<parallel::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = tp_->graph;
   SliceParameters(tp_.get());
@@ -50,7 +50,7 @@ Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
 
 // This rank's parameters are `local`'s boxes of the whole ones: initialization draws each whole
 // tensor and keeps the rank's part, so every layout starts from the same weights.
-void Trainer::SliceParameters(const plan::TpLocalGraph* local) {
+void Trainer::SliceParameters(const parallel::TpLocalGraph* local) {
   sliced_ = local;
   init_slicer_ = std::make_unique<zero::InitSlicer>();
   init_slicer_->full_numel = [local](int slot) {
@@ -59,9 +59,9 @@ void Trainer::SliceParameters(const plan::TpLocalGraph* local) {
     return n;
   };
   init_slicer_->take = [local](int slot, const float* full, float* part) {
-    plan::TakeShard(local->shards[slot], full, part);
+    parallel::TakeShard(local->shards[slot], full, part);
   };
-  init_slicer_->needed = [local](int slot) { return plan::ShardRanges(local->shards[slot]); };
+  init_slicer_->needed = [local](int slot) { return parallel::ShardRanges(local->shards[slot]); };
 }
 
 // Expert parallelism or Ulysses at tp 1: this ep rank's experts, held and computed, or this sp
@@ -71,10 +71,10 @@ Status Trainer::PartitionForRank(const plan::Topology& topology) {
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
                                                  topology.ep, topology.sp));
   const int ep_rank = grid.EpRankOf(world_rank_), sp_rank = grid.SpRankOf(world_rank_);
-  DS_ASSIGN_OR_RETURN(plan::TpLocalGraph local, plan::TensorParallelGraph(graph_, 1, 0));
+  DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph local, parallel::TensorParallelGraph(graph_, 1, 0));
   DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, ep_rank, &local));
   DS_RETURN_IF_ERROR(parallel::ApplyUlysses(topology.sp, sp_rank, &local));
-  rank_graph_ = std::make_unique<plan::TpLocalGraph>(std::move(local));
+  rank_graph_ = std::make_unique<parallel::TpLocalGraph>(std::move(local));
   full_graph_ = std::move(graph_);
   graph_ = rank_graph_->graph;
   if (topology.ep > 1) SliceParameters(rank_graph_.get());  // its experts only
@@ -160,10 +160,10 @@ Status Trainer::CreateGroups() {
   return OkStatus();
 }
 
-Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local) {
+Status Trainer::ForwardWhole(exec::Executor* ex, const parallel::TpLocalGraph* local) {
   if (!local) return ex->Forward(0);
   int at = 0;
-  for (const plan::TpCollective& c : local->collectives) {
+  for (const parallel::TpCollective& c : local->collectives) {
     if (c.backward) continue;
     DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
     at = c.boundary;
@@ -172,14 +172,15 @@ Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local
                                                      : tp_comm_;
     const Tensor t = ex->TensorData(c.tensor, false);
     const parallel::BufferView in(t.f32(), t.numel());
-    if (c.kind == plan::TpCollective::kAllReduce) {
+    if (c.kind == parallel::TpCollective::kAllReduce) {
       DS_RETURN_IF_ERROR(
           comm->AllReduce(in, c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
       continue;
     }
     const Tensor o = ex->TensorData(c.out, false);
     const parallel::BufferView out(o.f32(), o.numel());
-    if (c.kind == plan::TpCollective::kAllToAll) {  // MoE: the step's capacity rows of each block
+    if (c.kind ==
+        parallel::TpCollective::kAllToAll) {  // MoE: the step's capacity rows of each block
       const int64_t used =
           c.capacity < 0
               ? t.numel()
@@ -189,7 +190,7 @@ Status Trainer::ForwardWhole(exec::Executor* ex, const plan::TpLocalGraph* local
           comm->AllToAll(parallel::BufferView(t.f32(), used), parallel::BufferView(o.f32(), used)));
       continue;
     }
-    DS_RETURN_IF_ERROR(c.kind == plan::TpCollective::kAllGather
+    DS_RETURN_IF_ERROR(c.kind == parallel::TpCollective::kAllGather
                            ? comm->AllGather(in, out)
                            : comm->ReduceScatter(in, out, parallel::ReduceOp::kSum));
   }

@@ -11,10 +11,10 @@
 #include <catch2/catch.hpp>
 
 #include "parallel/comm/loopback_communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/plan/model_loader.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
 #include "runtime/worker/trainer_testing.h"
@@ -41,7 +41,7 @@ void CheckSlices(const std::string& yaml, const Run& single, const Run& tp_run, 
   REQUIRE(graph.ok());
   zero::ParamStore full(*graph, DType::kF32);
   for (int rank = 0; rank < tp; ++rank) {
-    auto local = plan::TensorParallelGraph(*graph, tp, rank);
+    auto local = parallel::TensorParallelGraph(*graph, tp, rank);
     REQUIRE(local.ok());
     zero::ParamStore mine(local->graph, DType::kF32);
     double worst = 0;
@@ -49,7 +49,7 @@ void CheckSlices(const std::string& yaml, const Run& single, const Run& tp_run, 
       const zero::ParamSlot& f = full.slots()[i];
       const zero::ParamSlot& m = mine.slots()[i];
       std::vector<float> want(m.numel);
-      plan::TakeShard(local->shards[i], single.weights[0].data() + f.offset, want.data());
+      parallel::TakeShard(local->shards[i], single.weights[0].data() + f.offset, want.data());
       for (int64_t k = 0; k < m.numel; ++k)
         worst = std::max<double>(worst, std::abs(tp_run.weights[rank][m.offset + k] - want[k]));
     }

@@ -10,11 +10,11 @@
 
 #include "parallel/comm/communicator.h"
 #include "parallel/expert/ep_graph.h"
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/dtype.h"
 #include "runtime/plan/parallel_grid.h"
-#include "runtime/plan/tp_graph.h"
 #include "runtime/worker/checkpoint_slices.h"
 #include "runtime/worker/trainer.h"
 #include "zero/shard_layout.h"
@@ -34,7 +34,7 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
       plan::ParallelGrid::Create(world, std::max(1, topo.tp()), std::max(1, topo.pp()),
                                  std::max(1, topo.ep()), std::max(1, topo.sp())));
   // The boxes of every (tp rank, ep rank): tensor and expert parallelism.
-  std::map<std::pair<int, int>, std::vector<plan::TpParamShard>> shards;
+  std::map<std::pair<int, int>, std::vector<parallel::TpParamShard>> shards;
   for (int t = 0; sliced_ && t < std::max(1, topo.tp()); ++t)
     for (int e = 0; e < std::max(1, topo.ep()); ++e) {
       auto s = parallel::ExpertParallelShards(full_graph_, std::max(1, topo.ep()), e,
@@ -74,7 +74,7 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
 // so every rank gathers the others' experts (an all-gather over the ep group per expert tensor:
 // the ep ranks' slices are consecutive along the experts) into a store of the whole graph.
 StatusOr<zero::ParamStore*> Trainer::GatherWholeModel() {
-  const plan::TpLocalGraph* local = rank_graph_.get();
+  const parallel::TpLocalGraph* local = rank_graph_.get();
   whole_params_ = std::make_unique<zero::ParamStore>(full_graph_, DType::kF32);
   std::vector<float> full(whole_params_->total_elements(), 0.0f), mine;
   for (size_t i = 0; i < params_->slots().size(); ++i) {

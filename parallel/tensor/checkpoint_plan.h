@@ -1,4 +1,5 @@
-// The partition_activations pass of MakePlan (plan_builder.cc), after the tensor-parallel pass:
+// The partition_activations pass of MakePlan (runtime/plan/plan_builder.cc), after the
+// tensor-parallel pass:
 // for each checkpoint a recompute segment keeps as 1/tp slices (RecomputeSegment::partitioned,
 // runtime/graph/recompute.h), micro-batch by micro-batch,
 //
@@ -6,8 +7,9 @@
 //                       there, and the stash follows any tp collective at that point): this
 //                       rank's slice copied aside
 //   CHECKPOINT_RESTORE  just before the segment's RECOMPUTE: the tp group's slices all-gathered
-//                       back into the whole tensor (cpu_checkpointing: the whole tensor copied
-//                       back from host memory, LOCAL)
+//                       back into the whole tensor
+//   CHECKPOINT_RELOAD   instead, with cpu_checkpointing: the whole tensor copied back from host
+//                       memory
 //
 // so the runner only dispatches. Pure and deterministic, like MakePlan.
 #pragma once
@@ -19,7 +21,7 @@
 #include "runtime/graph/graph.h"
 #include "runtime/graph/recompute.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // `plan` holds the dp ranks' streams; `micro_batch` and `seq_len` size the all-gathers.
 // InternalError when a checkpoint's forward or its segment's recompute is missing from some
@@ -27,4 +29,4 @@ namespace ds::plan {
 Status InsertCheckpointPartition(const Graph& graph, const std::vector<RecomputeSegment>& segments,
                                  int64_t micro_batch, int64_t seq_len, proto::Plan* plan);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -1,4 +1,4 @@
-#include "runtime/plan/tp_graph.h"
+#include "parallel/tensor/tp_graph.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
 
 using kernels::TpRule;
@@ -425,4 +425,4 @@ StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
   return Partitioner(graph, tp, rank, sequence_parallel, std::move(shards)).Run();
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

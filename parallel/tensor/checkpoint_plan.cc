@@ -1,14 +1,19 @@
-#include "runtime/plan/checkpoint_plan.h"
+#include "parallel/tensor/checkpoint_plan.h"
 
 #include <algorithm>
 #include <string>
 
+#include "parallel/tensor/tp_plan.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/node_range.h"
-#include "runtime/plan/tp_plan.h"
 
-namespace ds::plan {
+namespace ds::parallel {
+
+// The plan kit these write with (runtime/plan).
+using plan::ModelFacts;
+using plan::ParallelGrid;
+using plan::SetNodeRange;
 namespace {
 
 using Ins = proto::Instruction;
@@ -162,4 +167,4 @@ Status InsertCheckpointPartition(const Graph& graph, const std::vector<Recompute
   return OkStatus();
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

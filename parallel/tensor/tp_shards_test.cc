@@ -2,7 +2,7 @@
 // the ranks' boxes tile every split parameter exactly once, the fused QKV is split by heads
 // (key/value heads replicated when tp exceeds them), and sizes a rule cannot split are refused
 // naming the model key.
-#include "runtime/plan/tp_shards.h"
+#include "parallel/tensor/tp_shards.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "runtime/graph/model_builder.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
 
 Graph Build(const std::string& family, int64_t heads, int64_t kv, int64_t vocab = 256) {
@@ -122,4 +122,4 @@ TEST_CASE("TP shards: sizes the rules cannot split are refused naming the key", 
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::parallel

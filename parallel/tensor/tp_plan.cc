@@ -1,4 +1,4 @@
-#include "runtime/plan/tp_plan.h"
+#include "parallel/tensor/tp_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -10,7 +10,15 @@
 #include "runtime/graph/validate.h"
 #include "runtime/plan/node_range.h"
 
-namespace ds::plan {
+namespace ds::parallel {
+
+// The plan kit these write with (runtime/plan).
+using plan::GridCoord;
+using plan::GroupKind;
+using plan::GroupKindName;
+using plan::ModelFacts;
+using plan::ParallelGrid;
+using plan::SetNodeRange;
 namespace {
 
 using Ins = proto::Instruction;
@@ -445,4 +453,4 @@ Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpL
   return OkStatus();
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

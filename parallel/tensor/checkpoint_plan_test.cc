@@ -3,11 +3,11 @@
 // gathered back just before their block's recompute, and counted as slices in the memory plan.
 #include <algorithm>
 
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/graph/recompute.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/plan/plan_test_util.h"
-#include "runtime/plan/tp_graph.h"
 
 namespace ds::plan {
 namespace {
@@ -49,7 +49,7 @@ int Producer(const Graph& g, int tensor) {
 TEST_CASE("PartitionCheckpoints: the block inputs, not kept whole, placed in the forward arena",
           "[plan][recompute]") {
   const Graph full = PresetGraph("gpt2-small-test");
-  auto local = TensorParallelGraph(full, 2, 0);
+  auto local = parallel::TensorParallelGraph(full, 2, 0);
   REQUIRE(local.ok());
   const Graph& g = local->graph;
   auto segments = RecomputeSegments(g, RecomputeMode::kFull);
@@ -81,7 +81,7 @@ TEST_CASE("PartitionCheckpoints: the block inputs, not kept whole, placed in the
   auto selective = RecomputeSegments(g, RecomputeMode::kSelective);
   REQUIRE(selective.ok());
   CHECK(PartitionCheckpoints(g, local->replicated, 2, &*selective) == 0);
-  auto sp = TensorParallelGraph(full, 2, 0, /*sequence_parallel=*/true);
+  auto sp = parallel::TensorParallelGraph(full, 2, 0, /*sequence_parallel=*/true);
   REQUIRE(sp.ok());
   auto sp_segments = RecomputeSegments(sp->graph, RecomputeMode::kFull);
   REQUIRE(sp_segments.ok());
@@ -98,7 +98,7 @@ TEST_CASE("PartitionCheckpoints: the block inputs, not kept whole, placed in the
 TEST_CASE("partition_activations: stash after the writer, restore before the recompute",
           "[plan][recompute]") {
   const Graph full = PresetGraph("gpt2-small-test");
-  auto local = TensorParallelGraph(full, 2, 0);
+  auto local = parallel::TensorParallelGraph(full, 2, 0);
   REQUIRE(local.ok());
   const Graph& g = local->graph;
   const proto::Plan plan = Plan(full, Config(true));

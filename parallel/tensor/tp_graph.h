@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "parallel/tensor/tp_shards.h"
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
-#include "runtime/plan/tp_shards.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // A collective over the tp group (or, expert parallelism, the ep group: ep_graph.h) at a cut of
 // the local graph's node order.
@@ -110,4 +110,4 @@ struct TpLocalGraph {
 StatusOr<TpLocalGraph> TensorParallelGraph(const Graph& graph, int tp, int rank,
                                            bool sequence_parallel = false);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

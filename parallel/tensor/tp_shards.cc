@@ -1,9 +1,9 @@
-#include "runtime/plan/tp_shards.h"
+#include "parallel/tensor/tp_shards.h"
 
 #include <algorithm>
 #include <map>
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
@@ -225,4 +225,4 @@ std::vector<FlatPiece> LocalToFull(const TpParamShard& s, int64_t local_begin, i
   return out;
 }
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -21,7 +21,7 @@
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 // A box [offset, offset + shape) of a parameter's full tensor (same rank).
 struct TpBox {
@@ -68,4 +68,4 @@ struct FlatPiece {
 std::vector<FlatPiece> LocalToFull(const TpParamShard& shard, int64_t local_begin,
                                    int64_t local_end);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel

@@ -11,12 +11,12 @@
 #include <catch2/catch.hpp>
 
 #include "parallel/comm/loopback_communicator.h"
+#include "parallel/tensor/tp_graph.h"
 #include "runtime/exec/executor.h"
 #include "runtime/graph/model_builder.h"
-#include "runtime/plan/tp_graph.h"
 #include "zero/param_store.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 namespace {
 
 struct Result {
@@ -205,4 +205,4 @@ TEST_CASE("TensorParallelGraph: kv heads fewer than the tp ranks are replicated"
 }
 
 }  // namespace
-}  // namespace ds::plan
+}  // namespace ds::parallel

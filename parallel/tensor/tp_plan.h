@@ -14,13 +14,13 @@
 // Pure and deterministic, like MakePlan.
 #pragma once
 
+#include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/status.h"
 #include "runtime/plan/model_facts.h"
 #include "runtime/plan/parallel_grid.h"
-#include "runtime/plan/tp_graph.h"
 
-namespace ds::plan {
+namespace ds::parallel {
 
 inline constexpr const char* kTpGroup = "tp";
 inline constexpr const char* kWorldGroup = "world";
@@ -32,8 +32,8 @@ inline constexpr const char* kEdpGroup = "edp";
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.
-Status InsertTpCollectives(const TpLocalGraph& local, const ModelFacts& facts, int64_t micro_batch,
-                           int64_t seq_len, proto::Plan* plan);
+Status InsertTpCollectives(const TpLocalGraph& local, const plan::ModelFacts& facts,
+                           int64_t micro_batch, int64_t seq_len, proto::Plan* plan);
 
 // A GRAD_NORM_REDUCE `norm` of dp rank `d` with the flat element ranges `flat` ([begin, end),
 // sorted) left out of its sum (shard positions by plan's partition when it sums in_shard): what
@@ -42,7 +42,7 @@ void LeaveOutOfNorm(const proto::Plan& plan, int d,
                     const std::vector<std::pair<int64_t, int64_t>>& flat, proto::Instruction* norm);
 
 // Replaces the dp ranks' streams by the world's and fills plan->groups.
-Status ExpandToGrid(const ParallelGrid& grid, const ModelFacts& facts, const TpLocalGraph& local,
-                    proto::Plan* plan);
+Status ExpandToGrid(const plan::ParallelGrid& grid, const plan::ModelFacts& facts,
+                    const TpLocalGraph& local, proto::Plan* plan);
 
-}  // namespace ds::plan
+}  // namespace ds::parallel
