@@ -305,8 +305,8 @@ struct ParallelConfig {
   bool pipeline_given = false;  // [reader] parallel.pipeline was set (pipeline.stages must agree)
 };
 
-// pipeline: {schedule, virtual_stages, partition_method} (runtime/plan/pipeline_schedule.h and
-// pipeline_stages.h say what each means); the pipeline size is parallel.pipeline (DeepSpeed's
+// pipeline: {schedule, virtual_stages, partition_method} (runtime/plan/pipe_schedule.h and
+// pipe_stages.h say what each means); the pipeline size is parallel.pipeline (DeepSpeed's
 // pipeline.stages sets it too).
 struct PipelineConfig {
   std::string schedule = "1f1b";  // "1f1b", "interleaved" or "zb-h1" (checked by the planner)

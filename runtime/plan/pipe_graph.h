@@ -1,4 +1,4 @@
-// StageGraphs: the graph each pipeline stage runs (pipeline_stages.h), cut out of the whole (or a
+// StageGraphs: the graph each pipeline stage runs (pipe_stages.h), cut out of the whole (or a
 // tensor-parallel rank's) graph: the stage's nodes in order, keeping their original index as
 // seed_id (so dropout draws the single rank's masks), the parameters they read, and
 //
@@ -27,7 +27,7 @@
 #include "parallel/tensor/tp_graph.h"
 #include "runtime/base/status.h"
 #include "runtime/graph/graph.h"
-#include "runtime/plan/pipeline_stages.h"
+#include "runtime/plan/pipe_stages.h"
 
 namespace ds::plan {
 

@@ -1,5 +1,5 @@
 // MakePipelinePlan: MakePlan's builder for parallel.pipeline > 1. Each pipeline rank runs its
-// stage graph (pipe_graph.h, the split of pipeline_stages.h), so the planner
+// stage graph (pipe_graph.h, the split of pipe_stages.h), so the planner
 //
 //   1. plans each stage as a model of its own over its dp x tp ranks (MakePlan, or PlanLocal on
 //      the stage's part of tp rank 0's graph, with pp 1 and whole_backward: ZeRO's partition,

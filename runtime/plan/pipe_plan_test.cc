@@ -9,8 +9,8 @@
 #include <set>
 
 #include "runtime/plan/collective_check.h"
+#include "runtime/plan/pipe_stages.h"
 #include "runtime/plan/pipe_streams.h"
-#include "runtime/plan/pipeline_stages.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/plan/plan_test_util.h"
 #include "runtime/plan/plan_view.h"

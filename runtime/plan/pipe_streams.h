@@ -1,5 +1,5 @@
 // PipelineStreams: the compute and point-to-point part of one step on every pipeline rank, in
-// the schedule's order (pipeline_schedule.h): per forward of micro-batch i on chunk c,
+// the schedule's order (pipe_schedule.h): per forward of micro-batch i on chunk c,
 //
 //   RECV   the previous virtual stage's activations (not on the first), async
 //   LOAD_MICROBATCH  on chunk 0 only: the rank reads each micro-batch once, in order, and its
@@ -32,7 +32,7 @@
 
 #include "proto/plan.pb.h"
 #include "runtime/base/status.h"
-#include "runtime/plan/pipeline_schedule.h"
+#include "runtime/plan/pipe_schedule.h"
 
 namespace ds::plan {
 

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <set>
 
-#include "runtime/plan/pipeline_schedule.h"
+#include "runtime/plan/pipe_schedule.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/plan/plan_view.h"
 

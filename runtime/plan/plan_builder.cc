@@ -12,7 +12,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/pipe_plan.h"
-#include "runtime/plan/pipeline_stages.h"
+#include "runtime/plan/pipe_stages.h"
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
 #include "zero/plan/zero_builder.h"

@@ -15,7 +15,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/core/dtype.h"
 #include "runtime/graph/recompute.h"
-#include "runtime/plan/pipeline_schedule.h"
+#include "runtime/plan/pipe_schedule.h"
 
 namespace ds::plan {
 
@@ -38,8 +38,8 @@ struct PlanConfig {
   // parallel.moe_shared_expert_overlap: PR-MoE's overlap windows (moe_overlap.h) are opened;
   // false runs the same node order with synchronous all-to-alls.
   bool moe_overlap = true;
-  // pipeline: {schedule, virtual_stages, partition_method} (pipeline_schedule.h,
-  // pipeline_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.
+  // pipeline: {schedule, virtual_stages, partition_method} (pipe_schedule.h,
+  // pipe_stages.h); micro-batches per pipeline flush = gradient_accumulation_steps.
   PipeScheduleKind pipe_schedule = PipeScheduleKind::k1F1B;
   int virtual_stages = 1;
   std::string partition_method = "parameters";

@@ -19,7 +19,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/plan/pipe_graph.h"
 #include "runtime/plan/pipe_streams.h"
-#include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer_testing.h"
 #include "zero/optimizer.h"

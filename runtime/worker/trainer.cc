@@ -24,7 +24,7 @@
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_view.h"
 #include "runtime/worker/cpu_matmul.h"
-#include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/train_batches.h"
 #include "zero/device_states.h"

@@ -13,7 +13,7 @@
 #include "runtime/plan/pipe_plan.h"
 #include "runtime/plan/pipe_streams.h"
 #include "runtime/plan/plan_config.h"
-#include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "runtime/plan/pipeline_stages.h"
+#include "runtime/plan/pipe_stages.h"
 #include "runtime/plan/plan_test_util.h"
 
 namespace ds::plan {

@@ -1,4 +1,4 @@
-#include "runtime/worker/pipeline_compute.h"
+#include "runtime/worker/pipe_compute.h"
 
 #include <algorithm>
 #include <chrono>

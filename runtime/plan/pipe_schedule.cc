@@ -1,4 +1,4 @@
-#include "runtime/plan/pipeline_schedule.h"
+#include "runtime/plan/pipe_schedule.h"
 
 #include <algorithm>
 #include <map>

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/plan/pipeline_schedule.h"
+#include "runtime/plan/pipe_schedule.h"
 
 namespace ds::plan {
 namespace {

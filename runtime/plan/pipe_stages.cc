@@ -1,4 +1,4 @@
-#include "runtime/plan/pipeline_stages.h"
+#include "runtime/plan/pipe_stages.h"
 
 #include <algorithm>
 #include <cstdio>
