@@ -41,12 +41,20 @@ float LogSumExp(const float* x, int64_t v) {
   return m + static_cast<float>(std::log(total));
 }
 
+// Whether the 16-lane bf16 row loops below run: bf16 logits, V a multiple of 16, AVX-512.
+bool Bf16Rows(const Tensor& t) {
+#if defined(__AVX2__) && defined(__FMA__)
+  return IsBf16(t) && t.dim(-1) % 16 == 0 && CpuHasAvx512();
+#else
+  return false;
+#endif
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 // GCC 12's avx512fintrin.h trips -Wuninitialized in its own "undefined" vectors.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-bool Bf16Rows(const Tensor& t) { return IsBf16(t) && t.dim(-1) % 16 == 0 && CpuHasAvx512(); }
 
 // LogSumExp of a bf16 row of v values (v a multiple of 16): the max, then the sum of exp(x - max)
 // in lane-wise fp32 partial sums, folded into double as ExpShiftSum's callers do per chunk.
@@ -77,10 +85,6 @@ __attribute__((target("avx512f,fma"))) void GradRowBf16(const uint16_t* x, int64
   }
 }
 #pragma GCC diagnostic pop
-#else
-bool Bf16Rows(const Tensor&) { return false; }
-float LogSumExpBf16(const uint16_t*, int64_t) { return 0.f; }
-void GradRowBf16(const uint16_t*, int64_t, float, float, int64_t, uint16_t*) {}
 #endif
 
 Status Forward(const OpArgs& args) {
@@ -99,11 +103,17 @@ Status Forward(const OpArgs& args) {
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
     float* buf = IsBf16(logits) && !fused ? ThreadScratch(3, v) : nullptr;
     for (int64_t r = begin; r < end; ++r) {
-      if (targets[r] == ignore)
+      if (targets[r] == ignore) {
         lse[r] = 0.f;
-      else
-        lse[r] = fused ? LogSumExpBf16(Bf16Data(logits) + r * v, v)
-                       : LogSumExp(ActRead(logits, r * v, v, buf), v);
+        continue;
+      }
+#if defined(__AVX2__) && defined(__FMA__)
+      if (fused) {
+        lse[r] = LogSumExpBf16(Bf16Data(logits) + r * v, v);
+        continue;
+      }
+#endif
+      lse[r] = LogSumExp(ActRead(logits, r * v, v, buf), v);
     }
   });
   double total = 0.0;  // serial: a fixed summation order
@@ -133,6 +143,7 @@ Status Backward(const OpArgs& args) {
   }
   const float scale = args.grad_out[0].f32()[0] / static_cast<float>(count);
   const float* lse = args.saved[0].f32();
+#if defined(__AVX2__) && defined(__FMA__)
   if (IsBf16(dx) && Bf16Rows(logits)) {  // dx bf16 is fresh (CheckBf16GradFresh)
     uint16_t* d16 = static_cast<uint16_t*>(dx.data());
     ParallelFor(n, kElementwiseGrain / v + 1, [&](int64_t begin, int64_t end) {
@@ -145,6 +156,7 @@ Status Backward(const OpArgs& args) {
     });
     return OkStatus();
   }
+#endif
   ParallelFor(n, kElementwiseGrain / std::max<int64_t>(v, 1) + 1, [&](int64_t begin, int64_t end) {
     float z[kChunk];
     float* buf = IsBf16(logits) ? ThreadScratch(3, v) : nullptr;

@@ -305,9 +305,45 @@ Status NcclCommunicator::OrderAfterStream(void* native_stream) {
   return OrderAfter(mark_);
 }
 
-ncclResult_t NcclCommunicator::Issue(const CommOp& op) {
+// NCCL has no reduce-scatter with unequal chunks: one reduce per chunk, rooted at its owner,
+// all in one group so they run together.
+ncclResult_t NcclCommunicator::IssueReduceScatterV(const CommOp& op) {
   cudaStream_t s = stream_.get();
   const int64_t esize = static_cast<int64_t>(DTypeSize(op.in.dtype));
+  ncclResult_t r = ncclGroupStart();
+  int64_t offset = 0;
+  for (int k = 0; k < size() && r == ncclSuccess; ++k) {
+    const int64_t n = op.counts[k];
+    if (n > 0) {
+      r = ncclReduce(Bytes(op.in) + offset * esize, k == rank() ? op.out.data : nullptr, n,
+                     *ReduceType(op.in.dtype), NcclOp(op.reduce), k, comm_, s);
+    }
+    offset += n;
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return r != ncclSuccess ? r : end;
+}
+
+// The rank's own chunk copied on the stream, every other one sent and received in one group.
+ncclResult_t NcclCommunicator::IssueAllToAll(const CommOp& op) {
+  cudaStream_t s = stream_.get();
+  const int64_t chunk = op.in.bytes() / size();
+  if (chunk > 0 && cudaMemcpyAsync(Bytes(op.out) + rank() * chunk, Bytes(op.in) + rank() * chunk,
+                                   chunk, cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+    return ncclUnhandledCudaError;
+  }
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < size() && r == ncclSuccess && chunk > 0; ++p) {
+    if (p == rank()) continue;
+    r = ncclSend(Bytes(op.in) + p * chunk, chunk, ncclUint8, p, comm_, s);
+    if (r == ncclSuccess) r = ncclRecv(Bytes(op.out) + p * chunk, chunk, ncclUint8, p, comm_, s);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return r != ncclSuccess ? r : end;
+}
+
+ncclResult_t NcclCommunicator::Issue(const CommOp& op) {
+  cudaStream_t s = stream_.get();
   switch (op.kind) {
     case CommOpKind::kAllReduce:
       return ncclAllReduce(op.in.data, op.in.data, op.in.count, *ReduceType(op.in.dtype),
@@ -315,45 +351,16 @@ ncclResult_t NcclCommunicator::Issue(const CommOp& op) {
     case CommOpKind::kReduceScatter:
       return ncclReduceScatter(op.in.data, op.out.data, op.out.count, *ReduceType(op.in.dtype),
                                NcclOp(op.reduce), comm_, s);
-    case CommOpKind::kReduceScatterV: {
-      // NCCL has no reduce-scatter with unequal chunks: one reduce per chunk, rooted at its
-      // owner, all in one group so they run together.
-      ncclResult_t r = ncclGroupStart();
-      int64_t offset = 0;
-      for (int k = 0; k < size() && r == ncclSuccess; ++k) {
-        const int64_t n = op.counts[k];
-        if (n > 0) {
-          r = ncclReduce(Bytes(op.in) + offset * esize, k == rank() ? op.out.data : nullptr, n,
-                         *ReduceType(op.in.dtype), NcclOp(op.reduce), k, comm_, s);
-        }
-        offset += n;
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
-    }
+    case CommOpKind::kReduceScatterV:
+      return IssueReduceScatterV(op);
     case CommOpKind::kAllGather:
       return ncclAllGather(op.in.data, op.out.data, op.in.bytes(), ncclUint8, comm_, s);
     case CommOpKind::kBroadcast:
       return ncclBroadcast(op.in.data, op.in.data, op.in.bytes(), ncclUint8, op.root, comm_, s);
     case CommOpKind::kBarrier:
       return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, s);
-    case CommOpKind::kAllToAll: {
-      const int64_t chunk = op.in.bytes() / size();
-      if (chunk > 0 &&
-          cudaMemcpyAsync(Bytes(op.out) + rank() * chunk, Bytes(op.in) + rank() * chunk, chunk,
-                          cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
-        return ncclUnhandledCudaError;
-      }
-      ncclResult_t r = ncclGroupStart();
-      for (int p = 0; p < size() && r == ncclSuccess && chunk > 0; ++p) {
-        if (p == rank()) continue;
-        r = ncclSend(Bytes(op.in) + p * chunk, chunk, ncclUint8, p, comm_, s);
-        if (r == ncclSuccess)
-          r = ncclRecv(Bytes(op.out) + p * chunk, chunk, ncclUint8, p, comm_, s);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess ? r : end;
-    }
+    case CommOpKind::kAllToAll:
+      return IssueAllToAll(op);
     case CommOpKind::kSendRecv: {
       ncclResult_t r = ncclGroupStart();
       if (r == ncclSuccess && op.dst >= 0) {

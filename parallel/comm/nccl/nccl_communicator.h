@@ -110,6 +110,8 @@ class NcclCommunicator final : public Communicator {
 
   // The NCCL calls of one operation (ncclGroupStart/End around several), under comm_mu_.
   ncclResult_t Issue(const CommOp& op);
+  ncclResult_t IssueReduceScatterV(const CommOp& op);  // unequal chunks: a reduce per chunk
+  ncclResult_t IssueAllToAll(const CommOp& op);
   // Polls ncclCommGetAsyncError until the enqueue finished; the watchdog bounds it.
   Status WaitEnqueued(const CommOp& op);
   // "rank 3 of world" (messages).
