@@ -13,7 +13,7 @@
 #include <random>
 
 #include "proto/plan.pb.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 #include "zero/optimizer.h"
 #include "zero/param_store.h"
 #include "zero/shard_layout.h"
@@ -21,9 +21,9 @@
 namespace ds::zero {
 namespace {
 
-using plan::testing::BaseConfig;
-using plan::testing::MustPlan;
-using plan::testing::PresetGraph;
+using planner::testing::BaseConfig;
+using planner::testing::MustPlan;
+using planner::testing::PresetGraph;
 
 std::string TmpDir(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");

@@ -1,5 +1,5 @@
 // The last_position op's definition: generation's prefill needs the next-token logits of each
-// sequence's last position only, so the decode graph (runtime/plan/decode_graph.h) takes
+// sequence's last position only, so the decode graph (runtime/planner/decode_graph.h) takes
 //   x [B, T, C] -> out [B, 1, C] = x[:, T - 1, :]
 // before the vocabulary projection, which then runs on B rows instead of B T. Forward only.
 #include "kernels/registry.h"

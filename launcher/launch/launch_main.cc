@@ -18,7 +18,7 @@
 #include "launcher/coordinator/status_format.h"
 #include "launcher/launch/job_dir.h"
 #include "launcher/launch/launcher.h"
-#include "runtime/plan/plan_command.h"
+#include "runtime/planner/plan_command.h"
 
 namespace ds::launcher {
 namespace {
@@ -199,6 +199,6 @@ int main(int argc, char** argv) {
     return ds::launcher::Status_(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "stop") == 0) return ds::launcher::Stop(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "plan") == 0)
-    return ds::plan::RunPlanCommand(argc - 1, argv + 1);
+    return ds::planner::RunPlanCommand(argc - 1, argv + 1);
   return ds::launcher::Launch(argc, argv);
 }

@@ -30,9 +30,9 @@
 #include "runtime/ckpt/hf_params.h"
 #include "runtime/config/job_config.h"
 #include "runtime/plan/model_loader.h"
-#include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_hash.h"
+#include "runtime/planner/plan_builder.h"
 
 namespace ds::launcher {
 namespace {
@@ -197,7 +197,7 @@ Status MakeJobPlan(LaunchInputs* in) {
   auto topo = plan::TopologyFor(in->world, *plan_config);
   if (!topo.ok()) return topo.status().WithPrefix(path);
   if (Status s = CheckTensorGroupsOnNodes(in->nodes, topo->tp); !s.ok()) return s.WithPrefix(path);
-  auto plan = plan::MakePlan(graph, *topo, *plan_config);
+  auto plan = planner::MakePlan(graph, *topo, *plan_config);
   if (!plan.ok()) return plan.status().WithPrefix(path + ": world " + std::to_string(in->world));
   in->plan = std::move(*plan);
   return OkStatus();

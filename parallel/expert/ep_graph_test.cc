@@ -11,17 +11,17 @@
 
 #include "parallel/expert/ep_graph.h"
 #include "runtime/plan/collective_check.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::parallel {
 namespace {
 
 // The planner these cuts are planned by.
 using plan::CheckCollectiveOrder;
-using plan::MakePlan;
 using plan::PlanConfig;
 using plan::TopologyFor;
-namespace testing = plan::testing;
+using planner::MakePlan;
+namespace testing = planner::testing;
 
 using Ins = proto::Instruction;
 
@@ -32,7 +32,7 @@ Graph MoeGraph(bool drop) {
 }
 
 proto::Plan Plan(const Graph& g, int world, int ep, int sp, int stage) {
-  PlanConfig c = testing::BaseConfig(stage, DType::kF32);
+  PlanConfig c = planner::testing::BaseConfig(stage, DType::kF32);
   c.expert = ep;
   c.ulysses = sp;
   c.micro_batch_size = 2;
@@ -40,7 +40,7 @@ proto::Plan Plan(const Graph& g, int world, int ep, int sp, int stage) {
   c.seq_len = 16;
   auto topo = TopologyFor(world, c);
   REQUIRE(topo.ok());
-  auto plan = MakePlan(g, *topo, c);
+  auto plan = planner::MakePlan(g, *topo, c);
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
   return std::move(plan).value();
@@ -117,7 +117,7 @@ TEST_CASE("ep plan: PR-MoE's dense branch overlaps the dispatch all-to-all", "[p
 
 TEST_CASE("ulysses plan: four all-to-alls per attention and micro-batch, the loss summed once",
           "[plan][ulysses]") {
-  const Graph g = testing::SizedGraph("llama", 2, 32, 64, 16);
+  const Graph g = planner::testing::SizedGraph("llama", 2, 32, 64, 16);
   const proto::Plan plan = Plan(g, 4, 1, 2, 1);
   REQUIRE(CheckCollectiveOrder(plan).ok());
   CHECK(plan.topology().sp() == 2);
@@ -137,32 +137,34 @@ TEST_CASE("ulysses plan: four all-to-alls per attention and micro-batch, the los
 }
 
 TEST_CASE("ulysses and expert layouts the planner refuses", "[plan][ulysses][moe]") {
-  PlanConfig c = testing::BaseConfig(0, DType::kF32);
+  PlanConfig c = planner::testing::BaseConfig(0, DType::kF32);
   c.ulysses = 2;
   c.seq_len = 15;
-  auto bad = MakePlan(testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
+  auto bad =
+      planner::MakePlan(planner::testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("does not divide seq_len 15") != std::string::npos);
   c.seq_len = 16;
   c.ulysses = 1;
   c.expert = 2;
-  bad = MakePlan(testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
+  bad =
+      planner::MakePlan(planner::testing::SizedGraph("gpt2", 2, 32, 64, 16), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("needs a mixture-of-experts model") != std::string::npos);
   c.expert = 1;
   c.tensor = 2;
   c.sequence_parallel = true;
-  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
+  bad = planner::MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("sequence_parallel with a mixture-of-experts model") !=
         std::string::npos);
   c.tensor = 1;
   c.sequence_parallel = false;
   c.pipeline = 2;  // planned: each stage adds its own aux terms (pipe_graph.h)
-  REQUIRE(MakePlan(MoeGraph(true), *TopologyFor(2, c), c).ok());
+  REQUIRE(planner::MakePlan(MoeGraph(true), *TopologyFor(2, c), c).ok());
   c.pipeline = 1;
   c.ulysses = 2;
-  bad = MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
+  bad = planner::MakePlan(MoeGraph(true), *TopologyFor(2, c), c);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("parallel.ulysses 2 with a mixture-of-experts model") !=
         std::string::npos);

@@ -14,17 +14,17 @@
 #include "parallel/expert/ep_graph.h"
 #include "runtime/graph/validate.h"
 #include "runtime/plan/collective_check.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::parallel {
 namespace {
 
 // The planner these cuts are planned by.
 using plan::CheckCollectiveOrder;
-using plan::MakePlan;
 using plan::PlanConfig;
 using plan::TopologyFor;
-namespace testing = plan::testing;
+using planner::MakePlan;
+namespace testing = planner::testing;
 
 using Ins = proto::Instruction;
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;
@@ -32,7 +32,7 @@ using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 proto::Plan Plan(int world, int ep, int stage) {
   ModelSpec s = ModelPreset("gpt2-moe-tiny").value();  // 4 experts in block 1 of 2
   const Graph g = BuildModelGraph(s).value();
-  PlanConfig c = testing::BaseConfig(stage, DType::kF32);
+  PlanConfig c = planner::testing::BaseConfig(stage, DType::kF32);
   c.expert = ep;
   c.micro_batch_size = 2;
   c.gradient_accumulation_steps = 2;
@@ -40,7 +40,7 @@ proto::Plan Plan(int world, int ep, int stage) {
   c.reduce_bucket_size = 4000;
   c.allgather_bucket_size = 4000;
   c.param_persistence_threshold = 100;
-  auto plan = MakePlan(g, *TopologyFor(world, c), c);
+  auto plan = planner::MakePlan(g, *TopologyFor(world, c), c);
   INFO(plan.status().ToString());
   REQUIRE(plan.ok());
   return std::move(plan).value();

@@ -7,17 +7,17 @@
 #include "runtime/graph/recompute.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_summary.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::plan {
 namespace {
 
 using Ins = proto::Instruction;
-using testing::Count;
-using testing::PresetGraph;
+using planner::testing::Count;
+using planner::testing::PresetGraph;
 
 PlanConfig Config(bool partition, RecomputeMode mode = RecomputeMode::kFull, bool sp = false) {
-  PlanConfig c = testing::BaseConfig(1, DType::kF32);
+  PlanConfig c = planner::testing::BaseConfig(1, DType::kF32);
   c.tensor = 2;
   c.sequence_parallel = sp;
   c.recompute = mode;
@@ -27,7 +27,7 @@ PlanConfig Config(bool partition, RecomputeMode mode = RecomputeMode::kFull, boo
 }
 
 proto::Plan Plan(const Graph& g, const PlanConfig& c, int world = 4) {
-  auto plan = MakePlan(g, Topology{world, world / c.tensor, c.tensor}, c);
+  auto plan = planner::MakePlan(g, Topology{world, world / c.tensor, c.tensor}, c);
   INFO((plan.ok() ? "" : plan.status().ToString()));
   REQUIRE(plan.ok());
   return std::move(plan).value();

@@ -19,14 +19,14 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Generator::Generator(plan::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
+Generator::Generator(planner::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
                      parallel::Communicator* tp_comm)
     : plan_(std::move(plan)),
       params_(params),
       tp_comm_(tp_comm),
       max_batch_(max_batch),
       pad_(max_batch, 0) {
-  for (const plan::CacheLayer& c : plan_.decode.layers)
+  for (const planner::CacheLayer& c : plan_.decode.layers)
     for (int kv = 0; kv < 2; ++kv)
       caches_.emplace_back(max_batch * c.n_kv_head * plan_.decode.max_len * c.head_dim, 0.0f);
 }
@@ -45,8 +45,8 @@ StatusOr<std::unique_ptr<Generator>> Generator::Create(const Graph& model, zero:
                                   " has no max_seq_len; give max_len");
     max_len = it->second;
   }
-  DS_ASSIGN_OR_RETURN(plan::InferencePlan plan,
-                      plan::MakeInferencePlan(model, max_len, options.tp, options.tp_rank));
+  DS_ASSIGN_OR_RETURN(planner::InferencePlan plan,
+                      planner::MakeInferencePlan(model, max_len, options.tp, options.tp_rank));
   if (options.gather_blocks > 0 && (!options.gather || !options.release || !options.any_live))
     return InvalidArgumentError(
         "generation: gather_blocks without its gather, release and "
@@ -86,11 +86,11 @@ StatusOr<exec::Executor*> Generator::ExecutorFor(int64_t batch, int64_t seq) {
   o.batch = batch;
   o.seq = seq;
   o.training = false;
-  o.state[plan::kPositions] = Tensor(s.positions.data(), {batch, seq}, DType::kI32);
-  o.state[plan::kStart] = Tensor(&start_, {1}, DType::kI32);
-  o.state[plan::kPad] = Tensor(pad_.data(), {batch}, DType::kI32);
+  o.state[planner::kPositions] = Tensor(s.positions.data(), {batch, seq}, DType::kI32);
+  o.state[planner::kStart] = Tensor(&start_, {1}, DType::kI32);
+  o.state[planner::kPad] = Tensor(pad_.data(), {batch}, DType::kI32);
   for (size_t l = 0; l < plan_.decode.layers.size(); ++l) {
-    const plan::CacheLayer& c = plan_.decode.layers[l];
+    const planner::CacheLayer& c = plan_.decode.layers[l];
     const Shape shape = {batch, c.n_kv_head, plan_.decode.max_len, c.head_dim};
     o.state[c.k] = Tensor(caches_[2 * l].data(), shape, DType::kF32);
     o.state[c.v] = Tensor(caches_[2 * l + 1].data(), shape, DType::kF32);

@@ -1,7 +1,7 @@
 // Generator: batched autoregressive generation with a KV cache over a model's parameters, the
 // library path the task evaluation, ds-generate and (later) RLHF's rollouts call.
 //
-// The rank's InferencePlan (runtime/plan/inference_plan.h) runs as two executors over the same
+// The rank's InferencePlan (runtime/planner/inference_plan.h) runs as two executors over the same
 // ParamStore and the same caches: prefill (the prompts left-padded to the longest, P tokens) and
 // one decode step (1 token per sequence). Left padding puts step t of every sequence at cache slot
 // P + t; token (b, t) is at position t - pad_b, and the kv_attention ops mask the pad slots, so a
@@ -27,7 +27,7 @@
 #include "runtime/base/status.h"
 #include "runtime/exec/executor.h"
 #include "runtime/generate/sampler.h"
-#include "runtime/plan/inference_plan.h"
+#include "runtime/planner/inference_plan.h"
 #include "zero/param_store.h"
 
 namespace ds::generate {
@@ -90,11 +90,11 @@ class Generator {
   int64_t vocab() const { return plan_.decode.vocab; }
   int64_t max_len() const { return plan_.decode.max_len; }
   int64_t max_batch() const { return max_batch_; }
-  const plan::DecodeGraphInfo& info() const { return plan_.decode; }
-  const plan::InferencePlan& plan() const { return plan_; }
+  const planner::DecodeGraphInfo& info() const { return plan_.decode; }
+  const planner::InferencePlan& plan() const { return plan_; }
 
  private:
-  Generator(plan::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
+  Generator(planner::InferencePlan plan, zero::ParamStore* params, int64_t max_batch,
             parallel::Communicator* tp_comm);
   // Nodes [begin, end) of `ex`, gather_blocks blocks at a time with their gather and release.
   Status ForwardInGroups(exec::Executor* ex, int begin, int end);
@@ -104,7 +104,7 @@ class Generator {
   // The plan's stream on `ex` for `tokens` = batch x seq tokens.
   Status RunStream(exec::Executor* ex, int64_t tokens);
 
-  plan::InferencePlan plan_;
+  planner::InferencePlan plan_;
   GeneratorOptions options_;
   zero::ParamStore* params_;
   parallel::Communicator* tp_comm_;

@@ -4,15 +4,15 @@
 
 #include "runtime/plan/memory_timeline.h"
 #include "runtime/plan/plan_hash.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::plan {
 namespace {
 
+using planner::testing::BaseConfig;
+using planner::testing::MustPlan;
+using planner::testing::PresetGraph;
 using proto::Instruction;
-using testing::BaseConfig;
-using testing::MustPlan;
-using testing::PresetGraph;
 
 // Instruction indices of rank `r`'s collectives.
 std::vector<int> Collectives(const proto::Plan& plan, int r) {

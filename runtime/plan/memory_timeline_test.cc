@@ -2,15 +2,15 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::plan {
 namespace {
 
+using planner::testing::BaseConfig;
+using planner::testing::MustPlan;
+using planner::testing::PresetGraph;
 using proto::PlanBuffer;
-using testing::BaseConfig;
-using testing::MustPlan;
-using testing::PresetGraph;
 
 int64_t KindAt(const proto::MemorySummary& m, PlanBuffer::Kind kind) {
   for (const proto::KindBytes& k : m.peak_by_kind())

@@ -4,13 +4,13 @@
 
 #include "kernels/registry.h"
 #include "runtime/graph/validate.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 #include "zero/param_store.h"
 
 namespace ds::plan {
 namespace {
 
-using testing::PresetGraph;
+using planner::testing::PresetGraph;
 
 TEST_CASE("ModelFacts: flat layout is ParamStore's", "[plan]") {
   for (const char* name : {"gpt2-tiny", "llama-tiny", "gpt2-small-test"}) {

@@ -8,6 +8,28 @@
 
 namespace ds::plan {
 
+const char* PipeScheduleName(PipeScheduleKind kind) {
+  switch (kind) {
+    case PipeScheduleKind::kInterleaved:
+      return "interleaved";
+    case PipeScheduleKind::kZbH1:
+      return "zb-h1";
+    case PipeScheduleKind::k1F1B:
+      break;
+  }
+  return "1f1b";
+}
+
+bool ParsePipeSchedule(const std::string& text, PipeScheduleKind* kind) {
+  for (PipeScheduleKind k :
+       {PipeScheduleKind::k1F1B, PipeScheduleKind::kInterleaved, PipeScheduleKind::kZbH1})
+    if (text == PipeScheduleName(k)) {
+      *kind = k;
+      return true;
+    }
+  return false;
+}
+
 namespace {
 
 // communication_data_type: the dtype of the gradients' collectives (the model's by default).

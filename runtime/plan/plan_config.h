@@ -4,20 +4,26 @@
 //
 //   DS_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig("job.yaml"));
 //   DS_ASSIGN_OR_RETURN(PlanConfig config, PlanConfigFromJob(job));
-//   DS_ASSIGN_OR_RETURN(proto::Plan plan, MakePlan(graph, {4, 4}, config));
+//   DS_ASSIGN_OR_RETURN(proto::Plan plan, planner::MakePlan(graph, {4, 4}, config));
 //
 // Plain values; copyable.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runtime/base/status.h"
 #include "runtime/config/job_config.h"
 #include "runtime/core/dtype.h"
 #include "runtime/graph/recompute.h"
-#include "runtime/plan/pipe_schedule.h"
 
 namespace ds::plan {
+
+// pipeline.schedule (the orders: parallel/pipeline/pipe_schedule.h).
+enum class PipeScheduleKind { k1F1B, kInterleaved, kZbH1 };
+// "1f1b", "interleaved", "zb-h1"; ParsePipeSchedule accepts exactly those.
+const char* PipeScheduleName(PipeScheduleKind kind);
+bool ParsePipeSchedule(const std::string& text, PipeScheduleKind* kind);
 
 struct Topology {
   int world = 1;

@@ -11,7 +11,6 @@
 
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/collective_check.h"
-#include "runtime/plan/pipe_summary.h"
 #include "runtime/plan/plan_hash.h"
 
 namespace ds::plan {
@@ -241,7 +240,6 @@ proto::PlanSummary SummarizePlan(const proto::Plan& plan, const std::string& job
   s.set_model(plan.model().name());
   s.set_num_parameters(plan.model().num_parameters());
   s.set_frozen_parameters(plan.model().frozen_parameters());
-  if (plan.stages_size() > 0) SummarizePipeline(plan, &s);  // and the whole model's count
   s.set_hash(HashHex(plan.hash()));
   if (plan.ranks_size() > 0) s.set_instructions_per_rank(plan.ranks(0).instructions_size());
   for (const proto::RankPlan& rp : plan.ranks()) *s.add_ranks() = SummarizeRank(plan, rp);
@@ -412,7 +410,6 @@ std::string FormatPlanSummary(const proto::PlanSummary& s) {
     out += Fmt("  %-32s%7s %12s %9s   Megatron: %s MiB (%s)\n", "tensor-parallel sent", "", "",
                MiB(tp_sent).c_str(), MiB(s.megatron_tp_bytes()).c_str(),
                s.megatron_tp_formula().c_str());
-  if (s.has_pipeline()) out += FormatPipelineSummary(s);
   return out;
 }
 

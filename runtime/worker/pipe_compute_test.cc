@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "parallel/comm/loopback_communicator.h"
+#include "parallel/pipeline/pipe_graph.h"
+#include "parallel/pipeline/pipe_streams.h"
 #include "proto/plan.pb.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/graph/model_builder.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/plan/pipe_graph.h"
-#include "runtime/plan/pipe_streams.h"
 #include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer_testing.h"
@@ -74,7 +74,7 @@ struct Stage {  // one virtual stage's parameters and its slots' executors
   std::vector<std::unique_ptr<exec::Executor>> slots;
 };
 
-Stage MakeStage(const Graph& whole_graph, const plan::PipeStageGraph& s, int slots) {
+Stage MakeStage(const Graph& whole_graph, const parallel::PipeStageGraph& s, int slots) {
   zero::ParamStore whole(whole_graph, DType::kF32);
   whole.Initialize(whole_graph, 42, {});
   Stage st;
@@ -99,23 +99,23 @@ void CheckPipeline(const Graph& g, plan::PipeScheduleKind kind, int p, int v, in
   const std::string data = testing::WriteTinyTokens("pipe_compute.tok");
   Named want;
   const float want_loss = Whole(g, data, m, &want);
-  auto stages = plan::PartitionStages(g, p * v, "uniform");
+  auto stages = parallel::PartitionStages(g, p * v, "uniform");
   REQUIRE(stages.ok());
-  auto graphs = plan::StageGraphs(g, *stages, {kBatch, kSeq});
+  auto graphs = parallel::StageGraphs(g, *stages, {kBatch, kSeq});
   REQUIRE(graphs.ok());
-  auto orders = plan::BuildPipelineSchedule(kind, p, m, v);
+  auto orders = parallel::BuildPipelineSchedule(kind, p, m, v);
   REQUIRE(orders.ok());
-  std::vector<plan::PipeBoundary> bounds;
+  std::vector<parallel::PipeBoundary> bounds;
   std::vector<int> nodes;
   for (size_t s = 0; s < graphs->size(); ++s) {
     nodes.push_back(static_cast<int>((*graphs)[s].graph.nodes.size()));
     if (s + 1 == graphs->size()) break;
-    const plan::PipeStageGraph &a = (*graphs)[s], &b = (*graphs)[s + 1];
-    plan::PipeBoundary bd{a.send, b.recv, a.send_grad, {}};
+    const parallel::PipeStageGraph &a = (*graphs)[s], &b = (*graphs)[s + 1];
+    parallel::PipeBoundary bd{a.send, b.recv, a.send_grad, {}};
     for (size_t k = 0; k < a.send.size(); ++k) bd.count.push_back(int64_t{kBatch} * kSeq * 32);
     bounds.push_back(bd);
   }
-  auto streams = plan::PipelineStreams(*orders, bounds, nodes);
+  auto streams = parallel::PipelineStreams(*orders, bounds, nodes);
   REQUIRE(streams.ok());
   proto::Plan plan;
   plan.mutable_topology()->set_world(p);
@@ -146,7 +146,8 @@ void CheckPipeline(const Graph& g, plan::PipeScheduleKind kind, int p, int v, in
   std::map<std::string, std::vector<std::unique_ptr<parallel::Communicator>>> links;
   for (int a = 0; a < p; ++a)
     for (int b = 0; b < p; ++b)
-      if (a != b) links[plan::PipeLinkName(a, b)] = parallel::LoopbackCommunicator::CreateGroup(2);
+      if (a != b)
+        links[parallel::PipeLinkName(a, b)] = parallel::LoopbackCommunicator::CreateGroup(2);
   // Per virtual stage s = chunk x p + rank.
   std::vector<Stage> st;
   for (int s = 0; s < p * v; ++s)

@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "parallel/comm/loopback_communicator.h"
+#include "parallel/pipeline/pipe_streams.h"
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/plan/pipe_streams.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/optimizer.h"
 #include "zero/shard_layout.h"
@@ -68,11 +68,11 @@ class PipeCompute final : public StepCompute {
   std::map<std::tuple<int, int, int, bool>, std::vector<float>> bufs_;
 };
 
-void RunPipeline(const plan::PipeOrders& o) {
+void RunPipeline(const parallel::PipeOrders& o) {
   const int p = o.stages, stages = p * o.chunks, m = o.micro_batches;
-  std::vector<plan::PipeBoundary> b(stages - 1,
-                                    plan::PipeBoundary{{kOut}, {kIn}, {kGradIn}, {kCount}});
-  auto streams = plan::PipelineStreams(o, b, std::vector<int>(stages, 4));
+  std::vector<parallel::PipeBoundary> b(stages - 1,
+                                        parallel::PipeBoundary{{kOut}, {kIn}, {kGradIn}, {kCount}});
+  auto streams = parallel::PipelineStreams(o, b, std::vector<int>(stages, 4));
   REQUIRE(streams.ok());
   proto::Plan plan;
   plan.mutable_topology()->set_world(p);
@@ -89,10 +89,10 @@ void RunPipeline(const plan::PipeOrders& o) {
   std::map<std::string, std::vector<std::unique_ptr<parallel::Communicator>>> links;
   for (int a = 0; a < p; ++a)
     for (int c : {a + 1, a - 1, 0, p - 1})
-      if (c >= 0 && c < p && c != a && !links.count(plan::PipeLinkName(a, c)))
+      if (c >= 0 && c < p && c != a && !links.count(parallel::PipeLinkName(a, c)))
         for (auto [x, y] : {std::pair{a, c}, std::pair{c, a}})
-          links[plan::PipeLinkName(x, y)] = parallel::LoopbackCommunicator::CreateGroup(2);
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+          links[parallel::PipeLinkName(x, y)] = parallel::LoopbackCommunicator::CreateGroup(2);
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   std::vector<std::unique_ptr<PipeCompute>> computes;
   std::vector<Status> status(p);
   for (int r = 0; r < p; ++r) computes.push_back(std::make_unique<PipeCompute>(r, p, o.chunks));
@@ -138,10 +138,10 @@ TEST_CASE("StepRunner: pipeline streams move every micro-batch through every sta
           "[worker][runner][pipe]") {
   for (auto [p, m] : {std::pair{2, 4}, std::pair{3, 6}, std::pair{4, 8}}) {
     INFO("p " << p << ", m " << m);
-    auto one = plan::BuildPipelineSchedule(plan::PipeScheduleKind::k1F1B, p, m);
+    auto one = parallel::BuildPipelineSchedule(plan::PipeScheduleKind::k1F1B, p, m);
     REQUIRE(one.ok());
     RunPipeline(*one);
-    auto inter = plan::BuildPipelineSchedule(plan::PipeScheduleKind::kInterleaved, p, m, 2);
+    auto inter = parallel::BuildPipelineSchedule(plan::PipeScheduleKind::kInterleaved, p, m, 2);
     REQUIRE(inter.ok());
     RunPipeline(*inter);
   }

@@ -17,7 +17,7 @@
 #include "proto/plan.pb.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/optimizer.h"
 #include "zero/shard_layout.h"
@@ -227,7 +227,7 @@ std::vector<std::unique_ptr<RankState>> RunStep(const Graph& g, const proto::Pla
 
 TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made plan",
           "[worker][runner]") {
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   const int64_t flat = zero::ParamStore(g, DType::kF32).total_elements();
   const proto::Plan plan = HandMadePlan(2, flat, 2);
   auto ranks = RunStep(g, plan);
@@ -270,7 +270,7 @@ TEST_CASE("StepRunner: dispatch, async waits and collective order on a hand-made
 // A pipeline's earlier stages compute no loss (or a part of it): the reported loss is the sum
 // over the ranks divided by those that computed a whole one, on every rank.
 TEST_CASE("StepRunner: the loss is the mean over the ranks that computed one", "[worker][runner]") {
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(2, zero::ParamStore(g, DType::kF32).total_elements(), 2);
   for (Instruction& in : *plan.mutable_ranks(0)->mutable_instructions())
     in.set_computes_loss(false);
@@ -294,7 +294,7 @@ TEST_CASE("StepRunner: the loss is the mean over the ranks that computed one", "
 }
 
 TEST_CASE("StepRunner: one rank communicates nothing (LOCAL placements)", "[worker][runner]") {
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   const int64_t flat = zero::ParamStore(g, DType::kF32).total_elements();
   auto ranks = RunStep(g, HandMadePlan(1, flat, 2));
   RankState& s = *ranks[0];
@@ -306,7 +306,7 @@ TEST_CASE("StepRunner: one rank communicates nothing (LOCAL placements)", "[work
 
 TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming it",
           "[worker][runner]") {
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(1, zero::ParamStore(g, DType::kF32).total_elements(), 2);
   Instruction unknown = Make(Instruction::KIND_UNSPECIFIED);
   *plan.mutable_ranks(0)->mutable_instructions(1) = unknown;
@@ -319,7 +319,7 @@ TEST_CASE("StepRunner: an instruction kind without a handler is refused, naming 
 
 TEST_CASE("StepRunner: device placements without device states are refused at creation",
           "[worker][runner]") {
-  const Graph g = plan::testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   proto::Plan plan = HandMadePlan(1, zero::ParamStore(g, DType::kF32).total_elements(), 2);
   plan.mutable_ranks(0)->mutable_instructions(8)->set_placement(proto::DEVICE);
   auto ranks = RunStep(g, plan);

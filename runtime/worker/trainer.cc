@@ -20,9 +20,9 @@
 #include "runtime/exec/accelerator.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/plan/plan_builder.h"
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_view.h"
+#include "runtime/planner/plan_builder.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/step_runner.h"
@@ -210,7 +210,7 @@ Status Trainer::ResolveRun(const plan::Topology& topo) {
 Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanConfig& pc,
                                  DType model_dtype) {
   const std::string& src = config_.source;
-  DS_RETURN_IF_ERROR(plan::CheckFrozenLayout(graph_, topo).WithPrefix(src));
+  DS_RETURN_IF_ERROR(planner::CheckFrozenLayout(graph_, topo).WithPrefix(src));
   // A pipeline cuts its stages out of the rank's tensor- (and expert-) parallel graph.
   const bool tp_graph = topo.tp > 1 || (topo.ep > 1 && topo.pp > 1);
   if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(topo).WithPrefix(src));
@@ -400,7 +400,7 @@ Status Trainer::BuildPlan() {
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
   const bool whole = tp_ || rank_graph_ || pipe_stage_ >= 0;
-  auto made = plan::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
+  auto made = planner::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
   plan::SelectStage(plan::StageOf(*plan_, world_rank_), plan_.get());  // a pipeline: this stage's

@@ -10,7 +10,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/generate/generator.h"
 #include "runtime/graph/validate.h"
-#include "runtime/plan/decode_graph.h"
+#include "runtime/planner/decode_graph.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer.h"
@@ -138,7 +138,7 @@ StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batc
   g->max_batch_ = max_batch;
   // The slices are the tp partition of the generation graph (the forward to the logits, the
   // model's parameters in its order; no training loss to partition).
-  DS_ASSIGN_OR_RETURN(plan::DecodeGraphInfo decode, plan::DecodeGraph(graph_, max_len));
+  DS_ASSIGN_OR_RETURN(planner::DecodeGraphInfo decode, planner::DecodeGraph(graph_, max_len));
   DS_ASSIGN_OR_RETURN(g->local_, parallel::TensorParallelGraph(decode.graph, tp, g->tp_rank_));
   g->params_ = std::make_unique<zero::ParamStore>(g->local_.graph, DType::kF32);
   DS_RETURN_IF_ERROR(SliceForTp(g.get()));

@@ -1,18 +1,18 @@
 // The Trainer's pipeline-parallel part: this rank's stage graph (the planner's cut,
-// runtime/plan/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
+// runtime/planner/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
 #include <algorithm>
 #include <map>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/pipeline/pipe_streams.h"
 #include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/plan/parallel_grid.h"
-#include "runtime/plan/pipe_plan.h"
-#include "runtime/plan/pipe_streams.h"
 #include "runtime/plan/plan_config.h"
+#include "runtime/planner/pipe_plan.h"
 #include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
@@ -30,14 +30,14 @@ Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
   DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
                       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
-  DS_ASSIGN_OR_RETURN(std::vector<plan::PipeStageGraph> stages,
-                      plan::PipelineStageGraphs(graph_, topology.pp, pc));
+  DS_ASSIGN_OR_RETURN(std::vector<parallel::PipeStageGraph> stages,
+                      parallel::PipelineStageGraphs(graph_, topology.pp, pc));
   pipe_stage_ = grid.CoordOf(world_rank_).pp;
   for (size_t s = pipe_stage_; tp_ && s < stages.size(); s += topology.pp) {
-    DS_ASSIGN_OR_RETURN(pipe_tp_.emplace_back(), plan::StageTpLocal(*tp_, stages[s]));
+    DS_ASSIGN_OR_RETURN(pipe_tp_.emplace_back(), parallel::StageTpLocal(*tp_, stages[s]));
   }
   if (!tp_) full_graph_ = std::move(graph_);
-  graph_ = plan::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
+  graph_ = parallel::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
   if (tp_) {
     std::map<std::string, size_t> index;
     const std::vector<int> local = tp_->graph.Params();
@@ -106,7 +106,7 @@ StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
   }
   auto move = [&](int from, int to, const std::vector<int>& tensors, exec::Executor* e,
                   bool send) -> Status {
-    const std::string name = plan::PipeLinkName(from * cells + column, to * cells + column);
+    const std::string name = parallel::PipeLinkName(from * cells + column, to * cells + column);
     auto it = group_by_name_.find(name);
     if (it == group_by_name_.end())
       return InternalError("validation: no link " + name + " on rank " +

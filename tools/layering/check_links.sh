@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bad=0
-for target in //runtime/plan:plan_builder //runtime/plan:ds-plan //launcher/launch:ds-launch; do
+for target in //runtime/planner:plan_builder //runtime/planner:ds-plan //launcher/launch:ds-launch; do
   libs=$(bazel query "kind(cc_library, deps($target)) intersect (//kernels/cpu/... + //kernels/cuda/...)" 2>/dev/null)
   if [[ -n "$libs" ]]; then
     echo "check_links: $target links kernels: $(echo $libs)"; bad=1

@@ -8,15 +8,15 @@
 #include <set>
 
 #include "proto/plan.pb.h"
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::zero {
 namespace {
 
 using plan::PlanConfig;
-using plan::testing::BaseConfig;
-using plan::testing::MustPlan;
-using plan::testing::PresetGraph;
+using planner::testing::BaseConfig;
+using planner::testing::MustPlan;
+using planner::testing::PresetGraph;
 
 // Live intervals per buffer id of `kind`, replayed as the plan's allocs / frees say.
 std::map<int, std::vector<std::pair<int, int>>> Live(

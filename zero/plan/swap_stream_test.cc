@@ -6,15 +6,15 @@
 #include <set>
 #include <vector>
 
-#include "runtime/plan/plan_test_util.h"
+#include "runtime/planner/plan_test_util.h"
 
 namespace ds::plan {
 namespace {
 
+using planner::testing::BaseConfig;
+using planner::testing::MustPlan;
+using planner::testing::PresetGraph;
 using proto::Instruction;
-using testing::BaseConfig;
-using testing::MustPlan;
-using testing::PresetGraph;
 
 PlanConfig SwapConfig(int stage, int buffer_count, bool read, bool write, int64_t sub_group) {
   PlanConfig c = BaseConfig(stage);
@@ -201,7 +201,7 @@ TEST_CASE("Swap plan: pipelining overlaps the next read and the last write with 
 TEST_CASE("Swap plan: too few buffers for one sub-group is refused with the numbers",
           "[plan][swap]") {
   const Graph g = PresetGraph("gpt2-tiny");
-  auto plan = MakePlan(g, Topology{1, 1}, SwapConfig(2, 2, false, false, 1 << 20));
+  auto plan = planner::MakePlan(g, Topology{1, 1}, SwapConfig(2, 2, false, false, 1 << 20));
   REQUIRE_FALSE(plan.ok());
   const std::string m = plan.status().message();
   INFO(m);
@@ -210,7 +210,7 @@ TEST_CASE("Swap plan: too few buffers for one sub-group is refused with the numb
   REQUIRE(m.find("exp_avg_sq") != std::string::npos);
   PlanConfig fp32 = SwapConfig(2, 2, false, false, 1 << 20);
   fp32.model_dtype = fp32.comm_dtype = DType::kF32;  // m and v only: two buffers are enough
-  REQUIRE(MakePlan(g, Topology{1, 1}, fp32).ok());
+  REQUIRE(planner::MakePlan(g, Topology{1, 1}, fp32).ok());
 }
 
 }  // namespace
@@ -234,10 +234,10 @@ PlanConfig ParamSwapConfig(int64_t buffer_size = 100000000) {
 
 TEST_CASE("Swap plan: each gather waits for a swap-in of its units, issued one gather ahead",
           "[plan][swap]") {
-  const Graph g = testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   for (int world : {1, 2}) {
     INFO("world " << world);
-    const proto::Plan plan = testing::MustPlan(g, world, ParamSwapConfig());
+    const proto::Plan plan = planner::testing::MustPlan(g, world, ParamSwapConfig());
     REQUIRE(plan.swap().params());
     for (const proto::PartitionUnit& u : plan.partition().units()) {
       REQUIRE(u.chunk() % 2048 == 0);  // whole 4 KiB pages of bf16
@@ -261,7 +261,7 @@ TEST_CASE("Swap plan: each gather waits for a swap-in of its units, issued one g
     }
     REQUIRE(gathers >= 3);
     // The 16-bit shard is not resident: the plan's peak is below the unswapped one's.
-    const proto::Plan plain = testing::MustPlan(g, world, BaseConfig(3));
+    const proto::Plan plain = planner::testing::MustPlan(g, world, BaseConfig(3));
     REQUIRE(plan.ranks(0).memory().model_state_bytes() <
             plain.ranks(0).memory().model_state_bytes());
   }
@@ -270,10 +270,10 @@ TEST_CASE("Swap plan: each gather waits for a swap-in of its units, issued one g
 // fp32: the parameter shard is the master itself: swapped as the first of the sub-groups' three
 // arrays in the optimizer file, with no second file; the shard is not resident.
 TEST_CASE("Swap plan: fp32 parameters swap as the master, in the optimizer file", "[plan][swap]") {
-  const Graph g = testing::PresetGraph("gpt2-tiny");
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
   PlanConfig c = ParamSwapConfig();
   c.model_dtype = c.comm_dtype = DType::kF32;
-  const proto::Plan plan = testing::MustPlan(g, 2, c);
+  const proto::Plan plan = planner::testing::MustPlan(g, 2, c);
   REQUIRE(plan.swap().params());
   REQUIRE(plan.swap().master());
   REQUIRE(plan.swap().states() == 3);  // the master (the parameters), exp_avg, exp_avg_sq
@@ -287,7 +287,7 @@ TEST_CASE("Swap plan: fp32 parameters swap as the master, in the optimizer file"
   }
   PlanConfig optimizer_only = c;
   optimizer_only.param_nvme = false;
-  const proto::Plan states = testing::MustPlan(g, 2, optimizer_only);
+  const proto::Plan states = planner::testing::MustPlan(g, 2, optimizer_only);
   REQUIRE_FALSE(states.swap().master());  // without offload_param the shard stays in memory
   REQUIRE(states.swap().states() == 2);
   REQUIRE(plan.swap().file_bytes() > states.swap().file_bytes());
@@ -297,8 +297,8 @@ TEST_CASE("Swap plan: fp32 parameters swap as the master, in the optimizer file"
 
 TEST_CASE("Swap plan: parameter buffers too small, or no optimizer swap, are refused",
           "[plan][swap]") {
-  const Graph g = testing::PresetGraph("gpt2-tiny");
-  auto small = MakePlan(g, Topology{1, 1}, ParamSwapConfig(1000));
+  const Graph g = planner::testing::PresetGraph("gpt2-tiny");
+  auto small = planner::MakePlan(g, Topology{1, 1}, ParamSwapConfig(1000));
   REQUIRE_FALSE(small.ok());
   INFO(small.status().message());
   REQUIRE(small.status().message().find("offload_param.buffer_size 1000 elements is smaller") !=
@@ -306,7 +306,7 @@ TEST_CASE("Swap plan: parameter buffers too small, or no optimizer swap, are ref
   REQUIRE(small.status().message().find("raise it to at least") != std::string::npos);
   PlanConfig alone = ParamSwapConfig();
   alone.optimizer_nvme = false;
-  auto refused = MakePlan(g, Topology{1, 1}, alone);
+  auto refused = planner::MakePlan(g, Topology{1, 1}, alone);
   REQUIRE_FALSE(refused.ok());
   REQUIRE(refused.status().message().find("needs offload_optimizer device nvme") !=
           std::string::npos);

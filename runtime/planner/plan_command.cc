@@ -1,0 +1,116 @@
+#include "runtime/planner/plan_command.h"
+
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "parallel/expert/moe_summary.h"
+#include "parallel/pipeline/pipe_summary.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/config/job_config.h"
+#include "runtime/plan/model_loader.h"
+#include "runtime/plan/plan_summary.h"
+#include "runtime/planner/fit_advice.h"
+#include "runtime/planner/generation_summary.h"
+#include "runtime/planner/plan_builder.h"
+
+namespace ds::planner {
+namespace {
+
+struct Flags {
+  std::string job;
+  int world = 0;
+  int stage = -1;  // -1: the job's
+  bool json = false;
+  bool dump = false;
+  double host_memory_gib = 0;  // per node; 0: this machine's
+  int ranks_per_node = 0;      // 0: all of them on one node
+};
+
+StatusOr<std::string> Run(const Flags& f) {
+  DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(f.job));
+  if (f.stage >= 0) job.zero.stage = f.stage;
+  DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
+  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(job));
+  auto topo = plan::TopologyFor(f.world, config);
+  if (!topo.ok()) return topo.status().WithPrefix(f.job);
+  auto plan = MakePlan(graph, *topo, config);
+  if (!plan.ok()) return plan.status().WithPrefix(f.job);
+  if (f.dump) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(*plan, &text);
+    return text;
+  }
+  proto::PlanSummary summary = plan::SummarizePlan(*plan, f.job);
+  // A pipeline: per stage, and the whole model's parameter count.
+  if (plan->stages_size() > 0) parallel::SummarizePipeline(*plan, &summary);
+  if (!f.json) {
+    const int64_t node = f.host_memory_gib > 0
+                             ? static_cast<int64_t>(f.host_memory_gib * 1073741824.0)
+                             : HostMemoryBytes();
+    const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
+    std::string text = plan::FormatPlanSummary(summary);
+    if (summary.has_pipeline()) text += parallel::FormatPipelineSummary(summary);
+    text += parallel::FormatMoeSummary(graph, *plan) + parallel::FormatUlyssesSummary(graph, *plan);
+    text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
+    text += FormatHybridEngine(graph, *plan, job.hybrid_engine.inference_tp_size,
+                               job.hybrid_engine.tp_gather_partition_size);
+    if (node <= 0) return text;
+    DS_ASSIGN_OR_RETURN(std::string advice, FitAdvice(graph, config, f.world, node / per_node));
+    return text + "\n" + advice;
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  auto s = google::protobuf::util::MessageToJsonString(summary, &json, options);
+  if (!s.ok()) return InternalError("JSON: " + s.ToString());
+  return json;
+}
+
+}  // namespace
+
+int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  Flags f;
+  CLI::App app{
+      "ds-plan: plan one optimizer step of a job and print its memory "
+      "and traffic"};
+  app.add_option("job", f.job, "job config (YAML or JSON)")->required();
+  app.add_option("--world,-n", f.world, "world size (number of ranks)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stage", f.stage,
+                 "override zero_optimization.stage (overlap_comm keeps the file's value)")
+      ->check(CLI::Range(0, 3));
+  app.add_flag("--json", f.json, "print the summary as JSON");
+  app.add_option("--host-memory", f.host_memory_gib,
+                 "host memory per node in GiB for the fit check (default: this machine's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ranks-per-node", f.ranks_per_node,
+                 "ranks sharing a node's memory (default: all of them)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--dump", f.dump, "print the whole plan (protobuf text format)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err);
+  }
+  StatusOr<std::string> result = Run(f);
+  if (!result.ok()) {
+    err << "ds-plan: " << result.status().message() << "\n";
+    return 1;
+  }
+  out << *result;
+  return 0;
+}
+
+int RunPlanCommand(int argc, char** argv) {
+  return RunPlanCommand(argc, argv, std::cout, std::cerr);
+}
+
+}  // namespace ds::planner
