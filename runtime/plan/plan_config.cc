@@ -83,6 +83,7 @@ void SetStates(const config::JobConfig& job, PlanConfig* c) {
       break;
   }
   c->gradient_clipping = job.gradient_clipping > 0.0;
+  c->on_device = job.device.type == config::DeviceType::kCuda;
   c->states_on_device = job.device.type == config::DeviceType::kCuda &&
                         job.zero.offload_optimizer.device == config::OffloadDevice::kNone;
   const char* accelerator = std::getenv("DS_ACCELERATOR");

@@ -72,6 +72,7 @@ struct PlanConfig {
   int optimizer_states = 2;         // fp32 states per parameter: Adam 2, SGD+momentum 1
   bool gradient_clipping = false;   // clip at the (always planned) GRAD_NORM_REDUCE
   bool states_on_device = false;    // model states and the optimizer step on the accelerator
+  bool on_device = false;           // device.type cuda: forward and backward run on the accelerator
   // With states_on_device: the data-parallel collectives work on device buffers (NCCL), else
   // they stage through the host (Gloo). PlanConfigFromJob: true unless DS_ACCELERATOR=host (the
   // host-emulated device has no NCCL); a trainer sets it from its communicator.

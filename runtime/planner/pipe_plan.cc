@@ -40,6 +40,10 @@ Status CheckScope(const plan::Topology& topo, const plan::PlanConfig& c) {
         "need the recomputed activations kept until then, which is what recompute avoids; use "
         "schedule 1f1b or interleaved with recompute, or zb-h1 without it");
   if (c.states_on_device) return NotYet("the model states on the device (device.type cuda)");
+  if (c.on_device)
+    return NotYet(
+        "device.type cuda: its sends and receives move host activations (Gloo); train "
+        "on the CPU");
   return OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/plan/plan_hash.h"
 #include "runtime/plan/recompute_plan.h"
 #include "runtime/planner/pipe_plan.h"
+#include "runtime/planner/rank_cut.h"
 #include "zero/plan/zero_builder.h"
 
 namespace ds::planner {
@@ -168,8 +169,12 @@ Status CheckFrozenLayout(const Graph& graph, const plan::Topology& topology) {
       std::to_string(topology.ep) + ", sequence " + std::to_string(topology.sp) + ")");
 }
 
-StatusOr<proto::Plan> MakePlan(const Graph& graph, const plan::Topology& topology,
-                               const plan::PlanConfig& config) {
+namespace {
+
+// MakePlan without the ranks' cuts: the checks, then the pipeline's stage plans or one plan of
+// tp rank 0's graph expanded to the grid.
+StatusOr<proto::Plan> PlanModel(const Graph& graph, const plan::Topology& topology,
+                                const plan::PlanConfig& config) {
   DS_RETURN_IF_ERROR(CheckFrozenLayout(graph, topology));
   // Sizes the tensor-parallel rules cannot split come first, with the model key that says so.
   for (int r = 0; r < topology.tp && topology.tp > 1; ++r)
@@ -195,6 +200,16 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const plan::Topology& topolog
   if (!config.moe_overlap) parallel::CloseOverlapWindows(&*local);
   DS_RETURN_IF_ERROR(parallel::ApplyUlysses(topology.sp, 0, &*local).WithPrefix("plan"));
   return PlanLocal(*local, topology, resolved);
+}
+
+}  // namespace
+
+StatusOr<proto::Plan> MakePlan(const Graph& graph, const plan::Topology& topology,
+                               const plan::PlanConfig& config) {
+  DS_ASSIGN_OR_RETURN(proto::Plan plan, PlanModel(graph, topology, config));
+  DS_RETURN_IF_ERROR(AddRankCuts(topology, config, &plan));
+  plan.set_hash(plan::PlanHash(plan));
+  return plan;
 }
 
 StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const plan::Topology& topology,

@@ -23,6 +23,7 @@
 #include "runtime/plan/plan_config.h"
 #include "runtime/plan/plan_view.h"
 #include "runtime/planner/plan_builder.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/step_runner.h"
@@ -123,7 +124,9 @@ Trainer::Trainer(const config::JobConfig& config, Graph graph, parallel::Communi
       graph_(std::move(graph)),
       device_memory_(device),
       comm_(comm),
-      host_comm_(host_comm) {}
+      host_comm_(host_comm) {
+  part_ = std::make_unique<planner::RankGraph>();
+}
 Trainer::~Trainer() = default;
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const config::JobConfig& config, Graph graph,
@@ -204,25 +207,24 @@ Status Trainer::ResolveRun(const plan::Topology& topo) {
   return OkStatus();
 }
 
-// This rank's graph (cut for tensor, pipeline, expert or sequence parallelism), the plan, its
-// groups, and the model states the plan lays out: the ParamStore sharded, the optimizer, the
-// NVMe swapper.
+// The plan of the whole model, this rank's part of it (the plan's cut), its groups, and the
+// model states the plan lays out: the ParamStore sharded, the optimizer, the NVMe swapper.
 Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanConfig& pc,
                                  DType model_dtype) {
   const std::string& src = config_.source;
   DS_RETURN_IF_ERROR(planner::CheckFrozenLayout(graph_, topo).WithPrefix(src));
-  // A pipeline cuts its stages out of the rank's tensor- (and expert-) parallel graph.
-  const bool tp_graph = topo.tp > 1 || (topo.ep > 1 && topo.pp > 1);
-  if (tp_graph) DS_RETURN_IF_ERROR(PartitionForTensorParallel(topo).WithPrefix(src));
-  if (topo.pp > 1) DS_RETURN_IF_ERROR(PartitionForPipeline(topo).WithPrefix(src));
-  if ((topo.ep > 1 || topo.sp > 1) && !tp_graph)
-    DS_RETURN_IF_ERROR(PartitionForRank(topo).WithPrefix(src));
+  DS_RETURN_IF_ERROR(BuildPlan());
+  DS_RETURN_IF_ERROR(CutGraph(pc).WithPrefix(src));
   // The model states on the device (the plan's rule): the host ParamStore holds sparse copies.
   const bool states_on_device = device_memory_ && pc.states_on_device;
   params_ =
       std::make_unique<zero::ParamStore>(graph_, model_dtype, /*sparse_host=*/states_on_device);
+  if (plan_->model().flat_elements() != params_->total_elements())
+    return InternalError("the plan's flat layout (" +
+                         std::to_string(plan_->model().flat_elements()) +
+                         " elements) differs from the parameter store's (" +
+                         std::to_string(params_->total_elements()) + ")");
   DS_RETURN_IF_ERROR(BuildFrozen());
-  DS_RETURN_IF_ERROR(BuildPlan());
   DS_RETURN_IF_ERROR(CreateGroups().WithPrefix(src));
   // Before the executor: it keeps views of the flat buffers Shard may replace.
   params_->Shard(zero::LayoutFor(*plan_, world_rank_, params_->total_elements()));
@@ -259,7 +261,7 @@ Status Trainer::BuildExecutor(const plan::Topology& topo, const plan::PlanConfig
       eo->device_params = on_device->params();
     eo->device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
   }
-  const Graph& runs = pipe_chunks_.empty() ? graph_ : pipe_chunks_[0];  // a pipeline: chunk 0
+  const Graph& runs = part_->chunks.empty() ? graph_ : part_->chunks[0];  // a pipeline: chunk 0
   eo->frozen = frozen_.get();
   DS_RETURN_IF_ERROR(BindStateInputs(runs, eo->batch, eo).WithPrefix(src));
   auto executor = exec::Executor::Create(runs, params_.get(), *eo);
@@ -288,7 +290,7 @@ Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
   if (config_.data.has_train()) DS_RETURN_IF_ERROR(OpenTrainData(eo.batch));
   DS_RETURN_IF_ERROR(BindDocumentMasks(eo.batch));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
-  if (pipe_stage_ >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
+  if (part_->stage >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
   parts.compute = pipe_compute_.get();
   parts.executor = executor_.get();
@@ -399,16 +401,10 @@ Status Trainer::BuildPlan() {
   const plan::Topology topo = *topo_or;
   // The plan places the collectives on the memory this communicator works on.
   pc->device_collectives = pc->states_on_device && comm_->device_buffers();
-  const bool whole = tp_ || rank_graph_ || pipe_stage_ >= 0;
-  auto made = planner::MakePlan(whole ? full_graph_ : graph_, topo, *pc);  // the whole model
+  auto made = planner::MakePlan(graph_, topo, *pc);  // the whole model, every rank's cut
   if (!made.ok()) return made.status().WithPrefix(config_.source + ": plan");
   plan_ = std::make_unique<proto::Plan>(std::move(made).value());
   plan::SelectStage(plan::StageOf(*plan_, world_rank_), plan_.get());  // a pipeline: this stage's
-  if (plan_->model().flat_elements() != params_->total_elements())
-    return InternalError("the plan's flat layout (" +
-                         std::to_string(plan_->model().flat_elements()) +
-                         " elements) differs from the parameter store's (" +
-                         std::to_string(params_->total_elements()) + ")");
   return OkStatus();
 }
 

@@ -51,6 +51,9 @@ namespace plan {
 struct PlanConfig;
 struct Topology;
 }  // namespace plan
+namespace planner {
+struct RankGraph;
+}
 namespace generate {
 class Generator;
 }
@@ -251,13 +254,11 @@ class Trainer {
   Status BuildRunner(const exec::ExecutorOptions& options);
   void LogModel(DType model_dtype) const;
   Status BuildPlan();
-  // Tensor parallelism (trainer_tp.cc): graph_ becomes this tp rank's graph (the full one is
-  // kept for initialization), and the plan's groups are created once, comm_ becoming this
-  // rank's data-parallel group.
-  Status PartitionForTensorParallel(const plan::Topology& topology);
-  // Pipeline parallelism (trainer_pipe.cc): graph_ becomes this rank's stage graph (the full one
-  // kept), and after the plan, one executor per activation slot under a PipelineCompute.
-  Status PartitionForPipeline(const plan::Topology& topology);
+  // This rank's part of the model as the plan cut it (trainer_tp.cc): part_, graph_ its graph,
+  // its parameters' slicer when they are boxes of the whole ones.
+  Status CutGraph(const plan::PlanConfig& config);
+  // Pipeline parallelism (trainer_pipe.cc): one executor per activation slot under a
+  // PipelineCompute.
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   Status OpenTrainData(int64_t micro);  // data.train's, .path's or .sft's: the default source
   // Packed documents' masks into TrainBatches (data.reset_*, eod_mask_loss).
@@ -290,7 +291,6 @@ class Trainer {
   // graph the executor runs, with its cuts), the node ranges between the cuts and the
   // collectives at them, over the tp group.
   Status ForwardWhole(exec::Executor* executor, const parallel::TpLocalGraph* local);
-  Status PartitionForRank(const plan::Topology& topology);
   void SliceParameters(const parallel::TpLocalGraph* local);
   // offload_optimizer nvme: the swapper of the plan's optimizer swaps, and the move of the
   // states initialization or a load left in memory into its file.
@@ -324,13 +324,10 @@ class Trainer {
   StatusOr<zero::ParamStore*> GatherWholeModel();
 
   config::JobConfig config_;
-  Graph graph_;       // the graph this rank runs (with tensor parallelism, its tp rank's part)
-  Graph full_graph_;  // tensor or pipeline parallelism: the whole model
-  std::unique_ptr<parallel::TpLocalGraph> tp_;  // tensor parallelism: the partition's cuts
-  int pipe_stage_ = -1;                         // pipeline parallelism: this rank's stage
-  std::vector<Graph> pipe_chunks_;              // its model chunks' graphs (graph_: all of them)
-  std::vector<std::pair<std::vector<int>, std::vector<int>>> pipe_io_;  // per chunk: recv, send
-  std::vector<parallel::TpLocalGraph> pipe_tp_;  // per chunk with tensor parallelism: its cuts
+  // This rank's part of the model as the plan cut it (runtime/planner/rank_cut.h): the whole
+  // model, the tensor-parallel or expert / Ulysses cut, a pipeline rank's stage and chunks.
+  std::unique_ptr<planner::RankGraph> part_;
+  Graph graph_;  // the graph this rank runs: the whole model until the cut, then part_.graph
   std::vector<std::unique_ptr<exec::Executor>> pipe_eval_;       // per chunk, for validation
   std::vector<std::unique_ptr<exec::Executor>> slot_executors_;  // slots 1.. (0: executor_)
   std::unique_ptr<PipelineCompute> pipe_compute_;
@@ -340,14 +337,8 @@ class Trainer {
   parallel::Communicator* tp_comm_ = nullptr;
   parallel::Communicator* ep_comm_ = nullptr;
   parallel::Communicator* sp_comm_ = nullptr;
-  // Expert parallelism or Ulysses: this rank's graph and its collectives (eval runs them).
-  std::unique_ptr<parallel::TpLocalGraph> rank_graph_;
-  // Tensor or expert parallelism: this rank's parameters are these boxes of the whole ones
-  // (initialization, checkpoints); null when it holds every parameter whole.
-  const parallel::TpLocalGraph* sliced_ = nullptr;
   // Expert parallelism: the whole model for generation, gathered over the ep group.
   std::unique_ptr<zero::ParamStore> whole_params_;
-  int tp_rank_ = 0;
   parallel::Communicator* world_comm_ = nullptr;  // every rank (comm_: the data-parallel group)
   parallel::Communicator* world_host_comm_ = nullptr;  // the same on host memory (checkpoints)
   int world_rank_ = 0;

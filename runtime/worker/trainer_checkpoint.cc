@@ -36,6 +36,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/graph/lora.h"
 #include "runtime/optim/loss_scaler.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/checkpoint_slices.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
@@ -84,7 +85,7 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const std::string& what) {
 
 Status Trainer::ExportWeights(const std::string& path) {
   if (config_.model.lora.enabled) return ExportMerged(path);
-  if (sliced_ || pipe_stage_ >= 0)
+  if (part_->sliced || part_->stage >= 0)
     return FailedPreconditionError(
         "ExportWeights holds one tensor-, expert- or pipeline-parallel rank's part; save a "
         "checkpoint and use ds-ckpt consolidate");
@@ -287,7 +288,7 @@ Status Trainer::SaveSharded(const ckpt::CheckpointContents& base) {
       ckpt::CheckpointContents c = base;
       // Stages 1-2 in fp32: every rank holds the whole master; keep the weights in one file
       // (not a tp rank's or a pipeline stage's part of them).
-      if (!params_->master_sharded() && !sliced_ && pipe_stage_ < 0)
+      if (!params_->master_sharded() && !part_->sliced && part_->stage < 0)
         for (const zero::ParamSlot& s : params_->slots())
           c.model.push_back({s.name, params_->MasterView(s)});
       committed = ckpt::CommitCheckpoint(root, c, files, config_.checkpoint.keep_last);
@@ -336,7 +337,7 @@ Status Trainer::SaveCheckpoint() {
   // Tensor and pipeline parallelism: every rank writes its parts as slices of the whole
   // parameters.
   const bool sharded =
-      (config_.zero.stage >= 1 && comm_->size() > 1) || sliced_ || pipe_stage_ >= 0;
+      (config_.zero.stage >= 1 && comm_->size() > 1) || part_->sliced || part_->stage >= 0;
   if (sharded) c.info["layout"] = ckpt::kZeroShardedLayout;
   Status saved = sharded ? SaveSharded(c) : SaveConsolidated(c);
   if (device_states_) device_states_->ReleaseHostCopies();
@@ -364,9 +365,9 @@ Status Trainer::LoadWeights(const std::string& path, bool keep_missing) {
       return OkStatus();
     }
     if (!t.ok()) return DataLossError(path + ": tensor \"" + s.name + "\" is missing");
-    const Shape shape = sliced_ ? Shape(sliced_->shards[slot].full_shape.begin(),
-                                        sliced_->shards[slot].full_shape.end())
-                                : s.shape;
+    const Shape shape = part_->sliced ? Shape(part_->sliced->shards[slot].full_shape.begin(),
+                                              part_->sliced->shards[slot].full_shape.end())
+                                      : s.shape;
     return CopyInto(*t, Tensor(dst, shape, DType::kF32), path + ": tensor \"" + s.name + "\"");
   };
   DS_RETURN_IF_ERROR(InitializeStreaming(source));

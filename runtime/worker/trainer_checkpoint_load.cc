@@ -18,6 +18,7 @@
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
@@ -208,8 +209,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   ckpt::CheckpointReader* reader = opened.ok() ? &opened.value() : nullptr;
   std::unique_ptr<RangeLoader> loader;
   if (reader)
-    loader = std::make_unique<RangeLoader>(reader, params_.get(), optimizer_->state(), sliced_,
-                                           RangesToLoad(*params_, *plan_));
+    loader = std::make_unique<RangeLoader>(reader, params_.get(), optimizer_->state(),
+                                           part_->sliced, RangesToLoad(*params_, *plan_));
   auto visit = [&](bool commit) -> Status {
     DS_RETURN_IF_ERROR(loader->Visit(commit));
     return VisitFrozen(reader, commit);

@@ -6,6 +6,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/data/train_source.h"
 #include "runtime/exec/executor.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/train_batches.h"
@@ -22,7 +23,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   // ZeRO-3 with the states on the device: every unit is gathered on the host copies and the
   // evaluation executor uploads them whole (it keeps a full parameter copy on the device).
   const bool host_gather = device_states_ && params_->params_partitioned();
-  if (!eval_executor_ && pipe_stage_ < 0) {
+  if (!eval_executor_ && part_->stage < 0) {
     exec::ExecutorOptions eo{micro, seq_, false, device_memory_};
     eo.matmul = CpuMatmulDtype(config_);
     eo.state = state_views_;  // the per-token inputs (packed documents' masks)
@@ -38,7 +39,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
   // Each of the `iters` evaluation batches is a global batch: this rank's share of it is gas
   // micro-batches, and the mean is taken over every rank (as Megatron's evaluate).
   const int64_t micro_batches = iters * std::max<int64_t>(1, config_.gradient_accumulation_steps);
-  if (pipe_stage_ >= 0) return EvaluatePipeline(micro_batches);  // ZeRO 0-2 on the host
+  if (part_->stage >= 0) return EvaluatePipeline(micro_batches);  // ZeRO 0-2 on the host
   if (host_gather) DS_RETURN_IF_ERROR(device_states_->Download());
   if (swapper_) DS_RETURN_IF_ERROR(swapper_->LoadParams());  // offload_param nvme
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());            // stage 3
@@ -48,7 +49,7 @@ StatusOr<double> Trainer::Evaluate(int64_t iters) {
     status = val_data_->Next(eval_executor_->ids(), eval_executor_->targets());
     if (status.ok()) batches_->ApplyMasks(eval_executor_->ids(), eval_executor_->targets());
     if (status.ok())
-      status = ForwardWhole(eval_executor_.get(), tp_ ? tp_.get() : rank_graph_.get());
+      status = ForwardWhole(eval_executor_.get(), part_->tp ? part_->tp.get() : part_->local.get());
     if (status.ok()) sum += eval_executor_->loss();
   }
   runner_->ReleaseGatheredParams();

@@ -11,6 +11,7 @@
 #include "runtime/generate/generator.h"
 #include "runtime/graph/validate.h"
 #include "runtime/planner/decode_graph.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/tp_generator.h"
 #include "runtime/worker/trainer.h"
@@ -37,7 +38,7 @@ void Trainer::ReleaseParams() {
 
 StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t batch,
                                                                          int64_t seq) {
-  if (tp_ || pipe_stage_ >= 0)
+  if (part_->tp || part_->stage >= 0)
     return UnimplementedError(config_.source +
                               ": generation from a tensor- or pipeline-parallel model "
                               "(parallel.tensor or parallel.pipeline > 1) is not written yet");
@@ -46,11 +47,11 @@ StatusOr<std::unique_ptr<exec::Executor>> Trainer::MakeInferenceExecutor(int64_t
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   // Expert parallelism: the other ranks' experts gathered first (every rank joins).
   zero::ParamStore* params = params_.get();
-  if (sliced_) {
+  if (part_->sliced) {
     DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
   }
   // Every rank holds every parameter: it generates with the whole model, alone.
-  const Graph& g = rank_graph_ ? full_graph_ : graph_;
+  const Graph& g = part_->local ? part_->whole : graph_;
   exec::ExecutorOptions o{batch, seq, false};
   o.frozen = frozen_.get();
   // Per-token inputs (PPO's heads): zeroed buffers of this executor's shape; its losses then
@@ -69,7 +70,7 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
                                                                       int64_t max_len,
                                                                       int gather_blocks) {
   const int ep = std::max(1, plan_->topology().ep());
-  if (pipe_stage_ >= 0 || (tp_ && ep > 1))
+  if (part_->stage >= 0 || (part_->tp && ep > 1))
     return UnimplementedError(config_.source +
                               ": generation from a pipeline-parallel model, or a tensor-parallel "
                               "one with expert parallelism, is not written yet");
@@ -80,7 +81,7 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
     DS_RETURN_IF_ERROR(FuseAdapters());
     return generate::Generator::Create(fused_graph_, fused_.get(), o);
   }
-  if (gather_blocks > 0 && params_->params_partitioned() && !tp_ && !sliced_) {
+  if (gather_blocks > 0 && params_->params_partitioned() && !part_->tp && !part_->sliced) {
     runner_->ReleaseGatheredParams();
     o.gather_blocks = gather_blocks;
     o.gather = [this](int a, int b) { return runner_->GatherParamUnits(UnitsOfBlocks(a, b)); };
@@ -98,20 +99,20 @@ StatusOr<std::unique_ptr<generate::Generator>> Trainer::MakeGenerator(int64_t ma
   }
   DS_RETURN_IF_ERROR(runner_->GatherAllParams());  // stage 3: stays gathered
   zero::ParamStore* params = params_.get();
-  if (tp_) {  // each tp rank its heads and vocabulary rows, over its tp group
+  if (part_->tp) {  // each tp rank its heads and vocabulary rows, over its tp group
     o.tp = std::max(1, plan_->topology().tp());
-    o.tp_rank = tp_rank_;
+    o.tp_rank = part_->cut.tp_rank();
     o.tp_comm = tp_comm_;
-  } else if (sliced_) {  // expert parallelism: the other ranks' experts gathered first
+  } else if (part_->sliced) {  // expert parallelism: the other ranks' experts gathered first
     DS_ASSIGN_OR_RETURN(params, GatherWholeModel());
   }
-  return generate::Generator::Create(tp_ || rank_graph_ ? full_graph_ : graph_, params, o);
+  return generate::Generator::Create(part_->tp || part_->local ? part_->whole : graph_, params, o);
 }
 
 StatusOr<std::unique_ptr<TpGenerator>> Trainer::MakeTpGenerator(int64_t max_batch, int64_t max_len,
                                                                 int tp, int gather_blocks) {
   const int world = world_comm_->size();
-  if (tp_ || sliced_ || pipe_stage_ >= 0 || device_states_ || swapper_)
+  if (part_->tp || part_->sliced || part_->stage >= 0 || device_states_ || swapper_)
     return UnimplementedError(config_.source +
                               ": tensor-parallel rollouts (inference_tp_size) from a model that "
                               "trains with data parallelism only, its states on the host");

@@ -15,6 +15,7 @@
 #include "runtime/data/megatron_loader.h"
 #include "runtime/data/sft_loader.h"
 #include "runtime/graph/validate.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
 
@@ -162,7 +163,7 @@ Status Trainer::BindStateInputs(const Graph& g, int64_t micro, exec::ExecutorOpt
   for (size_t t = 0; t < g.tensors.size(); ++t)
     if (g.tensors[t].role == TensorRole::kState) state.push_back(static_cast<int>(t));
   if (state.empty()) return OkStatus();
-  if (!pipe_chunks_.empty() || device_memory_)
+  if (!part_->chunks.empty() || device_memory_)
     return UnimplementedError("the graph's per-token inputs (\"" + g.tensors[state[0]].name +
                               "\") are bound on one stage on the host only: no pipeline, no "
                               "device.type cuda yet");

@@ -9,6 +9,7 @@
 #include "parallel/comm/communicator.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/safetensors.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -16,7 +17,7 @@ namespace ds::worker {
 // Only layouts whose flat parameters are the whole model's: no tensor, expert or pipeline
 // parallelism.
 Status Trainer::CheckWholeFlat(const char* what) const {
-  if (sliced_ || pipe_stage_ >= 0 || device_states_ || swapper_)
+  if (part_->sliced || part_->stage >= 0 || device_states_ || swapper_)
     return UnimplementedError(std::string(what) +
                               " in the master layout needs the whole model's parameters on each "
                               "rank's host: no tensor, expert or pipeline parallelism, no device "

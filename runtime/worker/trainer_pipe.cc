@@ -1,7 +1,7 @@
-// The Trainer's pipeline-parallel part: this rank's stage graph (the planner's cut,
-// runtime/planner/pipe_plan.h) and the executors of its activation slots under one PipelineCompute.
+// The Trainer's pipeline-parallel part: the executors of its stage's activation slots under one
+// PipelineCompute (the stage's graph is the plan's cut, runtime/planner/rank_cut.h), and
+// validation through the virtual stages.
 #include <algorithm>
-#include <map>
 
 #include "parallel/comm/communicator.h"
 #include "parallel/pipeline/pipe_streams.h"
@@ -10,68 +10,23 @@
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
-#include "runtime/plan/parallel_grid.h"
-#include "runtime/plan/plan_config.h"
-#include "runtime/planner/pipe_plan.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/pipe_compute.h"
 #include "runtime/worker/train_batches.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
 
-// With tensor parallelism (PartitionForTensorParallel ran first) the stages are cut out of this
-// tp rank's graph, and tp_->shards are put in the stage's parameter order (tp_->graph stays the
-// rank's whole part: the checkpoint's shapes).
-Status Trainer::PartitionForPipeline(const plan::Topology& topology) {
-  if (device_memory_)
-    return UnimplementedError("parallel.pipeline " + std::to_string(topology.pp) +
-                              " with device.type cuda is not run yet: its sends and receives "
-                              "move host activations (Gloo); train on the CPU");
-  DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
-  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
-                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp));
-  DS_ASSIGN_OR_RETURN(std::vector<parallel::PipeStageGraph> stages,
-                      parallel::PipelineStageGraphs(graph_, topology.pp, pc));
-  pipe_stage_ = grid.CoordOf(world_rank_).pp;
-  for (size_t s = pipe_stage_; tp_ && s < stages.size(); s += topology.pp) {
-    DS_ASSIGN_OR_RETURN(pipe_tp_.emplace_back(), parallel::StageTpLocal(*tp_, stages[s]));
-  }
-  if (!tp_) full_graph_ = std::move(graph_);
-  graph_ = parallel::PipelineRankGraph(stages, topology.pp, pipe_stage_);  // all its chunks
-  if (tp_) {
-    std::map<std::string, size_t> index;
-    const std::vector<int> local = tp_->graph.Params();
-    for (size_t i = 0; i < local.size(); ++i) index[tp_->graph.tensors[local[i]].name] = i;
-    std::vector<parallel::TpParamShard> shards;
-    for (int t : graph_.Params())
-      shards.push_back(tp_->shards.at(index.at(graph_.tensors[t].name)));
-    tp_->shards = std::move(shards);  // the initializer's slicer and the loader read them
-  }
-  for (size_t s = pipe_stage_; s < stages.size(); s += topology.pp) {
-    pipe_io_.push_back({stages[s].recv, stages[s].send});
-    pipe_chunks_.push_back(std::move(stages[s].graph));
-  }
-  int params = 0;
-  for (const TensorInfo& t : graph_.tensors) params += t.role == TensorRole::kParam;
-  DS_LOG_INFO("worker",
-              "pipeline: rank {} runs stage {} of {} ({} chunk{}, {} nodes, {} parameter "
-              "tensors), dp rank {} of {}, schedule {}",
-              world_rank_, pipe_stage_, topology.pp, pipe_chunks_.size(),
-              pipe_chunks_.size() == 1 ? "" : "s", graph_.nodes.size(), params,
-              grid.CoordOf(world_rank_).dp, grid.dp(), plan::PipeScheduleName(pc.pipe_schedule));
-  return OkStatus();
-}
-
 Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
-  const proto::StageLayout& layout = plan_->stages(pipe_stage_);
-  if (layout.slots_size() != static_cast<int>(pipe_chunks_.size()))
-    return InternalError("the plan gives stage " + std::to_string(pipe_stage_) + " " +
+  const proto::StageLayout& layout = plan_->stages(part_->stage);
+  if (layout.slots_size() != static_cast<int>(part_->chunks.size()))
+    return InternalError("the plan gives stage " + std::to_string(part_->stage) + " " +
                          std::to_string(layout.slots_size()) + " model chunks; this rank has " +
-                         std::to_string(pipe_chunks_.size()));
+                         std::to_string(part_->chunks.size()));
   // executor_ is chunk 0's first slot; each chunk's executors run its own graph over the one
   // parameter store of all the rank's chunks.
-  std::vector<std::vector<exec::Executor*>> slots(pipe_chunks_.size());
-  for (size_t c = 0; c < pipe_chunks_.size(); ++c) {
+  std::vector<std::vector<exec::Executor*>> slots(part_->chunks.size());
+  for (size_t c = 0; c < part_->chunks.size(); ++c) {
     exec::ExecutorOptions chunk = options;  // its own recompute segments
     DS_RETURN_IF_ERROR(SetRecompute(static_cast<int>(c), &chunk).status());
     for (int k = 0; k < layout.slots(static_cast<int>(c)); ++k) {
@@ -80,7 +35,7 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
         continue;
       }
       DS_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> e,
-                          exec::Executor::Create(pipe_chunks_[c], params_.get(), chunk));
+                          exec::Executor::Create(part_->chunks[c], params_.get(), chunk));
       slots[c].push_back(e.get());
       if (k == 0) micro_flops_ += e->forward_flops() + e->backward_flops();
       slot_executors_.push_back(std::move(e));
@@ -96,12 +51,12 @@ Status Trainer::BuildPipelineCompute(const exec::ExecutorOptions& options) {
 // virtual stages 0 .. p x v - 1 advances one hand-over at a time and no rank waits on a cycle.
 StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
   const int p = plan_->topology().pp(), cells = plan_->topology().dp() * plan_->topology().tp();
-  const int column = world_rank_ % cells, v = static_cast<int>(pipe_chunks_.size());
+  const int column = world_rank_ % cells, v = static_cast<int>(part_->chunks.size());
   const int64_t micro = config_.train_micro_batch_size_per_gpu;
   for (int c = static_cast<int>(pipe_eval_.size()); c < v; ++c) {
     DS_ASSIGN_OR_RETURN(
         std::unique_ptr<exec::Executor> e,
-        exec::Executor::Create(pipe_chunks_[c], params_.get(), {micro, seq_, /*training=*/false}));
+        exec::Executor::Create(part_->chunks[c], params_.get(), {micro, seq_, /*training=*/false}));
     pipe_eval_.push_back(std::move(e));
   }
   auto move = [&](int from, int to, const std::vector<int>& tensors, exec::Executor* e,
@@ -131,11 +86,12 @@ StatusOr<double> Trainer::EvaluatePipeline(int64_t iters) {
       exec::Executor* e = pipe_eval_[c].get();
       std::copy(first->ids(), first->ids() + n, e->ids());
       std::copy(first->targets(), first->targets() + n, e->targets());
-      const int vs = c * p + pipe_stage_, prev = (pipe_stage_ + p - 1) % p;
-      if (vs > 0) DS_RETURN_IF_ERROR(move(prev, pipe_stage_, pipe_io_[c].first, e, false));
-      DS_RETURN_IF_ERROR(ForwardWhole(e, tp_ ? &pipe_tp_[c] : nullptr));
+      const int vs = c * p + part_->stage, prev = (part_->stage + p - 1) % p;
+      if (vs > 0) DS_RETURN_IF_ERROR(move(prev, part_->stage, part_->io[c].first, e, false));
+      DS_RETURN_IF_ERROR(ForwardWhole(e, part_->tp ? &part_->chunk_tp[c] : nullptr));
       if (vs < p * v - 1) {
-        DS_RETURN_IF_ERROR(move(pipe_stage_, (pipe_stage_ + 1) % p, pipe_io_[c].second, e, true));
+        DS_RETURN_IF_ERROR(
+            move(part_->stage, (part_->stage + 1) % p, part_->io[c].second, e, true));
       } else {
         sum += e->loss();
         ++counted;

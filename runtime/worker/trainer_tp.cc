@@ -1,57 +1,35 @@
-// The Trainer's tensor-, expert- and sequence-parallel part: its tp rank's graph and initial
-// slices, its ep / sp rank's graph, the plan's process groups, and a whole forward with the tp,
-// ep and sp collectives (evaluation).
+// The Trainer's part of the model: the plan's cut of it (runtime/planner/rank_cut.h) and its
+// initial slices, the recompute segments, the plan's process groups, and a whole forward with
+// the tp, ep and sp collectives (evaluation).
 #include <algorithm>
 
 #include "parallel/comm/communicator.h"
-#include "parallel/expert/ep_graph.h"
-#include "parallel/sequence/ulysses_graph.h"
 #include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/graph/recompute.h"
-#include "runtime/plan/parallel_grid.h"
 #include "runtime/plan/plan_config.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
 
-Status Trainer::PartitionForTensorParallel(const plan::Topology& topology) {
-  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
-                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
-                                                 topology.ep, topology.sp));
-  const int tp_rank = grid.CoordOf(world_rank_).tp;
-  tp_rank_ = tp_rank;
-  DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph local,
-                      parallel::TensorParallelGraph(graph_, topology.tp, tp_rank,
-                                                    config_.parallel.sequence_parallel));
-  // Expert parallelism beside it: this ep rank's experts, each tp rank routing its share of the
-  // tokens (ep_graph.h).
-  DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, grid.EpRankOf(world_rank_), &local,
-                                                   topology.tp, tp_rank));
-  tp_ = std::make_unique<parallel::TpLocalGraph>(std::move(local));
-  full_graph_ = std::move(graph_);
-  graph_ = tp_->graph;
-  SliceParameters(tp_.get());
-  if (topology.tp > 1)
-    DS_LOG_INFO("worker", "tensor parallel: rank {} is tp rank {} of {}, dp rank {} of {}",
-                world_rank_, tp_rank, topology.tp, grid.CoordOf(world_rank_).dp, grid.dp());
-  if (topology.ep > 1) {
-    const int64_t experts = parallel::NumExperts(full_graph_), ep_rank = grid.EpRankOf(world_rank_);
-    DS_LOG_INFO("worker",
-                "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {} and "
-                "routes 1/{} of the tokens",
-                world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
-                (ep_rank + 1) * experts / topology.ep - 1, experts, topology.tp);
-  }
+Status Trainer::CutGraph(const plan::PlanConfig& config) {
+  DS_ASSIGN_OR_RETURN(
+      planner::RankGraph part,
+      planner::CutRankGraph(std::move(graph_), plan_->ranks(world_rank_).cut(), config));
+  *part_ = std::move(part);
+  graph_ = part_->graph;
+  if (part_->sliced) SliceParameters(part_->sliced);
+  for (const std::string& line : planner::DescribeRankCut(*part_, config))
+    DS_LOG_INFO("worker", "{}", line);
   return OkStatus();
 }
 
 // This rank's parameters are `local`'s boxes of the whole ones: initialization draws each whole
 // tensor and keeps the rank's part, so every layout starts from the same weights.
 void Trainer::SliceParameters(const parallel::TpLocalGraph* local) {
-  sliced_ = local;
   init_slicer_ = std::make_unique<zero::InitSlicer>();
   init_slicer_->full_numel = [local](int slot) {
     int64_t n = 1;
@@ -64,43 +42,16 @@ void Trainer::SliceParameters(const parallel::TpLocalGraph* local) {
   init_slicer_->needed = [local](int slot) { return parallel::ShardRanges(local->shards[slot]); };
 }
 
-// Expert parallelism or Ulysses at tp 1: this ep rank's experts, held and computed, or this sp
-// rank's chunk of each sequence; the all-to-all nodes in place (ep_graph.h, ulysses_graph.h).
-Status Trainer::PartitionForRank(const plan::Topology& topology) {
-  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
-                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
-                                                 topology.ep, topology.sp));
-  const int ep_rank = grid.EpRankOf(world_rank_), sp_rank = grid.SpRankOf(world_rank_);
-  DS_ASSIGN_OR_RETURN(parallel::TpLocalGraph local, parallel::TensorParallelGraph(graph_, 1, 0));
-  DS_RETURN_IF_ERROR(parallel::ApplyExpertParallel(topology.ep, ep_rank, &local));
-  DS_RETURN_IF_ERROR(parallel::ApplyUlysses(topology.sp, sp_rank, &local));
-  rank_graph_ = std::make_unique<parallel::TpLocalGraph>(std::move(local));
-  full_graph_ = std::move(graph_);
-  graph_ = rank_graph_->graph;
-  if (topology.ep > 1) SliceParameters(rank_graph_.get());  // its experts only
-  const int64_t experts = parallel::NumExperts(full_graph_);
-  if (topology.ep > 1)
-    DS_LOG_INFO("worker", "expert parallel: rank {} is ep rank {} of {}: holds experts {}-{} of {}",
-                world_rank_, ep_rank, topology.ep, ep_rank * experts / topology.ep,
-                (ep_rank + 1) * experts / topology.ep - 1, experts);
-  if (topology.sp > 1)
-    DS_LOG_INFO("worker",
-                "ulysses: rank {} is sp rank {} of {}: its chunk of every sequence, data rank {} "
-                "of {}",
-                world_rank_, sp_rank, topology.sp, grid.DataRankOf(world_rank_),
-                grid.dp() / topology.sp);
-  return OkStatus();
-}
-
 StatusOr<int> Trainer::SetRecompute(int chunk, exec::ExecutorOptions* eo) {
   DS_ASSIGN_OR_RETURN(plan::PlanConfig pc, plan::PlanConfigFromJob(config_));
-  const bool pipe = !pipe_chunks_.empty();
-  const Graph& g = pipe ? pipe_chunks_.at(chunk) : graph_;
+  const bool pipe = !part_->chunks.empty();
+  const Graph& g = pipe ? part_->chunks.at(chunk) : graph_;
   DS_ASSIGN_OR_RETURN(eo->recompute, RecomputeSegments(g, pc.recompute));
-  eo->checkpoint_rank = tp_rank_;
+  eo->checkpoint_rank = part_->cut.tp_rank();
   int split = 0;
-  if (pc.partition_activations && tp_) {
-    const std::vector<bool>& replicated = pipe ? pipe_tp_.at(chunk).replicated : tp_->replicated;
+  if (pc.partition_activations && part_->tp) {
+    const std::vector<bool>& replicated =
+        pipe ? part_->chunk_tp.at(chunk).replicated : part_->tp->replicated;
     split = PartitionCheckpoints(g, replicated, plan_->topology().tp(), &eo->recompute);
   }
   // cpu_checkpointing on a device: the plan's rule, after the partition as the planner does.

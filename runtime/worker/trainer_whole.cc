@@ -15,6 +15,7 @@
 #include "runtime/base/status_macros.h"
 #include "runtime/core/dtype.h"
 #include "runtime/plan/parallel_grid.h"
+#include "runtime/planner/rank_cut.h"
 #include "runtime/worker/checkpoint_slices.h"
 #include "runtime/worker/trainer.h"
 #include "zero/shard_layout.h"
@@ -35,25 +36,26 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
                                  std::max(1, topo.ep()), std::max(1, topo.sp())));
   // The boxes of every (tp rank, ep rank): tensor and expert parallelism.
   std::map<std::pair<int, int>, std::vector<parallel::TpParamShard>> shards;
-  for (int t = 0; sliced_ && t < std::max(1, topo.tp()); ++t)
+  for (int t = 0; part_->sliced && t < std::max(1, topo.tp()); ++t)
     for (int e = 0; e < std::max(1, topo.ep()); ++e) {
-      auto s = parallel::ExpertParallelShards(full_graph_, std::max(1, topo.ep()), e,
+      auto s = parallel::ExpertParallelShards(part_->whole, std::max(1, topo.ep()), e,
                                               std::max(1, topo.tp()), t);
       DS_RETURN_IF_ERROR(s.status());
       shards[{t, e}] = std::move(s).value();
     }
   // ToFullSlices finds a parameter's shard by its name's place in the whole graph's order.
-  const Graph& whole = sliced_ ? full_graph_ : graph_;
+  const Graph& whole = part_->sliced ? part_->whole : graph_;
   std::vector<zero::ParamSlot> whole_order;
   for (int t : whole.Params()) whole_order.push_back({whole.tensors[t].name});
   std::vector<std::vector<OwnedSlice>> all(world);
-  if (pipe_stage_ >= 0) all = PipelineSlices(*plan_, tp_ ? tp_->graph : full_graph_, states);
+  if (part_->stage >= 0)
+    all = PipelineSlices(*plan_, part_->tp ? part_->tp->graph : part_->whole, states);
   const bool copies = plan_->settings().zero_stage() == 0 && grid.dp() > 1;
   for (int k = 0; k < world; ++k) {
-    if (pipe_stage_ < 0)
+    if (part_->stage < 0)
       all[k] = SlicesOf(zero::LayoutFor(*plan_, k, params_->total_elements()).segments,
                         params_->slots(), states);
-    if (sliced_) {
+    if (part_->sliced) {
       const int tp_rank = grid.CoordOf(k).tp;
       all[k] = ToFullSlices(all[k], shards.at({tp_rank, grid.EpRankOf(k)}), whole_order, tp_rank);
     }
@@ -74,8 +76,8 @@ StatusOr<std::vector<std::vector<OwnedSlice>>> Trainer::SliceLists(
 // so every rank gathers the others' experts (an all-gather over the ep group per expert tensor:
 // the ep ranks' slices are consecutive along the experts) into a store of the whole graph.
 StatusOr<zero::ParamStore*> Trainer::GatherWholeModel() {
-  const parallel::TpLocalGraph* local = rank_graph_.get();
-  whole_params_ = std::make_unique<zero::ParamStore>(full_graph_, DType::kF32);
+  const parallel::TpLocalGraph* local = part_->local.get();
+  whole_params_ = std::make_unique<zero::ParamStore>(part_->whole, DType::kF32);
   std::vector<float> full(whole_params_->total_elements(), 0.0f), mine;
   for (size_t i = 0; i < params_->slots().size(); ++i) {
     const zero::ParamSlot& s = params_->slots()[i];
