@@ -5,11 +5,11 @@
 #include <set>
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/json.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/file_util.h"
-#include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {
 namespace {

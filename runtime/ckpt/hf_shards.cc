@@ -7,9 +7,9 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/file_util.h"
-#include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {
 namespace {

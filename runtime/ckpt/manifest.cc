@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {
 namespace {

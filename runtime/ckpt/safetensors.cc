@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 
 namespace ds::ckpt {
 namespace {

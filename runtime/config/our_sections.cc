@@ -4,7 +4,7 @@
 #include <string>
 
 #include "runtime/config/job_config_internal.h"
-#include "runtime/data/blend.h"
+#include "runtime/data/format/blend.h"
 
 namespace ds::config::internal {
 namespace {

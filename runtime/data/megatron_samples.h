@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
-#include "runtime/data/blend.h"
+#include "runtime/data/format/blend.h"
 #include "runtime/data/gpt_dataset.h"
 #include "runtime/data/indexed_dataset.h"
 

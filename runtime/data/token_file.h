@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
-#include "runtime/data/token_format.h"
+#include "runtime/data/format/token_format.h"
 
 namespace ds::data {
 

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/generate/pretokenizer.h"
 
 namespace ds::generate {
@@ -49,12 +49,12 @@ StatusOr<BpeTokenizer> BpeTokenizer::Load(const std::string& path) {
 }
 
 StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std::string& where) {
-  auto doc = ckpt::ParseJson(text);
+  auto doc = ParseJson(text);
   if (!doc.ok()) return doc.status().WithPrefix(where);
   BpeTokenizer t;
-  const ckpt::Json* normalizer = doc->Find("normalizer");
+  const Json* normalizer = doc->Find("normalizer");
   if (normalizer && !normalizer->is_null()) {
-    const ckpt::Json* type = normalizer->Find("type");
+    const Json* type = normalizer->Find("type");
     return InvalidArgumentError(where + ": normalizer \"" + (type ? type->as_string() : "") +
                                 "\" is not supported");
   }
@@ -73,23 +73,23 @@ StatusOr<BpeTokenizer> BpeTokenizer::FromJson(const std::string& text, const std
 }
 
 // model: a BPE's vocabulary and merges ("a b" strings or [a, b] pairs), ignore_merges.
-Status BpeTokenizer::ReadModel(const ckpt::Json* model, const std::string& where) {
+Status BpeTokenizer::ReadModel(const Json* model, const std::string& where) {
   auto bad = [&](const std::string& key, const std::string& what) {
     return InvalidArgumentError(where + ": " + key + " " + what);
   };
-  const ckpt::Json* type = model ? model->Find("type") : nullptr;
+  const Json* type = model ? model->Find("type") : nullptr;
   const std::string name = type && type->is_string() ? type->as_string() : "";
   if (name != "BPE") return bad("model.type", "is \"" + name + "\"; only BPE models are read");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const ckpt::Json* v = model->Find(key);
+    const Json* v = model->Find(key);
     if (v && v->is_string() && !v->as_string().empty())
       return bad(std::string("model.") + key, "is not supported");
   }
-  if (const ckpt::Json* v = model->Find("byte_fallback"); v && v->as_bool())
+  if (const Json* v = model->Find("byte_fallback"); v && v->as_bool())
     return bad("model.byte_fallback", "(SentencePiece-style BPE) is not supported");
-  if (const ckpt::Json* v = model->Find("ignore_merges"); v) ignore_merges_ = v->as_bool();
-  const ckpt::Json* vocab = model->Find("vocab");
-  const ckpt::Json* merges = model->Find("merges");
+  if (const Json* v = model->Find("ignore_merges"); v) ignore_merges_ = v->as_bool();
+  const Json* vocab = model->Find("vocab");
+  const Json* merges = model->Find("merges");
   if (!vocab || !vocab->is_object() || !merges || !merges->is_array())
     return bad("model", "needs a vocab object and a merges list");
   for (const auto& [token, id] : vocab->members()) {
@@ -100,7 +100,7 @@ Status BpeTokenizer::ReadModel(const ckpt::Json* model, const std::string& where
     vocab_[token] = static_cast<int32_t>(at);
   }
   int32_t rank = 0;
-  for (const ckpt::Json& m : merges->items()) {
+  for (const Json& m : merges->items()) {
     std::string pair;
     if (m.is_string()) {
       pair = m.as_string();
@@ -115,11 +115,11 @@ Status BpeTokenizer::ReadModel(const ckpt::Json* model, const std::string& where
 }
 
 // added_tokens: matched in the text before anything else, longest first.
-Status BpeTokenizer::ReadAddedTokens(const ckpt::Json* added, const std::string& where) {
+Status BpeTokenizer::ReadAddedTokens(const Json* added, const std::string& where) {
   if (!added || !added->is_array()) return OkStatus();
-  for (const ckpt::Json& a : added->items()) {
-    const ckpt::Json* content = a.Find("content");
-    const ckpt::Json* id = a.Find("id");
+  for (const Json& a : added->items()) {
+    const Json* content = a.Find("content");
+    const Json* id = a.Find("id");
     if (!content || !id)
       return InvalidArgumentError(where + ": added_tokens entries need content and id");
     const int32_t i = static_cast<int32_t>(id->as_int());
@@ -134,30 +134,30 @@ Status BpeTokenizer::ReadAddedTokens(const ckpt::Json* added, const std::string&
 }
 
 // ByteLevel (GPT-2's regex), or Llama-3's Sequence: its Split pattern, then ByteLevel without one.
-Status BpeTokenizer::ReadPreTokenizer(const ckpt::Json* pre, const std::string& where) {
-  auto type_of = [](const ckpt::Json* o) {
-    const ckpt::Json* t = o ? o->Find("type") : nullptr;
+Status BpeTokenizer::ReadPreTokenizer(const Json* pre, const std::string& where) {
+  auto type_of = [](const Json* o) {
+    const Json* t = o ? o->Find("type") : nullptr;
     return t && t->is_string() ? t->as_string() : std::string();
   };
   auto bad = [&](const std::string& what) {
     return InvalidArgumentError(where + ": pre_tokenizer " + what);
   };
-  auto flag = [](const ckpt::Json* o, const char* key, bool dflt) {
-    const ckpt::Json* v = o->Find(key);
+  auto flag = [](const Json* o, const char* key, bool dflt) {
+    const Json* v = o->Find(key);
     return v && v->is_bool() ? v->as_bool() : dflt;
   };
-  const ckpt::Json* byte_level = pre;
+  const Json* byte_level = pre;
   if (type_of(pre) == "Sequence") {
-    const ckpt::Json* list = pre->Find("pretokenizers");
+    const Json* list = pre->Find("pretokenizers");
     if (!list || !list->is_array() || list->items().size() != 2 ||
         type_of(&list->items()[0]) != "Split" || type_of(&list->items()[1]) != "ByteLevel")
       return bad("Sequence: only Llama-3's [Split, ByteLevel] is supported");
-    const ckpt::Json& split = list->items()[0];
-    const ckpt::Json* pattern = split.Find("pattern");
-    const ckpt::Json* regex = pattern ? pattern->Find("Regex") : nullptr;
+    const Json& split = list->items()[0];
+    const Json* pattern = split.Find("pattern");
+    const Json* regex = pattern ? pattern->Find("Regex") : nullptr;
     if (!regex || regex->as_string() != kLlama3Pattern)
       return bad("Split: only Llama-3's pattern is supported");
-    if (const ckpt::Json* b = split.Find("behavior"); !b || b->as_string() != "Isolated")
+    if (const Json* b = split.Find("behavior"); !b || b->as_string() != "Isolated")
       return bad("Split: behavior must be Isolated");
     if (flag(&split, "invert", false)) return bad("Split: invert is not supported");
     byte_level = &list->items()[1];

@@ -28,7 +28,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds::ckpt {
+namespace ds {
 class Json;
 }
 
@@ -58,9 +58,9 @@ class BpeTokenizer {
 
  private:
   Status EncodePiece(std::string_view bytes, std::vector<int32_t>* ids) const;
-  Status ReadModel(const ckpt::Json* model, const std::string& where);
-  Status ReadPreTokenizer(const ckpt::Json* pre, const std::string& where);
-  Status ReadAddedTokens(const ckpt::Json* added, const std::string& where);
+  Status ReadModel(const Json* model, const std::string& where);
+  Status ReadPreTokenizer(const Json* pre, const std::string& where);
+  Status ReadAddedTokens(const Json* added, const std::string& where);
 
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 #include "runtime/generate/generate_testing.h"
 
 namespace ds::generate {

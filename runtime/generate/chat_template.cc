@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 
 namespace ds::generate {
 namespace {
@@ -28,19 +28,19 @@ StatusOr<std::string> ReadText(const std::string& path) {
 Status ReadConfig(const std::string& path, std::string* text,
                   std::map<std::string, std::string>* special) {
   DS_ASSIGN_OR_RETURN(std::string raw, ReadText(path));
-  auto json = ckpt::ParseJson(raw);
+  auto json = ParseJson(raw);
   if (!json.ok()) return json.status().WithPrefix(path);
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
-    const ckpt::Json* v = json->Find(key);
+    const Json* v = json->Find(key);
     if (v && v->is_string()) (*special)[key] = v->as_string();
     if (v && v->is_object() && v->Find("content") && v->Find("content")->is_string())
       (*special)[key] = v->Find("content")->as_string();
   }
   if (!text->empty()) return OkStatus();  // chat_template.jinja wins
-  const ckpt::Json* t = json->Find("chat_template");
+  const Json* t = json->Find("chat_template");
   if (t && t->is_string()) *text = t->as_string();
   if (t && t->is_array())
-    for (const ckpt::Json& named : t->items())
+    for (const Json& named : t->items())
       if (named.Find("name") && named.Find("name")->as_string() == "default" &&
           named.Find("template"))
         *text = named.Find("template")->as_string();

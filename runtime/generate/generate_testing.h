@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 
 namespace ds::generate::testing {
 
@@ -25,15 +25,15 @@ inline std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-inline ckpt::Json Golden(const std::string& file) {
-  auto doc = ckpt::ParseJson(ReadText(TestData(file)));
+inline Json Golden(const std::string& file) {
+  auto doc = ParseJson(ReadText(TestData(file)));
   REQUIRE(doc.ok());
   return *doc;
 }
 
-inline std::vector<int32_t> Ints(const ckpt::Json& a) {
+inline std::vector<int32_t> Ints(const Json& a) {
   std::vector<int32_t> out;
-  for (const ckpt::Json& v : a.items()) out.push_back(static_cast<int32_t>(v.as_int()));
+  for (const Json& v : a.items()) out.push_back(static_cast<int32_t>(v.as_int()));
   return out;
 }
 
@@ -41,10 +41,10 @@ inline std::vector<int32_t> Ints(const ckpt::Json& a) {
 // ids and decoded text: its vocabulary size, every case, and `cases` of them.
 template <typename Tok>
 void CheckTokenizerGolden(const Tok& t, const std::string& file, int cases) {
-  const ckpt::Json golden = Golden(file);
+  const Json golden = Golden(file);
   CHECK(t.vocab_size() == golden.Find("vocab_size")->as_int());
   int seen = 0;
-  for (const ckpt::Json& c : golden.Find("cases")->items()) {
+  for (const Json& c : golden.Find("cases")->items()) {
     INFO(file << ": \"" << c.Find("text")->as_string() << "\"");
     auto ids = t.Encode(c.Find("text")->as_string());
     REQUIRE(ids.ok());

@@ -27,7 +27,7 @@ const char* const kCases[] = {"llama-linear", "llama-dynamic", "llama3-tied", "l
                               "gpt_neox-seq", "gemma",         "gemma2"};
 
 // Largest |ours - theirs| over the vocabulary.
-double MaxDiff(const float* ours, const ckpt::Json& theirs) {
+double MaxDiff(const float* ours, const Json& theirs) {
   double worst = 0;
   const auto& v = theirs.items();
   for (size_t i = 0; i < v.size(); ++i)
@@ -38,7 +38,7 @@ double MaxDiff(const float* ours, const ckpt::Json& theirs) {
 TEST_CASE("hf families: logits and greedy tokens equal transformers'", "[generate][hf]") {
   for (const char* name : kCases) {
     const std::string dir = TestData(std::string("families/") + name);
-    auto doc = ckpt::ParseJson(ReadText(dir + "/golden.json"));
+    auto doc = ParseJson(ReadText(dir + "/golden.json"));
     REQUIRE(doc.ok());
     INFO(name << " (" << doc->Find("model_type")->as_string() << ", transformers "
               << doc->Find("transformers")->as_string() << ")");

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 #include "runtime/generate/generate_testing.h"
 #include "runtime/generate/generator.h"
 #include "runtime/generate/hf_model.h"
@@ -27,13 +27,13 @@ using testing::Ints;
 using testing::TestData;
 
 TEST_CASE("generate: greedy tokens equal transformers' generate", "[generate][hf]") {
-  const ckpt::Json golden = Golden("hf_golden.json");
+  const Json golden = Golden("hf_golden.json");
   std::vector<std::vector<int32_t>> prompts;
-  for (const ckpt::Json& p : golden.Find("prompts")->items()) prompts.push_back(Ints(p));
+  for (const Json& p : golden.Find("prompts")->items()) prompts.push_back(Ints(p));
   const int64_t new_tokens = golden.Find("new_tokens")->as_int();
   for (const char* family : {"gpt2", "llama"}) {
     INFO(family << " (transformers " << golden.Find("transformers")->as_string() << ")");
-    const ckpt::Json& g = *golden.Find(family);
+    const Json& g = *golden.Find(family);
     auto m = LoadHfModel(TestData(family));
     INFO(m.status().ToString());
     REQUIRE(m.ok());

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 
 namespace ds::generate::jinja {
 
@@ -217,14 +217,14 @@ void AppendJson(const Value& v, int indent, bool sort_keys, int depth, std::stri
       }
       *out += "{";
       for (size_t k = 0; k < items.size(); ++k) {
-        *out += (k ? comma : "") + nl + ckpt::Json::String(items[k].first).Dump() + ": ";
+        *out += (k ? comma : "") + nl + Json::String(items[k].first).Dump() + ": ";
         AppendJson(items[k].second, indent, sort_keys, depth + 1, out);
       }
       *out += close + "}";
       return;
     }
     case K::kString:
-      *out += ckpt::Json::String(v.s).Dump();
+      *out += Json::String(v.s).Dump();
       return;
     case K::kBool:
       *out += v.b ? "true" : "false";
@@ -240,22 +240,22 @@ void AppendJson(const Value& v, int indent, bool sort_keys, int depth, std::stri
   }
 }
 
-Value FromJsonValue(const ckpt::Json& j) {
+Value FromJsonValue(const Json& j) {
   switch (j.type()) {
-    case ckpt::Json::Type::kBool:
+    case Json::Type::kBool:
       return Value::Bool(j.as_bool());
-    case ckpt::Json::Type::kInt:
+    case Json::Type::kInt:
       return Value::Int(j.as_int());
-    case ckpt::Json::Type::kDouble:
+    case Json::Type::kDouble:
       return Value::Float(j.as_double());
-    case ckpt::Json::Type::kString:
+    case Json::Type::kString:
       return Value::String(j.as_string());
-    case ckpt::Json::Type::kArray: {
+    case Json::Type::kArray: {
       List items;
-      for (const ckpt::Json& x : j.items()) items.push_back(FromJsonValue(x));
+      for (const Json& x : j.items()) items.push_back(FromJsonValue(x));
       return Value::MakeList(std::move(items));
     }
-    case ckpt::Json::Type::kObject: {
+    case Json::Type::kObject: {
       Dict items;
       for (const auto& [k, x] : j.members()) items.emplace_back(k, FromJsonValue(x));
       return Value::MakeDict(std::move(items));
@@ -306,7 +306,7 @@ StatusOr<bool> Less(const Value& a, const Value& b) {
 }
 
 StatusOr<Value> FromJson(const std::string& text) {
-  auto j = ckpt::ParseJson(text);
+  auto j = ParseJson(text);
   if (!j.ok()) return j.status();
   return FromJsonValue(*j);
 }

@@ -11,12 +11,12 @@ namespace ds::hf {
 namespace internal {
 
 bool Config::Has(const char* key) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   return v && !v->is_null();
 }
 
 StatusOr<int64_t> Config::Int(const char* key) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   if (!v || v->is_null()) return Bad(key, "is missing");
   if (!v->is_int()) return Bad(key, "must be an integer");
   return v->as_int();
@@ -27,21 +27,21 @@ StatusOr<int64_t> Config::IntOr(const char* key, int64_t dflt) const {
 }
 
 StatusOr<double> Config::DoubleOr(const char* key, double dflt) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   if (!v || v->is_null()) return dflt;
   if (!v->is_number()) return Bad(key, "must be a number");
   return v->as_double();
 }
 
 StatusOr<std::string> Config::StringOr(const char* key, const std::string& dflt) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   if (!v || v->is_null()) return dflt;
   if (!v->is_string()) return Bad(key, "must be a string");
   return v->as_string();
 }
 
 StatusOr<bool> Config::BoolOr(const char* key, bool dflt) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   if (!v || v->is_null()) return dflt;
   if (!v->is_bool()) return Bad(key, "must be true or false");
   return v->as_bool();
@@ -52,7 +52,7 @@ Status Config::Bad(const std::string& key, const std::string& what) const {
 }
 
 Status Config::Require(const char* key, double allowed, const std::string& why) const {
-  const ckpt::Json* v = doc_.Find(key);
+  const Json* v = doc_.Find(key);
   if (!v || v->is_null()) return OkStatus();
   const double got = v->is_bool() ? (v->as_bool() ? 1.0 : 0.0) : v->as_double();
   if (!v->is_bool() && !v->is_number()) return Bad(key, "must be a number");
@@ -80,7 +80,7 @@ Status ReadShape(const Config& c, const char* ffn_key, ModelSpec* s) {
 Status ReadLayerTypes(const Config& c, bool every_other, ModelSpec* spec) {
   std::vector<int>& sliding = spec->arch.sliding_layers;
   sliding.clear();
-  const ckpt::Json* types = c.Find("layer_types");
+  const Json* types = c.Find("layer_types");
   if (!types || types->is_null()) {
     for (int i = 0; every_other && i < spec->n_layer; i += 2) sliding.push_back(i);
     return OkStatus();
@@ -89,7 +89,7 @@ Status ReadLayerTypes(const Config& c, bool every_other, ModelSpec* spec) {
     return c.Bad("layer_types",
                  "must list one type per layer (" + std::to_string(spec->n_layer) + ")");
   for (int i = 0; i < spec->n_layer; ++i) {
-    const ckpt::Json& t = types->items()[i];
+    const Json& t = types->items()[i];
     const std::string kind = t.is_string() ? t.as_string() : t.Dump();
     if (kind == "sliding_attention") {
       sliding.push_back(i);
@@ -110,7 +110,7 @@ const std::vector<std::string>& SupportedModelTypes() {
 }
 
 StatusOr<ModelSpec> SpecFromHfConfig(const std::string& json, const std::string& where) {
-  auto doc = ckpt::ParseJson(json);
+  auto doc = ParseJson(json);
   if (!doc.ok()) return doc.status().WithPrefix(where);
   if (!doc->is_object()) return InvalidArgumentError(where + ": not a JSON object");
   const internal::Config c(*doc, where);

@@ -87,7 +87,7 @@ StatusOr<ModelSpec> GptNeoxSpec(const Config& c) {
   DS_ASSIGN_OR_RETURN(s.arch.rope.partial, c.DoubleOr("rotary_pct", 0.25));
   DS_RETURN_IF_ERROR(ReadRope(c, &s));
   if (c.Has("rotary_emb_base") && !c.Has("rope_theta")) {
-    const ckpt::Json* d = c.Find("rope_parameters");
+    const Json* d = c.Find("rope_parameters");
     if (!d || !d->Find("rope_theta")) {
       DS_ASSIGN_OR_RETURN(double base, c.DoubleOr("rotary_emb_base", 10000));
       s.rope_theta = static_cast<float>(base);

@@ -4,16 +4,16 @@
 
 #include <string>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/graph/model_builder.h"
 
 namespace ds::hf::internal {
 
 class Config {
  public:
-  Config(const ckpt::Json& doc, std::string where) : doc_(doc), where_(std::move(where)) {}
-  const ckpt::Json* Find(const char* key) const { return doc_.Find(key); }
+  Config(const Json& doc, std::string where) : doc_(doc), where_(std::move(where)) {}
+  const Json* Find(const char* key) const { return doc_.Find(key); }
   bool Has(const char* key) const;  // present and not null
   StatusOr<int64_t> Int(const char* key) const;
   StatusOr<int64_t> IntOr(const char* key, int64_t dflt) const;
@@ -27,7 +27,7 @@ class Config {
   const std::string& where() const { return where_; }
 
  private:
-  const ckpt::Json& doc_;
+  const Json& doc_;
   std::string where_;
 };
 

@@ -43,15 +43,15 @@ const std::set<std::string>& KeysOf(const std::string& type) {
 }
 
 // A number from the RoPE dict `d` (named `dict` in errors), or `dflt` when absent / null.
-StatusOr<double> Num(const Config& c, const ckpt::Json* d, const char* dict, const char* key,
+StatusOr<double> Num(const Config& c, const Json* d, const char* dict, const char* key,
                      double dflt) {
-  const ckpt::Json* v = d ? d->Find(key) : nullptr;
+  const Json* v = d ? d->Find(key) : nullptr;
   if (!v || v->is_null()) return dflt;
   if (!v->is_number()) return c.Bad(std::string(dict) + "." + key, "must be a number");
   return v->as_double();
 }
 
-Status ReadVariant(const Config& c, const ckpt::Json* d, const char* dict, ModelSpec* s) {
+Status ReadVariant(const Config& c, const Json* d, const char* dict, ModelSpec* s) {
   RopeSpec& r = s->arch.rope;
   auto num = [&](const char* key, double dflt) { return Num(c, d, dict, key, dflt); };
   if (r.type == "default") return OkStatus();
@@ -82,7 +82,7 @@ Status ReadVariant(const Config& c, const ckpt::Json* d, const char* dict, Model
                ? YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all)
                : YarnMscale(factor, 1);
     r.attention_factor = af;
-    const ckpt::Json* truncate = d ? d->Find("truncate") : nullptr;
+    const Json* truncate = d ? d->Find("truncate") : nullptr;
     r.truncate = !truncate || truncate->is_null() || truncate->as_bool();
   }
   return OkStatus();
@@ -91,14 +91,14 @@ Status ReadVariant(const Config& c, const ckpt::Json* d, const char* dict, Model
 }  // namespace
 
 Status ReadRope(const Config& c, ModelSpec* s) {
-  const ckpt::Json* scaling = c.Find("rope_scaling");
+  const Json* scaling = c.Find("rope_scaling");
   const bool legacy = scaling && !scaling->is_null();
-  const ckpt::Json* d = legacy ? scaling : c.Find("rope_parameters");
+  const Json* d = legacy ? scaling : c.Find("rope_parameters");
   if (d && d->is_null()) d = nullptr;
   const char* dict = legacy ? "rope_scaling" : "rope_parameters";
   if (d && !d->is_object()) return c.Bad(dict, "must be an object");
   RopeSpec& r = s->arch.rope;
-  const ckpt::Json* type = d ? d->Find("rope_type") : nullptr;
+  const Json* type = d ? d->Find("rope_type") : nullptr;
   if (!type || type->is_null()) type = d ? d->Find("type") : nullptr;
   r.type = type && type->is_string() ? type->as_string() : "default";
   static const std::set<std::string> known = {"default", "linear", "dynamic", "llama3", "yarn"};
@@ -107,7 +107,7 @@ Status ReadRope(const Config& c, ModelSpec* s) {
                  "is \"" + r.type +
                      "\"; the runtime computes default, linear, dynamic, llama3 "
                      "and yarn RoPE");
-  for (const auto& [key, value] : d ? d->members() : std::vector<ckpt::Json::Member>{})
+  for (const auto& [key, value] : d ? d->members() : std::vector<Json::Member>{})
     if (!KeysOf(r.type).count(key))
       return c.Bad(std::string(dict) + "." + key, "is not read by " + r.type + " RoPE here");
   DS_ASSIGN_OR_RETURN(double top_theta, c.DoubleOr("rope_theta", 10000.0));

@@ -6,19 +6,19 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 #include "runtime/rlhf/ppo_math.h"
 
 namespace ds::rlhf {
 namespace {
 
-std::vector<double> Doubles(const ckpt::Json& a) {
+std::vector<double> Doubles(const Json& a) {
   std::vector<double> out;
-  for (const ckpt::Json& v : a.items()) out.push_back(v.as_double());
+  for (const Json& v : a.items()) out.push_back(v.as_double());
   return out;
 }
 
-std::vector<float> Floats(const ckpt::Json& a) {
+std::vector<float> Floats(const Json& a) {
   std::vector<float> out;
   for (double v : Doubles(a)) out.push_back(static_cast<float>(v));
   return out;
@@ -37,9 +37,9 @@ TEST_CASE("PPO arithmetic equals the independent reference", "[rlhf][ppo]") {
   REQUIRE(in);
   std::stringstream text;
   text << in.rdbuf();
-  auto doc = ckpt::ParseJson(text.str());
+  auto doc = ParseJson(text.str());
   REQUIRE(doc.ok());
-  const ckpt::Json& set = *doc->Find("settings");
+  const Json& set = *doc->Find("settings");
   PpoSettings s;
   s.kl_ctl = set.Find("kl_ctl")->as_double();
   s.clip_reward_value = set.Find("clip_reward_value")->as_double();
@@ -47,8 +47,8 @@ TEST_CASE("PPO arithmetic equals the independent reference", "[rlhf][ppo]") {
   s.cliprange_value = set.Find("cliprange_value")->as_double();
   s.gamma = set.Find("gamma")->as_double();
   s.lam = set.Find("lam")->as_double();
-  const ckpt::Json& x = *doc->Find("inputs");
-  const ckpt::Json& want = *doc->Find("expected");
+  const Json& x = *doc->Find("inputs");
+  const Json& want = *doc->Find("expected");
   PpoBatch p;
   p.batch = doc->Find("batch")->as_int();
   p.seq = doc->Find("seq")->as_int();

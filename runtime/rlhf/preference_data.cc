@@ -6,8 +6,8 @@
 #include <random>
 #include <sstream>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/data/random.h"
 
 namespace ds::rlhf {
@@ -18,9 +18,9 @@ std::string Where(const std::string& path, int64_t line) {
 }
 
 // A string member: required (missing -> error) or optional (missing -> false).
-StatusOr<bool> StringMember(const ckpt::Json& row, const char* key, bool required,
+StatusOr<bool> StringMember(const Json& row, const char* key, bool required,
                             const std::string& where, std::string* out) {
-  const ckpt::Json* v = row.Find(key);
+  const Json* v = row.Find(key);
   if (!v || v->is_null()) {
     if (required) return InvalidArgumentError(where + "no \"" + key + "\" (a string)");
     return false;
@@ -31,7 +31,7 @@ StatusOr<bool> StringMember(const ckpt::Json& row, const char* key, bool require
 }
 
 StatusOr<PreferenceExample> ParseRow(const std::string& text, const std::string& where) {
-  auto doc = ckpt::ParseJson(text);
+  auto doc = ParseJson(text);
   if (!doc.ok()) return InvalidArgumentError(where + doc.status().message());
   if (!doc->is_object()) return InvalidArgumentError(where + "not a JSON object");
   PreferenceExample e;

@@ -27,10 +27,10 @@
 #include "parallel/comm/communicator.h"
 #include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
+#include "runtime/base/json.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
@@ -47,8 +47,6 @@
 
 namespace ds::worker {
 namespace {
-
-using ckpt::Json;
 
 std::string EngineState(int64_t step, int64_t opt_step, uint64_t seed, DType dtype) {
   Json j = Json::Object();

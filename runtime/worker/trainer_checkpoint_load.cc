@@ -11,10 +11,10 @@
 #include "parallel/comm/communicator.h"
 #include "parallel/tensor/tp_graph.h"
 #include "proto/plan.pb.h"
+#include "runtime/base/json.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
@@ -176,7 +176,7 @@ StatusOr<ResumeStates> ParseResumeStates(const ckpt::CheckpointReader& reader) {
   };
   ResumeStates r;
   DS_ASSIGN_OR_RETURN(std::string engine_text, state("engine"));
-  auto engine = ckpt::ParseJson(engine_text);
+  auto engine = ParseJson(engine_text);
   if (!engine.ok() || !engine->Find("step") || !engine->Find("optimizer_step"))
     return DataLossError(reader.dir() + ": engine state is malformed");
   r.step = engine->Find("step")->as_int();

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "proto/plan.pb.h"
+#include "runtime/base/json.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/file_util.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/zero_shards.h"
 #include "runtime/graph/lora.h"
@@ -85,21 +85,21 @@ Status Trainer::LoadAdapter(const std::string& dir) {
   const config::LoraConfig& l = config_.model.lora;
   const std::string config_path = dir + "/adapter_config.json";
   DS_ASSIGN_OR_RETURN(std::string text, ckpt::ReadFileToString(config_path));
-  auto json = ckpt::ParseJson(text);
+  auto json = ParseJson(text);
   if (!json.ok()) return json.status().WithPrefix(config_path);
   auto number = [&](const char* key, double want, const char* ours) -> Status {
-    const ckpt::Json* v = json->Find(key);
+    const Json* v = json->Find(key);
     if (v == nullptr || !v->is_number())
       return DataLossError(config_path + ": no number \"" + key + "\"");
     if (v->as_double() != want)
       return InvalidArgumentError(config_path + ": " + key + " is " + v->Dump() + ", the job's " +
-                                  ours + " is " + ckpt::Json::Double(want).Dump());
+                                  ours + " is " + Json::Double(want).Dump());
     return OkStatus();
   };
   DS_RETURN_IF_ERROR(number("r", l.r, l.dschat ? "model.lora.lora_dim" : "model.lora.r"));
   DS_RETURN_IF_ERROR(number("lora_alpha", l.alpha,
                             l.dschat ? "model.lora.lora_scaling" : "model.lora.lora_alpha"));
-  const ckpt::Json* rs = json->Find("use_rslora");
+  const Json* rs = json->Find("use_rslora");
   if (rs != nullptr && rs->is_bool() && rs->as_bool() != l.use_rslora)
     return InvalidArgumentError(config_path + ": use_rslora differs from model.lora.use_rslora");
   const std::string file = dir + "/adapter_model.safetensors";
@@ -149,24 +149,24 @@ std::string Trainer::AdapterConfigJson() const {
   const config::LoraConfig& l = config_.model.lora;
   std::set<std::string> modules;  // full paths, as PEFT writes all-linear's: exactly these
   for (const LoraAdapter& a : FindAdapters(graph_)) modules.insert(a.module);
-  std::vector<ckpt::Json> targets;
-  for (const std::string& m : modules) targets.push_back(ckpt::Json::String(m));
-  ckpt::Json j = ckpt::Json::Object();
-  j.Set("peft_type", ckpt::Json::String("LORA"));
-  j.Set("task_type", ckpt::Json::String("CAUSAL_LM"));
+  std::vector<Json> targets;
+  for (const std::string& m : modules) targets.push_back(Json::String(m));
+  Json j = Json::Object();
+  j.Set("peft_type", Json::String("LORA"));
+  j.Set("task_type", Json::String("CAUSAL_LM"));
   j.Set("base_model_name_or_path",
-        config_.model.hf.empty() ? ckpt::Json() : ckpt::Json::String(config_.model.hf));
-  j.Set("r", ckpt::Json::Int(l.r));
-  j.Set("lora_alpha", ckpt::Json::Double(l.alpha));
-  j.Set("lora_dropout", ckpt::Json::Double(l.dropout));
-  j.Set("target_modules", ckpt::Json::Array(std::move(targets)));
-  j.Set("bias", ckpt::Json::String("none"));
-  j.Set("fan_in_fan_out", ckpt::Json::Bool(graph_.family == "gpt2"));  // GPT-2's Conv1D
-  j.Set("use_rslora", ckpt::Json::Bool(l.use_rslora));
-  j.Set("use_dora", ckpt::Json::Bool(false));
-  j.Set("init_lora_weights", ckpt::Json::Bool(true));
-  j.Set("inference_mode", ckpt::Json::Bool(true));
-  j.Set("modules_to_save", ckpt::Json());
+        config_.model.hf.empty() ? Json() : Json::String(config_.model.hf));
+  j.Set("r", Json::Int(l.r));
+  j.Set("lora_alpha", Json::Double(l.alpha));
+  j.Set("lora_dropout", Json::Double(l.dropout));
+  j.Set("target_modules", Json::Array(std::move(targets)));
+  j.Set("bias", Json::String("none"));
+  j.Set("fan_in_fan_out", Json::Bool(graph_.family == "gpt2"));  // GPT-2's Conv1D
+  j.Set("use_rslora", Json::Bool(l.use_rslora));
+  j.Set("use_dora", Json::Bool(false));
+  j.Set("init_lora_weights", Json::Bool(true));
+  j.Set("inference_mode", Json::Bool(true));
+  j.Set("modules_to_save", Json());
   return j.Dump();
 }
 

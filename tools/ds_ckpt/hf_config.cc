@@ -1,14 +1,12 @@
 // See hf_config.h. The keys are transformers' GPT2Config and LlamaConfig names.
 #include "tools/ds_ckpt/hf_config.h"
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/plan/model_loader.h"
 
 namespace ds::tools {
 namespace {
-
-using ckpt::Json;
 
 // Dimension 0 of parameter `name` of the graph, or -1.
 int64_t Rows(const Graph& g, const std::string& name) {

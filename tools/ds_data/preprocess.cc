@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/data/indexed_dataset.h"
 #include "runtime/generate/chat_template.h"
 #include "runtime/generate/tokenizer.h"
@@ -75,10 +75,10 @@ StatusOr<int64_t> ResolveEod(const std::string& tokenizer) {
   if (config) {
     std::stringstream text;
     text << config.rdbuf();
-    DS_ASSIGN_OR_RETURN(ckpt::Json c, ckpt::ParseJson(text.str()));
-    if (const ckpt::Json* e = c.Find("eos_token")) {
+    DS_ASSIGN_OR_RETURN(Json c, ParseJson(text.str()));
+    if (const Json* e = c.Find("eos_token")) {
       if (e->is_string()) eos = e->as_string();
-      if (const ckpt::Json* content = e->Find("content"); content && content->is_string())
+      if (const Json* content = e->Find("content"); content && content->is_string())
         eos = content->as_string();
     }
   }
@@ -86,11 +86,11 @@ StatusOr<int64_t> ResolveEod(const std::string& tokenizer) {
   if (tokenizer.size() >= 5 && tokenizer.substr(tokenizer.size() - 5) == ".json" && in) {
     std::stringstream text;
     text << in.rdbuf();
-    DS_ASSIGN_OR_RETURN(ckpt::Json t, ckpt::ParseJson(text.str()));
-    if (const ckpt::Json* added = t.Find("added_tokens"); added && added->is_array())
-      for (const ckpt::Json& a : added->items())
-        if (const ckpt::Json* c = a.Find("content"); c && c->is_string() && c->as_string() == eos)
-          if (const ckpt::Json* id = a.Find("id")) return id->as_int();
+    DS_ASSIGN_OR_RETURN(Json t, ParseJson(text.str()));
+    if (const Json* added = t.Find("added_tokens"); added && added->is_array())
+      for (const Json& a : added->items())
+        if (const Json* c = a.Find("content"); c && c->is_string() && c->as_string() == eos)
+          if (const Json* id = a.Find("id")) return id->as_int();
   }
   return InvalidArgumentError(tokenizer + ": no special token \"" + eos +
                               "\" to end documents with; give --eod-id");
@@ -103,7 +103,7 @@ struct Parsed {
 };
 
 // A conversation's prompt and answer (chat_split.h), tokenized.
-Status AddConversation(const ckpt::Json& messages, const generate::ChatTemplate& chat,
+Status AddConversation(const Json& messages, const generate::ChatTemplate& chat,
                        const generate::Tokenizer& tok, Parsed* p) {
   DS_ASSIGN_OR_RETURN(auto texts, SplitConversation(chat, messages.Dump()));
   for (const std::string& text : {texts.first, texts.second}) {
@@ -116,13 +116,13 @@ Status AddConversation(const ckpt::Json& messages, const generate::ChatTemplate&
 Parsed ParseLine(const std::string& line, const PreprocessOptions& o,
                  const generate::Tokenizer& tok, int64_t eod, const generate::ChatTemplate* chat) {
   Parsed p;
-  StatusOr<ckpt::Json> j = ckpt::ParseJson(line);
+  StatusOr<Json> j = ParseJson(line);
   if (!j.ok() || !j->is_object()) {
     p.error = "not a JSON object" + (j.ok() ? std::string() : ": " + j.status().message());
     return p;
   }
   for (const std::string& key : o.json_keys) {
-    const ckpt::Json* v = j->Find(key);
+    const Json* v = j->Find(key);
     if (key == kMessages && v) {
       Status added = AddConversation(*v, *chat, tok, &p);
       if (!added.ok()) p.error = std::string(added.message());

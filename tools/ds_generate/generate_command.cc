@@ -7,8 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/generate/generator.h"
@@ -53,14 +53,14 @@ Status ReadPromptsFile(const std::string& path, std::vector<Prompt>* out) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
-    auto doc = ckpt::ParseJson(line);
+    auto doc = ParseJson(line);
     if (!doc.ok()) return doc.status().WithPrefix(where);
     Prompt p;
-    if (const ckpt::Json* text = doc->Find("prompt"); text && text->is_string()) {
+    if (const Json* text = doc->Find("prompt"); text && text->is_string()) {
       p.text = text->as_string();
       p.is_text = true;
-    } else if (const ckpt::Json* ids = doc->Find("ids"); ids && ids->is_array()) {
-      for (const ckpt::Json& v : ids->items()) {
+    } else if (const Json* ids = doc->Find("ids"); ids && ids->is_array()) {
+      for (const Json& v : ids->items()) {
         if (!v.is_int() || v.as_int() < 0)
           return InvalidArgumentError(where + ": \"ids\" holds a non-token value");
         p.ids.push_back(static_cast<int32_t>(v.as_int()));
@@ -132,8 +132,8 @@ StatusOr<Loaded> Load(const GenerateFlags& f) {
 }
 
 std::string JsonIds(const std::vector<int32_t>& ids) {
-  ckpt::Json a = ckpt::Json::Array();
-  for (int32_t t : ids) a.Append(ckpt::Json::Int(t));
+  Json a = Json::Array();
+  for (int32_t t : ids) a.Append(Json::Int(t));
   return a.Dump();
 }
 
@@ -181,7 +181,7 @@ Status Write(const GenerateFlags& f, const Loaded& m, size_t index, const Prompt
   if (f.jsonl)
     std::fprintf(out, "{\"index\": %zu, \"prompt_ids\": %s, \"ids\": %s%s%s}\n", index,
                  JsonIds(p.ids).c_str(), JsonIds(ids).c_str(), text ? ", \"text\": " : "",
-                 text ? ckpt::Json::String(completion).Dump().c_str() : "");
+                 text ? Json::String(completion).Dump().c_str() : "");
   else if (text)
     std::fprintf(out, "%s%s\n", p.is_text ? p.text.c_str() : "", completion.c_str());
   else

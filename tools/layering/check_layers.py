@@ -9,10 +9,13 @@ match an `exempt` glob (tests) are not checked, and other files may not include 
 that match a `compose` glob (binaries' mains, benchmarks) may include across the layer order,
 since they put the layers together, but are held to the `forbid` lines like every other file,
 and other files may not include them either. A source file in no layer is a violation, so new
-folders must be placed.
+folders must be placed. Two folders whose files include each other are a violation even where
+the layers allow both edges (a folder with a file placed lower than the rest): each folder
+includes another in one direction only, so a reader can order the rooms.
 
 Run:  python3 tools/layering/check_layers.py [--root DIR] [--rules FILE]
-Prints `FILE:LINE: includes "X" (FROM -> TO): RULE` per violation, then
+Prints `FILE:LINE: includes "X" (FROM -> TO): RULE` per violation,
+`folders A and B include each other: FILE:LINE -> ..., FILE:LINE -> ...` per folder cycle, then
 `layering: N files, M includes checked, K violations`. Exit 0 when there is none, 1
 otherwise, 2 on a bad rules file. Stdlib only.
 """
@@ -192,6 +195,31 @@ def check_forbids(rules, root, path, top_dirs, out):
     return checked
 
 
+def folder_edges(root, paths, top_dirs):
+    """{(folder, included folder): first "FILE:LINE" that includes it} over `paths`."""
+    edges = {}
+    for path in paths:
+        here = os.path.dirname(path)
+        for n, inc in includes(os.path.join(root, path)):
+            if inc.endswith(".pb.h") or inc.split("/", 1)[0] not in top_dirs:
+                continue
+            there = os.path.dirname(inc)
+            if there != here:
+                edges.setdefault((here, there), f"{path}:{n}")
+    return edges
+
+
+def check_folders(rules, root, paths, top_dirs, out):
+    """Appends a violation per pair of folders that include each other."""
+    edges = folder_edges(root, [p for p in paths if not rules.compose_rule(p)], top_dirs)
+    for (a, b), where in sorted(edges.items()):
+        back = edges.get((b, a))
+        if a < b and back:
+            out.append(Violation(f"folders {a} {b}",
+                                 f"folders {a} and {b} include each other: {where} -> {b}, "
+                                 f"{back} -> {a}"))
+
+
 def check_file(rules, root, path, top_dirs, out):
     """Appends the violations of one file to out; returns the includes it checked."""
     layer = rules.layer_of(path)
@@ -226,6 +254,7 @@ def run(root, rules_path, out_stream=sys.stdout):
     violations = []
     checked = sum(check_forbids(rules, root, p, top_dirs, violations) if rules.compose_rule(p)
                   else check_file(rules, root, p, top_dirs, violations) for p in checked_files)
+    check_folders(rules, root, checked_files, top_dirs, violations)
     for v in violations:
         print(v.text, file=out_stream)
     print(f"layering: {len(checked_files)} files, {checked} includes checked, "

@@ -107,6 +107,22 @@ class CheckLayersTest(unittest.TestCase):
         self.assertIn('app/app.cc:1: includes "lib/core/tool_main.cc" (app -> binary-only): '
                       "layers.rules:3 compose *_main.cc", violations)
 
+    def test_folders_that_include_each_other_are_reported(self):
+        # lib/core/low.h sits in base's layer, so each edge alone is allowed.
+        with open(self.rules, "a") as f:
+            f.write("layer low: lib/core/low.h\nbase may include: low\n")
+        self.write("lib/core/low.h", "")
+        self.write("lib/core/core.h", '#include "lib/base/base.h"\n')
+        self.write("lib/base/uses_low.h", '#include "lib/core/low.h"\n')
+        rc, violations, _ = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(violations, [
+            "folders lib/base and lib/core include each other: lib/base/uses_low.h:1 -> "
+            "lib/core, lib/core/core.h:1 -> lib/base"])
+        self.write("lib/core/core.h", "")  # one direction left: fine
+        rc, violations, _ = self.check()
+        self.assertEqual((rc, violations), (0, []))
+
     def test_unknown_package_is_reported(self):
         self.write("newpkg/thing.cc", '#include "lib/base/base.h"\n')
         self.write("app/app.cc", '#include "newpkg/thing.h"\n')

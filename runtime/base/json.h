@@ -22,7 +22,7 @@
 
 #include "runtime/base/status.h"
 
-namespace ds::ckpt {
+namespace ds {
 
 class Json {
  public:
@@ -96,4 +96,4 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> ParseJsonObjectRaw(
 // Appends `s` to `out` as a quoted JSON string literal.
 void AppendJsonString(std::string_view s, std::string* out);
 
-}  // namespace ds::ckpt
+}  // namespace ds

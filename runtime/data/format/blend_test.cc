@@ -1,7 +1,7 @@
 // Blends against megatron-core: BuildBlendIndices against its helpers_cpp.build_blending_indices
 // (the arrays below were printed by megatron-core 0.16.1 for these weights), ParseBlend against
 // Megatron's --data-path forms.
-#include "runtime/data/blend.h"
+#include "runtime/data/format/blend.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -1,10 +1,10 @@
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
 
-namespace ds::ckpt {
+namespace ds {
 namespace {
 
 TEST_CASE("Json: parses every value kind", "[ckpt][json]") {
@@ -99,4 +99,4 @@ TEST_CASE("Json: raw object members keep their exact text", "[ckpt][json]") {
 }
 
 }  // namespace
-}  // namespace ds::ckpt
+}  // namespace ds

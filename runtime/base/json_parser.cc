@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/ckpt/json.h"
 
-namespace ds::ckpt {
+namespace ds {
 namespace {
 
 constexpr int kMaxDepth = 512;
@@ -160,4 +160,4 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> ParseJsonObjectRaw(
   return out;
 }
 
-}  // namespace ds::ckpt
+}  // namespace ds

@@ -1,4 +1,4 @@
-#include "runtime/data/blend.h"
+#include "runtime/data/format/blend.h"
 
 #include <cctype>
 #include <cmath>

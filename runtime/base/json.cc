@@ -1,8 +1,8 @@
-#include "runtime/ckpt/json.h"
+#include "runtime/base/json.h"
 
 #include <nlohmann/json.hpp>
 
-namespace ds::ckpt {
+namespace ds {
 
 Json Json::Bool(bool b) {
   Json j;
@@ -136,4 +136,4 @@ void AppendJsonString(std::string_view s, std::string* out) {
   *out += Ordered(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace ds::ckpt
+}  // namespace ds
