@@ -9,8 +9,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/exec/cuda_loader.h"
 #include "runtime/graph/model_builder.h"
+#include "tests/testing/gpu_memory.h"
 #include "zero/device_states.h"
 #include "zero/grad_norm.h"
 
@@ -18,7 +18,7 @@ namespace ds::zero {
 namespace {
 
 TEST_CASE("GPU: DeviceStates' AdamW and norm follow the host Optimizer", "[gpu][optim]") {
-  auto gpu = exec::LoadCudaMemory(0);
+  auto gpu = testing::OpenTestGpu();
   INFO(gpu.status().ToString());
   REQUIRE(gpu.ok());
   ModelSpec spec = ModelPreset("gpt2-tiny").value();

@@ -9,6 +9,7 @@
 
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/coordinator_server.h"
+#include "parallel/comm/gloo_communicator.h"
 
 namespace ds::launcher {
 namespace {
@@ -95,6 +96,48 @@ TEST_CASE("GrpcStore: timeouts name the missing keys; Gloo's interface throws",
   // The coordinator gone: Unavailable.
   server->Shutdown(milliseconds(100));
   CHECK(store.Set("k", Bytes("v")).code() == StatusCode::kUnavailable);
+}
+
+// What a worker does: Gloo's rendezvous through the coordinator's store (one GrpcStore per rank,
+// round 1), then a collective; a rank that never joins is named by its key.
+TEST_CASE("GrpcStore bootstraps Gloo; a missing rank is named", "[parallel][grpc_store][gloo]") {
+  auto server = StartServer();
+  std::vector<std::unique_ptr<launcher::CoordinatorClient>> clients;
+  std::vector<std::unique_ptr<GrpcStore>> stores;
+  for (int r = 0; r < 2; ++r) {
+    clients.push_back(Connect(*server));
+    stores.push_back(std::make_unique<GrpcStore>(clients.back().get(), 1, "gloo", seconds(10)));
+  }
+  auto make = [&](int rank, milliseconds timeout) {
+    parallel::GlooOptions options;
+    options.rank = rank;
+    options.size = 2;
+    options.timeout = timeout;
+    return parallel::GlooCommunicator::Create(options, stores[rank].get());
+  };
+  std::future<StatusOr<std::unique_ptr<parallel::GlooCommunicator>>> one =
+      std::async(std::launch::async, make, 1, seconds(20));
+  auto zero = make(0, seconds(20));
+  auto first = one.get();
+  REQUIRE(zero.ok());
+  REQUIRE(first.ok());
+  float a[2] = {1, 2}, b[2] = {10, 20};
+  std::future<Status> sum = std::async(std::launch::async, [&] {
+    return (*first)->AllReduce(parallel::BufferView(b, 2), parallel::ReduceOp::kSum);
+  });
+  CHECK((*zero)->AllReduce(parallel::BufferView(a, 2), parallel::ReduceOp::kSum).ok());
+  CHECK(sum.get().ok());
+  CHECK((a[0] == 11 && a[1] == 22 && b[0] == 11 && b[1] == 22));
+
+  GrpcStore fresh(clients[0].get(), 1, "gloo2", seconds(10));
+  parallel::GlooOptions alone;
+  alone.size = 2;
+  alone.timeout = milliseconds(500);
+  Status missing = parallel::GlooCommunicator::Create(alone, &fresh).status();
+  INFO(missing.ToString());
+  CHECK(missing.code() == StatusCode::kDeadlineExceeded);
+  CHECK_THAT(missing.message(),
+             Catch::Contains("missing: gloo2/world/1") && Catch::Contains("rank 1 has not joined"));
 }
 
 }  // namespace

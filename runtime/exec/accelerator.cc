@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "runtime/exec/cuda_loader.h"
 
@@ -15,6 +16,16 @@ StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal) {
   return InvalidArgumentError("DS_ACCELERATOR=\"" + which +
                               "\": expected cuda (the GPU) or host (host memory "
                               "standing in for it)");
+}
+
+StatusOr<DeviceMemory*> JobDevice(bool cuda, DeviceMemory* given,
+                                  std::unique_ptr<DeviceMemory>* owned) {
+  if (!cuda) return nullptr;
+  if (given) return given;
+  auto gpu = OpenAccelerator(0);
+  if (!gpu.ok()) return gpu.status();
+  *owned = std::move(gpu).value();
+  return owned->get();
 }
 
 }  // namespace ds::exec

@@ -15,4 +15,10 @@ namespace ds::exec {
 
 StatusOr<std::unique_ptr<DeviceMemory>> OpenAccelerator(int ordinal);
 
+// The memory a job's executors compute on: none on the CPU (`cuda` false, whatever `given` is),
+// else `given` when the caller has one (a test's stand-in for a GPU), else OpenAccelerator(0)
+// kept in `*owned` (the agent pins one GPU per rank with CUDA_VISIBLE_DEVICES: device 0).
+StatusOr<DeviceMemory*> JobDevice(bool cuda, DeviceMemory* given,
+                                  std::unique_ptr<DeviceMemory>* owned);
+
 }  // namespace ds::exec

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -180,15 +181,11 @@ Status Trainer::ResolveRun(const plan::Topology& topo) {
   const std::string& src = config_.source;
   // The batch triad counts the data-parallel ranks only (Ulysses' ranks share micro-batches).
   DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo.dp / topo.sp).WithPrefix(src));
-  if (config_.device.type != config::DeviceType::kCuda)
-    device_memory_ = nullptr;  // a given memory stands for a GPU
-  if (config_.device.type == config::DeviceType::kCuda && !device_memory_) {
-    // One GPU per rank: the agent pins each rank with CUDA_VISIBLE_DEVICES, so it is device 0.
-    auto gpu = exec::OpenAccelerator(0);
-    if (!gpu.ok()) return gpu.status().WithPrefix(src + ": device.type cuda");
-    own_device_memory_ = std::move(gpu).value();
-    device_memory_ = own_device_memory_.get();
-  }
+  // A given memory stands for a GPU; on the CPU there is none.
+  auto device = exec::JobDevice(config_.device.type == config::DeviceType::kCuda, device_memory_,
+                                &own_device_memory_);
+  if (!device.ok()) return device.status().WithPrefix(src + ": device.type cuda");
+  device_memory_ = *device;
   if (const int threads = config_.device.threads; threads > 0) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -238,29 +235,15 @@ Status Trainer::BuildModelStates(const plan::Topology& topo, const plan::PlanCon
 Status Trainer::BuildExecutor(const plan::Topology& topo, const plan::PlanConfig& pc,
                               exec::ExecutorOptions* eo) {
   const std::string& src = config_.source;
-  // zb-h1 runs each backward in two halves (BACKWARD_INPUT, BACKWARD_WEIGHT).
-  eo->split_backward = topo.pp > 1 && pc.pipe_schedule == plan::PipeScheduleKind::kZbH1;
+  // zb-h1's plan runs each backward in two halves (BACKWARD_INPUT, BACKWARD_WEIGHT).
+  const auto& mine = plan_->ranks(world_rank_).instructions();
+  eo->split_backward = std::any_of(mine.begin(), mine.end(), [](const proto::Instruction& i) {
+    return i.kind() == proto::Instruction::BACKWARD_INPUT;
+  });
   auto split = SetRecompute(0, eo);
   if (!split.ok()) return split.status().WithPrefix(src);
   if (pc.partition_activations) ReportPartitionedActivations(topo, *split);
-  if (device_memory_ && plan_->settings().states_on_device()) {
-    // ZeRO-3: units are gathered into an arena placed from the plan's live ranges.
-    std::vector<zero::DeviceParamBlock> blocks;
-    const zero::BucketArena arena = zero::AssignGatherArena(*plan_, world_rank_);
-    for (const zero::BucketBlock& b : arena.blocks)
-      blocks.push_back(
-          {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
-    auto states = zero::DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),
-                                             std::move(blocks), arena.elements);
-    if (!states.ok()) return states.status().WithPrefix(src);
-    device_states_ = std::move(states).value();
-    zero::DeviceStates* on_device = device_states_.get();
-    if (params_->params_partitioned())
-      eo->device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
-    else
-      eo->device_params = on_device->params();
-    eo->device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
-  }
+  DS_RETURN_IF_ERROR(BuildDeviceStates(eo).WithPrefix(src));
   const Graph& runs = part_->chunks.empty() ? graph_ : part_->chunks[0];  // a pipeline: chunk 0
   eo->frozen = frozen_.get();
   DS_RETURN_IF_ERROR(BindStateInputs(runs, eo->batch, eo).WithPrefix(src));
@@ -278,6 +261,28 @@ Status Trainer::BuildExecutor(const plan::Topology& topo, const plan::PlanConfig
   return OkStatus();
 }
 
+// The plan's states_on_device on a device: the model states there (ZeRO-3 gathers units into an
+// arena placed from the plan's live ranges), the executors reading the parameters and writing
+// the gradients there. Nothing to do when the plan keeps them on the host.
+Status Trainer::BuildDeviceStates(exec::ExecutorOptions* eo) {
+  if (!device_memory_ || !plan_->settings().states_on_device()) return OkStatus();
+  std::vector<zero::DeviceParamBlock> blocks;
+  const zero::BucketArena arena = zero::AssignGatherArena(*plan_, world_rank_);
+  for (const zero::BucketBlock& b : arena.blocks)
+    blocks.push_back(
+        {b.flat_begin, b.count, b.arena_offset, plan_->partition().units(b.bucket).persistent()});
+  DS_ASSIGN_OR_RETURN(device_states_,
+                      zero::DeviceStates::Create(device_memory_, params_.get(), optimizer_.get(),
+                                                 std::move(blocks), arena.elements));
+  zero::DeviceStates* on_device = device_states_.get();
+  if (params_->params_partitioned())
+    eo->device_param_at = [on_device](int64_t i) { return on_device->ParamAt(i); };
+  else
+    eo->device_params = on_device->params();
+  eo->device_grad_at = [on_device](int64_t i) { return on_device->GradAt(i); };
+  return OkStatus();
+}
+
 // The step's other parts (LR schedule, loss scaler, batches, a pipeline's compute, the comms
 // logger) and the StepRunner over the plan.
 Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
@@ -290,7 +295,7 @@ Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
   if (config_.data.has_train()) DS_RETURN_IF_ERROR(OpenTrainData(eo.batch));
   DS_RETURN_IF_ERROR(BindDocumentMasks(eo.batch));
   micro_flops_ = executor_->forward_flops() + executor_->backward_flops();
-  if (part_->stage >= 0) DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
+  DS_RETURN_IF_ERROR(BuildPipelineCompute(eo).WithPrefix(src));
   StepParts parts;
   parts.compute = pipe_compute_.get();
   parts.executor = executor_.get();

@@ -251,14 +251,15 @@ class Trainer {
       const std::vector<float>& full) const;
   Status BuildExecutor(const plan::Topology& topology, const plan::PlanConfig& config,
                        exec::ExecutorOptions* options);
+  Status BuildDeviceStates(exec::ExecutorOptions* options);
   Status BuildRunner(const exec::ExecutorOptions& options);
   void LogModel(DType model_dtype) const;
   Status BuildPlan();
-  // This rank's part of the model as the plan cut it (trainer_tp.cc): part_, graph_ its graph,
+  // This rank's part of the model as the plan cut it (trainer_cut.cc): part_, graph_ its graph,
   // its parameters' slicer when they are boxes of the whole ones.
   Status CutGraph(const plan::PlanConfig& config);
   // Pipeline parallelism (trainer_pipe.cc): one executor per activation slot under a
-  // PipelineCompute.
+  // PipelineCompute; nothing without a pipeline.
   Status BuildPipelineCompute(const exec::ExecutorOptions& options);
   Status OpenTrainData(int64_t micro);  // data.train's, .path's or .sft's: the default source
   // Packed documents' masks into TrainBatches (data.reset_*, eod_mask_loss).

@@ -5,7 +5,8 @@ Every C++/CUDA source (.h .cc .cu .cuh) is placed in a layer by the longest matc
 pattern of tools/layering/layers.rules (format documented at the top of that file). Each
 repo-rooted `#include "dir/file.h"` must stay in its layer or go to a layer that the
 including one "may include" (transitively), and must match no `forbid` line. Files that
-match an `exempt` glob (tests) are not checked, and other files may not include them. Files
+match an `exempt` glob (tests) may include across the layer order but are held to the `forbid`
+lines, and other files may not include them. Files
 that match a `compose` glob (binaries' mains, benchmarks) may include across the layer order,
 since they put the layers together, but are held to the `forbid` lines like every other file,
 and other files may not include them either. A source file in no layer is a violation, so new
@@ -179,8 +180,9 @@ def edge_problem(rules, path, layer, inc):
     return None
 
 
-def check_forbids(rules, root, path, top_dirs, out):
-    """A compose file's includes against the forbid lines only; returns the includes checked."""
+def check_forbids(rules, root, path, top_dirs, out, label="composes"):
+    """A compose or exempt file's includes against the forbid lines only; returns the includes
+    checked."""
     checked = 0
     for n, inc in includes(os.path.join(root, path)):
         if inc.split("/", 1)[0] not in top_dirs and not inc.endswith(".pb.h"):
@@ -190,7 +192,7 @@ def check_forbids(rules, root, path, top_dirs, out):
         forbid = rules.forbid_rule(path, target)
         if forbid:
             out.append(Violation(f'{path}: includes "{inc}"',
-                                 f'{path}:{n}: includes "{inc}" (composes -> '
+                                 f'{path}:{n}: includes "{inc}" ({label} -> '
                                  f'{rules.layer_of(target) or "?"}): {forbid.cite}'))
     return checked
 
@@ -255,6 +257,9 @@ def run(root, rules_path, out_stream=sys.stdout):
     checked = sum(check_forbids(rules, root, p, top_dirs, violations) if rules.compose_rule(p)
                   else check_file(rules, root, p, top_dirs, violations) for p in checked_files)
     check_folders(rules, root, checked_files, top_dirs, violations)
+    for p in sources:
+        if rules.exempt_rule(p):
+            check_forbids(rules, root, p, top_dirs, violations, label="test")
     for v in violations:
         print(v.text, file=out_stream)
     print(f"layering: {len(checked_files)} files, {checked} includes checked, "

@@ -90,6 +90,15 @@ class CheckLayersTest(unittest.TestCase):
             'app/app.cc:1: includes "lib/base/base_test.cc" (app -> test-only): '
             "layers.rules:2 exempt *_test.cc"])
 
+    def test_test_file_is_held_to_the_forbid_lines(self):
+        self.write("app/app_test.cc", '#include "lib/base/secret.h"\n#include "app/app.h"\n')
+        self.write("app/app.h", "")
+        rc, violations, _ = self.check()
+        self.assertEqual(rc, 1)
+        self.assertEqual(violations, [
+            'app/app_test.cc:1: includes "lib/base/secret.h" (test -> base): '
+            "layers.rules:9 forbid app/ -> lib/base/secret.h : nobody outside base reads it"])
+
     def test_main_composes_across_layers_but_not_past_a_forbid(self):
         self.write("lib/core/core.h", "")
         self.write("lib/core/tool_main.cc", '#include "app/app.h"\n')

@@ -1,6 +1,6 @@
 // The Trainer's part of the model: the plan's cut of it (runtime/planner/rank_cut.h) and its
-// initial slices, the recompute segments, the plan's process groups, and a whole forward with
-// the tp, ep and sp collectives (evaluation).
+// initial slices, its recompute segments (partition_activations' slices among them), and the
+// plan's process groups it joins.
 #include <algorithm>
 
 #include "parallel/comm/communicator.h"
@@ -109,43 +109,6 @@ Status Trainer::CreateGroups() {
     if (g.kind() == "dp" && g.ranks_size() != world) comm_ = host_comm_ = comm;
   }
   return OkStatus();
-}
-
-Status Trainer::ForwardWhole(exec::Executor* ex, const parallel::TpLocalGraph* local) {
-  if (!local) return ex->Forward(0);
-  int at = 0;
-  for (const parallel::TpCollective& c : local->collectives) {
-    if (c.backward) continue;
-    DS_RETURN_IF_ERROR(ex->ForwardNodes(0, at, c.boundary));
-    at = c.boundary;
-    parallel::Communicator* comm = c.group == "ep"   ? ep_comm_
-                                   : c.group == "sp" ? sp_comm_
-                                                     : tp_comm_;
-    const Tensor t = ex->TensorData(c.tensor, false);
-    const parallel::BufferView in(t.f32(), t.numel());
-    if (c.kind == parallel::TpCollective::kAllReduce) {
-      DS_RETURN_IF_ERROR(
-          comm->AllReduce(in, c.max ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum));
-      continue;
-    }
-    const Tensor o = ex->TensorData(c.out, false);
-    const parallel::BufferView out(o.f32(), o.numel());
-    if (c.kind ==
-        parallel::TpCollective::kAllToAll) {  // MoE: the step's capacity rows of each block
-      const int64_t used =
-          c.capacity < 0
-              ? t.numel()
-              : t.dim(0) * static_cast<int64_t>(ex->TensorData(c.capacity, false).f32()[0]) *
-                    t.dim(2);
-      DS_RETURN_IF_ERROR(
-          comm->AllToAll(parallel::BufferView(t.f32(), used), parallel::BufferView(o.f32(), used)));
-      continue;
-    }
-    DS_RETURN_IF_ERROR(c.kind == parallel::TpCollective::kAllGather
-                           ? comm->AllGather(in, out)
-                           : comm->ReduceScatter(in, out, parallel::ReduceOp::kSum));
-  }
-  return ex->ForwardNodes(0, at, static_cast<int>(local->graph.nodes.size()));
 }
 
 }  // namespace ds::worker
