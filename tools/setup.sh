@@ -10,6 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libdnnl-dev libgloo-dev liburing-dev libaio-dev zlib1g-dev libicu-dev libsentencepiece-dev
   openssh-server openssh-client openssl procps clang-format
+  gdb elfutils  # ds-agent's thread-stack captures for hang reports (gdb, eu-stack)
   slurmctld slurmd slurm-client munge python3-venv python3-matplotlib
 )
 

@@ -5,14 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "launcher/agent/stack_dump.h"
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/process/process.h"
 #include "launcher/process/supervisor.h"
@@ -83,6 +86,8 @@ class Agent {
   void OnExit(int id, ExitInfo info);
   void FlushLogs();
   HeartbeatRequest MakeHeartbeat() const;
+  // DUMP_STACKS: starts a stack capture of each running worker among `ranks` (StackDumper).
+  void DumpStacks(const std::vector<int>& ranks);
   // Stops the workers (SIGTERM, grace, SIGKILL, session sweep) and flushes their logs.
   void StopWorkers(const char* why);
   bool LauncherGone() const { return stdin_eof_.load(); }
@@ -90,6 +95,7 @@ class Agent {
   const AgentOptions opt_;
   std::unique_ptr<CoordinatorClient> client_;
   Supervisor sup_;
+  std::unique_ptr<StackDumper> dumper_;  // set by Run(); destroyed (joined) before sup_
   JoinResult join_;
   std::atomic<bool> stdin_eof_{false};
   int grace_ms_ = 10000;
@@ -140,6 +146,24 @@ HeartbeatRequest Agent::MakeHeartbeat() const {
   std::lock_guard<std::mutex> lock(mu_);
   h.workers = workers_;
   return h;
+}
+
+void Agent::DumpStacks(const std::vector<int>& ranks) {
+  std::vector<WorkerReport> workers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers = workers_;
+  }
+  for (int rank : ranks) {
+    auto it = std::find_if(workers.begin(), workers.end(),
+                           [rank](const WorkerReport& w) { return w.rank == rank; });
+    // Another node's rank, or one that exited (its pid may be reused): nothing to attach to.
+    if (it == workers.end() || it->phase != WorkerPhase::kRunning || it->pid <= 0) {
+      DS_LOG_DEBUG("agent", "DUMP_STACKS: rank {} does not run here", rank);
+      continue;
+    }
+    if (dumper_) dumper_->Request(join_.round, rank, it->pid);
+  }
 }
 
 // The agent's environment without the variables each rank gets its own value of.
@@ -277,11 +301,15 @@ int Agent::SuperviseRound(int* next_round) {
       *next_round = std::max(reply->round, join_.round + 1);
       return -1;
     }
+    if (reply->command == AgentCommand::kDumpStacks) DumpStacks(reply->dump_ranks);
   }
 }
 
 int Agent::Run() {
-  if (Status s = sup_.EnableSubreaper(); !s.ok()) DS_LOG_WARN("agent", "{}", s.ToString());
+  const Status subreaper = sup_.EnableSubreaper();
+  if (!subreaper.ok()) DS_LOG_WARN("agent", "{}", subreaper.ToString());
+  // The stack tools are our children too; only without the subreaper loop must we reap them.
+  dumper_ = std::make_unique<StackDumper>(opt_.node_name, client_.get(), !subreaper.ok());
   if (Status s = sup_.Start(); !s.ok()) {
     DS_LOG_ERROR("agent", "{}", s.ToString());
     return 1;

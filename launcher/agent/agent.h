@@ -1,7 +1,8 @@
 // ds-agent: the per-node agent. Joins the coordinator's rendezvous round, starts one
 // ds-worker per local slot with the rank environment (each in its own session and process
 // group, with a parent-death signal, pinned to its share of the CPUs), forwards their
-// output, heartbeats, reports every exit at once, and stops and reaps all workers when the
+// output, heartbeats, reports every exit at once, sends the thread stacks of the ranks a
+// DUMP_STACKS reply names (stack_dump.h), and stops and reaps all workers when the
 // job stops, fails or restarts, when the coordinator stops answering, or when the launcher
 // disappears (stdin EOF). It is the subreaper of its descendants: no process of the job
 // outlives it.

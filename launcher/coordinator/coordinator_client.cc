@@ -142,6 +142,15 @@ Status CoordinatorClient::SendLogs(const std::string& node_name,
   return impl_->Check(impl_->coordinator->SendLogs(&context, batch, &ack), "SendLogs");
 }
 
+Status CoordinatorClient::ReportStacks(const StackReport& report) {
+  grpc::ClientContext context;
+  impl_->Prepare(&context, impl_->options.rpc_timeout);
+  proto::StackReport wire;
+  ToProto(report, &wire);
+  proto::Ack ack;
+  return impl_->Check(impl_->coordinator->ReportStacks(&context, wire, &ack), "ReportStacks");
+}
+
 Status CoordinatorClient::KvSet(int round, const std::string& key, const std::string& value) {
   grpc::ClientContext context;
   impl_->Prepare(&context, impl_->options.rpc_timeout);

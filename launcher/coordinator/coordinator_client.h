@@ -1,6 +1,6 @@
 // CoordinatorClient: a connection to a job's coordinator, used by the agents (Join,
-// Heartbeat, ReportExit, SendLogs), the workers (ReportProgress, KV store for collective
-// bootstrap) and `ds-launch status/stop` (GetStatus, Watch, Stop, HealthCheck).
+// Heartbeat, ReportExit, SendLogs, ReportStacks), the workers (ReportProgress, KV store for
+// collective bootstrap) and `ds-launch status/stop` (GetStatus, Watch, Stop, HealthCheck).
 // Every call carries the job token and a deadline; errors keep gRPC's code (same numbers
 // as StatusCode) and read "Join(10.0.0.1:4000): <message>". No gRPC in this header.
 //
@@ -48,6 +48,8 @@ class CoordinatorClient {
   Status ReportExit(const ExitReport& report);
   Status ReportProgress(const ProgressReport& report);
   Status SendLogs(const std::string& node_name, const std::vector<LogLine>& lines);
+  // An agent's capture of one rank's thread stacks, asked for by a DUMP_STACKS heartbeat reply.
+  Status ReportStacks(const StackReport& report);
 
   // KV store of `round` (0 = the current one). KvGet and KvWait block up to `timeout` on
   // the server (DeadlineExceeded naming the missing keys); the RPC deadline is

@@ -71,6 +71,13 @@ grpc::Status CoordinatorServiceImpl::SendLogs(grpc::ServerContext* context,
   return ToGrpc(state_->AppendLogs(request->node_name(), std::move(lines)));
 }
 
+grpc::Status CoordinatorServiceImpl::ReportStacks(grpc::ServerContext* context,
+                                                  const proto::StackReport* request,
+                                                  proto::Ack* response) {
+  DS_COORD_AUTHORIZE(context, "ReportStacks");
+  return ToGrpc(state_->ReportStacks(FromProto(*request)));
+}
+
 grpc::Status CoordinatorServiceImpl::KvSet(grpc::ServerContext* context,
                                            const proto::KvSetRequest* request,
                                            proto::Ack* response) {

@@ -29,6 +29,8 @@ class CoordinatorServiceImpl final : public proto::Coordinator::Service {
                               proto::Ack* response) override;
   grpc::Status SendLogs(grpc::ServerContext* context, const proto::LogBatch* request,
                         proto::Ack* response) override;
+  grpc::Status ReportStacks(grpc::ServerContext* context, const proto::StackReport* request,
+                            proto::Ack* response) override;
   grpc::Status KvSet(grpc::ServerContext* context, const proto::KvSetRequest* request,
                      proto::Ack* response) override;
   grpc::Status KvGet(grpc::ServerContext* context, const proto::KvGetRequest* request,

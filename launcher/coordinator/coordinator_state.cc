@@ -24,16 +24,6 @@
 
 namespace ds::launcher {
 
-namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(CoordinatorConfig config,
                                                                      const Clock* clock) {
   const int n = static_cast<int>(config.nodes.size());
@@ -155,6 +145,7 @@ void CoordinatorState::EvaluateLocked(SteadyTime now) {
   }
   if (phase_ == JobPhase::kRunning) CheckNodesLocked(now);
   if (phase_ == JobPhase::kRunning) CheckSuccessWaitLocked(now);
+  if (phase_ == JobPhase::kRunning) CheckHangLocked(now);
 }
 
 void CoordinatorState::OnRoundClosedLocked() {
@@ -195,6 +186,10 @@ void CoordinatorState::OnRoundClosedLocked() {
   phase_ = JobPhase::kRunning;
   round_failed_ = false;
   first_done_at_.reset();
+  hang_ = config_.hang.enabled ? std::make_unique<HangWatch>(config_.hang, world) : nullptr;
+  hang_report_.reset();
+  if (hang_)
+    DS_LOG_INFO("coord", "round {}: hang deadline {}", round, DescribeHangOptions(config_.hang));
   ChangedLocked();
 }
 
@@ -363,6 +358,10 @@ StatusOr<HeartbeatReply> CoordinatorState::Heartbeat(const HeartbeatRequest& req
     }
   }
   HeartbeatReply reply{rendezvous_.round(), CommandForLocked(index, request.round)};
+  if (reply.command == AgentCommand::kContinue && request.round == ranks_round_) {
+    reply.dump_ranks = DumpRanksForLocked(index);  // an open hang report's stacks
+    if (!reply.dump_ranks.empty()) reply.command = AgentCommand::kDumpStacks;
+  }
   if (reply.command == AgentCommand::kShutdown && !node.shutdown_delivered) {
     node.shutdown_delivered = true;
     change_cv_.notify_all();

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,7 @@
 
 #include "launcher/coordinator/clock.h"
 #include "launcher/coordinator/coordinator_types.h"
+#include "launcher/coordinator/hang.h"
 #include "launcher/coordinator/log_buffer.h"
 #include "launcher/coordinator/rendezvous.h"
 #include "launcher/coordinator/round_kv_store.h"
@@ -53,6 +55,8 @@ struct CoordinatorConfig {
   std::chrono::milliseconds heartbeat_interval{5000};
   std::chrono::milliseconds node_timeout{0};       // no heartbeat for this long = LOST; 0 = 3x
   int max_restarts = 0;                            // restart rounds per job
+  HangOptions hang;                                // fault_tolerance.hang_timeout (hang.h)
+  std::chrono::milliseconds stack_wait{20000};     // a hang report waits this long for stacks
   std::chrono::milliseconds success_wait{300000};  // first node done -> all must be done
   JobSpec job;                                     // handed to every agent in JoinResult
   size_t log_capacity_lines = 100000;
@@ -96,6 +100,8 @@ class CoordinatorState {
   Status ReportExit(const ExitReport& report);
   Status ReportProgress(const ProgressReport& report);
   Status AppendLogs(const std::string& node_name, std::vector<LogLine> lines);
+  // An agent's capture of a rank's thread stacks, asked for by a hang report (DUMP_STACKS).
+  Status ReportStacks(const StackReport& report);
 
   // ---- KV store of a round (0 = the current one; another round is FailedPrecondition) ----
   Status KvSet(int round, const std::string& key, std::string value);
@@ -156,6 +162,13 @@ class CoordinatorState {
   void OnRoundClosedLocked();
   void CheckNodesLocked(SteadyTime now);
   void CheckSuccessWaitLocked(SteadyTime now);
+  // coordinator_state_hang.cc: no rank moved for the deadline -> a hang report, the stuck ranks'
+  // stacks asked of their agents, then the round's failure (with the stacks) once they are in
+  // or stack_wait passed.
+  void CheckHangLocked(SteadyTime now);
+  void EndHangLocked();
+  // The ranks of node `node_index` whose stacks the open hang report still has to ask for.
+  std::vector<int> DumpRanksForLocked(int node_index);
   // A later report of a rank that exited before the recorded first failure: it becomes the root
   // cause (Note [Failures]). Returns whether it did.
   bool EarlierRootCauseLocked(const Failure& failure);
@@ -194,6 +207,16 @@ class CoordinatorState {
   bool closed_ = false;
   RoundKvStore kv_;
   LogBuffer logs_;
+  // The running round's positions (reset when a round closes) and its open hang report.
+  std::unique_ptr<HangWatch> hang_;
+  struct HangReport {
+    std::string diagnosis;
+    std::vector<int> ranks;             // whose stacks are asked for
+    std::vector<int> asked;             // of those, asked of their agent
+    std::map<int, std::string> stacks;  // received, by rank
+    SteadyTime at{};
+  };
+  std::optional<HangReport> hang_report_;
 };
 
 }  // namespace ds::launcher

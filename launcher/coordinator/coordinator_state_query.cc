@@ -59,6 +59,12 @@ Status CoordinatorState::ReportProgress(const ProgressReport& report) {
   r.loss = report.loss;
   r.tokens_per_s = report.tokens_per_s;
   r.rss_bytes = report.rss_bytes;
+  if (report.position && hang_) {
+    const bool measured = hang_->measured();
+    hang_->Report(report.rank, *report.position, report.step, clock_->Now());
+    if (hang_->measured() && !measured)  // the auto deadline's first value
+      DS_LOG_INFO("coord", "round {}: hang deadline now {}", round, hang_->DeadlineText());
+  }
   if (r.phase == WorkerPhase::kStarting || r.phase == WorkerPhase::kUnknown) {
     r.phase = WorkerPhase::kRunning;
   }
@@ -175,6 +181,11 @@ JobStatus CoordinatorState::Snapshot(uint64_t* version) const {
     status.nodes.push_back(std::move(node));
   }
   status.ranks = ranks_;
+  for (RankStatus& r : status.ranks) {
+    if (!hang_) break;
+    r.position = hang_->PositionOf(r.rank);
+    r.position_age_ms = hang_->StandingFor(r.rank, now).count();
+  }
   status.first_failure = first_failure_;
   status.uptime_ms = duration_cast<milliseconds>(now - started_at_).count();
   if (version != nullptr) *version = version_;

@@ -1,5 +1,7 @@
 #include "launcher/coordinator/coordinator_types.h"
 
+#include <chrono>
+
 #include <string.h>
 
 namespace ds::launcher {
@@ -66,6 +68,8 @@ const char* AgentCommandName(AgentCommand command) {
       return "STOP_WORKERS";
     case AgentCommand::kShutdown:
       return "SHUTDOWN";
+    case AgentCommand::kDumpStacks:
+      return "DUMP_STACKS";
   }
   return "?";
 }
@@ -81,6 +85,12 @@ std::string ExitCause(bool signaled, int code) {
   std::string text = "signal " + std::to_string(code);
   if (name != nullptr) text += std::string(" (") + name + ")";
   return text;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace ds::launcher

@@ -40,7 +40,7 @@ enum class WorkerPhase : int {
   kStopped = 5,
 };
 
-enum class AgentCommand : int { kContinue = 0, kStopWorkers = 1, kShutdown = 2 };
+enum class AgentCommand : int { kContinue = 0, kStopWorkers = 1, kShutdown = 2, kDumpStacks = 3 };
 
 // Upper-case names as in the proto without the prefix: "RUNNING", "LOST", "STOP_WORKERS".
 const char* JobPhaseName(JobPhase phase);
@@ -101,6 +101,26 @@ struct HeartbeatRequest {
 struct HeartbeatReply {
   int round = 0;  // the coordinator's current round
   AgentCommand command = AgentCommand::kContinue;
+  std::vector<int> dump_ranks;  // kDumpStacks: this node's ranks whose stacks to capture
+};
+
+struct StackReport {
+  std::string node_name;
+  int round = 0;
+  int rank = 0;
+  std::string text;  // every thread's stack, or why none could be captured
+};
+
+// Where a rank is in its plan (PlanPosition in the proto).
+struct PlanPosition {
+  int64_t step = 0;      // from 1; 0: before the first
+  int instruction = -1;  // index in the rank's stream; -1: outside a step
+  std::string kind;      // instruction kind name, or what the rank does outside a step
+  std::string group;     // a collective's process group
+  int64_t bytes = 0;     // a collective's payload
+  bool operator==(const PlanPosition& o) const {
+    return step == o.step && instruction == o.instruction && kind == o.kind && group == o.group;
+  }
 };
 
 struct ExitReport {
@@ -122,6 +142,7 @@ struct ProgressReport {
   double loss = 0;
   double tokens_per_s = 0;
   int64_t rss_bytes = 0;
+  std::optional<PlanPosition> position;  // unset: an older worker, or none yet
 };
 
 struct LogLine {
@@ -154,6 +175,8 @@ struct RankStatus {
   double loss = 0;
   double tokens_per_s = 0;
   int64_t rss_bytes = 0;
+  std::optional<PlanPosition> position;
+  int64_t position_age_ms = -1;  // since the position last changed; -1: never reported
 };
 
 struct Failure {
@@ -175,6 +198,9 @@ struct JobStatus {
   std::optional<Failure> first_failure;  // the root cause of the latest failed round
   int64_t uptime_ms = 0;
 };
+
+// Milliseconds since the Unix epoch (system clock).
+int64_t NowUnixMs();
 
 // "exit code 3", "signal 9 (Killed)".
 std::string ExitCause(bool signaled, int code);

@@ -13,6 +13,18 @@ std::vector<std::string> Strings(const google::protobuf::RepeatedPtrField<std::s
   return std::vector<std::string>(in.begin(), in.end());
 }
 
+void PositionToProto(const PlanPosition& in, proto::PlanPosition* out) {
+  out->set_step(in.step);
+  out->set_instruction(in.instruction);
+  out->set_kind(in.kind);
+  out->set_group(in.group);
+  out->set_bytes(in.bytes);
+}
+
+PlanPosition PositionFromProto(const proto::PlanPosition& in) {
+  return PlanPosition{in.step(), in.instruction(), in.kind(), in.group(), in.bytes()};
+}
+
 }  // namespace
 
 void ToProto(const JobSpec& in, proto::JobSpec* out) {
@@ -95,10 +107,23 @@ HeartbeatRequest FromProto(const proto::HeartbeatRequest& in) {
 void ToProto(const HeartbeatReply& in, proto::HeartbeatResponse* out) {
   out->set_round(in.round);
   out->set_command(static_cast<proto::AgentCommand>(in.command));
+  for (int rank : in.dump_ranks) out->add_dump_ranks(rank);
 }
 
 HeartbeatReply FromProto(const proto::HeartbeatResponse& in) {
-  return HeartbeatReply{in.round(), EnumFromWire<AgentCommand>(in.command(), 2)};
+  return HeartbeatReply{in.round(), EnumFromWire<AgentCommand>(in.command(), 3),
+                        std::vector<int>(in.dump_ranks().begin(), in.dump_ranks().end())};
+}
+
+void ToProto(const StackReport& in, proto::StackReport* out) {
+  out->set_node_name(in.node_name);
+  out->set_round(in.round);
+  out->set_rank(in.rank);
+  out->set_text(in.text);
+}
+
+StackReport FromProto(const proto::StackReport& in) {
+  return StackReport{in.node_name(), in.round(), in.rank(), in.text()};
 }
 
 void ToProto(const ExitReport& in, proto::ExitReport* out) {
@@ -126,11 +151,14 @@ void ToProto(const ProgressReport& in, proto::ProgressReport* out) {
   out->set_loss(in.loss);
   out->set_tokens_per_s(in.tokens_per_s);
   out->set_rss_bytes(in.rss_bytes);
+  if (in.position) PositionToProto(*in.position, out->mutable_position());
 }
 
 ProgressReport FromProto(const proto::ProgressReport& in) {
-  return ProgressReport{in.rank(), in.round(),        in.step(),     in.total_steps(),
-                        in.loss(), in.tokens_per_s(), in.rss_bytes()};
+  ProgressReport out{in.rank(), in.round(),        in.step(),     in.total_steps(),
+                     in.loss(), in.tokens_per_s(), in.rss_bytes()};
+  if (in.has_position()) out.position = PositionFromProto(in.position());
+  return out;
 }
 
 void ToProto(const LogLine& in, proto::LogLine* out) {
@@ -172,6 +200,8 @@ void ToProto(const JobStatus& in, proto::JobStatus* out) {
     rank->set_loss(r.loss);
     rank->set_tokens_per_s(r.tokens_per_s);
     rank->set_rss_bytes(r.rss_bytes);
+    if (r.position) PositionToProto(*r.position, rank->mutable_position());
+    rank->set_position_age_ms(r.position_age_ms);
   }
   if (in.first_failure) {
     proto::Failure* failure = out->mutable_first_failure();
@@ -205,6 +235,8 @@ JobStatus FromProto(const proto::JobStatus& in) {
     out.ranks.push_back(RankStatus{
         r.rank(), r.host(), r.pid(), EnumFromWire<WorkerPhase>(r.phase(), 5), r.signaled(),
         r.exit_code(), r.step(), r.total_steps(), r.loss(), r.tokens_per_s(), r.rss_bytes()});
+    if (r.has_position()) out.ranks.back().position = PositionFromProto(r.position());
+    out.ranks.back().position_age_ms = r.position_age_ms();
   }
   if (in.has_first_failure()) {
     const proto::Failure& f = in.first_failure();

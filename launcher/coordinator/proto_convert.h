@@ -22,6 +22,8 @@ void ToProto(const HeartbeatRequest& in, proto::HeartbeatRequest* out);
 HeartbeatRequest FromProto(const proto::HeartbeatRequest& in);
 void ToProto(const HeartbeatReply& in, proto::HeartbeatResponse* out);
 HeartbeatReply FromProto(const proto::HeartbeatResponse& in);
+void ToProto(const StackReport& in, proto::StackReport* out);
+StackReport FromProto(const proto::StackReport& in);
 void ToProto(const ExitReport& in, proto::ExitReport* out);
 ExitReport FromProto(const proto::ExitReport& in);
 void ToProto(const ProgressReport& in, proto::ProgressReport* out);

@@ -81,8 +81,19 @@ std::string NodesTable(const JobStatus& status) {
   return Table(rows);
 }
 
+// Where the rank is in its plan and for how long: "7 ALL_REDUCE dp.0 (1.2 s)", "validation".
+std::string PositionText(const RankStatus& r) {
+  if (!r.position) return "-";
+  const PlanPosition& p = *r.position;
+  std::string s = p.instruction < 0 ? p.kind : std::to_string(p.instruction) + " " + p.kind;
+  if (!p.group.empty()) s += " " + p.group;
+  if (r.position_age_ms >= 1000) s += Printf(" (%.1f s)", r.position_age_ms / 1000.0);
+  return s;
+}
+
 std::string RanksTable(const JobStatus& status) {
-  std::vector<Row> rows = {{"RANK", "HOST", "PID", "PHASE", "EXIT", "STEP", "LOSS", "TOKENS/S"}};
+  std::vector<Row> rows = {
+      {"RANK", "HOST", "PID", "PHASE", "EXIT", "STEP", "LOSS", "TOKENS/S", "AT (INSTRUCTION)"}};
   for (const RankStatus& r : status.ranks) {
     const bool progress = r.step > 0 || r.total_steps > 0;
     std::string step = !progress ? "-"
@@ -92,7 +103,7 @@ std::string RanksTable(const JobStatus& status) {
     rows.push_back({std::to_string(r.rank), r.host, r.pid == 0 ? "-" : std::to_string(r.pid),
                     WorkerPhaseName(r.phase), ExitText(r), step,
                     progress ? Printf("%.4f", r.loss) : "-",
-                    progress ? Printf("%.0f", r.tokens_per_s) : "-"});
+                    progress ? Printf("%.0f", r.tokens_per_s) : "-", PositionText(r)});
   }
   return Table(rows);
 }

@@ -222,6 +222,18 @@ StatusOr<bool> Detach(const JobDir& dir) {
   return false;
 }
 
+// fault_tolerance's hang deadline as the coordinator's HangWatch takes it.
+HangOptions HangOptionsFor(const config::FaultToleranceConfig& f) {
+  HangOptions h;
+  h.enabled = f.hang_detection;
+  h.fixed = Ms(f.hang_timeout_s);
+  h.multiple = f.hang_multiple;
+  h.warmup_steps = f.hang_warmup_steps;
+  h.floor = Ms(f.hang_timeout_min_s);
+  h.ceiling = Ms(f.hang_timeout_max_s);
+  return h;
+}
+
 // The coordinator's options: the nodes, the protocol timers and the job every rank runs.
 CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::string& token,
                                          const JobDir& dir) {
@@ -236,6 +248,7 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   co.config.heartbeat_interval = Ms(o.heartbeat_s);
   co.config.node_timeout = Ms(o.node_timeout_s);
   co.config.max_restarts = o.max_restarts;
+  co.config.hang = HangOptionsFor(in.config.fault_tolerance);
   co.config.success_wait = milliseconds(60000);
   co.config.job.job_id = dir.job_id;
   co.config.job.worker_argv = {in.worker, "--config", Absolute(o.config)};
@@ -246,8 +259,9 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(in.plan.hash());
   // Agents drop the DS_* variables of their own environment (stale rank settings); the
   // worker diagnostics a user asks for on the ds-launch command line, and the accelerator
-  // choice (runtime/exec/accelerator.h), travel with the job.
-  for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR"})
+  // choice (runtime/exec/accelerator.h) and the tests' fault injection (DS_TEST_HANG, a rank
+  // that sleeps in an instruction: runtime/worker/plan_beacon.h) travel with the job.
+  for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR", "DS_TEST_HANG"})
     if (const char* v = std::getenv(name)) co.config.job.env[name] = v;
   for (const auto& [k, v] : in.ds_env.vars) co.config.job.env[k] = v;  // .deepspeed_env
   return co;

@@ -183,6 +183,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseData(r, c->seed, &c->data);
   in::ParseCheckpoint(r, &c->checkpoint);
   in::ParseMonitor(r, &c->monitor);
+  in::ParseFaultTolerance(r, &c->fault_tolerance);
   in::ParseDeepSpeedMonitor(r, &c->monitor);
   // As in DeepSpeed, the flops profiler turns wall_clock_breakdown on (its latencies).
   if (c->monitor.flops_profiler.enabled) c->wall_clock_breakdown = true;

@@ -266,6 +266,20 @@ struct CommsLoggerConfig {
   std::vector<std::string> prof_ops;
 };
 
+// fault_tolerance: what the coordinator does about a job that stops moving. hang_timeout: auto
+// (the default: hang_multiple x the p99 step time once hang_warmup_steps steps are measured,
+// clamped to [hang_timeout_min, hang_timeout_max]; the maximum until then), a number of
+// seconds, or off. When no rank moves past it the job ends (or restarts under --max_restarts)
+// with a report naming the ranks that hang (launcher/coordinator/hang.h).
+struct FaultToleranceConfig {
+  bool hang_detection = true;
+  double hang_timeout_s = 0;  // 0: auto
+  double hang_multiple = 5;
+  int hang_warmup_steps = 3;
+  double hang_timeout_min_s = 10;
+  double hang_timeout_max_s = 600;
+};
+
 struct MonitorConfig {
   MonitorTargetConfig tensorboard, csv_monitor;  // DeepSpeed's blocks (top level)
   FlopsProfilerConfig flops_profiler;
@@ -364,6 +378,7 @@ struct JobConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   MonitorConfig monitor;
+  FaultToleranceConfig fault_tolerance;
   int64_t train_iters = 0;  // training.train_iters: total optimizer steps; 0 = not given
   RecomputeConfig recompute;
   DeviceConfig device;

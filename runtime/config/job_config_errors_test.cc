@@ -204,5 +204,32 @@ TEST_CASE("Config errors: edit distance and suggestions", "[config]") {
   CHECK(ClosestKey("x", {}).empty());
 }
 
+TEST_CASE("fault_tolerance: the hang deadline's forms, and bad ones named", "[config]") {
+  auto parse = [](const std::string& text) { return ParseJobConfig(text, "job.yaml"); };
+  auto c = parse("fault_tolerance: {hang_timeout: auto, hang_timeout_min: 3}\n");
+  REQUIRE(c.ok());
+  CHECK(c->fault_tolerance.hang_detection);
+  CHECK(c->fault_tolerance.hang_timeout_s == 0);
+  CHECK(c->fault_tolerance.hang_timeout_min_s == 3);
+  c = parse("fault_tolerance: {hang_timeout: 45}\n");
+  REQUIRE(c.ok());
+  CHECK(c->fault_tolerance.hang_timeout_s == 45);
+  c = parse("fault_tolerance: {hang_timeout: off}\n");
+  REQUIRE(c.ok());
+  CHECK(!c->fault_tolerance.hang_detection);
+  c = parse("fault_tolerance: {hang_timeout: false}\n");
+  REQUIRE(c.ok());
+  CHECK(!c->fault_tolerance.hang_detection);
+  CHECK(JobConfig().fault_tolerance.hang_detection);  // on by default
+  CHECK(ErrorOf("fault_tolerance: {hang_timeout: soon}\n") ==
+        "job.yaml: key \"fault_tolerance.hang_timeout\" (line 1): must be auto, off or a number "
+        "of seconds > 0, got soon");
+  CHECK(Contains(ErrorOf("fault_tolerance: {hang_timeout: -5}\n"), "fault_tolerance.hang_timeout"));
+  CHECK(Contains(ErrorOf("fault_tolerance: {hang_timeout_min: 20, hang_timeout_max: 10}\n"),
+                 "fault_tolerance.hang_timeout_max\" (line 1): must be >= hang_timeout_min"));
+  CHECK(Contains(ErrorOf("fault_tolerance: {hang_timout: 5}\n"),
+                 "unknown key \"fault_tolerance.hang_timout\" (did you mean \"hang_timeout\"?)"));
+}
+
 }  // namespace
 }  // namespace ds::config

@@ -23,6 +23,8 @@ void ParseHybridEngine(MapReader& root, HybridEngineConfig* out);
 void ParseData(MapReader& root, uint64_t job_seed, DataConfig* out);
 void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);
+// fault_tolerance (fault_tolerance_section.cc).
+void ParseFaultTolerance(MapReader& root, FaultToleranceConfig* out);
 // DeepSpeed's tensorboard / csv_monitor blocks into `out`; wandb / comet warn
 // (monitor_sections.cc).
 void ParseDeepSpeedMonitor(MapReader& root, MonitorConfig* out);

@@ -226,6 +226,7 @@ StatusOr<StepResult> StepRunner::Run(int64_t step) {
   const auto& instructions = m.mine->instructions();
   for (int index = 0; index < instructions.size(); ++index) {
     const Instruction& in = instructions[index];
+    m.beacon.Enter(step + 1, index, &in);
     const CommOp comm = m.p.comms ? LoggedOp(in, m.GroupSize(in)) : CommOp();
     const Clock::time_point t0 =
         m.profiling || !comm.name.empty() ? Clock::now() : Clock::time_point();
@@ -274,6 +275,8 @@ Status StepRunner::GatherParamUnits(const std::vector<int>& units) {
 void StepRunner::ReleaseParamUnits(const std::vector<int>& units) {
   impl_->zero->ReleaseParamUnits(units);
 }
+
+PlanBeacon& StepRunner::beacon() { return impl_->beacon; }
 
 std::string StepRunner::MemoryReport() const {
   const Impl& m = *impl_;

@@ -50,6 +50,8 @@ class OptimizerSwapper;
 
 namespace ds::worker {
 
+class PlanBeacon;
+
 // What the runner needs of compute and data, so that tests can run hand-made plans against a
 // fake (step_runner_test.cc). StepParts::executor and ::data make the real one.
 class StepCompute {
@@ -160,6 +162,8 @@ class StepRunner {
   // (parameters, gradients, fp32 master, optimizer state; staging of collectives apart),
   // beside the plan's model-state bytes for this rank. One line.
   std::string MemoryReport() const;
+  // Where the rank is in its plan (plan_beacon.h): each instruction marked before it runs.
+  PlanBeacon& beacon();
 
   // With DS_PROFILE_OPS=1 or StepParts::time_instructions: wall milliseconds per instruction
   // kind over all steps run, including the waits for async collectives charged to the

@@ -13,6 +13,7 @@
 
 #include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
+#include "runtime/worker/plan_beacon.h"
 #include "runtime/worker/state_memory.h"
 #include "runtime/worker/step_runner.h"
 #include "zero/zero_collectives.h"
@@ -78,6 +79,7 @@ struct StepRunner::Impl {
 
   std::vector<std::pair<int64_t, int64_t>> persistent_ranges;  // stage 3: flat (offset, count)
   StateMemory memory;  // parts.memory_profile: peak resident bytes of the model states
+  PlanBeacon beacon;   // where the rank is in its plan (the coordinator's hang diagnosis)
 
   bool profiling = false;  // DS_PROFILE_OPS=1: milliseconds per instruction kind
   std::map<std::string, double> profile;

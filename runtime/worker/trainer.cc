@@ -442,6 +442,8 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
 
 std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
 
+PlanBeacon& Trainer::beacon() { return runner_->beacon(); }
+
 void Trainer::SetNodeTiming(bool on) {
   executor_->SetNodeTiming(on);
   for (const auto& e : slot_executors_) e->SetNodeTiming(on);

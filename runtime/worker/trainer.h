@@ -66,6 +66,8 @@ class OptimizerSwapper;
 
 namespace ds::worker {
 
+class PlanBeacon;
+
 class TpGenerator;
 
 class CommsLogger;
@@ -202,6 +204,8 @@ class Trainer {
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
   // the model states beside the plan's (StepRunner::MemoryReport).
   std::string MemoryReport() const;
+  // Where the rank is in its plan, for the coordinator's hang diagnosis (plan_beacon.h).
+  PlanBeacon& beacon();
   // With DS_PROFILE_OPS=1 or wall_clock_breakdown: milliseconds per step-plan instruction kind
   // over all steps run (StepRunner).
   const std::map<std::string, double>& InstructionProfile() const;

@@ -6,10 +6,13 @@
 // Prints a progress line, writes per-step metrics as CSV (monitor.csv), evaluates every
 // monitor.eval_interval steps and checkpoints every checkpoint.save_interval steps.
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include <chrono>
@@ -19,6 +22,7 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/coordinator/coordinator_client.h"
+#include "launcher/coordinator/progress_reporter.h"
 #include "launcher/kv/grpc_kv_store.h"
 #include "launcher/kv/grpc_store.h"
 #include "parallel/comm/gloo_communicator.h"
@@ -39,10 +43,12 @@
 #include "runtime/worker/comms_logger.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/flops_profiler.h"
+#include "runtime/worker/plan_beacon.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
 #include "runtime/worker/step_monitor.h"
 #include "runtime/worker/task_eval.h"
+#include "runtime/worker/train_loop.h"
 #include "runtime/worker/trainer.h"
 #include "zero/aio/nvme_path.h"
 
@@ -73,53 +79,60 @@ launcher::ClientOptions CoordinatorClientOptions(const RankEnv& env) {
   return o;
 }
 
-// Progress reports to the job's coordinator (when started by ds-agent), at most every 500 ms
-// and at the last step. A failing report is logged once and never stops training.
-class Reporter {
- public:
-  static std::unique_ptr<Reporter> Create(const RankEnv& env) {
-    if (!env.launched || env.coordinator.empty()) return nullptr;
-    std::ifstream in(env.token_file);
-    launcher::ClientOptions o = CoordinatorClientOptions(env);
-    o.rpc_timeout = std::chrono::milliseconds(2000);
-    if (!std::getline(in, o.token)) {
-      DS_LOG_WARN("worker", "no job token in {}: progress is not reported", env.token_file);
-      return nullptr;
-    }
-    auto client = launcher::CoordinatorClient::Create(o);
-    if (!client.ok()) {
-      DS_LOG_WARN("worker", "{}", client.status().ToString());
-      return nullptr;
-    }
-    return std::unique_ptr<Reporter>(new Reporter(env, std::move(client).value()));
+// Progress and plan-position reports to the job's coordinator (when started by ds-agent), from
+// a thread every 500 ms and at the last step (launcher/coordinator/progress_reporter.h); null,
+// with a warning saying why, when the coordinator cannot be reached.
+std::unique_ptr<launcher::ProgressReporter> MakeReporter(const RankEnv& env, PlanBeacon* beacon) {
+  if (!env.launched || env.coordinator.empty()) return nullptr;
+  std::ifstream in(env.token_file);
+  launcher::ClientOptions o = CoordinatorClientOptions(env);
+  o.rpc_timeout = std::chrono::milliseconds(2000);
+  if (!std::getline(in, o.token)) {
+    DS_LOG_WARN("worker", "no job token in {}: progress is not reported", env.token_file);
+    return nullptr;
   }
-  void Report(const StepMetrics& m, int64_t total) {
-    auto now = std::chrono::steady_clock::now();
-    if (m.step != total && now - last_ < std::chrono::milliseconds(500)) return;
-    last_ = now;
-    launcher::ProgressReport r;
-    r.rank = env_.rank;
-    r.round = env_.round;
-    r.step = m.step;
-    r.total_steps = total;
-    r.loss = m.loss;
-    r.tokens_per_s = m.tokens_per_s;
-    r.rss_bytes = m.peak_rss_bytes;
-    Status s = client_->ReportProgress(r);
-    if (!s.ok() && !warned_) {
-      warned_ = true;
-      DS_LOG_WARN("worker", "progress report: {}", s.ToString());
-    }
+  auto client = launcher::CoordinatorClient::Create(o);
+  if (!client.ok()) {
+    DS_LOG_WARN("worker", "{}", client.status().ToString());
+    return nullptr;
   }
+  launcher::ProgressReport first;
+  first.rank = env.rank;
+  first.round = env.round;
+  auto where = [beacon]() -> std::optional<launcher::PlanPosition> {
+    const BeaconSample s = beacon->Sample();
+    return launcher::PlanPosition{s.step, s.instruction, s.kind, s.group, s.bytes};
+  };
+  return std::make_unique<launcher::ProgressReporter>(std::move(client).value(), first, where);
+}
 
- private:
-  Reporter(const RankEnv& env, std::unique_ptr<launcher::CoordinatorClient> c)
-      : env_(env), client_(std::move(c)) {}
-  RankEnv env_;
-  std::unique_ptr<launcher::CoordinatorClient> client_;
-  std::chrono::steady_clock::time_point last_{};
-  bool warned_ = false;
-};
+// DS_TEST_HANG=RANK:STEP:KIND (fault injection in tests): on rank RANK, the first KIND
+// instruction of step STEP sleeps until the process is killed (plan_beacon.h).
+Status ArmTestHang(const RankEnv& env, PlanBeacon* beacon) {
+  const char* v = std::getenv("DS_TEST_HANG");
+  if (!v || !*v) return OkStatus();
+  int rank = -1;
+  long long step = 0;
+  char kind[64] = {0};
+  proto::Instruction::Kind k;
+  if (std::sscanf(v, "%d:%lld:%63s", &rank, &step, kind) != 3 ||
+      !proto::Instruction::Kind_Parse(kind, &k))
+    return InvalidArgumentError(std::string("DS_TEST_HANG=") + v +
+                                ": expected RANK:STEP:KIND, e.g. 1:5:FORWARD");
+  if (rank == env.rank) beacon->ArmHang(step, k);
+  return OkStatus();
+}
+
+void Report(launcher::ProgressReporter* reporter, const StepMetrics& m, int64_t total) {
+  if (!reporter) return;
+  launcher::ProgressReport r;
+  r.step = m.step;
+  r.total_steps = total;
+  r.loss = m.loss;
+  r.tokens_per_s = m.tokens_per_s;
+  r.rss_bytes = m.peak_rss_bytes;
+  reporter->Update(r, /*send_now=*/m.step == total);
+}
 
 // The data-parallel group of a launched job, bootstrapped through the coordinator's KV store
 // (keys of this round): NCCL when the plan keeps the model states on the GPU (device.type
@@ -286,85 +299,6 @@ Status EvaluateOnly(Trainer* trainer, const Flags& f, const config::JobConfig& c
   return EvaluateTask(*trainer).status();
 }
 
-// The steps to the end of the run: progress, metrics, validation and checkpoints as the job
-// says; a pipeline's (compute, step) ms of each step into pipe_ms.
-Status TrainLoop(Trainer* trainer, const RankEnv& env,
-                 std::vector<std::pair<double, double>>* pipe_ms) {
-  const config::JobConfig& c = trainer->config();
-  std::unique_ptr<Reporter> reporter = Reporter::Create(env);
-  MetricsCsv csv;
-  const bool moe = trainer->graph().config.count("num_experts") > 0;
-  if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0, moe));
-  DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
-  Progress progress(trainer->total_steps(), c.monitor.log_interval);
-  if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
-  while (trainer->step() < trainer->total_steps()) {
-    DS_ASSIGN_OR_RETURN(StepMetrics m, Step(trainer, c.device.type == config::DeviceType::kCuda));
-    if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
-    progress.Report(m);
-    if (reporter) reporter->Report(m, trainer->total_steps());
-    double val = std::numeric_limits<double>::quiet_NaN();
-    bool last = trainer->step() == trainer->total_steps();
-    if (c.data.has_validation() && c.monitor.eval_interval > 0 &&
-        (trainer->step() % c.monitor.eval_interval == 0 || last)) {
-      DS_ASSIGN_OR_RETURN(val, trainer->Evaluate(c.monitor.eval_iters));
-      char line[128];
-      std::snprintf(line, sizeof(line), "step %lld: validation loss %.4f",
-                    static_cast<long long>(m.step), val);
-      progress.Note(line);
-    }
-    csv.Write(m, val);
-    DS_RETURN_IF_ERROR(step_monitor->Step(m, val, trainer->InstructionProfile(), stdout));
-    if (!c.checkpoint.dir.empty() &&
-        ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) ||
-         last)) {
-      DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
-    }
-  }
-  progress.Finish();
-  return OkStatus();
-}
-
-// A pipeline's compute against its step time and the idle fraction, past the first two steps
-// (they fault their memory in).
-void PrintPipelineIdle(const std::vector<std::pair<double, double>>& pipe_ms) {
-  if (pipe_ms.size() <= 2) return;
-  std::vector<double> idle;
-  double compute = 0, step = 0;
-  for (size_t i = 2; i < pipe_ms.size(); ++i) {
-    idle.push_back(1 - pipe_ms[i].first / pipe_ms[i].second);
-    compute += pipe_ms[i].first;
-    step += pipe_ms[i].second;
-  }
-  std::sort(idle.begin(), idle.end());
-  const double n = static_cast<double>(idle.size());
-  std::printf(
-      "pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
-      "%.4f (median)\n",
-      compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
-}
-
-// The run's closing lines: the op and instruction profiles (when on), the steps and peak RSS,
-// and with DS_MEMORY_PROFILE the model states' memory.
-void PrintRunSummary(Trainer* trainer, int rank) {
-  if (!trainer->executor().profile().empty()) {
-    std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
-    for (const auto& [op, p] : trainer->executor().profile())
-      std::printf("%-20s %8lld %12.1f %12.1f\n", op.c_str(), static_cast<long long>(p.calls),
-                  p.forward_ms, p.backward_ms);
-  }
-  if (!trainer->InstructionProfile().empty()) {
-    std::printf("%-36s %12s\n", "step plan instruction", "ms");
-    for (const auto& [kind, ms] : trainer->InstructionProfile())
-      std::printf("%-36s %12.1f\n", kind.c_str(), ms);
-  }
-  std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
-              PeakRssBytes() / double(1 << 20));
-  const char* profile = std::getenv("DS_MEMORY_PROFILE");
-  if (profile && *profile && std::string(profile) != "0")
-    std::printf("memory (rank %d): %s\n", rank, trainer->MemoryReport().c_str());
-}
-
 // The model graph, checked against a Hugging Face folder's weights before any allocation.
 StatusOr<Graph> LoadGraph(const config::JobConfig& config) {
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(config));
@@ -395,7 +329,12 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
   }
   if (f.eval) return EvaluateOnly(trainer, f, config);
   std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
-  DS_RETURN_IF_ERROR(TrainLoop(trainer, env, &pipe_ms));
+  DS_RETURN_IF_ERROR(ArmTestHang(env, &trainer->beacon()));
+  std::unique_ptr<launcher::ProgressReporter> reporter = MakeReporter(env, &trainer->beacon());
+  const bool on_device = c.device.type == config::DeviceType::kCuda;
+  LoopHooks hooks{[&] { return Step(trainer, on_device); },
+                  [&](const StepMetrics& m) { Report(reporter.get(), m, trainer->total_steps()); }};
+  DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &pipe_ms));
   if (!c.model.lora.save_adapter.empty())
     DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
   if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
@@ -408,6 +347,10 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
 Status Run(const Flags& f) {
   DS_ASSIGN_OR_RETURN(RankEnv env, ReadRankEnv());
   if (env.launched) SetLogRank(env.rank);
+  // Under Yama ptrace_scope 1 only an ancestor may attach to us: name the agent (our parent) so
+  // the eu-stack or gdb it starts for a hang report can read our stacks. Kernels without Yama
+  // refuse the call with EINVAL; nothing else depends on it, so its error is ignored.
+  if (env.launched) prctl(PR_SET_PTRACER, getppid(), 0, 0, 0);
   DS_ASSIGN_OR_RETURN(config::JobConfig config, LoadRankConfig(f, env));
   DS_LOG_INFO("worker", "OpenBLAS kernels: {}", BlasCoreDescription());
   DS_LOG_INFO("worker", "CPU GEMM: {}", ApplyCpuGemm(config));

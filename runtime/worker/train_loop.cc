@@ -1,0 +1,90 @@
+#include "runtime/worker/train_loop.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/worker/plan_beacon.h"
+#include "runtime/worker/progress.h"
+#include "runtime/worker/step_monitor.h"
+
+namespace ds::worker {
+
+Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
+                 std::vector<std::pair<double, double>>* pipe_ms) {
+  const config::JobConfig& c = trainer->config();
+  MetricsCsv csv;
+  const bool moe = trainer->graph().config.count("num_experts") > 0;
+  if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0, moe));
+  DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
+  Progress progress(trainer->total_steps(), c.monitor.log_interval);
+  if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
+  while (trainer->step() < trainer->total_steps()) {
+    DS_ASSIGN_OR_RETURN(StepMetrics m, hooks.step());
+    if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
+    progress.Report(m);
+    if (hooks.after_step) hooks.after_step(m);
+    double val = std::numeric_limits<double>::quiet_NaN();
+    bool last = trainer->step() == trainer->total_steps();
+    if (c.data.has_validation() && c.monitor.eval_interval > 0 &&
+        (trainer->step() % c.monitor.eval_interval == 0 || last)) {
+      trainer->beacon().Outside(trainer->step(), "validation");
+      DS_ASSIGN_OR_RETURN(val, trainer->Evaluate(c.monitor.eval_iters));
+      char line[128];
+      std::snprintf(line, sizeof(line), "step %lld: validation loss %.4f",
+                    static_cast<long long>(m.step), val);
+      progress.Note(line);
+    }
+    csv.Write(m, val);
+    DS_RETURN_IF_ERROR(step_monitor->Step(m, val, trainer->InstructionProfile(), stdout));
+    if (!c.checkpoint.dir.empty() &&
+        ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) ||
+         last)) {
+      trainer->beacon().Outside(trainer->step(), "checkpoint");
+      DS_RETURN_IF_ERROR(trainer->SaveCheckpoint());
+    }
+  }
+  progress.Finish();
+  return OkStatus();
+}
+
+void PrintPipelineIdle(const std::vector<std::pair<double, double>>& pipe_ms) {
+  if (pipe_ms.size() <= 2) return;
+  std::vector<double> idle;
+  double compute = 0, step = 0;
+  for (size_t i = 2; i < pipe_ms.size(); ++i) {
+    idle.push_back(1 - pipe_ms[i].first / pipe_ms[i].second);
+    compute += pipe_ms[i].first;
+    step += pipe_ms[i].second;
+  }
+  std::sort(idle.begin(), idle.end());
+  const double n = static_cast<double>(idle.size());
+  std::printf(
+      "pipeline: compute %.1f of %.1f ms per step (mean of steps 3-%zu), idle fraction "
+      "%.4f (median)\n",
+      compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
+}
+
+void PrintRunSummary(Trainer* trainer, int rank) {
+  if (!trainer->executor().profile().empty()) {
+    std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
+    for (const auto& [op, p] : trainer->executor().profile())
+      std::printf("%-20s %8lld %12.1f %12.1f\n", op.c_str(), static_cast<long long>(p.calls),
+                  p.forward_ms, p.backward_ms);
+  }
+  if (!trainer->InstructionProfile().empty()) {
+    std::printf("%-36s %12s\n", "step plan instruction", "ms");
+    for (const auto& [kind, ms] : trainer->InstructionProfile())
+      std::printf("%-36s %12.1f\n", kind.c_str(), ms);
+  }
+  std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
+              PeakRssBytes() / double(1 << 20));
+  const char* profile = std::getenv("DS_MEMORY_PROFILE");
+  if (profile && *profile && std::string(profile) != "0")
+    std::printf("memory (rank %d): %s\n", rank, trainer->MemoryReport().c_str());
+}
+
+}  // namespace ds::worker
