@@ -12,8 +12,9 @@ namespace {
 
 double Seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 
-// Reports come every 500 ms: a rank without one for this long while others report is stopped.
-constexpr std::chrono::seconds kSilence(3);
+// Reports come every 500 ms: a rank without one for three intervals while others report is
+// stopped (or cut off).
+constexpr std::chrono::milliseconds kSilence(1500);
 
 bool Before(const PlanPosition& a, const PlanPosition& b) {
   return std::make_pair(a.step, a.instruction) < std::make_pair(b.step, b.instruction);
@@ -101,11 +102,14 @@ std::string HangWatch::DeadlineText() const {
 bool HangWatch::Hung(SteadyTime now) const {
   if (!options_.enabled || ranks_.empty()) return false;
   SteadyTime latest{};
+  bool outside = false;  // a rank between steps (validation, a checkpoint): no step time bounds it
   for (const Rank& r : ranks_) {
     if (!r.position) return false;
     latest = std::max(latest, r.moved_at);
+    outside = outside || r.position->instruction < 0;
   }
-  return now - latest > Deadline();
+  const auto deadline = outside && options_.fixed.count() == 0 ? options_.ceiling : Deadline();
+  return now - latest > deadline;
 }
 
 std::vector<int> HangWatch::SilentRanks(SteadyTime now) const {

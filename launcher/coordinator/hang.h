@@ -55,9 +55,10 @@ class HangWatch {
   bool measured() const { return !step_seconds_.empty(); }
   // "12.3 s (auto: 5 x p99 step 2.46 s)", "10.0 s (auto: 5 x p99 step 0.21 s = 1.05 s, floor)".
   std::string DeadlineText() const;
-  // True when every rank reported a position and none moved for the deadline.
+  // True when every rank reported a position and none moved for the deadline; while a rank is
+  // between steps (validation, a checkpoint: what step times do not bound) for the maximum.
   bool Hung(SteadyTime now) const;
-  // The ranks whose reports stopped (kSilence without one while another rank's came), else the
+  // The ranks whose reports stopped (1.5 s without one while another rank's came), else the
   // ranks furthest behind (every rank when all stand at one position).
   std::vector<int> StuckRanks(SteadyTime now) const;
   // One paragraph: the silence and the deadline, each stuck rank (host from `hosts`, by rank),

@@ -69,6 +69,19 @@ TEST_CASE("HangWatch: the rank furthest behind is named with where the others wa
   CHECK_THAT(text, Catch::Contains("rank 2 on b stands at step 22, instruction 7 FORWARD"));
   CHECK_THAT(text, Catch::Contains("ranks 0, 1, 3 wait at step 22, instruction 14 REDUCE_SCATTER "
                                    "on group dp (4.00 MiB)"));
+  // A rank between steps (validation, a checkpoint) is given the maximum, not the step deadline.
+  {
+    HangWatch between(HangOptions{}, 2);
+    SteadyTime t{};
+    for (int s = 1; s <= 20; ++s) {
+      t += milliseconds(200);
+      for (int r = 0; r < 2; ++r) between.Report(r, At(s + 1, 0, "LOAD"), s, t);
+    }
+    between.Report(0, At(21, -1, "checkpoint"), 20, t);
+    between.Report(1, At(21, -1, "checkpoint"), 20, t);
+    CHECK(!between.Hung(t + seconds(60)));
+    CHECK(between.Hung(t + seconds(601)));
+  }
   // One rank moving resets the silence.
   watch.Report(0, At(22, 15, "ALL_GATHER", "dp"), 21, now + seconds(5));
   CHECK(!watch.Hung(now + seconds(11)));

@@ -88,6 +88,16 @@ Status AgentBackend::Start(const std::vector<NodeSpec>& nodes) {
       commands.push_back(AgentArgv(n, false));
       names_.push_back(n.name);
     }
+  } else if (opt_.backend == "netns") {
+    // Emulated nodes (tools/emulated_nodes.sh): each host is a network namespace of this
+    // machine; its agent (and so its workers) runs inside it and advertises its address there.
+    for (const NodeSpec& n : nodes) {
+      std::vector<std::string> argv = {"ip", "netns", "exec", n.name};
+      const std::vector<std::string> agent = AgentArgv(n, false);
+      argv.insert(argv.end(), agent.begin(), agent.end());
+      commands.push_back(argv);
+      names_.push_back(n.name);
+    }
   } else if (opt_.backend == "ssh") {
     for (const NodeSpec& n : nodes) {
       DS_ASSIGN_OR_RETURN(std::vector<std::string> argv, SshArgv(n));

@@ -60,7 +60,7 @@ std::string HostfileOrDefault(const std::string& hostfile, const std::string& de
 }
 
 StatusOr<std::string> BackendForLauncher(const std::string& name, std::string* note) {
-  if (name == "local" || name == "ssh" || name == "slurm") return name;
+  if (name == "local" || name == "ssh" || name == "slurm" || name == "netns") return name;
   if (name == "pdsh") {
     *note = "--launcher pdsh: the agents start over ssh, one per node, as pdsh would";
     return std::string("ssh");
@@ -72,7 +72,8 @@ StatusOr<std::string> BackendForLauncher(const std::string& name, std::string* n
           " is not supported: ds-runtime starts one agent per node itself and needs no MPI "
           "launcher; use --launcher ssh (or pdsh) with a hostfile, or slurm inside an "
           "allocation");
-  return InvalidArgumentError("--launcher must be local, ssh, pdsh or slurm, got \"" + name + "\"");
+  return InvalidArgumentError("--launcher must be local, ssh, pdsh, slurm or netns, got \"" + name +
+                              "\"");
 }
 
 StatusOr<DeepSpeedEnv> LoadDeepSpeedEnv(const std::string& home, const std::string& cwd,

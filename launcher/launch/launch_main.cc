@@ -154,7 +154,9 @@ int Launch(int argc, char** argv) {
   app.add_option("--num_gpus", o.num_slots, "DeepSpeed's name of --num_slots")
       ->check(CLI::PositiveNumber)
       ->excludes(slots);
-  app.add_option("--launcher", o.backend, "local | ssh | pdsh (over ssh) | slurm");
+  app.add_option("--launcher", o.backend,
+                 "local | ssh | pdsh (over ssh) | slurm | netns (hosts are network namespaces "
+                 "of this machine: tools/emulated_nodes.sh)");
   app.add_option("--coordinator", o.coordinator, "coordinator bind address HOST:PORT");
   app.add_option("--master_addr", o.master_addr,
                  "DeepSpeed's: the coordinator's address (with --master_port, default 29500)");
