@@ -163,8 +163,8 @@ class CoordinatorState {
   void CheckNodesLocked(SteadyTime now);
   void CheckSuccessWaitLocked(SteadyTime now);
   // coordinator_state_hang.cc: no rank moved for the deadline -> a hang report, the stuck ranks'
-  // stacks asked of their agents, then the round's failure (with the stacks) once they are in
-  // or stack_wait passed.
+  // stacks asked of their agents, then the round's failure (with the stacks) once they are in,
+  // stack_wait passed, or the agents that owe them went silent (3 heartbeat intervals).
   void CheckHangLocked(SteadyTime now);
   void EndHangLocked();
   // The ranks of node `node_index` whose stacks the open hang report still has to ask for.

@@ -63,8 +63,17 @@ void CoordinatorState::CheckHangLocked(SteadyTime now) {
     ChangedLocked();
     return;
   }
-  const bool all_in = hang_report_->stacks.size() >= hang_report_->ranks.size();
-  if (all_in || now - hang_report_->at >= config_.stack_wait) EndHangLocked();
+  // Waiting on: the ranks whose stacks have not come, unless their agent went silent too (a cut
+  // network: it never hears DUMP_STACKS).
+  bool waiting = false;
+  for (int rank : hang_report_->ranks) {
+    if (hang_report_->stacks.count(rank)) continue;
+    const NodeRecord& node = nodes_[rank_node_[rank]];
+    const bool silent =
+        !node.last_heartbeat || now - *node.last_heartbeat > 3 * config_.heartbeat_interval;
+    waiting = waiting || !silent;
+  }
+  if (!waiting || now - hang_report_->at >= config_.stack_wait) EndHangLocked();
 }
 
 void CoordinatorState::EndHangLocked() {
