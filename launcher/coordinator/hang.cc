@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "fmt/format.h"
@@ -123,16 +124,33 @@ std::vector<int> HangWatch::SilentRanks(SteadyTime now) const {
   return silent;
 }
 
+int HangWatch::StreamOf(int rank) const {
+  return rank < static_cast<int>(options_.streams.size()) ? options_.streams[rank] : 0;
+}
+
 std::vector<int> HangWatch::StuckRanks(SteadyTime now) const {
   std::vector<int> stuck = SilentRanks(now);
   if (!stuck.empty()) return stuck;
-  const PlanPosition* least = nullptr;
-  for (const Rank& r : ranks_)
-    if (r.position && (!least || Before(*r.position, *least))) least = &*r.position;
+  // Instruction indexes mean the same place only within one stream (a pipeline's stage).
+  std::map<int, std::vector<int>> streams;
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i)
-    if (ranks_[i].position && least && !Before(*least, *ranks_[i].position) &&
-        !Before(*ranks_[i].position, *least))
-      stuck.push_back(i);
+    if (ranks_[i].position) streams[StreamOf(i)].push_back(i);
+  for (const auto& [stream, members] : streams) {
+    const PlanPosition* least = nullptr;
+    for (int i : members)
+      if (!least || Before(*ranks_[i].position, *least)) least = &*ranks_[i].position;
+    std::vector<int> behind;
+    for (int i : members)
+      if (!Before(*least, *ranks_[i].position)) behind.push_back(i);
+    // One stream: its laggards, or all of it. Several: a stream's ranks count only when some
+    // of its ranks are ahead of them.
+    if (streams.size() == 1 || behind.size() < members.size())
+      stuck.insert(stuck.end(), behind.begin(), behind.end());
+  }
+  if (stuck.empty())
+    for (const auto& [stream, members] : streams)
+      stuck.insert(stuck.end(), members.begin(), members.end());
+  std::sort(stuck.begin(), stuck.end());
   return stuck;
 }
 
@@ -156,8 +174,18 @@ std::string HangWatch::Diagnose(SteadyTime now, const std::vector<std::string>& 
   const std::vector<int> silent = SilentRanks(now);
   const int world = static_cast<int>(ranks_.size());
   if (stuck.empty()) return text;
-  if (static_cast<int>(stuck.size()) == world)
-    return text + fmt::format("; every rank stands at {}", Where(*ranks_[stuck[0]].position));
+  if (static_cast<int>(stuck.size()) == world) {
+    bool same = true;
+    for (int r : stuck) same = same && *ranks_[r].position == *ranks_[stuck[0]].position;
+    if (same)
+      return text + fmt::format("; every rank stands at {}", Where(*ranks_[stuck[0]].position));
+    text += "; no rank is behind the others of its stage:";
+    for (int r : stuck)
+      text += fmt::format("{} rank {} on {} at {}", r == stuck[0] ? "" : ";", r,
+                          r < static_cast<int>(hosts.size()) ? hosts[r] : "?",
+                          Where(*ranks_[r].position));
+    return text;
+  }
   for (int r : stuck) {
     const std::string host = r < static_cast<int>(hosts.size()) ? hosts[r] : "?";
     text += fmt::format("; rank {} on {} stands at {} for {:.1f} s", r, host,
@@ -168,10 +196,12 @@ std::string HangWatch::Diagnose(SteadyTime now, const std::vector<std::string>& 
                           std::chrono::duration<double>(now - ranks_[r].reported_at).count());
   }
   // Where the others wait: their positions, the most common first.
-  std::map<std::pair<int64_t, int>, std::vector<int>> waiting;
+  std::map<std::tuple<int64_t, int, std::string>, std::vector<int>> waiting;
   for (int i = 0; i < world; ++i)
-    if (std::find(stuck.begin(), stuck.end(), i) == stuck.end())
-      waiting[{ranks_[i].position->step, ranks_[i].position->instruction}].push_back(i);
+    if (std::find(stuck.begin(), stuck.end(), i) == stuck.end()) {
+      const PlanPosition& p = *ranks_[i].position;
+      waiting[{p.step, p.instruction, p.group}].push_back(i);
+    }
   std::vector<std::vector<int>> groups;
   for (auto& [at, ranks] : waiting) groups.push_back(ranks);
   std::stable_sort(groups.begin(), groups.end(),

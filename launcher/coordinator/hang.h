@@ -37,6 +37,9 @@ struct HangOptions {
   int warmup_steps = 3;                       // auto: steps not measured
   std::chrono::milliseconds floor{10000};     // auto: at least
   std::chrono::milliseconds ceiling{600000};  // auto: at most, and before the warm-up is done
+  // Per rank, the instruction stream it runs (a pipeline rank's stage: RankPlan.stage); ranks
+  // are compared only with the ranks of their stream. Empty: every rank runs one stream.
+  std::vector<int> streams;
 };
 
 // "auto (5 x p99 step time after 3 warm-up steps, at least 10.0 s, at most 600.0 s)" or
@@ -59,7 +62,7 @@ class HangWatch {
   // between steps (validation, a checkpoint: what step times do not bound) for the maximum.
   bool Hung(SteadyTime now) const;
   // The ranks whose reports stopped (1.5 s without one while another rank's came), else the
-  // ranks furthest behind (every rank when all stand at one position).
+  // ranks furthest behind the others of their stream (every rank when none is behind).
   std::vector<int> StuckRanks(SteadyTime now) const;
   // One paragraph: the silence and the deadline, each stuck rank (host from `hosts`, by rank),
   // its instruction and group, and where the other ranks wait.
@@ -75,6 +78,7 @@ class HangWatch {
     SteadyTime reported_at{};  // the latest report
   };
   std::vector<int> SilentRanks(SteadyTime now) const;
+  int StreamOf(int rank) const;
   double P99StepSeconds() const;
 
   HangOptions options_;

@@ -93,6 +93,27 @@ TEST_CASE("HangWatch: the rank furthest behind is named with where the others wa
   CHECK_THAT(
       same.Diagnose(now + seconds(700), {}),
       Catch::Contains("every rank stands at step 3, instruction 9 ALL_REDUCE on group world"));
+  // A pipeline: indexes are compared within a stage only. Stage 1's rank 3 is behind rank 2;
+  // stage 0's ranks stand at a smaller index, waiting for stage 1: not named.
+  HangOptions piped;
+  piped.streams = {0, 0, 1, 1};
+  HangWatch pipe(piped, 4);
+  pipe.Report(0, At(5, 9, "RECV", "pipe.2-0"), 4, now);
+  pipe.Report(1, At(5, 9, "RECV", "pipe.3-1"), 4, now);
+  pipe.Report(2, At(5, 20, "SEND", "pipe.2-0"), 4, now);
+  pipe.Report(3, At(5, 12, "FORWARD"), 4, now);
+  CHECK(pipe.StuckRanks(now) == std::vector<int>{3});
+  // One rank per stage: nobody is behind a peer; every rank is listed where it stands.
+  HangOptions two;
+  two.streams = {0, 1};
+  HangWatch pp2(two, 2);
+  pp2.Report(0, At(5, 9, "RECV", "pipe.1-0"), 4, now);
+  pp2.Report(1, At(5, 4, "FORWARD"), 4, now);
+  CHECK(pp2.StuckRanks(now) == std::vector<int>{0, 1});
+  CHECK_THAT(pp2.Diagnose(now + seconds(700), {"a", "b"}),
+             Catch::Contains("no rank is behind the others of its stage: rank 0 on a at step 5, "
+                             "instruction 9 RECV on group pipe.1-0; rank 1 on b at step 5, "
+                             "instruction 4 FORWARD"));
   // A stopped rank sends nothing while the others report where they wait: it is the one named.
   for (int i = 1; i <= 20; ++i)
     same.Report(0, At(3, 9, "ALL_REDUCE", "world"), 2, now + seconds(i));

@@ -249,6 +249,8 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   co.config.node_timeout = Ms(o.node_timeout_s);
   co.config.max_restarts = o.max_restarts;
   co.config.hang = HangOptionsFor(in.config.fault_tolerance);
+  for (const proto::RankPlan& rank : in.plan.ranks())  // a pipeline rank's stage: its stream
+    co.config.hang.streams.push_back(rank.stage());
   co.config.success_wait = milliseconds(60000);
   co.config.job.job_id = dir.job_id;
   co.config.job.worker_argv = {in.worker, "--config", Absolute(o.config)};

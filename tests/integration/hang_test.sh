@@ -20,17 +20,18 @@ fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/hosts"
 "$DATA" addition --digits 2 --train_examples 4000 --val_examples 100 --output_dir "$BASE/data" >/dev/null 2>&1
 
-job() {  # job DIR STEPS: a data-parallel job whose hang deadline floor is 3 s
+job() {  # job DIR STEPS [EXTRA]: a data-parallel job whose hang deadline floor is 3 s
   mkdir -p "$1"
   cat > "$1/job.yaml" <<YAML
 train_micro_batch_size_per_gpu: 8
 optimizer: {type: AdamW, params: {lr: 0.003}}
-model: {family: gpt2, n_layer: 1, n_embd: 32, n_head: 2, vocab_size: 16, max_seq_len: 10}
+model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 2, vocab_size: 16, max_seq_len: 10}
 data: {train: $BASE/data/train.tok, seq_len: 10}
 training: {train_iters: $2}
 monitor: {log_interval: 50}
 device: {threads: 1}
 fault_tolerance: {hang_timeout: auto, hang_timeout_min: 3}
+${3:-}
 YAML
 }
 launch() {  # launch DIR ARGS...: runs ds-launch in the background, output in DIR/out
@@ -104,6 +105,20 @@ grep -q "rank 1 threads:" "$D/out" && pass "SIGSTOP: its stacks reported" \
 in_time "$D" "SIGSTOP"
 kill -CONT "$victim" 2>/dev/null
 no_leftovers "$D" "SIGSTOP"
+
+# --- a pipeline (pp 2 x dp 2): rank 3 (stage 1) sleeps in a FORWARD. Ranks are compared within
+# their stage: rank 3 is named, its stage peer is not; its pipeline neighbour, blocked on rank 3's
+# gradient behind its own stage peer, may be named beside it ---
+D=$BASE/pipeline; job "$D" 100000 "parallel: {pipeline: 2}
+gradient_accumulation_steps: 2"
+DS_TEST_HANG=3:1500:FORWARD launch "$D"
+exit_of "$D" 120
+[[ $rc == 1 ]] && pass "pipeline: ds-launch exits 1" || { fail "pipeline: exit $rc"; tail -20 "$D/out"; }
+grep -qE "rank 3 on 127.0.0.2 stands at step 1500, instruction [0-9]+ FORWARD" "$D/out" \
+  && ! grep -qE "hang: .*rank 2 on 127.0.0.2 stands at" "$D/out" \
+  && pass "pipeline: rank 3 named in its FORWARD, its stage peer not" || { fail "pipeline: not named"; grep -m2 "hang:" "$D/out"; }
+in_time "$D" "pipeline"
+no_leftovers "$D" "pipeline"
 
 echo "hang_test: $fails failure(s)"
 ((fails == 0))
