@@ -57,6 +57,11 @@ case $cmd in
     ;;
   down)
     for ns in $(nodes); do ip netns del "$ns"; done
+    # The root side of each pair too: a namespace outlives its name while a socket of it lingers
+    # (a connection to a cut peer retrying), and with it the pair.
+    for dev in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^${name}v[0-9]+$"); do
+      ip link del "$dev" 2>/dev/null || true
+    done
     ip link del "$bridge" 2>/dev/null || true
     ;;
   cut)
