@@ -15,8 +15,7 @@ BASE=${TEST_TMPDIR:-$(mktemp -d)}/hang
 rm -rf "$BASE"; mkdir -p "$BASE"
 export DS_RUNTIME_HOME=$BASE/home
 fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+source "$(dirname "$0")/launch_helpers.sh"  # pass, fail, wait_for, exit_of, no_leftovers, ...
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/hosts"
 "$DATA" addition --digits 2 --train_examples 4000 --val_examples 100 --output_dir "$BASE/data" >/dev/null 2>&1
 
@@ -39,27 +38,6 @@ launch() {  # launch DIR ARGS...: runs ds-launch in the background, output in DI
   "$LAUNCH" "$d/job.yaml" --hostfile "$BASE/hosts" --worker "$WORKER" --agent "$AGENT" \
     --heartbeat 0.5 --node_timeout 30 --grace 1 "$@" > "$d/out" 2>&1 &
   echo $! > "$d/pid"
-}
-wait_for() {  # wait_for SECONDS CMD...: polls every 0.1 s
-  local end=$((SECONDS + $1)); shift
-  while ((SECONDS < end)); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-rank_pid() { "$LAUNCH" status 2>/dev/null | awk -v r="$1" '$1 == r && $2 ~ /^127/ {print $3}'; }
-running_ranks() { "$LAUNCH" status 2>/dev/null | grep -cE "^[0-9]+ +127\.0\.0\.[12] +[0-9]+ +RUNNING"; }
-all_running() { [[ $(running_ranks) == 4 ]]; }
-leftovers() { pgrep -f "$1/job.yaml" | grep -v "^$$\$" || true; }
-none_left() { [[ -z $(leftovers "$1") ]]; }
-exit_of() {  # exit_of DIR SECONDS: waits for ds-launch (a child of this shell); sets rc
-  local pid; pid=$(cat "$1/pid")
-  local end=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < end)); do sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; wait "$pid" 2>/dev/null; rc=timeout; return; fi
-  wait "$pid"; rc=$?
-}
-no_leftovers() {  # no_leftovers DIR NAME
-  if wait_for 10 none_left "$1"; then pass "$2: no process left"
-  else fail "$2: left running: $(leftovers "$1" | tr '\n' ' ')"; pkill -9 -CONT -f "$1/job.yaml"; pkill -9 -f "$1/job.yaml"; fi
 }
 # The report's "no rank moved for X s (deadline Y s": X within Y + 5 s.
 in_time() {  # in_time DIR NAME
@@ -84,7 +62,7 @@ grep -qE "ranks 0, 1, 3 wait at step 3000, instruction [0-9]+ [A-Z_]+ on group "
 grep -q "rank 2 threads:" "$D/out" && grep -qiE "HangHere|PlanBeacon|nanosleep|sleep" "$D/out" \
   && pass "sleeping rank: its stacks show the sleep" || { fail "sleeping rank: no stacks"; grep -A5 "threads:" "$D/out" | head; }
 in_time "$D" "sleeping rank"
-no_leftovers "$D" "sleeping rank"
+no_leftovers "$D" "sleeping rank" 10
 
 # --- a rank stopped with SIGSTOP ---
 D=$BASE/stopped; job "$D" 100000
@@ -104,7 +82,7 @@ grep -q "rank 1 threads:" "$D/out" && pass "SIGSTOP: its stacks reported" \
   || { fail "SIGSTOP: no stacks section"; grep -A3 "first failure" "$D/out"; }
 in_time "$D" "SIGSTOP"
 kill -CONT "$victim" 2>/dev/null
-no_leftovers "$D" "SIGSTOP"
+no_leftovers "$D" "SIGSTOP" 10
 
 # --- a pipeline (pp 2 x dp 2): rank 3 (stage 1) sleeps in a FORWARD. Ranks are compared within
 # their stage: rank 3 is named, its stage peer is not; its pipeline neighbour, blocked on rank 3's
@@ -118,7 +96,7 @@ grep -qE "rank 3 on 127.0.0.2 stands at step 1500, instruction [0-9]+ FORWARD" "
   && ! grep -qE "hang: .*rank 2 on 127.0.0.2 stands at" "$D/out" \
   && pass "pipeline: rank 3 named in its FORWARD, its stage peer not" || { fail "pipeline: not named"; grep -m2 "hang:" "$D/out"; }
 in_time "$D" "pipeline"
-no_leftovers "$D" "pipeline"
+no_leftovers "$D" "pipeline" 10
 
 echo "hang_test: $fails failure(s)"
 ((fails == 0))

@@ -15,8 +15,7 @@ BASE=${TEST_TMPDIR:-$(mktemp -d)}/launch
 rm -rf "$BASE"; mkdir -p "$BASE"
 export DS_RUNTIME_HOME=$BASE/home
 fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+source "$(dirname "$0")/launch_helpers.sh"  # pass, fail, wait_for, exit_of, no_leftovers, ...
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/hosts"
 "$DATA" addition --digits 2 --train_examples 4000 --val_examples 100 --output_dir "$BASE/data" >/dev/null 2>&1
 
@@ -39,28 +38,6 @@ launch() {  # launch DIR ARGS...: runs ds-launch in the background, output in DI
     --heartbeat 0.5 --node_timeout 3 --grace 1 "$@" > "$d/out" 2>&1 &
   echo $! > "$d/pid"
 }
-wait_for() {  # wait_for SECONDS CMD...: polls every 0.1 s
-  local end=$((SECONDS + $1)); shift
-  while ((SECONDS < end)); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-running_ranks() { "$LAUNCH" status 2>/dev/null | grep -cE "^[0-9]+ +127\.0\.0\.[12] +[0-9]+ +RUNNING"; }
-rank_pid() { "$LAUNCH" status 2>/dev/null | awk -v r="$1" '$1 == r && $2 ~ /^127/ {print $3}'; }
-leftovers() { pgrep -f "$1/job.yaml" | grep -v "^$$\$" || true; }
-all_running() { [[ $(running_ranks) == 4 ]]; }
-none_left() { [[ -z $(leftovers "$1") ]]; }
-exit_of() {  # exit_of DIR SECONDS: waits for ds-launch (a child of this shell); sets rc
-  local pid; pid=$(cat "$1/pid")
-  local end=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < end)); do sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; wait "$pid" 2>/dev/null; rc=timeout; return; fi
-  wait "$pid"; rc=$?
-}
-no_leftovers() {  # no_leftovers DIR NAME
-  if wait_for 5 none_left "$1"; then pass "$2: no process left"
-  else fail "$2: left running: $(leftovers "$1" | tr '\n' ' ')"; pkill -9 -f "$1/job.yaml"; fi
-}
-
 # --- 2 nodes x 2 slots ---
 D=$BASE/ok; job "$D" 40
 launch "$D"

@@ -17,8 +17,7 @@ BASE=${TEST_TMPDIR:-$(mktemp -d)}/netns
 rm -rf "$BASE"; mkdir -p "$BASE"
 export DS_RUNTIME_HOME=$BASE/home
 fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+source "$(dirname "$0")/launch_helpers.sh"  # pass, fail, wait_for, leftovers, ...
 if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
   echo "SKIPPED TARGET: netns_hang_test needs root, ip and tc (network namespaces)"; exit 0
 fi
@@ -39,9 +38,6 @@ monitor: {log_interval: 50}
 device: {threads: 1}
 fault_tolerance: {hang_timeout: auto, hang_timeout_min: 3}
 YAML
-leftovers() { pgrep -f "$BASE/job.yaml" | grep -v "^$$\$" || true; }
-none_left() { [[ -z $(leftovers) ]]; }
-wait_for() { local end=$((SECONDS + $1)); shift; while ((SECONDS < end)); do "$@" && return 0; sleep 0.1; done; return 1; }
 running() { [[ $("$LAUNCH" status 2>/dev/null | grep -cE "^[0-9]+ +$NAME[01] +[0-9]+ +RUNNING") == 4 ]]; }
 
 "$LAUNCH" "$BASE/job.yaml" --hostfile "$BASE/hosts" --launcher netns --worker "$WORKER" \
@@ -67,7 +63,7 @@ line=$(grep -o "no rank moved for [0-9.]* s (deadline [0-9.]* s" "$BASE/out" | h
 x=$(echo "$line" | awk '{print $5}'); y=$(echo "$line" | awk '{print $8}')
 [[ -n $x && -n $y ]] && awk -v x="$x" -v y="$y" 'BEGIN { exit !(x <= y + 5) }' \
   && pass "cut link: named after $x s, deadline $y s" || fail "cut link: no timely report ($line)"
-wait_for 30 none_left && pass "cut link: no process left" || fail "cut link: left running: $(leftovers | tr '\n' ' ')"
+wait_for 30 none_left "$BASE" && pass "cut link: no process left" || fail "cut link: left running: $(leftovers "$BASE" | tr '\n' ' ')"
 
 echo "netns_hang_test: $fails failure(s)"
 ((fails == 0))

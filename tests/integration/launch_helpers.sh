@@ -1,0 +1,25 @@
+# Sourced by the launch tests (launch_test, hang_test, netns_hang_test): the checks, bounded
+# waits and leftover-process sweeps they share. The caller sets LAUNCH (ds-launch) and fails=0.
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+wait_for() {  # wait_for SECONDS CMD...: polls every 0.1 s
+  local end=$((SECONDS + $1)); shift
+  while ((SECONDS < end)); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+running_ranks() { "$LAUNCH" status 2>/dev/null | grep -cE "^[0-9]+ +127\.0\.0\.[12] +[0-9]+ +RUNNING"; }
+rank_pid() { "$LAUNCH" status 2>/dev/null | awk -v r="$1" '$1 == r && $2 ~ /^127/ {print $3}'; }
+leftovers() { pgrep -f "$1/job.yaml" | grep -v "^$$\$" || true; }
+all_running() { [[ $(running_ranks) == 4 ]]; }
+none_left() { [[ -z $(leftovers "$1") ]]; }
+exit_of() {  # exit_of DIR SECONDS: waits for ds-launch (a child of this shell); sets rc
+  local pid; pid=$(cat "$1/pid")
+  local end=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < end)); do sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; wait "$pid" 2>/dev/null; rc=timeout; return; fi
+  wait "$pid"; rc=$?
+}
+no_leftovers() {  # no_leftovers DIR NAME [SECONDS]: stopped processes are woken and killed
+  if wait_for "${3:-5}" none_left "$1"; then pass "$2: no process left"
+  else fail "$2: left running: $(leftovers "$1" | tr '\n' ' ')"; pkill -9 -CONT -f "$1/job.yaml"; pkill -9 -f "$1/job.yaml"; fi
+}
