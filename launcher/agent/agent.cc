@@ -19,6 +19,8 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/process/process.h"
 #include "launcher/process/supervisor.h"
+#include "launcher/state_store/copy_store.h"
+#include "launcher/state_store/state_store_server.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/device.h"
@@ -73,6 +75,11 @@ class Agent {
   int Run();
 
  private:
+  // The state store the workers' in-memory copies go to (fault_tolerance.in_memory_interval),
+  // on the address this node advertises (every interface when it advertises none). Without it
+  // the agent keeps no copies and says why.
+  void StartStateStore();
+  JoinRequest MakeJoinRequest(int round) const;
   Status StartWorkers(const JoinResult& join);
   // Local rank `i`'s environment: `base` and the rank's variables (RANK, DS_*, threads, GPU).
   std::vector<std::pair<std::string, std::string>> WorkerEnv(
@@ -96,6 +103,8 @@ class Agent {
   std::unique_ptr<CoordinatorClient> client_;
   Supervisor sup_;
   std::unique_ptr<StackDumper> dumper_;  // set by Run(); destroyed (joined) before sup_
+  CopyStore copies_;
+  std::unique_ptr<StateStoreServer> store_server_;  // serves copies_
   JoinResult join_;
   std::atomic<bool> stdin_eof_{false};
   int grace_ms_ = 10000;
@@ -210,6 +219,13 @@ std::vector<std::pair<std::string, std::string>> Agent::WorkerEnv(
   add("DS_RESUME", join.job.resume ? "1" : "0");
   add("DS_NODE_NAME", opt_.node_name);
   add("DS_NODE_ADDR", join.advertise_addr);
+  std::string stores;
+  for (const std::string& a : join.copy_stores) stores += (stores.empty() ? "" : ",") + a;
+  if (!stores.empty()) add("DS_COPY_STORES", stores);
+  if (join.memory_step > 0 && i < static_cast<int>(join.memory_sources.size())) {
+    add("DS_MEMORY_STEP", std::to_string(join.memory_step));
+    add("DS_MEMORY_SOURCE", join.memory_sources[i]);
+  }
   add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus)));
   if (!opt_.devices.empty())  // the hostfile slots --include picked: the user's GPUs
     add("CUDA_VISIBLE_DEVICES", std::to_string(opt_.devices.at(i % opt_.devices.size())));
@@ -305,6 +321,23 @@ int Agent::SuperviseRound(int* next_round) {
   }
 }
 
+void Agent::StartStateStore() {
+  const std::string host = opt_.advertise_addr.empty() ? "0.0.0.0" : opt_.advertise_addr;
+  auto server = StateStoreServer::Start(host, 0, opt_.token, &copies_);
+  if (!server.ok()) {
+    DS_LOG_WARN("agent", "no state store for in-memory copies: {}", server.status().ToString());
+    return;
+  }
+  store_server_ = std::move(server).value();
+}
+
+JoinRequest Agent::MakeJoinRequest(int round) const {
+  JoinRequest req{opt_.node_name, opt_.advertise_addr, opt_.slots, round, getpid()};
+  req.state_store_port = store_server_ ? store_server_->port() : 0;
+  for (const HeldCopy& c : copies_.Held()) req.held_copies.push_back({c.rank, c.step});
+  return req;
+}
+
 int Agent::Run() {
   const Status subreaper = sup_.EnableSubreaper();
   if (!subreaper.ok()) DS_LOG_WARN("agent", "{}", subreaper.ToString());
@@ -322,15 +355,17 @@ int Agent::Run() {
       stdin_eof_.store(true);
     }).detach();  // blocked in read(); ends with the process
   }
+  StartStateStore();
   int next_round = 0;
   while (true) {
-    JoinRequest req{opt_.node_name, opt_.advertise_addr, opt_.slots, next_round, getpid()};
-    auto join = client_->Join(req, milliseconds(3600 * 1000));
+    auto join = client_->Join(MakeJoinRequest(next_round), milliseconds(3600 * 1000));
     if (!join.ok()) {
       DS_LOG_ERROR("agent", "{}", join.status().ToString());
       return 2;
     }
     join_ = *join;
+    // Copies after the step the round resumes from belong to the abandoned run.
+    copies_.DropAfter(join_.memory_step > 0 ? join_.memory_step : -1);
     grace_ms_ = join_.job.grace_ms > 0 ? join_.job.grace_ms : 10000;
     if (Status s = StartWorkers(join_); !s.ok()) ReportStartFailure(s);
     if (const int code = SuperviseRound(&next_round); code >= 0) return code;

@@ -53,9 +53,10 @@ struct CoordinatorConfig {
   std::chrono::milliseconds join_timeout{600000};  // round opened -> all joined
   std::chrono::milliseconds last_call{30000};      // min_nodes joined -> round closes
   std::chrono::milliseconds heartbeat_interval{5000};
-  std::chrono::milliseconds node_timeout{0};       // no heartbeat for this long = LOST; 0 = 3x
-  int max_restarts = 0;                            // restart rounds per job
-  HangOptions hang;                                // fault_tolerance.hang_timeout (hang.h)
+  std::chrono::milliseconds node_timeout{0};  // no heartbeat for this long = LOST; 0 = 3x
+  int max_restarts = 0;                       // restart rounds per job
+  bool memory_copies = false;  // fault_tolerance.in_memory_interval > 0: say where restarts resume
+  HangOptions hang;            // fault_tolerance.hang_timeout (hang.h)
   std::chrono::milliseconds stack_wait{20000};     // a hang report waits this long for stacks
   std::chrono::milliseconds success_wait{300000};  // first node done -> all must be done
   JobSpec job;                                     // handed to every agent in JoinResult

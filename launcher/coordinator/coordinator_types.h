@@ -67,12 +67,20 @@ struct JobSpec {
   int heartbeat_interval_ms = 0;           // set by the coordinator
 };
 
+// A complete in-memory copy an agent's state store holds (fault_tolerance.in_memory_interval).
+struct StoredCopy {
+  int rank = 0;
+  int64_t step = 0;
+};
+
 struct JoinRequest {
   std::string node_name;
   std::string advertise_addr;  // "" = the source address of the agent's connection
   int slots = 0;
   int round = 0;  // 0 = the open round
   int64_t agent_pid = 0;
+  int state_store_port = 0;  // this agent's state store; 0 = none
+  std::vector<StoredCopy> held_copies;
 };
 
 struct JoinResult {
@@ -83,6 +91,11 @@ struct JoinResult {
   std::vector<int> global_ranks;  // of this node's local ranks, in local-rank order
   JobSpec job;
   std::string advertise_addr;  // what the coordinator recorded for this node
+  // In-memory copies (memory_copies.h): where this node's ranks send theirs (host:port, its own
+  // store first); on a restart the step to resume from (0 = none) and each local rank's source.
+  std::vector<std::string> copy_stores;
+  int64_t memory_step = 0;
+  std::vector<std::string> memory_sources;
 };
 
 struct WorkerReport {

@@ -53,10 +53,20 @@ void ToProto(const JoinRequest& in, proto::JoinRequest* out) {
   out->set_slots(in.slots);
   out->set_round(in.round);
   out->set_agent_pid(in.agent_pid);
+  out->set_state_store_port(in.state_store_port);
+  for (const StoredCopy& c : in.held_copies) {
+    proto::StoredCopy* held = out->add_held_copies();
+    held->set_rank(c.rank);
+    held->set_step(c.step);
+  }
 }
 
 JoinRequest FromProto(const proto::JoinRequest& in) {
-  return JoinRequest{in.node_name(), in.advertise_addr(), in.slots(), in.round(), in.agent_pid()};
+  JoinRequest out{in.node_name(), in.advertise_addr(), in.slots(), in.round(), in.agent_pid()};
+  out.state_store_port = in.state_store_port();
+  for (const proto::StoredCopy& c : in.held_copies())
+    out.held_copies.push_back({c.rank(), c.step()});
+  return out;
 }
 
 void ToProto(const JoinResult& in, proto::JoinResponse* out) {
@@ -67,6 +77,9 @@ void ToProto(const JoinResult& in, proto::JoinResponse* out) {
   for (int rank : in.global_ranks) out->add_global_ranks(rank);
   ToProto(in.job, out->mutable_job());
   out->set_advertise_addr(in.advertise_addr);
+  for (const std::string& store : in.copy_stores) out->add_copy_stores(store);
+  out->set_memory_step(in.memory_step);
+  for (const std::string& source : in.memory_sources) out->add_memory_sources(source);
 }
 
 JoinResult FromProto(const proto::JoinResponse& in) {
@@ -78,6 +91,9 @@ JoinResult FromProto(const proto::JoinResponse& in) {
   out.global_ranks.assign(in.global_ranks().begin(), in.global_ranks().end());
   out.job = FromProto(in.job());
   out.advertise_addr = in.advertise_addr();
+  out.copy_stores.assign(in.copy_stores().begin(), in.copy_stores().end());
+  out.memory_step = in.memory_step();
+  out.memory_sources.assign(in.memory_sources().begin(), in.memory_sources().end());
   return out;
 }
 

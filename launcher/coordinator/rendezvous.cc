@@ -110,6 +110,8 @@ void Rendezvous::Close(SteadyTime now) {
     m.first_rank = next_rank;
     m.slots = entry.slots;
     m.advertise_addr = entry.request.advertise_addr;
+    m.state_store_port = entry.request.state_store_port;
+    m.held_copies = entry.request.held_copies;
     next_rank += entry.slots;
     members_.push_back(m);
     if (members_.size() > 8) continue;  // the log line names the first 8 nodes

@@ -41,6 +41,8 @@ struct RoundMember {
   int first_rank = 0;  // global rank of local rank 0
   int slots = 0;
   std::string advertise_addr;
+  int state_store_port = 0;             // its agent's state store (0 = none)
+  std::vector<StoredCopy> held_copies;  // the in-memory copies it holds
 };
 
 class Rendezvous {

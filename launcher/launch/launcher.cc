@@ -248,6 +248,7 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   co.config.heartbeat_interval = Ms(o.heartbeat_s);
   co.config.node_timeout = Ms(o.node_timeout_s);
   co.config.max_restarts = o.max_restarts;
+  co.config.memory_copies = in.config.fault_tolerance.in_memory_interval > 0;
   co.config.hang = HangOptionsFor(in.config.fault_tolerance);
   for (const proto::RankPlan& rank : in.plan.ranks())  // a pipeline rank's stage: its stream
     co.config.hang.streams.push_back(rank.stage());

@@ -30,6 +30,9 @@ void ParseFaultTolerance(MapReader& root, FaultToleranceConfig* f) {
   r.Get("hang_timeout_max", &f->hang_timeout_max_s);
   r.Require(f->hang_timeout_max_s >= f->hang_timeout_min_s, "hang_timeout_max",
             "must be >= hang_timeout_min");
+  r.Get("in_memory_interval", &f->in_memory_interval);
+  r.Require(f->in_memory_interval >= 0, "in_memory_interval",
+            "must be >= 0 (steps between in-memory copies; 0 = off)");
   r.Finish();
 }
 

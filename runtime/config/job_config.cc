@@ -159,6 +159,15 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Warn(
         "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "
         "(offload_optimizer / offload_param device nvme); it changes nothing here");
+  const int64_t copies = c->fault_tolerance.in_memory_interval;
+  if (copies > 0 && c->train_iters > 0 && copies > c->train_iters)
+    r.Fail("fault_tolerance", "fault_tolerance.in_memory_interval " + std::to_string(copies) +
+                                  " is longer than the run (training.train_iters " +
+                                  std::to_string(c->train_iters) + "): no copy would be made");
+  if (copies > 0 && swaps)
+    r.Fail("fault_tolerance",
+           "fault_tolerance.in_memory_interval with model states swapped to NVMe: their bytes "
+           "are not in memory to copy; use checkpoint.save_interval");
   // On a GPU the states stay on the device unless the optimizer is offloaded; the parameter
   // shards follow the states (DeepSpeed could keep them on the CPU alone).
   if (c->device.type == DeviceType::kCuda && c->zero.stage == 3 &&

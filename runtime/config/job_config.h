@@ -270,7 +270,10 @@ struct CommsLoggerConfig {
 // (the default: hang_multiple x the p99 step time once hang_warmup_steps steps are measured,
 // clamped to [hang_timeout_min, hang_timeout_max]; the maximum until then), a number of
 // seconds, or off. When no rank moves past it the job ends (or restarts under --max_restarts)
-// with a report naming the ranks that hang (launcher/coordinator/hang.h).
+// with a report naming the ranks that hang (launcher/coordinator/hang.h). in_memory_interval N
+// > 0: every N steps each rank's model states are copied into the memory of its node's agent and
+// of the next node's (runtime/worker/memory_copier.h), and a restart resumes from the newest
+// step every rank has a copy of, instead of from the disk checkpoint; 0: off.
 struct FaultToleranceConfig {
   bool hang_detection = true;
   double hang_timeout_s = 0;  // 0: auto
@@ -278,6 +281,7 @@ struct FaultToleranceConfig {
   int hang_warmup_steps = 3;
   double hang_timeout_min_s = 10;
   double hang_timeout_max_s = 600;
+  int64_t in_memory_interval = 0;
 };
 
 struct MonitorConfig {

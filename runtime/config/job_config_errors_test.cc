@@ -231,5 +231,23 @@ TEST_CASE("fault_tolerance: the hang deadline's forms, and bad ones named", "[co
                  "unknown key \"fault_tolerance.hang_timout\" (did you mean \"hang_timeout\"?)"));
 }
 
+TEST_CASE("fault_tolerance.in_memory_interval: longer than the run, negative, or with NVMe states",
+          "[config]") {
+  auto c = ParseJobConfig("fault_tolerance: {in_memory_interval: 5}\ntraining: {train_iters: 20}\n",
+                          "job.yaml");
+  REQUIRE(c.ok());
+  CHECK(c->fault_tolerance.in_memory_interval == 5);
+  CHECK(JobConfig().fault_tolerance.in_memory_interval == 0);  // off by default
+  CHECK(Contains(
+      ErrorOf("fault_tolerance: {in_memory_interval: 50}\ntraining: {train_iters: 20}\n"),
+      "fault_tolerance.in_memory_interval 50 is longer than the run (training.train_iters 20): "
+      "no copy would be made"));
+  CHECK(Contains(ErrorOf("fault_tolerance: {in_memory_interval: -1}\n"),
+                 "fault_tolerance.in_memory_interval\" (line 1): must be >= 0"));
+  CHECK(Contains(ErrorOf("fault_tolerance: {in_memory_interval: 1}\nzero_optimization: {stage: 2, "
+                         "offload_optimizer: {device: nvme, nvme_path: /tmp}}\n"),
+                 "model states swapped to NVMe"));
+}
+
 }  // namespace
 }  // namespace ds::config

@@ -72,6 +72,14 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_nvme_bytes(plan.swap().file_bytes() + plan.swap().param_file_bytes());
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
   r.set_frozen_bytes(Kind(m, Buf::FROZEN_WEIGHTS));
+  // The copy (runtime/worker/trainer_memory_copy.cc): the master as the rank holds it (in fp32
+  // the parameters themselves), the optimizer states, and the 16-bit parameters a sharded master
+  // does not give back (stages 1-2: all; stage 3: the persistent ones).
+  const bool fp32 = plan.settings().model_dtype() == proto::DT_F32;
+  const bool unsharded_mixed = !fp32 && plan.settings().zero_stage() == 0;
+  r.set_copy_bytes(Kind(m, Buf::MASTER_WEIGHTS) + Kind(m, Buf::OPTIMIZER_STATE) +
+                   (unsharded_mixed ? 0 : Kind(m, Buf::PARAM_FULL)) +
+                   (fp32 ? Kind(m, Buf::PARAM_SHARD) : 0));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
     if (!IsCollective(ins.kind()) && ins.kind() != proto::Instruction::SEND) continue;
@@ -350,6 +358,14 @@ std::string FormatMemory(const proto::PlanSummary& s,
     row("on NVMe (swap files)", &proto::RankSummary::nvme_bytes, what);
   }
   row("peak total", &proto::RankSummary::peak_bytes, "");
+  if (c.in_memory_interval() > 0) {
+    const int64_t every = c.in_memory_interval();
+    const int64_t copy = cols.front()->copy_bytes();
+    row("in-memory copy (agents' memory)", &proto::RankSummary::copy_bytes,
+        Fmt("  every %lld step(s) to its node's agent and the next node's (%s MiB per step "
+            "to each); an agent keeps the last 2 of its ranks' and of the previous node's",
+            static_cast<long long>(every), MiB(copy / every).c_str()));
+  }
   if (!s.deepspeed_offload_formula().empty())
     out +=
         Fmt("  DeepSpeed's estimator has no NVMe row; its CPU-offload one (%s) gives %s MiB device "

@@ -123,6 +123,7 @@ void EchoSettings(const plan::PlanConfig& c, const plan::Topology& topo, proto::
   s->set_recompute(RecomputeModeName(c.recompute));
   s->set_partition_activations(c.partition_activations);
   s->set_sequence_parallel(c.sequence_parallel);
+  s->set_in_memory_interval(c.in_memory_interval);
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
     w->set_enabled(true);

@@ -1,6 +1,9 @@
 #include "runtime/worker/rank_env.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "runtime/base/status_macros.h"
 
@@ -23,6 +26,18 @@ std::string StrVar(const char* name) {
   return v ? v : "";
 }
 
+// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    if (comma > at) out.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<RankEnv> ReadRankEnv() {
@@ -41,6 +56,13 @@ StatusOr<RankEnv> ReadRankEnv() {
   e.tls_cert = StrVar("DS_TLS_CERT");
   e.tls_key = StrVar("DS_TLS_KEY");
   e.tls_server_name = StrVar("DS_TLS_SERVER_NAME");
+  e.copy_stores = SplitList(StrVar("DS_COPY_STORES"));
+  DS_ASSIGN_OR_RETURN(int memory_step, IntVar("DS_MEMORY_STEP", -1));
+  e.memory_step = memory_step;
+  e.memory_source = StrVar("DS_MEMORY_SOURCE");
+  if (e.memory_step >= 0 && e.memory_source.empty())
+    return InvalidArgumentError("DS_MEMORY_STEP=" + std::to_string(e.memory_step) +
+                                " without DS_MEMORY_SOURCE (the store holding the copy)");
   if (e.world_size < 1 || e.rank >= e.world_size)
     return InvalidArgumentError("RANK=" + std::to_string(e.rank) +
                                 " is outside WORLD_SIZE=" + std::to_string(e.world_size));

@@ -1,9 +1,12 @@
 // The rank environment ds-agent gives each worker (as torchrun does): RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_SIZE, NODE_RANK, plus DS_COORDINATOR, DS_JOB_TOKEN_FILE, DS_ROUND and
-// DS_RESUME. Standalone (no RANK), the worker is rank 0 of 1.
+// DS_RESUME, and for in-memory copies DS_COPY_STORES, DS_MEMORY_STEP and DS_MEMORY_SOURCE.
+// Standalone (no RANK), the worker is rank 0 of 1.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/base/status.h"
 
@@ -23,6 +26,12 @@ struct RankEnv {
   // Mutual TLS to the coordinator (DS_TLS_*, set by ds-agent; "" = plaintext): the CA, the
   // client certificate and key, and the name the coordinator's certificate is checked against.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // fault_tolerance.in_memory_interval: the agents' state stores (host:port) this rank sends its
+  // copies to (its node's first, then its buddy node's), and on a restart the step every rank
+  // resumes from (-1: none) and the store holding this rank's copy of it.
+  std::vector<std::string> copy_stores;
+  int64_t memory_step = -1;
+  std::string memory_source;
 };
 
 // Reads the variables; malformed or inconsistent values are errors naming the variable.

@@ -1,6 +1,7 @@
 #include "runtime/worker/train_loop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -27,6 +28,12 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
     if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
     progress.Report(m);
     if (hooks.after_step) hooks.after_step(m);
+    if (hooks.copier && trainer->step() % c.fault_tolerance.in_memory_interval == 0) {
+      trainer->beacon().Outside(trainer->step(), "memory copy");
+      const auto t0 = std::chrono::steady_clock::now();
+      DS_RETURN_IF_ERROR(trainer->SnapshotState(hooks.copier->Acquire()));
+      hooks.copier->Send(trainer->step(), t0);
+    }
     double val = std::numeric_limits<double>::quiet_NaN();
     bool last = trainer->step() == trainer->total_steps();
     if (c.data.has_validation() && c.monitor.eval_interval > 0 &&

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/worker/memory_copier.h"
 #include "runtime/worker/trainer.h"
 
 namespace ds::worker {
@@ -20,6 +21,9 @@ struct LoopHooks {
   std::function<StatusOr<StepMetrics>()> step;  // one training step
   std::function<void(const StepMetrics&)>
       after_step;  // e.g. the coordinator's report; may be empty
+  // fault_tolerance.in_memory_interval: every that many steps the rank's state is copied into
+  // its buffer and sent while the next steps run (memory_copier.h); null: no copies.
+  MemoryCopier* copier = nullptr;
 };
 
 // A pipeline's (compute, step) ms of each step go into pipe_ms.

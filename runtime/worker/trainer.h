@@ -116,6 +116,10 @@ class Trainer {
   // Initializes weights from the initializers (seeded), or loads the checkpoint that
   // config.checkpoint.load names ("latest" = newest under checkpoint.dir; none yet is fine).
   Status Initialize();
+  // A restart from an in-memory copy (RestoreState) instead: only what a copy does not hold is
+  // initialized first (LoRA's frozen base weights). Every rank calls it; on error nothing of the
+  // copies is used and the caller initializes as usual.
+  Status InitializeFromCopy(const StatusOr<std::string>& copy);
   StatusOr<StepMetrics> TrainStep();
   // Where TrainStep's micro-batches come from: `source` (borrowed; the RLHF steps' examples
   // built in memory), or with null the token file data.train names. Without either TrainStep
@@ -132,6 +136,13 @@ class Trainer {
   // parallelism every rank must call it: under ZeRO every rank writes its own shard file
   // and rank 0 the manifest (collectives); at stage 0 rank 0 writes everything.
   Status SaveCheckpoint();
+  // fault_tolerance.in_memory_interval (trainer_memory_copy.cc, Note [In-memory copies]): this
+  // rank's model states at the current step as one byte string (into `out`, reused), local; and
+  // back from such a copy: every rank calls RestoreState (it votes; a rank without a copy
+  // passes its error), and on error no rank changes anything. CopyBytes: a copy's size.
+  Status SnapshotState(std::string* out);
+  Status RestoreState(const StatusOr<std::string>& copy);
+  int64_t CopyBytes() const;
   // Loads a checkpoint directory (or a root with a `latest` pointer), saved at any world
   // size and stage; every rank must call it (it votes on the result). On error nothing of
   // the checkpoint is used: weights and optimizer state are untouched on every rank.

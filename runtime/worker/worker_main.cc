@@ -41,6 +41,7 @@
 #include "runtime/rlhf/chat_steps.h"
 #include "runtime/worker/blas_setup.h"
 #include "runtime/worker/comms_logger.h"
+#include "runtime/worker/copy_stores.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/flops_profiler.h"
 #include "runtime/worker/plan_beacon.h"
@@ -309,11 +310,37 @@ StatusOr<Graph> LoadGraph(const config::JobConfig& config) {
   return graph;
 }
 
+// The state the rank starts from. On a restart with in-memory copies (DS_MEMORY_STEP) every rank
+// takes its copy of that step from the agents' stores; where any rank's is missing or unusable,
+// every rank falls back to the disk checkpoint (or to step 0 without one) and says so.
+Status InitializeRank(Trainer* trainer, const RankEnv& env, const config::JobConfig& config) {
+  if (env.memory_step < 0) return trainer->Initialize();
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<std::string> copy = FetchCopy(env);
+  const double fetched_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const size_t bytes = copy.ok() ? copy->size() : 0;
+  Status restored = trainer->InitializeFromCopy(copy);
+  if (restored.ok()) {
+    DS_LOG_INFO("memory",
+                "rank {}: resumed from the in-memory copy of step {} ({:.1f} MiB from {} in {:.2f} "
+                "s; no disk read)",
+                env.rank, env.memory_step, bytes / double(1 << 20), env.memory_source, fetched_s);
+    return OkStatus();
+  }
+  const std::string& dir = config.checkpoint.dir;
+  DS_LOG_WARN("memory", "rank {}: the in-memory copies of step {} cannot be used ({}); resuming {}",
+              env.rank, env.memory_step, restored.ToString(),
+              dir.empty() ? std::string("from step 0 (no checkpoint.dir)")
+                          : "from the latest checkpoint under " + dir);
+  return trainer->Initialize();
+}
+
 // After the trainer is made: --init-weights, --export-init (then stop), --eval (then stop), or
 // the training run with its closing summary.
 Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
                   const config::JobConfig& config) {
-  DS_RETURN_IF_ERROR(trainer->Initialize());
+  DS_RETURN_IF_ERROR(InitializeRank(trainer, env, config));
   if (!f.init_weights.empty()) {
     if (trainer->step() > 0)
       return InvalidArgumentError("--init-weights with a resumed checkpoint (step " +
@@ -332,9 +359,15 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
   DS_RETURN_IF_ERROR(ArmTestHang(env, &trainer->beacon()));
   std::unique_ptr<launcher::ProgressReporter> reporter = MakeReporter(env, &trainer->beacon());
   const bool on_device = c.device.type == config::DeviceType::kCuda;
+  std::unique_ptr<MemoryCopier> copier = MakeCopier(env, c.fault_tolerance.in_memory_interval);
   LoopHooks hooks{[&] { return Step(trainer, on_device); },
-                  [&](const StepMetrics& m) { Report(reporter.get(), m, trainer->total_steps()); }};
+                  [&](const StepMetrics& m) { Report(reporter.get(), m, trainer->total_steps()); },
+                  copier.get()};
   DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &pipe_ms));
+  if (copier) {
+    copier->Drain();
+    std::printf("%s\n", copier->Summary().c_str());
+  }
   if (!c.model.lora.save_adapter.empty())
     DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
   if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())

@@ -1,0 +1,33 @@
+// Where a round's in-memory copies go and which step a restart resumes from
+// (fault_tolerance.in_memory_interval; the copies live in the agents' state stores,
+// launcher/state_store, so they outlive the workers a restart stops).
+//
+// Every node's ranks send their copies to their own agent's store and to the next node's (node
+// rank n+1, wrapping): a lost worker takes its copy from its own node, a lost node's ranks from
+// their buddy. When a round closes after a failure, the step to resume from is the newest step of
+// which every rank of the new world has a complete copy in some member's store; a rank reads it
+// from its own node's store when that holds it, else from another. The copies of later steps
+// belong to the abandoned timeline and are dropped by their agents.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launcher/coordinator/rendezvous.h"
+
+namespace ds::launcher {
+
+struct CopyPlacement {
+  std::vector<std::vector<std::string>> stores;  // per member (members' order): send to these
+  int64_t step = 0;                              // resume from this step's copies; 0: none
+  std::vector<std::string> sources;              // per global rank, with step > 0
+  std::string summary;                           // one line for the log: what and why
+};
+
+// `members` in node-rank order, as Rendezvous::members() gives them; `addresses[i]` the host
+// members[i]'s agent is reached at.
+CopyPlacement PlaceCopies(const std::vector<RoundMember>& members,
+                          const std::vector<std::string>& addresses, int world);
+
+}  // namespace ds::launcher
