@@ -222,7 +222,13 @@ std::vector<std::pair<std::string, std::string>> Agent::WorkerEnv(
   std::string stores;
   for (const std::string& a : join.copy_stores) stores += (stores.empty() ? "" : ",") + a;
   if (!stores.empty()) add("DS_COPY_STORES", stores);
-  if (join.memory_step > 0 && i < static_cast<int>(join.memory_sources.size())) {
+  if (join.memory_step > 0 && join.memory_world > 0 && join.memory_world != join.world_size) {
+    std::string sources;  // every old rank's: this rank cuts its part from all of them
+    for (const std::string& a : join.memory_sources) sources += (sources.empty() ? "" : ",") + a;
+    add("DS_MEMORY_STEP", std::to_string(join.memory_step));
+    add("DS_MEMORY_WORLD", std::to_string(join.memory_world));
+    add("DS_MEMORY_SOURCES", sources);
+  } else if (join.memory_step > 0 && i < static_cast<int>(join.memory_sources.size())) {
     add("DS_MEMORY_STEP", std::to_string(join.memory_step));
     add("DS_MEMORY_SOURCE", join.memory_sources[i]);
   }

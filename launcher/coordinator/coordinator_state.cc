@@ -165,7 +165,8 @@ void CoordinatorState::OnRoundClosedLocked() {
   std::vector<std::string> addresses;
   for (const RoundMember& m : rendezvous_.members())
     addresses.push_back(nodes_[m.node_index].advertise_addr);
-  const CopyPlacement copies = PlaceCopies(rendezvous_.members(), addresses, world);
+  const CopyPlacement copies = PlaceCopies(rendezvous_.members(), addresses, last_world_, world);
+  last_world_ = world;
   if (!copies.summary.empty())
     DS_LOG_INFO("coord", "round {}: {}", round, copies.summary);
   else if (config_.memory_copies && round > 1)
@@ -196,8 +197,12 @@ void CoordinatorState::OnRoundClosedLocked() {
                              node.advertise_addr};
     node.result.copy_stores = copies.stores[i];
     node.result.memory_step = copies.step;
-    for (int rank : node.ranks)
-      node.result.memory_sources.push_back(copies.step > 0 ? copies.sources[rank] : "");
+    node.result.memory_world = copies.copies_world;
+    if (copies.step > 0 && copies.copies_world != world)  // every old rank's, to cut from
+      node.result.memory_sources = copies.sources;
+    else
+      for (int rank : node.ranks)
+        node.result.memory_sources.push_back(copies.step > 0 ? copies.sources[rank] : "");
     node.result_round = round;
   }
   phase_ = JobPhase::kRunning;
@@ -219,6 +224,7 @@ void CoordinatorState::CheckNodesLocked(SteadyTime now) {
     auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
     if (silent <= config_.node_timeout) continue;
     node.state = AgentState::kLost;
+    rendezvous_.MarkLost(m.node_index);
     Failure failure;
     failure.host = config_.nodes[m.node_index].name;
     failure.cause = "node lost: no heartbeat for " + FormatSeconds(silent);

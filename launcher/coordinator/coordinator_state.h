@@ -195,6 +195,7 @@ class CoordinatorState {
   JobPhase phase_ = JobPhase::kPending;
   Rendezvous rendezvous_;
   std::vector<NodeRecord> nodes_;  // hostfile order
+  int last_world_ = 0;  // the last closed round's world (in-memory copies: memory_copies.h)
   std::vector<RankStatus> ranks_;  // of the last closed round
   std::vector<int> rank_node_;     // rank -> node index
   int ranks_round_ = 0;            // the round ranks_ belongs to

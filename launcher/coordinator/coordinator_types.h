@@ -95,6 +95,7 @@ struct JoinResult {
   // store first); on a restart the step to resume from (0 = none) and each local rank's source.
   std::vector<std::string> copy_stores;
   int64_t memory_step = 0;
+  int memory_world = 0;  // the copies' world; != world_size: memory_sources holds every old rank's
   std::vector<std::string> memory_sources;
 };
 

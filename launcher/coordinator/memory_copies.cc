@@ -24,8 +24,9 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 CopyPlacement PlaceCopies(const std::vector<RoundMember>& members,
-                          const std::vector<std::string>& addresses, int world) {
+                          const std::vector<std::string>& addresses, int old_world, int world) {
   CopyPlacement p;
+  const int copies_world = old_world > 0 ? old_world : world;
   const int n = static_cast<int>(members.size());
   std::vector<std::string> store(n);
   for (int i = 0; i < n; ++i) store[i] = StoreOf(members[i], addresses[i]);
@@ -40,15 +41,16 @@ CopyPlacement PlaceCopies(const std::vector<RoundMember>& members,
   bool any = false;
   for (int i = 0; i < n; ++i)
     for (const StoredCopy& c : members[i].held_copies)
-      if (c.rank >= 0 && c.rank < world && !store[i].empty()) {
+      if (c.rank >= 0 && c.rank < copies_world && !store[i].empty()) {
         held[c.step][c.rank].push_back(i);
         any = true;
       }
   if (!any) return p;
   for (auto it = held.rbegin(); it != held.rend(); ++it) {
-    if (static_cast<int>(it->second.size()) < world) continue;
+    if (static_cast<int>(it->second.size()) < copies_world) continue;
     p.step = it->first;
-    p.sources.assign(world, "");
+    p.copies_world = copies_world;
+    p.sources.assign(copies_world, "");
     for (const auto& [rank, holders] : it->second) {
       int pick = holders.front();
       for (int h : holders)
@@ -57,12 +59,15 @@ CopyPlacement PlaceCopies(const std::vector<RoundMember>& members,
       p.sources[rank] = store[pick];
     }
     p.summary = "resuming from the in-memory copies of step " + std::to_string(p.step) +
-                " (every rank's copy is held by an agent)";
+                (copies_world == world
+                     ? " (every rank's copy is held by an agent)"
+                     : " (the " + std::to_string(copies_world) +
+                           " ranks' copies, cut for a world of " + std::to_string(world) + ")");
     return p;
   }
   const auto newest = held.rbegin();
   std::vector<int> missing;
-  for (int r = 0; r < world; ++r)
+  for (int r = 0; r < copies_world; ++r)
     if (!newest->second.count(r)) missing.push_back(r);
   p.summary = "no step has an in-memory copy of every rank (step " + std::to_string(newest->first) +
               " lacks rank(s) " + RankList(missing) +

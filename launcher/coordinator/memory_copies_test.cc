@@ -22,8 +22,8 @@ RoundMember Member(int node_rank, int first_rank, int slots, int port,
 const std::vector<std::string> kHosts = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
 
 TEST_CASE("every node sends to its own store, then the next node's (wrapping)") {
-  const CopyPlacement p =
-      PlaceCopies({Member(0, 0, 2, 7000), Member(1, 2, 2, 7001), Member(2, 4, 2, 7002)}, kHosts, 6);
+  const CopyPlacement p = PlaceCopies(
+      {Member(0, 0, 2, 7000), Member(1, 2, 2, 7001), Member(2, 4, 2, 7002)}, kHosts, 0, 6);
   REQUIRE(p.stores.size() == 3);
   CHECK(p.stores[0] == std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"});
   CHECK(p.stores[1] == std::vector<std::string>{"10.0.0.2:7001", "10.0.0.3:7002"});
@@ -33,12 +33,12 @@ TEST_CASE("every node sends to its own store, then the next node's (wrapping)") 
 }
 
 TEST_CASE("one node: its own store only; a node without a store is skipped") {
-  CHECK(PlaceCopies({Member(0, 0, 4, 7000)}, kHosts, 4).stores[0] ==
+  CHECK(PlaceCopies({Member(0, 0, 4, 7000)}, kHosts, 0, 4).stores[0] ==
         std::vector<std::string>{"10.0.0.1:7000"});
-  const CopyPlacement p = PlaceCopies({Member(0, 0, 2, 0), Member(1, 2, 2, 7001)}, kHosts, 4);
+  const CopyPlacement p = PlaceCopies({Member(0, 0, 2, 0), Member(1, 2, 2, 7001)}, kHosts, 4, 4);
   CHECK(p.stores[0] == std::vector<std::string>{"10.0.0.2:7001"});
   CHECK(p.stores[1] == std::vector<std::string>{"10.0.0.2:7001"});
-  CHECK(PlaceCopies({Member(0, 0, 1, 7000)}, {"::1"}, 1).stores[0][0] == "[::1]:7000");
+  CHECK(PlaceCopies({Member(0, 0, 1, 7000)}, {"::1"}, 0, 1).stores[0][0] == "[::1]:7000");
 }
 
 TEST_CASE("the newest step every rank has a copy of, from the rank's own node first") {
@@ -48,7 +48,7 @@ TEST_CASE("the newest step every rank has a copy of, from the rank's own node fi
   const std::vector<StoredCopy> node0 = {{0, 4}, {0, 5}, {1, 4}, {1, 5}, {2, 4}, {3, 4}};
   const std::vector<StoredCopy> node1 = {{2, 4}, {3, 4}, {3, 5}, {0, 4}, {0, 5}, {1, 4}, {1, 5}};
   const CopyPlacement p =
-      PlaceCopies({Member(0, 0, 2, 7000, node0), Member(1, 2, 2, 7001, node1)}, kHosts, 4);
+      PlaceCopies({Member(0, 0, 2, 7000, node0), Member(1, 2, 2, 7001, node1)}, kHosts, 4, 4);
   CHECK(p.step == 4);
   CHECK(p.sources == std::vector<std::string>{"10.0.0.1:7000", "10.0.0.1:7000", "10.0.0.2:7001",
                                               "10.0.0.2:7001"});
@@ -56,13 +56,18 @@ TEST_CASE("the newest step every rank has a copy of, from the rank's own node fi
 }
 
 TEST_CASE("a lost node's ranks read their buddy's copies; none complete falls back to disk") {
-  // The new round has one node running all four ranks; it holds node 1's old copies too.
-  const std::vector<StoredCopy> survivor = {{0, 6}, {1, 6}, {2, 6}, {3, 6}};
-  const CopyPlacement p = PlaceCopies({Member(0, 0, 4, 7000, survivor)}, kHosts, 4);
+  // An elastic job lost node 1: the new round is node 0 alone, 2 ranks; it holds node 1's old
+  // copies too (its buddy's), so all 4 old ranks' copies of step 6 are there to cut from.
+  const std::vector<StoredCopy> survivor = {{0, 6}, {1, 6}, {2, 6}, {3, 6}, {0, 5}};
+  const CopyPlacement p = PlaceCopies({Member(0, 0, 2, 7000, survivor)}, kHosts, 4, 2);
   CHECK(p.step == 6);
+  CHECK(p.copies_world == 4);
+  REQUIRE(p.sources.size() == 4);
   CHECK(p.sources[3] == "10.0.0.1:7000");
+  CHECK(p.summary.find("the 4 ranks' copies, cut for a world of 2") != std::string::npos);
   // Rank 3's copies were all on the lost node.
-  const CopyPlacement q = PlaceCopies({Member(0, 0, 4, 7000, {{0, 6}, {1, 6}, {2, 6}})}, kHosts, 4);
+  const CopyPlacement q =
+      PlaceCopies({Member(0, 0, 2, 7000, {{0, 6}, {1, 6}, {2, 6}})}, kHosts, 4, 2);
   CHECK(q.step == 0);
   CHECK(q.summary.find("step 6 lacks rank(s) 3") != std::string::npos);
   CHECK(q.summary.find("disk checkpoint") != std::string::npos);

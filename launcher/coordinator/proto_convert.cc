@@ -79,6 +79,7 @@ void ToProto(const JoinResult& in, proto::JoinResponse* out) {
   out->set_advertise_addr(in.advertise_addr);
   for (const std::string& store : in.copy_stores) out->add_copy_stores(store);
   out->set_memory_step(in.memory_step);
+  out->set_memory_world(in.memory_world);
   for (const std::string& source : in.memory_sources) out->add_memory_sources(source);
 }
 
@@ -93,6 +94,7 @@ JoinResult FromProto(const proto::JoinResponse& in) {
   out.advertise_addr = in.advertise_addr();
   out.copy_stores.assign(in.copy_stores().begin(), in.copy_stores().end());
   out.memory_step = in.memory_step();
+  out.memory_world = in.memory_world();
   out.memory_sources.assign(in.memory_sources().begin(), in.memory_sources().end());
   return out;
 }

@@ -58,6 +58,7 @@ StatusOr<uint64_t> Rendezvous::Join(int node_index, const JoinRequest& request, 
                                 ": no slot count (the hostfile gives none and the agent sent " +
                                 std::to_string(request.slots) + ")");
   }
+  lost_.erase(node_index);
   Joined& entry = joined_[node_index];
   entry.request = request;
   entry.slots = slots;
@@ -82,7 +83,9 @@ bool Rendezvous::Evaluate(SteadyTime now) {
   if (closed_ || !error_.ok() || round_ == 0) return false;
   const int joined = static_cast<int>(joined_.size());
   const bool deadline_passed = now >= opened_at_ + config_.join_timeout;
-  if (joined >= config_.max_nodes ||
+  // Every node that is not lost joined: no reason to wait for the last call.
+  const int alive = static_cast<int>(config_.nodes.size() - lost_.size());
+  if (joined >= config_.max_nodes || (joined >= config_.min_nodes && joined >= alive) ||
       (joined >= config_.min_nodes &&
        (deadline_passed || (last_call_started_ && now >= last_call_deadline_)))) {
     Close(now);

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ class Rendezvous {
   void Leave(int node_index, uint64_t ticket, SteadyTime now);
   // Applies the windows at `now`; returns true when the round closed or failed just now.
   bool Evaluate(SteadyTime now);
+  // A node whose agent went silent (the coordinator's node_timeout): later rounds no longer wait
+  // for it, and close once every other node joined (elastic jobs: min_nodes < max_nodes), until
+  // it joins again.
+  void MarkLost(int node_index) { lost_.insert(node_index); }
 
   // Of the closed round, in node-rank order; empty before it closes.
   const std::vector<RoundMember>& members() const { return members_; }
@@ -100,6 +105,7 @@ class Rendezvous {
   uint64_t next_ticket_ = 1;
   std::map<int, Joined> joined_;  // by hostfile index, so iteration is hostfile order
   std::vector<RoundMember> members_;
+  std::set<int> lost_;  // node indexes
   int world_size_ = 0;
 };
 

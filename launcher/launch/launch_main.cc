@@ -145,6 +145,12 @@ int Launch(int argc, char** argv) {
   app.add_option("--include", o.include, "hosts/slots to use, e.g. host1:0,2@host2");
   app.add_option("--exclude", o.exclude, "hosts/slots to leave out");
   app.add_option("--num_nodes", o.num_nodes, "use the first N hosts");
+  app.add_option(
+      "--nnodes", o.nnodes,
+      "N or MIN:MAX nodes (torchrun's): an elastic job goes on with fewer nodes when one "
+      "is lost, down to MIN, under --max_restarts");
+  app.add_option("--rdzv_last_call", o.rdzv_last_call_s,
+                 "elastic jobs: seconds a round waits for more nodes once MIN joined (default 5)");
   CLI::Option* slots =
       app.add_option("--num_slots", o.num_slots, "use the first K slots of each host");
   app.add_option("--tp", o.tp, "override parallel.tensor (tensor-parallel size)")

@@ -20,6 +20,7 @@
 #include "launcher/launch/agent_backend.h"
 #include "launcher/launch/deepspeed_habits.h"
 #include "launcher/launch/job_dir.h"
+#include "launcher/launch/job_plans.h"
 #include "launcher/launch/launch_inputs.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
@@ -140,8 +141,10 @@ struct LaunchInputs {
   std::string worker, agent;  // the binaries
   std::string bind;           // the coordinator's bind address
   Tls tls;
-  int world = 0;  // ranks over all nodes
+  int world = 0;    // ranks over all nodes
+  NodeRange range;  // --nnodes
   proto::Plan plan;
+  std::map<int, std::string> hashes;  // world -> plan hash
 };
 
 // The coordinator's bind address: --coordinator, else every interface inside a slurm
@@ -173,7 +176,15 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   DS_ASSIGN_OR_RETURN(in->config, config::LoadJobConfig(o.config));
   if (o.tp > 0) in->config.parallel.tensor = o.tp;
   if (o.pp > 0) in->config.parallel.pipeline = o.pp;
+  if (!o.nnodes.empty() && o.num_nodes < 0) {  // --nnodes MIN:MAX runs on the first MAX nodes
+    DS_ASSIGN_OR_RETURN(std::vector<NodeSpec> all, SelectNodes(o));
+    DS_ASSIGN_OR_RETURN(in->range, ParseNnodes(o.nnodes, static_cast<int>(all.size())));
+    o.num_nodes = in->range.max_nodes;
+  }
   DS_ASSIGN_OR_RETURN(in->nodes, SelectNodes(o));
+  if (!o.nnodes.empty() && in->range.max_nodes == 0) {
+    DS_ASSIGN_OR_RETURN(in->range, ParseNnodes(o.nnodes, static_cast<int>(in->nodes.size())));
+  }
   DS_ASSIGN_OR_RETURN(in->worker, FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker"));
   DS_ASSIGN_OR_RETURN(in->agent, FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent"));
   DS_ASSIGN_OR_RETURN(in->bind, BindAddress(o, in->nodes));
@@ -182,24 +193,12 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   return OkStatus();
 }
 
-// The step plan, made once here: a configuration the planner rejects (a world size that
-// does not divide the batch, impossible buckets) fails before any process starts, and
-// every worker checks its own plan against this hash.
+// The step plans, made once here (job_plans.h): every worker checks its own against its world's
+// hash.
 Status MakeJobPlan(LaunchInputs* in) {
-  const std::string& path = in->o.config;
-  DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(in->config));
-  if (!in->config.model.hf.empty()) {  // model.hf: its weights fit the model (headers only)
-    DS_ASSIGN_OR_RETURN(ModelSpec spec, plan::HfModelSpec(in->config));
-    DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(in->config.model.hf, spec, graph));
-  }
-  auto plan_config = plan::PlanConfigFromJob(in->config);
-  if (!plan_config.ok()) return plan_config.status().WithPrefix(path);
-  auto topo = plan::TopologyFor(in->world, *plan_config);
-  if (!topo.ok()) return topo.status().WithPrefix(path);
-  if (Status s = CheckTensorGroupsOnNodes(in->nodes, topo->tp); !s.ok()) return s.WithPrefix(path);
-  auto plan = planner::MakePlan(graph, *topo, *plan_config);
-  if (!plan.ok()) return plan.status().WithPrefix(path + ": world " + std::to_string(in->world));
-  in->plan = std::move(*plan);
+  DS_ASSIGN_OR_RETURN(JobPlans plans, MakeJobPlans(in->config, in->o.config, in->nodes, in->range));
+  in->plan = std::move(plans.plan);
+  in->hashes = std::move(plans.hashes);
   return OkStatus();
 }
 
@@ -244,10 +243,16 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   co.tls = {o.tls_cert, o.tls_key, o.tls_ca};
   co.config.nodes = in.nodes;
   co.config.join_timeout = Ms(o.rdzv_timeout_s);
-  co.config.last_call = milliseconds(0);
+  // An elastic round closes when every node that is not lost joined, or this long after MIN did
+  // (a node that died without its heartbeats timing out yet).
+  co.config.last_call = in.range.elastic() ? Ms(o.rdzv_last_call_s) : milliseconds(0);
   co.config.heartbeat_interval = Ms(o.heartbeat_s);
   co.config.node_timeout = Ms(o.node_timeout_s);
   co.config.max_restarts = o.max_restarts;
+  if (in.range.max_nodes > 0) {
+    co.config.min_nodes = in.range.min_nodes;
+    co.config.max_nodes = in.range.max_nodes;
+  }
   co.config.memory_copies = in.config.fault_tolerance.in_memory_interval > 0;
   co.config.hang = HangOptionsFor(in.config.fault_tolerance);
   for (const proto::RankPlan& rank : in.plan.ranks())  // a pipeline rank's stage: its stream
@@ -260,6 +265,12 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
       co.config.job.worker_argv.insert(co.config.job.worker_argv.end(), {flag, std::to_string(v)});
   co.config.job.grace_ms = static_cast<int>(o.grace_s * 1000);
   co.config.job.env["DS_PLAN_HASH"] = plan::HashHex(in.plan.hash());
+  if (in.range.elastic()) {
+    std::string hashes;
+    for (const auto& [world, hash] : in.hashes)
+      hashes += (hashes.empty() ? "" : ",") + std::to_string(world) + "=" + hash;
+    co.config.job.env["DS_PLAN_HASHES"] = hashes;
+  }
   // Agents drop the DS_* variables of their own environment (stale rank settings); the
   // worker diagnostics a user asks for on the ds-launch command line, and the accelerator
   // choice (runtime/exec/accelerator.h) and the tests' fault injection (DS_TEST_HANG, a rank

@@ -35,6 +35,10 @@ struct LaunchOptions {
   // certificate against ("" = the coordinator's host).
   std::string tls_cert, tls_key, tls_ca, tls_client_cert, tls_client_key, tls_server_name;
   int tp = 0, pp = 0;  // override parallel.tensor / parallel.pipeline (0: the config's)
+  // torchrun's --nnodes: "N" or "MIN:MAX" (elastic: when a node is lost the job goes on with the
+  // others, down to MIN nodes, under --max_restarts); "" = every node given.
+  std::string nnodes;
+  double rdzv_last_call_s = 5;  // elastic rounds: wait this long for more nodes once MIN joined
 };
 
 // Returns the process exit code: 0 success, 1 job failed, 2 bad input, 3 stopped.

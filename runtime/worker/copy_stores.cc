@@ -57,10 +57,14 @@ std::unique_ptr<MemoryCopier> MakeCopier(const RankEnv& env, int64_t interval) {
   return std::make_unique<MemoryCopier>(env.rank, std::move(targets));
 }
 
-StatusOr<std::string> FetchCopy(const RankEnv& env) {
+StatusOr<std::string> FetchCopy(const RankEnv& env, int rank) {
   DS_ASSIGN_OR_RETURN(std::string token, ReadToken(env));
-  launcher::StateStoreClient client(env.memory_source, token);
-  return client.Get(env.rank, env.memory_step, kCopyTimeout);
+  const bool old_world = env.memory_world > 0 && env.memory_world != env.world_size;
+  if (old_world && (rank < 0 || rank >= static_cast<int>(env.memory_sources.size())))
+    return InvalidArgumentError("no store for old rank " + std::to_string(rank));
+  launcher::StateStoreClient client(old_world ? env.memory_sources[rank] : env.memory_source,
+                                    token);
+  return client.Get(rank, env.memory_step, kCopyTimeout);
 }
 
 }  // namespace ds::worker

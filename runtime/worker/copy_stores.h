@@ -19,7 +19,8 @@ namespace ds::worker {
 // agent that keeps copies.
 std::unique_ptr<MemoryCopier> MakeCopier(const RankEnv& env, int64_t interval);
 
-// This rank's copy of env.memory_step from env.memory_source, checked whole (size and CRC).
-StatusOr<std::string> FetchCopy(const RankEnv& env);
+// Rank `rank`'s copy of env.memory_step, checked whole (size and CRC): this rank's from
+// env.memory_source, or after a change of world size an old rank's from env.memory_sources.
+StatusOr<std::string> FetchCopy(const RankEnv& env, int rank);
 
 }  // namespace ds::worker

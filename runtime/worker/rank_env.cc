@@ -60,7 +60,14 @@ StatusOr<RankEnv> ReadRankEnv() {
   DS_ASSIGN_OR_RETURN(int memory_step, IntVar("DS_MEMORY_STEP", -1));
   e.memory_step = memory_step;
   e.memory_source = StrVar("DS_MEMORY_SOURCE");
-  if (e.memory_step >= 0 && e.memory_source.empty())
+  DS_ASSIGN_OR_RETURN(e.memory_world, IntVar("DS_MEMORY_WORLD", 0));
+  e.memory_sources = SplitList(StrVar("DS_MEMORY_SOURCES"));
+  if (e.memory_world > 0 && static_cast<int>(e.memory_sources.size()) != e.memory_world)
+    return InvalidArgumentError("DS_MEMORY_SOURCES names " +
+                                std::to_string(e.memory_sources.size()) + " stores for " +
+                                "DS_MEMORY_WORLD=" + std::to_string(e.memory_world) + " ranks");
+  const bool resharded = e.memory_world > 0 && e.memory_world != e.world_size;
+  if (e.memory_step >= 0 && e.memory_source.empty() && !resharded)
     return InvalidArgumentError("DS_MEMORY_STEP=" + std::to_string(e.memory_step) +
                                 " without DS_MEMORY_SOURCE (the store holding the copy)");
   if (e.world_size < 1 || e.rank >= e.world_size)

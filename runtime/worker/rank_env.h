@@ -1,6 +1,7 @@
 // The rank environment ds-agent gives each worker (as torchrun does): RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_SIZE, NODE_RANK, plus DS_COORDINATOR, DS_JOB_TOKEN_FILE, DS_ROUND and
-// DS_RESUME, and for in-memory copies DS_COPY_STORES, DS_MEMORY_STEP and DS_MEMORY_SOURCE.
+// DS_RESUME, and for in-memory copies DS_COPY_STORES, DS_MEMORY_STEP, DS_MEMORY_SOURCE (and for
+// an elastic job that changed size DS_MEMORY_WORLD, DS_MEMORY_SOURCES).
 // Standalone (no RANK), the worker is rank 0 of 1.
 #pragma once
 
@@ -32,6 +33,10 @@ struct RankEnv {
   std::vector<std::string> copy_stores;
   int64_t memory_step = -1;
   std::string memory_source;
+  // An elastic job that changed size: the old world's size and, per old rank, the store holding
+  // its copy (DS_MEMORY_WORLD, DS_MEMORY_SOURCES); 0 / empty otherwise.
+  int memory_world = 0;
+  std::vector<std::string> memory_sources;
 };
 
 // Reads the variables; malformed or inconsistent values are errors naming the variable.

@@ -142,6 +142,10 @@ class Trainer {
   // passes its error), and on error no rank changes anything. CopyBytes: a copy's size.
   Status SnapshotState(std::string* out);
   Status RestoreState(const StatusOr<std::string>& copy);
+  // An elastic job that changed size (ZeRO 0-2 over data parallelism): this rank's part cut out
+  // of every old rank's copy, `fetch(old_rank)` bringing each in turn; voted as RestoreState.
+  using CopyFetch = std::function<StatusOr<std::string>(int old_rank)>;
+  Status RestoreResharded(int old_world, const CopyFetch& fetch);
   int64_t CopyBytes() const;
   // Loads a checkpoint directory (or a root with a `latest` pointer), saved at any world
   // size and stage; every rank must call it (it votes on the result). On error nothing of

@@ -1,5 +1,6 @@
 // Trainer's in-memory copies (fault_tolerance.in_memory_interval): this rank's model states as one
 // byte string at a step boundary, and back. See Note [In-memory copies].
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -7,12 +8,12 @@
 
 #include "parallel/comm/communicator.h"
 #include "proto/plan.pb.h"
-#include "runtime/base/json.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/plan/plan_hash.h"
+#include "runtime/worker/memory_copy_format.h"
 #include "runtime/worker/step_runner.h"
 #include "runtime/worker/trainer.h"
 #include "zero/device_states.h"
@@ -28,20 +29,13 @@ namespace ds::worker {
 // optimizer's step, the loss scaler and the data loader's position (the random streams are
 // functions of the seed and the step). Put back into the same plan (the header names the plan's
 // hash, the rank and the world size) it gives the rank the state it had, bit for bit, reading no
-// other rank's copy and no file. Unlike a checkpoint it does not cross layouts; the planner
-// refuses it with NVMe-swapped states, whose bytes are not in memory to copy.
-//
-// Layout: "DSMEMCP1", the header's length (8 bytes, little-endian), the header (JSON: rank,
-// world, step, optimizer_step, plan, scaler, data, sections [{name, bytes}]), the sections.
+// other rank's copy and no file. When an elastic job lost a node, every new rank cuts its part
+// out of all the old ranks' copies instead, from the segments their headers name
+// (trainer_memory_reshard.cc). The config refuses copies of NVMe-swapped states, whose bytes are
+// not in memory. The layout: memory_copy_format.h.
 namespace {
 
-constexpr char kMagic[8] = {'D', 'S', 'M', 'E', 'M', 'C', 'P', '1'};
-
-struct Section {
-  std::string name;
-  char* data;
-  int64_t bytes;
-};
+using Section = CopySection;
 
 // The byte ranges of this rank's buffers a copy holds, in a fixed order.
 std::vector<Section> CopySections(zero::ParamStore& params, zero::Optimizer& optimizer,
@@ -69,59 +63,24 @@ std::vector<Section> CopySections(zero::ParamStore& params, zero::Optimizer& opt
   return out;
 }
 
-// A copy's header, checked against this rank, and its sections' place in the blob.
-struct ParsedCopy {
-  int64_t step = 0, optimizer_step = 0;
-  std::string scaler;
-  data::DataLoaderState data;
-  std::vector<std::pair<int64_t, int64_t>> spans;  // (offset in the blob, bytes) per section
-};
-
-StatusOr<ParsedCopy> ParseCopy(const std::string& blob, const std::vector<Section>& want, int rank,
-                               int world, const std::string& plan) {
+// A copy of this rank at this plan: whose it is, then section by section.
+Status CheckOwnCopy(const ParsedCopy& p, const std::vector<Section>& want, int rank, int world,
+                    const std::string& plan) {
   const std::string what = "in-memory copy of rank " + std::to_string(rank);
-  uint64_t header_len = 0;
-  if (blob.size() < 16 || std::memcmp(blob.data(), kMagic, 8) != 0)
-    return DataLossError(what + ": not a copy (" + std::to_string(blob.size()) + " bytes)");
-  std::memcpy(&header_len, blob.data() + 8, 8);
-  if (header_len > blob.size() - 16) return DataLossError(what + ": header runs past the end");
-  DS_ASSIGN_OR_RETURN(Json h, ParseJson(std::string_view(blob.data() + 16, header_len)));
-  const Json* sections = h.Find("sections");
-  if (!h.Find("rank") || !h.Find("world") || !h.Find("plan") || !sections || !h.Find("step"))
-    return DataLossError(what + ": header is malformed");
-  if (h.Find("rank")->as_int() != rank || h.Find("world")->as_int() != world ||
-      h.Find("plan")->as_string() != plan)
-    return FailedPreconditionError(
-        what + ": made by rank " + std::to_string(h.Find("rank")->as_int()) + " of " +
-        std::to_string(h.Find("world")->as_int()) + " under plan " + h.Find("plan")->as_string() +
-        ", this is rank " + std::to_string(rank) + " of " + std::to_string(world) + " under " +
-        plan);
-  if (sections->items().size() != want.size())
-    return DataLossError(what + ": " + std::to_string(sections->items().size()) +
+  const CopyHeader& h = p.header;
+  if (h.rank != rank || h.world != world || h.plan != plan)
+    return FailedPreconditionError(what + ": made by rank " + std::to_string(h.rank) + " of " +
+                                   std::to_string(h.world) + " under plan " + h.plan +
+                                   ", this is rank " + std::to_string(rank) + " of " +
+                                   std::to_string(world) + " under " + plan);
+  if (p.sections.size() != want.size())
+    return DataLossError(what + ": " + std::to_string(p.sections.size()) +
                          " sections, this rank has " + std::to_string(want.size()));
-  ParsedCopy p;
-  int64_t at = 16 + static_cast<int64_t>(header_len);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const Json& s = sections->items()[i];
-    const int64_t bytes = s.Find("bytes") ? s.Find("bytes")->as_int() : -1;
-    if (!s.Find("name") || s.Find("name")->as_string() != want[i].name || bytes != want[i].bytes)
+  for (size_t i = 0; i < want.size(); ++i)
+    if (p.sections[i].name != want[i].name || p.sections[i].bytes != want[i].bytes)
       return DataLossError(what + ": section " + std::to_string(i) + " is not " + want[i].name +
                            " of " + std::to_string(want[i].bytes) + " bytes");
-    p.spans.push_back({at, bytes});
-    at += bytes;
-  }
-  if (at != static_cast<int64_t>(blob.size()))
-    return DataLossError(what + ": " + std::to_string(blob.size()) + " bytes, the header says " +
-                         std::to_string(at));
-  p.step = h.Find("step")->as_int();
-  p.optimizer_step = h.Find("optimizer_step") ? h.Find("optimizer_step")->as_int() : 0;
-  p.scaler = h.Find("scaler") ? h.Find("scaler")->as_string() : "";
-  if (const Json* d = h.Find("data"); d && !d->as_string().empty()) {
-    auto ds = data::DataLoaderState::FromJson(d->as_string());
-    if (!ds.ok()) return ds.status().WithPrefix(what + ": data state");
-    p.data = *ds;
-  }
-  return p;
+  return OkStatus();
 }
 
 }  // namespace
@@ -130,37 +89,19 @@ Status Trainer::SnapshotState(std::string* out) {
   if (swapper_)
     return FailedPreconditionError("an in-memory copy of NVMe-swapped states: not supported");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
-  const std::vector<Section> sections = CopySections(*params_, *optimizer_, *plan_);
-  Json h = Json::Object();
-  h.Set("rank", Json::Int(world_rank_));
-  h.Set("world", Json::Int(world_host_comm_->size()));
-  h.Set("step", Json::Int(step_));
-  h.Set("optimizer_step", Json::Int(optimizer_->step()));
-  h.Set("plan", Json::String(plan::HashHex(plan_->hash())));
-  h.Set("scaler", Json::String(scaler_->SaveState()));
-  h.Set("data", Json::String(train_data_ ? train_data_->state().ToJson() : ""));
-  Json list = Json::Array();
-  int64_t total = 0;
-  for (const Section& s : sections) {
-    Json e = Json::Object();
-    e.Set("name", Json::String(s.name));
-    e.Set("bytes", Json::Int(s.bytes));
-    list.Append(std::move(e));
-    total += s.bytes;
-  }
-  h.Set("sections", std::move(list));
-  const std::string header = h.Dump();
-  const uint64_t header_len = header.size();
-  out->resize(16 + header.size() + static_cast<size_t>(total));
-  char* p = out->data();
-  std::memcpy(p, kMagic, 8);
-  std::memcpy(p + 8, &header_len, 8);
-  std::memcpy(p + 16, header.data(), header.size());
-  p += 16 + header.size();
-  for (const Section& s : sections) {
-    std::memcpy(p, s.data, static_cast<size_t>(s.bytes));
-    p += s.bytes;
-  }
+  CopyHeader h;
+  h.rank = world_rank_;
+  h.world = world_host_comm_->size();
+  h.step = step_;
+  h.optimizer_step = optimizer_->step();
+  h.plan = plan::HashHex(plan_->hash());
+  h.scaler = scaler_->SaveState();
+  h.data = train_data_ ? train_data_->state().ToJson() : "";
+  h.total = params_->total_elements();
+  h.layout = ParameterLayoutHash(*params_);
+  h.master_whole = !params_->master_sharded();
+  h.segments = params_->segments();
+  WriteCopy(h, CopySections(*params_, *optimizer_, *plan_), out);
   if (device_states_) device_states_->ReleaseHostCopies();
   return OkStatus();
 }
@@ -168,16 +109,24 @@ Status Trainer::SnapshotState(std::string* out) {
 // Every rank checks its copy, then all vote: one bad or missing copy and no rank changes anything.
 Status Trainer::RestoreState(const StatusOr<std::string>& copy) {
   const std::vector<Section> sections = CopySections(*params_, *optimizer_, *plan_);
+  const std::string what = "in-memory copy of rank " + std::to_string(world_rank_);
   StatusOr<ParsedCopy> parsed = copy.status();
-  if (copy.ok())
-    parsed = ParseCopy(*copy, sections, world_rank_, world_host_comm_->size(),
-                       plan::HashHex(plan_->hash()));
+  if (copy.ok()) parsed = ParseCopy(*copy, what);
   Status verified = parsed.status();
+  if (verified.ok())
+    verified = CheckOwnCopy(*parsed, sections, world_rank_, world_host_comm_->size(),
+                            plan::HashHex(plan_->hash()));
+  data::DataLoaderState data;
+  if (verified.ok() && !parsed->header.data.empty()) {
+    auto ds = data::DataLoaderState::FromJson(parsed->header.data);
+    verified = ds.status().WithPrefix(what + ": data state");
+    if (ds.ok()) data = *ds;
+  }
   const std::string old_scaler = scaler_->SaveState();
   const data::DataLoaderState old_data =
       train_data_ ? train_data_->state() : data::DataLoaderState();
-  if (verified.ok()) verified = scaler_->LoadState(parsed->scaler);
-  if (verified.ok() && train_data_) verified = train_data_->SetState(parsed->data);
+  if (verified.ok()) verified = scaler_->LoadState(parsed->header.scaler);
+  if (verified.ok() && train_data_) verified = train_data_->SetState(data);
   if (!verified.ok()) DS_LOG_ERROR("memory", "rank {}: {}", world_rank_, verified.ToString());
   DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
   if (failed) {
@@ -187,13 +136,153 @@ Status Trainer::RestoreState(const StatusOr<std::string>& copy) {
     return DataLossError("another rank's in-memory copy is missing or unusable (its log says why)");
   }
   for (size_t i = 0; i < sections.size(); ++i)
-    std::memcpy(sections[i].data, copy->data() + parsed->spans[i].first,
-                static_cast<size_t>(parsed->spans[i].second));
+    std::memcpy(sections[i].data, parsed->sections[i].data, static_cast<size_t>(sections[i].bytes));
   params_->SyncModelFromMaster();
   runner_->ReleaseGatheredParams();
   params_->ZeroGrads();
-  step_ = parsed->step;
-  optimizer_->set_step(parsed->optimizer_step);
+  step_ = parsed->header.step;
+  optimizer_->set_step(parsed->header.optimizer_step);
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
+  return OkStatus();
+}
+
+namespace {
+
+// Copies flat elements [begin, begin + count) of an old rank's fp32 section (`whole`: indexed by
+// flat element; else its segments, in shard space) to `dst`; returns how many it held.
+int64_t CopyFlat(const CopyHeader& old, bool whole, const char* src, int64_t begin, int64_t count,
+                 char* dst) {
+  constexpr int64_t w = sizeof(float);
+  if (whole) {
+    std::memcpy(dst, src + begin * w, static_cast<size_t>(count * w));
+    return count;
+  }
+  int64_t n = 0;
+  for (const zero::ShardSegment& o : old.segments) {
+    const int64_t lo = std::max(begin, o.flat_begin);
+    const int64_t hi = std::min(begin + count, o.flat_begin + o.count);
+    if (lo >= hi) continue;
+    std::memcpy(dst + (lo - begin) * w, src + (o.shard_offset + lo - o.flat_begin) * w,
+                static_cast<size_t>((hi - lo) * w));
+    n += hi - lo;
+  }
+  return n;
+}
+
+const CopySection* FindSection(const ParsedCopy& p, const std::string& name) {
+  for (const CopySection& s : p.sections)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// This rank's sections cut out of every old rank's copy, into `scratch` (one string per section
+// of `mine`); the first old copy's header into `first`. Every element must come from exactly the
+// old copies that own it: the counts are checked.
+Status CutCopies(const std::vector<CopySection>& mine, const zero::ParamStore& params,
+                 int old_world, const Trainer::CopyFetch& fetch, std::vector<std::string>* scratch,
+                 CopyHeader* first) {
+  const int64_t owned = [&] {
+    int64_t n = 0;
+    for (const zero::ShardSegment& g : params.segments()) n += g.count;
+    return n;
+  }();
+  std::vector<int64_t> covered(mine.size(), 0);
+  std::vector<bool> whole_done(mine.size(), false);  // a whole section was copied already
+  for (int r = 0; r < old_world; ++r) {
+    const std::string what = "in-memory copy of old rank " + std::to_string(r);
+    DS_ASSIGN_OR_RETURN(std::string blob, fetch(r));
+    DS_ASSIGN_OR_RETURN(ParsedCopy old, ParseCopy(blob, what));
+    const CopyHeader& h = old.header;
+    if (r == 0) *first = h;
+    if (h.rank != r || h.world != old_world || h.step != first->step ||
+        h.total != params.total_elements() || h.layout != ParameterLayoutHash(params))
+      return FailedPreconditionError(what + ": rank " + std::to_string(h.rank) + " of " +
+                                     std::to_string(h.world) + ", step " + std::to_string(h.step) +
+                                     ", another parameter layout or step");
+    // Stage 0: the old rank owned every element (one segment from 0), like a whole master.
+    const bool owned_all = h.segments.size() == 1 && h.segments[0].flat_begin == 0 &&
+                           h.segments[0].shard_offset == 0 && h.segments[0].count == h.total;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const CopySection& m = mine[i];
+      const CopySection* src = FindSection(old, m.name);
+      if (!src) return DataLossError(what + ": no section " + m.name);
+      char* dst = (*scratch)[i].data();
+      if (m.name == "model") {  // stages 1-2, mixed: every old copy holds all of it
+        if (whole_done[i] || src->bytes != m.bytes) continue;
+        std::memcpy(dst, src->data, static_cast<size_t>(m.bytes));
+        covered[i] = m.bytes, whole_done[i] = true;
+        continue;
+      }
+      const bool src_whole = owned_all || (m.name == "master" && h.master_whole);
+      if (src_whole && whole_done[i]) continue;
+      if (m.name == "master" && !params.master_sharded()) {  // this rank keeps all of it
+        covered[i] += CopyFlat(h, src_whole, src->data, 0, params.total_elements(), dst);
+      } else {
+        for (const zero::ShardSegment& g : params.segments())
+          covered[i] += CopyFlat(h, src_whole, src->data, g.flat_begin, g.count,
+                                 dst + g.shard_offset * int64_t{sizeof(float)});
+      }
+      whole_done[i] = whole_done[i] || src_whole;
+    }
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const int64_t want = mine[i].name == "model" ? mine[i].bytes
+                         : mine[i].name == "master" && !params.master_sharded()
+                             ? params.total_elements()
+                             : owned;
+    if (covered[i] != want)
+      return DataLossError("the old ranks' copies hold " + std::to_string(covered[i]) + " of the " +
+                           std::to_string(want) + " " +
+                           (mine[i].name == "model" ? "bytes" : "elements") + " of this rank's " +
+                           mine[i].name);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+// An elastic job changed size: this rank's part is cut out of every old rank's copy into scratch
+// buffers, the ranks vote, and only then are the buffers written. ZeRO over data parallelism
+// only (the old and new ranks' flat spaces are one); stage 3's persistent parts are not cut.
+Status Trainer::RestoreResharded(int old_world, const CopyFetch& fetch) {
+  const std::vector<Section> mine = CopySections(*params_, *optimizer_, *plan_);
+  std::vector<std::string> scratch;
+  for (const Section& m : mine) scratch.emplace_back(static_cast<size_t>(m.bytes), '\0');
+  CopyHeader first;
+  Status verified;
+  const proto::PlanTopology& topo = plan_->topology();
+  if (topo.tp() > 1 || topo.pp() > 1 || topo.ep() > 1 || topo.sp() > 1 ||
+      params_->params_partitioned())
+    verified = FailedPreconditionError(
+        "cutting in-memory copies for another world size: ZeRO stages 0-2 over data parallelism "
+        "only");
+  if (verified.ok()) verified = CutCopies(mine, *params_, old_world, fetch, &scratch, &first);
+  data::DataLoaderState data;
+  if (verified.ok() && !first.data.empty()) {
+    auto ds = data::DataLoaderState::FromJson(first.data);
+    verified = ds.status().WithPrefix("old rank 0's data state");
+    if (ds.ok()) data = *ds;
+  }
+  const std::string old_scaler = scaler_->SaveState();
+  const data::DataLoaderState old_data =
+      train_data_ ? train_data_->state() : data::DataLoaderState();
+  if (verified.ok()) verified = scaler_->LoadState(first.scaler);
+  if (verified.ok() && train_data_) verified = train_data_->SetState(data);
+  if (!verified.ok()) DS_LOG_ERROR("memory", "rank {}: {}", world_rank_, verified.ToString());
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
+  if (failed) {
+    scaler_->LoadState(old_scaler).IgnoreError();
+    if (train_data_) train_data_->SetState(old_data).IgnoreError();
+    if (!verified.ok()) return verified;
+    return DataLossError("another rank could not cut its part of the copies (its log says why)");
+  }
+  for (size_t i = 0; i < mine.size(); ++i)
+    std::memcpy(mine[i].data, scratch[i].data(), static_cast<size_t>(mine[i].bytes));
+  params_->SyncModelFromMaster();
+  runner_->ReleaseGatheredParams();
+  params_->ZeroGrads();
+  step_ = first.step;
+  optimizer_->set_step(first.optimizer_step);
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
   return OkStatus();
 }

@@ -47,6 +47,7 @@
 #include "runtime/worker/plan_beacon.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
+#include "runtime/worker/rank_start.h"
 #include "runtime/worker/step_monitor.h"
 #include "runtime/worker/task_eval.h"
 #include "runtime/worker/train_loop.h"
@@ -275,17 +276,6 @@ StatusOr<config::JobConfig> LoadRankConfig(const Flags& f, const RankEnv& env) {
   return config;
 }
 
-// The launcher planned the job once; this rank's own plan must be the same plan.
-Status CheckPlanHash(const Trainer& trainer, int rank) {
-  const char* want = std::getenv("DS_PLAN_HASH");
-  if (!want || !*want) return OkStatus();
-  std::string mine = plan::HashHex(trainer.plan().hash());
-  if (mine == want) return OkStatus();
-  return FailedPreconditionError("rank " + std::to_string(rank) + ": my step plan " + mine +
-                                 " differs from the launcher's " + want +
-                                 " (different binaries or config?)");
-}
-
 // --eval: the loaded checkpoint's validation loss and task score.
 Status EvaluateOnly(Trainer* trainer, const Flags& f, const config::JobConfig& config) {
   if (trainer->step() == 0)
@@ -308,32 +298,6 @@ StatusOr<Graph> LoadGraph(const config::JobConfig& config) {
     DS_RETURN_IF_ERROR(ckpt::CheckHfWeights(config.model.hf, spec, graph));
   }
   return graph;
-}
-
-// The state the rank starts from. On a restart with in-memory copies (DS_MEMORY_STEP) every rank
-// takes its copy of that step from the agents' stores; where any rank's is missing or unusable,
-// every rank falls back to the disk checkpoint (or to step 0 without one) and says so.
-Status InitializeRank(Trainer* trainer, const RankEnv& env, const config::JobConfig& config) {
-  if (env.memory_step < 0) return trainer->Initialize();
-  const auto t0 = std::chrono::steady_clock::now();
-  StatusOr<std::string> copy = FetchCopy(env);
-  const double fetched_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const size_t bytes = copy.ok() ? copy->size() : 0;
-  Status restored = trainer->InitializeFromCopy(copy);
-  if (restored.ok()) {
-    DS_LOG_INFO("memory",
-                "rank {}: resumed from the in-memory copy of step {} ({:.1f} MiB from {} in {:.2f} "
-                "s; no disk read)",
-                env.rank, env.memory_step, bytes / double(1 << 20), env.memory_source, fetched_s);
-    return OkStatus();
-  }
-  const std::string& dir = config.checkpoint.dir;
-  DS_LOG_WARN("memory", "rank {}: the in-memory copies of step {} cannot be used ({}); resuming {}",
-              env.rank, env.memory_step, restored.ToString(),
-              dir.empty() ? std::string("from step 0 (no checkpoint.dir)")
-                          : "from the latest checkpoint under " + dir);
-  return trainer->Initialize();
 }
 
 // After the trainer is made: --init-weights, --export-init (then stop), --eval (then stop), or
@@ -398,7 +362,7 @@ Status Run(const Flags& f) {
                       Trainer::Create(config, std::move(graph), group ? group->comm.get() : nullptr,
                                       group ? group->memory.get() : nullptr,
                                       group ? group->host_comm.get() : nullptr));
-  if (!f.eval) DS_RETURN_IF_ERROR(CheckPlanHash(*trainer, env.rank));
+  if (!f.eval) DS_RETURN_IF_ERROR(CheckPlanHash(*trainer, env.rank, env.world_size));
   return RunTrainer(trainer.get(), f, env, config);
 }
 
