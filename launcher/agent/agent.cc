@@ -19,8 +19,8 @@
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/process/process.h"
 #include "launcher/process/supervisor.h"
-#include "launcher/state_store/copy_store.h"
-#include "launcher/state_store/state_store_server.h"
+#include "launcher/state_store/copy_dir.h"
+#include "launcher/state_store/copy_server.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/cuda/device.h"
@@ -75,10 +75,11 @@ class Agent {
   int Run();
 
  private:
-  // The state store the workers' in-memory copies go to (fault_tolerance.in_memory_interval),
-  // on the address this node advertises (every interface when it advertises none). Without it
-  // the agent keeps no copies and says why.
-  void StartStateStore();
+  // The workers' in-memory copies (fault_tolerance.in_memory_interval): a directory in RAM they
+  // write their own copies into, and the server other nodes' workers send theirs to and
+  // restarted workers fetch from, on the address this node advertises (every interface when it
+  // advertises none). Without them the agent keeps no copies and says why.
+  void StartCopyStore();
   JoinRequest MakeJoinRequest(int round) const;
   Status StartWorkers(const JoinResult& join);
   // Local rank `i`'s environment: `base` and the rank's variables (RANK, DS_*, threads, GPU).
@@ -103,8 +104,8 @@ class Agent {
   std::unique_ptr<CoordinatorClient> client_;
   Supervisor sup_;
   std::unique_ptr<StackDumper> dumper_;  // set by Run(); destroyed (joined) before sup_
-  CopyStore copies_;
-  std::unique_ptr<StateStoreServer> store_server_;  // serves copies_
+  std::unique_ptr<CopyDir> copies_;
+  std::unique_ptr<CopyServer> copy_server_;  // serves copies_ (destroyed first)
   JoinResult join_;
   std::atomic<bool> stdin_eof_{false};
   int grace_ms_ = 10000;
@@ -219,6 +220,7 @@ std::vector<std::pair<std::string, std::string>> Agent::WorkerEnv(
   add("DS_RESUME", join.job.resume ? "1" : "0");
   add("DS_NODE_NAME", opt_.node_name);
   add("DS_NODE_ADDR", join.advertise_addr);
+  if (copies_ && copy_server_) add("DS_COPY_DIR", copies_->path());
   std::string stores;
   for (const std::string& a : join.copy_stores) stores += (stores.empty() ? "" : ",") + a;
   if (!stores.empty()) add("DS_COPY_STORES", stores);
@@ -327,20 +329,27 @@ int Agent::SuperviseRound(int* next_round) {
   }
 }
 
-void Agent::StartStateStore() {
-  const std::string host = opt_.advertise_addr.empty() ? "0.0.0.0" : opt_.advertise_addr;
-  auto server = StateStoreServer::Start(host, 0, opt_.token, &copies_);
-  if (!server.ok()) {
-    DS_LOG_WARN("agent", "no state store for in-memory copies: {}", server.status().ToString());
+void Agent::StartCopyStore() {
+  auto dir = CopyDir::Create();
+  if (!dir.ok()) {
+    DS_LOG_WARN("agent", "no directory for in-memory copies: {}", dir.status().ToString());
     return;
   }
-  store_server_ = std::move(server).value();
+  copies_ = std::move(dir).value();
+  const std::string host = opt_.advertise_addr.empty() ? "0.0.0.0" : opt_.advertise_addr;
+  auto server = CopyServer::Start(host, 0, opt_.token, copies_->path());
+  if (!server.ok()) {
+    DS_LOG_WARN("agent", "no server for in-memory copies: {}", server.status().ToString());
+    return;
+  }
+  copy_server_ = std::move(server).value();
 }
 
 JoinRequest Agent::MakeJoinRequest(int round) const {
   JoinRequest req{opt_.node_name, opt_.advertise_addr, opt_.slots, round, getpid()};
-  req.state_store_port = store_server_ ? store_server_->port() : 0;
-  for (const HeldCopy& c : copies_.Held()) req.held_copies.push_back({c.rank, c.step});
+  req.state_store_port = copy_server_ ? copy_server_->port() : 0;
+  if (copies_)
+    for (const HeldCopy& c : copies_->Held()) req.held_copies.push_back({c.rank, c.step});
   return req;
 }
 
@@ -361,7 +370,7 @@ int Agent::Run() {
       stdin_eof_.store(true);
     }).detach();  // blocked in read(); ends with the process
   }
-  StartStateStore();
+  StartCopyStore();
   int next_round = 0;
   while (true) {
     auto join = client_->Join(MakeJoinRequest(next_round), milliseconds(3600 * 1000));
@@ -371,7 +380,7 @@ int Agent::Run() {
     }
     join_ = *join;
     // Copies after the step the round resumes from belong to the abandoned run.
-    copies_.DropAfter(join_.memory_step > 0 ? join_.memory_step : -1);
+    if (copies_) copies_->DropAfter(join_.memory_step > 0 ? join_.memory_step : -1);
     grace_ms_ = join_.job.grace_ms > 0 ? join_.job.grace_ms : 10000;
     if (Status s = StartWorkers(join_); !s.ok()) ReportStartFailure(s);
     if (const int code = SuperviseRound(&next_round); code >= 0) return code;

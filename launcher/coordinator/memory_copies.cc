@@ -32,7 +32,6 @@ CopyPlacement PlaceCopies(const std::vector<RoundMember>& members,
   for (int i = 0; i < n; ++i) store[i] = StoreOf(members[i], addresses[i]);
   p.stores.resize(n);
   for (int i = 0; i < n; ++i) {
-    if (!store[i].empty()) p.stores[i].push_back(store[i]);
     const int buddy = (i + 1) % n;
     if (buddy != i && !store[buddy].empty()) p.stores[i].push_back(store[buddy]);
   }

@@ -21,24 +21,24 @@ RoundMember Member(int node_rank, int first_rank, int slots, int port,
 
 const std::vector<std::string> kHosts = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
 
-TEST_CASE("every node sends to its own store, then the next node's (wrapping)") {
+TEST_CASE("every node sends to the next node's agent (wrapping)") {
   const CopyPlacement p = PlaceCopies(
       {Member(0, 0, 2, 7000), Member(1, 2, 2, 7001), Member(2, 4, 2, 7002)}, kHosts, 0, 6);
   REQUIRE(p.stores.size() == 3);
-  CHECK(p.stores[0] == std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"});
-  CHECK(p.stores[1] == std::vector<std::string>{"10.0.0.2:7001", "10.0.0.3:7002"});
-  CHECK(p.stores[2] == std::vector<std::string>{"10.0.0.3:7002", "10.0.0.1:7000"});
+  CHECK(p.stores[0] == std::vector<std::string>{"10.0.0.2:7001"});
+  CHECK(p.stores[1] == std::vector<std::string>{"10.0.0.3:7002"});
+  CHECK(p.stores[2] == std::vector<std::string>{"10.0.0.1:7000"});
   CHECK(p.step == 0);  // nothing held: a first round
   CHECK(p.summary.empty());
 }
 
-TEST_CASE("one node: its own store only; a node without a store is skipped") {
-  CHECK(PlaceCopies({Member(0, 0, 4, 7000)}, kHosts, 0, 4).stores[0] ==
-        std::vector<std::string>{"10.0.0.1:7000"});
+TEST_CASE("one node: no other agent; a node without a store is skipped") {
+  CHECK(PlaceCopies({Member(0, 0, 4, 7000)}, kHosts, 0, 4).stores[0].empty());
   const CopyPlacement p = PlaceCopies({Member(0, 0, 2, 0), Member(1, 2, 2, 7001)}, kHosts, 4, 4);
   CHECK(p.stores[0] == std::vector<std::string>{"10.0.0.2:7001"});
-  CHECK(p.stores[1] == std::vector<std::string>{"10.0.0.2:7001"});
-  CHECK(PlaceCopies({Member(0, 0, 1, 7000)}, {"::1"}, 0, 1).stores[0][0] == "[::1]:7000");
+  CHECK(p.stores[1].empty());
+  CHECK(PlaceCopies({Member(0, 0, 1, 7000), Member(1, 1, 1, 7001)}, {"::1", "::2"}, 0, 2)
+            .stores[1][0] == "[::1]:7000");
 }
 
 TEST_CASE("the newest step every rank has a copy of, from the rank's own node first") {

@@ -1,11 +1,16 @@
 #include "runtime/worker/copy_stores.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <utility>
 #include <vector>
 
-#include "launcher/state_store/state_store_client.h"
+#include "launcher/state_store/copy_client.h"
+#include "launcher/state_store/copy_dir.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 
@@ -23,14 +28,32 @@ StatusOr<std::string> ReadToken(const RankEnv& env) {
   return token;
 }
 
+// Writes step's copy into this node's copy directory: a part file, its trailer, then the rename
+// (the agent lists only complete copies); the rank's copies beyond the newest 2 are deleted.
+StatusOr<std::string> KeepLocal(const std::string& dir, int rank, int64_t step,
+                                const CopyFill& fill) {
+  std::string part;
+  DS_ASSIGN_OR_RETURN(int fd, launcher::OpenPart(dir, rank, step, &part));
+  uint32_t crc = 0;
+  Status written = fill(fd, &crc);
+  if (written.ok()) written = launcher::WriteTrailer(fd, crc);
+  ::close(fd);
+  if (written.ok()) written = launcher::CommitPart(dir, part, rank, step, /*keep=*/2);
+  if (!written.ok()) {
+    ::unlink(part.c_str());
+    return written;
+  }
+  return dir + "/" + launcher::CopyFileName(rank, step);
+}
+
 }  // namespace
 
 std::unique_ptr<MemoryCopier> MakeCopier(const RankEnv& env, int64_t interval) {
   if (interval <= 0) return nullptr;
-  if (!env.launched || env.copy_stores.empty()) {
+  if (!env.launched || env.copy_dir.empty()) {
     DS_LOG_WARN("memory",
-                "fault_tolerance.in_memory_interval {}: copies go to the agents of a ds-launch "
-                "job; this rank has none, so no copy is made",
+                "fault_tolerance.in_memory_interval {}: copies are kept by the agents of a "
+                "ds-launch job; this rank has none, so no copy is made",
                 interval);
     return nullptr;
   }
@@ -40,30 +63,37 @@ std::unique_ptr<MemoryCopier> MakeCopier(const RankEnv& env, int64_t interval) {
                 token.status().ToString());
     return nullptr;
   }
-  std::vector<CopyTarget> targets;
+  CopySinks sinks;
+  const std::string dir = env.copy_dir;
+  const int rank = env.rank;
+  sinks.keep_local = [dir, rank](int64_t step, const CopyFill& fill) {
+    return KeepLocal(dir, rank, step, fill);
+  };
+  std::string list;
   for (const std::string& address : env.copy_stores) {
-    auto client = std::make_shared<launcher::StateStoreClient>(address, *token);
-    const int rank = env.rank;
-    targets.push_back({address, [client, rank](int64_t step, const std::string& copy) {
-                         return client->Put(rank, step, copy.data(), copy.size(), kCopyTimeout);
-                       }});
+    auto client = std::make_shared<launcher::CopyClient>(address, *token);
+    sinks.remote.push_back({address, [client, rank](int64_t step, const std::string& path) {
+                              return client->PutFile(rank, step, path, kCopyTimeout);
+                            }});
+    list += ", " + address;
   }
-  DS_LOG_INFO("memory", "rank {}: an in-memory copy every {} step(s) to {}", env.rank, interval,
-              [&] {
-                std::string list;
-                for (const std::string& a : env.copy_stores) list += (list.empty() ? "" : ", ") + a;
-                return list;
-              }());
-  return std::make_unique<MemoryCopier>(env.rank, std::move(targets));
+  DS_LOG_INFO("memory", "rank {}: an in-memory copy every {} step(s), kept in {}{}", env.rank,
+              interval, dir,
+              list.empty() ? " (one node: no other copy)" : " and sent to" + list.substr(1));
+  return std::make_unique<MemoryCopier>(env.rank, std::move(sinks));
 }
 
 StatusOr<std::string> FetchCopy(const RankEnv& env, int rank) {
+  if (!env.copy_dir.empty()) {  // this node's agent holds it: no network
+    const std::string local = env.copy_dir + "/" + launcher::CopyFileName(rank, env.memory_step);
+    struct stat st {};
+    if (::stat(local.c_str(), &st) == 0) return launcher::ReadCopyFile(local);
+  }
   DS_ASSIGN_OR_RETURN(std::string token, ReadToken(env));
   const bool old_world = env.memory_world > 0 && env.memory_world != env.world_size;
   if (old_world && (rank < 0 || rank >= static_cast<int>(env.memory_sources.size())))
     return InvalidArgumentError("no store for old rank " + std::to_string(rank));
-  launcher::StateStoreClient client(old_world ? env.memory_sources[rank] : env.memory_source,
-                                    token);
+  launcher::CopyClient client(old_world ? env.memory_sources[rank] : env.memory_source, token);
   return client.Get(rank, env.memory_step, kCopyTimeout);
 }
 

@@ -1,10 +1,12 @@
 #include "runtime/worker/memory_copier.h"
 
-#include <chrono>
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <utility>
 
 #include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
 
 namespace ds::worker {
 namespace {
@@ -15,8 +17,8 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-MemoryCopier::MemoryCopier(int rank, std::vector<CopyTarget> targets)
-    : rank_(rank), targets_(std::move(targets)), thread_([this] { Run(); }) {}
+MemoryCopier::MemoryCopier(int rank, CopySinks sinks)
+    : rank_(rank), sinks_(std::move(sinks)), thread_([this] { Run(); }) {}
 
 MemoryCopier::~MemoryCopier() {
   {
@@ -28,22 +30,26 @@ MemoryCopier::~MemoryCopier() {
   thread_.join();
 }
 
-std::string* MemoryCopier::Acquire() {
-  const auto t0 = std::chrono::steady_clock::now();
+Status MemoryCopier::Copy(int64_t step, const CopyFill& fill) {
+  auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return pending_step_ < 0; });
   stats_.wait_ms += MsSince(t0);
-  return &buffer_;
-}
-
-void MemoryCopier::Send(int64_t step, std::chrono::steady_clock::time_point began) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.loop_ms += MsSince(began);
-    pending_step_ = step;
-    stats_.bytes = static_cast<int64_t>(buffer_.size());
-  }
+  lock.unlock();
+  t0 = std::chrono::steady_clock::now();
+  StatusOr<std::string> path = sinks_.keep_local(step, fill);
+  lock.lock();
+  stats_.write_ms += MsSince(t0);
+  if (!path.ok())
+    return path.status().WithPrefix("the in-memory copy of step " + std::to_string(step));
+  ++stats_.copies;
+  struct stat st {};
+  if (::stat(path->c_str(), &st) == 0) stats_.bytes = st.st_size;
+  if (sinks_.remote.empty()) return OkStatus();
+  pending_path_ = *std::move(path);
+  pending_step_ = step;
   cv_.notify_all();
+  return OkStatus();
 }
 
 void MemoryCopier::Drain() {
@@ -51,19 +57,20 @@ void MemoryCopier::Drain() {
   cv_.wait(lock, [&] { return pending_step_ < 0; });
 }
 
-// The buffer is only read here between Send and the reset of pending_step_, while Acquire
-// keeps the loop from writing it.
+// pending_path_ is only read here between Copy and the reset of pending_step_, while Copy
+// waits before writing the next one.
 void MemoryCopier::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || pending_step_ >= 0; });
     if (stop_) return;
     const int64_t step = pending_step_;
+    const std::string path = pending_path_;
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
     int failed = 0;
-    for (const CopyTarget& t : targets_) {
-      Status s = t.put(step, buffer_);
+    for (const CopyTarget& t : sinks_.remote) {
+      Status s = t.put(step, path);
       if (s.ok()) continue;
       ++failed;
       DS_LOG_WARN("memory", "rank {}: the in-memory copy of step {} did not reach {}: {}", rank_,
@@ -73,8 +80,7 @@ void MemoryCopier::Run() {
     lock.lock();
     stats_.send_ms += ms;
     stats_.failed_sends += failed;
-    ++stats_.attempts;
-    if (failed == 0) ++stats_.copies;
+    if (failed == 0) ++stats_.sent;
     pending_step_ = -1;
     cv_.notify_all();
   }
@@ -87,14 +93,15 @@ MemoryCopier::Stats MemoryCopier::stats() const {
 
 std::string MemoryCopier::Summary() const {
   const Stats s = stats();
-  const double n = s.attempts > 0 ? double(s.attempts) : 1.0;
-  char line[256];
+  const double n = s.copies > 0 ? double(s.copies) : 1.0;
+  char line[320];
   std::snprintf(line, sizeof(line),
-                "in-memory copies (rank %d): %lld sent to %zu target(s), %.1f MiB each; per "
-                "copy %.1f ms in the loop (%.1f ms of it waiting for the last send), %.1f ms "
-                "sending (a thread); %lld failed send(s)",
-                rank_, static_cast<long long>(s.copies), targets_.size(), s.bytes / double(1 << 20),
-                s.loop_ms / n, s.wait_ms / n, s.send_ms / n,
+                "in-memory copies (rank %d): %lld of %.1f MiB kept on this node, %lld sent to %zu "
+                "other node(s); per copy %.1f ms in the loop (%.1f writing, %.1f waiting for the "
+                "last send), %.1f ms sending (a thread); %lld failed send(s)",
+                rank_, static_cast<long long>(s.copies), s.bytes / double(1 << 20),
+                static_cast<long long>(s.sent), sinks_.remote.size(), (s.write_ms + s.wait_ms) / n,
+                s.write_ms / n, s.wait_ms / n, s.send_ms / n,
                 static_cast<long long>(s.failed_sends));
   return line;
 }

@@ -1,7 +1,12 @@
 #include "runtime/worker/memory_copy_format.h"
 
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
+#include "runtime/base/crc32c.h"
 #include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"
 
@@ -97,6 +102,37 @@ void WriteCopy(const CopyHeader& header, const std::vector<CopySection>& section
     std::memcpy(p, s.data, static_cast<size_t>(s.bytes));
     p += s.bytes;
   }
+}
+
+namespace {
+
+Status WriteAll(int fd, const char* p, size_t n, uint32_t* crc) {
+  *crc = Crc32cExtend(*crc, p, n);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return ErrnoToStatus(errno, "writing an in-memory copy");
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status WriteCopyTo(const CopyHeader& header, const std::vector<CopySection>& sections, int fd,
+                   uint32_t* crc) {
+  const std::string text = HeaderJson(header, sections).Dump();
+  const uint64_t header_len = text.size();
+  char head[16];
+  std::memcpy(head, kMagic, 8);
+  std::memcpy(head + 8, &header_len, 8);
+  *crc = 0;
+  DS_RETURN_IF_ERROR(WriteAll(fd, head, sizeof(head), crc));
+  DS_RETURN_IF_ERROR(WriteAll(fd, text.data(), text.size(), crc));
+  for (const CopySection& s : sections)
+    DS_RETURN_IF_ERROR(WriteAll(fd, s.data, static_cast<size_t>(s.bytes), crc));
+  return OkStatus();
 }
 
 StatusOr<ParsedCopy> ParseCopy(const std::string& blob, const std::string& what) {

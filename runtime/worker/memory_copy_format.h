@@ -42,6 +42,10 @@ uint64_t ParameterLayoutHash(const zero::ParamStore& params);
 // Writes the copy into `out` (resized; its capacity is reused).
 void WriteCopy(const CopyHeader& header, const std::vector<CopySection>& sections,
                std::string* out);
+// Writes the copy to file descriptor `fd` (straight from the sections, no staging buffer) and its
+// CRC-32C into *crc.
+Status WriteCopyTo(const CopyHeader& header, const std::vector<CopySection>& sections, int fd,
+                   uint32_t* crc);
 
 // A copy's header and its sections' places in `blob` (data points into it). DataLoss naming
 // `what` for a blob that is not a whole copy.

@@ -56,6 +56,7 @@ StatusOr<RankEnv> ReadRankEnv() {
   e.tls_cert = StrVar("DS_TLS_CERT");
   e.tls_key = StrVar("DS_TLS_KEY");
   e.tls_server_name = StrVar("DS_TLS_SERVER_NAME");
+  e.copy_dir = StrVar("DS_COPY_DIR");
   e.copy_stores = SplitList(StrVar("DS_COPY_STORES"));
   DS_ASSIGN_OR_RETURN(int memory_step, IntVar("DS_MEMORY_STEP", -1));
   e.memory_step = memory_step;

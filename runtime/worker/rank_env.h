@@ -1,8 +1,8 @@
 // The rank environment ds-agent gives each worker (as torchrun does): RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_SIZE, NODE_RANK, plus DS_COORDINATOR, DS_JOB_TOKEN_FILE, DS_ROUND and
-// DS_RESUME, and for in-memory copies DS_COPY_STORES, DS_MEMORY_STEP, DS_MEMORY_SOURCE (and for
-// an elastic job that changed size DS_MEMORY_WORLD, DS_MEMORY_SOURCES).
-// Standalone (no RANK), the worker is rank 0 of 1.
+// DS_RESUME, and for in-memory copies DS_COPY_DIR, DS_COPY_STORES, DS_MEMORY_STEP, DS_MEMORY_SOURCE
+// (and for an elastic job that changed size DS_MEMORY_WORLD, DS_MEMORY_SOURCES). Standalone (no
+// RANK), the worker is rank 0 of 1.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +27,10 @@ struct RankEnv {
   // Mutual TLS to the coordinator (DS_TLS_*, set by ds-agent; "" = plaintext): the CA, the
   // client certificate and key, and the name the coordinator's certificate is checked against.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
-  // fault_tolerance.in_memory_interval: the agents' state stores (host:port) this rank sends its
-  // copies to (its node's first, then its buddy node's), and on a restart the step every rank
-  // resumes from (-1: none) and the store holding this rank's copy of it.
+  // fault_tolerance.in_memory_interval: the directory this node's agent keeps the copies in, the
+  // other nodes' agents (host:port) this rank sends its copies to (its buddy), and on a restart
+  // the step every rank resumes from (-1: none) and the agent holding this rank's copy of it.
+  std::string copy_dir;  // this node's copy directory (DS_COPY_DIR), kept by the agent
   std::vector<std::string> copy_stores;
   int64_t memory_step = -1;
   std::string memory_source;

@@ -1,7 +1,6 @@
 #include "runtime/worker/train_loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -30,9 +29,8 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
     if (hooks.after_step) hooks.after_step(m);
     if (hooks.copier && trainer->step() % c.fault_tolerance.in_memory_interval == 0) {
       trainer->beacon().Outside(trainer->step(), "memory copy");
-      const auto t0 = std::chrono::steady_clock::now();
-      DS_RETURN_IF_ERROR(trainer->SnapshotState(hooks.copier->Acquire()));
-      hooks.copier->Send(trainer->step(), t0);
+      DS_RETURN_IF_ERROR(hooks.copier->Copy(
+          trainer->step(), [&](int fd, uint32_t* crc) { return trainer->SnapshotTo(fd, crc); }));
     }
     double val = std::numeric_limits<double>::quiet_NaN();
     bool last = trainer->step() == trainer->total_steps();

@@ -71,6 +71,7 @@ class PlanBeacon;
 class TpGenerator;
 
 class CommsLogger;
+struct CopyHeader;
 class PipelineCompute;
 class TrainBatches;
 class StepRunner;
@@ -141,6 +142,9 @@ class Trainer {
   // back from such a copy: every rank calls RestoreState (it votes; a rank without a copy
   // passes its error), and on error no rank changes anything. CopyBytes: a copy's size.
   Status SnapshotState(std::string* out);
+  // The same copy written to file descriptor `fd` (the copy directory's file), its CRC-32C
+  // into *crc.
+  Status SnapshotTo(int fd, uint32_t* crc);
   Status RestoreState(const StatusOr<std::string>& copy);
   // An elastic job that changed size (ZeRO 0-2 over data parallelism): this rank's part cut out
   // of every old rank's copy, `fetch(old_rank)` bringing each in turn; voted as RestoreState.
@@ -293,6 +297,7 @@ class Trainer {
   // 1, or data.sft's validation pair.
   StatusOr<std::unique_ptr<data::TrainSource>> OpenValidationData(int64_t micro,
                                                                   int64_t iters) const;
+  Status MakeCopyHeader(CopyHeader* h);                       // trainer_memory_copy.cc
   Status ExportGathered(const std::string& path);             // ExportWeights under ZeRO over ranks
   Status CheckWholeFlat(const char* what) const;              // trainer_master_values.cc
   std::vector<int> UnitsOfBlocks(int first, int last) const;  // the partition units they read

@@ -85,25 +85,39 @@ Status CheckOwnCopy(const ParsedCopy& p, const std::vector<Section>& want, int r
 
 }  // namespace
 
-Status Trainer::SnapshotState(std::string* out) {
+// The copy's header at the current step (after Download when the states live on a device).
+Status Trainer::MakeCopyHeader(CopyHeader* h) {
   if (swapper_)
     return FailedPreconditionError("an in-memory copy of NVMe-swapped states: not supported");
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Download());
+  h->rank = world_rank_;
+  h->world = world_host_comm_->size();
+  h->step = step_;
+  h->optimizer_step = optimizer_->step();
+  h->plan = plan::HashHex(plan_->hash());
+  h->scaler = scaler_->SaveState();
+  h->data = train_data_ ? train_data_->state().ToJson() : "";
+  h->total = params_->total_elements();
+  h->layout = ParameterLayoutHash(*params_);
+  h->master_whole = !params_->master_sharded();
+  h->segments = params_->segments();
+  return OkStatus();
+}
+
+Status Trainer::SnapshotState(std::string* out) {
   CopyHeader h;
-  h.rank = world_rank_;
-  h.world = world_host_comm_->size();
-  h.step = step_;
-  h.optimizer_step = optimizer_->step();
-  h.plan = plan::HashHex(plan_->hash());
-  h.scaler = scaler_->SaveState();
-  h.data = train_data_ ? train_data_->state().ToJson() : "";
-  h.total = params_->total_elements();
-  h.layout = ParameterLayoutHash(*params_);
-  h.master_whole = !params_->master_sharded();
-  h.segments = params_->segments();
+  DS_RETURN_IF_ERROR(MakeCopyHeader(&h));
   WriteCopy(h, CopySections(*params_, *optimizer_, *plan_), out);
   if (device_states_) device_states_->ReleaseHostCopies();
   return OkStatus();
+}
+
+Status Trainer::SnapshotTo(int fd, uint32_t* crc) {
+  CopyHeader h;
+  DS_RETURN_IF_ERROR(MakeCopyHeader(&h));
+  Status written = WriteCopyTo(h, CopySections(*params_, *optimizer_, *plan_), fd, crc);
+  if (device_states_) device_states_->ReleaseHostCopies();
+  return written;
 }
 
 // Every rank checks its copy, then all vote: one bad or missing copy and no rank changes anything.

@@ -1,5 +1,9 @@
 # Sourced by the launch tests (launch_test, hang_test, netns_hang_test): the checks, bounded
 # waits and leftover-process sweeps they share. The caller sets LAUNCH (ds-launch) and fails=0.
+# The agents' in-memory copy directories go under the test's own directory, so that an agent a
+# test kills with SIGKILL leaves none in /dev/shm.
+export DS_COPY_ROOT=${TEST_TMPDIR:-/tmp}/copies
+mkdir -p "$DS_COPY_ROOT"
 pass() { echo "ok: $1"; }
 fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
 wait_for() {  # wait_for SECONDS CMD...: polls every 0.1 s

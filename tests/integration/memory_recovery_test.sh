@@ -57,8 +57,8 @@ REF=$BASE/reference; job "$REF" $STEPS "fault_tolerance: {in_memory_interval: 1}
 launch "$REF"
 exit_of "$REF" 300
 [[ $rc == 0 ]] && pass "reference: ds-launch exits 0" || { fail "reference: exit $rc"; tail -20 "$REF/out"; }
-grep -q "in-memory copies (rank 0): $STEPS sent to 2 target(s)" "$REF/out" \
-  && pass "reference: rank 0 sent a copy every step to its node's store and its buddy's" \
+grep -qE "in-memory copies \(rank 0\): $STEPS of [0-9.]+ MiB kept on this node, $STEPS sent to 1 other node" "$REF/out" \
+  && pass "reference: rank 0 kept a copy every step on its node and sent each to its buddy" \
   || { fail "reference: no copy summary"; grep -m3 "in-memory" "$REF/out"; }
 
 # --- SIGKILL of rank 3 past step 300: the round restarts from the in-memory copies ---
