@@ -4,7 +4,9 @@
 // which derives with integer division and then asserts, we report the division that does
 // not come out even, with the numbers.
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -40,7 +42,35 @@ Status ResolveTriad(JobConfig* c, int dp_world_size);
 
 }  // namespace
 
+// elasticity: the batch every size in range runs, this size's micro-batch and accumulation.
+Status ResolveElastic(JobConfig* c, int dp) {
+  auto elastic = ComputeElasticBatch(c->elasticity);
+  if (!elastic.ok()) return elastic.status().WithPrefix(c->source);
+  const std::vector<int64_t>& sizes = elastic->valid_sizes;
+  if (!std::binary_search(sizes.begin(), sizes.end(), int64_t{dp})) {
+    std::string list;
+    for (size_t i = 0; i < sizes.size() && i < 16; ++i) list += (i ? ", " : "") + Str(sizes[i]);
+    if (sizes.size() > 16) list += ", ... (" + Str(static_cast<int64_t>(sizes.size())) + ")";
+    return InvalidArgumentError(c->source + ": elasticity: train_batch_size " +
+                                Str(elastic->train_batch_size) + " does not run at data-parallel " +
+                                "size " + Str(dp) + "; it runs at " + list);
+  }
+  const int64_t b = elastic->train_batch_size;
+  int64_t micro = 0;
+  for (int64_t m : c->elasticity.micro_batch_sizes)
+    if ((b / dp) % m == 0) micro = std::max(micro, m);
+  c->train_batch_size = b;
+  c->train_micro_batch_size_per_gpu = micro;
+  c->gradient_accumulation_steps = b / (dp * micro);
+  DS_LOG_INFO("config",
+              "{}: elasticity: train_batch_size {} (valid at {} data-parallel sizes), at {}: "
+              "micro {} x accumulation {}",
+              c->source, b, sizes.size(), dp, micro, c->gradient_accumulation_steps);
+  return OkStatus();
+}
+
 Status ResolveBatchSizes(JobConfig* c, int dp_world_size) {
+  if (c->elasticity.enabled && dp_world_size >= 1) return ResolveElastic(c, dp_world_size);
   DS_RETURN_IF_ERROR(ResolveTriad(c, dp_world_size));
   for (const std::string& key : c->auto_keys)  // say what "auto" became
     DS_LOG_INFO("config",

@@ -32,7 +32,6 @@ constexpr const char* kUnsupportedTopLevel[] = {"vocabulary_size",
                                                 "disable_python_gc",
                                                 "amp",
                                                 "sparse_attention",
-                                                "elasticity",
                                                 "compression_training",
                                                 "data_efficiency",
                                                 "curriculum_learning",
@@ -159,6 +158,22 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Warn(
         "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "
         "(offload_optimizer / offload_param device nvme); it changes nothing here");
+  if (c->elasticity.enabled) {
+    auto elastic = ComputeElasticBatch(c->elasticity);
+    if (!elastic.ok()) r.Fail("elasticity", elastic.status().message());
+    std::vector<std::string> given;
+    for (const char* key :
+         {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+      if ((std::string(key) == "train_batch_size" && c->train_batch_size > 0) ||
+          (std::string(key) == "train_micro_batch_size_per_gpu" &&
+           c->train_micro_batch_size_per_gpu > 0) ||
+          (std::string(key) == "gradient_accumulation_steps" && c->gradient_accumulation_steps > 0))
+        given.push_back(key);
+    if (!given.empty() && !c->elasticity.ignore_non_elastic_batch_info)
+      r.Fail("elasticity", "elasticity sets the batch sizes, and " + given.front() +
+                               " is given too (remove it, or set "
+                               "elasticity.ignore_non_elastic_batch_info: true to ignore it)");
+  }
   const int64_t copies = c->fault_tolerance.in_memory_interval;
   if (copies > 0 && c->train_iters > 0 && copies > c->train_iters)
     r.Fail("fault_tolerance", "fault_tolerance.in_memory_interval " + std::to_string(copies) +
@@ -193,6 +208,7 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
   in::ParseCheckpoint(r, &c->checkpoint);
   in::ParseMonitor(r, &c->monitor);
   in::ParseFaultTolerance(r, &c->fault_tolerance);
+  in::ParseElasticity(r, &c->elasticity);
   in::ParseDeepSpeedMonitor(r, &c->monitor);
   // As in DeepSpeed, the flops profiler turns wall_clock_breakdown on (its latencies).
   if (c->monitor.flops_profiler.enabled) c->wall_clock_breakdown = true;

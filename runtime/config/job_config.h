@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/config/elasticity.h"
 #include "runtime/data/format/token_format.h"
 
 namespace ds::config {
@@ -383,7 +384,8 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   MonitorConfig monitor;
   FaultToleranceConfig fault_tolerance;
-  int64_t train_iters = 0;  // training.train_iters: total optimizer steps; 0 = not given
+  ElasticityConfig elasticity;  // DeepSpeed's: one global batch for a range of world sizes
+  int64_t train_iters = 0;      // training.train_iters: total optimizer steps; 0 = not given
   RecomputeConfig recompute;
   DeviceConfig device;
   ParallelConfig parallel;

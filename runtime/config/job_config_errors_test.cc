@@ -249,5 +249,53 @@ TEST_CASE("fault_tolerance.in_memory_interval: longer than the run, negative, or
                  "model states swapped to NVMe"));
 }
 
+// DeepSpeed's elasticity rule (v0.1) on the worked examples of its code: max 2000 with micros
+// [2, 4, 6] gives 1680, valid at 32 sizes, 30 -> micro 4 x gas 14; sizes 16-64 leave 16 and 32
+// out; max 1024, micros [1, 2, 4], sizes 8-64 give 840.
+TEST_CASE("elasticity: the batch every size in range runs, and bad blocks named", "[config]") {
+  ElasticityConfig e;
+  e.enabled = true;
+  auto b = ComputeElasticBatch(e);
+  REQUIRE(b.ok());
+  CHECK(b->train_batch_size == 1680);
+  CHECK(b->valid_sizes.size() == 32);
+  CHECK(b->valid_sizes.back() == 840);
+  e.min_gpus = 16, e.max_gpus = 64;
+  b = ComputeElasticBatch(e);
+  REQUIRE(b.ok());
+  CHECK(b->train_batch_size == 1680);
+  CHECK(b->valid_sizes == std::vector<int64_t>{20, 21, 24, 28, 30, 35, 40, 42, 56, 60});
+  ElasticityConfig f;
+  f.enabled = true, f.max_train_batch_size = 1024, f.micro_batch_sizes = {1, 2, 4};
+  f.min_gpus = 8, f.max_gpus = 64;
+  b = ComputeElasticBatch(f);
+  REQUIRE(b.ok());
+  CHECK(b->train_batch_size == 840);
+
+  auto c = ParseJobConfig(
+      "elasticity: {enabled: true, max_train_batch_size: 2000, "
+      "micro_batch_sizes: [2, 4, 6]}\n",
+      "job.yaml");
+  REQUIRE(c.ok());
+  REQUIRE(ResolveBatchSizes(&*c, 30).ok());
+  CHECK(c->train_batch_size == 1680);
+  CHECK(c->train_micro_batch_size_per_gpu == 4);
+  CHECK(c->gradient_accumulation_steps == 14);
+  CHECK(Contains(ResolveBatchSizes(&*c, 16).ToString(),
+                 "elasticity: train_batch_size 1680 does not run at data-parallel size 16"));
+  // No batch size satisfies the block: refused when the config is read.
+  CHECK(Contains(ErrorOf("elasticity: {enabled: true, max_train_batch_size: 8, "
+                         "micro_batch_sizes: [16], min_gpus: 2, max_gpus: 4}\n"),
+                 "elasticity: no train_batch_size up to max_train_batch_size 8"));
+  CHECK(Contains(ErrorOf("train_batch_size: 64\nelasticity: {enabled: true}\n"),
+                 "elasticity sets the batch sizes, and train_batch_size is given too"));
+  CHECK(ParseJobConfig("train_batch_size: 64\nelasticity: {enabled: true, "
+                       "ignore_non_elastic_batch_info: true}\n",
+                       "job.yaml")
+            .ok());
+  CHECK(Contains(ErrorOf("elasticity: {enabled: true, min_gpus: 8, max_gpus: 4}\n"),
+                 "elasticity.max_gpus\" (line 1): must be >= min_gpus"));
+}
+
 }  // namespace
 }  // namespace ds::config

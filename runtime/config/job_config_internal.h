@@ -25,6 +25,8 @@ void ParseCheckpoint(MapReader& root, CheckpointConfig* out);
 void ParseMonitor(MapReader& root, MonitorConfig* out);
 // fault_tolerance (fault_tolerance_section.cc).
 void ParseFaultTolerance(MapReader& root, FaultToleranceConfig* out);
+// DeepSpeed's elasticity block (fault_tolerance_section.cc; the rule in elasticity.h).
+void ParseElasticity(MapReader& root, ElasticityConfig* out);
 // DeepSpeed's tensorboard / csv_monitor blocks into `out`; wandb / comet warn
 // (monitor_sections.cc).
 void ParseDeepSpeedMonitor(MapReader& root, MonitorConfig* out);
