@@ -1,6 +1,5 @@
 #include "launcher/agent/agent.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "launcher/agent/stack_dump.h"
+#include "launcher/agent/worker_env.h"
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/process/process.h"
 #include "launcher/process/supervisor.h"
@@ -23,9 +23,6 @@
 #include "launcher/state_store/copy_server.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
-#include "runtime/cuda/device.h"
-
-extern char** environ;
 
 namespace ds::launcher {
 namespace {
@@ -40,26 +37,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The CPUs this process may run on, split into `parts` contiguous shares.
-std::vector<std::vector<int>> SplitCpus(int parts) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  std::vector<std::vector<int>> out(parts);
-  if (cpus.empty()) return out;
-  if (static_cast<int>(cpus.size()) < parts) {  // more ranks than cores: share round-robin
-    for (int p = 0; p < parts; ++p) out[p] = {cpus[p % cpus.size()]};
-    return out;
-  }
-  const size_t per = cpus.size() / parts;
-  for (int p = 0; p < parts; ++p)
-    out[p].assign(cpus.begin() + p * per, cpus.begin() + (p + 1) * per);
-  return out;
 }
 
 // One agent run. Fields fixed at construction, then the round's state (main thread), then
@@ -82,10 +59,6 @@ class Agent {
   void StartCopyStore();
   JoinRequest MakeJoinRequest(int round) const;
   Status StartWorkers(const JoinResult& join);
-  // Local rank `i`'s environment: `base` and the rank's variables (RANK, DS_*, threads, GPU).
-  std::vector<std::pair<std::string, std::string>> WorkerEnv(
-      const JoinResult& join, std::vector<std::pair<std::string, std::string>> base, int i,
-      size_t cpus) const;
   // Heartbeats and watches the round until it ends: an exit code for the agent, or -1 when
   // the coordinator restarts the job (*next_round is then the round to join).
   int SuperviseRound(int* next_round);
@@ -176,72 +149,6 @@ void Agent::DumpStacks(const std::vector<int>& ranks) {
   }
 }
 
-// The agent's environment without the variables each rank gets its own value of.
-std::vector<std::pair<std::string, std::string>> InheritedEnv() {
-  std::vector<std::pair<std::string, std::string>> base;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = kv.substr(0, eq);
-    if (k == "RANK" || k == "LOCAL_RANK" || k == "WORLD_SIZE" || k == "LOCAL_SIZE" ||
-        k == "NODE_RANK" || k.rfind("DS_", 0) == 0 || k == "OMP_NUM_THREADS")
-      continue;
-    base.emplace_back(k, kv.substr(eq + 1));
-  }
-  return base;
-}
-
-std::vector<std::pair<std::string, std::string>> Agent::WorkerEnv(
-    const JoinResult& join, std::vector<std::pair<std::string, std::string>> env, int i,
-    size_t cpus) const {
-  // GPU nodes: one device per local rank (round-robin when ranks outnumber devices), unless
-  // the user pinned devices already; --devices (ds-launch --include host:1,3) names them.
-  static const int gpus = [] {
-    auto n = cuda::CudaDeviceCount();
-    return n.ok() ? *n : 0;
-  }();
-  const bool pin_gpus = gpus > 0 && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr;
-  auto add = [&](const std::string& k, const std::string& v) { env.emplace_back(k, v); };
-  add("RANK", std::to_string(join.global_ranks[i]));
-  add("LOCAL_RANK", std::to_string(i));
-  add("WORLD_SIZE", std::to_string(join.world_size));
-  add("LOCAL_SIZE", std::to_string(join.global_ranks.size()));
-  add("NODE_RANK", std::to_string(join.node_rank));
-  add("DS_COORDINATOR", opt_.coordinator);
-  add("DS_JOB_TOKEN_FILE", opt_.token_file);
-  if (!opt_.tls_ca.empty()) {  // the workers' clients (progress, KV store) use our identity
-    add("DS_TLS_CA", opt_.tls_ca);
-    add("DS_TLS_CERT", opt_.tls_cert);
-    add("DS_TLS_KEY", opt_.tls_key);
-    add("DS_TLS_SERVER_NAME", opt_.tls_server_name);
-  }
-  add("DS_ROUND", std::to_string(join.round));
-  add("DS_RESUME", join.job.resume ? "1" : "0");
-  add("DS_NODE_NAME", opt_.node_name);
-  add("DS_NODE_ADDR", join.advertise_addr);
-  if (copies_ && copy_server_) add("DS_COPY_DIR", copies_->path());
-  std::string stores;
-  for (const std::string& a : join.copy_stores) stores += (stores.empty() ? "" : ",") + a;
-  if (!stores.empty()) add("DS_COPY_STORES", stores);
-  if (join.memory_step > 0 && join.memory_world > 0 && join.memory_world != join.world_size) {
-    std::string sources;  // every old rank's: this rank cuts its part from all of them
-    for (const std::string& a : join.memory_sources) sources += (sources.empty() ? "" : ",") + a;
-    add("DS_MEMORY_STEP", std::to_string(join.memory_step));
-    add("DS_MEMORY_WORLD", std::to_string(join.memory_world));
-    add("DS_MEMORY_SOURCES", sources);
-  } else if (join.memory_step > 0 && i < static_cast<int>(join.memory_sources.size())) {
-    add("DS_MEMORY_STEP", std::to_string(join.memory_step));
-    add("DS_MEMORY_SOURCE", join.memory_sources[i]);
-  }
-  add("OMP_NUM_THREADS", std::to_string(std::max<size_t>(1, cpus)));
-  if (!opt_.devices.empty())  // the hostfile slots --include picked: the user's GPUs
-    add("CUDA_VISIBLE_DEVICES", std::to_string(opt_.devices.at(i % opt_.devices.size())));
-  else if (pin_gpus)
-    add("CUDA_VISIBLE_DEVICES", std::to_string(i % gpus));
-  return env;
-}
-
 Status Agent::StartWorkers(const JoinResult& join) {
   const int local = static_cast<int>(join.global_ranks.size());
   std::vector<std::vector<int>> cpus = SplitCpus(local);
@@ -254,7 +161,8 @@ Status Agent::StartWorkers(const JoinResult& join) {
   for (int i = 0; i < local; ++i) {
     SpawnOptions so;
     so.argv = join.job.worker_argv;
-    so.env = WorkerEnv(join, base, i, cpus[i].size());
+    so.env = WorkerEnv(opt_, join, copies_ && copy_server_ ? copies_->path() : "", base, i,
+                       cpus[i].size());
     so.cpus = cpus[i];
     DS_ASSIGN_OR_RETURN(Child child, Spawn(so));
     {

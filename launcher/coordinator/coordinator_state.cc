@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <set>
 
-#include "launcher/coordinator/memory_copies.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 
@@ -162,20 +161,7 @@ void CoordinatorState::OnRoundClosedLocked() {
   }
   JobSpec job = config_.job;
   job.resume = job.resume || round > 1;
-  std::vector<std::string> addresses;
-  for (const RoundMember& m : rendezvous_.members())
-    addresses.push_back(nodes_[m.node_index].advertise_addr);
-  const CopyPlacement copies = PlaceCopies(rendezvous_.members(), addresses, last_world_, world);
-  last_world_ = world;
-  if (!copies.summary.empty())
-    DS_LOG_INFO("coord", "round {}: {}", round, copies.summary);
-  else if (config_.memory_copies && round > 1)
-    DS_LOG_INFO("coord",
-                "round {}: no in-memory copy is held yet: the ranks resume from the disk "
-                "checkpoint, or from step 0 without one",
-                round);
-  for (size_t i = 0; i < rendezvous_.members().size(); ++i) {
-    const RoundMember& m = rendezvous_.members()[i];
+  for (const RoundMember& m : rendezvous_.members()) {
     NodeRecord& node = nodes_[m.node_index];
     node.state = AgentState::kRunning;
     node.node_rank = m.node_rank;
@@ -195,16 +181,9 @@ void CoordinatorState::OnRoundClosedLocked() {
                              node.ranks,
                              job,
                              node.advertise_addr};
-    node.result.copy_stores = copies.stores[i];
-    node.result.memory_step = copies.step;
-    node.result.memory_world = copies.copies_world;
-    if (copies.step > 0 && copies.copies_world != world)  // every old rank's, to cut from
-      node.result.memory_sources = copies.sources;
-    else
-      for (int rank : node.ranks)
-        node.result.memory_sources.push_back(copies.step > 0 ? copies.sources[rank] : "");
     node.result_round = round;
   }
+  AssignCopiesLocked(round, world);
   phase_ = JobPhase::kRunning;
   round_failed_ = false;
   first_done_at_.reset();

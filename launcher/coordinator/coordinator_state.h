@@ -161,6 +161,9 @@ class CoordinatorState {
   Status EndedErrorLocked() const;
   void EvaluateLocked(SteadyTime now);
   void OnRoundClosedLocked();
+  // coordinator_state_copies.cc: the round's in-memory copies in each member's JoinResult (where
+  // its ranks send theirs; after a failure the step to resume from and the copies' sources).
+  void AssignCopiesLocked(int round, int world);
   void CheckNodesLocked(SteadyTime now);
   void CheckSuccessWaitLocked(SteadyTime now);
   // coordinator_state_hang.cc: no rank moved for the deadline -> a hang report, the stuck ranks'

@@ -135,6 +135,19 @@ int Stop(int argc, char** argv) {
   return 0;
 }
 
+// Mutual TLS: the coordinator's identity, the CA, and what the clients present.
+void AddTlsOptions(CLI::App* app, LaunchOptions* o) {
+  app->add_option("--tls_cert", o->tls_cert, "coordinator TLS certificate (PEM): mutual TLS");
+  app->add_option("--tls_key", o->tls_key, "its key (PEM)");
+  app->add_option("--tls_ca", o->tls_ca,
+                  "CA (PEM) of the coordinator's and the clients' certificates");
+  app->add_option("--tls_client_cert", o->tls_client_cert,
+                  "certificate agents, workers and status present (default: --tls_cert)");
+  app->add_option("--tls_client_key", o->tls_client_key, "its key (default: --tls_key)");
+  app->add_option("--tls_server_name", o->tls_server_name,
+                  "name clients check the coordinator's certificate against (default: its host)");
+}
+
 int Launch(int argc, char** argv) {
   CLI::App app{"ds-launch: start a ds-runtime job (see also: ds-launch status|stop)"};
   LaunchOptions o;
@@ -182,15 +195,7 @@ int Launch(int argc, char** argv) {
   app.add_flag("--detach", o.detach, "run in the background; follow with ds-launch status");
   app.add_option("--worker", o.worker, "ds-worker path (default: next to ds-launch)");
   app.add_option("--agent", o.agent, "ds-agent path (default: next to ds-launch)");
-  app.add_option("--tls_cert", o.tls_cert, "coordinator TLS certificate (PEM): mutual TLS");
-  app.add_option("--tls_key", o.tls_key, "its key (PEM)");
-  app.add_option("--tls_ca", o.tls_ca,
-                 "CA (PEM) of the coordinator's and the clients' certificates");
-  app.add_option("--tls_client_cert", o.tls_client_cert,
-                 "certificate agents, workers and status present (default: --tls_cert)");
-  app.add_option("--tls_client_key", o.tls_client_key, "its key (default: --tls_key)");
-  app.add_option("--tls_server_name", o.tls_server_name,
-                 "name clients check the coordinator's certificate against (default: its host)");
+  AddTlsOptions(&app, &o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -188,8 +188,31 @@ Status WriteTrailer(int fd, uint32_t crc32c) {
   char trailer[kCopyTrailerBytes];
   for (int i = 0; i < 4; ++i) trailer[i] = static_cast<char>((crc32c >> (8 * i)) & 0xff);
   std::memcpy(trailer + 4, kTrailerMagic, 4);
-  if (lseek(fd, 0, SEEK_END) < 0) return ErrnoToStatus(errno, "lseek(copy part)");
-  return WriteAll(fd, trailer, sizeof(trailer), "copy part trailer");
+  DS_RETURN_IF_ERROR(WriteAll(fd, trailer, sizeof(trailer), "copy part trailer"));
+  // A reused file (OpenPartReusing) may be longer: the copy ends here.
+  const off_t end = lseek(fd, 0, SEEK_CUR);
+  if (end < 0 || ftruncate(fd, end) != 0) return ErrnoToStatus(errno, "ftruncate(copy part)");
+  return OkStatus();
+}
+
+StatusOr<int> OpenPartReusing(const std::string& dir, int rank, int64_t step, int keep,
+                              std::string* part) {
+  std::vector<HeldCopy> mine;
+  for (const HeldCopy& c : ListCopies(dir))
+    if (c.rank == rank) mine.push_back(c);
+  if (static_cast<int>(mine.size()) < keep || mine.empty()) return OpenPart(dir, rank, step, part);
+  static std::atomic<uint64_t> counter{0};
+  const std::string oldest = JoinPath(dir, CopyFileName(rank, mine.front().step));
+  const std::string path = fmt::format("{}/r{}.s{}.part.{}.r{}", dir, rank, step,
+                                       static_cast<long>(getpid()), counter.fetch_add(1));
+  if (rename(oldest.c_str(), path.c_str()) != 0) return OpenPart(dir, rank, step, part);
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    unlink(path.c_str());
+    return OpenPart(dir, rank, step, part);
+  }
+  *part = path;
+  return fd;
 }
 
 Status CommitPart(const std::string& dir, const std::string& part, int rank, int64_t step,

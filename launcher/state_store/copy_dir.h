@@ -75,8 +75,14 @@ std::vector<HeldCopy> ListCopies(const std::string& dir);
 // a new part file for rank/step's copy, opened O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC 0600; its path
 // in *part. The caller owns the descriptor.
 StatusOr<int> OpenPart(const std::string& dir, int rank, int64_t step, std::string* part);
-// Writes the trailer (crc32c little-endian, "DSCE") at the file's current end.
+// Writes the trailer at the current offset and ends the file there (a reused part may have been
+// longer).
 Status WriteTrailer(int fd, uint32_t crc32c);
+// As OpenPart, but when `rank` already has `keep` complete copies the oldest one's file becomes
+// the part (renamed, then written over from the start): its pages are already allocated, so
+// writing the next copy into RAM costs about half of a fresh file's.
+StatusOr<int> OpenPartReusing(const std::string& dir, int rank, int64_t step, int keep,
+                              std::string* part);
 // Renames a finished part (trailer written, fd closed by the caller; `part` as OpenPart gave it)
 // to CopyFileName(rank, step) atomically, replacing an older file of that name, then deletes
 // that rank's complete copies beyond the newest `keep` (>= 1). A part that cannot be renamed

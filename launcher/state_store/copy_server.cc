@@ -157,15 +157,18 @@ Status ReceiveCopy(Conn& io, const std::string& dir, const Request& req) {
     return ResourceExhaustedError(
         fmt::format("{} bytes, over the limit of {}", req.bytes, kMaxCopyBytes));
   }
+  // Keep 3, reusing the oldest's pages: a copy arrives while the sender's next one may not have,
+  // so 2 complete ones must stay while it is written (a lost node's ranks resume from the newest
+  // step all of them still have here).
   std::string part;
-  DS_ASSIGN_OR_RETURN(const int fd, OpenPart(dir, req.rank, req.step, &part));
+  DS_ASSIGN_OR_RETURN(const int fd, OpenPartReusing(dir, req.rank, req.step, /*keep=*/3, &part));
   Status status = ReceiveInto(io, fd, part, req);
   if (close(fd) != 0 && status.ok()) status = ErrnoToStatus(errno, "close(" + part + ")");
   if (!status.ok()) {
     unlink(part.c_str());
     return status;
   }
-  return CommitPart(dir, part, req.rank, req.step, /*keep=*/2);
+  return CommitPart(dir, part, req.rank, req.step, /*keep=*/3);
 }
 
 // The NOT_FOUND of a GET, naming the steps held for the rank.

@@ -1,7 +1,8 @@
 // CopyServer: serves a CopyDir's directory over raw TCP, so that a node's workers can send their
 // copies to a buddy node's agent and a restarted worker can fetch one back. PUT: a copy arrives,
 // is written to a part file while its CRC-32C is computed, checked against the CRC the sender
-// gave, and committed (CommitPart, keep 2). GET: a copy file is sent with sendfile(2), with the
+// gave, and committed (CommitPart, keep 3: written over the oldest's pages, OpenPartReusing, with
+// 2 complete ones left meanwhile). GET: a copy file is sent with sendfile(2), with the
 // CRC of its trailer (the client checks the bytes). Nothing is buffered in memory beyond 4 MiB
 // per connection; the bytes are copied once into the page cache of the tmpfs.
 //

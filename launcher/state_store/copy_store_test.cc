@@ -128,6 +128,30 @@ TEST_CASE_METHOD(DirFixture, "CopyDir: CommitPart keeps 2 and replaces",
   }
 }
 
+TEST_CASE_METHOD(DirFixture, "CopyDir: OpenPartReusing writes over the rank's oldest copy",
+                 "[launcher][state_store]") {
+  // Rank 0 holds 2 (steps 10 and 20): step 10's file becomes the part; what it held beyond the
+  // new copy is cut off by WriteTrailer.
+  std::string part;
+  StatusOr<int> fd = OpenPartReusing(path, 0, 30, /*keep=*/2, &part);
+  REQUIRE(fd.ok());
+  REQUIRE(KeysOf(dir->Held()) == Keys{{0, 20, 20}, {1, 10, 100}});  // step 10 is the part now
+  const std::string bytes(4, 'g');
+  REQUIRE(WriteAll(*fd, bytes.data(), bytes.size(), part).ok());
+  REQUIRE(WriteTrailer(*fd, Crc32c(bytes.data(), bytes.size())).ok());
+  REQUIRE(close(*fd) == 0);
+  REQUIRE(CommitPart(path, part, 0, 30).ok());
+  REQUIRE(KeysOf(dir->Held()) == Keys{{0, 20, 20}, {0, 30, 4}, {1, 10, 100}});
+  StatusOr<std::string> read = ReadCopyFile(path + "/" + CopyFileName(0, 30));
+  REQUIRE(read.ok());
+  REQUIRE(*read == bytes);
+  // Rank 1 holds 1 of keep 2: a fresh part, nothing reused.
+  fd = OpenPartReusing(path, 1, 20, /*keep=*/2, &part);
+  REQUIRE(fd.ok());
+  REQUIRE(close(*fd) == 0);
+  REQUIRE(KeysOf(dir->Held()) == Keys{{0, 20, 20}, {0, 30, 4}, {1, 10, 100}});
+}
+
 TEST_CASE_METHOD(DirFixture, "CopyDir: DropAfter", "[launcher][state_store]") {
   dir->DropAfter(10);
   REQUIRE(KeysOf(dir->Held()) == Keys{{0, 10, 10}, {1, 10, 100}});

@@ -124,6 +124,32 @@ void ResolveAutoBuckets(MapReader& r, JobConfig* c) {
 }
 
 // Checks that span sections; run after every section is read.
+// fault_tolerance.in_memory_interval and elasticity against the rest of the job.
+void CheckRecovery(MapReader& r, const JobConfig& job, bool swaps) {
+  const JobConfig* c = &job;
+  if (c->elasticity.enabled) {
+    auto elastic = ComputeElasticBatch(c->elasticity);
+    if (!elastic.ok()) r.Fail("elasticity", elastic.status().message());
+    const char* given = c->train_batch_size > 0                 ? "train_batch_size"
+                        : c->train_micro_batch_size_per_gpu > 0 ? "train_micro_batch_size_per_gpu"
+                        : c->gradient_accumulation_steps > 0    ? "gradient_accumulation_steps"
+                                                                : nullptr;
+    if (given && !c->elasticity.ignore_non_elastic_batch_info)
+      r.Fail("elasticity", std::string("elasticity sets the batch sizes, and ") + given +
+                               " is given too (remove it, or set "
+                               "elasticity.ignore_non_elastic_batch_info: true to ignore it)");
+  }
+  const int64_t copies = c->fault_tolerance.in_memory_interval;
+  if (copies > 0 && c->train_iters > 0 && copies > c->train_iters)
+    r.Fail("fault_tolerance", "fault_tolerance.in_memory_interval " + std::to_string(copies) +
+                                  " is longer than the run (training.train_iters " +
+                                  std::to_string(c->train_iters) + "): no copy would be made");
+  if (copies > 0 && swaps)
+    r.Fail("fault_tolerance",
+           "fault_tolerance.in_memory_interval with model states swapped to NVMe: their bytes "
+           "are not in memory to copy; use checkpoint.save_interval");
+}
+
 void CrossCheck(MapReader& r, JobConfig* c) {
   ResolveAutoBuckets(r, c);
   const bool generated = c->model.family != ModelFamily::kNone;
@@ -158,31 +184,7 @@ void CrossCheck(MapReader& r, JobConfig* c) {
     r.Warn(
         "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "
         "(offload_optimizer / offload_param device nvme); it changes nothing here");
-  if (c->elasticity.enabled) {
-    auto elastic = ComputeElasticBatch(c->elasticity);
-    if (!elastic.ok()) r.Fail("elasticity", elastic.status().message());
-    std::vector<std::string> given;
-    for (const char* key :
-         {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
-      if ((std::string(key) == "train_batch_size" && c->train_batch_size > 0) ||
-          (std::string(key) == "train_micro_batch_size_per_gpu" &&
-           c->train_micro_batch_size_per_gpu > 0) ||
-          (std::string(key) == "gradient_accumulation_steps" && c->gradient_accumulation_steps > 0))
-        given.push_back(key);
-    if (!given.empty() && !c->elasticity.ignore_non_elastic_batch_info)
-      r.Fail("elasticity", "elasticity sets the batch sizes, and " + given.front() +
-                               " is given too (remove it, or set "
-                               "elasticity.ignore_non_elastic_batch_info: true to ignore it)");
-  }
-  const int64_t copies = c->fault_tolerance.in_memory_interval;
-  if (copies > 0 && c->train_iters > 0 && copies > c->train_iters)
-    r.Fail("fault_tolerance", "fault_tolerance.in_memory_interval " + std::to_string(copies) +
-                                  " is longer than the run (training.train_iters " +
-                                  std::to_string(c->train_iters) + "): no copy would be made");
-  if (copies > 0 && swaps)
-    r.Fail("fault_tolerance",
-           "fault_tolerance.in_memory_interval with model states swapped to NVMe: their bytes "
-           "are not in memory to copy; use checkpoint.save_interval");
+  CheckRecovery(r, *c, swaps);
   // On a GPU the states stay on the device unless the optimizer is offloaded; the parameter
   // shards follow the states (DeepSpeed could keep them on the CPU alone).
   if (c->device.type == DeviceType::kCuda && c->zero.stage == 3 &&

@@ -363,7 +363,7 @@ std::string FormatMemory(const proto::PlanSummary& s,
     const int64_t copy = cols.front()->copy_bytes();
     row("in-memory copy (agents' memory)", &proto::RankSummary::copy_bytes,
         Fmt("  every %lld step(s) to its node's agent and the next node's (%s MiB per step "
-            "to each); an agent keeps the last 2 of its ranks' and of the previous node's",
+            "to each); an agent keeps the last 2 of its ranks' and 3 of the previous node's",
             static_cast<long long>(every), MiB(copy / every).c_str()));
   }
   if (!s.deepspeed_offload_formula().empty())

@@ -33,7 +33,7 @@ StatusOr<std::string> ReadToken(const RankEnv& env) {
 StatusOr<std::string> KeepLocal(const std::string& dir, int rank, int64_t step,
                                 const CopyFill& fill) {
   std::string part;
-  DS_ASSIGN_OR_RETURN(int fd, launcher::OpenPart(dir, rank, step, &part));
+  DS_ASSIGN_OR_RETURN(int fd, launcher::OpenPartReusing(dir, rank, step, /*keep=*/2, &part));
   uint32_t crc = 0;
   Status written = fill(fd, &crc);
   if (written.ok()) written = launcher::WriteTrailer(fd, crc);

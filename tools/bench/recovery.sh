@@ -12,15 +12,15 @@
 #      torch   PyTorch DDP (gloo, 4 ranks) under torchrun --max-restarts, torch.save every step
 #              (tools/bench/torch_restart.py, the peers' venv)
 # 2. The copy's cost: GPT-2 124M (12 layers of 768, vocabulary 50304, 256 tokens, micro 1), bf16,
-#    ZeRO-2, DP 4 on the two loopback nodes: the median step time over steps 3-STEPS with and
-#    without in_memory_interval 1, and the copier's own figures (time the loop spends on a copy,
-#    time the thread sends).
+#    ZeRO-2, DP 4 on the two loopback nodes: the median and mean step time over steps 3-STEPS
+#    without copies and with in_memory_interval 1 and 10 (the mean carries the copies' steps),
+#    and the copier's own figures (time the loop spends on a copy, time the thread sends).
 #
-#   tools/bench/recovery.sh                 # KILLS=10 STEPS=8
+#   tools/bench/recovery.sh                 # KILLS=10 STEPS=22 (interval 10 copies at 10 and 20)
 #   PART=1 tools/bench/recovery.sh          # only the kills (PART=2: only the copy's cost)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-KILLS=${KILLS:-10}; STEPS=${STEPS:-8}; PART=${PART:-all}
+KILLS=${KILLS:-10}; STEPS=${STEPS:-22}; PART=${PART:-all}
 BIN=$PWD/bin
 PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
 BASE=$(mktemp -d)
@@ -101,6 +101,11 @@ report() {  # report KIND DIR
 
 if [[ $PART == all || $PART == 1 ]]; then
   echo "== kill -> next step, 2 nodes x 2 ranks on loopback, $KILLS kills each ($(nproc) cores)"
+  # The step time with neither: what the two ways of keeping state cost per step.
+  d=$BASE/none; ds_job "$d" ""
+  sed -i 's/train_iters: 1000000/train_iters: 60/' "$d/job.yaml"
+  "$BIN/ds-launch" "$d/job.yaml" --hostfile "$BASE/hosts" > "$d/out" 2>&1
+  printf "%-12s no copies, no checkpoint: median step %.1f ms\n" none "$(tail -n +12 "$d/metrics.csv" | cut -d, -f10 | median)"
   for kind in memory disk; do
     d=$BASE/$kind
     extra="fault_tolerance: {in_memory_interval: 1}"
@@ -129,7 +134,7 @@ fi
 if [[ $PART == all || $PART == 2 ]]; then
   echo "== the copy's cost: GPT-2 124M, bf16, ZeRO-2, DP 4 (2 nodes x 2 ranks, 1 thread each), $STEPS steps"
   tokens "$BASE/gpt2.bin" 50304
-  for interval in 0 1; do
+  for interval in 0 1 10; do
     d=$BASE/cost$interval; mkdir -p "$d"
     cat > "$d/job.yaml" <<YAML
 train_micro_batch_size_per_gpu: 1
@@ -145,7 +150,8 @@ fault_tolerance: {in_memory_interval: $interval}
 YAML
     "$BIN/ds-launch" "$d/job.yaml" --hostfile "$BASE/hosts" > "$d/out" 2>&1 || { tail -5 "$d/out"; continue; }
     ms=$(tail -n +4 "$d/metrics.csv" | cut -d, -f10 | median)
-    echo "in_memory_interval $interval: median step $ms ms (steps 3-$STEPS)"
+    mean=$(tail -n +4 "$d/metrics.csv" | cut -d, -f10 | awk '{s += $1} END {printf "%.1f", s / NR}')
+    echo "in_memory_interval $interval: median step $ms ms, mean $mean ms (steps 3-$STEPS)"
     grep -o "in-memory copies (rank 0).*" "$d/out" | head -1
   done
 fi
