@@ -1,5 +1,6 @@
 #include "launcher/launch/job_plans.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "launcher/launch/launch_inputs.h"
@@ -65,6 +66,17 @@ StatusOr<JobPlans> MakeJobPlans(const config::JobConfig& config, const std::stri
   if (!pc.ok()) return pc.status().WithPrefix(path);
   int world = 0;
   for (const NodeSpec& n : nodes) world += n.slots;
+  if (config.elasticity.enabled) {  // the batch every size runs (elasticity.h), said once here
+    DS_ASSIGN_OR_RETURN(config::ElasticBatch b, config::ComputeElasticBatch(config.elasticity));
+    std::string sizes;
+    for (size_t i = 0; i < b.valid_sizes.size() && i < 16; ++i)
+      sizes += (i ? ", " : "") + std::to_string(b.valid_sizes[i]);
+    std::printf(
+        "ds-launch: elasticity: train_batch_size %lld, valid at %zu data-parallel size(s): "
+        "%s%s\n",
+        static_cast<long long>(b.train_batch_size), b.valid_sizes.size(), sizes.c_str(),
+        b.valid_sizes.size() > 16 ? ", ..." : "");
+  }
   JobPlans out;
   DS_ASSIGN_OR_RETURN(out.plan, PlanWorld(graph, *pc, world, nodes, path));
   out.hashes[world] = plan::HashHex(out.plan.hash());

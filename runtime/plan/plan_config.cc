@@ -114,6 +114,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.virtual_stages = job.pipeline.virtual_stages;
   c.partition_method = job.pipeline.partition_method;
   c.in_memory_interval = job.fault_tolerance.in_memory_interval;
+  c.elasticity = job.elasticity;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
   c.micro_batch_size = job.train_micro_batch_size_per_gpu;

@@ -49,7 +49,8 @@ struct PlanConfig {
   PipeScheduleKind pipe_schedule = PipeScheduleKind::k1F1B;
   int virtual_stages = 1;
   std::string partition_method = "parameters";
-  int64_t in_memory_interval = 0;  // fault_tolerance's: steps between in-memory copies
+  int64_t in_memory_interval = 0;       // fault_tolerance's: steps between in-memory copies
+  config::ElasticityConfig elasticity;  // DeepSpeed's: the batch for every size (elasticity.h)
   // A pipeline stage's ZeRO plan (pipe_plan.h): each micro-batch's BACKWARD is one instruction,
   // its gradient reductions after it (the pipeline schedule places the backward).
   bool whole_backward = false;

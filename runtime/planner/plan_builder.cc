@@ -83,6 +83,7 @@ Status ResolveBatch(const plan::Topology& topo, plan::PlanConfig* c) {
   job.train_batch_size = c->train_batch_size;
   job.train_micro_batch_size_per_gpu = c->micro_batch_size;
   job.gradient_accumulation_steps = c->gradient_accumulation_steps;
+  job.elasticity = c->elasticity;
   // Ulysses' ranks share micro-batches: the batch is over dp / sp data ranks (DeepSpeed's rule).
   DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&job, topo.dp / topo.sp));
   c->train_batch_size = job.train_batch_size;

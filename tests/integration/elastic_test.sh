@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # An elastic job through ds-launch (2 nodes x 2 slots on loopback, --nnodes 1:2, --max_restarts
-# 1, fault_tolerance.in_memory_interval 1, no checkpoint directory): node 1's agent is SIGKILLed
+# 1, fault_tolerance.in_memory_interval 1, no checkpoint directory, the batch from an elasticity
+# block): node 1's agent is SIGKILLed
 # with its workers mid-run; the job goes on with node 0 alone at world 2, each rank cutting its
 # ZeRO-1 part out of the 4 old ranks' in-memory copies (node 0's agent holds node 1's as its
 # buddy), and every step after the restart stays on the failure-free 4-rank curve (the same
@@ -52,7 +53,11 @@ launch "$REF"
 exit_of "$REF" 300
 [[ $rc == 0 ]] && pass "reference: 4 ranks, exit 0" || { fail "reference: exit $rc"; tail -20 "$REF/out"; }
 
+# The shrinking job takes its batch from DeepSpeed's elasticity block: 16 sequences, micro 4, at
+# 2 or 4 ranks (the reference's batch at world 4; micro 4 x 2 accumulation steps at world 2).
 D=$BASE/shrink; job "$D" $STEPS
+sed -i '/^train_batch_size/d; /^train_micro_batch_size_per_gpu/d' "$D/job.yaml"
+echo "elasticity: {enabled: true, max_train_batch_size: 16, micro_batch_sizes: [4], min_gpus: 2, max_gpus: 4}" >> "$D/job.yaml"
 launch "$D" --nnodes 1:2 --max_restarts 1 --rdzv_last_call 3
 wait_for 120 past "$D" 300 || fail "shrink: the run did not reach step 300"
 agent=$(pgrep -f "ds-agent.*--node_name 127.0.0.2" | head -1)
@@ -60,6 +65,8 @@ workers=$(pgrep -P "$agent" | paste -sd' ')
 kill -KILL "$agent" $workers
 exit_of "$D" 300
 [[ $rc == 0 ]] && pass "shrink: the job succeeds on one node" || { fail "shrink: exit $rc"; tail -20 "$D/out"; }
+grep -q "elasticity: train_batch_size 16, valid at 2 data-parallel size(s): 2, 4" "$D/out" \
+  && pass "shrink: the elasticity block's batch, valid at 2 and 4 ranks" || { fail "shrink: no elasticity line"; grep -m2 elasticity "$D/out"; }
 grep -q "rendezvous round 2 closed: 1 nodes, world size 2" "$D/out" \
   && pass "shrink: round 2 runs at world 2" || { fail "shrink: no world-2 round"; grep -m3 "round 2" "$D/out"; }
 grep -qE "resuming from the in-memory copies of step [0-9]+ \(the 4 ranks' copies, cut for a world of 2\)" "$D/out" \
