@@ -72,6 +72,7 @@ class TpGenerator;
 
 class CommsLogger;
 struct CopyHeader;
+struct CopySection;
 class PipelineCompute;
 class TrainBatches;
 class StepRunner;
@@ -297,7 +298,10 @@ class Trainer {
   // 1, or data.sft's validation pair.
   StatusOr<std::unique_ptr<data::TrainSource>> OpenValidationData(int64_t micro,
                                                                   int64_t iters) const;
-  Status MakeCopyHeader(CopyHeader* h);                       // trainer_memory_copy.cc
+  Status MakeCopyHeader(CopyHeader* h);  // trainer_memory_copy.cc
+  // Both restores' end (trainer_memory_copy.cc): the vote, then the sections `from` into `mine`.
+  Status ApplyCopy(Status verified, const CopyHeader& h, const std::vector<CopySection>& mine,
+                   const std::vector<const char*>& from, const std::string& peer_error);
   Status ExportGathered(const std::string& path);             // ExportWeights under ZeRO over ranks
   Status CheckWholeFlat(const char* what) const;              // trainer_master_values.cc
   std::vector<int> UnitsOfBlocks(int first, int last) const;  // the partition units they read

@@ -104,6 +104,40 @@ Status Trainer::MakeCopyHeader(CopyHeader* h) {
   return OkStatus();
 }
 
+// Both restores' end: the copy's scaler and data position loaded (kept to roll back), the ranks'
+// vote, then `from` (one source per section of `mine`) into the buffers and the step set.
+Status Trainer::ApplyCopy(Status verified, const CopyHeader& h,
+                          const std::vector<CopySection>& mine,
+                          const std::vector<const char*>& from, const std::string& peer_error) {
+  data::DataLoaderState data;
+  if (verified.ok() && !h.data.empty()) {
+    auto ds = data::DataLoaderState::FromJson(h.data);
+    verified = ds.status().WithPrefix("in-memory copy's data state");
+    if (ds.ok()) data = *ds;
+  }
+  const std::string old_scaler = scaler_->SaveState();
+  const data::DataLoaderState old_data =
+      train_data_ ? train_data_->state() : data::DataLoaderState();
+  if (verified.ok()) verified = scaler_->LoadState(h.scaler);
+  if (verified.ok() && train_data_) verified = train_data_->SetState(data);
+  if (!verified.ok()) DS_LOG_ERROR("memory", "rank {}: {}", world_rank_, verified.ToString());
+  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
+  if (failed) {
+    scaler_->LoadState(old_scaler).IgnoreError();
+    if (train_data_) train_data_->SetState(old_data).IgnoreError();
+    return verified.ok() ? DataLossError(peer_error) : verified;
+  }
+  for (size_t i = 0; i < mine.size(); ++i)
+    std::memcpy(mine[i].data, from[i], static_cast<size_t>(mine[i].bytes));
+  params_->SyncModelFromMaster();
+  runner_->ReleaseGatheredParams();
+  params_->ZeroGrads();
+  step_ = h.step;
+  optimizer_->set_step(h.optimizer_step);
+  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
+  return OkStatus();
+}
+
 Status Trainer::SnapshotState(std::string* out) {
   CopyHeader h;
   DS_RETURN_IF_ERROR(MakeCopyHeader(&h));
@@ -130,34 +164,11 @@ Status Trainer::RestoreState(const StatusOr<std::string>& copy) {
   if (verified.ok())
     verified = CheckOwnCopy(*parsed, sections, world_rank_, world_host_comm_->size(),
                             plan::HashHex(plan_->hash()));
-  data::DataLoaderState data;
-  if (verified.ok() && !parsed->header.data.empty()) {
-    auto ds = data::DataLoaderState::FromJson(parsed->header.data);
-    verified = ds.status().WithPrefix(what + ": data state");
-    if (ds.ok()) data = *ds;
-  }
-  const std::string old_scaler = scaler_->SaveState();
-  const data::DataLoaderState old_data =
-      train_data_ ? train_data_->state() : data::DataLoaderState();
-  if (verified.ok()) verified = scaler_->LoadState(parsed->header.scaler);
-  if (verified.ok() && train_data_) verified = train_data_->SetState(data);
-  if (!verified.ok()) DS_LOG_ERROR("memory", "rank {}: {}", world_rank_, verified.ToString());
-  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
-  if (failed) {
-    scaler_->LoadState(old_scaler).IgnoreError();
-    if (train_data_) train_data_->SetState(old_data).IgnoreError();
-    if (!verified.ok()) return verified;
-    return DataLossError("another rank's in-memory copy is missing or unusable (its log says why)");
-  }
-  for (size_t i = 0; i < sections.size(); ++i)
-    std::memcpy(sections[i].data, parsed->sections[i].data, static_cast<size_t>(sections[i].bytes));
-  params_->SyncModelFromMaster();
-  runner_->ReleaseGatheredParams();
-  params_->ZeroGrads();
-  step_ = parsed->header.step;
-  optimizer_->set_step(parsed->header.optimizer_step);
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  return OkStatus();
+  std::vector<const char*> from;
+  if (verified.ok())
+    for (const Section& p : parsed->sections) from.push_back(p.data);
+  return ApplyCopy(verified, verified.ok() ? parsed->header : CopyHeader(), sections, from,
+                   "another rank's in-memory copy is missing or unusable (its log says why)");
 }
 
 namespace {
@@ -271,34 +282,10 @@ Status Trainer::RestoreResharded(int old_world, const CopyFetch& fetch) {
         "cutting in-memory copies for another world size: ZeRO stages 0-2 over data parallelism "
         "only");
   if (verified.ok()) verified = CutCopies(mine, *params_, old_world, fetch, &scratch, &first);
-  data::DataLoaderState data;
-  if (verified.ok() && !first.data.empty()) {
-    auto ds = data::DataLoaderState::FromJson(first.data);
-    verified = ds.status().WithPrefix("old rank 0's data state");
-    if (ds.ok()) data = *ds;
-  }
-  const std::string old_scaler = scaler_->SaveState();
-  const data::DataLoaderState old_data =
-      train_data_ ? train_data_->state() : data::DataLoaderState();
-  if (verified.ok()) verified = scaler_->LoadState(first.scaler);
-  if (verified.ok() && train_data_) verified = train_data_->SetState(data);
-  if (!verified.ok()) DS_LOG_ERROR("memory", "rank {}: {}", world_rank_, verified.ToString());
-  DS_ASSIGN_OR_RETURN(bool failed, AnyRank(world_host_comm_, !verified.ok()));
-  if (failed) {
-    scaler_->LoadState(old_scaler).IgnoreError();
-    if (train_data_) train_data_->SetState(old_data).IgnoreError();
-    if (!verified.ok()) return verified;
-    return DataLossError("another rank could not cut its part of the copies (its log says why)");
-  }
-  for (size_t i = 0; i < mine.size(); ++i)
-    std::memcpy(mine[i].data, scratch[i].data(), static_cast<size_t>(mine[i].bytes));
-  params_->SyncModelFromMaster();
-  runner_->ReleaseGatheredParams();
-  params_->ZeroGrads();
-  step_ = first.step;
-  optimizer_->set_step(first.optimizer_step);
-  if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
-  return OkStatus();
+  std::vector<const char*> from;
+  for (const std::string& b : scratch) from.push_back(b.data());
+  return ApplyCopy(verified, first, mine, from,
+                   "another rank could not cut its part of the copies (its log says why)");
 }
 
 Status Trainer::InitializeFromCopy(const StatusOr<std::string>& copy) {
