@@ -95,6 +95,10 @@ StatusOr<JoinResult> CoordinatorState::Join(const JoinRequest& request, const Wa
   SteadyTime now = clock_->Now();
   EvaluateLocked(now);  // a window may have passed since the last Tick
   DS_RETURN_IF_ERROR(EndedErrorLocked());
+  if (request.round == 0 && WaitsForAdmissionLocked(index)) {  // coordinator_state_admit.cc
+    DS_RETURN_IF_ERROR(AwaitAdmissionLocked(lock, index, wait));
+    now = clock_->Now();
+  }
   DS_ASSIGN_OR_RETURN(const uint64_t ticket, rendezvous_.Join(index, request, now));
   const int round = rendezvous_.round();
   NodeRecord& node = nodes_[index];
@@ -131,6 +135,7 @@ StatusOr<JoinResult> CoordinatorState::Join(const JoinRequest& request, const Wa
 
 void CoordinatorState::EvaluateLocked(SteadyTime now) {
   if (IsTerminal(phase_)) return;
+  if (phase_ == JobPhase::kRestarting) CheckAwaitedLocked(now);
   if (rendezvous_.Evaluate(now)) {
     if (rendezvous_.closed()) {
       OnRoundClosedLocked();
@@ -270,18 +275,43 @@ void CoordinatorState::OnFailureLocked(Failure failure) {
   first_failure_ = std::move(failure);
   if (restarts_ < config_.max_restarts) {
     ++restarts_;
-    phase_ = JobPhase::kRestarting;
-    const int next = rendezvous_.round() + 1;
     DS_LOG_WARN("coord", "round {} failed ({}); restart {} of {}: stopping all workers, round {}",
-                rendezvous_.round(), what, restarts_, config_.max_restarts, next);
-    rendezvous_.Open(next, clock_->Now());
-    kv_.SetRound(next);
-    kv_cv_.notify_all();
-    round_cv_.notify_all();
-    ChangedLocked();
+                rendezvous_.round(), what, restarts_, config_.max_restarts,
+                rendezvous_.round() + 1);
+    OpenNextRoundLocked();
     return;
   }
   EndJobLocked(JobPhase::kFailed, what);
+}
+
+void CoordinatorState::OpenNextRoundLocked() {
+  std::vector<int> alive;  // the running round's members that are not lost: awaited in the next
+  for (const RoundMember& m : rendezvous_.members())
+    if (nodes_[m.node_index].state != AgentState::kLost) alive.push_back(m.node_index);
+  const int next = rendezvous_.round() + 1;
+  phase_ = JobPhase::kRestarting;
+  rendezvous_.Open(next, clock_->Now());
+  for (int index : alive) rendezvous_.Expect(index);
+  kv_.SetRound(next);
+  kv_cv_.notify_all();
+  round_cv_.notify_all();
+  ChangedLocked();
+}
+
+// A node the open round awaits (a member of the last one) that went silent for node_timeout is
+// lost: the round no longer waits for it.
+void CoordinatorState::CheckAwaitedLocked(SteadyTime now) {
+  for (int index : rendezvous_.Awaited()) {
+    NodeRecord& node = nodes_[index];
+    SteadyTime last = std::max(node.last_heartbeat.value_or(SteadyTime()), rendezvous_.opened_at());
+    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
+    if (silent <= config_.node_timeout) continue;
+    node.state = AgentState::kLost;
+    rendezvous_.MarkLost(index);
+    DS_LOG_WARN("coord", "round {}: node {} is lost (no heartbeat for {}): not waited for",
+                rendezvous_.round(), config_.nodes[index].name, FormatSeconds(silent));
+    ChangedLocked();
+  }
 }
 
 void CoordinatorState::EndJobLocked(JobPhase phase, const std::string& message) {

@@ -189,8 +189,91 @@ TEST_CASE("CoordinatorState: min_nodes closes after the last call", "[coordinato
   CHECK(r2->world_size == 4);
   JoinRequest late;
   late.node_name = "n1";
+  late.round = 1;  // a join of the closed round itself is refused (admission: round 0, below)
   CHECK(state->Join(late, Bounded()).status().code() == StatusCode::kFailedPrecondition);
   CHECK(Beat(state.get(), "n1", 0).command == AgentCommand::kContinue);
+}
+
+// An elastic job (min 1 of 2 nodes) running on "a" alone; "b" asks to join.
+std::unique_ptr<CoordinatorState> RunningOnA(FakeClock& clock, bool memory_copies) {
+  CoordinatorConfig config = Config({{"a", 2}, {"b", 2}});
+  config.min_nodes = 1;
+  config.memory_copies = memory_copies;
+  auto state = MakeState(config, &clock);
+  auto ja = AsyncJoin(state.get(), "a");
+  AwaitJoined(state.get(), "a");
+  clock.Advance(seconds(6));  // past the last call
+  state->Tick();
+  REQUIRE(ja.get().ok());
+  REQUIRE(state->Snapshot().phase == JobPhase::kRunning);
+  return state;
+}
+
+TEST_CASE("CoordinatorState: with in-memory copies a joining node is admitted at once",
+          "[coordinator][elastic]") {
+  FakeClock clock;
+  auto state = RunningOnA(clock, /*memory_copies=*/true);
+  auto jb = AsyncJoin(state.get(), "b");
+  AwaitJoined(state.get(), "b");
+  JobStatus status = state->Snapshot();
+  CHECK(status.phase == JobPhase::kRestarting);
+  CHECK(status.round == 2);
+  CHECK(status.restarts == 0);  // a rescale, not a restart
+  CHECK(Beat(state.get(), "a", 1).command == AgentCommand::kStopWorkers);
+  CHECK(Exit(state.get(), "a", 1, 0, 15, /*signaled=*/true).ok());  // stopped, not failed
+  auto ja = AsyncJoin(state.get(), "a", 2);
+  StatusOr<JoinResult> rb = jb.get();
+  StatusOr<JoinResult> ra = ja.get();
+  REQUIRE(rb.ok());
+  REQUIRE(ra.ok());
+  CHECK(ra->world_size == 4);
+  CHECK(rb->global_ranks == std::vector<int>{2, 3});
+  CHECK(ra->job.resume);
+  status = state->Snapshot();
+  CHECK(status.phase == JobPhase::kRunning);
+  CHECK_FALSE(status.first_failure.has_value());
+}
+
+TEST_CASE("CoordinatorState: without copies a joining node waits for the next round",
+          "[coordinator][elastic]") {
+  FakeClock clock;
+  auto state = RunningOnA(clock, /*memory_copies=*/false);
+  auto jb = AsyncJoin(state.get(), "b");
+  AwaitJoined(state.get(), "b");  // shown as joining while it waits
+  CHECK(state->Snapshot().phase == JobPhase::kRunning);
+  CHECK(state->Snapshot().round == 1);
+  CHECK(Beat(state.get(), "a", 1).command == AgentCommand::kContinue);
+  CHECK(jb.wait_for(milliseconds(100)) == std::future_status::timeout);
+  // A failure without restarts left ends the job; the waiting node's Join ends with it.
+  CHECK(Exit(state.get(), "a", 1, 0, 3).ok());
+  CHECK(state->Snapshot().phase == JobPhase::kFailed);
+  StatusOr<JoinResult> rb = jb.get();
+  CHECK(rb.status().code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("CoordinatorState: without copies the waiting node joins the restart round",
+          "[coordinator][elastic]") {
+  FakeClock clock;
+  CoordinatorConfig config = Config({{"a", 2}, {"b", 2}});
+  config.min_nodes = 1;
+  config.max_restarts = 1;
+  auto state = MakeState(config, &clock);
+  auto ja = AsyncJoin(state.get(), "a");
+  AwaitJoined(state.get(), "a");
+  clock.Advance(seconds(6));
+  state->Tick();
+  REQUIRE(ja.get().ok());
+  auto jb = AsyncJoin(state.get(), "b");
+  AwaitJoined(state.get(), "b");
+  CHECK(Exit(state.get(), "a", 1, 1, 3).ok());  // round 2 opens; b joins it
+  CHECK(Beat(state.get(), "a", 1).command == AgentCommand::kStopWorkers);
+  auto ja2 = AsyncJoin(state.get(), "a", 2);
+  StatusOr<JoinResult> rb = jb.get();
+  REQUIRE(rb.ok());
+  CHECK(rb->round == 2);
+  CHECK(rb->world_size == 4);
+  REQUIRE(ja2.get().ok());
+  CHECK(state->Snapshot().restarts == 1);
 }
 
 TEST_CASE("CoordinatorState: a silent node is LOST and fails the job", "[coordinator]") {

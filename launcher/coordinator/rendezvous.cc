@@ -21,7 +21,15 @@ void Rendezvous::Open(int number, SteadyTime now) {
   error_ = OkStatus();
   joined_.clear();
   members_.clear();
+  expected_.clear();
   world_size_ = 0;
+}
+
+std::vector<int> Rendezvous::Awaited() const {
+  std::vector<int> awaited;
+  for (int index : expected_)
+    if (!joined_.count(index) && !lost_.count(index)) awaited.push_back(index);
+  return awaited;
 }
 
 int Rendezvous::NodeIndex(const std::string& name) const {
@@ -85,9 +93,9 @@ bool Rendezvous::Evaluate(SteadyTime now) {
   const bool deadline_passed = now >= opened_at_ + config_.join_timeout;
   // Every node that is not lost joined: no reason to wait for the last call.
   const int alive = static_cast<int>(config_.nodes.size() - lost_.size());
+  const bool last_call_over = last_call_started_ && now >= last_call_deadline_ && Awaited().empty();
   if (joined >= config_.max_nodes || (joined >= config_.min_nodes && joined >= alive) ||
-      (joined >= config_.min_nodes &&
-       (deadline_passed || (last_call_started_ && now >= last_call_deadline_)))) {
+      (joined >= config_.min_nodes && (deadline_passed || last_call_over))) {
     Close(now);
     return true;
   }

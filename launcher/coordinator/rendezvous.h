@@ -75,6 +75,12 @@ class Rendezvous {
   // for it, and close once every other node joined (elastic jobs: min_nodes < max_nodes), until
   // it joins again.
   void MarkLost(int node_index) { lost_.insert(node_index); }
+  // A member of the last round, alive when this one opened: the last call does not close the
+  // round before it joins, unless it is marked lost (its agent stopping its workers takes up to
+  // their grace period, which may be longer than the last call). Cleared by Open().
+  void Expect(int node_index) { expected_.insert(node_index); }
+  // Expected nodes that have not joined and are not lost, in hostfile order.
+  std::vector<int> Awaited() const;
 
   // Of the closed round, in node-rank order; empty before it closes.
   const std::vector<RoundMember>& members() const { return members_; }
@@ -105,7 +111,8 @@ class Rendezvous {
   uint64_t next_ticket_ = 1;
   std::map<int, Joined> joined_;  // by hostfile index, so iteration is hostfile order
   std::vector<RoundMember> members_;
-  std::set<int> lost_;  // node indexes
+  std::set<int> lost_;      // node indexes
+  std::set<int> expected_;  // node indexes (Expect)
   int world_size_ = 0;
 };
 

@@ -5,7 +5,9 @@
 # with its workers mid-run; the job goes on with node 0 alone at world 2, each rank cutting its
 # ZeRO-1 part out of the 4 old ranks' in-memory copies (node 0's agent holds node 1's as its
 # buddy), and every step after the restart stays on the failure-free 4-rank curve (the same
-# global batch: 2 micro-batches per rank instead of 1; only the reduction order differs). Then
+# global batch: 2 micro-batches per rank instead of 1; only the reduction order differs). Node 1
+# then comes back (an agent started by hand) and is admitted at once: world 4 again, resumed from
+# the 2 ranks' copies, still on the curve. Then
 # the bad inputs: --nnodes MIN above MAX, MAX above the nodes given, a world the batch does not
 # divide. Every wait is bounded; no process is left.
 set -uo pipefail
@@ -63,6 +65,16 @@ wait_for 120 past "$D" 300 || fail "shrink: the run did not reach step 300"
 agent=$(pgrep -f "ds-agent.*--node_name 127.0.0.2" | head -1)
 workers=$(pgrep -P "$agent" | paste -sd' ')
 kill -KILL "$agent" $workers
+# Then the node comes back: its agent, started by hand as a user would (the job directory's
+# coordinator address and token), asks to join the running job and is admitted at once: round 3
+# at world 4, every rank cutting its part out of the 2 ranks' copies (node 1's two ranks read
+# theirs from node 0's agent), not counted as a restart (--max_restarts 1 is spent).
+wait_for 120 grep -q "rendezvous round 2 closed" "$D/out" || fail "grow: no round 2"
+wait_for 120 past "$D" 600 || fail "grow: the run did not reach step 600 at world 2"
+JD=$(head -1 "$DS_RUNTIME_HOME/current")
+"$AGENT" --coordinator "$(head -1 "$JD/coordinator")" --token_file "$JD/token" \
+  --node_name 127.0.0.2 --advertise_addr 127.0.0.2 --slots 2 > "$D/joined_agent.out" 2>&1 &
+joined=$!
 exit_of "$D" 300
 [[ $rc == 0 ]] && pass "shrink: the job succeeds on one node" || { fail "shrink: exit $rc"; tail -20 "$D/out"; }
 grep -q "elasticity: train_batch_size 16, valid at 2 data-parallel size(s): 2, 4" "$D/out" \
@@ -77,15 +89,23 @@ resumed=$(grep -o "resuming from the in-memory copies of step [0-9]*" "$D/out" |
 # The rows after the restart (the last of each step) beside the reference's: the 20 steps after
 # it equal to 1e-4 (the same state; only the reduction order differs at world 2), and the rest
 # of the run, where that difference compounds, within 5e-2.
-cmp=$(awk -F, -v from="${resumed:-0}" 'NR == FNR { if (FNR > 1) ref[$1] = $2; next }
-  FNR > 1 && $1 > from { got[$1] = $2 }
-  END { for (s in got) { n++; if (!(s in ref)) bad++; d = got[s] - ref[s]; if (d < 0) d = -d
-          if (s + 0 <= from + 20 && d > near) near = d; if (d > far) far = d }
-        printf "%d %d %.2e %.2e", n, bad + 0, near, far }' "$REF/metrics.csv" "$D/metrics.csv")
+cmp=$(curve_after "$REF/metrics.csv" "$D/metrics.csv" "${resumed:-0}")
 read -r rows bad near far <<< "$cmp"
 ((rows >= STEPS - ${resumed:-0})) && ((bad == 0)) && awk -v a="$near" -v b="$far" 'BEGIN { exit !(a <= 1e-4 && b <= 5e-2) }' \
   && pass "shrink: $rows steps after step $resumed beside the 4-rank curve: max |difference| $near over the first 20, $far over all" \
   || fail "shrink: $rows rows, $bad unmatched, max |difference| $near over the first 20, $far over all"
+grep -q "node 127.0.0.2 asks to join round 2 (1 of at most 2 nodes): admitted now" "$D/out" \
+  && pass "grow: the returning node is admitted at once" || { fail "grow: no admission"; grep -m3 "join" "$D/out"; }
+grep -q "rendezvous round 3 closed: 2 nodes, world size 4" "$D/out" \
+  && pass "grow: round 3 runs at world 4" || { fail "grow: no world-4 round 3"; grep -m3 "round 3" "$D/out"; }
+grep -qE "resuming from the in-memory copies of step [0-9]+ \(the 2 ranks' copies, cut for a world of 4\)" "$D/out" \
+  && pass "grow: the 4 ranks resume from the 2 ranks' copies" || { fail "grow: no resume line"; grep "memory" "$D/out" | tail -3; }
+n=$(grep -c "resumed from the in-memory copy of step .*2 ranks' copies, cut for 4.*no disk read" "$D/out")
+[[ $n == 4 ]] && pass "grow: all 4 ranks cut their part from memory" || { fail "grow: $n ranks"; grep "memory" "$D/out" | tail -4; }
+grown=$(grep -o "resuming from the in-memory copies of step [0-9]*" "$D/out" | awk '{print $NF}' | sed -n 2p)
+((${grown:-0} >= 600)) && pass "grow: resumed at step $grown, after the shrink's step 600" || fail "grow: resumed at step ${grown:-none}"
+end=$((SECONDS + 30)); while kill -0 $joined 2>/dev/null && ((SECONDS < end)); do sleep 0.2; done
+kill -0 $joined 2>/dev/null && { fail "grow: the joined agent did not exit"; kill -9 $joined; } || pass "grow: the joined agent exits with the job"
 no_leftovers "$D" "shrink" 10
 
 # --- bad input: one clear error before anything starts ---

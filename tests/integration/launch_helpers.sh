@@ -27,3 +27,13 @@ no_leftovers() {  # no_leftovers DIR NAME [SECONDS]: stopped processes are woken
   if wait_for "${3:-5}" none_left "$1"; then pass "$2: no process left"
   else fail "$2: left running: $(leftovers "$1" | tr '\n' ' ')"; pkill -9 -CONT -f "$1/job.yaml"; pkill -9 -f "$1/job.yaml"; fi
 }
+# curve_after REF_CSV CSV FROM: the rows of CSV after step FROM (the last of each step) beside
+# REF_CSV's: prints "ROWS UNMATCHED NEAR FAR", NEAR the largest |loss difference| over the 20
+# steps after FROM, FAR over all of them.
+curve_after() {
+  awk -F, -v from="${3:-0}" 'NR == FNR { if (FNR > 1) ref[$1] = $2; next }
+    FNR > 1 && $1 > from { got[$1] = $2 }
+    END { for (s in got) { n++; if (!(s in ref)) bad++; d = got[s] - ref[s]; if (d < 0) d = -d
+            if (s + 0 <= from + 20 && d > near) near = d; if (d > far) far = d }
+          printf "%d %d %.2e %.2e", n, bad + 0, near, far }' "$1" "$2"
+}

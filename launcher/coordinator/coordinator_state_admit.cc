@@ -1,0 +1,56 @@
+// CoordinatorState: admitting a node that joins a running elastic job (--nnodes MIN:MAX). A node
+// of the hostfile that is not in the running round, while the round has fewer members than
+// max_nodes, is admitted at a round boundary:
+//  - with in-memory copies (fault_tolerance.in_memory_interval), at once: round r+1 opens (a
+//    rescale, not counted against --max_restarts), the running agents are answered STOP_WORKERS
+//    and join it, and every rank of the larger world cuts its part out of the newest complete
+//    copies (memory_copies.h), so the job gives back at most the interval's steps;
+//  - without them, at the next round a failure opens: restarting now would send every rank back
+//    to the disk checkpoint (or step 0) and lose the steps since, so the node waits.
+#include <string>
+
+#include "launcher/coordinator/coordinator_state.h"
+#include "runtime/base/logging.h"
+#include "runtime/base/status_macros.h"
+
+namespace ds::launcher {
+
+bool CoordinatorState::WaitsForAdmissionLocked(int node_index) const {
+  return phase_ == JobPhase::kRunning && rendezvous_.closed() &&
+         rendezvous_.FindMember(node_index) == nullptr &&
+         static_cast<int>(rendezvous_.members().size()) < config_.max_nodes;
+}
+
+Status CoordinatorState::AwaitAdmissionLocked(std::unique_lock<std::mutex>& lock, int node_index,
+                                              const WaitOptions& wait) {
+  const std::string& name = config_.nodes[node_index].name;
+  const int round = rendezvous_.round();
+  const std::string members = std::to_string(rendezvous_.members().size()) + " of at most " +
+                              std::to_string(config_.max_nodes) + " nodes";
+  if (config_.memory_copies) {
+    const int next = round + 1;
+    DS_LOG_WARN("coord",
+                "node {} asks to join round {} ({}): admitted now; round {} opens, the running "
+                "workers stop and every rank resumes from the newest in-memory copies (not a "
+                "restart)",
+                name, round, members, next);
+    OpenNextRoundLocked();  // the exits of the workers it stops are not failures
+    return OkStatus();
+  }
+  DS_LOG_WARN("coord",
+              "node {} asks to join round {} ({}): admitted at the next round (a restart now "
+              "would go back to the disk checkpoint; fault_tolerance.in_memory_interval makes "
+              "admission immediate)",
+              name, round, members);
+  nodes_[node_index].state = AgentState::kJoining;
+  ChangedLocked();
+  while (rendezvous_.round() == round) {
+    if (closed_) return UnavailableError("the coordinator is shutting down");
+    DS_RETURN_IF_ERROR(EndedErrorLocked());
+    DS_RETURN_IF_ERROR(WaitSliceLocked(lock, round_cv_, wait, SteadyTime::max())
+                           .WithPrefix("node " + name + " waiting for the next round"));
+  }
+  return OkStatus();
+}
+
+}  // namespace ds::launcher
