@@ -72,14 +72,16 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_nvme_bytes(plan.swap().file_bytes() + plan.swap().param_file_bytes());
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
   r.set_frozen_bytes(Kind(m, Buf::FROZEN_WEIGHTS));
-  // The copy (runtime/worker/trainer_memory_copy.cc): the master as the rank holds it (in fp32
-  // the parameters themselves), the optimizer states, and the 16-bit parameters a sharded master
-  // does not give back (stages 1-2: all; stage 3: the persistent ones).
+  // The copy (runtime/worker/trainer_memory_copy.cc): the optimizer states, the master as the
+  // rank holds it (in fp32 the parameters themselves: all of them, or at stage 3 the shard), and
+  // at stage 3 the persistent parameters, which no step gathers (at stages 1-2 in mixed precision
+  // the restored ranks gather the others' 16-bit parts instead).
   const bool fp32 = plan.settings().model_dtype() == proto::DT_F32;
-  const bool unsharded_mixed = !fp32 && plan.settings().zero_stage() == 0;
-  r.set_copy_bytes(Kind(m, Buf::MASTER_WEIGHTS) + Kind(m, Buf::OPTIMIZER_STATE) +
-                   (unsharded_mixed ? 0 : Kind(m, Buf::PARAM_FULL)) +
-                   (fp32 ? Kind(m, Buf::PARAM_SHARD) : 0));
+  const bool stage3 = plan.settings().zero_stage() == 3;
+  const int64_t master =
+      fp32 ? (stage3 ? Kind(m, Buf::PARAM_SHARD) : 0) : Kind(m, Buf::MASTER_WEIGHTS);
+  r.set_copy_bytes(Kind(m, Buf::OPTIMIZER_STATE) + master +
+                   (fp32 || stage3 ? Kind(m, Buf::PARAM_FULL) : 0));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
     if (!IsCollective(ins.kind()) && ins.kind() != proto::Instruction::SEND) continue;

@@ -264,6 +264,18 @@ Status StepRunner::GatherAllParams() { return impl_->zero->GatherAll(); }
 
 void StepRunner::ReleaseGatheredParams() { impl_->zero->ReleaseAll(); }
 
+Status StepRunner::GatherUpdatedParams() {
+  Impl& m = *impl_;
+  const auto& instructions = m.mine->instructions();
+  for (int index = 0; index < instructions.size(); ++index) {
+    const Instruction& in = instructions[index];
+    if (in.kind() != Instruction::ALL_GATHER) continue;
+    DS_RETURN_IF_ERROR(m.zero->Issue(index, in));
+    DS_RETURN_IF_ERROR(m.zero->WaitFor(index));
+  }
+  return m.zero->WaitAll();
+}
+
 const std::vector<std::pair<int64_t, int64_t>>& StepRunner::PersistentRanges() const {
   return impl_->persistent_ranges;
 }

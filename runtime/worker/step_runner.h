@@ -151,6 +151,10 @@ class StepRunner {
   // flat parameters (a collective: all ranks call it), and releases them again. No-ops at
   // stages 0-2.
   Status GatherAllParams();
+  // Outside a step, after the 16-bit parameters of this rank's shard were rewritten from its
+  // master (a restore): runs the step's ALL_GATHER instructions, which give every rank the
+  // others' parts (stages 1-2). A collective: all ranks call it.
+  Status GatherUpdatedParams();
   void ReleaseGatheredParams();
   // Stage 3: the flat (offset, count) ranges of the persistent units, which stay gathered.
   const std::vector<std::pair<int64_t, int64_t>>& PersistentRanges() const;

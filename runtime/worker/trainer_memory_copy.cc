@@ -23,19 +23,30 @@ namespace ds::worker {
 
 // Note [In-memory copies]
 // A copy holds what this rank's buffers hold, byte for byte: the fp32 master (its shard, or all
-// of it where every rank holds it), each optimizer state's shard, the parts of the 16-bit model
-// copy its own master does not give back (stages 1-2 in mixed precision: the other ranks' parts,
-// which the step's last all-gather wrote; stage 3: the persistent units), and the step, the
-// optimizer's step, the loss scaler and the data loader's position (the random streams are
-// functions of the seed and the step). Put back into the same plan (the header names the plan's
-// hash, the rank and the world size) it gives the rank the state it had, bit for bit, reading no
-// other rank's copy and no file. When an elastic job lost a node, every new rank cuts its part
-// out of all the old ranks' copies instead, from the segments their headers name
-// (trainer_memory_reshard.cc). The config refuses copies of NVMe-swapped states, whose bytes are
-// not in memory. The layout: memory_copy_format.h.
+// of it where every rank holds it), each optimizer state's shard, stage 3's persistent units of
+// the 16-bit model copy (its own master does not give them back and no step gathers them), and
+// the step, the optimizer's step, the loss scaler and the data loader's position (the random
+// streams are functions of the seed and the step). At stages 1-2 in mixed precision the other
+// ranks' parts of the 16-bit copy are their masters rounded: the restored ranks run the step's
+// all-gather of them (StepRunner::GatherUpdatedParams) instead of carrying them, a third of a
+// copy under Adam. Put back into the same plan (the header names the plan's hash, the rank and
+// the world size) it gives the rank the state it had, bit for bit, reading no other rank's copy
+// and no file. When an elastic job lost a node, every new rank cuts its part out of all the old
+// ranks' copies instead, from the segments their headers name (Trainer::RestoreResharded). The
+// config refuses copies of NVMe-swapped states, whose bytes are not in memory. The layout:
+// memory_copy_format.h.
 namespace {
 
 using Section = CopySection;
+
+// Whether the restored rank rebuilds the 16-bit parameters its master does not give back with
+// the step's own all-gather (stages 1-2, mixed precision: they are the other ranks' masters,
+// rounded, so the copy need not hold them: a third of a copy under Adam) rather than from the
+// copy (stage 3's persistent units, which no step gathers).
+bool ModelFromGather(const zero::ParamStore& params) {
+  const bool model_separate = params.model() != static_cast<const void*>(params.master_data());
+  return model_separate && params.master_sharded() && !params.params_partitioned();
+}
 
 // The byte ranges of this rank's buffers a copy holds, in a fixed order.
 std::vector<Section> CopySections(zero::ParamStore& params, zero::Optimizer& optimizer,
@@ -49,13 +60,9 @@ std::vector<Section> CopySections(zero::ParamStore& params, zero::Optimizer& opt
     out.push_back({"optimizer/" + b.name, reinterpret_cast<char*>(b.data),
                    params.shard_elements() * static_cast<int64_t>(sizeof(float))});
   const bool model_separate = params.model() != static_cast<void*>(params.master_data());
-  if (!model_separate || !params.master_sharded()) return out;
+  if (!model_separate || !params.master_sharded() || ModelFromGather(params)) return out;
   const int64_t width = static_cast<int64_t>(DTypeSize(params.model_dtype()));
   char* model = static_cast<char*>(params.model());
-  if (!params.params_partitioned()) {
-    out.push_back({"model", model, params.total_elements() * width});
-    return out;
-  }
   for (const proto::PartitionUnit& u : plan.partition().units())
     if (u.persistent())
       out.push_back(
@@ -135,6 +142,8 @@ Status Trainer::ApplyCopy(Status verified, const CopyHeader& h,
   step_ = h.step;
   optimizer_->set_step(h.optimizer_step);
   if (device_states_) DS_RETURN_IF_ERROR(device_states_->Upload());
+  // The other ranks' parts of the 16-bit parameters, as the step's last all-gather gives them.
+  if (ModelFromGather(*params_)) DS_RETURN_IF_ERROR(runner_->GatherUpdatedParams());
   return OkStatus();
 }
 
@@ -232,12 +241,6 @@ Status CutCopies(const std::vector<CopySection>& mine, const zero::ParamStore& p
       const CopySection* src = FindSection(old, m.name);
       if (!src) return DataLossError(what + ": no section " + m.name);
       char* dst = (*scratch)[i].data();
-      if (m.name == "model") {  // stages 1-2, mixed: every old copy holds all of it
-        if (whole_done[i] || src->bytes != m.bytes) continue;
-        std::memcpy(dst, src->data, static_cast<size_t>(m.bytes));
-        covered[i] = m.bytes, whole_done[i] = true;
-        continue;
-      }
       const bool src_whole = owned_all || (m.name == "master" && h.master_whole);
       if (src_whole && whole_done[i]) continue;
       if (m.name == "master" && !params.master_sharded()) {  // this rank keeps all of it
@@ -251,15 +254,11 @@ Status CutCopies(const std::vector<CopySection>& mine, const zero::ParamStore& p
     }
   }
   for (size_t i = 0; i < mine.size(); ++i) {
-    const int64_t want = mine[i].name == "model" ? mine[i].bytes
-                         : mine[i].name == "master" && !params.master_sharded()
-                             ? params.total_elements()
-                             : owned;
+    const int64_t want =
+        mine[i].name == "master" && !params.master_sharded() ? params.total_elements() : owned;
     if (covered[i] != want)
       return DataLossError("the old ranks' copies hold " + std::to_string(covered[i]) + " of the " +
-                           std::to_string(want) + " " +
-                           (mine[i].name == "model" ? "bytes" : "elements") + " of this rank's " +
-                           mine[i].name);
+                           std::to_string(want) + " elements of this rank's " + mine[i].name);
   }
   return OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "parallel/comm/loopback_communicator.h"
+#include "runtime/plan/plan_summary.h"
 #include "runtime/worker/tiny_gpt_job.h"
 #include "runtime/worker/trainer.h"
 #include "runtime/worker/trainer_testing.h"
@@ -46,6 +47,11 @@ std::vector<double> Run(const std::string& yaml, int world, int steps, const Cop
           std::string copy;
           if (Status s = (*t)->SnapshotState(&copy); !s.ok()) return void((*errors)[r] = s);
           CHECK(static_cast<int64_t>(copy.size()) > (*t)->CopyBytes());
+          // ds-launch plan's figure for the copy is the copy's size.
+          const proto::Plan& plan = (*t)->plan();
+          for (const proto::RankPlan& rp : plan.ranks())
+            if (rp.rank() == r)
+              CHECK(plan::SummarizeRank(plan, rp).copy_bytes() == (*t)->CopyBytes());
           (*taken)[r] = std::move(copy);
         }
       }
