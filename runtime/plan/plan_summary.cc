@@ -80,8 +80,13 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   const bool stage3 = plan.settings().zero_stage() == 3;
   const int64_t master =
       fp32 ? (stage3 ? Kind(m, Buf::PARAM_SHARD) : 0) : Kind(m, Buf::MASTER_WEIGHTS);
+  int64_t persistent = 0;  // the units' own sizes, without the PARAM_FULL buffer's padding
+  for (const proto::PartitionUnit& u : plan.partition().units())
+    if (u.persistent()) persistent += u.count() * ProtoDTypeSize(plan.settings().model_dtype());
   r.set_copy_bytes(Kind(m, Buf::OPTIMIZER_STATE) + master +
-                   (fp32 || stage3 ? Kind(m, Buf::PARAM_FULL) : 0));
+                   (stage3 ? persistent
+                    : fp32 ? Kind(m, Buf::PARAM_FULL)
+                           : 0));
   std::map<int, proto::CommVolume> by_kind;  // ordered by instruction kind
   for (const proto::Instruction& ins : rp.instructions()) {
     if (!IsCollective(ins.kind()) && ins.kind() != proto::Instruction::SEND) continue;

@@ -27,6 +27,7 @@ Json HeaderJson(const CopyHeader& h, const std::vector<CopySection>& sections) {
   j.Set("total", Json::Int(h.total));
   j.Set("layout", Json::String(std::to_string(h.layout)));
   j.Set("master_whole", Json::Bool(h.master_whole));
+  j.Set("part", Json::String(h.part));
   Json segs = Json::Array();
   for (const zero::ShardSegment& g : h.segments) {
     Json e = Json::Array();
@@ -49,7 +50,7 @@ Json HeaderJson(const CopyHeader& h, const std::vector<CopySection>& sections) {
 
 Status ReadHeader(const Json& j, const std::string& what, CopyHeader* h) {
   for (const char* key : {"rank", "world", "step", "optimizer_step", "plan", "scaler", "data",
-                          "total", "layout", "master_whole", "segments", "sections"})
+                          "total", "layout", "master_whole", "part", "segments", "sections"})
     if (!j.Find(key)) return DataLossError(what + ": the header has no \"" + key + "\"");
   h->rank = static_cast<int>(j.Find("rank")->as_int());
   h->world = static_cast<int>(j.Find("world")->as_int());
@@ -61,6 +62,7 @@ Status ReadHeader(const Json& j, const std::string& what, CopyHeader* h) {
   h->total = j.Find("total")->as_int();
   h->layout = std::strtoull(j.Find("layout")->as_string().c_str(), nullptr, 10);
   h->master_whole = j.Find("master_whole")->as_bool();
+  h->part = j.Find("part")->as_string();
   for (const Json& e : j.Find("segments")->items()) {
     if (e.items().size() != 3) return DataLossError(what + ": a malformed segment");
     h->segments.push_back({e.items()[0].as_int(), e.items()[1].as_int(), e.items()[2].as_int()});

@@ -3,7 +3,8 @@
 // back to back. The header says whose copy it is (rank, world, plan hash), the step it holds, the
 // states that are not bytes of a buffer (optimizer step, loss scaler, data position), how the
 // rank's flat parameters were laid out (every ZeRO segment it owned, whether it held the whole
-// master, the flat size and a hash of the parameter table), and each section's name and size.
+// master, the flat size, a hash of the parameter table and the model part: tensor slice and
+// pipeline stage), and each section's name and size.
 // A copy is read back at the same plan (section by section) or cut anew for another world size
 // (Trainer::RestoreResharded) from the segments.
 #pragma once
@@ -33,6 +34,9 @@ struct CopyHeader {
   int64_t total = 0;          // flat parameter elements
   uint64_t layout = 0;        // ParameterLayoutHash
   bool master_whole = false;  // the master section holds every flat element, not the segments
+  // The model part the rank runs, apart from data parallelism ("tp 2:1 pp 2:0": its tensor slice
+  // and pipeline stage): copies of the same part share one flat space, cut over the dp ranks.
+  std::string part;
   std::vector<zero::ShardSegment> segments;  // the owned segments (shard space)
 };
 

@@ -48,6 +48,19 @@ bool ModelFromGather(const zero::ParamStore& params) {
   return model_separate && params.master_sharded() && !params.params_partitioned();
 }
 
+// The model part `rank` runs apart from data parallelism: its tensor slice and pipeline stage
+// (sequence-parallel ranks are data-parallel ranks of one flat space; expert parallelism is not
+// cut, RestoreResharded).
+std::string ModelPart(const proto::Plan& plan, int rank) {
+  for (const proto::RankPlan& r : plan.ranks()) {
+    if (r.rank() != rank) continue;
+    const proto::RankCut& c = r.cut();
+    return "tp " + std::to_string(std::max(1, c.tp())) + ":" + std::to_string(c.tp_rank()) +
+           " pp " + std::to_string(std::max(1, c.pp())) + ":" + std::to_string(c.stage());
+  }
+  return "";
+}
+
 // The byte ranges of this rank's buffers a copy holds, in a fixed order.
 std::vector<Section> CopySections(zero::ParamStore& params, zero::Optimizer& optimizer,
                                   const proto::Plan& plan) {
@@ -107,6 +120,7 @@ Status Trainer::MakeCopyHeader(CopyHeader* h) {
   h->total = params_->total_elements();
   h->layout = ParameterLayoutHash(*params_);
   h->master_whole = !params_->master_sharded();
+  h->part = ModelPart(*plan_, world_rank_);
   h->segments = params_->segments();
   return OkStatus();
 }
@@ -209,78 +223,107 @@ const CopySection* FindSection(const ParsedCopy& p, const std::string& name) {
   return nullptr;
 }
 
-// This rank's sections cut out of every old rank's copy, into `scratch` (one string per section
-// of `mine`); the first old copy's header into `first`. Every element must come from exactly the
-// old copies that own it: the counts are checked.
+// Stage 3's persistent units ("model/OFFSET"): every copy of the model part holds them whole.
+bool WholeInEveryCopy(const std::string& section) { return section.rfind("model/", 0) == 0; }
+
+// What this rank owns of one old copy (of its model part) into `scratch`; `covered` counts the
+// elements (bytes, for whole sections) taken per section, `whole_done` the sections complete.
+Status CutOne(const ParsedCopy& old, const std::string& what, const std::vector<CopySection>& mine,
+              const zero::ParamStore& params, std::vector<std::string>* scratch,
+              std::vector<int64_t>* covered, std::vector<bool>* whole_done) {
+  const CopyHeader& h = old.header;
+  // Stage 0: the old rank owned every element (one segment from 0), like a whole master.
+  const bool owned_all = h.segments.size() == 1 && h.segments[0].flat_begin == 0 &&
+                         h.segments[0].shard_offset == 0 && h.segments[0].count == h.total;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const CopySection& m = mine[i];
+    const CopySection* src = FindSection(old, m.name);
+    if (!src) return DataLossError(what + ": no section " + m.name);
+    char* dst = (*scratch)[i].data();
+    if (WholeInEveryCopy(m.name)) {
+      if ((*whole_done)[i] || src->bytes != m.bytes) continue;
+      std::memcpy(dst, src->data, static_cast<size_t>(m.bytes));
+      (*covered)[i] = m.bytes, (*whole_done)[i] = true;
+      continue;
+    }
+    const bool src_whole = owned_all || (m.name == "master" && h.master_whole);
+    if (src_whole && (*whole_done)[i]) continue;
+    if (m.name == "master" && !params.master_sharded()) {  // this rank keeps all of it
+      (*covered)[i] += CopyFlat(h, src_whole, src->data, 0, params.total_elements(), dst);
+    } else {
+      for (const zero::ShardSegment& g : params.segments())
+        (*covered)[i] += CopyFlat(h, src_whole, src->data, g.flat_begin, g.count,
+                                  dst + g.shard_offset * int64_t{sizeof(float)});
+    }
+    (*whole_done)[i] = (*whole_done)[i] || src_whole;
+  }
+  return OkStatus();
+}
+
+// This rank's sections cut out of the old ranks' copies of its model part (`part`: the same
+// tensor slice and pipeline stage), into `scratch` (one string per section of `mine`); the first
+// such copy's header into `first`. Every element must come from exactly the old copies that own
+// it: the counts are checked.
 Status CutCopies(const std::vector<CopySection>& mine, const zero::ParamStore& params,
-                 int old_world, const Trainer::CopyFetch& fetch, std::vector<std::string>* scratch,
-                 CopyHeader* first) {
-  const int64_t owned = [&] {
-    int64_t n = 0;
-    for (const zero::ShardSegment& g : params.segments()) n += g.count;
-    return n;
-  }();
+                 const std::string& part, int old_world, const Trainer::CopyFetch& fetch,
+                 std::vector<std::string>* scratch, CopyHeader* first) {
+  int64_t owned = 0;
+  for (const zero::ShardSegment& g : params.segments()) owned += g.count;
   std::vector<int64_t> covered(mine.size(), 0);
   std::vector<bool> whole_done(mine.size(), false);  // a whole section was copied already
+  bool any = false;
+  int64_t step = -1;  // old rank 0's: every copy must be of it
   for (int r = 0; r < old_world; ++r) {
     const std::string what = "in-memory copy of old rank " + std::to_string(r);
     DS_ASSIGN_OR_RETURN(std::string blob, fetch(r));
     DS_ASSIGN_OR_RETURN(ParsedCopy old, ParseCopy(blob, what));
     const CopyHeader& h = old.header;
-    if (r == 0) *first = h;
-    if (h.rank != r || h.world != old_world || h.step != first->step ||
-        h.total != params.total_elements() || h.layout != ParameterLayoutHash(params))
+    if (r == 0) step = h.step;
+    if (h.rank != r || h.world != old_world || h.step != step)
       return FailedPreconditionError(what + ": rank " + std::to_string(h.rank) + " of " +
-                                     std::to_string(h.world) + ", step " + std::to_string(h.step) +
-                                     ", another parameter layout or step");
-    // Stage 0: the old rank owned every element (one segment from 0), like a whole master.
-    const bool owned_all = h.segments.size() == 1 && h.segments[0].flat_begin == 0 &&
-                           h.segments[0].shard_offset == 0 && h.segments[0].count == h.total;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const CopySection& m = mine[i];
-      const CopySection* src = FindSection(old, m.name);
-      if (!src) return DataLossError(what + ": no section " + m.name);
-      char* dst = (*scratch)[i].data();
-      const bool src_whole = owned_all || (m.name == "master" && h.master_whole);
-      if (src_whole && whole_done[i]) continue;
-      if (m.name == "master" && !params.master_sharded()) {  // this rank keeps all of it
-        covered[i] += CopyFlat(h, src_whole, src->data, 0, params.total_elements(), dst);
-      } else {
-        for (const zero::ShardSegment& g : params.segments())
-          covered[i] += CopyFlat(h, src_whole, src->data, g.flat_begin, g.count,
-                                 dst + g.shard_offset * int64_t{sizeof(float)});
-      }
-      whole_done[i] = whole_done[i] || src_whole;
-    }
+                                     std::to_string(h.world) + " at step " +
+                                     std::to_string(h.step) + ", not of this cut");
+    if (h.part != part) continue;  // another tensor slice or pipeline stage
+    if (!any) *first = h, any = true;
+    if (h.total != params.total_elements() || h.layout != ParameterLayoutHash(params))
+      return FailedPreconditionError(what + ": another parameter layout (" +
+                                     std::to_string(h.total) + " elements)");
+    DS_RETURN_IF_ERROR(CutOne(old, what, mine, params, scratch, &covered, &whole_done));
   }
   for (size_t i = 0; i < mine.size(); ++i) {
-    const int64_t want =
-        mine[i].name == "master" && !params.master_sharded() ? params.total_elements() : owned;
+    const bool whole = WholeInEveryCopy(mine[i].name);
+    const int64_t want = whole ? mine[i].bytes
+                         : mine[i].name == "master" && !params.master_sharded()
+                             ? params.total_elements()
+                             : owned;
     if (covered[i] != want)
-      return DataLossError("the old ranks' copies hold " + std::to_string(covered[i]) + " of the " +
-                           std::to_string(want) + " elements of this rank's " + mine[i].name);
+      return DataLossError("the old ranks' copies of " + part + " hold " +
+                           std::to_string(covered[i]) + " of the " + std::to_string(want) + " " +
+                           (whole ? "bytes" : "elements") + " of this rank's " + mine[i].name);
   }
   return OkStatus();
 }
 
 }  // namespace
 
-// An elastic job changed size: this rank's part is cut out of every old rank's copy into scratch
-// buffers, the ranks vote, and only then are the buffers written. ZeRO over data parallelism
-// only (the old and new ranks' flat spaces are one); stage 3's persistent parts are not cut.
+// An elastic job changed size: this rank's part is cut out of the old copies of its tensor slice
+// and pipeline stage (each such group of ranks shares one flat space, split over its dp ranks)
+// into scratch buffers, the ranks vote, and only then are the buffers written. ZeRO 0-3, with
+// tensor and pipeline parallelism of the same degrees; not expert parallelism, whose experts'
+// groups change with dp.
 Status Trainer::RestoreResharded(int old_world, const CopyFetch& fetch) {
   const std::vector<Section> mine = CopySections(*params_, *optimizer_, *plan_);
   std::vector<std::string> scratch;
   for (const Section& m : mine) scratch.emplace_back(static_cast<size_t>(m.bytes), '\0');
   CopyHeader first;
   Status verified;
-  const proto::PlanTopology& topo = plan_->topology();
-  if (topo.tp() > 1 || topo.pp() > 1 || topo.ep() > 1 || topo.sp() > 1 ||
-      params_->params_partitioned())
+  if (plan_->topology().ep() > 1)
     verified = FailedPreconditionError(
-        "cutting in-memory copies for another world size: ZeRO stages 0-2 over data parallelism "
-        "only");
-  if (verified.ok()) verified = CutCopies(mine, *params_, old_world, fetch, &scratch, &first);
+        "cutting in-memory copies for another world size under expert parallelism: not supported "
+        "(the experts' data-parallel groups change with the world)");
+  if (verified.ok())
+    verified = CutCopies(mine, *params_, ModelPart(*plan_, world_rank_), old_world, fetch, &scratch,
+                         &first);
   std::vector<const char*> from;
   for (const std::string& b : scratch) from.push_back(b.data());
   return ApplyCopy(verified, first, mine, from,

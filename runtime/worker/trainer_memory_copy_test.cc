@@ -154,6 +154,39 @@ TEST_CASE("copies of 4 ranks cut for 2 or 1 continue the 4-rank curve, ZeRO 0-2"
   }
 }
 
+TEST_CASE("copies of 4 ranks cut for 2: ZeRO-3, tensor and pipeline parallelism",
+          "[worker][memory]") {
+  const std::string data = testing::WriteTinyTokens("copy_reshard_mp.tok");
+  struct Case {
+    int stage;
+    const char* extra;
+  };
+  // 4 ranks -> 2: dp 4 -> 2 at stage 3; tp 2 (or pp 2) x dp 2 -> x dp 1, each slice's (stage's)
+  // ranks cutting from the old copies of the same slice (stage).
+  for (const Case& c :
+       {Case{3, ""}, Case{3, "bf16: {enabled: true}\n"}, Case{1, "parallel: {tensor: 2}\n"},
+        Case{2, "parallel: {tensor: 2}\nbf16: {enabled: true}\n"},
+        Case{1, "parallel: {pipeline: 2}\n"}}) {
+    INFO("stage " << c.stage << " " << c.extra);
+    const std::string yaml = testing::TinyGptJob(data, 2, c.stage, "cpu", c.extra);
+    std::vector<Status> errors;
+    const std::vector<double> straight = Run(yaml, 4, 12, nullptr, 0, nullptr, &errors);
+    RequireOk(errors);
+    Copies taken;
+    Run(yaml, 4, 5, nullptr, 5, &taken, &errors);
+    RequireOk(errors);
+    const std::vector<double> resumed = RunResharded(yaml, 2, 7, taken, &errors);
+    RequireOk(errors);
+    REQUIRE(resumed.size() == 7);
+    const bool bf16 = std::string(c.extra).find("bf16") != std::string::npos;
+    for (size_t i = 0; i < resumed.size(); ++i) {
+      INFO("step " << i + 6);
+      const double tol = bf16 ? 1e-2 : 1e-5;
+      CHECK(std::abs(resumed[i] - straight[5 + i]) <= tol * straight[5 + i]);
+    }
+  }
+}
+
 TEST_CASE("a wrong, truncated or missing copy is refused on every rank, changing nothing",
           "[worker][memory]") {
   const std::string data = testing::WriteTinyTokens("copy_bad.tok");

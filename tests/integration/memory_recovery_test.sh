@@ -5,7 +5,8 @@
 # (--max_restarts 1), every rank takes its state back from the agents' stores, and the job ends
 # on the failure-free run's per-step losses (every step's rows, the replayed ones too). Then the
 # same with interval 50 beside a disk checkpoint every 20 steps, killed before the first copy:
-# the restart says no copy is held and resumes from the disk. Every wait is bounded.
+# the restart says no copy is held and resumes from the disk. And three kills of random ranks in
+# one run: three restarts from memory, still on the failure-free curve. Every wait is bounded.
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -90,6 +91,25 @@ rows=$(same_curve "$D" "$REF") && pass "killed: all $rows rows on the failure-fr
   || fail "killed: the curve left the failure-free one"
 ((rows >= STEPS)) && echo "  $((rows - STEPS)) step(s) replayed" || fail "killed: only $rows rows"
 no_leftovers "$D" "killed" 10
+
+# --- repeated failures (the goodput benchmark's correctness, tools/bench/goodput.sh): a random
+# rank SIGKILLed past steps 300, 600 and 900; the job ends on the failure-free curve ---
+D=$BASE/repeated; job "$D" $STEPS "fault_tolerance: {in_memory_interval: 1}"
+launch "$D" --max_restarts 3
+for at in 300 600 900; do
+  wait_for 120 past "$D" $at || fail "repeated: the run did not reach step $at"
+  victim=$(rank_pid $((RANDOM % 4)))
+  [[ -n $victim ]] && kill -KILL "$victim" || fail "repeated: no rank to kill past step $at"
+  sleep 1
+done
+exit_of "$D" 300
+[[ $rc == 0 ]] && grep -q "succeeded.*3 restart" "$D/out" && pass "repeated: the job succeeds after 3 restarts" \
+  || { fail "repeated: exit $rc"; grep -m3 "restart" "$D/out"; }
+n=$(grep -c "resumed from the in-memory copy of step .*no disk read" "$D/out")
+[[ $n == 12 ]] && pass "repeated: each restart's 4 ranks took their state from memory" || fail "repeated: $n ranks resumed from memory"
+rows=$(same_curve "$D" "$REF") && pass "repeated: all $rows rows on the failure-free curve" \
+  || fail "repeated: the curve left the failure-free one"
+no_leftovers "$D" "repeated" 10
 
 # --- killed before any copy (interval 500, a disk checkpoint every 100): resumes from the disk ---
 D=$BASE/early; job "$D" $STEPS "fault_tolerance: {in_memory_interval: 500}

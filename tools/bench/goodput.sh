@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.."
 MINUTES=${MINUTES:-10}; PERIOD=${PERIOD:-60}
 BIN=$PWD/bin
 BASE=$(mktemp -d)
-trap 'pkill -9 -f "$BASE/" 2>/dev/null; rm -rf "$BASE"' EXIT
+trap 'pkill -9 -f "$BASE/" 2>/dev/null; [[ -n ${KEEP:-} ]] && echo "kept $BASE" || rm -rf "$BASE"' EXIT
 export DS_RUNTIME_HOME=$BASE/home DS_COPY_ROOT=$BASE/copies
 mkdir -p "$DS_COPY_ROOT"
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/hosts"
@@ -48,14 +48,22 @@ run() {  # run DIR: launches, waits; prints the wall seconds
   wait "$(cat "$1/pid")"; echo "$?" > "$1/rc"
   awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 }
-# Every PERIOD seconds while the job runs: one RUNNING worker, picked at random, SIGKILLed.
+# Every PERIOD seconds while the job runs: one RUNNING worker (a row of the ranks' table: RANK
+# HOST PID PHASE ...), picked at random, SIGKILLed.
 killer() {
   local pid; pid=$(cat "$1/pid")
   while kill -0 "$pid" 2>/dev/null; do
     sleep "$PERIOD"
     kill -0 "$pid" 2>/dev/null || break
-    local victim; victim=$("$BIN/ds-launch" status 2>/dev/null | awk '$4 == "RUNNING" {print $3}' | shuf -n 1)
-    [[ -n $victim ]] && kill -KILL "$victim" 2>/dev/null && echo "$(date +%s.%N) $victim" >> "$1/kills"
+    local victim; victim=$("$BIN/ds-launch" status 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ && $3 > 1 && $4 == "RUNNING" {print $3}' | shuf -n 1)
+    [[ -z $victim ]] && continue
+    local rows t0; rows=$(wc -l < "$1/metrics.csv"); t0=$(date +%s.%N)
+    kill -KILL "$victim" 2>/dev/null || continue
+    # The seconds to the first row after the restart (polled every 0.1 s; the others block in the
+    # step's collectives until then), independent of how fast the VM runs the rest.
+    local end=$((SECONDS + 60))
+    while (($(wc -l < "$1/metrics.csv") <= rows)) && ((SECONDS < end)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    awk -v a="$t0" -v b="$(date +%s.%N)" -v v="$victim" 'BEGIN { printf "%s %.2f\n", v, b - a }' >> "$1/kills"
   done
 }
 
@@ -78,6 +86,15 @@ echo "killed: $STEPS steps in $t_killed s, exit $(cat "$BASE/killed/rc"), $kills
 awk -v f="$t_free" -v k="$t_killed" -v n="$kills" 'BEGIN {
   printf "goodput: %.2f%% of the failure-free steps per second (%.1f s / %.1f s); %.2f s lost per kill\n",
     100 * f / k, f, k, n ? (k - f) / n : 0 }'
+# The same from the kills alone: each kill costs its seconds to the next step plus the steps it
+# redid, at the failure-free run's mean step (what the wall times above carry, without the two
+# runs' difference in speed).
+redone=$(( $(tail -n +2 "$BASE/killed/metrics.csv" | wc -l) - STEPS ))
+awk -v f="$t_free" -v s="$STEPS" -v k="$t_killed" -v r="$redone" '{ t += $2; n++; if ($2 > m) m = $2 }
+  END { step = f / s; lost = t + r * step
+        printf "kills: kill -> next step %.2f s mean, %.2f s max; %d steps redone; %.1f s lost in %.1f s: goodput %.2f%%\n",
+          n ? t / n : 0, m, r, lost, k, 100 * (1 - lost / k) }' "$BASE/killed/kills"
+
 grep -o "resumed from the in-memory copy of step [0-9]*" "$BASE/killed/out" | sort | uniq -c | awk '{print $NF}' \
   | paste -sd' ' | sed 's/^/resumed at steps: /'
 awk -F, 'NR == FNR { if (FNR > 1) ref[$1] = $2; next }
