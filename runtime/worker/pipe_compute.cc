@@ -123,17 +123,12 @@ Status PipelineCompute::RestoreCheckpoint(const proto::Instruction& in, int tens
   return e->RestoreCheckpoint(tensor);
 }
 
-StatusOr<float*> PipelineCompute::TensorData(const proto::Instruction& in, int tensor, bool grad,
-                                             int64_t count) {
+StatusOr<parallel::BufferView> PipelineCompute::TensorData(const proto::Instruction& in, int tensor,
+                                                           bool grad, int64_t count) {
   DS_ASSIGN_OR_RETURN(exec::Executor * e, For(in));
-  const Tensor t = e->TensorData(tensor, grad);
-  if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
-    return InvalidArgumentError("the plan moves " + std::to_string(count) +
-                                " fp32 values of tensor " + std::to_string(tensor) +
-                                (grad ? "'s gradient" : "") + " (chunk " +
-                                std::to_string(in.chunk()) + ", slot " + std::to_string(in.slot()) +
-                                "), which the executor does not hold as such");
-  return t.f32();
+  return TensorView(e->TensorData(tensor, grad), count,
+                    "tensor " + std::to_string(tensor) + (grad ? "'s gradient" : "") + " (chunk " +
+                        std::to_string(in.chunk()) + ", slot " + std::to_string(in.slot()) + ")");
 }
 
 }  // namespace ds::worker

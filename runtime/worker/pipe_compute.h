@@ -36,8 +36,8 @@ class PipelineCompute final : public StepCompute {
   Status BackwardInput(float loss_grad, uint64_t seed, const proto::Instruction& in) override;
   Status BackwardWeight(uint64_t seed, const proto::Instruction& in) override;
   Status FinishGradients() override;
-  StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
-                              int64_t count) override;
+  StatusOr<parallel::BufferView> TensorData(const proto::Instruction& in, int tensor, bool grad,
+                                            int64_t count) override;
   StatusOr<float*> CheckpointSlice(const proto::Instruction& in, int tensor,
                                    int64_t count) override;
   Status StashCheckpoint(const proto::Instruction& in, int tensor) override;

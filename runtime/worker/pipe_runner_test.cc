@@ -51,10 +51,10 @@ class PipeCompute final : public StepCompute {
     return OkStatus();
   }
   Status FinishGradients() override { return OkStatus(); }
-  StatusOr<float*> TensorData(const Instruction& in, int tensor, bool grad,
-                              int64_t count) override {
+  StatusOr<parallel::BufferView> TensorData(const Instruction& in, int tensor, bool grad,
+                                            int64_t count) override {
     if (count != kCount) return InvalidArgumentError("count");
-    return Buf(in, tensor, grad);
+    return parallel::BufferView(Buf(in, tensor, grad), count);
   }
   std::map<int, float> seen_forward, seen_backward;  // per micro-batch
 

@@ -35,14 +35,10 @@ class ExecutorCompute final : public StepCompute {
     return e_->BackwardNodes(loss_grad, seed, in.node_begin(), in.node_end());
   }
   Status FinishGradients() override { return e_->FinishGradients(); }
-  StatusOr<float*> TensorData(const Instruction&, int tensor, bool grad, int64_t count) override {
-    const Tensor t = e_->TensorData(tensor, grad);
-    if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
-      return InvalidArgumentError("the plan all-reduces " + std::to_string(count) +
-                                  " fp32 values of tensor " + std::to_string(tensor) +
-                                  (grad ? "'s gradient" : "") +
-                                  ", which the executor does not hold as such");
-    return t.f32();
+  StatusOr<parallel::BufferView> TensorData(const Instruction&, int tensor, bool grad,
+                                            int64_t count) override {
+    return TensorView(e_->TensorData(tensor, grad), count,
+                      "tensor " + std::to_string(tensor) + (grad ? "'s gradient" : ""));
   }
   StatusOr<float*> CheckpointSlice(const Instruction&, int tensor, int64_t count) override {
     return CheckpointSliceOf(e_, tensor, count);
@@ -67,8 +63,16 @@ std::unique_ptr<StepCompute> MakeExecutorCompute(exec::Executor* executor,
   return std::make_unique<ExecutorCompute>(executor, data);
 }
 
-StatusOr<float*> StepCompute::TensorData(const Instruction&, int, bool, int64_t) {
+StatusOr<parallel::BufferView> StepCompute::TensorData(const Instruction&, int, bool, int64_t) {
   return UnimplementedError("this compute holds no tensors for a tensor-parallel all-reduce");
+}
+
+StatusOr<parallel::BufferView> TensorView(const Tensor& t, int64_t count, const std::string& what) {
+  if (!t.defined() || (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16) || t.numel() != count)
+    return InvalidArgumentError("the plan moves " + std::to_string(count) + " values of " + what +
+                                ", which the executor does not hold as fp32 or bf16 values of "
+                                "that count");
+  return parallel::BufferView(t.data(), count, t.dtype());
 }
 StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count) {
   const Tensor t = e->CheckpointSlice(tensor);

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "parallel/comm/communicator.h"
 #include "runtime/base/status.h"
+#include "runtime/core/tensor.h"
 #include "runtime/worker/comms_logger.h"
 #include "zero/param_store.h"
 
@@ -74,10 +76,11 @@ class StepCompute {
   virtual Status BackwardWeight(uint64_t seed, const proto::Instruction& range);
   // Gradients still on their way from a device land in the ParamStore.
   virtual Status FinishGradients() = 0;
-  // Host memory of a tensor's value or gradient in the chunk and slot `in` names: what an
-  // ACT_ALL_REDUCE (tensor parallelism) works on, or a SEND / RECV (pipeline) moves.
-  virtual StatusOr<float*> TensorData(const proto::Instruction& in, int tensor, bool grad,
-                                      int64_t count);
+  // Host memory of a tensor's value or gradient in the chunk and slot `in` names, as the executor
+  // stores it (fp32, or bf16 under bf16 mixed precision): what an ACT_ALL_REDUCE (tensor
+  // parallelism) works on, or a SEND / RECV (pipeline) moves.
+  virtual StatusOr<parallel::BufferView> TensorData(const proto::Instruction& in, int tensor,
+                                                    bool grad, int64_t count);
   // partition_activations: the rank's slice of a partitioned checkpoint (CHECKPOINT_RESTORE's
   // source), and the copy of that slice out of the tensor forward wrote (CHECKPOINT_STASH), in
   // the chunk and slot `in` names.
@@ -90,6 +93,10 @@ class StepCompute {
 // The real compute (step_compute.cc): the executor over the data loader's micro-batches, what
 // the runner makes when StepParts::compute is null.
 std::unique_ptr<StepCompute> MakeExecutorCompute(exec::Executor* executor, data::BatchSource* data);
+
+// Executor tensor `t` as a communication buffer of `count` floating-point values (fp32 or bf16):
+// what a StepCompute's TensorData returns; InvalidArgument naming `what` otherwise.
+StatusOr<parallel::BufferView> TensorView(const Tensor& t, int64_t count, const std::string& what);
 
 // The executor's slice of partitioned checkpoint `tensor`, checked to be `count` fp32 values:
 // what a StepCompute's CheckpointSlice returns.

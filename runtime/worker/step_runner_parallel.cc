@@ -11,6 +11,18 @@ namespace ds::worker {
 
 using proto::Instruction;
 
+namespace {
+
+// A collective's source and destination hold one dtype (fp32, or bf16 activations).
+Status SameDType(const parallel::BufferView& src, const parallel::BufferView& dst,
+                 const proto::ActivationRef& a) {
+  if (src.dtype == dst.dtype) return OkStatus();
+  return InternalError("\"" + a.name() + "\": the source is " + DTypeName(src.dtype) +
+                       ", the destination " + DTypeName(dst.dtype));
+}
+
+}  // namespace
+
 // The communicator of the group a tensor-parallel instruction names.
 StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in) {
   auto it = p.groups.find(in.collective().group());
@@ -26,9 +38,10 @@ StatusOr<parallel::Communicator*> StepRunner::Impl::Group(const Instruction& in)
 Status StepRunner::Impl::ActAllReduce(int, const Instruction& in) {
   const proto::Collective& c = in.collective();
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
-  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in, in.activation().tensor(),
-                                                       in.activation().grad(), c.count()));
-  return comm->AllReduce(parallel::BufferView(data, c.count()),
+  DS_ASSIGN_OR_RETURN(
+      parallel::BufferView data,
+      compute->TensorData(in, in.activation().tensor(), in.activation().grad(), c.count()));
+  return comm->AllReduce(data,
                          c.reduce_max() ? parallel::ReduceOp::kMax : parallel::ReduceOp::kSum);
 }
 
@@ -40,14 +53,13 @@ Status StepRunner::Impl::ActGatherScatter(int, const Instruction& in) {
   const bool gather = in.kind() == Instruction::ACT_ALL_GATHER;
   const int64_t chunk = c.count() / comm->size();
   const proto::ActivationRef& a = in.activation();
-  DS_ASSIGN_OR_RETURN(float* src,
+  DS_ASSIGN_OR_RETURN(parallel::BufferView src,
                       compute->TensorData(in, a.tensor(), a.grad(), gather ? chunk : c.count()));
-  DS_ASSIGN_OR_RETURN(
-      float* dst, compute->TensorData(in, a.out_tensor(), a.grad(), gather ? c.count() : chunk));
-  if (gather)
-    return comm->AllGather(parallel::BufferView(src, chunk), parallel::BufferView(dst, c.count()));
-  return comm->ReduceScatter(parallel::BufferView(src, c.count()), parallel::BufferView(dst, chunk),
-                             parallel::ReduceOp::kSum);
+  DS_ASSIGN_OR_RETURN(parallel::BufferView dst, compute->TensorData(in, a.out_tensor(), a.grad(),
+                                                                    gather ? c.count() : chunk));
+  DS_RETURN_IF_ERROR(SameDType(src, dst, a));
+  if (gather) return comm->AllGather(src, dst);
+  return comm->ReduceScatter(src, dst, parallel::ReduceOp::kSum);
 }
 
 // Expert parallelism and Ulysses: a buffer's packed blocks (MoE: the step's capacity rows of
@@ -59,17 +71,23 @@ Status StepRunner::Impl::ActAllToAll(int index, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   int64_t count = c.count();
   if (a.capacity_tensor() >= 0) {
-    DS_ASSIGN_OR_RETURN(const float* cap, compute->TensorData(in, a.capacity_tensor(), false, 1));
-    const int64_t rows = static_cast<int64_t>(*cap);
+    DS_ASSIGN_OR_RETURN(parallel::BufferView cap,
+                        compute->TensorData(in, a.capacity_tensor(), false, 1));
+    if (cap.dtype != DType::kF32)
+      return InternalError("the capacity of \"" + a.name() + "\" is not an fp32 value");
+    const int64_t rows = static_cast<int64_t>(*static_cast<const float*>(cap.data));
     if (rows < 0 || rows > a.block_rows())
       return InternalError("the all-to-all of \"" + a.name() + "\" got capacity " +
                            std::to_string(rows) + " for " + std::to_string(a.block_rows()) +
                            " rows per block");
     count = c.count() / (a.block_rows() * a.row_elements()) * rows * a.row_elements();
   }
-  DS_ASSIGN_OR_RETURN(float* src, compute->TensorData(in, a.tensor(), a.grad(), c.count()));
-  DS_ASSIGN_OR_RETURN(float* dst, compute->TensorData(in, a.out_tensor(), a.grad(), c.count()));
-  const parallel::BufferView from(src, count), to(dst, count);
+  DS_ASSIGN_OR_RETURN(parallel::BufferView from,
+                      compute->TensorData(in, a.tensor(), a.grad(), c.count()));
+  DS_ASSIGN_OR_RETURN(parallel::BufferView to,
+                      compute->TensorData(in, a.out_tensor(), a.grad(), c.count()));
+  DS_RETURN_IF_ERROR(SameDType(from, to, a));
+  from.count = count, to.count = count;
   if (!in.async()) return comm->AllToAll(from, to);  // on this thread, no hand-over
   zero::CollectiveJob job;
   job.handle = comm->AllToAllAsync(from, to);
@@ -98,9 +116,9 @@ Status StepRunner::Impl::PointToPoint(int index, const Instruction& in) {
     return FailedPreconditionError("the plan runs " + Instruction::Kind_Name(in.kind()) +
                                    " over group \"" + c.group() + "\" of " +
                                    std::to_string(comm->size()) + " ranks; a link has 2");
-  DS_ASSIGN_OR_RETURN(float* data, compute->TensorData(in, in.activation().tensor(),
-                                                       in.activation().grad(), c.count()));
-  const parallel::BufferView view(data, c.count());
+  DS_ASSIGN_OR_RETURN(
+      const parallel::BufferView view,
+      compute->TensorData(in, in.activation().tensor(), in.activation().grad(), c.count()));
   const int peer = 1 - comm->rank();
   zero::CollectiveJob job;
   job.handle = in.kind() == Instruction::SEND ? comm->SendAsync(view, peer, 0)
@@ -124,9 +142,11 @@ Status StepRunner::Impl::Restore(int, const Instruction& in) {
   DS_ASSIGN_OR_RETURN(parallel::Communicator * comm, Group(in));
   const int64_t slice = c.count() / comm->size();
   DS_ASSIGN_OR_RETURN(float* src, compute->CheckpointSlice(in, in.activation().tensor(), slice));
-  DS_ASSIGN_OR_RETURN(float* dst,
+  DS_ASSIGN_OR_RETURN(parallel::BufferView dst,
                       compute->TensorData(in, in.activation().tensor(), false, c.count()));
-  return comm->AllGather(parallel::BufferView(src, slice), parallel::BufferView(dst, c.count()));
+  const parallel::BufferView from(src, slice);
+  DS_RETURN_IF_ERROR(SameDType(from, dst, in.activation()));  // the slices are fp32
+  return comm->AllGather(from, dst);
 }
 
 }  // namespace ds::worker
