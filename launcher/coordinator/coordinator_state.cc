@@ -95,7 +95,7 @@ StatusOr<JoinResult> CoordinatorState::Join(const JoinRequest& request, const Wa
   SteadyTime now = clock_->Now();
   EvaluateLocked(now);  // a window may have passed since the last Tick
   DS_RETURN_IF_ERROR(EndedErrorLocked());
-  if (request.round == 0 && WaitsForAdmissionLocked(index)) {  // coordinator_state_admit.cc
+  if (request.round == 0 && WaitsForAdmissionLocked(index)) {  // coordinator_state_rounds.cc
     DS_RETURN_IF_ERROR(AwaitAdmissionLocked(lock, index, wait));
     now = clock_->Now();
   }
@@ -282,36 +282,6 @@ void CoordinatorState::OnFailureLocked(Failure failure) {
     return;
   }
   EndJobLocked(JobPhase::kFailed, what);
-}
-
-void CoordinatorState::OpenNextRoundLocked() {
-  std::vector<int> alive;  // the running round's members that are not lost: awaited in the next
-  for (const RoundMember& m : rendezvous_.members())
-    if (nodes_[m.node_index].state != AgentState::kLost) alive.push_back(m.node_index);
-  const int next = rendezvous_.round() + 1;
-  phase_ = JobPhase::kRestarting;
-  rendezvous_.Open(next, clock_->Now());
-  for (int index : alive) rendezvous_.Expect(index);
-  kv_.SetRound(next);
-  kv_cv_.notify_all();
-  round_cv_.notify_all();
-  ChangedLocked();
-}
-
-// A node the open round awaits (a member of the last one) that went silent for node_timeout is
-// lost: the round no longer waits for it.
-void CoordinatorState::CheckAwaitedLocked(SteadyTime now) {
-  for (int index : rendezvous_.Awaited()) {
-    NodeRecord& node = nodes_[index];
-    SteadyTime last = std::max(node.last_heartbeat.value_or(SteadyTime()), rendezvous_.opened_at());
-    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
-    if (silent <= config_.node_timeout) continue;
-    node.state = AgentState::kLost;
-    rendezvous_.MarkLost(index);
-    DS_LOG_WARN("coord", "round {}: node {} is lost (no heartbeat for {}): not waited for",
-                rendezvous_.round(), config_.nodes[index].name, FormatSeconds(silent));
-    ChangedLocked();
-  }
 }
 
 void CoordinatorState::EndJobLocked(JobPhase phase, const std::string& message) {

@@ -164,15 +164,15 @@ class CoordinatorState {
   // coordinator_state_copies.cc: the round's in-memory copies in each member's JoinResult (where
   // its ranks send theirs; after a failure the step to resume from and the copies' sources).
   void AssignCopiesLocked(int round, int world);
-  // coordinator_state_admit.cc: a node joining a running elastic job that has room for it; with
+  // coordinator_state_rounds.cc: a node joining a running elastic job that has room for it; with
   // in-memory copies it is admitted at once (round r+1 opens; not a restart), without them it
   // waits for the next round.
   bool WaitsForAdmissionLocked(int node_index) const;
   Status AwaitAdmissionLocked(std::unique_lock<std::mutex>& lock, int node_index,
                               const WaitOptions& wait);
-  // Round r+1 opens (RESTARTING): the running agents are answered STOP_WORKERS, and the round
-  // awaits every member of round r that is not lost (Rendezvous::Expect) until it joins or goes
-  // silent for node_timeout (CheckAwaitedLocked).
+  // coordinator_state_rounds.cc too: round r+1 opens (RESTARTING): the running agents are
+  // answered STOP_WORKERS, and the round awaits every member of round r that is not lost
+  // (Rendezvous::Expect) until it joins or goes silent for node_timeout (CheckAwaitedLocked).
   void OpenNextRoundLocked();
   void CheckAwaitedLocked(SteadyTime now);
   void CheckNodesLocked(SteadyTime now);

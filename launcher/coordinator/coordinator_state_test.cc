@@ -276,6 +276,36 @@ TEST_CASE("CoordinatorState: without copies the waiting node joins the restart r
   CHECK(state->Snapshot().restarts == 1);
 }
 
+TEST_CASE("CoordinatorState: a restart round awaits live members past the last call",
+          "[coordinator][elastic]") {
+  FakeClock clock;
+  CoordinatorConfig config = Config({{"a", 1}, {"b", 1}, {"c", 1}});
+  config.min_nodes = 1;
+  config.max_restarts = 1;
+  auto state = MakeState(config, &clock);
+  JoinAll(state.get());
+  CHECK(Exit(state.get(), "a", 1, 0, 3).ok());  // round 2 opens
+  auto ja = AsyncJoin(state.get(), "a", 2);
+  AwaitJoined(state.get(), "a");
+  // b still stops its workers (it heartbeats), c went silent: past the last call (5 s) the
+  // round waits for b, and c is lost once silent for node_timeout (3 s).
+  for (int i = 0; i < 8; ++i) {
+    clock.Advance(seconds(1));
+    Beat(state.get(), "a", 1);
+    Beat(state.get(), "b", 1);
+    state->Tick();
+  }
+  CHECK(ja.wait_for(milliseconds(50)) == std::future_status::timeout);
+  JobStatus status = state->Snapshot();
+  CHECK(status.phase == JobPhase::kRestarting);
+  CHECK(status.nodes[2].state == AgentState::kLost);
+  auto jb = AsyncJoin(state.get(), "b", 2);  // closes at once: every node not lost joined
+  StatusOr<JoinResult> ra = ja.get();
+  REQUIRE(ra.ok());
+  CHECK(ra->world_size == 2);
+  REQUIRE(jb.get().ok());
+}
+
 TEST_CASE("CoordinatorState: a silent node is LOST and fails the job", "[coordinator]") {
   FakeClock clock;
   auto state = MakeState(Config({{"a", 1}, {"b", 1}}), &clock);

@@ -1,19 +1,54 @@
-// CoordinatorState: admitting a node that joins a running elastic job (--nnodes MIN:MAX). A node
-// of the hostfile that is not in the running round, while the round has fewer members than
-// max_nodes, is admitted at a round boundary:
+// CoordinatorState's round transitions: the next round opened (a restart after a failure, or a
+// rescale that admits a node), the last round's live members awaited in it, and admission.
+//
+// A node of the hostfile that asks to join a running elastic job (--nnodes MIN:MAX) with fewer
+// members than max_nodes is admitted at a round boundary:
 //  - with in-memory copies (fault_tolerance.in_memory_interval), at once: round r+1 opens (a
 //    rescale, not counted against --max_restarts), the running agents are answered STOP_WORKERS
 //    and join it, and every rank of the larger world cuts its part out of the newest complete
 //    copies (memory_copies.h), so the job gives back at most the interval's steps;
 //  - without them, at the next round a failure opens: restarting now would send every rank back
 //    to the disk checkpoint (or step 0) and lose the steps since, so the node waits.
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "launcher/coordinator/coordinator_state.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
 
 namespace ds::launcher {
+
+void CoordinatorState::OpenNextRoundLocked() {
+  std::vector<int> alive;  // the running round's members that are not lost: awaited in the next
+  for (const RoundMember& m : rendezvous_.members())
+    if (nodes_[m.node_index].state != AgentState::kLost) alive.push_back(m.node_index);
+  const int next = rendezvous_.round() + 1;
+  phase_ = JobPhase::kRestarting;
+  rendezvous_.Open(next, clock_->Now());
+  for (int index : alive) rendezvous_.Expect(index);
+  kv_.SetRound(next);
+  kv_cv_.notify_all();
+  round_cv_.notify_all();
+  ChangedLocked();
+}
+
+// A node the open round awaits (a member of the last one) that went silent for node_timeout is
+// lost: the round no longer waits for it.
+void CoordinatorState::CheckAwaitedLocked(SteadyTime now) {
+  for (int index : rendezvous_.Awaited()) {
+    NodeRecord& node = nodes_[index];
+    SteadyTime last = std::max(node.last_heartbeat.value_or(SteadyTime()), rendezvous_.opened_at());
+    auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
+    if (silent <= config_.node_timeout) continue;
+    node.state = AgentState::kLost;
+    rendezvous_.MarkLost(index);
+    DS_LOG_WARN("coord", "round {}: node {} is lost (no heartbeat for {}): not waited for",
+                rendezvous_.round(), config_.nodes[index].name, FormatSeconds(silent));
+    ChangedLocked();
+  }
+}
 
 bool CoordinatorState::WaitsForAdmissionLocked(int node_index) const {
   return phase_ == JobPhase::kRunning && rendezvous_.closed() &&
