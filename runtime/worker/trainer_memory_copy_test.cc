@@ -162,11 +162,12 @@ TEST_CASE("copies of 4 ranks cut for 2: ZeRO-3, tensor and pipeline parallelism"
     const char* extra;
   };
   // 4 ranks -> 2: dp 4 -> 2 at stage 3; tp 2 (or pp 2) x dp 2 -> x dp 1, each slice's (stage's)
-  // ranks cutting from the old copies of the same slice (stage).
+  // ranks cutting from the old copies of the same slice (stage); Ulysses 2 over 2 data ranks -> 1
+  // (its ranks are data-parallel ranks of one flat space).
   for (const Case& c :
        {Case{3, ""}, Case{3, "bf16: {enabled: true}\n"}, Case{1, "parallel: {tensor: 2}\n"},
         Case{2, "parallel: {tensor: 2}\nbf16: {enabled: true}\n"},
-        Case{1, "parallel: {pipeline: 2}\n"}}) {
+        Case{1, "parallel: {pipeline: 2}\n"}, Case{2, "parallel: {ulysses: 2}\n"}}) {
     INFO("stage " << c.stage << " " << c.extra);
     const std::string yaml = testing::TinyGptJob(data, 2, c.stage, "cpu", c.extra);
     std::vector<Status> errors;

@@ -101,7 +101,8 @@ no_leftovers "$D" "hanging worker"
 
 # --- a node that never joins: the rendezvous names it ---
 D=$BASE/nojoin; job "$D" 10
-printf '#!/bin/sh\ncase "$*" in *127.0.0.2*) exec sleep 30 ;; esac\nexec %s "$@"\n' "$AGENT" > "$D/agent.sh"
+NAP="sleep 30.000$$"  # this test's own sleeper: removed by its exact command line, not by "sleep 30"
+printf '#!/bin/sh\ncase "$*" in *127.0.0.2*) exec %s ;; esac\nexec %s "$@"\n' "$NAP" "$AGENT" > "$D/agent.sh"
 chmod +x "$D/agent.sh"
 "$LAUNCH" "$D/job.yaml" --hostfile "$BASE/hosts" --worker "$WORKER" --agent "$D/agent.sh" \
   --rdzv_timeout 2 --heartbeat 0.5 > "$D/out" 2>&1 & echo $! > "$D/pid"
@@ -109,7 +110,7 @@ exit_of "$D" 20
 grep -q "1/2 nodes joined" "$D/out" && grep -q "missing: 127.0.0.2" "$D/out" \
   && pass "rendezvous timeout names the missing node" || { fail "rendezvous timeout (exit $rc)"; tail -5 "$D/out"; }
 [[ $rc == 1 ]] || fail "rendezvous timeout: exit $rc"
-pkill -9 -f "$D/agent.sh" 2>/dev/null; pkill -9 -f "sleep 30" 2>/dev/null
+pkill -9 -f "$D/agent.sh" 2>/dev/null; pkill -9 -xf "$NAP" 2>/dev/null
 
 # --- --max_restarts: a killed worker restarts the round, which resumes from the checkpoint ---
 D=$BASE/restart; job "$D" 3000 "checkpoint: {dir: $BASE/restart/ckpt, save_interval: 100, load: latest}"
