@@ -74,6 +74,7 @@ StatusOr<parallel::BufferView> TensorView(const Tensor& t, int64_t count, const 
                                 "that count");
   return parallel::BufferView(t.data(), count, t.dtype());
 }
+
 StatusOr<float*> CheckpointSliceOf(exec::Executor* e, int tensor, int64_t count) {
   const Tensor t = e->CheckpointSlice(tensor);
   if (!t.defined() || t.dtype() != DType::kF32 || t.numel() != count)
