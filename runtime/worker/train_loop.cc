@@ -27,11 +27,6 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
     if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
     progress.Report(m);
     if (hooks.after_step) hooks.after_step(m);
-    if (hooks.copier && trainer->step() % c.fault_tolerance.in_memory_interval == 0) {
-      trainer->beacon().Outside(trainer->step(), "memory copy");
-      DS_RETURN_IF_ERROR(hooks.copier->Copy(
-          trainer->step(), [&](int fd, uint32_t* crc) { return trainer->SnapshotTo(fd, crc); }));
-    }
     double val = std::numeric_limits<double>::quiet_NaN();
     bool last = trainer->step() == trainer->total_steps();
     if (c.data.has_validation() && c.monitor.eval_interval > 0 &&
@@ -45,6 +40,13 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
     }
     csv.Write(m, val);
     DS_RETURN_IF_ERROR(step_monitor->Step(m, val, trainer->InstructionProfile(), stdout));
+    // After the step's row: a rank stopped once the copy is complete (a restart, a rescale)
+    // resumes after this step, whose row must then be in the file already.
+    if (hooks.copier && trainer->step() % c.fault_tolerance.in_memory_interval == 0) {
+      trainer->beacon().Outside(trainer->step(), "memory copy");
+      DS_RETURN_IF_ERROR(hooks.copier->Copy(
+          trainer->step(), [&](int fd, uint32_t* crc) { return trainer->SnapshotTo(fd, crc); }));
+    }
     if (!c.checkpoint.dir.empty() &&
         ((c.checkpoint.save_interval > 0 && trainer->step() % c.checkpoint.save_interval == 0) ||
          last)) {
