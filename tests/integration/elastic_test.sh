@@ -46,8 +46,6 @@ launch() {  # launch DIR ARGS...
     --heartbeat 0.5 --node_timeout 2 --grace 1 "$@" > "$d/out" 2>&1 &
   echo $! > "$d/pid"
 }
-last_step() { tail -1 "$1/metrics.csv" 2>/dev/null | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0; }
-past() { (($(last_step "$1") >= $2)); }
 
 STEPS=1200
 REF=$BASE/reference; job "$REF" $STEPS

@@ -1,4 +1,4 @@
-# Sourced by the launch tests (launch_test, hang_test, netns_hang_test): the checks, bounded
+# Sourced by the launch tests (launch_test, hang_test, netns_hang_test, the memory and elastic tests): the checks, bounded
 # waits and leftover-process sweeps they share. The caller sets LAUNCH (ds-launch) and fails=0.
 # The agents' in-memory copy directories go under the test's own directory, so that an agent a
 # test kills with SIGKILL leaves none in /dev/shm.
@@ -37,3 +37,7 @@ curve_after() {
             if (s + 0 <= from + 20 && d > near) near = d; if (d > far) far = d }
           printf "%d %d %.2e %.2e", n, bad + 0, near, far }' "$1" "$2"
 }
+# last_step DIR: the step of DIR/metrics.csv's last row (0 before the first); past DIR STEP: it
+# reached STEP.
+last_step() { tail -1 "$1/metrics.csv" 2>/dev/null | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0; }
+past() { (($(last_step "$1") >= $2)); }

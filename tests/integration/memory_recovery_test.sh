@@ -42,8 +42,6 @@ launch() {  # launch DIR ARGS...: runs ds-launch in the background, output in DI
     --heartbeat 0.5 --node_timeout 30 --grace 1 "$@" > "$d/out" 2>&1 &
   echo $! > "$d/pid"
 }
-last_step() { tail -1 "$1/metrics.csv" 2>/dev/null | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0; }
-past() { (($(last_step "$1") >= $2)); }
 # Every row of the run in DIR equals the failure-free run's row of its step (step, loss, lr,
 # grad norm); prints the number of rows compared.
 same_curve() {  # same_curve DIR REFERENCE_DIR

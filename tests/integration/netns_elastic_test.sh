@@ -53,8 +53,6 @@ launch() {  # launch DIR ARGS...
     --grace 1 --nnodes 1:2 --max_restarts 1 --rdzv_last_call 3 "$@" > "$d/out" 2>&1 &
   echo $! > "$d/pid"
 }
-last_step() { tail -1 "$1/metrics.csv" 2>/dev/null | cut -d, -f1 | grep -E '^[0-9]+$' || echo 0; }
-past() { (($(last_step "$1") >= $2)); }
 
 REF=$BASE/reference; job "$REF"
 launch "$REF"
