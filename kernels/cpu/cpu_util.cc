@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/exp_simd.h"
 #include "kernels/cpu/few_rows_gemm.h"
+#include "runtime/core/cpu_isa.h"
 
 #include <cblas.h>
 
@@ -135,10 +136,7 @@ float ExpScalar(float x) {
 
 }  // namespace
 
-bool CpuHasAvx512() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
+bool CpuHasAvx512() { return ds::CpuHasAvx512(); }
 
 void ExpArray(const float* x, float* y, int64_t n) {
   int64_t i = 0;

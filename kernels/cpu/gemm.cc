@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_util.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
@@ -22,6 +23,19 @@ using dnnl::memory;
 std::atomic<GemmLibrary> g_library{GemmLibrary::kAuto};
 constexpr int64_t kAutoPlainBColumns = 768;  // GemmLibrary::kAuto's rule
 std::atomic<int64_t> g_made{0};
+
+// DS_CPU_ISA's cap (runtime/core/cpu_isa.h) reaches oneDNN before its first primitive: oneDNN
+// fixes its ISA at first use, so this runs while the program starts.
+[[maybe_unused]] const bool g_onednn_capped = [] {
+  if (!CpuIsaCapped()) return false;
+  try {
+    dnnl::set_max_cpu_isa(HostCpuIsa() == CpuIsa::kAvx2 ? dnnl::cpu_isa::avx2
+                                                        : dnnl::cpu_isa::avx512_core);
+  } catch (const dnnl::error& e) {
+    std::fprintf(stderr, "DS_CPU_ISA: oneDNN kept its ISA (%s)\n", e.what());
+  }
+  return true;
+}();
 
 struct Key {
   GemmShape s;
@@ -221,6 +235,7 @@ std::string OneDnnIsa() {
 }
 
 bool HasNativeBf16Gemm() {
+  if (HostCpuIsa() != CpuIsa::kAvx512Bf16) return false;
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
@@ -99,6 +100,16 @@ TEST_CASE("Gemm: fp32 products against fp64, oneDNN, OpenBLAS and auto", "[kerne
     }
   }
   SetGemmLibrary(GemmLibrary::kOneDnn);
+}
+
+// gemm_avx2_test runs this file with DS_CPU_ISA=avx2: oneDNN must be held to AVX2 too, and no
+// product may take the bf16 dot-product path.
+TEST_CASE("DS_CPU_ISA reaches oneDNN: native bf16 only where the cap allows it",
+          "[kernels][gemm]") {
+  INFO("host ISA " << CpuIsaName(HostCpuIsa()) << ", oneDNN ISA " << OneDnnIsa());
+  if (HostCpuIsa() != CpuIsa::kAvx512Bf16) CHECK_FALSE(HasNativeBf16Gemm());
+  if (HostCpuIsa() == CpuIsa::kAvx2) CHECK(OneDnnIsa() == "avx2");
+  if (HostCpuIsa() == CpuIsa::kAvx512) CHECK(OneDnnIsa().rfind("avx512", 0) == 0);
 }
 
 TEST_CASE("GemmBf16: native and widened bf16 products against fp64", "[kernels][gemm]") {

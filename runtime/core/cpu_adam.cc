@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/core/cpu_adam_simd.h"
+#include "runtime/core/cpu_isa.h"
 
 namespace ds {
 namespace internal {
@@ -44,12 +45,13 @@ namespace {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
-// DS_CPU_ADAM_ISA=scalar|avx2 caps the choice (tests compare the paths on one machine).
+// DS_CPU_ADAM_ISA=scalar|avx2 caps the choice (tests compare the paths on one machine), below
+// DS_CPU_ISA's cap for every kernel.
 Isa Detect() {
   __builtin_cpu_init();
   Isa best = Isa::kScalar;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) best = Isa::kAvx2;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) best = Isa::kAvx512;
+  if (CpuHasAvx512()) best = Isa::kAvx512;  // DS_CPU_ISA can cap it (cpu_isa.h)
   const char* cap = std::getenv("DS_CPU_ADAM_ISA");
   if (cap && std::string(cap) == "scalar") return Isa::kScalar;
   if (cap && std::string(cap) == "avx2" && best == Isa::kAvx512) return Isa::kAvx2;

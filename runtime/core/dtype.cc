@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/core/bf16_simd.h"
+#include "runtime/core/cpu_isa.h"
 
 namespace ds {
 
@@ -95,10 +96,7 @@ __attribute__((target("avx512f"))) inline __m512 Bf16ToF32x16(const uint16_t* sr
   return bf16_simd::Load16(src);
 }
 
-bool HasAvx512() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
+bool HasAvx512() { return CpuHasAvx512(); }
 
 // The 16-float groups of [i, end) of each bulk conversion; they return where they stopped.
 __attribute__((target("avx512f"))) int64_t F32ToBf16Run16(const float* src, uint16_t* dst,

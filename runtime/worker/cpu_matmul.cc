@@ -1,6 +1,7 @@
 #include "runtime/worker/cpu_matmul.h"
 
 #include "kernels/cpu/gemm.h"
+#include "runtime/core/cpu_isa.h"
 
 namespace ds::worker {
 
@@ -15,6 +16,9 @@ std::string ApplyCpuGemm(const config::JobConfig& job) {
                                                          : "oneDNN, OpenBLAS for fp32 products "
                                                            "with a plain B of 768+ columns (auto)";
   line += " (oneDNN ISA " + kernels::cpu::OneDnnIsa() + ")";
+  if (CpuIsaCapped())
+    line += std::string("; DS_CPU_ISA caps the host's kernels at ") + CpuIsaName(HostCpuIsa()) +
+            " (the CPU has " + CpuIsaName(DetectedCpuIsa()) + ")";
   if (!job.bf16.enabled || job.device.type != config::DeviceType::kCpu) return line;
   if (CpuMatmulDtype(job) == DType::kBF16)
     return line + "; bf16 products: bf16 inputs, fp32 accumulation (" +
