@@ -8,14 +8,17 @@
 //   ds-launch status [--coordinator A --token_file F] [--tls_*] [--json] [--watch]
 //   ds-launch stop [--coordinator A --token_file F] [--tls_*]
 //   ds-launch plan job.yaml --world N [--json] [--stage S] [--dump]   (no process started)
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "launcher/coordinator/coordinator_client.h"
 #include "launcher/coordinator/status_format.h"
+#include "launcher/hostfile.h"
 #include "launcher/launch/job_dir.h"
 #include "launcher/launch/launcher.h"
 #include "runtime/planner/plan_command.h"
@@ -207,11 +210,49 @@ int Launch(int argc, char** argv) {
 }  // namespace
 }  // namespace ds::launcher
 
+namespace ds::launcher {
+namespace {
+
+// `ds-launch plan JOB --hostfile H ...`: the planner does not read hostfiles; the nodes' slots
+// and which machine each is (loopback names are this one) go to it as --node-slots and
+// --host-of-node. Returns the exit code of the plan command.
+int Plan(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a != "--hostfile" || i + 1 >= argc) {
+      args.push_back(a);
+      continue;
+    }
+    auto hosts = LoadHostfile(argv[++i]);
+    if (!hosts.ok()) {
+      std::fprintf(stderr, "ds-launch plan: %s\n", hosts.status().message().c_str());
+      return 1;
+    }
+    std::string slots, machine;
+    std::vector<std::string> names;
+    for (const HostSlots& h : *hosts) {
+      const bool here = h.host == "localhost" || h.host.rfind("127.", 0) == 0;
+      const std::string name = here ? "localhost" : h.host;
+      auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) it = names.insert(names.end(), name);
+      slots += (slots.empty() ? "" : ",") + std::to_string(h.slots);
+      machine += (machine.empty() ? "" : ",") + std::to_string(it - names.begin());
+    }
+    args.insert(args.end(), {"--node-slots", slots, "--host-of-node", machine});
+  }
+  std::vector<char*> v;
+  for (std::string& a : args) v.push_back(a.data());
+  return planner::RunPlanCommand(static_cast<int>(v.size()), v.data());
+}
+
+}  // namespace
+}  // namespace ds::launcher
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "status") == 0)
     return ds::launcher::Status_(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "stop") == 0) return ds::launcher::Stop(argc - 1, argv + 1);
-  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0)
-    return ds::planner::RunPlanCommand(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0) return ds::launcher::Plan(argc - 1, argv + 1);
   return ds::launcher::Launch(argc, argv);
 }

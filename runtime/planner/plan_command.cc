@@ -14,6 +14,7 @@
 #include "runtime/config/job_config.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_summary.h"
+#include "runtime/planner/auto_command.h"
 #include "runtime/planner/fit_advice.h"
 #include "runtime/planner/generation_summary.h"
 #include "runtime/planner/plan_builder.h"
@@ -29,9 +30,39 @@ struct Flags {
   bool dump = false;
   double host_memory_gib = 0;  // per node; 0: this machine's
   int ranks_per_node = 0;      // 0: all of them on one node
+  bool auto_layout = false;    // --auto: rank every layout (auto_command.h)
+  std::string node_slots;      // "2,2": ranks per node (ds-launch: from --hostfile)
+  std::string host_of_node;    // "0,0": the machine of each node
+  std::string rates;
+  int threads = 0;
+  int top = 10;
 };
 
+StatusOr<std::string> RunAuto(const Flags& f) {
+  AutoRequest q;
+  q.job = f.job;
+  if (!f.node_slots.empty()) {
+    DS_ASSIGN_OR_RETURN(q.node_slots, ParseIntList(f.node_slots, "--node-slots"));
+  } else if (f.world > 0) {
+    q.node_slots = {f.world};
+  }
+  if (!f.host_of_node.empty()) {
+    DS_ASSIGN_OR_RETURN(q.host_of_node, ParseIntList(f.host_of_node, "--host-of-node"));
+    if (q.host_of_node.size() != q.node_slots.size())
+      return InvalidArgumentError("--host-of-node names " + std::to_string(q.host_of_node.size()) +
+                                  " nodes, --node-slots " + std::to_string(q.node_slots.size()));
+  }
+  q.threads = f.threads;
+  q.rates = f.rates;
+  q.host_memory_gib = f.host_memory_gib;
+  q.json = f.json;
+  q.top = f.top;
+  return RunAutoPlan(q);
+}
+
 StatusOr<std::string> Run(const Flags& f) {
+  if (f.auto_layout) return RunAuto(f);
+  if (f.world <= 0) return InvalidArgumentError("--world is required (or --auto with the nodes)");
   DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(f.job));
   if (f.stage >= 0) job.zero.stage = f.stage;
   DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
@@ -81,9 +112,7 @@ int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) 
       "ds-plan: plan one optimizer step of a job and print its memory "
       "and traffic"};
   app.add_option("job", f.job, "job config (YAML or JSON)")->required();
-  app.add_option("--world,-n", f.world, "world size (number of ranks)")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  app.add_option("--world,-n", f.world, "world size (number of ranks)")->check(CLI::PositiveNumber);
   app.add_option("--stage", f.stage,
                  "override zero_optimization.stage (overlap_comm keeps the file's value)")
       ->check(CLI::Range(0, 3));
@@ -95,6 +124,15 @@ int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) 
                  "ranks sharing a node's memory (default: all of them)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--dump", f.dump, "print the whole plan (protobuf text format)");
+  app.add_flag("--auto", f.auto_layout,
+               "rank every layout that fits by predicted step time (the cost model)");
+  app.add_option("--node-slots", f.node_slots, "--auto: ranks per node, e.g. 2,2");
+  app.add_option("--host-of-node", f.host_of_node,
+                 "--auto: the machine of each node, e.g. 0,0 for two nodes on one machine");
+  app.add_option("--rates", f.rates, "--auto: the host's rate table (ds-worker calibrate)");
+  app.add_option("--threads", f.threads, "--auto: compute threads per rank")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--top", f.top, "--auto: rows to print")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -44,6 +44,7 @@
 #include "runtime/worker/copy_stores.h"
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/flops_profiler.h"
+#include "runtime/worker/host_calibration.h"
 #include "runtime/worker/plan_beacon.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
@@ -374,6 +375,8 @@ int main(int argc, char** argv) {
   // the peer) instead of killing this rank with SIGPIPE, which would read as a second root cause.
   signal(SIGPIPE, SIG_IGN);
   ds::worker::EnsureBlasKernels(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "calibrate")
+    return ds::worker::CalibrateCommand(argc - 1, argv + 1);
   CLI::App app{"ds-worker: train one rank (standalone, or started by ds-agent)"};
   ds::worker::Flags f;
   app.add_option("--config,-c", f.config, "job config (YAML or JSON)")->required();

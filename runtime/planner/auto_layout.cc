@@ -1,0 +1,219 @@
+#include "runtime/planner/auto_layout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+
+#include "runtime/base/json.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/planner/plan_builder.h"
+
+namespace ds::planner {
+namespace {
+
+std::vector<int> Divisors(int64_t n) {
+  std::vector<int> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(static_cast<int>(i));
+  return d;
+}
+
+std::vector<int> NodeOfRank(const std::vector<int>& slots) {
+  std::vector<int> node;
+  for (size_t n = 0; n < slots.size(); ++n) node.insert(node.end(), slots[n], static_cast<int>(n));
+  return node;
+}
+
+std::vector<int> HostOfRank(const AutoOptions& o, const std::vector<int>& node_of) {
+  std::vector<int> host;
+  for (int n : node_of)
+    host.push_back(n < static_cast<int>(o.host_of_node.size()) ? o.host_of_node[n] : n);
+  return host;
+}
+
+// Plans `layout` and predicts it; false (with the reason) when the planner refuses it.
+StatusOr<bool> Evaluate(const Graph& graph, const plan::PlanConfig& base, const AutoOptions& o,
+                        const std::vector<int>& node_of, Layout* layout, std::string* why) {
+  const plan::PlanConfig config = layout->Apply(base);
+  const int world = static_cast<int>(node_of.size());
+  auto topo = plan::TopologyFor(world, config);
+  auto plan = topo.ok() ? MakePlan(graph, *topo, config) : StatusOr<proto::Plan>(topo.status());
+  if (!plan.ok()) {
+    *why = layout->Name() + ": " + plan.status().message();
+    return false;
+  }
+  const std::vector<int> host_of = HostOfRank(o, node_of);
+  std::map<int, int> per_host;  // ranks sharing a machine's memory
+  for (int h : host_of) ++per_host[h];
+  double worst = -1;  // the rank closest to (or furthest over) its node's share
+  for (int r = 0; r < world; ++r) {
+    const int64_t peak = plan->ranks(r).memory().peak_bytes();
+    const int64_t budget = o.host_memory_per_node / per_host[host_of[r]];
+    if (double(peak) / budget <= worst) continue;
+    worst = double(peak) / budget;
+    layout->peak_bytes = peak;
+    layout->budget_bytes = budget;
+  }
+  if (layout->peak_bytes > layout->budget_bytes) return true;  // planned; does not fit
+  DS_ASSIGN_OR_RETURN(layout->prediction,
+                      PredictStep(*plan, graph, config, node_of, host_of, o.rates));
+  const double tokens = double(base.train_batch_size) * base.seq_len;
+  layout->tokens_per_s = tokens / (layout->prediction.step_ms / 1e3);
+  return true;
+}
+
+}  // namespace
+
+std::string Layout::Name() const {
+  char s[160];
+  std::snprintf(s, sizeof s, "tp %d pp %d dp %d zero %d micro %lld x gas %lld recompute %s", tp, pp,
+                dp, stage, static_cast<long long>(micro), static_cast<long long>(gas),
+                RecomputeModeName(recompute));
+  return s;
+}
+
+plan::PlanConfig Layout::Apply(const plan::PlanConfig& base) const {
+  plan::PlanConfig c = base;
+  c.tensor = tp;
+  c.pipeline = pp;
+  c.stage = stage;
+  c.micro_batch_size = micro;
+  c.gradient_accumulation_steps = gas;
+  c.recompute = recompute;
+  return c;
+}
+
+StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& base,
+                                   const AutoOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int> node_of = NodeOfRank(o.node_slots);
+  const int world = static_cast<int>(node_of.size());
+  if (world < 1) return InvalidArgumentError("parallel: auto: no ranks to place");
+  if (base.train_batch_size < 1)
+    return InvalidArgumentError("parallel: auto needs train_batch_size (the global batch)");
+  AutoResult r;
+  for (int tp : Divisors(world)) {
+    for (int pp : Divisors(world / tp)) {
+      if (pp > std::max(1, graph.num_blocks)) continue;
+      const int dp = world / tp / pp;
+      if (base.train_batch_size % dp != 0) continue;
+      for (int micro : Divisors(base.train_batch_size / dp)) {
+        const int64_t gas = base.train_batch_size / dp / micro;
+        if (pp > 1 && gas < pp) continue;  // fewer micro-batches than stages: all bubble
+        for (int stage = 0; stage <= 3; ++stage) {
+          for (RecomputeMode rc : {RecomputeMode::kNone, RecomputeMode::kFull}) {
+            Layout l{tp, pp, dp, stage, micro, gas, rc};
+            std::string why;
+            ++r.planned;
+            DS_ASSIGN_OR_RETURN(bool made, Evaluate(graph, base, o, node_of, &l, &why));
+            if (!made) {
+              ++r.refused;
+              if (r.refusals.size() < 5) r.refusals.push_back(why);
+              break;  // recompute does not make a refused layout possible
+            }
+            if (l.peak_bytes <= l.budget_bytes) {
+              r.layouts.push_back(l);
+              break;  // it fits without recompute: recompute would only add compute
+            }
+            ++r.too_big;
+            const bool closer = r.closest.budget_bytes == 0 ||
+                                double(l.peak_bytes) / l.budget_bytes <
+                                    double(r.closest.peak_bytes) / r.closest.budget_bytes;
+            if (closer) r.closest = l;
+          }
+        }
+      }
+    }
+  }
+  std::stable_sort(r.layouts.begin(), r.layouts.end(), [](const Layout& a, const Layout& b) {
+    return a.prediction.step_ms < b.prediction.step_ms;
+  });
+  r.search_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string ExplainLead(const Layout& best, const Layout& next) {
+  const StepPrediction &a = best.prediction, &b = next.prediction;
+  std::string kind;
+  double most = 0;
+  for (const auto& [k, ms] : b.kind_ms) {
+    const double mine = a.kind_ms.count(k) ? a.kind_ms.at(k) : 0;
+    if (std::fabs(ms - mine) > std::fabs(most)) {
+      most = ms - mine;
+      kind = k;
+    }
+  }
+  for (const auto& [k, ms] : a.kind_ms)
+    if (!b.kind_ms.count(k) && std::fabs(ms) > std::fabs(most)) {
+      most = -ms;
+      kind = k;
+    }
+  char s[512];
+  std::snprintf(s, sizeof s,
+                "why %s leads %s by %.1f ms: compute %.1f vs %.1f ms, communication not hidden "
+                "by compute %.1f vs %.1f ms; the largest difference is %s (%+.1f ms in the "
+                "other)",
+                best.Name().c_str(), next.Name().c_str(), b.step_ms - a.step_ms, a.compute_ms,
+                b.compute_ms, a.exposed_comm_ms, b.exposed_comm_ms, kind.c_str(), most);
+  return s;
+}
+
+std::string FormatAutoResult(const AutoResult& r, int top) {
+  std::string out;
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "auto: %d layouts planned in %.2f s: %zu fit, %d over the memory per rank, %d "
+                "refused by the planner\n",
+                r.planned, r.search_ms / 1e3, r.layouts.size(), r.too_big, r.refused);
+  out += line;
+  std::snprintf(line, sizeof line, "%4s  %-56s %11s %10s %11s %11s %11s\n", "rank", "layout",
+                "step ms", "tokens/s", "peak MiB", "intra MiB", "inter MiB");
+  out += line;
+  for (int i = 0; i < std::min<int>(top, static_cast<int>(r.layouts.size())); ++i) {
+    const Layout& l = r.layouts[i];
+    std::snprintf(line, sizeof line, "%4d  %-56s %11.1f %10.0f %11.1f %11.1f %11.1f\n", i + 1,
+                  l.Name().c_str(), l.prediction.step_ms, l.tokens_per_s, l.peak_bytes / 1048576.0,
+                  l.prediction.intra_bytes / 1048576.0, l.prediction.inter_bytes / 1048576.0);
+    out += line;
+  }
+  if (r.layouts.size() >= 2) out += ExplainLead(r.layouts[0], r.layouts[1]) + "\n";
+  for (const std::string& why : r.refusals) out += "  refused: " + why + "\n";
+  return out;
+}
+
+std::string AutoResultJson(const AutoResult& r, int top) {
+  Json layouts = Json::Array();
+  for (int i = 0; i < std::min<int>(top, static_cast<int>(r.layouts.size())); ++i) {
+    const Layout& l = r.layouts[i];
+    Json o = Json::Object();
+    o.Set("name", Json::String(l.Name()));
+    o.Set("tp", Json::Int(l.tp));
+    o.Set("pp", Json::Int(l.pp));
+    o.Set("dp", Json::Int(l.dp));
+    o.Set("zero_stage", Json::Int(l.stage));
+    o.Set("micro_batch", Json::Int(l.micro));
+    o.Set("gradient_accumulation_steps", Json::Int(l.gas));
+    o.Set("recompute", Json::String(RecomputeModeName(l.recompute)));
+    o.Set("predicted_step_ms", Json::Double(l.prediction.step_ms));
+    o.Set("predicted_compute_ms", Json::Double(l.prediction.compute_ms));
+    o.Set("predicted_exposed_comm_ms", Json::Double(l.prediction.exposed_comm_ms));
+    o.Set("tokens_per_s", Json::Double(l.tokens_per_s));
+    o.Set("peak_bytes", Json::Int(l.peak_bytes));
+    o.Set("intra_node_bytes", Json::Int(l.prediction.intra_bytes));
+    o.Set("inter_node_bytes", Json::Int(l.prediction.inter_bytes));
+    layouts.Append(std::move(o));
+  }
+  Json out = Json::Object();
+  out.Set("layouts", std::move(layouts));
+  out.Set("planned", Json::Int(r.planned));
+  out.Set("refused", Json::Int(r.refused));
+  out.Set("over_memory", Json::Int(r.too_big));
+  out.Set("search_ms", Json::Double(r.search_ms));
+  return out.Dump(1) + "\n";
+}
+
+}  // namespace ds::planner

@@ -1,0 +1,69 @@
+// `parallel: auto` and `ds-launch plan --auto`: every layout of a job over the given nodes that
+// the planner can make and that fits each rank's memory, ranked by the cost model's predicted
+// step time (step_sim.h). The grid: tensor x pipeline x data sizes of the world (at most one
+// pipeline stage per block; tensor parallelism across nodes is not ruled out but priced by the
+// link it crosses), ZeRO
+// stages 0-3, every micro-batch and accumulation count that makes train_batch_size, and
+// activation recompute. Pruned, not enumerated blindly: recompute is tried only for a layout
+// that does not fit without it (it only adds compute), and a layout the planner refuses is
+// dropped with its reason. Expert and Ulysses parallelism keep the job's own sizes.
+//
+//   DS_ASSIGN_OR_RETURN(AutoResult r, SearchLayouts(graph, config, {slots, memory, rates}));
+//   r.layouts[0] is the fastest that fits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/base/status.h"
+#include "runtime/graph/graph.h"
+#include "runtime/plan/plan_config.h"
+#include "runtime/planner/host_rates.h"
+#include "runtime/planner/step_sim.h"
+
+namespace ds::planner {
+
+struct AutoOptions {
+  std::vector<int> node_slots;       // ranks per node, in hostfile order
+  std::vector<int> host_of_node;     // the machine each node is (empty: each its own)
+  int64_t host_memory_per_node = 0;  // bytes per machine; each rank gets its machine's share
+  HostRates rates;
+};
+
+struct Layout {
+  int tp = 1, pp = 1, dp = 1, stage = 0;
+  int64_t micro = 1, gas = 1;
+  RecomputeMode recompute = RecomputeMode::kNone;
+  int64_t peak_bytes = 0;    // the largest rank's planned peak
+  int64_t budget_bytes = 0;  // what that rank's node gives it
+  StepPrediction prediction;
+  double tokens_per_s = 0;
+  std::string Name() const;  // "tp 2 pp 1 dp 2 zero 1 micro 4 x gas 2 recompute none"
+  // The job's config with this layout applied.
+  plan::PlanConfig Apply(const plan::PlanConfig& base) const;
+};
+
+struct AutoResult {
+  std::vector<Layout> layouts;  // those that fit, fastest first
+  int planned = 0;              // candidates planned
+  int refused = 0;              // the planner refused them (reasons: first few in `refusals`)
+  int too_big = 0;              // planned but over the memory budget
+  std::vector<std::string> refusals;
+  Layout closest;  // when nothing fits: the smallest peak over its budget
+  double search_ms = 0;
+};
+
+StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& base,
+                                   const AutoOptions& options);
+
+// Why the first layout beats the second: its predicted time by part (compute, the
+// communication no compute hid) and the instruction kind that differs most.
+std::string ExplainLead(const Layout& best, const Layout& next);
+
+// The ranked table, the top `top` rows, with the why line and the search's counts.
+std::string FormatAutoResult(const AutoResult& r, int top);
+// The same as {"layouts": [...]} (best first), with the counts.
+std::string AutoResultJson(const AutoResult& r, int top);
+
+}  // namespace ds::planner

@@ -1,0 +1,213 @@
+// The cost model and the layout search (auto_layout.h, step_sim.h, host_rates.h) on a fixed rate
+// table: the search never proposes what does not fit and says the closest layout when nothing
+// does; a faster link never slows a layout nor makes one that moves more bytes between nodes
+// rank lower; the simulation overlaps what the plan overlaps and prices pipeline bubbles; bad
+// input gets one error each.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "runtime/planner/auto_command.h"
+#include "runtime/planner/auto_layout.h"
+#include "runtime/planner/host_rates.h"
+#include "runtime/planner/plan_test_util.h"
+#include "runtime/planner/step_sim.h"
+
+namespace ds::planner {
+namespace {
+
+// A host of 64 cores (no rank shares one) whose products run at 100 GFLOP/s for small shapes
+// and 400 for large ones.
+HostRates Rates(double inter_gbps) {
+  HostRates r;
+  r.threads = 1;
+  r.cores = 64;
+  for (int64_t m : {64, 1024})
+    for (int64_t n : {64, 1024})
+      for (int64_t k : {64, 1024}) {
+        const double g = (m == 1024 && n == 1024 && k == 1024) ? 400 : 100;
+        r.gemm_f32.push_back({m, n, k, g});
+        r.gemm_bf16.push_back({m, n, k, 2 * g});
+      }
+  r.stream_gbps = 20;
+  r.optimizer_gbps = 20;
+  r.intra = {10, 20};
+  r.inter = {30, inter_gbps};
+  return r;
+}
+
+plan::PlanConfig Config() {
+  plan::PlanConfig c = testing::BaseConfig(0, DType::kF32);
+  c.train_batch_size = 8;
+  c.micro_batch_size = 1;
+  c.gradient_accumulation_steps = 8;
+  c.seq_len = 64;
+  return c;
+}
+
+AutoOptions Options(double inter_gbps, int64_t memory = int64_t(64) << 30) {
+  AutoOptions o;
+  o.node_slots = {2, 2};
+  o.rates = Rates(inter_gbps);
+  o.host_memory_per_node = memory;
+  return o;
+}
+
+TEST_CASE("HostRates: exact at a sample, between its neighbours elsewhere, JSON round trip",
+          "[planner][auto]") {
+  const HostRates r = Rates(1);
+  CHECK(r.GemmGflops(DType::kF32, 1024, 1024, 1024) == 400);
+  CHECK(r.GemmGflops(DType::kBF16, 64, 64, 64) == 200);
+  const double mid = r.GemmGflops(DType::kF32, 512, 1024, 1024);
+  CHECK(mid > 100);
+  CHECK(mid < 400);
+  auto back = HostRatesFromJson(HostRatesToJson(r), "test");
+  REQUIRE(back.ok());
+  CHECK(back->gemm_f32.size() == r.gemm_f32.size());
+  CHECK(back->GemmGflops(DType::kF32, 512, 1024, 1024) == mid);
+  CHECK(back->inter.gbps == 1);
+  Json broken = HostRatesToJson(r);
+  broken.Set("stream_gbps", Json::Double(-1));
+  auto bad = HostRatesFromJson(broken, "rates.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("rates.json: \"stream_gbps\" must be a positive number") !=
+        std::string::npos);
+}
+
+TEST_CASE("SearchLayouts: what it proposes fits; nothing fits: the closest is named",
+          "[planner][auto]") {
+  const Graph g = testing::SizedGraph("gpt2", 2, 64, 256, 64);
+  auto all = SearchLayouts(g, Config(), Options(10));
+  REQUIRE(all.ok());
+  REQUIRE(all->layouts.size() > 10);
+  for (size_t i = 1; i < all->layouts.size(); ++i)
+    CHECK(all->layouts[i - 1].prediction.step_ms <= all->layouts[i].prediction.step_ms);
+  // A budget between the smallest and largest peaks: only those under it come back.
+  int64_t lo = INT64_MAX, hi = 0;
+  for (const Layout& l : all->layouts) {
+    lo = std::min(lo, l.peak_bytes);
+    hi = std::max(hi, l.peak_bytes);
+  }
+  REQUIRE(lo < hi);
+  const int64_t budget = (lo + hi) / 2;
+  auto some = SearchLayouts(g, Config(), Options(10, budget * 2));  // 2 ranks per machine
+  REQUIRE(some.ok());
+  CHECK(some->too_big > 0);
+  CHECK_FALSE(some->layouts.empty());
+  for (const Layout& l : some->layouts) CHECK(l.peak_bytes <= budget);
+  auto none = SearchLayouts(g, Config(), Options(10, lo));  // every rank gets lo / 2
+  REQUIRE(none.ok());
+  CHECK(none->layouts.empty());
+  CHECK(none->closest.peak_bytes <= lo);  // recompute may bring a layout closer
+  CHECK(none->closest.peak_bytes > none->closest.budget_bytes);
+}
+
+TEST_CASE(
+    "SearchLayouts: a faster link between nodes never slows a layout or demotes one that "
+    "moves more bytes between nodes",
+    "[planner][auto]") {
+  const Graph g = testing::SizedGraph("gpt2", 2, 64, 256, 64);
+  auto slow = SearchLayouts(g, Config(), Options(0.05));
+  auto fast = SearchLayouts(g, Config(), Options(50));
+  REQUIRE(slow.ok());
+  REQUIRE(fast.ok());
+  REQUIRE(slow->layouts.size() == fast->layouts.size());
+  auto place = [](const AutoResult& r, const std::string& name) {
+    for (size_t i = 0; i < r.layouts.size(); ++i)
+      if (r.layouts[i].Name() == name) return static_cast<int>(i);
+    return -1;
+  };
+  for (const Layout& s : slow->layouts) {
+    const int i = place(*fast, s.Name());
+    REQUIRE(i >= 0);
+    const Layout& f = fast->layouts[i];
+    INFO(s.Name());
+    CHECK(f.prediction.step_ms <= s.prediction.step_ms + 1e-9);
+    CHECK(f.prediction.inter_bytes == s.prediction.inter_bytes);
+  }
+  // Among any two layouts, the one moving more bytes between nodes does not fall behind the
+  // other when the link gets faster.
+  for (const Layout& a : slow->layouts)
+    for (const Layout& b : slow->layouts) {
+      if (a.prediction.inter_bytes <= b.prediction.inter_bytes) continue;
+      const bool ahead_slow = place(*slow, a.Name()) < place(*slow, b.Name());
+      const bool ahead_fast = place(*fast, a.Name()) < place(*fast, b.Name());
+      INFO(a.Name() << " vs " << b.Name());
+      if (ahead_slow) CHECK(ahead_fast);
+    }
+  // The slow link decides: the best layout there moves fewer bytes between nodes than the
+  // most between-node layout.
+  int64_t most = 0;
+  for (const Layout& l : slow->layouts) most = std::max(most, l.prediction.inter_bytes);
+  CHECK(slow->layouts[0].prediction.inter_bytes < most);
+}
+
+TEST_CASE(
+    "PredictStep: overlap_comm hides the reduction behind backward; a pipeline's bubble "
+    "is priced",
+    "[planner][auto]") {
+  const Graph g = testing::SizedGraph("gpt2", 4, 128, 256, 64);
+  const HostRates r = Rates(0.5);
+  const std::vector<int> node = {0, 1}, host = {0, 1};
+  plan::PlanConfig c = Config();
+  c.stage = 2;
+  c.train_batch_size = 2;
+  c.gradient_accumulation_steps = 1;
+  c.reduce_bucket_size = 20000;
+  auto predict = [&](const plan::PlanConfig& cfg, int pp) {
+    plan::PlanConfig x = cfg;
+    x.pipeline = pp;
+    x.train_batch_size = x.micro_batch_size * x.gradient_accumulation_steps * (2 / pp);
+    auto topo = plan::TopologyFor(2, x);
+    REQUIRE(topo.ok());
+    auto plan = MakePlan(g, *topo, x);
+    INFO((plan.ok() ? "" : plan.status().ToString()));
+    REQUIRE(plan.ok());
+    auto p = PredictStep(*plan, g, x, node, host, r);
+    INFO((p.ok() ? "" : p.status().ToString()));
+    REQUIRE(p.ok());
+    return *p;
+  };
+  const StepPrediction serial = predict(c, 1);
+  c.overlap_comm = true;
+  const StepPrediction overlapped = predict(c, 1);
+  CHECK(overlapped.compute_ms == Approx(serial.compute_ms));
+  CHECK(overlapped.step_ms < serial.step_ms);
+  INFO("serial: step " << serial.step_ms << " compute " << serial.compute_ms << " comm "
+                       << serial.comm_ms);
+  CHECK(serial.exposed_comm_ms == Approx(serial.comm_ms).epsilon(0.01));
+  // Two stages, one micro-batch: the second stage waits for the first's forward and the first
+  // for the second's backward, so the step is longer than either stage's compute.
+  c.overlap_comm = false;
+  c.stage = 0;
+  const StepPrediction pipe = predict(c, 2);
+  CHECK(pipe.step_ms > pipe.compute_ms * 1.3);
+}
+
+TEST_CASE("RunAutoPlan: bad input is one error naming it", "[planner][auto]") {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string job = dir + "/auto.yaml";
+  std::ofstream(job) << "train_batch_size: 8\n"
+                        "model: {family: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: "
+                        "256, max_seq_len: 64}\n"
+                        "data: {train: none.tok, seq_len: 64}\n";
+  AutoRequest q;
+  q.job = job;
+  q.rates = dir + "/missing-rates.json";
+  q.node_slots = {2};
+  auto missing = RunAutoPlan(q);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("ds-worker calibrate --threads") != std::string::npos);
+  q.node_slots = {};
+  auto nodes = RunAutoPlan(q);
+  REQUIRE_FALSE(nodes.ok());
+  CHECK(nodes.status().message().find("--auto needs the nodes") != std::string::npos);
+  auto list = ParseIntList("2,x", "--node-slots");
+  REQUIRE_FALSE(list.ok());
+  CHECK(list.status().message() == "--node-slots \"2,x\": not a list of counts like 2,2");
+}
+
+}  // namespace
+}  // namespace ds::planner
