@@ -176,6 +176,18 @@ for label, ms in (("fp32", ds_ms), ("bf16", bf_ms)):
     rate = flops / (ms / 1e3) / 1e9
     print(f"{label}: ds-runtime {rate:.1f} GFLOP/s of model FLOPs = MFU {100 * rate / peaks['ours ' + label]:.1f}% "
           f"of our {label} GEMM peak, {100 * rate / peaks['torch ' + label]:.1f}% of PyTorch's")
+# Whether a ratio target can be met at all: the model FLOPs at the 0.80x target's step time
+# against the fastest GEMM of this run in that precision (either side's, at 2048^3).
+for label in ("fp32", "bf16"):
+    mine = [v[0] for k, v in runs.items() if label in k]
+    if not mine:
+        continue
+    target_ms = 0.8 * min(mine)
+    need = flops / (target_ms / 1e3) / 1e9
+    fastest = max(peaks["ours " + label], peaks["torch " + label])
+    verdict = "reachable" if need <= fastest else "above every GEMM of this run: unreachable by computing faster"
+    print(f"{label}: 0.80x of PyTorch's best is {target_ms:.1f} ms, {need:.1f} GFLOP/s of model FLOPs; "
+          f"the fastest {label} GEMM here {fastest:.1f} ({verdict})")
 eager = runs.get("eager fp32, glibc malloc (default)")
 if eager:
     diff = max(abs(a - b) / abs(b) for a, b in zip(ds_losses, eager[2]))
