@@ -21,6 +21,7 @@
 #include "launcher/launch/deepspeed_habits.h"
 #include "launcher/launch/job_dir.h"
 #include "launcher/launch/job_plans.h"
+#include "launcher/launch/launch_auto.h"
 #include "launcher/launch/launch_inputs.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
@@ -144,7 +145,8 @@ struct LaunchInputs {
   int world = 0;    // ranks over all nodes
   NodeRange range;  // --nnodes
   proto::Plan plan;
-  std::map<int, std::string> hashes;  // world -> plan hash
+  std::map<int, std::string> hashes;              // world -> plan hash
+  std::map<std::string, std::string> layout_env;  // parallel: auto's DS_LAYOUT (launch_auto.h)
 };
 
 // The coordinator's bind address: --coordinator, else every interface inside a slurm
@@ -187,6 +189,8 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   }
   DS_ASSIGN_OR_RETURN(in->worker, FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker"));
   DS_ASSIGN_OR_RETURN(in->agent, FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent"));
+  DS_RETURN_IF_ERROR(ResolveAutoLayout(in->nodes, in->worker, o.config, o.tp > 0 || o.pp > 0,
+                                       in->range.max_nodes > 0, &in->config, &in->layout_env));
   DS_ASSIGN_OR_RETURN(in->bind, BindAddress(o, in->nodes));
   DS_ASSIGN_OR_RETURN(in->tls, TlsMaterial(o));
   for (const NodeSpec& n : in->nodes) in->world += n.slots;
@@ -278,6 +282,7 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   for (const char* name : {"DS_MEMORY_PROFILE", "DS_PROFILE_OPS", "DS_ACCELERATOR", "DS_TEST_HANG"})
     if (const char* v = std::getenv(name)) co.config.job.env[name] = v;
   for (const auto& [k, v] : in.ds_env.vars) co.config.job.env[k] = v;  // .deepspeed_env
+  for (const auto& [k, v] : in.layout_env) co.config.job.env[k] = v;
   return co;
 }
 

@@ -312,6 +312,13 @@ struct DeviceConfig {
 // parallel: {tensor, pipeline, expert, sequence_parallel}; DeepSpeed's tensor_parallel.autotp_size
 // is `tensor` too. The planner refuses pipeline sizes above 1 until its pipeline builders land.
 struct ParallelConfig {
+  // `parallel: auto`: ds-launch picks the layout (tensor, pipeline, ZeRO stage, micro-batch x
+  // accumulation unless given, recompute unless given) with the planner's cost model
+  // (runtime/planner/auto_layout.h) and every worker applies it (DS_LAYOUT).
+  bool auto_layout = false;
+  // [worker] the chosen layout came with a predicted time per instruction kind: the step runner
+  // times its instructions and rank 0 reports them beside it after the third step.
+  bool layout_predicted = false;
   int tensor = 1;
   int pipeline = 1;
   int expert = 1;   // expert-parallel size (DeepSpeed-MoE's ep_size): divides the dp size

@@ -382,6 +382,10 @@ void ParseDevice(MapReader& root, DeviceConfig* d) {
 }
 
 bool ParseParallel(MapReader& root, ParallelConfig* p) {
+  if (root.IsAuto("parallel")) {
+    p->auto_layout = true;
+    return false;
+  }
   MapReader r = root.Block("parallel");
   int64_t expert = p->expert;
   const bool tensor_given = r.Get("tensor", &p->tensor);
@@ -414,6 +418,8 @@ void ParsePipeline(MapReader& root, PipelineConfig* c, ParallelConfig* parallel,
   r.Get("partition_method", &c->partition_method);
   std::string text;
   if (r.Get("stages", &text) && text != "auto") {  // DeepSpeed's default: the pipeline size
+    r.Require(!parallel->auto_layout, "stages",
+              "contradicts parallel: auto (the planner picks the pipeline size): remove one");
     char* end = nullptr;
     const long long stages = std::strtoll(text.c_str(), &end, 10);
     r.Require(*end == '\0' && stages >= 1, "stages", "must be \"auto\" or an integer >= 1");
@@ -432,6 +438,8 @@ void ParseTensorParallel(MapReader& root, ParallelConfig* p, bool parallel_tenso
   MapReader r = root.Block("tensor_parallel");
   int size = 0;
   if (r.Get("autotp_size", &size) && size != 0) {  // 0: DeepSpeed's default, AutoTP off
+    r.Require(!p->auto_layout, "autotp_size",
+              "contradicts parallel: auto (the planner picks the tensor size): remove one");
     r.Require(size >= 1, "autotp_size", "must be >= 1 (or 0: off)");
     r.Require(!parallel_tensor_given || size == p->tensor, "autotp_size",
               "is " + std::to_string(size) + " and parallel.tensor is " +

@@ -1,6 +1,8 @@
 #include "runtime/planner/auto_command.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -38,22 +40,27 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
   return out;
 }
 
-StatusOr<std::string> RunAutoPlan(const AutoRequest& q) {
-  DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(q.job));
+StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoRequest& q) {
   DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(job));
   if (q.node_slots.empty() ||
       std::any_of(q.node_slots.begin(), q.node_slots.end(), [](int s) { return s < 1; }))
     return InvalidArgumentError(q.job + ": --auto needs the nodes and their slots (--hostfile)");
+  if (config.train_batch_size < 1)
+    return InvalidArgumentError(q.job +
+                                ": parallel: auto needs train_batch_size (the global "
+                                "batch the layouts share)");
   const int slots = *std::max_element(q.node_slots.begin(), q.node_slots.end());
   const int threads = q.threads > 0 ? q.threads : AutoThreads(job.device.threads, slots);
-  const std::string path = q.rates.empty() ? HostRatesPath(threads) : q.rates;
-  auto rates = ReadHostRates(path);
+  AutoChoice c;
+  c.rates_path = q.rates.empty() ? HostRatesPath(threads) : q.rates;
+  auto rates = ReadHostRates(c.rates_path);
   if (!rates.ok())
     return FailedPreconditionError(
         rates.status().message() + "\n  the cost model needs this host's rates at " +
         std::to_string(threads) + " thread(s) per rank: run `ds-worker calibrate --threads " +
         std::to_string(threads) + "` (a few seconds)");
+  c.rates_note = rates->cpu + ", " + std::to_string(threads) + " thread(s) per rank";
   AutoOptions o;
   o.node_slots = q.node_slots;
   o.host_of_node = q.host_of_node;
@@ -61,8 +68,12 @@ StatusOr<std::string> RunAutoPlan(const AutoRequest& q) {
   o.host_memory_per_node = q.host_memory_gib > 0
                                ? static_cast<int64_t>(q.host_memory_gib * 1073741824.0)
                                : HostMemoryBytes();
-  DS_ASSIGN_OR_RETURN(AutoResult r, SearchLayouts(graph, config, o));
-  if (r.layouts.empty()) {
+  o.micro = job.train_micro_batch_size_per_gpu;
+  o.gas = job.gradient_accumulation_steps;
+  o.recompute_given = job.recompute.given;
+  DS_ASSIGN_OR_RETURN(c.result, SearchLayouts(graph, config, o));
+  if (c.result.layouts.empty()) {
+    const AutoResult& r = c.result;
     std::string msg = q.job + ": no layout fits";
     if (r.closest.budget_bytes > 0)
       msg += "; the closest is " + r.closest.Name() + " at " +
@@ -71,9 +82,80 @@ StatusOr<std::string> RunAutoPlan(const AutoRequest& q) {
     for (const std::string& why : r.refusals) msg += "\n  refused: " + why;
     return FailedPreconditionError(msg);
   }
-  if (q.json) return AutoResultJson(r, q.top);
-  return "rates: " + path + " (" + rates->cpu + ", " + std::to_string(threads) +
-         " thread(s) per rank)\n" + FormatAutoResult(r, q.top);
+  c.layout = c.result.layouts[0];
+  return c;
+}
+
+StatusOr<std::string> RunAutoPlan(const AutoRequest& q) {
+  DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(q.job));
+  DS_ASSIGN_OR_RETURN(AutoChoice c, ChooseLayout(job, q));
+  if (q.json) return AutoResultJson(c.result, q.top);
+  return "rates: " + c.rates_path + " (" + c.rates_note + ")\n" + FormatAutoResult(c.result, q.top);
+}
+
+std::string LayoutSpec(const Layout& l) {
+  return "tensor=" + std::to_string(l.tp) + " pipeline=" + std::to_string(l.pp) +
+         " stage=" + std::to_string(l.stage) + " micro=" + std::to_string(l.micro) +
+         " gas=" + std::to_string(l.gas) + " recompute=" + RecomputeModeName(l.recompute);
+}
+
+Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
+  std::stringstream in(spec);
+  std::string item;
+  int seen = 0;
+  while (in >> item) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    const long long n = std::strtoll(value.c_str(), &end, 10);
+    const bool number = !value.empty() && *end == '\0' && n >= 0;
+    RecomputeMode mode;
+    if (key == "recompute" && ParseRecomputeMode(value, &mode)) {
+      job->recompute.mode = value;
+    } else if (!number) {
+      return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": cannot read \"" + item + "\"");
+    } else if (key == "tensor") {
+      job->parallel.tensor = static_cast<int>(n);
+    } else if (key == "pipeline") {
+      job->parallel.pipeline = static_cast<int>(n);
+    } else if (key == "stage") {
+      job->zero.stage = static_cast<int>(n);
+    } else if (key == "micro") {
+      job->train_micro_batch_size_per_gpu = n;
+    } else if (key == "gas") {
+      job->gradient_accumulation_steps = n;
+    } else {
+      return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": unknown \"" + key + "\"");
+    }
+    ++seen;
+  }
+  if (seen != 6) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the six parts");
+  job->parallel.auto_layout = false;
+  return OkStatus();
+}
+
+std::string PredictionSpec(const StepPrediction& p) {
+  char s[64];
+  std::snprintf(s, sizeof s, "step=%.3f", p.step_ms);
+  std::string out = s;
+  for (const auto& [kind, ms] : p.kind_ms) {
+    std::snprintf(s, sizeof s, " %s=%.3f", kind.c_str(), ms);
+    out += s;
+  }
+  return out;
+}
+
+std::map<std::string, double> ParsePredictionSpec(const std::string& spec) {
+  std::map<std::string, double> out;
+  std::stringstream in(spec);
+  std::string item;
+  while (in >> item) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    out[item.substr(0, eq)] = std::strtod(item.c_str() + eq + 1, nullptr);
+  }
+  return out;
 }
 
 }  // namespace ds::planner

@@ -5,10 +5,13 @@
 // itself).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "runtime/base/status.h"
+#include "runtime/config/job_config.h"
+#include "runtime/planner/auto_layout.h"
 
 namespace ds::planner {
 
@@ -28,6 +31,28 @@ struct AutoRequest {
 int AutoThreads(int device_threads, int slots);
 
 StatusOr<std::string> RunAutoPlan(const AutoRequest& request);
+
+// `parallel: auto`: the fastest layout that fits `job` on the request's nodes (its `job` path
+// only names the file in messages). The job's own micro-batch, accumulation and recompute, where
+// given, are kept.
+struct AutoChoice {
+  Layout layout;
+  AutoResult result;
+  std::string rates_path;
+  std::string rates_note;  // the CPU and threads the rates were measured with
+};
+StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoRequest& where);
+
+// What ds-launch hands every worker (DS_LAYOUT) and what it applies:
+// "tensor=2 pipeline=1 stage=1 micro=2 gas=2 recompute=none".
+std::string LayoutSpec(const Layout& layout);
+// InvalidArgument naming the part it cannot read; the job's parallel.auto_layout is cleared.
+Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job);
+
+// The prediction the workers compare their first steps with (DS_LAYOUT_PREDICTION):
+// "step=909.9 FORWARD=300.1 BACKWARD=..." (ms, the slowest rank's), and back.
+std::string PredictionSpec(const StepPrediction& p);
+std::map<std::string, double> ParsePredictionSpec(const std::string& spec);
 
 // "2,2" -> {2, 2}; InvalidArgument naming `what` for anything but positive integers.
 StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::string& what);

@@ -102,9 +102,14 @@ StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& b
       if (base.train_batch_size % dp != 0) continue;
       for (int micro : Divisors(base.train_batch_size / dp)) {
         const int64_t gas = base.train_batch_size / dp / micro;
+        if ((o.micro > 0 && micro != o.micro) || (o.gas > 0 && gas != o.gas)) continue;
         if (pp > 1 && gas < pp) continue;  // fewer micro-batches than stages: all bubble
         for (int stage = 0; stage <= 3; ++stage) {
-          for (RecomputeMode rc : {RecomputeMode::kNone, RecomputeMode::kFull}) {
+          const std::vector<RecomputeMode> modes =
+              o.recompute_given
+                  ? std::vector<RecomputeMode>{base.recompute}
+                  : std::vector<RecomputeMode>{RecomputeMode::kNone, RecomputeMode::kFull};
+          for (RecomputeMode rc : modes) {
             Layout l{tp, pp, dp, stage, micro, gas, rc};
             std::string why;
             ++r.planned;

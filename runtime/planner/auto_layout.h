@@ -29,6 +29,9 @@ struct AutoOptions {
   std::vector<int> host_of_node;     // the machine each node is (empty: each its own)
   int64_t host_memory_per_node = 0;  // bytes per machine; each rank gets its machine's share
   HostRates rates;
+  int64_t micro = 0, gas = 0;    // the job's own (0: searched)
+  bool recompute_given = false;  // keep the job's recompute mode (else none, or full where a
+                                 // layout does not fit without it)
 };
 
 struct Layout {

@@ -310,7 +310,7 @@ Status Trainer::BuildRunner(const exec::ExecutorOptions& eo) {
   parts.seed = config_.seed;
   parts.groups = group_by_name_;
   parts.memory_profile = MemoryProfileRequested();
-  parts.time_instructions = config_.wall_clock_breakdown;
+  parts.time_instructions = config_.wall_clock_breakdown || config_.parallel.layout_predicted;
   if (config_.monitor.comms_logger.enabled) {
     const config::CommsLoggerConfig& cl = config_.monitor.comms_logger;
     comms_ = std::make_unique<CommsLogger>(

@@ -45,6 +45,7 @@
 #include "runtime/worker/cpu_matmul.h"
 #include "runtime/worker/flops_profiler.h"
 #include "runtime/worker/host_calibration.h"
+#include "runtime/worker/layout_report.h"
 #include "runtime/worker/plan_beacon.h"
 #include "runtime/worker/progress.h"
 #include "runtime/worker/rank_env.h"
@@ -266,6 +267,9 @@ StatusOr<config::JobConfig> LoadRankConfig(const Flags& f, const RankEnv& env) {
   if (f.threads > 0) config.device.threads = f.threads;
   if (f.tp > 0) config.parallel.tensor = f.tp;
   if (f.pp > 0) config.parallel.pipeline = f.pp;
+  if (config.parallel.auto_layout && (f.tp > 0 || f.pp > 0))
+    return InvalidArgumentError(f.config + ": --tp / --pp contradict parallel: auto");
+  DS_RETURN_IF_ERROR(ApplyAutoLayout(f.config, env.world_size, &config));
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;

@@ -1,0 +1,83 @@
+#include "launcher/launch/launch_auto.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "runtime/base/status_macros.h"
+#include "runtime/planner/auto_command.h"
+#include "runtime/planner/host_rates.h"
+
+namespace ds::launcher {
+namespace {
+
+// Runs `worker calibrate --threads N --out path` and waits for it.
+Status Calibrate(const std::string& worker, int threads, const std::string& path) {
+  std::fprintf(stderr,
+               "ds-launch: parallel: auto: measuring this host's rates once (%s calibrate "
+               "--threads %d)\n",
+               worker.c_str(), threads);
+  const std::string t = std::to_string(threads);
+  const pid_t pid = fork();
+  if (pid < 0) return InternalError("fork for ds-worker calibrate failed");
+  if (pid == 0) {
+    execl(worker.c_str(), worker.c_str(), "calibrate", "--threads", t.c_str(), "--out",
+          path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return InternalError(worker + " calibrate --threads " + t + " failed");
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& worker,
+                         const std::string& job_path, bool flags_size, bool elastic,
+                         config::JobConfig* config, std::map<std::string, std::string>* env) {
+  if (!config->parallel.auto_layout) return OkStatus();
+  if (flags_size)
+    return InvalidArgumentError(job_path +
+                                ": parallel: auto picks the tensor and pipeline sizes; "
+                                "--tp / --pp contradict it (remove one)");
+  if (elastic)
+    return InvalidArgumentError(job_path +
+                                ": parallel: auto with --nnodes MIN:MAX is not planned (the "
+                                "layout would change with the world): give the layout");
+  planner::AutoRequest q;
+  q.job = job_path;
+  std::vector<std::string> machines;
+  for (const NodeSpec& n : nodes) {
+    const std::string m = IsLoopback(n.name) ? "localhost" : n.name;
+    auto it = std::find(machines.begin(), machines.end(), m);
+    if (it == machines.end()) it = machines.insert(machines.end(), m);
+    q.node_slots.push_back(std::max(1, n.slots));
+    q.host_of_node.push_back(static_cast<int>(it - machines.begin()));
+  }
+  const int slots = *std::max_element(q.node_slots.begin(), q.node_slots.end());
+  q.threads = planner::AutoThreads(config->device.threads, slots);
+  q.rates = planner::HostRatesPath(q.threads);
+  struct stat st;
+  if (stat(q.rates.c_str(), &st) != 0) DS_RETURN_IF_ERROR(Calibrate(worker, q.threads, q.rates));
+  DS_ASSIGN_OR_RETURN(planner::AutoChoice c, planner::ChooseLayout(*config, q));
+  const std::string spec = planner::LayoutSpec(c.layout);
+  DS_RETURN_IF_ERROR(planner::ApplyLayoutSpec(spec, config));
+  (*env)["DS_LAYOUT"] = spec;
+  (*env)["DS_LAYOUT_PREDICTION"] = planner::PredictionSpec(c.layout.prediction);
+  std::fprintf(stderr,
+               "ds-launch: parallel: auto: %s, predicted %.1f ms a step (%.0f tokens/s; %zu "
+               "layouts fit of %d planned in %.2f s; rates %s)\n",
+               c.layout.Name().c_str(), c.layout.prediction.step_ms, c.layout.tokens_per_s,
+               c.result.layouts.size(), c.result.planned, c.result.search_ms / 1e3,
+               c.rates_path.c_str());
+  if (c.result.layouts.size() >= 2)
+    std::fprintf(stderr, "ds-launch: parallel: auto: %s\n",
+                 planner::ExplainLead(c.result.layouts[0], c.result.layouts[1]).c_str());
+  return OkStatus();
+}
+
+}  // namespace ds::launcher
