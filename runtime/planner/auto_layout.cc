@@ -96,6 +96,10 @@ StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& b
     return InvalidArgumentError("parallel: auto needs train_batch_size (the global batch)");
   AutoResult r;
   for (int tp : Divisors(world)) {
+    // A tensor-parallel group stays on one node (its all-reduces sit between every pair of
+    // products; ds-launch refuses one that spans nodes): tp divides every node's slots.
+    if (std::any_of(o.node_slots.begin(), o.node_slots.end(), [&](int s) { return s % tp; }))
+      continue;
     for (int pp : Divisors(world / tp)) {
       if (pp > std::max(1, graph.num_blocks)) continue;
       const int dp = world / tp / pp;

@@ -1,8 +1,7 @@
 // `parallel: auto` and `ds-launch plan --auto`: every layout of a job over the given nodes that
 // the planner can make and that fits each rank's memory, ranked by the cost model's predicted
-// step time (step_sim.h). The grid: tensor x pipeline x data sizes of the world (at most one
-// pipeline stage per block; tensor parallelism across nodes is not ruled out but priced by the
-// link it crosses), ZeRO
+// step time (step_sim.h). The grid: tensor x pipeline x data sizes of the world (tensor groups
+// inside a node, as ds-launch places them; at most one pipeline stage per block), ZeRO
 // stages 0-3, every micro-batch and accumulation count that makes train_batch_size, and
 // activation recompute. Pruned, not enumerated blindly: recompute is tried only for a layout
 // that does not fit without it (it only adds compute), and a layout the planner refuses is
