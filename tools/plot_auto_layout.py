@@ -45,7 +45,7 @@ def main():
     ax.set_ylim(0, hi * 1.05)
     ax.set_xlabel("measured ms per step (median, through ds-launch)")
     ax.set_ylabel("predicted ms per step (cost model)")
-    ax.set_title(a.title + "\n(ringed: the layout the planner chose)", fontsize=10)
+    ax.set_title(a.title + "\n(ringed: the layout the planner chose)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(a.output, dpi=110)

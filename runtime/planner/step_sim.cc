@@ -276,6 +276,57 @@ Status Simulation::Run() {
 
 }  // namespace
 
+namespace {
+
+// How much each rank's compute slows: its machine's threads computing at once over its cores,
+// when above 1. Who computes at once follows from the step itself (a pipeline's ranks wait in
+// its bubbles and leave the cores to the others), so PredictStep plays the step a few times,
+// each machine's concurrency taken from the last play: the sum of its ranks' busy fractions
+// (every rank busy the first time), damped by half to settle.
+std::vector<double> Slowdowns(const std::vector<RankState>* last, const std::vector<double>& prev,
+                              const std::vector<int>& host_of, const HostRates& rates) {
+  const size_t world = prev.size();
+  std::map<int, double> busy;  // per machine: ranks computing at once
+  for (size_t r = 0; r < world; ++r) {
+    double fraction = 1;
+    if (last) {
+      const RankState& st = (*last)[r];
+      const double end = std::max(st.compute, st.comm_free);
+      fraction = end > 0 ? std::min(1.0, st.busy / end) : 1;
+    }
+    busy[host_of[r]] += fraction;
+  }
+  std::vector<double> out(world);
+  for (size_t r = 0; r < world; ++r) {
+    const double share = std::max(1.0, busy[host_of[r]] * rates.threads / rates.cores);
+    out[r] = last ? 0.5 * (prev[r] + share) : share;
+  }
+  return out;
+}
+
+StepPrediction Summarize(const std::vector<RankState>& ranks) {
+  StepPrediction p;
+  double worst = -1;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankState& st = ranks[r];
+    const double end = std::max(st.compute, st.comm_free);
+    p.intra_bytes = std::max(p.intra_bytes, st.intra);
+    p.inter_bytes = std::max(p.inter_bytes, st.inter);
+    if (end <= worst) continue;
+    worst = end;
+    p.slowest_rank = static_cast<int>(r);
+    p.step_ms = end * 1e3;
+    p.compute_ms = st.busy * 1e3;
+    p.comm_ms = st.comm * 1e3;
+    p.kind_ms.clear();
+    for (const auto& [k, s] : st.kind_s) p.kind_ms[k] = s * 1e3;
+  }
+  p.exposed_comm_ms = std::max(0.0, p.step_ms - p.compute_ms);
+  return p;
+}
+
+}  // namespace
+
 StatusOr<StepPrediction> PredictStep(const proto::Plan& plan, const Graph& whole,
                                      const plan::PlanConfig& config,
                                      const std::vector<int>& node_of_rank,
@@ -285,10 +336,7 @@ StatusOr<StepPrediction> PredictStep(const proto::Plan& plan, const Graph& whole
       static_cast<int>(host_of_rank.size()) < world)
     return InvalidArgumentError("cost model: " + std::to_string(node_of_rank.size()) +
                                 " ranks placed, the plan has " + std::to_string(world));
-  std::map<int, int> per_host;
-  for (int r = 0; r < world; ++r) ++per_host[host_of_rank[r]];
   std::vector<ChunkCosts> costs(world);
-  std::vector<double> slowdown(world);
   std::map<std::pair<int, int>, int> first;  // (stage, tp rank) -> the rank costed
   for (int r = 0; r < world; ++r) {
     const proto::RankCut& cut = plan.ranks(r).cut();
@@ -298,28 +346,17 @@ StatusOr<StepPrediction> PredictStep(const proto::Plan& plan, const Graph& whole
     } else {
       costs[r] = costs[it->second];
     }
-    slowdown[r] = std::max(1.0, double(per_host[host_of_rank[r]]) * rates.threads / rates.cores);
   }
-  Simulation sim(plan, node_of_rank, rates, std::move(costs), std::move(slowdown));
-  DS_RETURN_IF_ERROR(sim.Run());
-  StepPrediction p;
-  double worst = -1;
-  for (int r = 0; r < world; ++r) {
-    const RankState& st = sim.ranks()[r];
-    const double end = std::max(st.compute, st.comm_free);
-    p.intra_bytes = std::max(p.intra_bytes, st.intra);
-    p.inter_bytes = std::max(p.inter_bytes, st.inter);
-    if (end <= worst) continue;
-    worst = end;
-    p.slowest_rank = r;
-    p.step_ms = end * 1e3;
-    p.compute_ms = st.busy * 1e3;
-    p.comm_ms = st.comm * 1e3;
-    p.kind_ms.clear();
-    for (const auto& [k, s] : st.kind_s) p.kind_ms[k] = s * 1e3;
+  std::vector<double> slowdown =
+      Slowdowns(nullptr, std::vector<double>(world, 1), host_of_rank, rates);
+  std::vector<RankState> last;
+  for (int round = 0; round < 4; ++round) {
+    if (round > 0) slowdown = Slowdowns(&last, slowdown, host_of_rank, rates);
+    Simulation sim(plan, node_of_rank, rates, costs, slowdown);
+    DS_RETURN_IF_ERROR(sim.Run());
+    last = sim.ranks();
   }
-  p.exposed_comm_ms = std::max(0.0, p.step_ms - p.compute_ms);
-  return p;
+  return Summarize(last);
 }
 
 }  // namespace ds::planner

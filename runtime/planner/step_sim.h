@@ -38,7 +38,9 @@ struct StepPrediction {
 // `node_of_rank[r]`: the node world rank r runs on (as the launcher places ranks: consecutive
 // ranks fill a node's slots), which decides a collective's link class; `host_of_rank[r]`: the
 // machine whose cores it shares (loopback nodes are one machine), which decides how much its
-// compute slows: by (ranks on the machine x rates.threads) / rates.cores when above 1.
+// compute slows: by (ranks computing at once on the machine x rates.threads) / rates.cores when
+// above 1, the ranks computing at once found by playing the step again (a pipeline's ranks idle
+// in its bubbles and leave the cores to the others).
 // `whole`: the model the plan was made from.
 StatusOr<StepPrediction> PredictStep(const proto::Plan& plan, const Graph& whole,
                                      const plan::PlanConfig& config,
