@@ -48,7 +48,7 @@ StatusOr<bool> Evaluate(const Graph& graph, const plan::PlanConfig& base, const 
   const std::vector<int> host_of = HostOfRank(o, node_of);
   std::map<int, int> per_host;  // ranks sharing a machine's memory
   for (int h : host_of) ++per_host[h];
-  double worst = -1;  // the rank closest to (or furthest over) its node's share
+  double worst = -1;  // the rank closest to (or furthest over) its machine's share
   for (int r = 0; r < world; ++r) {
     const int64_t peak = plan->ranks(r).memory().peak_bytes();
     const int64_t budget = o.host_memory_per_node / per_host[host_of[r]];
