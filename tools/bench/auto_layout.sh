@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # parallel: auto's cost model against measurement (issue: the planner picks the layout). GPT-2
-# L4 C256 H4 V8192 T256, train_batch_size 16, fp32 (PRECISION=bf16 for bf16), on WORLDS loopback
-# nodes of one slot each, one thread per rank: this host's rates are measured once
+# L4 C256 H4 V8192 T256, train_batch_size 16, fp32 (PRECISION=bf16 for bf16), on loopback nodes
+# of SLOTS slots each (default 1; 2 lets tensor parallelism in) making each of WORLDS, one thread
+# per rank: this host's rates are measured once
 # (ds-worker calibrate), `ds-launch plan --auto --json` ranks every layout that fits, and then
 # every one of them runs through ds-launch for STEPS steps (median ms/step after 2). Prints each
 # layout's predicted and measured step, the error, and per world: the chosen layout against the
@@ -9,7 +10,7 @@
 #   tools/bench/auto_layout.sh                 # WORLDS="2 4" STEPS=6
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-STEPS=${STEPS:-6}; WORLDS=${WORLDS:-2 4}; PRECISION=${PRECISION:-fp32}
+STEPS=${STEPS:-6}; WORLDS=${WORLDS:-2 4}; PRECISION=${PRECISION:-fp32}; SLOTS=${SLOTS:-1}
 OUT=${OUT:-auto_layout.csv}
 [[ -x bin/ds-launch ]] || tools/build.sh
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -37,8 +38,8 @@ echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) 
 bin/ds-worker calibrate --threads 1 --out "$W/rates.json" 2>&1 | sed 's/^/  /'
 echo "world,layout,predicted_ms,measured_ms,error" > "$OUT"
 for world in $WORLDS; do
-  : > "$W/hosts"; slots=""; machines=""
-  for n in $(seq "$world"); do echo "127.0.0.$n slots=1" >> "$W/hosts"; done
+  : > "$W/hosts"
+  for n in $(seq $((world / SLOTS))); do echo "127.0.0.$n slots=$SLOTS" >> "$W/hosts"; done
   job "$W/auto.yaml"
   bin/ds-launch plan "$W/auto.yaml" --hostfile "$W/hosts" --auto --rates "$W/rates.json" \
     --top 1000 --json > "$W/auto.json"
