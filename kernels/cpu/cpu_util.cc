@@ -2,7 +2,6 @@
 
 #include "kernels/cpu/exp_simd.h"
 #include "kernels/cpu/few_rows_gemm.h"
-#include "runtime/core/cpu_isa.h"
 
 #include <cblas.h>
 
@@ -135,8 +134,6 @@ float ExpScalar(float x) {
 #endif
 
 }  // namespace
-
-bool CpuHasAvx512() { return ds::CpuHasAvx512(); }
 
 void ExpArray(const float* x, float* y, int64_t n) {
   int64_t i = 0;

@@ -23,6 +23,7 @@
 #include "kernels/shape_check.h"
 #include "runtime/base/status.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/cpu_isa.h"
 
 namespace ds::kernels::cpu {
 
@@ -105,9 +106,9 @@ class BlasSingleThreadScope {
   int saved_threads_;
 };
 
-// Whether the CPU has AVX-512 (avx512f): the kernels' 16-lane paths (exp, FewRowsGemm) check
-// it once; the build itself targets AVX2.
-bool CpuHasAvx512();
+// Whether the 16-lane paths (exp, FewRowsGemm, the bf16 activations) may run: the CPU has
+// AVX-512 and DS_CPU_ISA does not cap it (runtime/core/cpu_isa.h); the build targets AVX2.
+using ::ds::CpuHasAvx512;
 
 // ---------------------------------------------------------------------------------------
 // Math.

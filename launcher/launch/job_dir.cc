@@ -10,16 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/base/runtime_home.h"
 #include "runtime/base/status_macros.h"
 
 namespace ds::launcher {
 namespace {
-
-std::string Home() {
-  if (const char* h = std::getenv("DS_RUNTIME_HOME")) return h;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.ds-runtime";
-}
 
 Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t mode) {
   std::string tmp = path + ".tmp";
@@ -67,7 +62,7 @@ StatusOr<std::string> NewJobToken() {
 }
 
 StatusOr<JobDir> CreateJobDir(const std::string& token) {
-  const std::string home = Home();
+  const std::string home = RuntimeHome();
   DS_RETURN_IF_ERROR(MakeDir(home));
   DS_RETURN_IF_ERROR(MakeDir(home + "/jobs"));
   auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -102,7 +97,7 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
 }
 
 StatusOr<JobAccess> CurrentJob() {
-  const std::string home = Home();
+  const std::string home = RuntimeHome();
   auto dir = ReadFirstLine(home + "/current");
   if (!dir.ok())
     return NotFoundError("no job launched from here (" + home +

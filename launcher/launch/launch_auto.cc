@@ -36,6 +36,19 @@ Status Calibrate(const std::string& worker, int threads, const std::string& path
 
 }  // namespace
 
+NodeMachines MachinesOf(const std::vector<std::pair<std::string, int>>& nodes) {
+  NodeMachines out;
+  std::vector<std::string> names;
+  for (const auto& [name, slots] : nodes) {
+    const std::string m = IsLoopback(name) ? "localhost" : name;
+    auto it = std::find(names.begin(), names.end(), m);
+    if (it == names.end()) it = names.insert(names.end(), m);
+    out.slots.push_back(std::max(1, slots));
+    out.machine.push_back(static_cast<int>(it - names.begin()));
+  }
+  return out;
+}
+
 Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& worker,
                          const std::string& job_path, bool flags_size, bool elastic,
                          config::JobConfig* config, std::map<std::string, std::string>* env) {
@@ -50,14 +63,11 @@ Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& 
                                 "layout would change with the world): give the layout");
   planner::AutoRequest q;
   q.job = job_path;
-  std::vector<std::string> machines;
-  for (const NodeSpec& n : nodes) {
-    const std::string m = IsLoopback(n.name) ? "localhost" : n.name;
-    auto it = std::find(machines.begin(), machines.end(), m);
-    if (it == machines.end()) it = machines.insert(machines.end(), m);
-    q.node_slots.push_back(std::max(1, n.slots));
-    q.host_of_node.push_back(static_cast<int>(it - machines.begin()));
-  }
+  std::vector<std::pair<std::string, int>> named;
+  for (const NodeSpec& n : nodes) named.push_back({n.name, n.slots});
+  const NodeMachines m = MachinesOf(named);
+  q.node_slots = m.slots;
+  q.host_of_node = m.machine;
   const int slots = *std::max_element(q.node_slots.begin(), q.node_slots.end());
   q.threads = planner::AutoThreads(config->device.threads, slots);
   q.rates = planner::HostRatesPath(q.threads);

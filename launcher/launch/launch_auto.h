@@ -7,12 +7,21 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "launcher/launch/launch_inputs.h"
 #include "runtime/base/status.h"
 #include "runtime/config/job_config.h"
 
 namespace ds::launcher {
+
+// The planner's view of the nodes (name, slots) in order: their slots, and the machine each is
+// (loopback names are this one; others by name, numbered as first seen).
+struct NodeMachines {
+  std::vector<int> slots, machine;
+};
+NodeMachines MachinesOf(const std::vector<std::pair<std::string, int>>& nodes);
 
 // Does nothing unless the job says parallel: auto. Else applies the chosen layout to `config`
 // and fills `env` with DS_LAYOUT and DS_LAYOUT_PREDICTION. InvalidArgument for --tp / --pp or

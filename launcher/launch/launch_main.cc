@@ -8,7 +8,6 @@
 //   ds-launch status [--coordinator A --token_file F] [--tls_*] [--json] [--watch]
 //   ds-launch stop [--coordinator A --token_file F] [--tls_*]
 //   ds-launch plan job.yaml --world N [--json] [--stage S] [--dump]   (no process started)
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +19,7 @@
 #include "launcher/coordinator/status_format.h"
 #include "launcher/hostfile.h"
 #include "launcher/launch/job_dir.h"
+#include "launcher/launch/launch_auto.h"
 #include "launcher/launch/launcher.h"
 #include "runtime/planner/plan_command.h"
 
@@ -229,17 +229,15 @@ int Plan(int argc, char** argv) {
       std::fprintf(stderr, "ds-launch plan: %s\n", hosts.status().message().c_str());
       return 1;
     }
-    std::string slots, machine;
-    std::vector<std::string> names;
-    for (const HostSlots& h : *hosts) {
-      const bool here = h.host == "localhost" || h.host.rfind("127.", 0) == 0;
-      const std::string name = here ? "localhost" : h.host;
-      auto it = std::find(names.begin(), names.end(), name);
-      if (it == names.end()) it = names.insert(names.end(), name);
-      slots += (slots.empty() ? "" : ",") + std::to_string(h.slots);
-      machine += (machine.empty() ? "" : ",") + std::to_string(it - names.begin());
-    }
-    args.insert(args.end(), {"--node-slots", slots, "--host-of-node", machine});
+    std::vector<std::pair<std::string, int>> named;
+    for (const HostSlots& h : *hosts) named.push_back({h.host, h.slots});
+    const NodeMachines m = MachinesOf(named);
+    auto join = [](const std::vector<int>& v) {
+      std::string s;
+      for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+      return s;
+    };
+    args.insert(args.end(), {"--node-slots", join(m.slots), "--host-of-node", join(m.machine)});
   }
   std::vector<char*> v;
   for (std::string& a : args) v.push_back(a.data());

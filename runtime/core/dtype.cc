@@ -96,8 +96,6 @@ __attribute__((target("avx512f"))) inline __m512 Bf16ToF32x16(const uint16_t* sr
   return bf16_simd::Load16(src);
 }
 
-bool HasAvx512() { return CpuHasAvx512(); }
-
 // The 16-float groups of [i, end) of each bulk conversion; they return where they stopped.
 __attribute__((target("avx512f"))) int64_t F32ToBf16Run16(const float* src, uint16_t* dst,
                                                           int64_t i, int64_t end) {
@@ -127,14 +125,14 @@ constexpr int64_t kConvertBlock = 1 << 14;  // elements per parallel task
 
 void RoundToBf16Run(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
-  if (HasAvx512()) i = F32ToBf16Run16(src, dst, i, n);
+  if (CpuHasAvx512()) i = F32ToBf16Run16(src, dst, i, n);
   for (; i + 8 <= n; i += 8) F32ToBf16x8(src + i, dst + i);
   for (; i < n; ++i) dst[i] = FloatToBf16(src[i]);
 }
 
 void WidenBf16Run(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
-  if (HasAvx512()) i = Bf16ToF32Run16(src, dst, i, n);
+  if (CpuHasAvx512()) i = Bf16ToF32Run16(src, dst, i, n);
   for (; i + 8 <= n; i += 8) Bf16ToF32x8(src + i, dst + i);
   for (; i < n; ++i) dst[i] = Bf16ToFloat(src[i]);
 }
@@ -163,7 +161,7 @@ void AddF32IntoBf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t end = std::min(n, (b + 1) * kConvertBlock);
     int64_t i = b * kConvertBlock;
-    if (HasAvx512()) i = AddIntoBf16Run16(src, dst, i, end);
+    if (CpuHasAvx512()) i = AddIntoBf16Run16(src, dst, i, end);
     alignas(32) float sum[8];
     for (; i + 8 <= end; i += 8) {
       Bf16ToF32x8(dst + i, sum);

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <numeric>
 
 #include "runtime/base/json.h"
 #include "runtime/base/status_macros.h"

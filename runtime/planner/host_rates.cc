@@ -1,15 +1,12 @@
 #include "runtime/planner/host_rates.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "runtime/base/json.h"
+#include "runtime/base/runtime_home.h"
 #include "runtime/base/status_macros.h"
 
 namespace ds::planner {
@@ -139,29 +136,8 @@ StatusOr<HostRates> ReadHostRates(const std::string& path) {
   return HostRatesFromJson(*j, path);
 }
 
-Status WriteHostRates(const HostRates& r, const std::string& path) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  if (!dir.empty() && dir != path) mkdir(dir.c_str(), 0755);  // one level: the home itself
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << HostRatesToJson(r).Dump(1) << "\n";
-    if (!out) return InternalError(tmp + ": cannot be written");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return InternalError(path + ": cannot be renamed into place");
-  return OkStatus();
-}
-
 std::string HostRatesPath(int threads) {
-  std::string home;
-  if (const char* h = std::getenv("DS_RUNTIME_HOME")) {
-    home = h;
-  } else {
-    const char* user = std::getenv("HOME");
-    home = std::string(user ? user : "/tmp") + "/.ds-runtime";
-  }
-  return home + "/host-rates-" + std::to_string(threads) + "t.json";
+  return RuntimeHome() + "/host-rates-" + std::to_string(threads) + "t.json";
 }
 
 }  // namespace ds::planner

@@ -49,10 +49,9 @@ struct HostRates {
 Json HostRatesToJson(const HostRates& r);
 StatusOr<HostRates> HostRatesFromJson(const Json& j, const std::string& source);
 StatusOr<HostRates> ReadHostRates(const std::string& path);
-Status WriteHostRates(const HostRates& r, const std::string& path);  // atomically (rename)
 
-// Where the cached table of this host lives: $DS_RUNTIME_HOME/host-rates-<threads>t.json
-// ($DS_RUNTIME_HOME defaults to ~/.ds-runtime, the launcher's own).
+// Where the cached table of this host lives: RuntimeHome()/host-rates-<threads>t.json
+// (runtime/base/runtime_home.h); ds-worker calibrate writes it.
 std::string HostRatesPath(int threads);
 
 }  // namespace ds::planner

@@ -39,7 +39,7 @@ void CostLinear(const std::vector<TensorSpec>& in, DType matmul, const HostRates
 // attention: per (batch, head) Q K^T (T x T x D) and P V (T x D x T). The CPU kernel multiplies
 // every key of each query block (the causal half is masked after), so twice the OpDef's causal
 // count; the softmax's T x T scores are memory traffic.
-void CostAttention(const NodeInfo& node, const std::vector<TensorSpec>& in, DType matmul, DType act,
+void CostAttention(const NodeInfo& node, const std::vector<TensorSpec>& in, DType matmul,
                    const HostRates& r, double* fwd, double* bwd) {
   const int64_t heads = node.attrs.Int("n_head", 1);
   const int64_t kv = node.attrs.Int("n_kv_head", heads);
@@ -50,7 +50,6 @@ void CostAttention(const NodeInfo& node, const std::vector<TensorSpec>& in, DTyp
   const double scores = double(b) * heads * t * t * 4.0;  // fp32 scores, read and written
   *fwd = 2 * product / rate + 2 * scores / (r.stream_gbps * 1e9);
   *bwd = 4 * product / rate + 4 * scores / (r.stream_gbps * 1e9);
-  (void)act;
 }
 
 }  // namespace
@@ -89,7 +88,7 @@ StatusOr<NodeCosts> CostNodes(const Graph& graph, int64_t micro_batch, int64_t s
       CostLinear(in, matmul, rates, &c.forward[i], &c.backward[i]);
       c.gemm[i] = true;
     } else if (node.op == "attention" && !in.empty() && in[0].shape.size() == 3) {
-      CostAttention(node, in, matmul, act, rates, &c.forward[i], &c.backward[i]);
+      CostAttention(node, in, matmul, rates, &c.forward[i], &c.backward[i]);
       c.gemm[i] = true;
     } else {
       const double seconds = NodeBytes(node, specs, act) / (rates.stream_gbps * 1e9);

@@ -1,6 +1,7 @@
 #include "runtime/worker/host_calibration.h"
 
 #include <omp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "kernels/cpu/gemm.h"
 #include "parallel/comm/gloo_communicator.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/ckpt/file_util.h"
 #include "runtime/core/cpu_adam.h"
 #include "runtime/core/cpu_isa.h"
 #include "runtime/core/dtype.h"
@@ -40,8 +42,8 @@ void EvictCaches() {
 
 // The median of 3 cold calls (after one warm-up) of an m x n x k product, in GFLOP/s.
 double TimeGemm(bool bf16, int64_t m, int64_t n, int64_t k) {
-  std::vector<float> a(m * k, 0.25f), b(n * k, 0.5f), c(m * n);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 13) * 0.1f;
+  std::vector<float> a(m * k), b(n * k, 0.5f), c(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 13) * 0.1f;  // not zeros
   std::vector<uint16_t> a16(a.size()), b16(b.size());
   ConvertF32ToBf16(a.data(), a16.data(), static_cast<int64_t>(a.size()));
   ConvertF32ToBf16(b.data(), b16.data(), static_cast<int64_t>(b.size()));
@@ -193,7 +195,11 @@ int CalibrateCommand(int argc, char** argv) {
   auto rates = CalibrateHost(threads, [](const std::string& line) {
     std::fprintf(stderr, "calibrate: %s\n", line.c_str());
   });
-  Status s = rates.ok() ? planner::WriteHostRates(*rates, out) : rates.status();
+  Status s = rates.status();
+  if (s.ok()) {
+    mkdir(out.substr(0, out.rfind('/')).c_str(), 0755);  // the runtime home, when it is new
+    s = ckpt::WriteFileAtomic(out, planner::HostRatesToJson(*rates).Dump(1) + "\n");
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "ds-worker calibrate: %s\n", s.ToString().c_str());
     return 1;

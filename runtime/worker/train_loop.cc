@@ -19,19 +19,14 @@ namespace {
 
 // parallel: auto: after the third step of the run (the first two warm the caches), rank 0 prints
 // that step's time per instruction kind beside the cost model's (layout_report.h).
-void ReportLayout(const Trainer& trainer, const StepMetrics& m,
-                  std::map<std::string, double>* last) {
-  const config::JobConfig& c = trainer.config();
-  if (!c.parallel.layout_predicted || trainer.world_rank() != 0) return;
-  const int64_t n = ++(*last)["#steps"];
-  if (n == 2) {
-    for (const auto& [k, ms] : trainer.InstructionProfile()) (*last)[k] = ms;
-    return;
-  }
+void ReportLayout(const Trainer& trainer, const StepMetrics& m, int64_t first_step,
+                  std::map<std::string, double>* baseline) {
+  if (!trainer.config().parallel.layout_predicted || trainer.world_rank() != 0) return;
+  const int64_t n = trainer.step() - first_step;  // steps run by this loop
+  if (n == 2) *baseline = trainer.InstructionProfile();
   if (n != 3) return;
-  std::map<std::string, double> step;
-  for (const auto& [k, ms] : trainer.InstructionProfile())
-    step[k] = ms - (last->count(k) ? last->at(k) : 0);
+  std::map<std::string, double> step = trainer.InstructionProfile();
+  for (auto& [k, ms] : step) ms -= baseline->count(k) ? baseline->at(k) : 0;
   const char* spec = std::getenv("DS_LAYOUT_PREDICTION");
   std::fputs(LayoutReport(step, m.step_ms, planner::ParsePredictionSpec(spec ? spec : "")).c_str(),
              stdout);
@@ -47,7 +42,8 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
   if (!c.monitor.csv.empty()) DS_RETURN_IF_ERROR(csv.Open(c.monitor.csv, trainer->step() > 0, moe));
   DS_ASSIGN_OR_RETURN(std::unique_ptr<StepMonitor> step_monitor, StepMonitor::Create(c));
   Progress progress(trainer->total_steps(), c.monitor.log_interval);
-  std::map<std::string, double> layout_profile;  // ReportLayout's baseline
+  const int64_t first_step = trainer->step();
+  std::map<std::string, double> layout_profile;  // ReportLayout's baseline: after 2 steps
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
   while (trainer->step() < trainer->total_steps()) {
     DS_ASSIGN_OR_RETURN(StepMetrics m, hooks.step());
@@ -67,7 +63,7 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
     }
     csv.Write(m, val);
     DS_RETURN_IF_ERROR(step_monitor->Step(m, val, trainer->InstructionProfile(), stdout));
-    ReportLayout(*trainer, m, &layout_profile);
+    ReportLayout(*trainer, m, first_step, &layout_profile);
     // After the step's row: a rank stopped once the copy is complete (a restart, a rescale)
     // resumes after this step, whose row must then be in the file already.
     if (hooks.copier && trainer->step() % c.fault_tolerance.in_memory_interval == 0) {

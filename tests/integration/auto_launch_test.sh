@@ -28,14 +28,14 @@ fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
   > /dev/null 2>&1 || { echo "FAIL: ds-data"; exit 1; }
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$BASE/hosts"
 
-job() {  # job FILE CSV PARALLEL [EXTRA LINES]
+job() {  # job FILE CSV PARALLEL [EXTRA LINES] [MORE training KEYS]
   cat > "$1" <<YAML
 train_batch_size: 16
 gradient_clipping: 1.0
 optimizer: {type: AdamW, params: {lr: 0.003}}
 model: {family: gpt2, n_layer: 2, n_embd: 32, n_head: 4, vocab_size: 16, max_seq_len: 10}
 data: {train: $BASE/data/train.tok, seq_len: 10, shuffle: true}
-training: {train_iters: 12}
+training: {train_iters: 12${5:-}}
 monitor: {csv: $2}
 device: {threads: 1}
 parallel: $3
@@ -70,9 +70,7 @@ grep -A12 "measured against predicted" "$BASE/auto.out" | grep -qE "^\[rank 0\] 
 job "$BASE/hand.yaml" "$BASE/hand.csv" "{tensor: $tp, pipeline: $pp}" \
   "zero_optimization: {stage: $zero}
 train_micro_batch_size_per_gpu: $micro
-gradient_accumulation_steps: $gas
-training_recompute_placeholder: 0"
-sed -i "s/^training_recompute_placeholder: 0$//; s/training: {train_iters: 12}/training: {train_iters: 12, recompute: $rc}/" "$BASE/hand.yaml"
+gradient_accumulation_steps: $gas" ", recompute: $rc"
 if launch "$BASE/hand.yaml" "$BASE/hand.out" && [[ -s $BASE/hand.csv ]] &&
     cmp -s <(cut -d, -f1,2 "$BASE/auto.csv") <(cut -d, -f1,2 "$BASE/hand.csv"); then
   pass "the layout written by hand gives the same 12 losses bit for bit"
