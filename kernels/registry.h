@@ -37,7 +37,7 @@ struct Kernel {
   // Activations (bit k: input k, output k) the kernel reads and writes as bf16 tensors in a bf16
   // host step (OpArgs::matmul kBF16): the executor stores an activation in bf16 where its
   // producer writes it so and every consumer reads it so (Note [bf16 activations] in
-  // runtime/exec/executor_layout.cc). The kernel sees the dtype on each tensor.
+  // runtime/graph/host_bf16.h). The kernel sees the dtype on each tensor.
   uint32_t bf16_act_inputs = 0;
   uint32_t bf16_act_outputs = 0;
   // Their gradients the same way: bit k of bf16_grad_outputs, the backward reads grad_out[k] as a

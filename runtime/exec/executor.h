@@ -166,8 +166,10 @@ class Executor {
   int64_t kept_activation_bytes() const { return kept_bytes_; }
   int64_t recompute_arena_bytes() const { return transient_bytes_; }
   int64_t activation_grad_bytes() const { return grad_bytes_; }
-  // Activations stored in bf16 (Note [bf16 activations] in executor_bf16.cc): how many of the
-  // graph's activation tensors, and their bytes (half what fp32 would take).
+  // The micro-batch's token ids and targets (int32).
+  int64_t input_bytes() const { return static_cast<int64_t>(data_arena_.size()); }
+  // Activations stored in bf16 (Note [bf16 activations] in runtime/graph/host_bf16.h): how many of
+  // the graph's activation tensors, and their bytes (half what fp32 would take).
   int bf16_activations() const { return bf16_acts_; }
   int64_t bf16_activation_bytes() const { return bf16_act_bytes_; }
   // Per-op-type time, collected when DS_PROFILE_OPS=1 is set (on a device it synchronizes
@@ -193,6 +195,7 @@ class Executor {
   // bf16 on the host (executor_bf16.cc): whether this is a bf16 step, and the activations'
   // (specs_) and their gradients' (grad_specs_) dtypes in it.
   bool Bf16Step() const;
+  std::vector<const kernels::Kernel*> NodeKernels() const;  // in node order
   void ChooseBf16Activations();
   void ChooseBf16Grads();
   Status CheckBf16GradsFresh() const;

@@ -6,78 +6,13 @@
 
 #include "runtime/base/status_macros.h"
 #include "runtime/exec/executor_node.h"
+#include "runtime/graph/activation_grads.h"
 #include "runtime/graph/recompute.h"
 #include "runtime/graph/validate.h"
 
 namespace ds::exec {
-namespace {
 
 using internal::AlignUp;
-
-// The backward steps (0 = the last node's) that open and close each activation gradient's
-// interval; -1 where a tensor takes none.
-struct GradIntervals {
-  std::vector<int> start, end;
-};
-
-GradIntervals ActivationGradIntervals(const Graph& g, const std::vector<uint32_t>& non_diff,
-                                      bool split_backward) {
-  const int n = static_cast<int>(g.nodes.size()), nt = static_cast<int>(g.tensors.size());
-  GradIntervals iv{std::vector<int>(nt, -1), std::vector<int>(nt, -1)};
-  for (int i = n - 1; i >= 0; --i) {
-    const int step = n - 1 - i;
-    const NodeInfo& node = g.nodes[i];
-    for (int t : node.outputs) iv.end[t] = step;
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int t = node.inputs[k];
-      if (g.tensors[t].role != TensorRole::kActivation || (non_diff[i] & (1u << k))) continue;
-      if (iv.start[t] < 0) iv.start[t] = step;
-    }
-  }
-  iv.start[g.loss] = 0;
-  WidenExchanges(g, &iv.start, &iv.end);  // an exchange's gradients may be in flight over both
-  // split_backward: the gradients the weight half reads (the outputs' of nodes with parameters)
-  // keep their place until the end; the others are reused as in a whole backward.
-  if (split_backward)
-    for (int i = 0; i < n; ++i) {
-      bool has_params = false;
-      for (int t : g.nodes[i].inputs)
-        has_params = has_params || g.tensors[t].role == TensorRole::kParam;
-      if (!has_params) continue;
-      for (int t : g.nodes[i].outputs)
-        if (iv.end[t] >= 0) iv.end[t] = n;
-    }
-  return iv;
-}
-
-// First-fit placement of `order`'s tensors (by interval start) in one arena; returns its size.
-size_t PlaceFirstFit(const std::vector<int>& order, const GradIntervals& iv,
-                     const std::vector<TensorSpec>& specs, std::vector<size_t>* offset) {
-  struct Block {
-    size_t offset, size;
-    int end;
-  };
-  std::vector<Block> live;
-  size_t arena = 0;
-  for (int t : order) {
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Block& b) { return b.end < iv.start[t]; }),
-               live.end());
-    std::sort(live.begin(), live.end(),
-              [](const Block& a, const Block& b) { return a.offset < b.offset; });
-    size_t need = AlignUp(specs[t].nbytes()), at = 0;
-    for (const Block& b : live) {
-      if (b.offset >= at + need) break;
-      at = std::max(at, b.offset + b.size);
-    }
-    (*offset)[t] = at;
-    live.push_back({at, need, iv.end[t]});
-    arena = std::max(arena, at + need);
-  }
-  return arena;
-}
-
-}  // namespace
 
 Status Executor::BindState() {
   const Graph& g = *graph_;
@@ -269,31 +204,23 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
   return OkStatus();
 }
 
-// Note [Activation gradient liveness]
-// In backward (nodes in reverse), the gradient of activation t is first written by the
-// backward of its last consumer and last read by the backward of its producer. Buffers
-// are placed first-fit in one arena over those intervals, so the peak is the largest set
-// of gradients live at once rather than their sum. A buffer is zeroed just before the
-// backward step that opens its interval (kernels accumulate).
+// The activation gradients' arena (runtime/graph/activation_grads.h: placed over their backward
+// live ranges, as the planner counts it). A buffer is zeroed just before the backward step that
+// opens its interval (kernels accumulate).
 Status Executor::PlanActivationGrads() {
   const Graph& g = *graph_;
   const int n = static_cast<int>(g.nodes.size()), nt = static_cast<int>(g.tensors.size());
   std::vector<uint32_t> non_diff(n);
   for (int i = 0; i < n; ++i) non_diff[i] = nodes_[i]->def->non_differentiable_inputs;
-  const GradIntervals iv = ActivationGradIntervals(g, non_diff, opt_.split_backward);
   ChooseBf16Grads();
-  std::vector<int> order;
-  for (int t = 0; t < nt; ++t)
-    if (iv.start[t] >= 0 && iv.end[t] >= 0) order.push_back(t);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return iv.start[a] < iv.start[b]; });
-  std::vector<size_t> offset(nt, 0);
-  const size_t arena = PlaceFirstFit(order, iv, grad_specs_, &offset);
-  DS_ASSIGN_OR_RETURN(char* grads, Arena(arena, &grad_arena_));
-  grad_bytes_ = static_cast<int64_t>(arena);
-  for (int t : order) {
-    grad_views_[t] = Tensor(grads + offset[t], grad_specs_[t].shape, grad_specs_[t].dtype);
-    const int node = n - 1 - iv.start[t];
+  std::vector<int64_t> bytes(nt);
+  for (int t = 0; t < nt; ++t) bytes[t] = static_cast<int64_t>(AlignUp(grad_specs_[t].nbytes()));
+  const GradPlacement place = PlaceActivationGrads(g, non_diff, opt_.split_backward, bytes);
+  DS_ASSIGN_OR_RETURN(char* grads, Arena(static_cast<size_t>(place.bytes), &grad_arena_));
+  grad_bytes_ = place.bytes;
+  for (int t : place.order) {
+    grad_views_[t] = Tensor(grads + place.offset[t], grad_specs_[t].shape, grad_specs_[t].dtype);
+    const int node = n - 1 - place.start[t];
     if (t != g.loss) nodes_[node]->zero_before_backward.push_back(grad_views_[t]);
   }
   BindGradArgs();

@@ -8,6 +8,7 @@
 
 #include "kernels/registry.h"
 #include "runtime/exec/executor.h"
+#include "runtime/graph/activation_grads.h"
 
 namespace ds::exec {
 
@@ -34,10 +35,8 @@ struct Executor::NodeExec {
 
 namespace internal {
 
-constexpr size_t kAlignBytes = 64;
-
-// Every buffer the executor places starts on a 64-byte boundary.
-inline size_t AlignUp(size_t n) { return (n + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
+// Every buffer the executor places starts on a 64-byte boundary (the planner counts them so).
+inline size_t AlignUp(size_t n) { return static_cast<size_t>(ArenaBytes(static_cast<int64_t>(n))); }
 
 }  // namespace internal
 }  // namespace ds::exec

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
 
 #include "kernels/registry.h"
+#include "runtime/graph/activation_grads.h"
 
 namespace ds {
 namespace {
@@ -222,7 +222,6 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<Recomput
     for (int t : s.partitioned) last_use[t] = std::max(last_use[t], s.node_end - 1);
   WidenExchanges(g, &producer, &last_use);
   ForwardOnlyPlacement out;
-  out.offset.assign(nt, -1);
   std::vector<int> order;
   for (int t = 0; t < nt; ++t)
     if (g.tensors[t].role == TensorRole::kActivation && !kept[t] && !transient[t] && t != g.loss &&
@@ -230,22 +229,8 @@ ForwardOnlyPlacement PlaceForwardOnly(const Graph& g, const std::vector<Recomput
       order.push_back(t);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return producer[a] < producer[b]; });
-  std::vector<std::tuple<int64_t, int64_t, int>> live;  // offset, size, last use
-  for (int t : order) {
-    const int from = producer[t];
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [from](const auto& b) { return std::get<2>(b) < from; }),
-               live.end());
-    std::sort(live.begin(), live.end());
-    int64_t off = 0;
-    for (const auto& [o, size, end] : live) {
-      if (o >= off + bytes[t]) break;
-      off = std::max(off, o + size);
-    }
-    out.offset[t] = off;
-    live.push_back({off, bytes[t], last_use[t]});
-    out.bytes = std::max(out.bytes, off + bytes[t]);
-  }
+  out.offset.assign(nt, -1);
+  out.bytes = PlaceFirstFit(order, producer, last_use, bytes, &out.offset);
   return out;
 }
 

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "kernels/registry.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/graph/activation_grads.h"
+#include "runtime/graph/host_bf16.h"
 #include "runtime/graph/validate.h"
 
 namespace ds::plan {
@@ -78,65 +79,140 @@ Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
   return OkStatus();
 }
 
-// What backward keeps: each tensor KeptTensors names (read by some backward and not recomputed,
-// or read again by a recompute segment; a parameter excepted), counted once and charged to the
-// block that produces it (it dies with that block's backward, the last
-// backward that can read it), plus every node's op-private saved buffers, plus the slice of each
-// checkpoint partition_activations splits.
-Status CountActivations(const Graph& graph, const std::vector<TensorSpec>& specs,
-                        const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
+// The activations' specs as the executor stores them: fp32; a bf16 host step's bf16 ones (the
+// host kernels' declarations); a 16-bit device step's, inferred again from 16-bit parameters.
+struct Storage {
+  std::vector<TensorSpec> f32;                  // inferred in fp32 (saved buffers come from it)
+  std::vector<TensorSpec> specs;                // as stored
+  std::vector<const kernels::Kernel*> kernels;  // a bf16 host step's host kernels, else empty
+  bool device16 = false;
+};
+
+StatusOr<Storage> StorageOf(const Graph& graph, std::vector<TensorSpec> f32,
+                            const ActivationOptions& o) {
+  Storage st;
+  st.f32 = std::move(f32);
+  st.specs = st.f32;
+  if (o.storage == ActivationStorage::kHostBf16) {
+    DS_ASSIGN_OR_RETURN(st.kernels, HostKernels(graph));
+    std::vector<bool> fp32(st.specs.size());
+    for (size_t t = 0; t < st.specs.size(); ++t) fp32[t] = st.specs[t].dtype == DType::kF32;
+    const std::vector<bool> bf16 = Bf16Activations(graph, st.kernels, fp32);
+    for (size_t t = 0; t < st.specs.size(); ++t)
+      if (bf16[t]) st.specs[t].dtype = DType::kBF16;
+  } else if (o.storage == ActivationStorage::kDevice16) {
+    st.device16 = true;
+    for (size_t t = 0; t < graph.tensors.size(); ++t)
+      if (graph.tensors[t].role == TensorRole::kParam) st.specs[t].dtype = o.model_dtype;
+    for (const NodeInfo& n : graph.nodes) {
+      const kernels::OpDef* def = kernels::FindOp(n.op);
+      if (!def || !def->infer) continue;  // CountActivations names it
+      std::vector<TensorSpec> in, out;
+      for (int t : n.inputs) in.push_back(st.specs[t]);
+      DS_RETURN_IF_ERROR(def->infer(n.attrs, in, &out)
+                             .WithPrefix("node " + n.name + " in " + DTypeName(o.model_dtype)));
+      for (size_t k = 0; k < n.outputs.size() && k < out.size(); ++k)
+        st.specs[n.outputs[k]] = out[k];
+    }
+  }
+  return st;
+}
+
+int64_t Arena(int64_t bytes) { return ArenaBytes(bytes); }
+
+// A node's op-private saved buffers (from the fp32 specs, as the executor sizes them).
+std::vector<TensorSpec> SavedOf(const NodeInfo& node, const std::vector<TensorSpec>& f32) {
+  const kernels::OpDef* def = kernels::FindOp(node.op);
+  if (!def || !def->saved) return {};
+  std::vector<TensorSpec> in;
+  for (int i : node.inputs) in.push_back(f32[i]);
+  return def->saved(node.attrs, in);
+}
+
+// The recompute segments' shared arena: the largest segment's transient tensors and saved
+// buffers.
+void CountRecomputeArena(const Graph& graph, const Storage& st,
+                         const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
   for (const RecomputeSegment& s : recompute) {
     int64_t bytes = 0;
-    for (int t : s.transient) bytes += specs[t].nbytes();
-    for (int n = s.node_begin; n < s.node_end; ++n) {
-      const NodeInfo& node = graph.nodes[n];
-      const kernels::OpDef* def = kernels::FindOp(node.op);
-      if (!def || !def->saved) continue;
-      std::vector<TensorSpec> in;
-      for (int i : node.inputs) in.push_back(specs[i]);
-      for (const TensorSpec& sp : def->saved(node.attrs, in)) bytes += sp.nbytes();
-    }
+    for (int t : s.transient) bytes += Arena(st.specs[t].nbytes());
+    for (int n = s.node_begin; n < s.node_end; ++n)
+      for (const TensorSpec& sp : SavedOf(graph.nodes[n], st.f32)) bytes += Arena(sp.nbytes());
     facts->recompute_arena_bytes = std::max(facts->recompute_arena_bytes, bytes);
   }
-  std::vector<int> producer_block(graph.tensors.size(),
-                                  -2);  // -2: not produced by a node
+}
+
+// What backward keeps: each activation neither recomputed nor forward-only (KeptTensors': read by
+// some backward or again by a recompute segment; and those nothing reads), counted once and
+// charged to the block that produces it (it dies with that block's backward, the last backward
+// that can read it), plus every node's op-private saved buffers, plus the slice of each
+// checkpoint partition_activations splits. Each in its stored dtype, aligned as the executor's
+// arena.
+Status CountActivations(const Graph& graph, const Storage& st,
+                        const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
+  const std::vector<TensorSpec>& specs = st.specs;
+  CountRecomputeArena(graph, st, recompute, facts);
+  std::vector<int> producer_block(graph.tensors.size(), -2);  // -2: not produced by a node
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.outputs) producer_block[t] = n.block;
   std::vector<int64_t> bytes(specs.size());
-  for (size_t t = 0; t < specs.size(); ++t) bytes[t] = specs[t].nbytes();
-  facts->forward_arena_bytes = PlaceForwardOnly(graph, recompute, bytes).bytes;
-  const std::vector<bool> keep = KeptTensors(graph, recompute);
-  std::set<int> kept;
-  for (size_t t = 0; t < keep.size(); ++t)
-    if (keep[t]) kept.insert(static_cast<int>(t));
+  for (size_t t = 0; t < specs.size(); ++t) bytes[t] = Arena(specs[t].nbytes());
+  const ForwardOnlyPlacement forward_only = PlaceForwardOnly(graph, recompute, bytes);
+  facts->forward_arena_bytes = forward_only.bytes;
+  std::vector<bool> transient(specs.size(), false);
+  for (const RecomputeSegment& s : recompute)
+    for (int t : s.transient) transient[t] = true;
   for (int ni = 0; ni < static_cast<int>(graph.nodes.size()); ++ni) {
     const NodeInfo& n = graph.nodes[ni];
-    const kernels::OpDef* def = kernels::FindOp(n.op);
-    if (def == nullptr)
+    if (kernels::FindOp(n.op) == nullptr)
       return InvalidArgumentError("op " + n.op + " of node " + n.name +
                                   " is not registered (link //kernels/ops:op_defs)");
-    std::vector<TensorSpec> in;
-    for (int t : n.inputs) in.push_back(specs[t]);
-    if (!def->saved || InSegment(recompute, ni)) continue;
+    if (InSegment(recompute, ni)) continue;
     BlockFacts& b = facts->blocks[facts->BlockPosition(n.block)];
-    for (const TensorSpec& s : def->saved(n.attrs, in)) b.activation_bytes += s.nbytes();
+    for (const TensorSpec& sp : SavedOf(n, st.f32)) b.activation_bytes += Arena(sp.nbytes());
   }
-  for (int t : kept) {
-    if (graph.tensors[t].role == TensorRole::kParam || producer_block[t] == -2) continue;
-    facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += specs[t].nbytes();
+  // Every other activation stays for the whole step (KeptTensors' and the ones nothing reads,
+  // the loss among them), as the executor's arena keeps them.
+  for (size_t t = 0; t < specs.size(); ++t) {
+    if (graph.tensors[t].role != TensorRole::kActivation || transient[t] ||
+        forward_only.offset[t] >= 0 || producer_block[t] == -2)
+      continue;
+    facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes += bytes[t];
   }
   // partition_activations: a partitioned checkpoint keeps its rank's slice (the executor's);
   // cpu_checkpointing: in host memory, nothing on the device.
   for (const RecomputeSegment& s : recompute)
     for (int t : s.on_host ? std::vector<int>() : s.partitioned)
       facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes +=
-          specs[t].nbytes() / s.parts;
+          Arena(specs[t].numel() / s.parts * static_cast<int64_t>(DTypeSize(specs[t].dtype)));
   for (size_t t = 0; t < graph.tensors.size(); ++t) {
     TensorRole role = graph.tensors[t].role;
     if (role == TensorRole::kInput || role == TensorRole::kTarget)
       facts->input_bytes += specs[t].nbytes();
   }
   return OkStatus();
+}
+
+// The activation gradients' arena, placed as the executor places it (activation_grads.h), in
+// the dtypes a bf16 host step stores them in (host_bf16.h).
+void CountActivationGrads(const Graph& graph, const Storage& st, const ActivationOptions& o,
+                          ModelFacts* facts) {
+  const int nt = static_cast<int>(graph.tensors.size());
+  std::vector<TensorSpec> grads = st.device16 ? st.specs : st.f32;
+  if (!st.kernels.empty() && !o.split_backward) {
+    std::vector<bool> fp32(nt);
+    for (int t = 0; t < nt; ++t) fp32[t] = grads[t].dtype == DType::kF32;
+    const std::vector<bool> bf16 = Bf16Gradients(graph, st.kernels, fp32);
+    for (int t = 0; t < nt; ++t)
+      if (bf16[t]) grads[t].dtype = DType::kBF16;
+  }
+  std::vector<uint32_t> non_diff;
+  for (const NodeInfo& n : graph.nodes)
+    non_diff.push_back(kernels::FindOp(n.op)->non_differentiable_inputs);
+  std::vector<int64_t> bytes(nt);
+  for (int t = 0; t < nt; ++t) bytes[t] = Arena(grads[t].nbytes());
+  facts->activation_grad_bytes =
+      PlaceActivationGrads(graph, non_diff, o.split_backward, bytes).bytes;
 }
 
 }  // namespace
@@ -148,7 +224,8 @@ int ModelFacts::BlockPosition(int block) const {
 }
 
 StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len,
-                                  const std::vector<RecomputeSegment>& recompute) {
+                                  const std::vector<RecomputeSegment>& recompute,
+                                  const ActivationOptions& options) {
   ModelFacts facts;
   facts.name = graph.name;
   DS_RETURN_IF_ERROR(LayoutParams(graph, &facts));
@@ -157,7 +234,9 @@ StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64
   if (!specs.ok())
     return specs.status().WithPrefix("micro batch " + std::to_string(micro_batch) + ", seq_len " +
                                      std::to_string(seq_len));
-  DS_RETURN_IF_ERROR(CountActivations(graph, *specs, recompute, &facts));
+  DS_ASSIGN_OR_RETURN(Storage st, StorageOf(graph, std::move(*specs), options));
+  DS_RETURN_IF_ERROR(CountActivations(graph, st, recompute, &facts));
+  CountActivationGrads(graph, st, options, &facts);
   return facts;
 }
 

@@ -1,7 +1,8 @@
 // ModelFacts: what the planner needs to know about a graph, in one pass: the flat parameter layout
 // (the same as zero/param_store.h: graph parameter order, each start aligned to 16
 // elements), which blocks read each parameter, each block's node range, and the activation bytes
-// backward keeps per block for one micro-batch (from the OpDefs' saved-activation data).
+// backward keeps per block for one micro-batch (from the OpDefs' saved-activation data), in the
+// dtypes and 64-byte alignment the executor stores them in, and its activation gradients' arena.
 //
 // Needs the op registry populated (link //kernels/ops:op_defs).
 #pragma once
@@ -52,14 +53,29 @@ struct ModelFacts {
   int64_t recompute_arena_bytes = 0;
   // The arena the activations nothing reads after forward share (PlaceForwardOnly).
   int64_t forward_arena_bytes = 0;
+  // The activation gradients' arena (runtime/graph/activation_grads.h), one micro-batch.
+  int64_t activation_grad_bytes = 0;
 
   // Position of `block` in `blocks`; -1 when no node has it.
   int BlockPosition(int block) const;
 };
 
+// How the executor will store the activations: fp32 (the host in fp32, or bf16 with fp32
+// products), bf16 where a bf16 host step's kernels take it (runtime/graph/host_bf16.h: needs the
+// host kernels linked, //kernels/cpu:cpu_kernels), or in the model dtype on a 16-bit device.
+enum class ActivationStorage { kF32, kHostBf16, kDevice16 };
+
+struct ActivationOptions {
+  ActivationStorage storage = ActivationStorage::kF32;
+  DType model_dtype = DType::kF32;  // kDevice16's
+  bool split_backward = false;      // zero-bubble schedules: the gradients the weight half reads
+                                    // stay live to the end, and stay fp32
+};
+
 // InvalidArgument when a parameter has a symbolic shape or no reader, when nodes are not grouped by
 // block in node order, or when shape inference fails for (micro_batch, seq_len).
 StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64_t seq_len,
-                                  const std::vector<RecomputeSegment>& recompute = {});
+                                  const std::vector<RecomputeSegment>& recompute = {},
+                                  const ActivationOptions& options = {});
 
 }  // namespace ds::plan

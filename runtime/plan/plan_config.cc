@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/base/status_macros.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/plan/parallel_grid.h"
 
 namespace ds::plan {
@@ -124,6 +125,10 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   DS_RETURN_IF_ERROR(SetCommDtype(job, &c));
   SetStates(job, &c);
   SetZero(job.zero, &c);
+  const std::string& products = job.device.cpu_bf16_matmul;
+  c.host_bf16_activations =
+      !c.on_device && c.model_dtype == DType::kBF16 &&
+      (products == "bf16" || (products == "auto" && HostCpuIsa() == CpuIsa::kAvx512Bf16));
   return c;
 }
 

@@ -75,6 +75,10 @@ struct PlanConfig {
   bool gradient_clipping = false;   // clip at the (always planned) GRAD_NORM_REDUCE
   bool states_on_device = false;    // model states and the optimizer step on the accelerator
   bool on_device = false;           // device.type cuda: forward and backward run on the accelerator
+  // A bf16 step on the host whose products take bf16 inputs (device.cpu_bf16_matmul "bf16", or
+  // "auto" on a CPU with AVX512_BF16 under DS_CPU_ISA): the executor stores activations and
+  // their gradients in bf16 where the host kernels take them (runtime/graph/host_bf16.h).
+  bool host_bf16_activations = false;
   // With states_on_device: the data-parallel collectives work on device buffers (NCCL), else
   // they stage through the host (Gloo). PlanConfigFromJob: true unless DS_ACCELERATOR=host (the
   // host-emulated device has no NCCL); a trainer sets it from its communicator.

@@ -66,6 +66,7 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_optimizer_bytes(Kind(m, Buf::MASTER_WEIGHTS) + Kind(m, Buf::OPTIMIZER_STATE));
   r.set_model_state_bytes(m.model_state_bytes());
   r.set_activation_peak_bytes(Kind(m, Buf::ACTIVATIONS));
+  r.set_activation_grad_bytes(Kind(m, Buf::ACTIVATION_GRADS));
   r.set_bucket_peak_bytes(Kind(m, Buf::GRAD_BUCKET));
   r.set_gather_peak_bytes(Kind(m, Buf::GATHER_BUFFER));
   r.set_peak_bytes(m.peak_bytes());
@@ -350,6 +351,7 @@ std::string FormatMemory(const proto::PlanSummary& s,
     row("frozen weights (fp32)", &proto::RankSummary::frozen_bytes,
         "  LoRA's base model: no gradients, no optimizer state");
   row("activations (peak)", &proto::RankSummary::activation_peak_bytes, "");
+  row("activation gradients", &proto::RankSummary::activation_grad_bytes, "");
   row("gradient buckets (peak)", &proto::RankSummary::bucket_peak_bytes, "");
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
   if (c.optimizer_swap().enabled()) {

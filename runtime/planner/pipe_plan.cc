@@ -313,7 +313,8 @@ Status AddStage(const StageInputs& x, int s, const proto::Plan& stage, proto::Pl
   // keeps (exact with one chunk, an upper bound with several).
   const int most = *std::max_element(slots.begin(), slots.end());
   for (proto::PlanBuffer& b : *layout->mutable_buffers())
-    if (b.kind() == proto::PlanBuffer::ACTIVATIONS) {
+    if (b.kind() == proto::PlanBuffer::ACTIVATIONS ||
+        b.kind() == proto::PlanBuffer::ACTIVATION_GRADS) {
       b.set_bytes(b.bytes() * most);
       if (!b.whole_step()) in.activation_buffers.insert(b.id());
     }

@@ -204,6 +204,18 @@ StatusOr<proto::Plan> PlanModel(const Graph& graph, const plan::Topology& topolo
   return PlanLocal(*local, topology, resolved);
 }
 
+// How the executors will store the activations (model_facts.h).
+plan::ActivationOptions ActivationOptionsOf(const plan::PlanConfig& config) {
+  plan::ActivationOptions o;
+  if (config.on_device && config.model_dtype != DType::kF32)
+    o.storage = plan::ActivationStorage::kDevice16;
+  else if (config.host_bf16_activations)
+    o.storage = plan::ActivationStorage::kHostBf16;
+  o.model_dtype = config.model_dtype;
+  o.split_backward = config.pipeline > 1 && config.pipe_schedule == plan::PipeScheduleKind::kZbH1;
+  return o;
+}
+
 }  // namespace
 
 StatusOr<proto::Plan> MakePlan(const Graph& graph, const plan::Topology& topology,
@@ -224,9 +236,9 @@ StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const plan:
   if (config.partition_activations)
     PartitionCheckpoints(local.graph, local.replicated, topology.tp, &recompute);
   if (config.cpu_checkpointing) OffloadCheckpoints(local.graph, &recompute);
-  DS_ASSIGN_OR_RETURN(
-      plan::ModelFacts facts,
-      plan::AnalyzeModel(local.graph, config.micro_batch_size, config.seq_len, recompute));
+  DS_ASSIGN_OR_RETURN(plan::ModelFacts facts,
+                      plan::AnalyzeModel(local.graph, config.micro_batch_size, config.seq_len,
+                                         recompute, ActivationOptionsOf(config)));
   proto::Plan plan;
   EchoSettings(config, topology, &plan);
   auto shape = [&local](const char* key) {

@@ -26,7 +26,7 @@ void StateMemory::Sample(const zero::ParamStore& params, const zero::Optimizer& 
 std::string StateMemory::Report(const std::string& device_line, int64_t planned_bytes) const {
   auto mib = [](size_t b) {
     char text[32];
-    std::snprintf(text, sizeof(text), "%.1f", b / 1048576.0);
+    std::snprintf(text, sizeof(text), "%.2f", b / 1048576.0);
     return std::string(text);
   };
   std::string s = device_line;  // the host ParamStore: checkpoint copies

@@ -440,7 +440,29 @@ StatusOr<StepMetrics> Trainer::TrainStep() {
   return r;
 }
 
-std::string Trainer::MemoryReport() const { return runner_->MemoryReport(); }
+std::string Trainer::MemoryReport() const {
+  int64_t acts = 0, grads = 0;  // every activation slot's executor (a pipeline stage has several)
+  auto add = [&](const exec::Executor& e) {
+    acts += e.activation_bytes() + e.input_bytes();
+    grads += e.activation_grad_bytes();
+  };
+  add(*executor_);
+  for (const auto& e : slot_executors_) add(*e);
+  int64_t planned_acts = 0, planned_grads = 0;
+  for (const proto::RankPlan& r : plan_->ranks()) {
+    if (r.rank() != world_rank_) continue;
+    for (const proto::KindBytes& k : r.memory().peak_by_kind()) {
+      if (k.kind() == proto::PlanBuffer::ACTIVATIONS) planned_acts = k.bytes();
+      if (k.kind() == proto::PlanBuffer::ACTIVATION_GRADS) planned_grads = k.bytes();
+    }
+  }
+  constexpr double kMiB = 1 << 20;
+  return runner_->MemoryReport() +
+         fmt::format(
+             "; activations {:.2f} MiB, activation gradients {:.2f} MiB, planned {:.2f} "
+             "and {:.2f} MiB",
+             acts / kMiB, grads / kMiB, planned_acts / kMiB, planned_grads / kMiB);
+}
 
 PlanBeacon& Trainer::beacon() { return runner_->beacon(); }
 

@@ -222,7 +222,8 @@ class Trainer {
   // forwards). Leaves the parameters in the training layout. Every rank calls it.
   Status ForwardGathered(exec::Executor* ex, int gather_blocks);
   // With DS_MEMORY_PROFILE=1 in the environment: the step runner's peak resident bytes of
-  // the model states beside the plan's (StepRunner::MemoryReport).
+  // the model states beside the plan's (StepRunner::MemoryReport), then the executors'
+  // activations (with the micro-batch's tokens) and activation gradients beside the plan's.
   std::string MemoryReport() const;
   // Where the rank is in its plan, for the coordinator's hang diagnosis (plan_beacon.h).
   PlanBeacon& beacon();

@@ -96,7 +96,8 @@ void AddSwapSlots(Context* ctx, proto::Plan* plan) {
   }
 }
 
-// The micro-batch, each block's activations, and the forward-only and recompute arenas.
+// The micro-batch, each block's activations, the forward-only, activation-gradient and recompute
+// arenas.
 void AddActivationBuffers(Context* ctx, proto::Plan* plan) {
   BufferIds& ids = ctx->buf;
   ids.batch = AddBytesBuffer(plan, "micro_batch", ctx->facts.input_bytes);
@@ -105,6 +106,11 @@ void AddActivationBuffers(Context* ctx, proto::Plan* plan) {
         AddBytesBuffer(plan, "activations.block" + Str(b.block), b.activation_bytes));
   if (ctx->facts.forward_arena_bytes > 0) {  // tensors only forward reads, by liveness
     const int arena = AddBytesBuffer(plan, "activations.forward", ctx->facts.forward_arena_bytes);
+    plan->mutable_buffers(arena)->set_whole_step(true);
+  }
+  if (ctx->facts.activation_grad_bytes > 0) {  // backward's, by liveness (activation_grads.h)
+    const int arena = AddBytesBuffer(plan, "activation_grads", ctx->facts.activation_grad_bytes);
+    plan->mutable_buffers(arena)->set_kind(proto::PlanBuffer::ACTIVATION_GRADS);
     plan->mutable_buffers(arena)->set_whole_step(true);
   }
   if (ctx->facts.recompute_arena_bytes > 0) {  // one segment's recomputed tensors at a time
