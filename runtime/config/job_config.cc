@@ -226,6 +226,8 @@ void ParseRoot(const YAML::Node& doc, ParseContext* ctx, JobConfig* c) {
     r.Require(c->parallel.ulysses == 1 || c->parallel.ulysses == sp, "sequence_parallel_size",
               "must equal parallel.ulysses " + std::to_string(c->parallel.ulysses));
     r.Require(sp >= 1, "sequence_parallel_size", "must be >= 1");
+    r.Require(sp == 1 || !c->parallel.auto_layout, "sequence_parallel_size",
+              "contradicts parallel: auto (the planner picks the Ulysses size): remove one");
     c->parallel.ulysses = static_cast<int>(sp);
   }
   in::ParseTensorParallel(r, &c->parallel, tensor_given);

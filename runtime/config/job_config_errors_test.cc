@@ -299,3 +299,18 @@ TEST_CASE("elasticity: the batch every size in range runs, and bad blocks named"
 
 }  // namespace
 }  // namespace ds::config
+
+namespace ds::config {
+namespace {
+
+// parallel: auto picks every model-parallel size; a size given beside it contradicts it.
+TEST_CASE("Config errors: a parallel size beside parallel: auto", "[config]") {
+  CHECK(Contains(ErrorOf("train_batch_size: 8\nparallel: auto\nsequence_parallel_size: 2\n"),
+                 "key \"sequence_parallel_size\" (line 3): contradicts parallel: auto"));
+  CHECK(Contains(ErrorOf("train_batch_size: 8\nparallel: auto\npipeline: {stages: 2}\n"),
+                 "contradicts parallel: auto"));
+  CHECK(ErrorOf("train_batch_size: 8\nparallel: auto\nsequence_parallel_size: 1\n").empty());
+}
+
+}  // namespace
+}  // namespace ds::config

@@ -71,6 +71,7 @@ StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoReques
   o.micro = job.train_micro_batch_size_per_gpu;
   o.gas = job.gradient_accumulation_steps;
   o.recompute_given = job.recompute.given;
+  o.schedule_given = job.pipeline.schedule != "1f1b";
   DS_ASSIGN_OR_RETURN(c.result, SearchLayouts(graph, config, o));
   if (c.result.layouts.empty()) {
     const AutoResult& r = c.result;
@@ -96,7 +97,10 @@ StatusOr<std::string> RunAutoPlan(const AutoRequest& q) {
 std::string LayoutSpec(const Layout& l) {
   return "tensor=" + std::to_string(l.tp) + " pipeline=" + std::to_string(l.pp) +
          " stage=" + std::to_string(l.stage) + " micro=" + std::to_string(l.micro) +
-         " gas=" + std::to_string(l.gas) + " recompute=" + RecomputeModeName(l.recompute);
+         " gas=" + std::to_string(l.gas) + " recompute=" + RecomputeModeName(l.recompute) +
+         " ulysses=" + std::to_string(l.sp) + " expert=" + std::to_string(l.ep) +
+         " schedule=" + plan::PipeScheduleName(l.schedule) +
+         " virtual=" + std::to_string(l.virtual_stages);
 }
 
 Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
@@ -111,8 +115,11 @@ Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
     const long long n = std::strtoll(value.c_str(), &end, 10);
     const bool number = !value.empty() && *end == '\0' && n >= 0;
     RecomputeMode mode;
+    plan::PipeScheduleKind schedule;
     if (key == "recompute" && ParseRecomputeMode(value, &mode)) {
       job->recompute.mode = value;
+    } else if (key == "schedule" && plan::ParsePipeSchedule(value, &schedule)) {
+      job->pipeline.schedule = value;
     } else if (!number) {
       return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": cannot read \"" + item + "\"");
     } else if (key == "tensor") {
@@ -125,12 +132,18 @@ Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
       job->train_micro_batch_size_per_gpu = n;
     } else if (key == "gas") {
       job->gradient_accumulation_steps = n;
+    } else if (key == "ulysses") {
+      job->parallel.ulysses = static_cast<int>(n);
+    } else if (key == "expert") {
+      job->parallel.expert = static_cast<int>(n);
+    } else if (key == "virtual") {
+      job->pipeline.virtual_stages = static_cast<int>(n);
     } else {
       return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": unknown \"" + key + "\"");
     }
     ++seen;
   }
-  if (seen != 6) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the six parts");
+  if (seen != 10) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the ten parts");
   job->parallel.auto_layout = false;
   return OkStatus();
 }

@@ -71,7 +71,12 @@ std::string Layout::Name() const {
   std::snprintf(s, sizeof s, "tp %d pp %d dp %d zero %d micro %lld x gas %lld recompute %s", tp, pp,
                 dp, stage, static_cast<long long>(micro), static_cast<long long>(gas),
                 RecomputeModeName(recompute));
-  return s;
+  std::string name = s;
+  if (sp > 1) name += " ulysses " + std::to_string(sp);
+  if (ep > 1) name += " ep " + std::to_string(ep);
+  if (pp > 1) name += std::string(" schedule ") + plan::PipeScheduleName(schedule);
+  if (virtual_stages > 1) name += " x" + std::to_string(virtual_stages);
+  return name;
 }
 
 plan::PlanConfig Layout::Apply(const plan::PlanConfig& base) const {
@@ -82,8 +87,95 @@ plan::PlanConfig Layout::Apply(const plan::PlanConfig& base) const {
   c.micro_batch_size = micro;
   c.gradient_accumulation_steps = gas;
   c.recompute = recompute;
+  c.ulysses = sp;
+  c.expert = ep;
+  c.pipe_schedule = schedule;
+  c.virtual_stages = virtual_stages;
   return c;
 }
+
+namespace {
+
+bool HasExperts(const Graph& graph) {
+  for (const TensorInfo& t : graph.tensors)
+    if (t.sharding == ShardKind::kExpert) return true;
+  return false;
+}
+
+// Ulysses sizes worth planning: each rank takes seq_len / sp positions and n_head / sp heads
+// (the planner refuses the rest, for every micro-batch and stage alike).
+bool UlyssesSplits(const Graph& graph, const plan::PlanConfig& base, int sp) {
+  auto it = graph.config.find("n_head");
+  const int64_t heads = it == graph.config.end() ? 0 : static_cast<int64_t>(it->second);
+  return base.seq_len % sp == 0 && (heads == 0 || heads % sp == 0);
+}
+
+// The model-parallel shapes of the grid: tensor (inside a node), pipeline with its schedules,
+// Ulysses and expert sizes; dp, micro-batch, accumulation, stage and recompute come after.
+std::vector<Layout> Shapes(const Graph& graph, const plan::PlanConfig& base, const AutoOptions& o,
+                           int world) {
+  std::vector<Layout> shapes;
+  const bool experts = HasExperts(graph);
+  for (int tp : Divisors(world)) {
+    // A tensor-parallel group stays on one node (its all-reduces sit between every pair of
+    // products; ds-launch refuses one that spans nodes): tp divides every node's slots.
+    if (std::any_of(o.node_slots.begin(), o.node_slots.end(), [&](int s) { return s % tp; }))
+      continue;
+    for (int pp : Divisors(world / tp)) {
+      if (pp > std::max(1, graph.num_blocks)) continue;
+      const int dp = world / tp / pp;
+      std::vector<std::pair<plan::PipeScheduleKind, int>> schedules{{base.pipe_schedule, 1}};
+      if (pp > 1 && o.schedule_given) schedules = {{base.pipe_schedule, base.virtual_stages}};
+      if (pp > 1 && !o.schedule_given) {
+        schedules = {{plan::PipeScheduleKind::k1F1B, 1}, {plan::PipeScheduleKind::kZbH1, 1}};
+        if (graph.num_blocks % (2 * pp) == 0)
+          schedules.push_back({plan::PipeScheduleKind::kInterleaved, 2});
+      }
+      for (int sp : Divisors(dp)) {
+        if (!UlyssesSplits(graph, base, sp)) continue;
+        for (int ep : experts ? Divisors(dp) : std::vector<int>{1})
+          for (const auto& [schedule, v] : schedules) {
+            Layout l;
+            l.tp = tp, l.pp = pp, l.dp = dp, l.sp = sp, l.ep = ep;
+            l.schedule = schedule, l.virtual_stages = v;
+            shapes.push_back(l);
+          }
+      }
+    }
+  }
+  return shapes;
+}
+
+// Plans `l` with recompute none, else full where it does not fit without it; counts it in r.
+Status TryLayout(const Graph& graph, const plan::PlanConfig& base, const AutoOptions& o,
+                 const std::vector<int>& node_of, Layout l, AutoResult* r) {
+  const std::vector<RecomputeMode> modes =
+      o.recompute_given ? std::vector<RecomputeMode>{base.recompute}
+                        : std::vector<RecomputeMode>{RecomputeMode::kNone, RecomputeMode::kFull};
+  for (RecomputeMode rc : modes) {
+    l.recompute = rc;
+    std::string why;
+    ++r->planned;
+    DS_ASSIGN_OR_RETURN(bool made, Evaluate(graph, base, o, node_of, &l, &why));
+    if (!made) {
+      ++r->refused;
+      if (r->refusals.size() < 5) r->refusals.push_back(why);
+      return OkStatus();  // recompute does not make a refused layout possible
+    }
+    if (l.peak_bytes <= l.budget_bytes) {
+      r->layouts.push_back(l);
+      return OkStatus();  // it fits without recompute: recompute would only add compute
+    }
+    ++r->too_big;
+    const bool closer =
+        r->closest.budget_bytes == 0 || double(l.peak_bytes) / l.budget_bytes <
+                                            double(r->closest.peak_bytes) / r->closest.budget_bytes;
+    if (closer) r->closest = l;
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& base,
                                    const AutoOptions& o) {
@@ -94,45 +186,17 @@ StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& b
   if (base.train_batch_size < 1)
     return InvalidArgumentError("parallel: auto needs train_batch_size (the global batch)");
   AutoResult r;
-  for (int tp : Divisors(world)) {
-    // A tensor-parallel group stays on one node (its all-reduces sit between every pair of
-    // products; ds-launch refuses one that spans nodes): tp divides every node's slots.
-    if (std::any_of(o.node_slots.begin(), o.node_slots.end(), [&](int s) { return s % tp; }))
-      continue;
-    for (int pp : Divisors(world / tp)) {
-      if (pp > std::max(1, graph.num_blocks)) continue;
-      const int dp = world / tp / pp;
-      if (base.train_batch_size % dp != 0) continue;
-      for (int micro : Divisors(base.train_batch_size / dp)) {
-        const int64_t gas = base.train_batch_size / dp / micro;
-        if ((o.micro > 0 && micro != o.micro) || (o.gas > 0 && gas != o.gas)) continue;
-        if (pp > 1 && gas < pp) continue;  // fewer micro-batches than stages: all bubble
-        for (int stage = 0; stage <= 3; ++stage) {
-          const std::vector<RecomputeMode> modes =
-              o.recompute_given
-                  ? std::vector<RecomputeMode>{base.recompute}
-                  : std::vector<RecomputeMode>{RecomputeMode::kNone, RecomputeMode::kFull};
-          for (RecomputeMode rc : modes) {
-            Layout l{tp, pp, dp, stage, micro, gas, rc};
-            std::string why;
-            ++r.planned;
-            DS_ASSIGN_OR_RETURN(bool made, Evaluate(graph, base, o, node_of, &l, &why));
-            if (!made) {
-              ++r.refused;
-              if (r.refusals.size() < 5) r.refusals.push_back(why);
-              break;  // recompute does not make a refused layout possible
-            }
-            if (l.peak_bytes <= l.budget_bytes) {
-              r.layouts.push_back(l);
-              break;  // it fits without recompute: recompute would only add compute
-            }
-            ++r.too_big;
-            const bool closer = r.closest.budget_bytes == 0 ||
-                                double(l.peak_bytes) / l.budget_bytes <
-                                    double(r.closest.peak_bytes) / r.closest.budget_bytes;
-            if (closer) r.closest = l;
-          }
-        }
+  for (Layout shape : Shapes(graph, base, o, world)) {
+    const int data = shape.dp / shape.sp;  // the ranks the batch splits over
+    if (base.train_batch_size % data != 0) continue;
+    for (int micro : Divisors(base.train_batch_size / data)) {
+      const int64_t gas = base.train_batch_size / data / micro;
+      if ((o.micro > 0 && micro != o.micro) || (o.gas > 0 && gas != o.gas)) continue;
+      if (shape.pp > 1 && gas < shape.pp) continue;  // fewer micro-batches than stages: all bubble
+      for (int stage = 0; stage <= 3; ++stage) {
+        Layout l = shape;
+        l.micro = micro, l.gas = gas, l.stage = stage;
+        DS_RETURN_IF_ERROR(TryLayout(graph, base, o, node_of, l, &r));
       }
     }
   }
@@ -195,12 +259,12 @@ std::string FormatAutoResult(const AutoResult& r, int top) {
                 "refused by the planner\n",
                 r.planned, r.search_ms / 1e3, r.layouts.size(), r.too_big, r.refused);
   out += line;
-  std::snprintf(line, sizeof line, "%4s  %-56s %11s %10s %11s %11s %11s\n", "rank", "layout",
+  std::snprintf(line, sizeof line, "%4s  %-74s %9s %10s %9s %10s %10s\n", "rank", "layout",
                 "step ms", "tokens/s", "peak MiB", "intra MiB", "inter MiB");
   out += line;
   for (int i = 0; i < std::min<int>(top, static_cast<int>(r.layouts.size())); ++i) {
     const Layout& l = r.layouts[i];
-    std::snprintf(line, sizeof line, "%4d  %-56s %11.1f %10.0f %11.1f %11.1f %11.1f\n", i + 1,
+    std::snprintf(line, sizeof line, "%4d  %-74s %9.1f %10.0f %9.1f %10.1f %10.1f\n", i + 1,
                   l.Name().c_str(), l.prediction.step_ms, l.tokens_per_s, l.peak_bytes / 1048576.0,
                   l.prediction.intra_bytes / 1048576.0, l.prediction.inter_bytes / 1048576.0);
     out += line;
@@ -223,6 +287,10 @@ std::string AutoResultJson(const AutoResult& r, int top) {
     o.Set("micro_batch", Json::Int(l.micro));
     o.Set("gradient_accumulation_steps", Json::Int(l.gas));
     o.Set("recompute", Json::String(RecomputeModeName(l.recompute)));
+    o.Set("ulysses", Json::Int(l.sp));
+    o.Set("expert", Json::Int(l.ep));
+    o.Set("schedule", Json::String(plan::PipeScheduleName(l.schedule)));
+    o.Set("virtual_stages", Json::Int(l.virtual_stages));
     o.Set("predicted_step_ms", Json::Double(l.prediction.step_ms));
     o.Set("predicted_compute_ms", Json::Double(l.prediction.compute_ms));
     o.Set("predicted_exposed_comm_ms", Json::Double(l.prediction.exposed_comm_ms));

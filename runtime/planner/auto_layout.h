@@ -31,17 +31,25 @@ struct AutoOptions {
   int64_t micro = 0, gas = 0;    // the job's own (0: searched)
   bool recompute_given = false;  // keep the job's recompute mode (else none, or full where a
                                  // layout does not fit without it)
+  bool schedule_given = false;   // keep the job's pipeline schedule (else 1f1b, zb-h1 and
+                                 // interleaved with 2 virtual stages are searched)
 };
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1, stage = 0;
   int64_t micro = 1, gas = 1;
   RecomputeMode recompute = RecomputeMode::kNone;
+  int sp = 1;  // Ulysses' sequence-parallel size (divides dp; the batch splits over dp / sp)
+  int ep = 1;  // expert-parallel size (divides dp; MoE models only)
+  plan::PipeScheduleKind schedule = plan::PipeScheduleKind::k1F1B;  // pp > 1
+  int virtual_stages = 1;                                              // interleaved's
   int64_t peak_bytes = 0;    // the largest rank's planned peak
   int64_t budget_bytes = 0;  // what that rank's node gives it
   StepPrediction prediction;
   double tokens_per_s = 0;
-  std::string Name() const;  // "tp 2 pp 1 dp 2 zero 1 micro 4 x gas 2 recompute none"
+  // "tp 2 pp 1 dp 2 zero 1 micro 4 x gas 2 recompute none", then "ulysses N" and "ep N" where
+  // above 1 and, with a pipeline, "schedule zb-h1" (interleaved: "schedule interleaved x2").
+  std::string Name() const;
   // The job's config with this layout applied.
   plan::PlanConfig Apply(const plan::PlanConfig& base) const;
 };

@@ -109,6 +109,60 @@ TEST_CASE("SearchLayouts: what it proposes fits; nothing fits: the closest is na
   CHECK(none->closest.peak_bytes > none->closest.budget_bytes);
 }
 
+// The grid beyond tensor x pipeline x data: a pipeline's schedules (1f1b, zb-h1, interleaved
+// where the blocks split into 2 chunks per stage), Ulysses where the sequence and the heads
+// split, expert parallelism only for a model with experts; a schedule the job gives is kept;
+// what ds-launch hands the workers (DS_LAYOUT) carries all of it.
+TEST_CASE("SearchLayouts: schedules, Ulysses and experts are searched where they apply",
+          "[planner][auto]") {
+  auto seen = [](const AutoResult& r, auto pred) {
+    return std::any_of(r.layouts.begin(), r.layouts.end(), pred);
+  };
+  const Graph g = testing::SizedGraph("gpt2", 4, 64, 256, 64);
+  AutoOptions o = Options(10);
+  o.node_slots = {4};
+  auto r = SearchLayouts(g, Config(), o);
+  REQUIRE(r.ok());
+  using plan::PipeScheduleKind;
+  for (PipeScheduleKind k :
+       {PipeScheduleKind::k1F1B, PipeScheduleKind::kZbH1, PipeScheduleKind::kInterleaved})
+    CHECK(seen(*r, [&](const Layout& l) { return l.pp == 2 && l.schedule == k; }));
+  CHECK(seen(*r, [](const Layout& l) { return l.sp == 2; }));
+  CHECK(seen(*r, [](const Layout& l) { return l.sp == 4; }));
+  CHECK_FALSE(seen(*r, [](const Layout& l) { return l.ep > 1; }));  // a dense model
+  for (const Layout& l : r->layouts) {
+    CHECK(Config().train_batch_size == l.micro * l.gas * (l.dp / l.sp));
+    CHECK((l.virtual_stages > 1) == (l.schedule == PipeScheduleKind::kInterleaved && l.pp > 1));
+  }
+  plan::PlanConfig zb = Config();
+  zb.pipe_schedule = PipeScheduleKind::kZbH1;
+  o.schedule_given = true;
+  auto kept = SearchLayouts(g, zb, o);
+  REQUIRE(kept.ok());
+  CHECK(seen(*kept, [](const Layout& l) { return l.pp == 2; }));
+  CHECK_FALSE(seen(*kept, [](const Layout& l) {
+    return l.pp > 1 && l.schedule != PipeScheduleKind::kZbH1;
+  }));
+  Graph moe = testing::PresetGraph("gpt2-moe-tiny");
+  plan::PlanConfig mc = Config();
+  mc.seq_len = 16;
+  o.schedule_given = false;
+  auto experts = SearchLayouts(moe, mc, o);
+  REQUIRE(experts.ok());
+  CHECK(seen(*experts, [](const Layout& l) { return l.ep == 2; }));
+  // DS_LAYOUT carries every part of the layout to the workers.
+  Layout l;
+  l.tp = 1, l.pp = 2, l.dp = 2, l.stage = 1, l.micro = 2, l.gas = 4, l.sp = 2, l.ep = 1;
+  l.schedule = PipeScheduleKind::kInterleaved, l.virtual_stages = 2;
+  config::JobConfig job;
+  REQUIRE(ApplyLayoutSpec(LayoutSpec(l), &job).ok());
+  CHECK(job.parallel.pipeline == 2);
+  CHECK(job.parallel.ulysses == 2);
+  CHECK(job.pipeline.schedule == "interleaved");
+  CHECK(job.pipeline.virtual_stages == 2);
+  CHECK_FALSE(ApplyLayoutSpec("tensor=1 pipeline=1", &job).ok());
+}
+
 TEST_CASE(
     "SearchLayouts: a faster link between nodes never slows a layout or demotes one that "
     "moves more bytes between nodes",

@@ -53,11 +53,15 @@ if launch "$BASE/auto.yaml" "$BASE/auto.out"; then pass "parallel: auto ran"; el
   fail "parallel: auto failed"; tail -15 "$BASE/auto.out"; fi
 grep -q "measuring this host's rates once" "$BASE/auto.out" && [[ -s $DS_RUNTIME_HOME/host-rates-1t.json ]] \
   && pass "no rates cached: measured once, written to the cache" || fail "no calibration"
-chosen=$(grep -o "parallel: auto: tp [0-9]* pp [0-9]* dp [0-9]* zero [0-9] micro [0-9]* x gas [0-9]* recompute [a-z]*" \
+chosen=$(grep -o "parallel: auto: tp [0-9]* pp [0-9]* dp [0-9]* zero [0-9] micro [0-9]* x gas [0-9]* recompute [a-z]*\( ulysses [0-9]*\)\?\( ep [0-9]*\)\?\( schedule [a-z0-9-]*\)\?\( x[0-9]*\)\?" \
   "$BASE/auto.out" | head -1)
 echo "  ${chosen}"
-read -r tp pp dp zero micro gas rc < <(sed -E 's/.*tp ([0-9]+) pp ([0-9]+) dp ([0-9]+) zero ([0-9]) micro ([0-9]+) x gas ([0-9]+) recompute ([a-z]+)/\1 \2 \3 \4 \5 \6 \7/' <<<"$chosen")
-[[ -n ${rc:-} && $((tp * pp * dp)) -eq 4 && $((micro * gas * dp)) -eq 16 ]] \
+read -r tp pp dp zero micro gas rc < <(sed -E 's/.*tp ([0-9]+) pp ([0-9]+) dp ([0-9]+) zero ([0-9]) micro ([0-9]+) x gas ([0-9]+) recompute ([a-z]+).*/\1 \2 \3 \4 \5 \6 \7/' <<<"$chosen")
+# The grid's other parts (runtime/planner/auto_layout.h): Ulysses, experts, the pipeline schedule.
+sp=$(grep -oE "ulysses [0-9]+" <<<"$chosen" | cut -d' ' -f2); sp=${sp:-1}
+schedule=$(grep -oE "schedule [a-z0-9-]+" <<<"$chosen" | cut -d' ' -f2); schedule=${schedule:-1f1b}
+virtual=$(grep -oE " x[0-9]+$" <<<"$chosen" | tr -dc 0-9); virtual=${virtual:-1}
+[[ -n ${rc:-} && $((tp * pp * dp)) -eq 4 && $((micro * gas * dp / sp)) -eq 16 ]] \
   && pass "the chosen layout covers 4 ranks and the batch of 16" || fail "no usable layout line"
 grep -q "parallel: auto: why tp" "$BASE/auto.out" && pass "it says why the first beats the second" \
   || fail "no why line"
@@ -67,8 +71,9 @@ grep -A12 "measured against predicted" "$BASE/auto.out" | grep -qE "^\[rank 0\] 
   && pass "rank 0 sets its third step beside the prediction" || fail "no measured/predicted table"
 
 # The layout by hand: the same losses.
-job "$BASE/hand.yaml" "$BASE/hand.csv" "{tensor: $tp, pipeline: $pp}" \
+job "$BASE/hand.yaml" "$BASE/hand.csv" "{tensor: $tp, pipeline: $pp, ulysses: $sp}" \
   "zero_optimization: {stage: $zero}
+pipeline: {schedule: $schedule, virtual_stages: $virtual}
 train_micro_batch_size_per_gpu: $micro
 gradient_accumulation_steps: $gas" ", recompute: $rc"
 if launch "$BASE/hand.yaml" "$BASE/hand.out" && [[ -s $BASE/hand.csv ]] &&
