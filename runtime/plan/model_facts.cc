@@ -185,11 +185,6 @@ Status CountActivations(const Graph& graph, const Storage& st,
     for (int t : s.on_host ? std::vector<int>() : s.partitioned)
       facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes +=
           Arena(specs[t].numel() / s.parts * static_cast<int64_t>(DTypeSize(specs[t].dtype)));
-  for (size_t t = 0; t < graph.tensors.size(); ++t) {
-    TensorRole role = graph.tensors[t].role;
-    if (role == TensorRole::kInput || role == TensorRole::kTarget)
-      facts->input_bytes += specs[t].nbytes();
-  }
   return OkStatus();
 }
 
@@ -236,6 +231,8 @@ StatusOr<ModelFacts> AnalyzeModel(const Graph& graph, int64_t micro_batch, int64
                                      std::to_string(seq_len));
   DS_ASSIGN_OR_RETURN(Storage st, StorageOf(graph, std::move(*specs), options));
   DS_RETURN_IF_ERROR(CountActivations(graph, st, recompute, &facts));
+  // The executor's int32 token ids and targets, allocated whole on every pipeline stage.
+  facts.input_bytes = 2 * micro_batch * seq_len * static_cast<int64_t>(sizeof(int32_t));
   CountActivationGrads(graph, st, options, &facts);
   return facts;
 }
