@@ -118,8 +118,6 @@ StatusOr<Storage> StorageOf(const Graph& graph, std::vector<TensorSpec> f32,
   return st;
 }
 
-int64_t Arena(int64_t bytes) { return ArenaBytes(bytes); }
-
 // A node's op-private saved buffers (from the fp32 specs, as the executor sizes them).
 std::vector<TensorSpec> SavedOf(const NodeInfo& node, const std::vector<TensorSpec>& f32) {
   const kernels::OpDef* def = kernels::FindOp(node.op);
@@ -131,13 +129,13 @@ std::vector<TensorSpec> SavedOf(const NodeInfo& node, const std::vector<TensorSp
 
 // The recompute segments' shared arena: the largest segment's transient tensors and saved
 // buffers.
-void CountRecomputeArena(const Graph& graph, const Storage& st,
-                         const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
+void CountRecomputeArenaBytes(const Graph& graph, const Storage& st,
+                              const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
   for (const RecomputeSegment& s : recompute) {
     int64_t bytes = 0;
-    for (int t : s.transient) bytes += Arena(st.specs[t].nbytes());
+    for (int t : s.transient) bytes += ArenaBytes(st.specs[t].nbytes());
     for (int n = s.node_begin; n < s.node_end; ++n)
-      for (const TensorSpec& sp : SavedOf(graph.nodes[n], st.f32)) bytes += Arena(sp.nbytes());
+      for (const TensorSpec& sp : SavedOf(graph.nodes[n], st.f32)) bytes += ArenaBytes(sp.nbytes());
     facts->recompute_arena_bytes = std::max(facts->recompute_arena_bytes, bytes);
   }
 }
@@ -151,12 +149,12 @@ void CountRecomputeArena(const Graph& graph, const Storage& st,
 Status CountActivations(const Graph& graph, const Storage& st,
                         const std::vector<RecomputeSegment>& recompute, ModelFacts* facts) {
   const std::vector<TensorSpec>& specs = st.specs;
-  CountRecomputeArena(graph, st, recompute, facts);
+  CountRecomputeArenaBytes(graph, st, recompute, facts);
   std::vector<int> producer_block(graph.tensors.size(), -2);  // -2: not produced by a node
   for (const NodeInfo& n : graph.nodes)
     for (int t : n.outputs) producer_block[t] = n.block;
   std::vector<int64_t> bytes(specs.size());
-  for (size_t t = 0; t < specs.size(); ++t) bytes[t] = Arena(specs[t].nbytes());
+  for (size_t t = 0; t < specs.size(); ++t) bytes[t] = ArenaBytes(specs[t].nbytes());
   const ForwardOnlyPlacement forward_only = PlaceForwardOnly(graph, recompute, bytes);
   facts->forward_arena_bytes = forward_only.bytes;
   std::vector<bool> transient(specs.size(), false);
@@ -169,7 +167,7 @@ Status CountActivations(const Graph& graph, const Storage& st,
                                   " is not registered (link //kernels/ops:op_defs)");
     if (InSegment(recompute, ni)) continue;
     BlockFacts& b = facts->blocks[facts->BlockPosition(n.block)];
-    for (const TensorSpec& sp : SavedOf(n, st.f32)) b.activation_bytes += Arena(sp.nbytes());
+    for (const TensorSpec& sp : SavedOf(n, st.f32)) b.activation_bytes += ArenaBytes(sp.nbytes());
   }
   // Every other activation stays for the whole step (KeptTensors' and the ones nothing reads,
   // the loss among them), as the executor's arena keeps them.
@@ -184,7 +182,7 @@ Status CountActivations(const Graph& graph, const Storage& st,
   for (const RecomputeSegment& s : recompute)
     for (int t : s.on_host ? std::vector<int>() : s.partitioned)
       facts->blocks[facts->BlockPosition(producer_block[t])].activation_bytes +=
-          Arena(specs[t].numel() / s.parts * static_cast<int64_t>(DTypeSize(specs[t].dtype)));
+          ArenaBytes(specs[t].numel() / s.parts * static_cast<int64_t>(DTypeSize(specs[t].dtype)));
   return OkStatus();
 }
 
@@ -205,7 +203,7 @@ void CountActivationGrads(const Graph& graph, const Storage& st, const Activatio
   for (const NodeInfo& n : graph.nodes)
     non_diff.push_back(kernels::FindOp(n.op)->non_differentiable_inputs);
   std::vector<int64_t> bytes(nt);
-  for (int t = 0; t < nt; ++t) bytes[t] = Arena(grads[t].nbytes());
+  for (int t = 0; t < nt; ++t) bytes[t] = ArenaBytes(grads[t].nbytes());
   facts->activation_grad_bytes =
       PlaceActivationGrads(graph, non_diff, o.split_backward, bytes).bytes;
 }

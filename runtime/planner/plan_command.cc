@@ -12,6 +12,7 @@
 #include "parallel/pipeline/pipe_summary.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/config/job_config.h"
+#include "runtime/plan/link_bytes.h"
 #include "runtime/plan/model_loader.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/planner/auto_command.h"
@@ -60,9 +61,27 @@ StatusOr<std::string> RunAuto(const Flags& f) {
   return RunAutoPlan(q);
 }
 
-StatusOr<std::string> Run(const Flags& f) {
+// --node-slots without --auto: the node of every world rank (ds-launch fills a node's slots with
+// consecutive ranks); --world defaults to their sum and must match it.
+StatusOr<std::vector<int>> NodeOfRank(Flags* f) {
+  if (f->node_slots.empty()) return std::vector<int>();
+  DS_ASSIGN_OR_RETURN(std::vector<int> slots, ParseIntList(f->node_slots, "--node-slots"));
+  std::vector<int> node_of;
+  for (size_t n = 0; n < slots.size(); ++n) node_of.insert(node_of.end(), slots[n], int(n));
+  const int world = static_cast<int>(node_of.size());
+  if (f->world > 0 && f->world != world)
+    return InvalidArgumentError("--world " + std::to_string(f->world) + " but the nodes have " +
+                                std::to_string(world) + " slots (--node-slots " + f->node_slots +
+                                ")");
+  f->world = world;
+  return node_of;
+}
+
+StatusOr<std::string> Run(Flags f) {
   if (f.auto_layout) return RunAuto(f);
-  if (f.world <= 0) return InvalidArgumentError("--world is required (or --auto with the nodes)");
+  DS_ASSIGN_OR_RETURN(const std::vector<int> node_of, NodeOfRank(&f));
+  if (f.world <= 0)
+    return InvalidArgumentError("--world is required (or --hostfile / --node-slots, or --auto)");
   DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(f.job));
   if (f.stage >= 0) job.zero.stage = f.stage;
   DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
@@ -77,6 +96,7 @@ StatusOr<std::string> Run(const Flags& f) {
     return text;
   }
   proto::PlanSummary summary = plan::SummarizePlan(*plan, f.job);
+  if (!node_of.empty()) plan::AddLinkClasses(*plan, node_of, &summary);
   // A pipeline: per stage, and the whole model's parameter count.
   if (plan->stages_size() > 0) parallel::SummarizePipeline(*plan, &summary);
   if (!f.json) {
@@ -84,7 +104,7 @@ StatusOr<std::string> Run(const Flags& f) {
                              ? static_cast<int64_t>(f.host_memory_gib * 1073741824.0)
                              : HostMemoryBytes();
     const int per_node = f.ranks_per_node > 0 ? f.ranks_per_node : f.world;
-    std::string text = plan::FormatPlanSummary(summary);
+    std::string text = plan::FormatPlanSummary(summary) + plan::FormatLinkClasses(summary);
     if (summary.has_pipeline()) text += parallel::FormatPipelineSummary(summary);
     text += parallel::FormatMoeSummary(graph, *plan) + parallel::FormatUlyssesSummary(graph, *plan);
     text += FormatGenerationSummary(graph, config.tensor, node > 0 ? node / per_node : 0);
@@ -126,7 +146,9 @@ int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) 
   app.add_flag("--dump", f.dump, "print the whole plan (protobuf text format)");
   app.add_flag("--auto", f.auto_layout,
                "rank every layout that fits by predicted step time (the cost model)");
-  app.add_option("--node-slots", f.node_slots, "--auto: ranks per node, e.g. 2,2");
+  app.add_option("--node-slots", f.node_slots,
+                 "ranks per node, e.g. 2,2: the bytes each rank sends inside and between nodes "
+                 "(ds-launch plan --hostfile fills it)");
   app.add_option("--host-of-node", f.host_of_node,
                  "--auto: the machine of each node, e.g. 0,0 for two nodes on one machine");
   app.add_option("--rates", f.rates, "--auto: the host's rate table (ds-worker calibrate)");

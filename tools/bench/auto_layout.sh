@@ -17,7 +17,7 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 export DS_RUNTIME_HOME=$W/home
 /usr/bin/python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 8192, size=400000, dtype=np.uint16).tofile('$W/tokens.bin')"
 bf16=false; [[ $PRECISION == bf16 ]] && bf16=true
-job() {  # job FILE [PARALLEL ZERO MICRO GAS RECOMPUTE]
+job() {  # job FILE [PARALLEL ZERO MICRO GAS RECOMPUTE PIPELINE]
   cat > "$1" <<YAML
 train_batch_size: 16
 ${2:+train_micro_batch_size_per_gpu: $4}
@@ -27,6 +27,7 @@ model: {family: gpt2, n_layer: 4, n_embd: 256, n_head: 4, vocab_size: 8192, max_
 data: {train: $W/tokens.bin, format: uint16, seq_len: 256, shuffle: false}
 training: {train_iters: $STEPS${2:+, recompute: $6}}
 ${2:+parallel: $2}
+${7:+pipeline: $7}
 zero_optimization: {stage: ${3:-0}}
 bf16: {enabled: $bf16}
 monitor: {csv: $W/ds.csv}
@@ -49,17 +50,19 @@ for world in $WORLDS; do
 import json, sys
 for l in json.load(open(sys.argv[1]))["layouts"]:
     print(l["tp"], l["pp"], l["zero_stage"], l["micro_batch"], l["gradient_accumulation_steps"],
-          l["recompute"], l["predicted_step_ms"], l["name"].replace(" ", "_"))
+          l["recompute"], l["ulysses"], l["schedule"], l["virtual_stages"], l["predicted_step_ms"],
+          l["name"].replace(" ", "_"))
 PY
-  while read -r tp pp zero micro gas rc predicted name; do
-    job "$W/job.yaml" "{tensor: $tp, pipeline: $pp}" "$zero" "$micro" "$gas" "$rc"
+  while read -r tp pp zero micro gas rc sp schedule v predicted name; do
+    job "$W/job.yaml" "{tensor: $tp, pipeline: $pp, ulysses: $sp}" "$zero" "$micro" "$gas" "$rc" \
+      "{schedule: $schedule, virtual_stages: $v}"
     rm -f "$W/ds.csv"
     if ! bin/ds-launch "$W/job.yaml" --hostfile "$W/hosts" > "$W/ds.log" 2>&1; then
       echo "  $name: FAILED"; tail -3 "$W/ds.log" | sed 's/^/    /'; continue
     fi
     measured=$(tail -n +4 "$W/ds.csv" | cut -d, -f10 | median)
     echo "$world,${name//_/ },$predicted,$measured,$(/usr/bin/python3 -c "print(f'{($predicted-$measured)/$measured:+.3f}')")" >> "$OUT"
-    printf '  %-60s predicted %8.1f  measured %8.1f ms\n' "${name//_/ }" "$predicted" "$measured"
+    printf '  %-76s predicted %8.1f  measured %8.1f ms\n' "${name//_/ }" "$predicted" "$measured"
   done < "$W/layouts"
 done
 /usr/bin/python3 - "$OUT" "$W/auto.json" <<'PY'
