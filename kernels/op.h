@@ -81,6 +81,19 @@ enum class TpRule : uint8_t {
 };
 
 // Describes one op independent of device.
+// What the op's host (CPU) kernel reads and writes in bf16 in a bf16 host step (bit k: input or
+// output k; Note [bf16 activations] in runtime/graph/host_bf16.h): declared with the op so the
+// planner counts the activations without linking any kernels. The host kernel's own flags
+// (Kernel::bf16_act_inputs ... in kernels/registry.h) must equal them; kernels/cpu's op_def_test
+// holds every op to it.
+struct HostBf16 {
+  uint32_t act_inputs = 0;
+  uint32_t act_outputs = 0;
+  uint32_t grad_inputs = 0;
+  uint32_t grad_outputs = 0;
+  bool overwrites_fresh_grads = false;
+};
+
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -108,6 +121,7 @@ struct OpDef {
   // other nodes run, so memory planning keeps the two buffers (and the two gradients) live over
   // both their ranges.
   bool exchange = false;
+  HostBf16 host_bf16;
 };
 
 // FLOPs proportional to the first input's elements: `forward` and `backward` per element.

@@ -231,3 +231,29 @@ TEST_CASE("op defs: the families' attributes are checked by name", "[kernels][op
 
 }  // namespace
 }  // namespace ds::kernels
+
+namespace ds::kernels {
+namespace {
+
+// The planner counts a bf16 host step's activations from the ops' HostBf16 declarations
+// (runtime/graph/host_bf16.h) and the executor stores them by the host kernels' flags: every op
+// with a host kernel declares exactly its kernel's flags.
+TEST_CASE("op defs: HostBf16 is the host kernel's bf16 flags", "[kernels][opdef]") {
+  int declared = 0;
+  for (const std::string& op : RegisteredOps()) {
+    const Kernel* k = FindKernel(op, Device::kCpu, DType::kF32);
+    if (!k) continue;
+    INFO("op " << op);
+    const HostBf16& h = FindOp(op)->host_bf16;
+    CHECK(h.act_inputs == k->bf16_act_inputs);
+    CHECK(h.act_outputs == k->bf16_act_outputs);
+    CHECK(h.grad_inputs == k->bf16_grad_inputs);
+    CHECK(h.grad_outputs == k->bf16_grad_outputs);
+    CHECK(h.overwrites_fresh_grads == k->overwrites_fresh_grads);
+    declared += h.act_inputs || h.act_outputs || h.overwrites_fresh_grads;
+  }
+  CHECK(declared >= 9);  // linear, attention, cross_entropy, add, mul, gelu, silu, the norms
+}
+
+}  // namespace
+}  // namespace ds::kernels

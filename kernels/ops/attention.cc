@@ -41,6 +41,7 @@ double BackwardFlops(const Attrs& attrs, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "attention";
+  def.host_bf16 = {1u, 1u, 0u, 0u, false};  // qkv, out
   // qkv, and optionally pad int32 [B] (left pads) or int32 [B, T] (each token's document start:
   // packed documents), kernels/cpu/attention.cc.
   def.max_inputs = 2;

@@ -24,6 +24,7 @@ Status Infer(const Attrs&, const std::vector<TensorSpec>& in, std::vector<Tensor
 OpDef Def() {
   OpDef def;
   def.name = "cross_entropy";
+  def.host_bf16 = {1u, 0u, 1u, 0u, true};  // the logits, their gradient
   def.tp_rule = TpRule::kCrossEntropy;
   def.min_inputs = def.max_inputs = 2;
   def.attr_names = {"ignore_index"};

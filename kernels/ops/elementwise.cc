@@ -14,13 +14,14 @@ struct Elementwise {
   double forward_flops;   // per output element
   double backward_flops;  // per output element
   uint32_t backward_reads_inputs;
+  HostBf16 host_bf16;  // kernels/cpu/binary.cc, activation.cc
 };
 
 constexpr Elementwise kOps[] = {
-    {"add", 2, 1.0, 2.0, 0},                      // da = db = dy
-    {"mul", 2, 1.0, 4.0, (1u << 0) | (1u << 1)},  // da = dy b, db = dy a
-    {"gelu", 1, 12.0, 20.0, 1u << 0},             // tanh approximation
-    {"silu", 1, 5.0, 10.0, 1u << 0},
+    {"add", 2, 1.0, 2.0, 0, {3u, 1u, 3u, 1u, true}},                      // da = db = dy
+    {"mul", 2, 1.0, 4.0, (1u << 0) | (1u << 1), {3u, 1u, 3u, 1u, true}},  // da = dy b, db = dy a
+    {"gelu", 1, 12.0, 20.0, 1u << 0, {1u, 1u, 1u, 1u, true}},             // tanh approximation
+    {"silu", 1, 5.0, 10.0, 1u << 0, {1u, 1u, 1u, 1u, true}},
 };
 
 OpDef Def(const Elementwise& e) {
@@ -37,6 +38,7 @@ OpDef Def(const Elementwise& e) {
   };
   SetPerElementFlops(&def, e.forward_flops, e.backward_flops);
   def.backward_reads_inputs = e.backward_reads_inputs;
+  def.host_bf16 = e.host_bf16;
   return def;
 }
 

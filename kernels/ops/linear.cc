@@ -44,6 +44,7 @@ double BackwardFlops(const Attrs&, const std::vector<TensorSpec>& in) {
 OpDef Def() {
   OpDef def;
   def.name = "linear";
+  def.host_bf16 = {1u, 1u, 1u, 1u, true};  // x, y, dx, dy
   def.tp_rule = TpRule::kLinear;
   def.min_inputs = 2;
   def.max_inputs = 3;

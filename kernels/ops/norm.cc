@@ -44,6 +44,7 @@ Status Infer(const Norm& n, const Attrs& attrs, const std::vector<TensorSpec>& i
 OpDef Def(const Norm& n) {
   OpDef def;
   def.name = n.name;
+  def.host_bf16 = {0u, 1u, 0u, 1u, false};  // y and dy (x, the residual stream, stays fp32)
   def.tp_rule = TpRule::kReplicated;
   def.min_inputs = def.max_inputs = n.inputs;
   def.attr_names = {"eps"};

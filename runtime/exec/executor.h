@@ -195,7 +195,7 @@ class Executor {
   // bf16 on the host (executor_bf16.cc): whether this is a bf16 step, and the activations'
   // (specs_) and their gradients' (grad_specs_) dtypes in it.
   bool Bf16Step() const;
-  std::vector<const kernels::Kernel*> NodeKernels() const;  // in node order
+  std::vector<kernels::HostBf16> NodeHostBf16() const;  // its kernels' flags, in node order
   void ChooseBf16Activations();
   void ChooseBf16Grads();
   Status CheckBf16GradsFresh() const;

@@ -15,17 +15,21 @@ bool Executor::Bf16Step() const {
          params_->model_dtype() == DType::kBF16;
 }
 
-std::vector<const kernels::Kernel*> Executor::NodeKernels() const {
-  std::vector<const kernels::Kernel*> k;
-  for (const std::unique_ptr<NodeExec>& ne : nodes_) k.push_back(ne->kernel);
-  return k;
+std::vector<kernels::HostBf16> Executor::NodeHostBf16() const {
+  std::vector<kernels::HostBf16> flags;
+  for (const std::unique_ptr<NodeExec>& ne : nodes_) {
+    const kernels::Kernel& k = *ne->kernel;
+    flags.push_back({k.bf16_act_inputs, k.bf16_act_outputs, k.bf16_grad_inputs, k.bf16_grad_outputs,
+                     k.overwrites_fresh_grads});
+  }
+  return flags;
 }
 
 void Executor::ChooseBf16Activations() {
   if (!Bf16Step()) return;
   std::vector<bool> fp32(specs_.size());
   for (size_t t = 0; t < specs_.size(); ++t) fp32[t] = specs_[t].dtype == DType::kF32;
-  const std::vector<bool> bf16 = Bf16Activations(*graph_, NodeKernels(), fp32);
+  const std::vector<bool> bf16 = Bf16Activations(*graph_, NodeHostBf16(), fp32);
   for (size_t t = 0; t < specs_.size(); ++t) {
     if (!bf16[t]) continue;
     specs_[t].dtype = DType::kBF16;
@@ -38,7 +42,7 @@ void Executor::ChooseBf16Grads() {
   if (!Bf16Step() || opt_.split_backward) return;
   std::vector<bool> fp32(grad_specs_.size());
   for (size_t t = 0; t < grad_specs_.size(); ++t) fp32[t] = grad_specs_[t].dtype == DType::kF32;
-  const std::vector<bool> bf16 = Bf16Gradients(*graph_, NodeKernels(), fp32);
+  const std::vector<bool> bf16 = Bf16Gradients(*graph_, NodeHostBf16(), fp32);
   for (size_t t = 0; t < grad_specs_.size(); ++t)
     if (bf16[t]) grad_specs_[t].dtype = DType::kBF16;
 }

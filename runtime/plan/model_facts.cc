@@ -80,11 +80,11 @@ Status GroupBlocks(const Graph& graph, ModelFacts* facts) {
 }
 
 // The activations' specs as the executor stores them: fp32; a bf16 host step's bf16 ones (the
-// host kernels' declarations); a 16-bit device step's, inferred again from 16-bit parameters.
+// ops' HostBf16 declarations); a 16-bit device step's, inferred again from 16-bit parameters.
 struct Storage {
-  std::vector<TensorSpec> f32;                  // inferred in fp32 (saved buffers come from it)
-  std::vector<TensorSpec> specs;                // as stored
-  std::vector<const kernels::Kernel*> kernels;  // a bf16 host step's host kernels, else empty
+  std::vector<TensorSpec> f32;           // inferred in fp32 (saved buffers come from it)
+  std::vector<TensorSpec> specs;         // as stored
+  std::vector<kernels::HostBf16> flags;  // a bf16 host step's ops' declarations, else empty
   bool device16 = false;
 };
 
@@ -94,10 +94,10 @@ StatusOr<Storage> StorageOf(const Graph& graph, std::vector<TensorSpec> f32,
   st.f32 = std::move(f32);
   st.specs = st.f32;
   if (o.storage == ActivationStorage::kHostBf16) {
-    DS_ASSIGN_OR_RETURN(st.kernels, HostKernels(graph));
+    st.flags = OpHostBf16(graph);
     std::vector<bool> fp32(st.specs.size());
     for (size_t t = 0; t < st.specs.size(); ++t) fp32[t] = st.specs[t].dtype == DType::kF32;
-    const std::vector<bool> bf16 = Bf16Activations(graph, st.kernels, fp32);
+    const std::vector<bool> bf16 = Bf16Activations(graph, st.flags, fp32);
     for (size_t t = 0; t < st.specs.size(); ++t)
       if (bf16[t]) st.specs[t].dtype = DType::kBF16;
   } else if (o.storage == ActivationStorage::kDevice16) {
@@ -192,10 +192,10 @@ void CountActivationGrads(const Graph& graph, const Storage& st, const Activatio
                           ModelFacts* facts) {
   const int nt = static_cast<int>(graph.tensors.size());
   std::vector<TensorSpec> grads = st.device16 ? st.specs : st.f32;
-  if (!st.kernels.empty() && !o.split_backward) {
+  if (!st.flags.empty() && !o.split_backward) {
     std::vector<bool> fp32(nt);
     for (int t = 0; t < nt; ++t) fp32[t] = grads[t].dtype == DType::kF32;
-    const std::vector<bool> bf16 = Bf16Gradients(graph, st.kernels, fp32);
+    const std::vector<bool> bf16 = Bf16Gradients(graph, st.flags, fp32);
     for (int t = 0; t < nt; ++t)
       if (bf16[t]) grads[t].dtype = DType::kBF16;
   }

@@ -61,8 +61,8 @@ struct ModelFacts {
 };
 
 // How the executor will store the activations: fp32 (the host in fp32, or bf16 with fp32
-// products), bf16 where a bf16 host step's kernels take it (runtime/graph/host_bf16.h: needs the
-// host kernels linked, //kernels/cpu:cpu_kernels), or in the model dtype on a 16-bit device.
+// products), bf16 where a bf16 host step's kernels take it (runtime/graph/host_bf16.h, from the
+// op definitions), or in the model dtype on a 16-bit device.
 enum class ActivationStorage { kF32, kHostBf16, kDevice16 };
 
 struct ActivationOptions {

@@ -42,7 +42,7 @@ struct Layout {
   int sp = 1;  // Ulysses' sequence-parallel size (divides dp; the batch splits over dp / sp)
   int ep = 1;  // expert-parallel size (divides dp; MoE models only)
   plan::PipeScheduleKind schedule = plan::PipeScheduleKind::k1F1B;  // pp > 1
-  int virtual_stages = 1;                                              // interleaved's
+  int virtual_stages = 1;                                           // interleaved's
   int64_t peak_bytes = 0;    // the largest rank's planned peak
   int64_t budget_bytes = 0;  // what that rank's node gives it
   StepPrediction prediction;

@@ -140,9 +140,8 @@ TEST_CASE("SearchLayouts: schedules, Ulysses and experts are searched where they
   auto kept = SearchLayouts(g, zb, o);
   REQUIRE(kept.ok());
   CHECK(seen(*kept, [](const Layout& l) { return l.pp == 2; }));
-  CHECK_FALSE(seen(*kept, [](const Layout& l) {
-    return l.pp > 1 && l.schedule != PipeScheduleKind::kZbH1;
-  }));
+  CHECK_FALSE(seen(
+      *kept, [](const Layout& l) { return l.pp > 1 && l.schedule != PipeScheduleKind::kZbH1; }));
   Graph moe = testing::PresetGraph("gpt2-moe-tiny");
   plan::PlanConfig mc = Config();
   mc.seq_len = 16;
