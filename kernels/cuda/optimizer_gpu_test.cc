@@ -18,25 +18,13 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/optimizer_launch.h"
+#include "tests/testing/device_copies.h"
 
 namespace ds::kernels {
 namespace {
 
-template <typename T>
-T* Upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  REQUIRE(cudaMalloc(&dev, std::max<size_t>(1, host.size() * sizeof(T))) == cudaSuccess);
-  REQUIRE(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) ==
-          cudaSuccess);
-  return dev;
-}
-template <typename T>
-std::vector<T> Download(const T* dev, size_t n) {
-  std::vector<T> host(n);
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  REQUIRE(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return host;
-}
+using testing::Download;
+using testing::Upload;
 
 // zero/optimizer.cc StepAdam, on host floats.
 void ReferenceStep(const std::vector<OptimizerParamRange>& params, std::vector<float>& p,

@@ -14,25 +14,13 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/quantize_launch.h"
+#include "tests/testing/device_copies.h"
 
 namespace ds::kernels {
 namespace {
 
-template <typename T>
-T* Upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  REQUIRE(cudaMalloc(&dev, std::max<size_t>(1, host.size() * sizeof(T))) == cudaSuccess);
-  REQUIRE(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) ==
-          cudaSuccess);
-  return dev;
-}
-template <typename T>
-std::vector<T> Download(const T* dev, size_t n) {
-  std::vector<T> host(n);
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  REQUIRE(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return host;
-}
+using testing::Download;
+using testing::Upload;
 
 TEST_CASE("block quantization: the device gives the host's bytes", "[gpu][quantize]") {
   const int64_t n = 100003;

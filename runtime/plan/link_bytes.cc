@@ -3,20 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_summary.h"
 
 namespace ds::plan {
 namespace {
-
-// The world ranks of the group `ins` runs on (the dp ranks for plans that name none).
-std::vector<int> Members(const proto::Plan& plan, const proto::Instruction& ins) {
-  for (const proto::ProcessGroup& g : plan.groups())
-    if (g.name() == ins.collective().group()) return {g.ranks().begin(), g.ranks().end()};
-  std::vector<int> all(plan.topology().dp());
-  for (int r = 0; r < plan.topology().dp(); ++r) all[r] = r;
-  return all;
-}
 
 void Add(int64_t bytes, bool across, LinkBytes* b) { (across ? b->inter : b->intra) += bytes; }
 
@@ -36,7 +26,7 @@ LinkBytes RankLinkBytes(const proto::Plan& plan, int rank, const std::vector<int
       Add(sent, node(ins.collective().peer()) != node(rank), &b);
       continue;
     }
-    const std::vector<int> members = Members(plan, ins);
+    const std::vector<int> members = CollectiveMembers(plan, ins);
     const auto at = std::find(members.begin(), members.end(), rank);
     if (at == members.end() || members.size() < 2) continue;
     if (ins.kind() == proto::Instruction::ACT_ALL_TO_ALL) {  // an equal share to every other

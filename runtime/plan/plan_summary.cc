@@ -36,25 +36,24 @@ int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
   return (c.count() - c.rank_counts(rank)) * ProtoDTypeSize(c.dtype());
 }
 
-// The size of the group a collective runs on and `rank`'s place in it (the dp size and the rank
-// for plans that name none).
-std::pair<int, int> GroupPlace(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
-  for (const proto::ProcessGroup& g : plan.groups()) {
-    if (g.name() != ins.collective().group()) continue;
-    for (int i = 0; i < g.ranks_size(); ++i)
-      if (g.ranks(i) == rank) return {g.ranks_size(), i};
-  }
-  return {plan.topology().dp(), rank};
-}
-
 }  // namespace
+
+std::vector<int> CollectiveMembers(const proto::Plan& plan, const proto::Instruction& ins) {
+  for (const proto::ProcessGroup& g : plan.groups())
+    if (g.name() == ins.collective().group()) return {g.ranks().begin(), g.ranks().end()};
+  std::vector<int> dp(plan.topology().dp());
+  for (int r = 0; r < plan.topology().dp(); ++r) dp[r] = r;
+  return dp;
+}
 
 int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
   if (ins.kind() == proto::Instruction::SEND)
     return ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   if (!IsCollective(ins.kind())) return 0;
-  const auto [size, place] = GroupPlace(plan, ins, rank);
-  return SentBytes(ins, place, size);
+  const std::vector<int> members = CollectiveMembers(plan, ins);
+  const auto at = std::find(members.begin(), members.end(), rank);
+  if (at == members.end()) return SentBytes(ins, rank, plan.topology().dp());  // as a dp plan
+  return SentBytes(ins, static_cast<int>(at - members.begin()), static_cast<int>(members.size()));
 }
 
 proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan& rp) {

@@ -23,6 +23,10 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
 // group, a SEND's payload; 0 otherwise.
 int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank);
 
+// The world ranks of the group a collective runs on, in the group's (ring) order; for plans that
+// name no groups, the dp ranks 0 .. dp-1.
+std::vector<int> CollectiveMembers(const proto::Plan& plan, const proto::Instruction& ins);
+
 // A fixed-width table in MiB; one column per rank unless every rank's numbers are the same.
 std::string FormatPlanSummary(const proto::PlanSummary& summary);
 

@@ -74,11 +74,7 @@ double ComputeSeconds(const proto::Plan& plan, const Ins& in, const ChunkCosts& 
 std::vector<int> Members(const proto::Plan& plan, const Ins& in, int rank) {
   if (in.kind() == Ins::SEND) return {rank, in.collective().peer()};
   if (in.kind() == Ins::RECV) return {in.collective().peer(), rank};
-  for (const proto::ProcessGroup& g : plan.groups())
-    if (g.name() == in.collective().group()) return {g.ranks().begin(), g.ranks().end()};
-  std::vector<int> all(plan.ranks_size());
-  for (int i = 0; i < plan.ranks_size(); ++i) all[i] = i;
-  return all;
+  return plan::CollectiveMembers(plan, in);
 }
 
 struct Issued {

@@ -72,9 +72,10 @@ int AddBuffer(proto::Plan* plan, const std::string& name, proto::PlanBuffer::Kin
   return b->id();
 }
 
-// A transient buffer of `bytes` (activations: their dtypes vary).
-int AddBytesBuffer(proto::Plan* plan, const std::string& name, int64_t bytes) {
-  int id = AddBuffer(plan, name, proto::PlanBuffer::ACTIVATIONS, 0, DType::kF32, false);
+// A transient buffer of `bytes` (activations and their gradients: their dtypes vary).
+int AddBytesBuffer(proto::Plan* plan, const std::string& name, int64_t bytes,
+                   proto::PlanBuffer::Kind kind = proto::PlanBuffer::ACTIVATIONS) {
+  int id = AddBuffer(plan, name, kind, 0, DType::kF32, false);
   plan->mutable_buffers(id)->set_bytes(bytes);
   plan->mutable_buffers(id)->set_dtype(proto::DT_INVALID);
   return id;
@@ -109,8 +110,8 @@ void AddActivationBuffers(Context* ctx, proto::Plan* plan) {
     plan->mutable_buffers(arena)->set_whole_step(true);
   }
   if (ctx->facts.activation_grad_bytes > 0) {  // backward's, by liveness (activation_grads.h)
-    const int arena = AddBytesBuffer(plan, "activation_grads", ctx->facts.activation_grad_bytes);
-    plan->mutable_buffers(arena)->set_kind(proto::PlanBuffer::ACTIVATION_GRADS);
+    const int arena = AddBytesBuffer(plan, "activation_grads", ctx->facts.activation_grad_bytes,
+                                     proto::PlanBuffer::ACTIVATION_GRADS);
     plan->mutable_buffers(arena)->set_whole_step(true);
   }
   if (ctx->facts.recompute_arena_bytes > 0) {  // one segment's recomputed tensors at a time
