@@ -12,6 +12,7 @@
 #include "runtime/core/device_memory.h"
 #include "runtime/core/proto_dtype.h"
 #include "runtime/core/tensor.h"
+#include "zero/collective_op.h"
 #include "zero/device_states.h"
 #include "zero/plan/bucket_arena.h"
 #include "zero/shard_layout.h"
@@ -19,26 +20,8 @@
 namespace ds::zero {
 namespace {
 
+using internal::Op;
 using proto::Instruction;
-
-// What one collective works with: the plan, its memory, its communicator and its staging.
-struct Op {
-  const proto::Plan& plan;
-  const Instruction& in;
-  int rank;
-  int dp;
-  StateView* v;
-  parallel::Communicator* comm;
-  char* stage_in;
-  char* stage_out;
-  DType comm_type;  // the plan's comm dtype of gradient reductions
-  DType t() const { return v->dtype(); }
-  size_t ts() const { return DTypeSize(v->dtype()); }
-  DType ct() const { return comm_type; }
-  size_t cs() const { return DTypeSize(ct()); }
-  bool local() const { return in.collective().placement() == proto::LOCAL; }
-  const proto::PartitionUnit& unit(int u) const { return plan.partition().units(u); }
-};
 
 // values[0, n) (dtype vt) of flat elements [lo, lo + n) into the owned part of the shard.
 Status AddOwned(const Op& op, int64_t lo, int64_t n, const char* values, DType vt) {
@@ -149,54 +132,6 @@ Status ReduceUnits(const Op& op, CollectiveJob* job) {
   return OkStatus();
 }
 
-// Stage 3: every rank's chunks of the units, from the parameter shards into the parameters.
-Status GatherUnits(const Op& op, CollectiveJob* job) {
-  StateView* v = op.v;
-  const size_t ts = op.ts();
-  std::vector<int> list(op.in.units().begin(), op.in.units().end());
-  v->ParamsChanged();
-  // offload_param nvme: the chunks were swapped in for this gather; copied out, they go.
-  auto drop = [&]() {
-    if (!op.plan.swap().params()) return;
-    for (int u : list) v->DropParamShard(op.unit(u).shard_offset(), op.unit(u).chunk());
-  };
-  if (op.local()) {
-    for (int u : list)
-      DS_RETURN_IF_ERROR(v->Copy(v->Params(op.unit(u).offset()),
-                                 v->ParamShard(op.unit(u).shard_offset()),
-                                 op.unit(u).count() * ts));
-    drop();
-    return OkStatus();
-  }
-  std::vector<int64_t> at;
-  int64_t per_rank = 0;
-  for (int u : list) {
-    at.push_back(per_rank);
-    per_rank += op.unit(u).chunk();
-  }
-  for (size_t i = 0; i < list.size(); ++i)
-    DS_RETURN_IF_ERROR(v->Copy(op.stage_in + at[i] * ts,
-                               v->ParamShard(op.unit(list[i]).shard_offset()),
-                               op.unit(list[i]).chunk() * ts));
-  drop();
-  job->handle =
-      op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
-                              parallel::BufferView(op.stage_out, per_rank * op.dp, op.t()));
-  char* out = op.stage_out;
-  job->finish = [=]() -> Status {
-    v->ParamsChanged();
-    for (int k = 0; k < op.dp; ++k)
-      for (size_t i = 0; i < list.size(); ++i) {
-        auto [begin, end] = OwnedOfUnit(op.unit(list[i]), k);
-        if (end > begin)
-          DS_RETURN_IF_ERROR(
-              v->Copy(v->Params(begin), out + (k * per_rank + at[i]) * ts, (end - begin) * ts));
-      }
-    return OkStatus();
-  };
-  return OkStatus();
-}
-
 // Stages 1-2: range k of the instruction is group rank k's slice of its updated shard (clipped to
 // the unit; the collective moves count / ranks elements per rank); the 16-bit copy (mixed
 // precision) or the fp32 master (fp32) is gathered whole.
@@ -261,6 +196,8 @@ struct ZeroCollectives::Impl {
   DeviceBuffer device;
   char* base = nullptr;
   char* At(int id) const { return id < 0 ? nullptr : base + arena.offset.at(id); }
+  Buffer secondary;  // hpZ: the secondary partition (host memory; zeroed, so its padding is)
+  char* secondary_base = nullptr;
 };
 
 ZeroCollectives::ZeroCollectives(const proto::Plan* plan, int rank, const ZeroParts& parts)
@@ -268,29 +205,39 @@ ZeroCollectives::ZeroCollectives(const proto::Plan* plan, int rank, const ZeroPa
 ZeroCollectives::~ZeroCollectives() = default;
 
 // Expert parallelism: the experts' units and buckets run on the rank's edp group, where its
-// place is its dp rank / ep; everything else on the dp group.
+// place is its dp rank / ep; hpZ's secondary gathers on the rank's hpz group (consecutive dp
+// ranks: its place is its dp rank mod the group's size); everything else on the dp group.
 Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Communicator* comm,
                               char* stage_in, char* stage_out, CollectiveJob* job) {
   const bool expert = IsExpertGroup(in.collective().group());
+  const bool secondary = in.kind() == Instruction::GATHER_SECONDARY;
   const int ep = expert ? std::max(1, plan_->topology().ep()) : 1;
-  if (expert && in.collective().placement() != proto::LOCAL) {
+  const int dp_rank = DpRankOf(*plan_, rank_);
+  int group_rank = dp_rank / ep, group_size = std::max(1, plan_->topology().dp()) / ep;
+  if ((expert || secondary) && in.collective().placement() != proto::LOCAL) {
     comm = ScalarComm(in);
     if (comm == parts_.host_comm)
       return InternalError("no communicator for the plan's group " + in.collective().group());
   }
-  const Op op{*plan_,
-              in,
-              DpRankOf(*plan_, rank_) / ep,
-              std::max(1, plan_->topology().dp()) / ep,
-              v,
-              comm,
-              stage_in,
-              stage_out,
-              comm_dtype_};
+  if (secondary) {
+    group_size = plan_->settings().hpz_partition_size();
+    group_rank = dp_rank % group_size;
+  }
+  Op op{*plan_, in,       group_rank, group_size,  v,
+        comm,   stage_in, stage_out,  comm_dtype_, impl_->secondary_base,
+        dp_rank};
+  for (const std::string& g : in.collective().hierarchy()) {
+    auto it = parts_.groups.find(g);
+    if (it == parts_.groups.end())
+      return InternalError("no communicator for the group " + g + " of a quantized reduction");
+    op.stages.push_back(it->second);
+  }
   const bool reduce =
       in.kind() == Instruction::ALL_REDUCE || in.kind() == Instruction::REDUCE_SCATTER;
+  if (reduce && in.quantize().bits() > 0 && !op.local())
+    return internal::QuantizedReduceUnits(op, job);
   if (reduce) return in.units_size() > 0 ? ReduceUnits(op, job) : ReduceRanges(op, job);
-  return in.units_size() > 0 ? GatherUnits(op, job) : GatherSlices(op, job);
+  return in.units_size() > 0 ? internal::GatherUnits(op, job) : GatherSlices(op, job);
 }
 
 StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::Plan* plan,
@@ -315,6 +262,11 @@ StatusOr<std::unique_ptr<ZeroCollectives>> ZeroCollectives::Create(const proto::
     if (g.kind() == "edp" && std::count(g.ranks().begin(), g.ranks().end(), rank))
       z->edp_group_ = g.name();
   Impl& m = *z->impl_;
+  if (const int64_t n = plan->partition().secondary_elements(); n > 0) {
+    m.secondary = Buffer::Allocate(n * static_cast<int64_t>(DTypeSize(z->host_->dtype())));
+    std::memset(m.secondary.data(), 0, m.secondary.size());
+    m.secondary_base = static_cast<char*>(m.secondary.data());
+  }
   m.arena = zero::AssignStagingArena(*plan, rank);
   z->staging_bytes_ = m.arena.bytes;
   if (m.arena.device) {

@@ -366,9 +366,10 @@ void AddGridGroups(const ParallelGrid& grid, int kv_share, proto::Plan* plan, Gr
     }
 }
 
-// The expert, expert-data-parallel and Ulysses groups, and with tp the world group.
+// The expert, expert-data-parallel, Ulysses and hpZ groups, and with tp the world group.
 void AddOtherGroups(const ParallelGrid& grid, proto::Plan* plan, GroupNames* names) {
-  for (GroupKind kind : {GroupKind::kEp, GroupKind::kSp, GroupKind::kEdp}) {
+  for (GroupKind kind :
+       {GroupKind::kEp, GroupKind::kSp, GroupKind::kEdp, GroupKind::kHpz, GroupKind::kHpzAcross}) {
     const auto groups = grid.Groups(kind);
     for (size_t i = 0; i < groups.size(); ++i) {
       proto::ProcessGroup* g = plan->add_groups();
@@ -419,6 +420,7 @@ struct RankGroups {
     } else if (!c->group().empty()) {
       c->set_group(names.of.at({KindOf(c->group()), w}));
     }
+    for (std::string& g : *c->mutable_hierarchy()) g = names.of.at({KindOf(g), w});
   }
 
   // The group kind a dp plan's collective names.
@@ -427,6 +429,8 @@ struct RankGroups {
     if (group == kEpGroup) return GroupKind::kEp;
     if (group == kSpGroup) return GroupKind::kSp;
     if (group == kEdpGroup) return GroupKind::kEdp;
+    if (group == kHpzGroup) return GroupKind::kHpz;
+    if (group == kHpzAcrossGroup) return GroupKind::kHpzAcross;
     return GroupKind::kDp;
   }
 };

@@ -29,6 +29,9 @@ inline constexpr const char* kEpGroup = "ep";  // expert parallelism (ep_graph.h
 inline constexpr const char* kSpGroup = "sp";  // Ulysses (ulysses_graph.h)
 // The experts' ZeRO collectives (zero::kEdpGroup): the dp ranks holding the same experts.
 inline constexpr const char* kEdpGroup = "edp";
+// ZeRO++ hpZ's secondary-partition gathers (zero::kHpzGroup).
+inline constexpr const char* kHpzGroup = "hpz";
+inline constexpr const char* kHpzAcrossGroup = "hpz_across";  // qgZ's second all-to-all
 
 // `plan` holds the dp ranks' streams (rank = dp rank). `micro_batch` and `seq_len` size the
 // collectives. InvalidArgument when a cut falls outside every compute instruction.

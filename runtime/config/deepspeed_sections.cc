@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include "runtime/config/job_config_internal.h"
 
@@ -118,13 +119,8 @@ constexpr const char* kUnsupportedZeroKeys[] = {"load_from_fp32_weights",
                                                 "zenflow",
                                                 "use_all_reduce_for_fetch_params",
                                                 "stage3_use_all_reduce_for_fetch_params",
-                                                "zero_hpz_partition_size",
-                                                "zero_quantized_weights",
                                                 "zero_quantized_nontrainable_weights",
-                                                "zero_quantized_gradients",
                                                 "zeropp_loco_param",
-                                                "mics_shard_size",
-                                                "mics_hierarchical_params_gather",
                                                 "memory_efficient_linear",
                                                 "pipeline_loading_checkpoint",
                                                 "override_module_apply",
@@ -157,6 +153,33 @@ void ParseLegacyOffload(MapReader& r, ZeroConfig* z) {
   if (r.Get("cpu_offload_use_pin_memory", &pin))
     r.Warn("\"" + r.KeyPath("cpu_offload_use_pin_memory") +
            "\" is deprecated and has no effect (as in DeepSpeed); use offload_*.pin_memory");
+}
+
+// ZeRO++ (stage 3 only, as in DeepSpeed): hpZ's secondary partition size, qwZ and qgZ. MiCS is
+// refused with its reason.
+void ParseZeroPlusPlus(MapReader& r, ZeroConfig* z) {
+  r.Get("zero_hpz_partition_size", &z->hpz_partition_size);
+  r.Require(z->hpz_partition_size >= 1, "zero_hpz_partition_size",
+            "must be >= 1 (1: no secondary partition)");
+  r.Get("zero_quantized_weights", &z->quantized_weights);
+  r.Get("zero_quantized_gradients", &z->quantized_gradients);
+  const std::pair<const char*, bool> parts[] = {
+      {"zero_hpz_partition_size", z->hpz_partition_size > 1},
+      {"zero_quantized_weights", z->quantized_weights},
+      {"zero_quantized_gradients", z->quantized_gradients}};
+  for (const auto& [key, on] : parts)
+    r.Require(!on || z->stage == 3, key, "is ZeRO++, which needs stage 3");
+  int64_t mics = -1;
+  if (r.Get("mics_shard_size", &mics) && mics > 0)
+    r.Fail("mics_shard_size",
+           "MiCS is not supported: it replicates the model states over groups of that many "
+           "ranks; use zero_hpz_partition_size (hpZ) to keep stage 3's backward gathers inside a "
+           "node with the states still sharded over every rank");
+  bool hierarchical = false;
+  if (r.Get("mics_hierarchical_params_gather", &hierarchical) && hierarchical)
+    r.Fail("mics_hierarchical_params_gather",
+           "is MiCS's, which is not supported (see "
+           "mics_shard_size)");
 }
 
 }  // namespace
@@ -372,6 +395,7 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
     // DeepSpeed ignores it below stage 3; so do we, but say so.
     r.Warn("\"" + r.KeyPath("offload_param") + "\" has no effect below stage 3; ignored");
   }
+  ParseZeroPlusPlus(r, z);
   for (const char* key : kUnsupportedZeroKeys) r.Unsupported(key);
   r.Finish();
 }

@@ -109,6 +109,11 @@ struct ZeroConfig {
   int64_t param_persistence_threshold = 100000;  // alias stage3_param_persistence_threshold
   OffloadConfig offload_optimizer;
   OffloadConfig offload_param{OffloadDevice::kNone, "", 5};
+  // ZeRO++ (stage 3): zero_hpz_partition_size, zero_quantized_weights (qwZ),
+  // zero_quantized_gradients (qgZ).
+  int hpz_partition_size = 1;
+  bool quantized_weights = false;
+  bool quantized_gradients = false;
 };
 
 // DeepSpeed's `aio` block: how the NVMe swapper's I/O engine (zero/aio/io_engine.h) reads and

@@ -144,6 +144,7 @@ Status CheckPointToPoint(const proto::Plan& plan) {
 bool IsCollective(Ins::Kind kind) {
   switch (kind) {
     case Ins::GATHER_PARAMS:
+    case Ins::GATHER_SECONDARY:
     case Ins::ALL_REDUCE:
     case Ins::REDUCE_SCATTER:
     case Ins::ALL_GATHER:

@@ -26,6 +26,12 @@ LinkBytes RankLinkBytes(const proto::Plan& plan, int rank, const std::vector<int
       Add(sent, node(ins.collective().peer()) != node(rank), &b);
       continue;
     }
+    if (ins.collective().hierarchy_size() > 0) {  // qgZ: each stage's all-to-all
+      for (const StageSends& s : HierarchySends(plan, ins))
+        for (int m : s.members)
+          if (m != rank) Add(s.per_peer, node(m) != node(rank), &b);
+      continue;
+    }
     const std::vector<int> members = CollectiveMembers(plan, ins);
     const auto at = std::find(members.begin(), members.end(), rank);
     if (at == members.end() || members.size() < 2) continue;

@@ -20,11 +20,15 @@ const char* GroupKindName(GroupKind kind) {
       return "sp";
     case GroupKind::kEdp:
       return "edp";
+    case GroupKind::kHpz:
+      return "hpz";
+    case GroupKind::kHpzAcross:
+      return "hpz_across";
   }
   return "?";
 }
 
-StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep, int sp) {
+StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep, int sp, int hpz) {
   auto str = [](int v) { return std::to_string(v); };
   if (world < 1 || tp < 1 || pp < 1)
     return InvalidArgumentError("parallel grid: world " + str(world) + ", parallel.tensor " +
@@ -45,7 +49,10 @@ StatusOr<ParallelGrid> ParallelGrid::Create(int world, int tp, int pp, int ep, i
                                 " must be >= 1 and divide the data-parallel size " + str(dp) +
                                 " (world " + str(world) + " / (tp " + str(tp) + " x pp " + str(pp) +
                                 "))");
-  return ParallelGrid(world, tp, pp, ep, sp);
+  if (hpz < 1 || dp % hpz != 0)
+    return InvalidArgumentError("parallel grid: zero_hpz_partition_size " + str(hpz) +
+                                " must be >= 1 and divide the data-parallel size " + str(dp));
+  return ParallelGrid(world, tp, pp, ep, sp, hpz);
 }
 
 GridCoord ParallelGrid::CoordOf(int rank) const {
@@ -75,18 +82,28 @@ std::vector<int> ParallelGrid::Group(GroupKind kind, int rank) const {
       if (pp_ > 1) ranks = {RankOf({0, me.dp, me.tp}), RankOf({pp_ - 1, me.dp, me.tp})};
       break;
     case GroupKind::kEp:
-      for (int d = me.dp - me.dp % ep_; ep_ > 1 && d < me.dp - me.dp % ep_ + ep_; ++d)
-        ranks.push_back(RankOf({me.pp, d, me.tp}));
-      break;
+      return DpRun(rank, ep_);
     case GroupKind::kEdp:
       for (int d = me.dp % ep_; ep_ > 1 && d < dp(); d += ep_)
         ranks.push_back(RankOf({me.pp, d, me.tp}));
       break;
     case GroupKind::kSp:
-      for (int d = me.dp - me.dp % sp_; sp_ > 1 && d < me.dp - me.dp % sp_ + sp_; ++d)
+      return DpRun(rank, sp_);
+    case GroupKind::kHpz:
+      return DpRun(rank, hpz_);
+    case GroupKind::kHpzAcross:
+      for (int d = me.dp % hpz_; hpz_ > 1 && hpz_ < dp() && d < dp(); d += hpz_)
         ranks.push_back(RankOf({me.pp, d, me.tp}));
       break;
   }
+  return ranks;
+}
+
+std::vector<int> ParallelGrid::DpRun(int rank, int size) const {
+  const GridCoord me = CoordOf(rank);
+  std::vector<int> ranks;
+  const int first = me.dp - me.dp % size;
+  for (int d = first; size > 1 && d < first + size; ++d) ranks.push_back(RankOf({me.pp, d, me.tp}));
   return ranks;
 }
 

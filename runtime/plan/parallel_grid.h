@@ -12,6 +12,10 @@
 //   sp   Ulysses sequence parallelism (sp > 1 only): consecutive runs of sp ranks of a dp group
 //        share each micro-batch, a time chunk each; ZeRO still shards over the whole dp group
 //        (DeepSpeed's dp x sp)
+//   hpz  ZeRO++'s hpZ (hpz > 1 only): consecutive runs of hpz ranks of a dp group, each
+//        holding a secondary partition of the parameters (zero_hpz_partition_size)
+//   hpz_across  (1 < hpz < dp only) the dp ranks at the same place of every hpz group: qgZ's
+//        second all-to-all
 //
 //   DS_ASSIGN_OR_RETURN(ParallelGrid grid, ParallelGrid::Create(8, /*tp=*/2, /*pp=*/2));
 //   grid.dp();                          // 2
@@ -27,9 +31,9 @@
 
 namespace ds::plan {
 
-enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp, kSp, kEdp };
+enum class GroupKind { kTp, kDp, kPp, kEmbedding, kEp, kSp, kEdp, kHpz, kHpzAcross };
 
-// "tp", "dp", "pp", "embedding", "ep", "sp", "edp".
+// "tp", "dp", "pp", "embedding", "ep", "sp", "edp", "hpz", "hpz_across".
 const char* GroupKindName(GroupKind kind);
 
 struct GridCoord {
@@ -38,9 +42,10 @@ struct GridCoord {
 
 class ParallelGrid {
  public:
-  // InvalidArgument naming the sizes when tp x pp does not divide `world`, ep or sp does not
-  // divide dp, or a size is < 1.
-  static StatusOr<ParallelGrid> Create(int world, int tp, int pp, int ep = 1, int sp = 1);
+  // InvalidArgument naming the sizes when tp x pp does not divide `world`, ep, sp or hpz does
+  // not divide dp, or a size is < 1.
+  static StatusOr<ParallelGrid> Create(int world, int tp, int pp, int ep = 1, int sp = 1,
+                                       int hpz = 1);
 
   int world() const { return world_; }
   int tp() const { return tp_; }
@@ -50,6 +55,7 @@ class ParallelGrid {
   int EpRankOf(int rank) const { return CoordOf(rank).dp % ep_; }
   int EdpRankOf(int rank) const { return CoordOf(rank).dp / ep_; }
   int sp() const { return sp_; }
+  int hpz() const { return hpz_; }
   int SpRankOf(int rank) const { return CoordOf(rank).dp % sp_; }
   // Which micro-batches a rank reads: its sp group's (the dp rank / sp), of dp / sp.
   int DataRankOf(int rank) const { return CoordOf(rank).dp / sp_; }
@@ -64,9 +70,11 @@ class ParallelGrid {
   std::string Describe() const;
 
  private:
-  ParallelGrid(int world, int tp, int pp, int ep, int sp)
-      : world_(world), tp_(tp), pp_(pp), ep_(ep), sp_(sp) {}
-  int world_ = 1, tp_ = 1, pp_ = 1, ep_ = 1, sp_ = 1;
+  ParallelGrid(int world, int tp, int pp, int ep, int sp, int hpz)
+      : world_(world), tp_(tp), pp_(pp), ep_(ep), sp_(sp), hpz_(hpz) {}
+  // Consecutive runs of `size` ranks of `rank`'s dp group (empty when size is 1).
+  std::vector<int> DpRun(int rank, int size) const;
+  int world_ = 1, tp_ = 1, pp_ = 1, ep_ = 1, sp_ = 1, hpz_ = 1;
 };
 
 }  // namespace ds::plan

@@ -70,6 +70,9 @@ void SetZero(const config::ZeroConfig& z, PlanConfig* c) {
   c->param_nvme = z.stage == 3 && op.device == config::OffloadDevice::kNvme;
   c->param_buffer_count = op.buffer_count;
   c->param_buffer_size = op.buffer_size;
+  c->hpz_partition_size = z.hpz_partition_size;
+  c->quantized_weight_bits = z.quantized_weights ? 8 : 0;      // DeepSpeed's qwZ: int8
+  c->quantized_gradient_bits = z.quantized_gradients ? 4 : 0;  // qgZ: int4
 }
 
 // The optimizer's states per parameter, clipping, and where the model states live.

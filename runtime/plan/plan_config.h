@@ -105,6 +105,12 @@ struct PlanConfig {
   bool param_nvme = false;
   int param_buffer_count = 5;
   int64_t param_buffer_size = 100000000;
+  // ZeRO++ (stage 3; zero/README.md Note [ZeRO++]): hpZ's secondary partition over consecutive
+  // runs of hpz_partition_size dp ranks (1: none); qwZ's parameter gathers and qgZ's gradient
+  // all-to-alls in signed integers of these bits, one fp32 scale per block (0: full precision).
+  int hpz_partition_size = 1;
+  int quantized_weight_bits = 0;
+  int quantized_gradient_bits = 0;
 };
 
 // The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len

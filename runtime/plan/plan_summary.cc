@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/core/proto_dtype.h"
+#include "runtime/core/quantize.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_hash.h"
 
@@ -33,6 +34,9 @@ int64_t SentBytes(const proto::Instruction& ins, int rank, int n) {
   if (n <= 1) return 0;
   if (ins.kind() == proto::Instruction::ACT_ALL_TO_ALL) return (n - 1) * payload / n;
   if (c.rank_counts_size() == 0) return 2 * (n - 1) * payload / n;
+  if (ins.quantize().bits() > 0)  // qwZ: every part as its blocks (equal parts)
+    return (n - 1) * QuantizedBytes(c.rank_counts(rank),
+                                    QuantSpec{ins.quantize().bits(), ins.quantize().block()});
   return (c.count() - c.rank_counts(rank)) * ProtoDTypeSize(c.dtype());
 }
 
@@ -46,7 +50,32 @@ std::vector<int> CollectiveMembers(const proto::Plan& plan, const proto::Instruc
   return dp;
 }
 
+std::vector<StageSends> HierarchySends(const proto::Plan& plan, const proto::Instruction& ins) {
+  std::vector<StageSends> out;
+  const proto::Collective& c = ins.collective();
+  if (c.hierarchy_size() == 0 || c.rank_counts_size() == 0) return out;
+  const int64_t part =
+      QuantizedBytes(c.rank_counts(0), QuantSpec{ins.quantize().bits(), ins.quantize().block()});
+  int64_t parts = c.rank_counts_size();  // still to be split among the stages left
+  for (const std::string& name : c.hierarchy()) {
+    StageSends s;
+    for (const proto::ProcessGroup& g : plan.groups())
+      if (g.name() == name) s.members.assign(g.ranks().begin(), g.ranks().end());
+    if (s.members.empty()) s.members = CollectiveMembers(plan, ins);  // a plan without groups
+    parts /= static_cast<int64_t>(s.members.size());
+    s.per_peer = parts * part;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
+  if (ins.collective().hierarchy_size() > 0 && ins.collective().placement() != proto::LOCAL) {
+    int64_t sent = 0;
+    for (const StageSends& s : HierarchySends(plan, ins))
+      sent += (static_cast<int64_t>(s.members.size()) - 1) * s.per_peer;
+    return sent;
+  }
   if (ins.kind() == proto::Instruction::SEND)
     return ins.collective().count() * ProtoDTypeSize(ins.collective().dtype());
   if (!IsCollective(ins.kind())) return 0;

@@ -125,6 +125,8 @@ void EchoSettings(const plan::PlanConfig& c, const plan::Topology& topo, proto::
   s->set_partition_activations(c.partition_activations);
   s->set_sequence_parallel(c.sequence_parallel);
   s->set_in_memory_interval(c.in_memory_interval);
+  s->set_hpz_partition_size(c.hpz_partition_size);
+  if (c.quantized_weight_bits > 0) *s->mutable_quantized_weights() = zero::WeightQuantization(c);
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
     w->set_enabled(true);
@@ -228,9 +230,10 @@ StatusOr<proto::Plan> MakePlan(const Graph& graph, const plan::Topology& topolog
 
 StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const plan::Topology& topology,
                                 const plan::PlanConfig& config) {
-  DS_ASSIGN_OR_RETURN(plan::ParallelGrid grid,
-                      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp,
-                                                 topology.ep, topology.sp));
+  DS_ASSIGN_OR_RETURN(
+      plan::ParallelGrid grid,
+      plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep, topology.sp,
+                                 config.hpz_partition_size));
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)

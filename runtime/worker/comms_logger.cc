@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/core/quantize.h"
+
 namespace ds::worker {
 namespace {
 
@@ -53,6 +55,7 @@ CommOp LoggedOp(const proto::Instruction& in, int n) {
       break;
     case Ins::ALL_GATHER:
     case Ins::GATHER_PARAMS:
+    case Ins::GATHER_SECONDARY:
     case Ins::ACT_ALL_GATHER:
     case Ins::CHECKPOINT_RESTORE:
       op.name = "all_gather_into_tensor";
@@ -65,6 +68,9 @@ CommOp LoggedOp(const proto::Instruction& in, int n) {
   op.bytes = in.collective().count() * size;
   if (op.name != "all_reduce" && op.name != "all_to_all_single")
     op.bytes /= std::max(1, n);  // each rank's part
+  if (in.quantize().bits() > 0)  // ZeRO++: the part travels as its blocks
+    op.bytes = QuantizedBytes(in.collective().count() / std::max(1, n),
+                              QuantSpec{in.quantize().bits(), in.quantize().block()});
   return op;
 }
 

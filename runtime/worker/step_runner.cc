@@ -41,6 +41,7 @@ void StepRunner::Impl::Fill() {
   table[Instruction::ALL_REDUCE] = {&Impl::Collective, true};
   table[Instruction::REDUCE_SCATTER] = {&Impl::Collective, true};
   table[Instruction::GATHER_PARAMS] = {&Impl::Collective, true};
+  table[Instruction::GATHER_SECONDARY] = {&Impl::Collective, true};
   table[Instruction::ALL_GATHER] = {&Impl::GatherUpdated, true};
   table[Instruction::RELEASE_PARAMS] = {&Impl::Release, true};
   table[Instruction::GRAD_NORM_REDUCE] = {&Impl::GradNorm, true};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "proto/plan.pb.h"
@@ -30,7 +31,9 @@ struct Unit {
   int64_t shard_offset = 0;  // position of the chunk in each rank's shard buffer
   std::vector<int> blocks;   // blocks that read it, ascending
   bool persistent = false;
-  bool expert = false;  // split over the expert-data-parallel group (proto::PartitionUnit)
+  bool expert = false;           // split over the expert-data-parallel group (proto::PartitionUnit)
+  int64_t secondary_chunk = 0;   // hpZ: per hpz-group rank (zeropp.cc)
+  int64_t secondary_offset = 0;  // its place in each rank's secondary partition
 };
 
 // Backward positions: 0 is the first block backward runs (the highest block).
@@ -58,6 +61,7 @@ struct BufferIds {
   std::vector<int> gathers;      // per unit (stage 3; -1 for persistent units)
   std::vector<int> swap_slots;   // SWAP_BUFFER per slot (offload_optimizer nvme)
   std::vector<int> param_slots;  // per slot: its sub-group's 16-bit shard pages (offload_param)
+  int secondary = -1;            // PARAM_SECONDARY (hpZ)
 };
 
 // Expert parallelism: the ranks a unit (or bucket) of `expert` parameters is split over, and dp
@@ -136,6 +140,23 @@ void WaitForBucketSlot(int buffer, proto::Instruction* ins, Stream* stream);
 // GRAD_NORM_REDUCE, OVERFLOW_REDUCE (f16), OPTIMIZER_STEP, the all-gathers of updated
 // parameters (stages 1-2: everything; stage 3: persistent units), then LOSS_REDUCE.
 void EmitStepTail(const Context& ctx, Stream* stream);
+
+// ---- zeropp.cc (Note [ZeRO++] in zero/README.md) ----
+// InvalidArgument / Unimplemented for ZeRO++ settings the plan cannot carry out.
+Status CheckZeroPlusPlus(const Context& ctx);
+// hpZ: every gathered (non-persistent) unit's secondary chunk and offset in each rank's
+// secondary partition (EchoLayout sums them); nothing without hpZ.
+void AssignSecondary(Context* ctx);
+// The bytes of a gather's packed input and output: each rank's part of `per_rank` elements in
+// `elem` bytes, over `n` ranks; quantized, the part's blocks beside it.
+std::pair<int64_t, int64_t> GatherStagingBytes(int64_t per_rank, int n, int64_t elem,
+                                               const proto::Quantization& q);
+// qgZ: a stage-3 reduce-scatter of units quantized by blocks, as all-to-alls inside the hpz
+// group, then across the hpz groups (one all-to-all over dp without hpZ).
+void QuantizeGradients(const Context& ctx, proto::Instruction* ins);
+// Its packed input and output, n ranks with the first all-to-all over `first_stage` of them.
+std::pair<int64_t, int64_t> ReduceStagingBytes(int64_t per_rank, int n, int first_stage,
+                                               const proto::Quantization& q);
 
 // ---- placement.cc ----
 // Where each collective runs (Note [Placement] in zero/README.md): LOCAL at one rank, HOST for

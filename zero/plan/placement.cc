@@ -18,25 +18,34 @@ proto::Placement StatesPlacement(const Context& ctx) {
 
 bool IsCollective(Instruction::Kind k) {
   return k == Instruction::ALL_REDUCE || k == Instruction::REDUCE_SCATTER ||
-         k == Instruction::GATHER_PARAMS || k == Instruction::ALL_GATHER;
+         k == Instruction::GATHER_PARAMS || k == Instruction::ALL_GATHER ||
+         k == Instruction::GATHER_SECONDARY;
 }
 
 // Bytes of the packed input and output of collective `ins` (0: none, it works in place). The
 // same on host and device memory: reductions pack in the comm dtype, gathers in the model's.
-// The ranks collective `ins` runs over: the dp group, or the edp group of the experts' units.
+// The ranks collective `ins` runs over: the dp group, the edp group of the experts' units, or
+// hpZ's group.
 int GroupRanks(const Context& ctx, const Instruction& ins) {
+  if (ins.kind() == Instruction::GATHER_SECONDARY) return ctx.config.hpz_partition_size;
   return GroupSize(ins.collective().group() == kEdpGroup, ctx.dp, ctx.ep);
 }
 
 std::pair<int64_t, int64_t> StagingBytes(const Context& ctx, const Instruction& ins) {
   const int64_t dp = GroupRanks(ctx, ins), c = ProtoDTypeSize(ctx.comm_dtype),
                 t = ProtoDTypeSize(ctx.model_dtype);
+  const bool secondary = ins.kind() == Instruction::GATHER_SECONDARY;
   int64_t per_rank = 0;
-  for (int u : ins.units()) per_rank += ctx.units[u].chunk;
+  for (int u : ins.units())
+    per_rank += secondary ? ctx.units[u].secondary_chunk : ctx.units[u].chunk;
   const bool reduce =
       ins.kind() == Instruction::ALL_REDUCE || ins.kind() == Instruction::REDUCE_SCATTER;
+  if (reduce && ins.units_size() > 0 && ins.quantize().bits() > 0)
+    return ReduceStagingBytes(
+        per_rank, dp, ins.collective().hierarchy_size() > 1 ? ctx.config.hpz_partition_size : dp,
+        ins.quantize());
   if (reduce && ins.units_size() > 0) return {per_rank * dp * c, per_rank * c};
-  if (ins.units_size() > 0) return {per_rank * t, per_rank * dp * t};
+  if (ins.units_size() > 0) return GatherStagingBytes(per_rank, dp, t, ins.quantize());
   const int64_t n = ins.ranges(0).count();
   if (reduce) {
     const int64_t in = ctx.comm_dtype != ctx.model_dtype ? n * c : 0;

@@ -151,10 +151,21 @@ class Stage3Builder {
     }
   }
 
+  // hpZ: a unit's first gather of the step fills its secondary chunk; the later ones read it
+  // over the hpz group (failures-zeropp-bf16.md B4: refreshed after every optimizer step).
   void GatherGroup(const std::vector<int>& units, bool expert) {
+    if (expert || ctx_.config.hpz_partition_size <= 1) return EmitGather(units, expert, false);
+    std::vector<int> first, again;
+    for (int u : units) (filled_.insert(u).second ? first : again).push_back(u);
+    EmitGather(first, expert, false);
+    EmitGather(again, expert, true);
+  }
+
+  void EmitGather(const std::vector<int>& units, bool expert, bool secondary) {
     if (units.empty()) return;
     proto::Instruction ins;
-    ins.set_kind(proto::Instruction::GATHER_PARAMS);
+    ins.set_kind(secondary ? proto::Instruction::GATHER_SECONDARY
+                           : proto::Instruction::GATHER_PARAMS);
     ins.set_micro_batch(-1);
     int64_t per_rank = 0;
     for (int u : units) {
@@ -162,14 +173,21 @@ class Stage3Builder {
       proto::ParamRange* r = ins.add_ranges();
       r->set_offset(ctx_.units[u].offset);
       r->set_count(ctx_.units[u].count);
-      per_rank += ctx_.units[u].chunk;
+      per_rank += secondary ? ctx_.units[u].secondary_chunk : ctx_.units[u].chunk;
       ins.add_allocs(ctx_.buf.gathers[u]);
       ins.add_writes(ctx_.buf.gathers[u]);
     }
-    const int n = GroupSize(expert, ctx_.dp, ctx_.ep);
+    const int n = secondary ? ctx_.config.hpz_partition_size : GroupSize(expert, ctx_.dp, ctx_.ep);
     SetCollective(&ins, per_rank * n, ctx_.model_dtype, -1, std::vector<int64_t>(n, per_rank),
                   expert);
-    ins.add_reads(ctx_.buf.param_shard);
+    if (secondary) ins.mutable_collective()->set_group(kHpzGroup);
+    ins.add_reads(secondary ? ctx_.buf.secondary : ctx_.buf.param_shard);
+    if (ctx_.buf.secondary >= 0 && !secondary && !expert) {
+      ins.set_fill_secondary(true);
+      ins.add_writes(ctx_.buf.secondary);
+    }
+    if (ctx_.config.quantized_weight_bits > 0)
+      *ins.mutable_quantize() = WeightQuantization(ctx_.config);
     ins.set_async(true);
     const int idx = stream_->size();
     for (int u : units) {
@@ -254,6 +272,7 @@ class Stage3Builder {
   std::vector<std::vector<int>> uses_;  // per unit: the steps that read it, ascending
   std::map<int, int> gathered_;         // unit -> its GATHER_PARAMS instruction
   std::set<int> unwaited_;              // gathered units no instruction has waited for yet
+  std::set<int> filled_;                // hpZ: units whose secondary chunk the step has kept
   int64_t live_ = 0;                    // gathered parameter elements
 };
 

@@ -134,6 +134,7 @@ proto::Instruction ReduceBucket(const Context& ctx, int b) {
   }
   ins.add_writes(ctx.buf.grads);
   ins.set_async(ctx.config.overlap_comm);
+  QuantizeGradients(ctx, &ins);
   return ins;
 }
 

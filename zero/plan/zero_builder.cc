@@ -163,6 +163,9 @@ void AddBuffers(Context* ctx, proto::Plan* plan) {
                                 : AddBuffer(plan, "gathered.unit" + Str(u), K::GATHER_BUFFER,
                                             ctx->units[u].chunk * ctx->Ranks(ctx->units[u]), m,
                                             false));
+  if (plan->partition().secondary_elements() > 0)  // hpZ: kept from a unit's first gather on
+    ids.secondary = AddBuffer(plan, "params.secondary", K::PARAM_SECONDARY,
+                              plan->partition().secondary_elements(), m, true);
 }
 
 void EchoLayout(const Context& ctx, proto::Plan* plan) {
@@ -185,7 +188,7 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
     q->set_persistent(ctx.config.stage == 3 && p.numel <= ctx.config.param_persistence_threshold);
     q->set_expert(p.expert && ctx.ep > 1);
   }
-  int64_t shard = 0;
+  int64_t shard = 0, secondary = 0;
   for (size_t i = 0; i < ctx.units.size(); ++i) {
     const Unit& u = ctx.units[i];
     proto::PartitionUnit* q = plan->mutable_partition()->add_units();
@@ -197,9 +200,13 @@ void EchoLayout(const Context& ctx, proto::Plan* plan) {
     q->set_persistent(u.persistent);
     q->set_shard_offset(u.shard_offset);
     q->set_expert(u.expert);
+    q->set_secondary_chunk(u.secondary_chunk);
+    q->set_secondary_offset(u.secondary_offset);
     shard += u.chunk;
+    secondary += u.secondary_chunk;
   }
   plan->mutable_partition()->set_shard_elements(shard);
+  plan->mutable_partition()->set_secondary_elements(secondary);
   for (size_t i = 0; i < ctx.buckets.size(); ++i) {
     const Bucket& b = ctx.buckets[i];
     proto::GradBucket* q = plan->add_buckets();
@@ -320,6 +327,8 @@ Status BuildZeroPlan(const ModelFacts& facts, const PlanConfig& config, int dp, 
   DS_RETURN_IF_ERROR(internal::CheckParamSwap(ctx));
   DS_RETURN_IF_ERROR(CheckLiveParameters(ctx));
   DS_RETURN_IF_ERROR(CheckPlacement(ctx));
+  DS_RETURN_IF_ERROR(internal::CheckZeroPlusPlus(ctx));
+  internal::AssignSecondary(&ctx);
   ctx.buckets =
       internal::MakeBuckets(ctx.facts, ctx.units, config.stage, dp, ep, config.reduce_bucket_size);
   EchoLayout(ctx, plan);

@@ -22,6 +22,10 @@ namespace ds::zero {
 // parameters over: the dp ranks holding the same experts.
 inline constexpr const char* kDpGroup = "dp";
 inline constexpr const char* kEdpGroup = "edp";
+// hpZ's group: consecutive runs of zero_hpz_partition_size ranks of the dp group.
+inline constexpr const char* kHpzGroup = "hpz";
+// qgZ's second all-to-all with hpZ: the dp ranks at the same place of every hpz group.
+inline constexpr const char* kHpzAcrossGroup = "hpz_across";
 
 // InvalidArgument naming the zero_optimization key for a setting that cannot work: a stage
 // outside 0..3, a bucket size <= 0, a negative stage-3 knob.
@@ -36,5 +40,8 @@ Status CheckZeroSettings(const plan::PlanConfig& config);
 // units are split over the dp / ep ranks that hold the same ones.
 Status BuildZeroPlan(const plan::ModelFacts& facts, const plan::PlanConfig& config, int dp,
                      proto::Plan* plan, int ep = 1);
+
+// ZeRO++'s qwZ: how `config`'s parameter gathers are quantized (bits 0 without it).
+proto::Quantization WeightQuantization(const plan::PlanConfig& config);
 
 }  // namespace ds::zero

@@ -1,0 +1,155 @@
+// ZeRO++ in the plan (zero/README.md Note [ZeRO++]) on 2 nodes x 2 ranks: hpZ's first gather of
+// each unit fills the secondary partition and every later one stays inside the hpz group (one
+// node), with the secondary's bytes in the plan's memory; qwZ's gathers and qgZ's reductions
+// carry their quantization and (qgZ) the two all-to-all groups; each part cuts the bytes between
+// nodes, all three at least 3x on a GPT-2 shape; what cannot work is refused.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "runtime/plan/link_bytes.h"
+#include "runtime/plan/plan_summary.h"
+#include "runtime/planner/plan_test_util.h"
+
+namespace ds::planner {
+namespace {
+
+using Ins = proto::Instruction;
+
+// Blocks release their units after use (max_reuse_distance 0), so backward gathers them again.
+plan::PlanConfig ZeroPP(int hpz, bool qw, bool qg, DType dtype = DType::kBF16) {
+  plan::PlanConfig c = testing::BaseConfig(3, dtype);
+  c.param_persistence_threshold = 100;
+  c.max_reuse_distance = 0;
+  c.hpz_partition_size = hpz;
+  c.quantized_weight_bits = qw ? 8 : 0;
+  c.quantized_gradient_bits = qg ? 4 : 0;
+  return c;
+}
+
+// The bytes all ranks send to the other node per step, ranks {0, 1} and {2, 3} on two nodes
+// (a ring's hops cross at ranks 1 and 3 only).
+int64_t BetweenNodes(const proto::Plan& plan) {
+  int64_t sum = 0;
+  for (int r = 0; r < 4; ++r) sum += plan::RankLinkBytes(plan, r, {0, 0, 1, 1}).inter;
+  return sum;
+}
+
+const proto::ProcessGroup* Group(const proto::Plan& plan, const std::string& name) {
+  for (const proto::ProcessGroup& g : plan.groups())
+    if (g.name() == name) return &g;
+  return nullptr;
+}
+
+TEST_CASE("hpZ: a unit's later gathers stay in its node, from the secondary", "[plan]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  const proto::Plan plan = testing::MustPlan(g, 4, ZeroPP(2, false, false));
+  CHECK(plan.settings().hpz_partition_size() == 2);
+  int64_t secondary = 0;
+  for (const proto::PartitionUnit& u : plan.partition().units()) {
+    if (u.persistent()) continue;
+    CHECK(u.secondary_chunk() * 2 >= u.count());
+    CHECK(u.secondary_chunk() % 16 == 0);
+    CHECK(u.secondary_offset() == secondary);
+    secondary += u.secondary_chunk();
+  }
+  CHECK(plan.partition().secondary_elements() == secondary);
+  bool buffer = false;
+  for (const proto::PlanBuffer& b : plan.buffers())
+    if (b.kind() == proto::PlanBuffer::PARAM_SECONDARY) {
+      buffer = true;
+      CHECK(b.bytes() == secondary * 2);  // bf16
+      CHECK(b.whole_step());
+    }
+  CHECK(buffer);
+  for (const proto::RankPlan& rp : plan.ranks()) {
+    std::set<int> filled;
+    int later = 0;
+    for (const Ins& ins : rp.instructions()) {
+      if (ins.kind() == Ins::GATHER_PARAMS) {
+        CHECK(ins.fill_secondary());
+        for (int u : ins.units()) CHECK(filled.insert(u).second);  // once per step
+      }
+      if (ins.kind() != Ins::GATHER_SECONDARY) continue;
+      ++later;
+      for (int u : ins.units()) CHECK(filled.count(u));
+      const proto::ProcessGroup* grp = Group(plan, ins.collective().group());
+      REQUIRE(grp);
+      CHECK(grp->kind() == "hpz");
+      CHECK(grp->ranks_size() == 2);
+      CHECK(grp->ranks(0) / 2 == rp.rank() / 2);  // the rank's node: consecutive ranks
+    }
+    CHECK(later > 0);
+  }
+  const proto::Plan plain = testing::MustPlan(g, 4, ZeroPP(1, false, false));
+  CHECK(BetweenNodes(plan) < BetweenNodes(plain));
+  auto peak = [](const proto::Plan& p) { return p.ranks(0).memory().peak_bytes(); };
+  CHECK(peak(plan) >= peak(plain) + secondary * 2);
+}
+
+TEST_CASE("qwZ and qgZ: quantized gathers, and reductions by two all-to-alls", "[plan]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  const proto::Plan plan = testing::MustPlan(g, 4, ZeroPP(2, true, true));
+  int gathers = 0, reductions = 0;
+  for (const Ins& ins : plan.ranks(1).instructions()) {
+    if (ins.kind() == Ins::GATHER_PARAMS || ins.kind() == Ins::GATHER_SECONDARY) {
+      ++gathers;
+      CHECK(ins.quantize().bits() == 8);
+      CHECK(ins.quantize().block() > 0);
+    }
+    if (ins.kind() == Ins::REDUCE_SCATTER) {
+      ++reductions;
+      CHECK(ins.quantize().bits() == 4);
+      REQUIRE(ins.collective().hierarchy_size() == 2);
+      const proto::ProcessGroup* inside = Group(plan, ins.collective().hierarchy(0));
+      const proto::ProcessGroup* across = Group(plan, ins.collective().hierarchy(1));
+      REQUIRE(inside);
+      REQUIRE(across);
+      CHECK(std::vector<int>(inside->ranks().begin(), inside->ranks().end()) ==
+            std::vector<int>{0, 1});
+      CHECK(std::vector<int>(across->ranks().begin(), across->ranks().end()) ==
+            std::vector<int>{1, 3});
+    }
+  }
+  CHECK(gathers > 0);
+  CHECK(reductions > 0);
+  // Without hpZ, qgZ is one all-to-all over the dp group.
+  const proto::Plan flat = testing::MustPlan(g, 4, ZeroPP(1, false, true));
+  for (const Ins& ins : flat.ranks(0).instructions())
+    if (ins.kind() == Ins::REDUCE_SCATTER) CHECK(ins.collective().hierarchy_size() == 1);
+}
+
+TEST_CASE("ZeRO++: each part cuts the bytes between nodes, all three at least 3x", "[plan]") {
+  const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    INFO((dtype == DType::kF32 ? "fp32" : "bf16"));
+    const proto::Plan plain = testing::MustPlan(g, 4, ZeroPP(1, false, false, dtype));
+    for (const plan::PlanConfig& c :
+         {ZeroPP(2, false, false, dtype), ZeroPP(1, true, false, dtype),
+          ZeroPP(1, false, true, dtype), ZeroPP(2, true, true, dtype)}) {
+      CHECK(BetweenNodes(testing::MustPlan(g, 4, c)) < BetweenNodes(plain));
+    }
+    const int64_t before = BetweenNodes(plain),
+                  after = BetweenNodes(testing::MustPlan(g, 4, ZeroPP(2, true, true, dtype)));
+    INFO("between nodes " << before << " -> " << after << " bytes");
+    CHECK(before >= 3 * after);
+  }
+}
+
+TEST_CASE("ZeRO++: settings that cannot work are refused", "[plan]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  auto fails = [&](int world, const plan::PlanConfig& c, const std::string& what) {
+    auto plan = MakePlan(g, plan::Topology{world, world}, c);
+    REQUIRE_FALSE(plan.ok());
+    INFO(plan.status().ToString());
+    CHECK(plan.status().message().find(what) != std::string::npos);
+  };
+  fails(4, ZeroPP(3, false, false), "zero_hpz_partition_size 3");
+  plan::PlanConfig two = ZeroPP(2, false, false);
+  two.stage = 2;
+  fails(4, two, "need stage 3");
+  fails(4, ZeroPP(1, true, false, DType::kF16), "fp16");
+}
+
+}  // namespace
+}  // namespace ds::planner
