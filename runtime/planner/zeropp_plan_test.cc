@@ -136,6 +136,33 @@ TEST_CASE("ZeRO++: each part cuts the bytes between nodes, all three at least 3x
   }
 }
 
+TEST_CASE("ZeRO++ with tensor parallelism: the groups are each tp rank's dp ranks", "[plan]") {
+  const Graph g = testing::PresetGraph("gpt2-tiny");
+  plan::PlanConfig c = ZeroPP(2, true, true);
+  c.tensor = 2;
+  auto topo = plan::TopologyFor(8, c);
+  REQUIRE(topo.ok());
+  auto plan = MakePlan(g, *topo, c);
+  INFO((plan.ok() ? "" : plan.status().ToString()));
+  REQUIRE(plan.ok());
+  // Ranks: tp fastest, so tp rank 0's dp ranks are 0, 2, 4, 6; hpz groups of two consecutive
+  // dp ranks: {0, 2} and {4, 6} (on nodes of 4 slots: inside a node), across: {0, 4}, {2, 6}.
+  for (const Ins& ins : plan->ranks(2).instructions()) {
+    if (ins.kind() == Ins::GATHER_SECONDARY) {
+      const proto::ProcessGroup* grp = Group(*plan, ins.collective().group());
+      REQUIRE(grp);
+      CHECK(std::vector<int>(grp->ranks().begin(), grp->ranks().end()) == std::vector<int>{0, 2});
+    }
+    if (ins.kind() == Ins::REDUCE_SCATTER && ins.collective().hierarchy_size() == 2) {
+      const proto::ProcessGroup* across = Group(*plan, ins.collective().hierarchy(1));
+      REQUIRE(across);
+      CHECK(std::vector<int>(across->ranks().begin(), across->ranks().end()) ==
+            std::vector<int>{2, 6});
+    }
+  }
+  CHECK(testing::Count(plan->ranks(2), Ins::GATHER_SECONDARY) > 0);
+}
+
 TEST_CASE("ZeRO++: settings that cannot work are refused", "[plan]") {
   const Graph g = testing::PresetGraph("gpt2-tiny");
   auto fails = [&](int world, const plan::PlanConfig& c, const std::string& what) {

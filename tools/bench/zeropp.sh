@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# ZeRO++ over slow links (zero/README.md Note [ZeRO++]): a GPT-2-small shape (L12 C768 H12
+# V50257, T=SEQ, one sequence per rank per step), ZeRO-3 in bf16 with every block's units
+# released after use (stage3_max_reuse_distance 0, as a model too large to keep them must), on 2
+# emulated nodes x 2 ranks (tools/emulated_nodes.sh: network namespaces on a bridge, each node's
+# link limited by tc's token bucket both ways), at each of RATES: plain ZeRO-3, hpZ, qwZ, qgZ
+# alone and all three. Per run: the median step time after the first two steps, the bytes that
+# crossed the nodes' links per step (the namespaces' eth0 TX counters over the run, start-up
+# included, divided by the steps) beside the plan's (ds-launch plan --hostfile: every rank's
+# bytes to the other node), and the step against plain ZeRO-3's at the same rate. Plain ZeRO-3
+# over loopback nodes (no limit) is the first row. Needs root, ip and tc.
+#   tools/bench/zeropp.sh                        # RATES="10gbit 1gbit" SEQ=256 STEPS=6
+# DeepSpeed 0.19.8's CPU path runs plain ZeRO-3 and hpZ but not qwZ or qgZ ("This op had not been
+# implemented on CPU backend": its quantizer is a CUDA kernel), measured by
+# tools/bench/zeropp_deepspeed_probe.py.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RATES=${RATES:-10gbit 1gbit}; SEQ=${SEQ:-256}; STEPS=${STEPS:-6}
+[[ $(id -u) == 0 ]] || { echo "zeropp.sh: needs root (network namespaces)" >&2; exit 2; }
+[[ -x bin/ds-launch ]] || tools/build.sh
+NAME=dszp$$; NAME=${NAME:0:8}
+export SUBNET=$(($$ % 200 + 20))
+W=$(mktemp -d)
+trap 'pkill -9 -f "$W/job.yaml" 2>/dev/null; tools/emulated_nodes.sh down "$NAME" 2>/dev/null; rm -rf "$W"' EXIT
+export DS_RUNTIME_HOME=$W/home
+/usr/bin/python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, size=400000, dtype=np.uint16).tofile('$W/tokens.bin')"
+
+job() {  # job ZERO_EXTRA
+  cat > "$W/job.yaml" <<YAML
+train_batch_size: 4
+train_micro_batch_size_per_gpu: 1
+optimizer: {type: AdamW, params: {lr: 1.0e-4}}
+model: {family: gpt2, n_layer: 12, n_embd: 768, n_head: 12, vocab_size: 50257, max_seq_len: $SEQ}
+data: {train: $W/tokens.bin, format: uint16, seq_len: $SEQ, shuffle: false}
+training: {train_iters: $STEPS}
+bf16: {enabled: true}
+zero_optimization: {stage: 3, stage3_max_reuse_distance: 0$1}
+monitor: {csv: $W/ds.csv}
+device: {threads: 1}
+YAML
+}
+median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+tx() { for i in 0 1; do ip -n "$NAME$i" -s -j link show eth0; done |
+  /usr/bin/python3 -c "import json,sys; print(sum(json.loads(l)[0]['stats64']['tx']['bytes'] for l in sys.stdin))"; }
+planned() {  # the plan's bytes per step from each node to the other, summed
+  bin/ds-launch plan "$W/job.yaml" --hostfile "$W/plan_hosts" --json |
+    /usr/bin/python3 -c "import json,sys; print(sum(int(r.get('inter_node_sent_bytes', 0)) for r in json.load(sys.stdin)['ranks']))"
+}
+
+declare -A PARTS=(
+  [plain]=""
+  [hpz]=", zero_hpz_partition_size: 2"
+  [qwz]=", zero_quantized_weights: true"
+  [qgz]=", zero_quantized_gradients: true"
+  [all]=", zero_hpz_partition_size: 2, zero_quantized_weights: true, zero_quantized_gradients: true"
+)
+ORDER="plain hpz qwz qgz all"
+printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$W/plan_hosts"
+echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; GPT-2 L12 C768 V50257 T$SEQ, ZeRO-3 bf16, 2 nodes x 2 ranks, $STEPS steps"
+printf '%-10s %-6s %10s %9s %14s %14s %8s\n' link zero++ ms/step vs_plain "between MiB/st" "planned MiB/st" "meas/plan"
+
+# run LABEL PART HOSTFILE [netns]: one job; prints its row.
+declare -A PLAIN_MS
+run() {
+  local label=$1 part=$2 hosts=$3 how=${4:-}
+  job "${PARTS[$part]}"
+  rm -f "$W/ds.csv"
+  local before=0 after=0
+  [[ -n $how ]] && before=$(tx)
+  local args=(--hostfile "$hosts")
+  [[ -n $how ]] && args+=(--launcher netns --coordinator "10.77.$SUBNET.254:0")
+  if ! timeout 1200 bin/ds-launch "$W/job.yaml" "${args[@]}" > "$W/ds.log" 2>&1; then
+    echo "$label $part: ds-launch failed"; tail -5 "$W/ds.log"; return 0
+  fi
+  [[ -n $how ]] && after=$(tx)
+  local ms plan
+  ms=$(tail -n +4 "$W/ds.csv" | cut -d, -f10 | median)
+  [[ $part == plain ]] && PLAIN_MS[$label]=$ms
+  plan=$(planned)
+  /usr/bin/python3 - "$label" "$part" "$ms" "${PLAIN_MS[$label]}" "$before" "$after" "$plan" "$STEPS" "$how" <<'PY'
+import sys
+label, part, ms, plain, before, after, plan, steps, how = sys.argv[1:]
+ms, plain, plan, steps = float(ms), float(plain), int(plan), int(steps)
+meas = (int(after) - int(before)) / steps if how else 0
+mib = lambda b: b / 1048576
+print(f"{label:<10} {part:<6} {ms:10.1f} {ms / plain:8.3f}x "
+      + (f"{mib(meas):14.1f} {mib(plan):14.1f} {meas / plan:8.3f}" if how else f"{'-':>14} {mib(plan):14.1f} {'-':>8}"))
+PY
+}
+
+run loopback plain "$W/plan_hosts"
+for rate in $RATES; do
+  tools/emulated_nodes.sh down "$NAME" 2>/dev/null || true
+  tools/emulated_nodes.sh up "$NAME" 2 "$rate" > /dev/null
+  printf '%s0 slots=2\n%s1 slots=2\n' "$NAME" "$NAME" > "$W/hosts"
+  for part in $ORDER; do run "$rate" "$part" "$W/hosts" netns; done
+done
+
+# DeepSpeed's CPU path: which parts run at all (4 local ranks over gloo).
+PEER=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+if "$PEER" -c "import deepspeed" 2>/dev/null; then
+  echo "== DeepSpeed $("$PEER" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1) on the CPU (gloo), ZeRO-3 with each part:"
+  for part in $ORDER; do
+    [[ $part == all ]] && continue
+    if DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 timeout 600 "$PEER" -m torch.distributed.run \
+        --nproc_per_node 4 --master_port 29611 tools/bench/zeropp_deepspeed_probe.py "$part" \
+        > "$W/peer.log" 2>&1; then
+      echo "  $part: runs ($(grep -c "^$part step" "$W/peer.log") steps)"
+    else
+      echo "  $part: fails: $(grep -m1 -oE '(Value|Runtime|NotImplemented|Assertion)Error: .*' "$W/peer.log" | head -1)"
+    fi
+  done
+else
+  echo "== DeepSpeed: not in the peers' venv (tools/bench/setup_deepspeed.sh)"
+fi
