@@ -179,8 +179,9 @@ void Trainer::AdoptComms() {
 // sequence length and the number of steps; errors name the job file and the key.
 Status Trainer::ResolveRun(const plan::Topology& topo) {
   const std::string& src = config_.source;
-  // The batch triad counts the data-parallel ranks only (Ulysses' ranks share micro-batches).
-  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo.dp / topo.sp).WithPrefix(src));
+  // The batch triad counts the data-parallel ranks only (Ulysses' ranks share micro-batches);
+  // its errors name the job file already.
+  DS_RETURN_IF_ERROR(config::ResolveBatchSizes(&config_, topo.dp / topo.sp));
   // A given memory stands for a GPU; on the CPU there is none.
   auto device = exec::JobDevice(config_.device.type == config::DeviceType::kCuda, device_memory_,
                                 &own_device_memory_);

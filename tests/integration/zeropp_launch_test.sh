@@ -68,6 +68,8 @@ job qw30 30 "$QW"
 job qg30 30 "$QG"
 job tp_plain30 30 "" "parallel: {tensor: 2}"
 job tp_zeropp30 30 "$HPZ$QW$QG" "parallel: {tensor: 2}"
+sed -i 's/^train_micro_batch_size_per_gpu: 32/train_micro_batch_size_per_gpu: 64/' \
+  "$T/tp_plain30.yaml" "$T/tp_zeropp30.yaml"  # dp 2
 for name in plain30 hpz30 qw30 qg30 tp_plain30 tp_zeropp30; do run $name; done
 if [[ -s $T/plain30/metrics.csv && "$(losses plain30)" == "$(losses hpz30)" && $(losses plain30 | wc -l) == 30 ]]; then
   pass "hpZ alone: 30 losses equal to plain ZeRO-3's bit for bit"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The DeepSpeed side of tools/bench/ddp_vs_pytorch.sh: the GPT-2 of pytorch_gpt2.py (same
 module, same safetensors initial weights, same token order) trained by DeepSpeed itself with
-ZeRO stage 2 (overlap_comm), fp32, AdamW (torch's, decay on matrices only, as pytorch_gpt2.py
-and ds-runtime do) and gradient clipping 1.0, on CPU ranks over the gloo backend. Run it one
+ZeRO stage 2 (overlap_comm; --stage and --zero_json for others, as tools/bench/zeropp.sh runs
+stage 3 with hpZ), fp32 (--bf16: DeepSpeed's bf16), AdamW (torch's, decay on matrices only, as
+pytorch_gpt2.py and ds-runtime do) and gradient clipping 1.0, on CPU ranks over the gloo backend. Run it one
 process per rank with `python -m torch.distributed.run` from a Python that has DeepSpeed
 (tools/bench/setup_deepspeed.sh) and DS_ACCELERATOR=cpu. Rank 0 prints one line per step and
 a summary line the driver parses:
@@ -10,6 +11,7 @@ a summary line the driver parses:
   deepspeed: ms_per_step=... peak_rss_mib=... threads=... deepspeed=... losses=l0,l1,...
 """
 import argparse
+import json
 import os
 import resource
 import sys
@@ -49,6 +51,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--stage", type=int, default=2)
+    ap.add_argument("--zero_json", default="{}", help="more zero_optimization keys, as JSON")
+    ap.add_argument("--bf16", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -70,7 +75,8 @@ def main():
         # torch_adam: torch.optim.AdamW rather than DeepSpeed's FusedAdam, which is a CUDA op.
         "optimizer": {"type": "AdamW", "params": {"lr": a.lr, "betas": [0.9, 0.95], "eps": 1e-8,
                                                    "weight_decay": 0.1, "torch_adam": True}},
-        "zero_optimization": {"stage": 2, "overlap_comm": True},
+        "zero_optimization": {"stage": a.stage, "overlap_comm": True, **json.loads(a.zero_json)},
+        "bf16": {"enabled": a.bf16},
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }

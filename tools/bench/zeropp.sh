@@ -10,9 +10,10 @@
 # bytes to the other node), and the step against plain ZeRO-3's at the same rate. Plain ZeRO-3
 # over loopback nodes (no limit) is the first row. Needs root, ip and tc.
 #   tools/bench/zeropp.sh                        # RATES="10gbit 1gbit" SEQ=256 STEPS=6
-# DeepSpeed 0.19.8's CPU path runs plain ZeRO-3 and hpZ but not qwZ or qgZ ("This op had not been
-# implemented on CPU backend": its quantizer is a CUDA kernel), measured by
-# tools/bench/zeropp_deepspeed_probe.py.
+# DeepSpeed 0.19.8 (the peers' venv, tools/bench/setup_deepspeed.sh) runs beside: its CPU path
+# runs plain ZeRO-3 and hpZ, measured on the same emulated nodes (tools/bench/deepspeed_gpt2.py,
+# rows "DS ..."), but not qwZ or qgZ ("This op had not been implemented on CPU backend": its
+# quantizer is a CUDA kernel), which the last lines show (tools/bench/zeropp_deepspeed_probe.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RATES=${RATES:-10gbit 1gbit}; SEQ=${SEQ:-256}; STEPS=${STEPS:-6}
@@ -88,12 +89,57 @@ print(f"{label:<10} {part:<6} {ms:10.1f} {ms / plain:8.3f}x "
 PY
 }
 
+# DeepSpeed on the same emulated nodes (tools/bench/deepspeed_gpt2.py: the same GPT-2, initial
+# weights and tokens; ZeRO-3, bf16, torch's AdamW), one torchrun per namespace; PART plain or hpz.
+PEER=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
+HAVE_DS=false
+"$PEER" -c "import deepspeed" 2>/dev/null && HAVE_DS=true
+run_deepspeed() {  # run_deepspeed LABEL PART
+  local zero='{"stage3_max_reuse_distance": 0}' before after pids=() i
+  [[ $2 == hpz ]] && zero='{"stage3_max_reuse_distance": 0, "zero_hpz_partition_size": 2}'
+  before=$(tx)
+  for i in 0 1; do
+    rm -rf "$W/dtr$i"
+    ip netns exec "$NAME$i" env DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 \
+      timeout 1200 "$PEER" -m torch.distributed.run --redirects 1 --tee 2 --log_dir "$W/dtr$i" \
+      --nnodes 2 --node_rank $i --nproc_per_node 2 --master_addr "10.77.$SUBNET.1" \
+      --master_port 29614 tools/bench/deepspeed_gpt2.py --weights "$W/init.safetensors" \
+      --data "$W/tokens.bin" --n_layer 12 --n_head 12 --batch 1 --seq "$SEQ" --steps "$STEPS" \
+      --warmup 2 --threads 1 --stage 3 --zero_json "$zero" --bf16 > "$W/dsp$i.log" 2>&1 &
+    pids+=($!)
+  done
+  local ok=true
+  for i in "${pids[@]}"; do wait "$i" || ok=false; done
+  after=$(tx)
+  if ! $ok; then echo "$1 deepspeed $2: failed: $(grep -h -m1 -oE '[A-Za-z]+Error: .*' "$W"/dsp*.log "$W"/dtr0/*/attempt_0/*/stderr.log 2>/dev/null | head -1)"; return 0; fi
+  local line ms
+  line=$(cat "$W"/dtr0/*/attempt_0/0/stdout.log | grep "^deepspeed:")
+  ms=$(echo "$line" | grep -oE 'ms_per_step=[0-9.]+' | cut -d= -f2)
+  /usr/bin/python3 - "$1" "$2" "$ms" "${DS_PLAIN_MS[$1]:-$ms}" "$before" "$after" "$STEPS" <<'PY'
+import sys
+label, part, ms, plain, before, after, steps = sys.argv[1:]
+ms, plain = float(ms), float(plain)
+meas = (int(after) - int(before)) / int(steps)
+print(f"{label:<10} {'DS ' + part:<6} {ms:10.1f} {ms / plain:8.3f}x {meas / 1048576:14.1f} {'-':>14} {'-':>8}")
+PY
+  [[ $2 == plain ]] && DS_PLAIN_MS[$1]=$ms
+  return 0
+}
+declare -A DS_PLAIN_MS
+
 run loopback plain "$W/plan_hosts"
+if $HAVE_DS; then
+  job ""
+  bin/ds-worker --config "$W/job.yaml" --export-init "$W/init.safetensors" > /dev/null 2>&1
+fi
 for rate in $RATES; do
   tools/emulated_nodes.sh down "$NAME" 2>/dev/null || true
   tools/emulated_nodes.sh up "$NAME" 2 "$rate" > /dev/null
   printf '%s0 slots=2\n%s1 slots=2\n' "$NAME" "$NAME" > "$W/hosts"
   for part in $ORDER; do run "$rate" "$part" "$W/hosts" netns; done
+  if $HAVE_DS; then
+    for part in plain hpz; do run_deepspeed "$rate" "$part"; done
+  fi
 done
 
 # DeepSpeed's CPU path: which parts run at all (4 local ranks over gloo).
