@@ -215,9 +215,10 @@ Status ZeroCollectives::Start(const Instruction& in, StateView* v, parallel::Com
   const int dp_rank = DpRankOf(*plan_, rank_);
   int group_rank = dp_rank / ep, group_size = std::max(1, plan_->topology().dp()) / ep;
   if ((expert || secondary) && in.collective().placement() != proto::LOCAL) {
-    comm = ScalarComm(in);
-    if (comm == parts_.host_comm)
+    auto it = parts_.groups.find(in.collective().group());  // hpz may be the whole world
+    if (it == parts_.groups.end())
       return InternalError("no communicator for the plan's group " + in.collective().group());
+    comm = it->second;
   }
   if (secondary) {
     group_size = plan_->settings().hpz_partition_size();

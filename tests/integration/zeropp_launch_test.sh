@@ -3,7 +3,7 @@
 # 127.0.0.2), ZeRO-3 with every block's units released after use (stage3_max_reuse_distance 0),
 # so backward gathers them again:
 #  - hpZ alone is exact: 30 steps on plain ZeRO-3's losses bit for bit, the ranks in their
-#    nodes' hpz groups;
+#    nodes' hpz groups; so is hpZ over a whole dp group (2 ranks, the group the world itself);
 #  - qwZ alone and qgZ alone stay within 2% of plain ZeRO-3 at every one of 30 steps, and all
 #    three beside tensor parallelism 2 (the tp groups inside the nodes, dp across) within 2% of
 #    plain ZeRO-3 with the same tp;
@@ -75,6 +75,20 @@ if [[ -s $T/plain30/metrics.csv && "$(losses plain30)" == "$(losses hpz30)" && $
   pass "hpZ alone: 30 losses equal to plain ZeRO-3's bit for bit"
 else
   fail "hpZ alone is not on plain ZeRO-3's curve"; paste -d' ' <(losses plain30) <(losses hpz30) | head -5
+fi
+# hpZ over the whole dp group (2 ranks on one node): the hpz group is the world itself.
+printf '127.0.0.1 slots=2\n' > "$T/one"
+job two_plain 10 ""
+job two_hpz 10 "$HPZ"
+for name in two_plain two_hpz; do
+  sed -i 's/^train_micro_batch_size_per_gpu: 32/train_micro_batch_size_per_gpu: 64/' "$T/$name.yaml"
+  timeout 300 "$LAUNCH" "$T/$name.yaml" --hostfile "$T/one" --worker "$WORKER" --agent "$AGENT" \
+    > "$T/$name.out" 2>&1 || { fail "$name: ds-launch failed"; tail -4 "$T/$name.out"; }
+done
+if [[ -s $T/two_plain/metrics.csv && "$(losses two_plain)" == "$(losses two_hpz)" ]]; then
+  pass "hpZ over a whole dp group of 2: on plain ZeRO-3's losses bit for bit"
+else
+  fail "hpZ over a whole dp group is not on plain ZeRO-3's curve"
 fi
 if grep -q "world/hpz.0'" "$T/hpz30.out" && grep -q "world/hpz.1'" "$T/hpz30.out"; then
   pass "hpZ: the ranks joined their nodes' hpz groups"

@@ -22,7 +22,7 @@ RATES=${RATES:-10gbit 1gbit}; SEQ=${SEQ:-256}; STEPS=${STEPS:-6}
 NAME=dszp$$; NAME=${NAME:0:8}
 export SUBNET=$(($$ % 200 + 20))
 W=$(mktemp -d)
-trap 'pkill -9 -f "$W/job.yaml" 2>/dev/null; tools/emulated_nodes.sh down "$NAME" 2>/dev/null; rm -rf "$W"' EXIT
+trap 'pkill -9 -f "$W/job.yaml" 2>/dev/null || true; tools/emulated_nodes.sh down "$NAME" 2>/dev/null || true; rm -rf "$W"' EXIT
 export DS_RUNTIME_HOME=$W/home
 /usr/bin/python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, size=400000, dtype=np.uint16).tofile('$W/tokens.bin')"
 
@@ -128,9 +128,11 @@ PY
 declare -A DS_PLAIN_MS
 
 run loopback plain "$W/plan_hosts"
-if $HAVE_DS; then
+if $HAVE_DS; then  # the same initial weights (fp32, whole: one rank without ZeRO)
   job ""
-  bin/ds-worker --config "$W/job.yaml" --export-init "$W/init.safetensors" > /dev/null 2>&1
+  grep -vE '^(train_batch_size|bf16|zero_optimization):' "$W/job.yaml" > "$W/init.yaml"
+  bin/ds-worker --config "$W/init.yaml" --export-init "$W/init.safetensors" > "$W/init.log" 2>&1 ||
+    { echo "ds-worker --export-init failed: $(tail -1 "$W/init.log")"; HAVE_DS=false; }
 fi
 for rate in $RATES; do
   tools/emulated_nodes.sh down "$NAME" 2>/dev/null || true
