@@ -76,6 +76,28 @@ void DequantizePart(const Op& op, const char* in, int64_t n, const QuantSpec& q,
     DequantizeBf16(values, scales, n, q, reinterpret_cast<uint16_t*>(y));
 }
 
+// All-gathers the packed part (per_rank elements at stage_in) over op.comm, as blocks when `q`
+// quantizes; returns where the n parts will lie in full precision once it completed.
+StatusOr<char*> StartAllGather(const Op& op, int64_t per_rank, const QuantSpec& q,
+                               CollectiveJob* job) {
+  const int n = op.dp;
+  if (q.bits == 0) {
+    job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
+                                          parallel::BufferView(op.stage_out, per_rank * n, op.t()));
+    return op.stage_out;
+  }
+  DS_RETURN_IF_ERROR(CheckQuantSpec(q));
+  if (op.v->stream()) return UnimplementedError("quantized gathers of device memory");
+  const int64_t packed = QuantizedBytes(per_rank, q);
+  if (packed % 4 != 0) return InternalError("a quantized part that is not whole 4-byte words");
+  char* mine = op.stage_in + per_rank * op.ts();
+  DS_RETURN_IF_ERROR(QuantizePart(op, op.stage_in, per_rank, q, mine));
+  job->handle =
+      op.comm->AllGatherAsync(parallel::BufferView(mine, packed / 4, DType::kI32),
+                              parallel::BufferView(op.stage_out, n * packed / 4, DType::kI32));
+  return op.stage_out + n * packed;  // after the n parts' blocks
+}
+
 }  // namespace
 
 Status GatherUnits(const Op& op, CollectiveJob* job) {
@@ -109,24 +131,8 @@ Status GatherUnits(const Op& op, CollectiveJob* job) {
                                parts.Chunk(op.unit(list[i])) * ts));
   drop();
   const int n = op.dp;
-  const proto::Quantization& qz = op.in.quantize();
-  const QuantSpec q{qz.bits(), qz.block()};
-  char* out = op.stage_out;  // the n parts in full precision
-  if (qz.bits() == 0) {
-    job->handle = op.comm->AllGatherAsync(parallel::BufferView(op.stage_in, per_rank, op.t()),
-                                          parallel::BufferView(out, per_rank * n, op.t()));
-  } else {
-    DS_RETURN_IF_ERROR(CheckQuantSpec(q));
-    if (v->stream()) return UnimplementedError("quantized gathers of device memory");
-    const int64_t packed = QuantizedBytes(per_rank, q);
-    if (packed % 4 != 0) return InternalError("a quantized part that is not whole 4-byte words");
-    char* mine = op.stage_in + per_rank * ts;
-    DS_RETURN_IF_ERROR(QuantizePart(op, op.stage_in, per_rank, q, mine));
-    job->handle =
-        op.comm->AllGatherAsync(parallel::BufferView(mine, packed / 4, DType::kI32),
-                                parallel::BufferView(op.stage_out, n * packed / 4, DType::kI32));
-    out = op.stage_out + n * packed;
-  }
+  const QuantSpec q{op.in.quantize().bits(), op.in.quantize().block()};
+  DS_ASSIGN_OR_RETURN(char* out, StartAllGather(op, per_rank, q, job));
   const bool secondary = parts.secondary;
   job->finish = [=]() -> Status {  // `op` copied: the caller's goes before completion
     const Parts mine{op, secondary};

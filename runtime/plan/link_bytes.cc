@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "runtime/plan/plan_summary.h"
+#include "runtime/plan/zeropp_summary.h"
 
 namespace ds::plan {
 namespace {

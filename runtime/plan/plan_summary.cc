@@ -13,6 +13,7 @@
 #include "runtime/core/quantize.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_hash.h"
+#include "runtime/plan/zeropp_summary.h"
 
 namespace ds::plan {
 namespace {
@@ -50,25 +51,6 @@ std::vector<int> CollectiveMembers(const proto::Plan& plan, const proto::Instruc
   return dp;
 }
 
-std::vector<StageSends> HierarchySends(const proto::Plan& plan, const proto::Instruction& ins) {
-  std::vector<StageSends> out;
-  const proto::Collective& c = ins.collective();
-  if (c.hierarchy_size() == 0 || c.rank_counts_size() == 0) return out;
-  const int64_t part =
-      QuantizedBytes(c.rank_counts(0), QuantSpec{ins.quantize().bits(), ins.quantize().block()});
-  int64_t parts = c.rank_counts_size();  // still to be split among the stages left
-  for (const std::string& name : c.hierarchy()) {
-    StageSends s;
-    for (const proto::ProcessGroup& g : plan.groups())
-      if (g.name() == name) s.members.assign(g.ranks().begin(), g.ranks().end());
-    if (s.members.empty()) s.members = CollectiveMembers(plan, ins);  // a plan without groups
-    parts /= static_cast<int64_t>(s.members.size());
-    s.per_peer = parts * part;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& ins, int rank) {
   if (ins.collective().hierarchy_size() > 0 && ins.collective().placement() != proto::LOCAL) {
     int64_t sent = 0;
@@ -97,6 +79,8 @@ proto::RankSummary SummarizeRank(const proto::Plan& plan, const proto::RankPlan&
   r.set_activation_grad_bytes(Kind(m, Buf::ACTIVATION_GRADS));
   r.set_bucket_peak_bytes(Kind(m, Buf::GRAD_BUCKET));
   r.set_gather_peak_bytes(Kind(m, Buf::GATHER_BUFFER));
+  r.set_secondary_bytes(Kind(m, Buf::PARAM_SECONDARY));
+  r.set_staging_peak_bytes(Kind(m, Buf::COMM_STAGING));
   r.set_peak_bytes(m.peak_bytes());
   r.set_nvme_bytes(plan.swap().file_bytes() + plan.swap().param_file_bytes());
   r.set_swap_buffer_bytes(Kind(m, Buf::SWAP_BUFFER));
@@ -325,6 +309,7 @@ std::string FormatSettings(const proto::PlanSummary& s) {
             "threshold %lld elements\n",
             (long long)c.prefetch_bucket_size(), (long long)c.max_live_parameters(),
             (long long)c.max_reuse_distance(), (long long)c.param_persistence_threshold());
+  out += ZeroPlusPlusLine(c);
   if (c.optimizer_swap().enabled()) {
     const proto::SwapSettings& w = c.optimizer_swap();
     out +=
@@ -382,6 +367,10 @@ std::string FormatMemory(const proto::PlanSummary& s,
   row("activation gradients", &proto::RankSummary::activation_grad_bytes, "");
   row("gradient buckets (peak)", &proto::RankSummary::bucket_peak_bytes, "");
   row("gathered parameters (peak)", &proto::RankSummary::gather_peak_bytes, "");
+  if (cols.front()->secondary_bytes() > 0)
+    row("hpZ secondary partition", &proto::RankSummary::secondary_bytes,
+        "  each unit's 1/hpz slice, kept from its first gather of the step");
+  row("collective staging (peak)", &proto::RankSummary::staging_peak_bytes, "");
   if (c.optimizer_swap().enabled()) {
     row("swap buffers (peak)", &proto::RankSummary::swap_buffer_bytes, "");
     // In fp32 the master is the parameters: swapped with them, else in memory.

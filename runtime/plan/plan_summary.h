@@ -28,15 +28,6 @@ int64_t CollectiveSentBytes(const proto::Plan& plan, const proto::Instruction& i
 // name no groups, the dp ranks 0 .. dp-1.
 std::vector<int> CollectiveMembers(const proto::Plan& plan, const proto::Instruction& ins);
 
-// qgZ's quantized reduce-scatter (Collective.hierarchy): per all-to-all, its members and the
-// bytes the rank sends each other member (the parts still to be split beyond that stage, as
-// blocks). Empty for other instructions.
-struct StageSends {
-  std::vector<int> members;
-  int64_t per_peer = 0;
-};
-std::vector<StageSends> HierarchySends(const proto::Plan& plan, const proto::Instruction& ins);
-
 // A fixed-width table in MiB; one column per rank unless every rank's numbers are the same.
 std::string FormatPlanSummary(const proto::PlanSummary& summary);
 

@@ -127,6 +127,8 @@ void EchoSettings(const plan::PlanConfig& c, const plan::Topology& topo, proto::
   s->set_in_memory_interval(c.in_memory_interval);
   s->set_hpz_partition_size(c.hpz_partition_size);
   if (c.quantized_weight_bits > 0) *s->mutable_quantized_weights() = zero::WeightQuantization(c);
+  if (c.quantized_gradient_bits > 0)
+    *s->mutable_quantized_gradients() = zero::GradientQuantization(c);
   if (c.optimizer_nvme) {
     proto::SwapSettings* w = s->mutable_optimizer_swap();
     w->set_enabled(true);

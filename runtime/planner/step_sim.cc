@@ -8,6 +8,7 @@
 #include "runtime/core/proto_dtype.h"
 #include "runtime/plan/collective_check.h"
 #include "runtime/plan/plan_summary.h"
+#include "runtime/plan/zeropp_summary.h"
 #include "runtime/planner/node_costs.h"
 #include "runtime/planner/rank_cut.h"
 
@@ -121,6 +122,7 @@ class Simulation {
   bool ResolvePointToPoint();
   void Occupy(int rank, const Issued& issued, double seconds);
   double CommSeconds(int r, const Ins& in, const std::vector<int>& members);
+  double StagedSeconds(int r, const Ins& in);
 
   const proto::Plan& plan_;
   const std::vector<int>& node_of_;
@@ -132,9 +134,26 @@ class Simulation {
   std::set<std::string> p2p_;  // SEND / RECV pairs not yet resolved
 };
 
+// qgZ: each all-to-all of the hierarchy on its own link class, one after the other.
+double Simulation::StagedSeconds(int r, const Ins& in) {
+  double seconds = 0;
+  for (const plan::StageSends& stage : plan::HierarchySends(plan_, in)) {
+    const int p = static_cast<int>(stage.members.size());
+    if (p <= 1) continue;
+    bool across = false;
+    for (int m : stage.members) across = across || node_of_[m] != node_of_[stage.members[0]];
+    const LinkRate& link = across ? rates_.inter : rates_.intra;
+    const int64_t sent = (p - 1) * stage.per_peer;
+    (across ? s_[r].inter : s_[r].intra) += sent;
+    seconds += (p - 1) * link.latency_us * 1e-6 + sent / (link.gbps * 1e9);
+  }
+  return seconds;
+}
+
 double Simulation::CommSeconds(int r, const Ins& in, const std::vector<int>& members) {
   const int p = static_cast<int>(members.size());
   if (p <= 1 || in.kind() == Ins::RECV) return 0;
+  if (in.collective().hierarchy_size() > 0) return StagedSeconds(r, in);
   bool across = false;
   for (int m : members) across = across || node_of_[m] != node_of_[members[0]];
   const LinkRate& link = across ? rates_.inter : rates_.intra;

@@ -10,6 +10,7 @@
 #include "runtime/plan/link_bytes.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/planner/plan_test_util.h"
+#include "runtime/planner/step_sim.h"
 
 namespace ds::planner {
 namespace {
@@ -81,6 +82,15 @@ TEST_CASE("hpZ: a unit's later gathers stay in its node, from the secondary", "[
     }
     CHECK(later > 0);
   }
+  const std::string table = plan::FormatPlanSummary(plan::SummarizePlan(plan, "job.yaml"));
+  CHECK(table.find("ZeRO++: hpZ over 2 consecutive dp ranks") != std::string::npos);
+  const std::string all = plan::FormatPlanSummary(
+      plan::SummarizePlan(testing::MustPlan(g, 4, ZeroPP(2, true, true)), "job.yaml"));
+  CHECK(all.find("qwZ int8 parameter gathers") != std::string::npos);
+  CHECK(all.find("qgZ int4 gradient all-to-alls, one fp32 scale per 256 values, inside the hpz "
+                 "groups, then across") != std::string::npos);
+  CHECK(table.find("hpZ secondary partition") != std::string::npos);
+  CHECK(table.find("collective staging (peak)") != std::string::npos);
   const proto::Plan plain = testing::MustPlan(g, 4, ZeroPP(1, false, false));
   CHECK(BetweenNodes(plan) < BetweenNodes(plain));
   auto peak = [](const proto::Plan& p) { return p.ranks(0).memory().peak_bytes(); };
@@ -161,6 +171,43 @@ TEST_CASE("ZeRO++ with tensor parallelism: the groups are each tp rank's dp rank
     }
   }
   CHECK(testing::Count(plan->ranks(2), Ins::GATHER_SECONDARY) > 0);
+}
+
+// A host whose products run at 200 GFLOP/s, its nodes linked at `inter_gbps` GB/s.
+HostRates Rates(double inter_gbps) {
+  HostRates r;
+  r.threads = 1;
+  r.cores = 64;
+  for (int64_t m : {64, 1024})
+    for (int64_t n : {64, 1024})
+      for (int64_t k : {64, 1024}) {
+        r.gemm_f32.push_back({m, n, k, 200});
+        r.gemm_bf16.push_back({m, n, k, 200});
+      }
+  r.stream_gbps = r.optimizer_gbps = 20;
+  r.intra = {10, 20};
+  r.inter = {30, inter_gbps};
+  return r;
+}
+
+TEST_CASE("ZeRO++ in the cost model: the slow link decides, qgZ's stages by class", "[plan]") {
+  const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
+  const std::vector<int> node = {0, 0, 1, 1}, host = {0, 1, 2, 3};
+  auto predict = [&](const plan::PlanConfig& c, double gbps) {
+    const proto::Plan p = testing::MustPlan(g, 4, c);
+    auto s = PredictStep(p, g, c, node, host, Rates(gbps));
+    REQUIRE(s.ok());
+    return *s;
+  };
+  const plan::PlanConfig plain = ZeroPP(1, false, false), all = ZeroPP(2, true, true);
+  const StepPrediction slow_plain = predict(plain, 0.125), slow_all = predict(all, 0.125);
+  CHECK(slow_all.step_ms < slow_plain.step_ms);  // 1 Gbit/s between nodes
+  CHECK(slow_all.inter_bytes * 3 <= slow_plain.inter_bytes);
+  // qgZ's first all-to-all stays inside the node: its bytes count as inside.
+  const StepPrediction qg = predict(ZeroPP(2, false, true), 0.125);
+  const StepPrediction hpz = predict(ZeroPP(2, false, false), 0.125);
+  CHECK(qg.intra_bytes > hpz.intra_bytes);
+  CHECK(qg.inter_bytes < hpz.inter_bytes);
 }
 
 TEST_CASE("ZeRO++: settings that cannot work are refused", "[plan]") {

@@ -41,7 +41,9 @@ Status CheckZeroSettings(const plan::PlanConfig& config);
 Status BuildZeroPlan(const plan::ModelFacts& facts, const plan::PlanConfig& config, int dp,
                      proto::Plan* plan, int ep = 1);
 
-// ZeRO++'s qwZ: how `config`'s parameter gathers are quantized (bits 0 without it).
+// ZeRO++'s qwZ and qgZ: how `config`'s parameter gathers and stage-3 gradient reductions are
+// quantized (bits 0 without them).
 proto::Quantization WeightQuantization(const plan::PlanConfig& config);
+proto::Quantization GradientQuantization(const plan::PlanConfig& config);
 
 }  // namespace ds::zero

@@ -11,7 +11,8 @@ namespace ds::zero::internal {
 // qwZ's block: DeepSpeed picks blocks of at most 8000 elements (about 4k its optimum, B3).
 constexpr int64_t kWeightQuantBlock = 2048;
 // qgZ's: int4 keeps 15 levels, so a block's largest gradient sets a coarse step for the rest;
-// DeepSpeed's groups are about a row of the weight (B5). 256 values per scale cost 1/64 more.
+// DeepSpeed's groups are about a row of the weight (B5). A scale per 256 values adds 4 bytes to
+// their 128.
 constexpr int64_t kGradientQuantBlock = 256;
 
 namespace {
@@ -65,8 +66,7 @@ void QuantizeGradients(const Context& ctx, proto::Instruction* ins) {
   if (bits == 0 || ins->kind() != proto::Instruction::REDUCE_SCATTER || ins->units_size() == 0 ||
       ins->collective().group() == kEdpGroup)
     return;
-  ins->mutable_quantize()->set_bits(bits);
-  ins->mutable_quantize()->set_block(kGradientQuantBlock);
+  *ins->mutable_quantize() = GradientQuantization(ctx.config);
   proto::Collective* c = ins->mutable_collective();
   if (ctx.config.hpz_partition_size > 1 && ctx.config.hpz_partition_size < ctx.dp) {
     c->add_hierarchy(kHpzGroup);
@@ -106,6 +106,14 @@ proto::Quantization WeightQuantization(const plan::PlanConfig& config) {
   if (config.quantized_weight_bits == 0) return q;
   q.set_bits(config.quantized_weight_bits);
   q.set_block(internal::kWeightQuantBlock);
+  return q;
+}
+
+proto::Quantization GradientQuantization(const plan::PlanConfig& config) {
+  proto::Quantization q;
+  if (config.quantized_gradient_bits == 0) return q;
+  q.set_bits(config.quantized_gradient_bits);
+  q.set_block(internal::kGradientQuantBlock);
   return q;
 }
 
