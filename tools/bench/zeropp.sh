@@ -10,6 +10,7 @@
 # bytes to the other node), and the step against plain ZeRO-3's at the same rate. Plain ZeRO-3
 # over loopback nodes (no limit) is the first row. Needs root, ip and tc.
 #   tools/bench/zeropp.sh                        # RATES="10gbit 1gbit" SEQ=256 STEPS=6
+#   RATES=1gbit ZEROPP="plain all" DEEPSPEED=0 tools/bench/zeropp.sh
 # DeepSpeed 0.19.8 (the peers' venv, tools/bench/setup_deepspeed.sh) runs beside: its CPU path
 # runs plain ZeRO-3 and hpZ, measured on the same emulated nodes (tools/bench/deepspeed_gpt2.py,
 # rows "DS ..."), but not qwZ or qgZ ("This op had not been implemented on CPU backend": its
@@ -55,7 +56,7 @@ declare -A PARTS=(
   [qgz]=", zero_quantized_gradients: true"
   [all]=", zero_hpz_partition_size: 2, zero_quantized_weights: true, zero_quantized_gradients: true"
 )
-ORDER="plain hpz qwz qgz all"
+ORDER=${ZEROPP:-plain hpz qwz qgz all}  # the first must be plain (the ratios' base)
 printf '127.0.0.1 slots=2\n127.0.0.2 slots=2\n' > "$W/plan_hosts"
 echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; GPT-2 L12 C768 V50257 T$SEQ, ZeRO-3 bf16, 2 nodes x 2 ranks, $STEPS steps"
 printf '%-10s %-6s %10s %9s %14s %14s %8s\n' link zero++ ms/step vs_plain "between MiB/st" "planned MiB/st" "meas/plan"
@@ -93,7 +94,7 @@ PY
 # weights and tokens; ZeRO-3, bf16, torch's AdamW), one torchrun per namespace; PART plain or hpz.
 PEER=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
 HAVE_DS=false
-"$PEER" -c "import deepspeed" 2>/dev/null && HAVE_DS=true
+[[ ${DEEPSPEED:-1} != 0 ]] && "$PEER" -c "import deepspeed" 2>/dev/null && HAVE_DS=true
 run_deepspeed() {  # run_deepspeed LABEL PART
   local zero='{"stage3_max_reuse_distance": 0}' before after pids=() i
   [[ $2 == hpz ]] && zero='{"stage3_max_reuse_distance": 0, "zero_hpz_partition_size": 2}'
@@ -146,7 +147,7 @@ done
 
 # DeepSpeed's CPU path: which parts run at all (4 local ranks over gloo).
 PEER=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
-if "$PEER" -c "import deepspeed" 2>/dev/null; then
+if $HAVE_DS; then
   echo "== DeepSpeed $("$PEER" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1) on the CPU (gloo), ZeRO-3 with each part:"
   for part in $ORDER; do
     [[ $part == all ]] && continue
@@ -159,5 +160,5 @@ if "$PEER" -c "import deepspeed" 2>/dev/null; then
     fi
   done
 else
-  echo "== DeepSpeed: not in the peers' venv (tools/bench/setup_deepspeed.sh)"
+  echo "== DeepSpeed: DEEPSPEED=0, or not in the peers' venv (tools/bench/setup_deepspeed.sh)"
 fi
