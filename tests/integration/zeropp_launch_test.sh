@@ -9,12 +9,13 @@
 #    plain ZeRO-3 with the same tp;
 #  - with all three, 15 steps, a checkpoint and 15 more equal 30 straight bit for bit;
 #  - the default example (configs/examples/addition.yaml: 1500 steps, batch 128) with all three
-#    follows plain ZeRO-3's curve: every 50-step mean within 2% and the run's mean loss within
-#    2%, and reaches its held-out exact match within one point (ds-worker --eval on each run's
-#    final checkpoint). Between steps 400 and 750 the loss falls off its plateau as the model
-#    learns to carry, and where the fall starts moves with any change of rounding (fp32 against
-#    bf16 differ there by up to 28% at one step, tests/integration/bf16_example_test.sh), so
-#    there the largest difference is printed, not held;
+#    follows plain ZeRO-3's curve: every 50-step mean within 2% on the plateau (steps 1-400) and
+#    after the fall (1001-1500), the run's mean loss within 2%, and its held-out exact match
+#    within one point (ds-worker --eval on each run's final checkpoint). In between the loss
+#    falls off its plateau as the model learns to carry, and where the fall starts moves by a
+#    hundred steps or more with any change of rounding: there ZeRO++ may differ from plain
+#    ZeRO-3 by no more than the example as shipped on one rank does (the same training, other
+#    sums' order), also measured here;
 #  - before any rank starts: hpZ that does not divide dp, ZeRO++ below stage 3 and MiCS are
 #    refused with one error naming the key.
 set -uo pipefail
@@ -126,8 +127,9 @@ if run all30 && run half; then
   fi
 fi
 
-# The default example, plain ZeRO-3 and all three parts of ZeRO++, then each run's final
-# checkpoint evaluated by one rank (the example's own batch, no ZeRO).
+# The default example: plain ZeRO-3 and all three parts of ZeRO++ on 2 x 2, each run's final
+# checkpoint evaluated by one rank (the example's own batch, no ZeRO), and the example as
+# shipped on one rank: the variation rounding alone makes.
 job plain 1500 ""
 job zeropp 1500 "$HPZ$QW$QG"
 for name in plain zeropp; do
@@ -138,6 +140,10 @@ for name in plain zeropp; do
   timeout 300 "$WORKER" --config "$T/$name.eval.yaml" --eval > "$T/$name.eval" 2>&1 ||
     { fail "$name: ds-worker --eval failed"; tail -4 "$T/$name.eval"; }
 done
+mkdir -p "$T/single"
+sed -e "s#runs/addition/data#$T/data#g" -e "s#runs/addition#$T/single#g" \
+  "$R/configs/examples/addition.yaml" > "$T/single.yaml"
+timeout 900 "$WORKER" --config "$T/single.yaml" > "$T/single.out" 2>&1 || fail "the single-rank example failed"
 python3 - "$T" <<'PYEOF' || fails=$((fails + 1))
 import re, sys
 t = sys.argv[1]
@@ -147,22 +153,28 @@ def curve(name):
 def exact(name):
     m = re.search(r"exact match ([0-9.]+)% \((\d+)/(\d+)", open(f"{t}/{name}.eval").read())
     return 100.0 * int(m.group(2)) / int(m.group(3)) if m else None
-a, b = curve("plain"), curve("zeropp")
-assert len(a) == len(b) == 1500, (len(a), len(b))
-means = [(i, sum(a[i:i + 50]) / 50, sum(b[i:i + 50]) / 50) for i in range(0, 1500, 50)]
-rel = {i: abs(x - y) / x for i, x, y in means}
-held = [i for i in rel if i < 400 or i >= 750]  # where the curve is a curve, not a race
-worst_held = max(rel[i] for i in held)
-worst_fall = max((rel[i], i) for i in rel if 400 <= i < 750)
+def windows(x, y):  # relative difference of each 50-step mean, by first step
+    return {i: abs(sum(x[i:i + 50]) - sum(y[i:i + 50])) / sum(x[i:i + 50]) for i in range(0, 1500, 50)}
+a, b, c = curve("plain"), curve("zeropp"), curve("single")
+assert len(a) == len(b) == len(c) == 1500, (len(a), len(b), len(c))
+zpp, one = windows(a, b), windows(a, c)
+held = [i for i in zpp if i < 400 or i >= 1000]  # on the plateau, and after every run's fall
+worst_held = max(zpp[i] for i in held)
+fall_zpp = max((zpp[i], i) for i in zpp if 400 <= i < 1000)
+fall_one = max((one[i], i) for i in one if 400 <= i < 1000)
 whole = abs(sum(a) - sum(b)) / sum(a)
 ea, eb = exact("plain"), exact("zeropp")
 print(f"  ZeRO++ against plain ZeRO-3 over 1500 steps: 50-step means within {100 * worst_held:.2f}% "
-      f"over steps 1-400 and 751-1500, {100 * worst_fall[0]:.2f}% at most while the model learns "
-      f"to carry (steps {worst_fall[1] + 1}-{worst_fall[1] + 50}); the run's mean loss "
-      f"{100 * whole:.2f}% apart; final losses {a[-1]:.4f} / {b[-1]:.4f}; held-out exact match "
+      f"over steps 1-400 and 1001-1500; while the model learns to carry (steps 401-1000) "
+      f"{100 * fall_zpp[0]:.2f}% at most (steps {fall_zpp[1] + 1}-{fall_zpp[1] + 50}), where the "
+      f"example on one rank differs from plain ZeRO-3 by {100 * fall_one[0]:.2f}% "
+      f"(steps {fall_one[1] + 1}-{fall_one[1] + 50}); the run's mean loss {100 * whole:.2f}% apart; "
+      f"final losses {a[-1]:.4f} / {b[-1]:.4f} (one rank {c[-1]:.4f}); held-out exact match "
       f"{ea}% / {eb}%")
-ok = worst_held <= 0.02 and whole <= 0.02 and ea is not None and eb is not None and abs(ea - eb) <= 1.0
-print(("ok: " if ok else "FAIL: ") + "all three parts on the example: curve within 2%, exact match within one point")
+ok = (worst_held <= 0.02 and whole <= 0.02 and fall_zpp[0] <= max(0.02, fall_one[0])
+      and ea is not None and eb is not None and abs(ea - eb) <= 1.0)
+print(("ok: " if ok else "FAIL: ") + "all three parts on the example: curve within 2% (within "
+      "rounding's own variation while it falls), exact match within one point")
 sys.exit(0 if ok else 1)
 PYEOF
 
