@@ -135,6 +135,18 @@ TEST_CASE("Config errors: required and conflicting keys", "[config]") {
   CHECK(Contains(ErrorOf("model: {family: gpt2, max_seq_len: 64}\ndata: {seq_len: 128}\n"),
                  "data.seq_len 128 exceeds model.max_seq_len 64"));
   CHECK(Contains(ErrorOf("monitor: {eval_interval: 10}"), "needs data.validation"));
+  // ZeRO++ is stage 3's; MiCS is refused with its reason.
+  CHECK(ErrorOf("zero_optimization: {stage: 3, zero_hpz_partition_size: 2, "
+                "zero_quantized_weights: true, zero_quantized_gradients: true}") == "");
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 2, zero_quantized_gradients: true}"),
+                 "key \"zero_optimization.zero_quantized_gradients\""));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 2, zero_quantized_gradients: true}"),
+                 "is ZeRO++, which needs stage 3"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 3, zero_hpz_partition_size: 0}"),
+                 "must be >= 1"));
+  CHECK(Contains(ErrorOf("zero_optimization: {stage: 3, mics_shard_size: 8}"),
+                 "MiCS is not supported"));
+  CHECK(ErrorOf("zero_optimization: {stage: 3, mics_shard_size: -1}") == "");
   // Megatron datasets: Megatron's --data-path forms, checked as the config is read.
   CHECK(ErrorOf("data: {path: [0.3, a, 0.7, b], split: \"969,30,1\"}") == "");
   CHECK(ErrorOf("data: {path: a_text_document}") == "");
