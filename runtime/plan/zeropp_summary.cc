@@ -1,5 +1,9 @@
 #include "runtime/plan/zeropp_summary.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "runtime/core/quantize.h"
 #include "runtime/plan/plan_summary.h"
 

@@ -13,6 +13,7 @@
 #include "runtime/planner/auto_layout.h"
 #include "runtime/planner/host_rates.h"
 #include "runtime/planner/plan_test_util.h"
+#include "runtime/planner/rates_test_util.h"
 #include "runtime/planner/step_sim.h"
 
 namespace ds::planner {
@@ -20,23 +21,7 @@ namespace {
 
 // A host of 64 cores (no rank shares one) whose products run at 100 GFLOP/s for small shapes
 // and 400 for large ones.
-HostRates Rates(double inter_gbps) {
-  HostRates r;
-  r.threads = 1;
-  r.cores = 64;
-  for (int64_t m : {64, 1024})
-    for (int64_t n : {64, 1024})
-      for (int64_t k : {64, 1024}) {
-        const double g = (m == 1024 && n == 1024 && k == 1024) ? 400 : 100;
-        r.gemm_f32.push_back({m, n, k, g});
-        r.gemm_bf16.push_back({m, n, k, 2 * g});
-      }
-  r.stream_gbps = 20;
-  r.optimizer_gbps = 20;
-  r.intra = {10, 20};
-  r.inter = {30, inter_gbps};
-  return r;
-}
+HostRates Rates(double inter_gbps) { return testing::TestRates(inter_gbps, 100, 400, true); }
 
 plan::PlanConfig Config() {
   plan::PlanConfig c = testing::BaseConfig(0, DType::kF32);

@@ -10,6 +10,7 @@
 #include "runtime/plan/link_bytes.h"
 #include "runtime/plan/plan_summary.h"
 #include "runtime/planner/plan_test_util.h"
+#include "runtime/planner/rates_test_util.h"
 #include "runtime/planner/step_sim.h"
 
 namespace ds::planner {
@@ -174,21 +175,7 @@ TEST_CASE("ZeRO++ with tensor parallelism: the groups are each tp rank's dp rank
 }
 
 // A host whose products run at 200 GFLOP/s, its nodes linked at `inter_gbps` GB/s.
-HostRates Rates(double inter_gbps) {
-  HostRates r;
-  r.threads = 1;
-  r.cores = 64;
-  for (int64_t m : {64, 1024})
-    for (int64_t n : {64, 1024})
-      for (int64_t k : {64, 1024}) {
-        r.gemm_f32.push_back({m, n, k, 200});
-        r.gemm_bf16.push_back({m, n, k, 200});
-      }
-  r.stream_gbps = r.optimizer_gbps = 20;
-  r.intra = {10, 20};
-  r.inter = {30, inter_gbps};
-  return r;
-}
+HostRates Rates(double inter_gbps) { return testing::TestRates(inter_gbps, 200, 200, false); }
 
 TEST_CASE("ZeRO++ in the cost model: the slow link decides, qgZ's stages by class", "[plan]") {
   const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
