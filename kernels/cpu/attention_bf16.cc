@@ -1,27 +1,51 @@
 #include "kernels/cpu/attention_bf16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "kernels/cpu/act_io.h"
 #include "kernels/cpu/batched_gemm.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/gemm.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
 namespace {
 
-// Query rows per block. Every block multiplies all T keys, so a block size only trades calls
-// and passes for scratch (B H kBlock T floats, twice): at L4 C256 T 256, 128 rows ran 68.6-69.9 ms
-// a step against 70.9-71.8 with 64 (alternating builds); 256 was no better.
-constexpr int64_t kBlock = 128;
+// How the blocks meet the keys, chosen once per process from oneDNN's instruction set:
+//   causal (every CPU but AMX): a block of 64 query rows [i0, i0 + 64) multiplies only the keys
+//     [0, i0 + 64) it can see, a prefix of each head's keys. At L4 C256 T 256 (kernel_bench
+//     --matmul bf16, avx512_core_bf16, best of 40) forward 1.12 -> 0.85 ms, backward 3.25 ->
+//     2.60 ms against whole keys in blocks of 128; at T 1024 backward 63 -> 33-38 ms.
+//   whole keys (AMX): oneDNN 2.6's AMX kernels take a B operand only whole, and a prefix of each
+//     head's keys is not, so every block of 128 rows multiplies all T keys (past the diagonal P
+//     is 0): at T 256 that is 1.6x the causal products at several times the rate; 128 rows ran
+//     68.6-69.9 ms a step against 70.9-71.8 with 64 (alternating builds), 256 no better.
+struct Blocking {
+  int64_t rows;
+  bool causal;
+};
+
+std::atomic<int> g_keys{-1};  // a Bf16AttentionKeys forced by SetBf16AttentionKeys, or -1
+
+Blocking BlockingHere() {
+  static const bool amx = OneDnnIsa().find("amx") != std::string::npos;
+  const int forced = g_keys.load();
+  const bool whole = forced < 0 ? amx : forced == static_cast<int>(Bf16AttentionKeys::kWhole);
+  return whole ? Blocking{128, false} : Blocking{64, true};
+}
 
 struct Dims {
   int64_t b, t, h, hkv, g, d, row, out_ld;
+  int64_t block;  // query rows per block (BlockingHere)
+  bool causal;    // a block multiplies only the keys it sees
 };
 
 Dims DimsOf(const Bf16AttentionShape& s) {
+  const Blocking blocking = BlockingHere();
   const int64_t row = (s.heads + 2 * s.kv_heads) * s.head_dim;
   return {s.batch,
           s.seq,
@@ -30,7 +54,9 @@ Dims DimsOf(const Bf16AttentionShape& s) {
           s.heads / s.kv_heads,
           s.head_dim,
           row,
-          s.heads * s.head_dim};
+          s.heads * s.head_dim,
+          blocking.rows,
+          blocking.causal};
 }
 
 // Rows of a packed buffer as batches [B, Hkv, G]: the kv heads of [B, Hkv, T, D] (rows [.., +
@@ -100,9 +126,9 @@ struct Packed {
   uint16_t *qt, *doutt;  // backward: Q and dO transposed per block, [B, H, D, m]
 };
 
-// Where token t of head h sits in a block-major packed buffer: block t / kBlock holds [B, H, m, D].
+// Where token t of head h sits in a block-major packed buffer: block t / block holds [B, H, m, D].
 int64_t BlockMajor(const Dims& z, int64_t b, int64_t h, int64_t t) {
-  const int64_t i0 = t / kBlock * kBlock, m = std::min(kBlock, z.t - i0);
+  const int64_t i0 = t / z.block * z.block, m = std::min(z.block, z.t - i0);
   return z.b * z.h * i0 * z.d + ((b * z.h + h) * m + (t - i0)) * z.d;
 }
 
@@ -151,13 +177,13 @@ Packed Pack(const Dims& z, const Tensor& qkv, const float* dout) {
 // Through 16-row tiles, so the reads stay rows and the writes runs of 16.
 void PackTransposed(const Dims& z, const Tensor& src, int64_t ld, int64_t col0, uint16_t* dst) {
   constexpr int64_t kTile = 16;
-  const int64_t blocks = (z.t + kBlock - 1) / kBlock;
+  const int64_t blocks = (z.t + z.block - 1) / z.block;
   ParallelFor(z.b * z.h * blocks, 1, [&](int64_t lo, int64_t hi) {
     float tile[kTile * 256];  // D <= 256 (UseBf16)
     uint16_t run[kTile];
     for (int64_t x = lo; x < hi; ++x) {
       const int64_t qb = x % blocks, bh = x / blocks, b = bh / z.h, h = bh % z.h;
-      const int64_t i0 = qb * kBlock, m = std::min(kBlock, z.t - i0);
+      const int64_t i0 = qb * z.block, m = std::min(z.block, z.t - i0);
       uint16_t* out = dst + z.b * z.h * i0 * z.d + bh * z.d * m;
       for (int64_t r0 = 0; r0 < m; r0 += kTile) {
         const int64_t n = std::min(kTile, m - r0);
@@ -236,15 +262,14 @@ void SoftmaxBackward(const Dims& z, const Block& k, float* s, float* dp, const f
               });
 }
 
-// Every block's products run over all T keys (those past the diagonal multiply zeros): oneDNN's
-// AMX kernels take B operands only whole, and a prefix of each head's keys is not; at T 256 that
-// is 1.6x the causal products at several times the rate.
+// A block's query rows and the keys its products run over: those it sees (causal), or all T
+// (past the diagonal P is 0).
 Block BlockOf(const Dims& z, int64_t qb) {
-  const int64_t i0 = qb * kBlock, m = std::min(kBlock, z.t - i0);
-  return {i0, m, z.t};
+  const int64_t i0 = qb * z.block, m = std::min(z.block, z.t - i0);
+  return {i0, m, z.causal ? i0 + m : z.t};
 }
 
-int64_t Blocks(const Dims& z) { return (z.t + kBlock - 1) / kBlock; }
+int64_t Blocks(const Dims& z) { return (z.t + z.block - 1) / z.block; }
 
 // D[b, h, i] = sum over the head's D columns of dO O at token i.
 void RowDots(const Dims& z, const Tensor& out, const float* dout, float* dot) {
@@ -306,8 +331,9 @@ MatrixView TransposedMember(const Dims& z, const Block& k) {
   return v;
 }
 
-// The transposed dK or dV sums over all blocks, [B, Hkv, 1] batches of [D, T].
-MatrixView TransposedSums(const Dims& z) {
+// The transposed dK or dV sums over all blocks, [B, Hkv, 1] batches of [D, T]: the first `keys`
+// columns, those a block adds into.
+MatrixView TransposedSums(const Dims& z, int64_t keys) {
   MatrixView v;
   v.batch[0] = z.b;
   v.batch[1] = z.hkv;
@@ -315,7 +341,7 @@ MatrixView TransposedSums(const Dims& z) {
   v.batch_stride[1] = z.d * z.t;
   v.batch_stride[2] = z.d * z.t;
   v.rows = z.d;
-  v.cols = z.t;
+  v.cols = keys;
   v.row_stride = z.t;
   return v;
 }
@@ -324,6 +350,8 @@ MatrixView TransposedSums(const Dims& z) {
 int64_t QueryBlock(const Dims& z, const Block& k) { return z.b * z.h * k.i0 * z.d; }
 
 }  // namespace
+
+void SetBf16AttentionKeys(Bf16AttentionKeys keys) { g_keys.store(static_cast<int>(keys)); }
 
 Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward) {
   const Dims z = DimsOf(s);
@@ -336,7 +364,7 @@ Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward) {
     if (!backward) continue;
     DS_RETURN_IF_ERROR(PrepareBatchedGemmBf16(q, kt, sc, 1.f, 0.f));      // dP = dO V^T
     DS_RETURN_IF_ERROR(PrepareBatchedGemmBf16(sc, kv, q, s.scale, 0.f));  // dQ = scale dS K
-    const MatrixView qt = TransposedMember(z, k), sums = TransposedSums(z);
+    const MatrixView qt = TransposedMember(z, k), sums = TransposedSums(z, k.keys);
     DS_RETURN_IF_ERROR(PrepareBatchedGemmBf16(qt, Member(sc), sums, s.scale, 1.f));  // dK^T
     DS_RETURN_IF_ERROR(PrepareBatchedGemmBf16(qt, Member(sc), sums, 1.f, 1.f));      // dV^T
   }
@@ -347,8 +375,8 @@ void Bf16AttentionForward(const Bf16AttentionShape& s, const Tensor& qkv, const 
                           float* lse) {
   const Dims z = DimsOf(s);
   const Packed pk = Pack(z, qkv, nullptr);
-  const int64_t cap = z.b * z.h * kBlock * z.t;
-  float* sbuf = ThreadScratch(1, static_cast<size_t>(cap + z.b * z.h * kBlock * z.d));
+  const int64_t cap = z.b * z.h * z.block * z.t;
+  float* sbuf = ThreadScratch(1, static_cast<size_t>(cap + z.b * z.h * z.block * z.d));
   float* rows = sbuf + cap;  // a block's O [B, H, m, D]
   uint16_t* p = reinterpret_cast<uint16_t*>(ThreadScratch(2, static_cast<size_t>(cap) / 2 + 1));
   for (int64_t qb = 0; qb < Blocks(z); ++qb) {
@@ -375,8 +403,8 @@ void Bf16AttentionBackward(const Bf16AttentionShape& s, const Tensor& qkv, const
   float* dvt = dkt + sums;
   std::fill(dkt, dkt + 2 * sums, 0.f);
   RowDots(z, out, dout, dot);
-  const int64_t cap = z.b * z.h * kBlock * z.t;
-  float* sbuf = ThreadScratch(1, static_cast<size_t>(2 * cap + z.b * z.h * kBlock * z.d));
+  const int64_t cap = z.b * z.h * z.block * z.t;
+  float* sbuf = ThreadScratch(1, static_cast<size_t>(2 * cap + z.b * z.h * z.block * z.d));
   float* dp = sbuf + cap;
   float* rows = dp + cap;  // a block's dQ [B, H, m, D]
   uint16_t* p = reinterpret_cast<uint16_t*>(ThreadScratch(2, static_cast<size_t>(cap) + 1));
@@ -391,7 +419,7 @@ void Bf16AttentionBackward(const Bf16AttentionShape& s, const Tensor& qkv, const
     SoftmaxBackward(z, k, sbuf, dp, lse, dot, p, ds);
     BatchedGemmBf16(sc, ds, Heads(z, true, k.keys), pk.k, q, rows, s.scale, 0.f);
     ScatterRows(z, k, rows, Tensor(dqkv, {z.b * z.t * z.row}, DType::kF32), z.row, 0, true);
-    const MatrixView qt = TransposedMember(z, k), all = TransposedSums(z);
+    const MatrixView qt = TransposedMember(z, k), all = TransposedSums(z, k.keys);
     for (int64_t g = 0; g < z.g; ++g) {  // dK, dV sum over the group's query heads
       const int64_t sg = g * k.m * k.keys, tg = q0 + g * z.d * k.m;
       BatchedGemmBf16(qt, pk.qt + tg, Member(sc), ds + sg, all, dkt, s.scale, 1.f);

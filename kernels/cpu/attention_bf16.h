@@ -5,14 +5,15 @@
 // Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D] (either
 // may be a bf16 activation), the log-sum-exp [B, H, T]; the gradients are added into dqkv.
 //
-//   forward, per block of 128 query rows [i0, i0 + m), against all T keys (past the diagonal P
-//   is 0):
+//   forward, per block of query rows [i0, i0 + m), against the keys [0, i0 + m) it sees (blocks of
+//   64), or on AMX against all T keys in blocks of 128 (past the diagonal P is 0; the .cc says
+//   why):
 //     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
 //     dQ += scale dS K, dK^T += scale Q^T dS, dV^T += dO^T P (summed over the blocks, added
 //     into dqkv once).
-// Layouts are oneDNN 2.6's for its AMX kernels, which it picks only for a dense A and C and a
-// whole B: K and V packed head-major in bf16 once per call, Q and dO block by block (and
+// Layouts are oneDNN 2.6's for its AMX kernels, which it picks only for a dense A and C (and a
+// whole B): K and V packed head-major in bf16 once per call, Q and dO block by block (and
 // transposed, for dK^T and dV^T), every product's output in dense scratch, then written or added
 // into out and dqkv. Each block is 2 products forward and 5 backward (for grouped-query attention
 // dK and dV one per query head of the group).
@@ -29,6 +30,12 @@ struct Bf16AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.f;
 };
+
+// How a query block meets the keys: kCausal only those it sees (every CPU but AMX), kWhole all of
+// them (AMX). Chosen from oneDNN's instruction set; tests force each (process-wide; set it before
+// any attention runs, as the primitives are made per blocking).
+enum class Bf16AttentionKeys { kCausal, kWhole };
+void SetBf16AttentionKeys(Bf16AttentionKeys keys);
 
 // The oneDNN primitives of every block's products, made at plan time (OpDef prepare).
 Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward);

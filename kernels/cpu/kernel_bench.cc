@@ -2,7 +2,10 @@
 // attention, forward and backward) and prints median and best ms, and GFLOP/s (at the
 // median) from each OpDef's FLOP count.
 //
-//   bazel run //kernels/cpu:kernel_bench -- [--threads N] [--iters N]
+//   bazel run //kernels/cpu:kernel_bench -- [--threads N] [--iters N] [--matmul bf16]
+//
+// --matmul bf16 runs the products as bf16 mixed precision does (OpArgs::matmul: bf16 inputs,
+// fp32 accumulation; attention through attention_bf16.h where the CPU multiplies bf16).
 //
 // Shapes: B=4, C=256, H=4 (D=64), T in {256, 1024}; linear is the qkv projection
 // (C -> 3C) and the MLP up-projection (C -> 4C) over B*T rows.
@@ -33,7 +36,7 @@ struct Bench {
 // Owns every buffer of one op call and times forward / backward.
 class Runner {
  public:
-  explicit Runner(const Bench& b) : bench_(b), def_(FindOp(b.op)) {
+  Runner(const Bench& b, DType matmul) : bench_(b), def_(FindOp(b.op)) {
     kernel_ = FindKernel(b.op, Device::kCpu, DType::kF32);
     std::vector<TensorSpec> out;
     Status s = def_->infer(b.attrs, b.in, &out);
@@ -44,6 +47,7 @@ class Runner {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     args_.attrs = &bench_.attrs;
+    args_.matmul = matmul;
     for (const TensorSpec& spec : b.in) {
       args_.in.push_back(Alloc(spec));
       for (int64_t i = 0; i < spec.numel(); ++i) args_.in.back().f32()[i] = dist(rng);
@@ -99,6 +103,7 @@ class Runner {
 
 int Main(int argc, char** argv) {
   int iters = 10;
+  DType matmul = DType::kF32;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads")) {
       const int n = std::atoi(argv[++i]);
@@ -106,12 +111,15 @@ int Main(int argc, char** argv) {
       openblas_set_num_threads(n);
     } else if (!std::strcmp(argv[i], "--iters")) {
       iters = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--matmul")) {
+      matmul = std::strcmp(argv[++i], "bf16") ? DType::kF32 : DType::kBF16;
     }
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("threads: omp %d, openblas %d; OpenBLAS core %s (OPENBLAS_CORETYPE=%s)\n",
               omp_get_max_threads(), openblas_get_num_threads(), openblas_get_corename(),
               coretype ? coretype : "unset");
+  std::printf("products: %s\n", matmul == DType::kBF16 ? "bf16 (fp32 accumulation)" : "fp32");
   std::printf("%-36s %-9s %9s %9s %9s\n", "case", "pass", "median ms", "best ms", "GFLOP/s");
   const int64_t b = 4, c = 256, h = 4;
   Attrs heads;
@@ -131,7 +139,7 @@ int Main(int argc, char** argv) {
         {"attention H=4 D=64 " + shape, {"attention", heads, {{{b, t, 3 * c}, DType::kF32}}}},
     };
     for (const auto& [name, bench] : cases) {
-      Runner runner(bench);
+      Runner runner(bench, matmul);
       for (bool backward : {false, true}) {
         const auto [median, best] = runner.Time(backward, iters);
         std::printf("%-36s %-9s %9.3f %9.3f %9.1f\n", name.c_str(),
