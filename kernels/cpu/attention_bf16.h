@@ -10,13 +10,14 @@
 //   why):
 //     S = scale Q K^T (fp32), P = softmax(S) (causal; rounded to bf16), O = P V;  lse.
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
-//     dQ += scale dS K, dK^T += scale Q^T dS, dV^T += dO^T P (summed over the blocks, added
-//     into dqkv once).
+//     dQ += scale dS K, dK += scale dS^T Q, dV += P^T dO (on AMX as dK^T = scale Q^T dS and
+//     dV^T = dO^T P; summed over the blocks, added into dqkv once).
 // Layouts are oneDNN 2.6's for its AMX kernels, which it picks only for a dense A and C (and a
-// whole B): K and V packed head-major in bf16 once per call, Q and dO block by block (and
+// whole B): K and V packed head-major in bf16 once per call, Q and dO block by block (on AMX also
 // transposed, for dK^T and dV^T), every product's output in dense scratch, then written or added
 // into out and dqkv. Each block is 2 products forward and 5 backward (for grouped-query attention
-// dK and dV one per query head of the group).
+// dK and dV one per query head of the group). attention_bf16_blocks.h holds the layouts the
+// forward (attention_bf16.cc) and the backward (attention_bf16_backward.cc) share.
 #pragma once
 
 #include <cstdint>
