@@ -145,8 +145,9 @@ struct LaunchInputs {
   int world = 0;    // ranks over all nodes
   NodeRange range;  // --nnodes
   proto::Plan plan;
-  std::map<int, std::string> hashes;              // world -> plan hash
-  std::map<std::string, std::string> layout_env;  // parallel: auto's DS_LAYOUT (launch_auto.h)
+  std::map<int, std::string> hashes;  // world -> plan hash
+  // The workers' layout settings: parallel: auto's DS_LAYOUT (launch_auto.h), DS_NODE_SLOTS.
+  std::map<std::string, std::string> layout_env;
 };
 
 // The coordinator's bind address: --coordinator, else every interface inside a slurm
@@ -191,6 +192,11 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   DS_ASSIGN_OR_RETURN(in->agent, FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent"));
   DS_RETURN_IF_ERROR(ResolveAutoLayout(in->nodes, in->worker, o.config, o.tp > 0 || o.pp > 0,
                                        in->range.max_nodes > 0, &in->config, &in->layout_env));
+  std::vector<int> slots;  // every node as many ranks: the plans keep qgZ's first stage inside one
+  for (const NodeSpec& n : in->nodes) slots.push_back(n.slots);
+  in->config.parallel.node_slots = plan::UniformNodeSlots(slots);
+  if (in->config.parallel.node_slots > 0)
+    in->layout_env["DS_NODE_SLOTS"] = std::to_string(in->config.parallel.node_slots);
   DS_ASSIGN_OR_RETURN(in->bind, BindAddress(o, in->nodes));
   DS_ASSIGN_OR_RETURN(in->tls, TlsMaterial(o));
   for (const NodeSpec& n : in->nodes) in->world += n.slots;

@@ -324,6 +324,9 @@ struct ParallelConfig {
   // [worker] the chosen layout came with a predicted time per instruction kind: the step runner
   // times its instructions and rank 0 reports them beside it after the third step.
   bool layout_predicted = false;
+  // [worker] ranks per node where every node has as many (ds-launch passes it from the hostfile
+  // as DS_NODE_SLOTS; 0: unknown): qgZ's first all-to-all stays inside a node.
+  int node_slots = 0;
   int tensor = 1;
   int pipeline = 1;
   int expert = 1;   // expert-parallel size (DeepSpeed-MoE's ep_size): divides the dp size

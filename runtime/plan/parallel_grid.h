@@ -12,8 +12,9 @@
 //   sp   Ulysses sequence parallelism (sp > 1 only): consecutive runs of sp ranks of a dp group
 //        share each micro-batch, a time chunk each; ZeRO still shards over the whole dp group
 //        (DeepSpeed's dp x sp)
-//   hpz  ZeRO++'s hpZ (hpz > 1 only): consecutive runs of hpz ranks of a dp group, each
-//        holding a secondary partition of the parameters (zero_hpz_partition_size)
+//   hpz  ZeRO++'s node-local groups (hpz > 1 only): consecutive runs of hpz ranks of a dp group,
+//        each holding hpZ's secondary partition of the parameters (zero_hpz_partition_size);
+//        with qgZ alone, one node's dp ranks (zero::QgzLocalSize): its first all-to-all
 //   hpz_across  (1 < hpz < dp only) the dp ranks at the same place of every hpz group: qgZ's
 //        second all-to-all
 //

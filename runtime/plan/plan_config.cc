@@ -118,6 +118,7 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
   c.virtual_stages = job.pipeline.virtual_stages;
   c.partition_method = job.pipeline.partition_method;
   c.in_memory_interval = job.fault_tolerance.in_memory_interval;
+  c.node_slots = job.parallel.node_slots;
   c.elasticity = job.elasticity;
   c.stage = job.zero.stage;
   c.train_batch_size = job.train_batch_size;
@@ -133,6 +134,13 @@ StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job) {
       !c.on_device && c.model_dtype == DType::kBF16 &&
       (products == "bf16" || (products == "auto" && HostCpuIsa() == CpuIsa::kAvx512Bf16));
   return c;
+}
+
+int UniformNodeSlots(const std::vector<int>& slots_per_node) {
+  if (slots_per_node.empty()) return 0;
+  for (int s : slots_per_node)
+    if (s != slots_per_node.front()) return 0;
+  return slots_per_node.front();
 }
 
 StatusOr<Topology> TopologyFor(int world, const PlanConfig& config) {

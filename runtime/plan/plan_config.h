@@ -111,12 +111,18 @@ struct PlanConfig {
   int hpz_partition_size = 1;
   int quantized_weight_bits = 0;
   int quantized_gradient_bits = 0;
+  // Ranks per node where every node has as many (0: unknown; parallel.node_slots): without hpZ,
+  // qgZ's first all-to-all runs over one node's dp ranks (zero::QgzLocalSize).
+  int node_slots = 0;
 };
 
 // The PlanConfig of `job`: zero_optimization knobs, the batch triad as given, seq_len
 // (data.seq_len, else model.max_seq_len), bf16/fp16/f32, communication_data_type, optimizer state
 // count and clipping. InvalidArgument for a communication_data_type it cannot map.
 StatusOr<PlanConfig> PlanConfigFromJob(const config::JobConfig& job);
+
+// The ranks of each node when every node has as many (PlanConfig::node_slots), else 0.
+int UniformNodeSlots(const std::vector<int>& slots_per_node);
 
 // The topology of `world` ranks under `config`'s tensor and pipeline sizes (dp = world / (tp x
 // pp), runtime/plan/parallel_grid.h); InvalidArgument naming the sizes when they do not fit.

@@ -42,7 +42,10 @@ std::string ZeroPlusPlusLine(const proto::PlanSettings& c) {
     parts.push_back("qgZ int" + std::to_string(c.quantized_gradients().bits()) +
                     " gradient all-to-alls, one fp32 scale per " +
                     std::to_string(c.quantized_gradients().block()) + " values" +
-                    (c.hpz_partition_size() > 1 ? ", inside the hpz groups, then across" : ""));
+                    (c.qgz_local_size() > 1
+                         ? ", inside runs of " + std::to_string(c.qgz_local_size()) +
+                               " dp ranks (a node's), then across them"
+                         : ""));
   if (parts.empty()) return "";
   std::string out = "ZeRO++: ";
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];

@@ -126,6 +126,8 @@ void EchoSettings(const plan::PlanConfig& c, const plan::Topology& topo, proto::
   s->set_sequence_parallel(c.sequence_parallel);
   s->set_in_memory_interval(c.in_memory_interval);
   s->set_hpz_partition_size(c.hpz_partition_size);
+  const int local = zero::QgzLocalSize(c, topo.dp);
+  s->set_qgz_local_size(c.quantized_gradient_bits > 0 && local > 1 && local < topo.dp ? local : 1);
   if (c.quantized_weight_bits > 0) *s->mutable_quantized_weights() = zero::WeightQuantization(c);
   if (c.quantized_gradient_bits > 0)
     *s->mutable_quantized_gradients() = zero::GradientQuantization(c);
@@ -235,7 +237,7 @@ StatusOr<proto::Plan> PlanLocal(const parallel::TpLocalGraph& local, const plan:
   DS_ASSIGN_OR_RETURN(
       plan::ParallelGrid grid,
       plan::ParallelGrid::Create(topology.world, topology.tp, topology.pp, topology.ep, topology.sp,
-                                 config.hpz_partition_size));
+                                 zero::QgzLocalSize(config, topology.dp)));
   DS_ASSIGN_OR_RETURN(std::vector<RecomputeSegment> recompute,
                       RecomputeSegments(local.graph, config.recompute));
   if (config.partition_activations)

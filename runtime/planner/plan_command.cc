@@ -85,6 +85,11 @@ StatusOr<std::string> Run(Flags f) {
   DS_ASSIGN_OR_RETURN(config::JobConfig job, config::LoadJobConfig(f.job));
   if (f.stage >= 0) job.zero.stage = f.stage;
   DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
+  if (!node_of.empty()) {  // as ds-launch plans it (qgZ's first all-to-all inside a node)
+    std::vector<int> slots(node_of.back() + 1, 0);
+    for (int n : node_of) ++slots[n];
+    config.node_slots = plan::UniformNodeSlots(slots);
+  }
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(job));
   auto topo = plan::TopologyFor(f.world, config);
   if (!topo.ok()) return topo.status().WithPrefix(f.job);

@@ -2,7 +2,8 @@
 // each unit fills the secondary partition and every later one stays inside the hpz group (one
 // node), with the secondary's bytes in the plan's memory; qwZ's gathers and qgZ's reductions
 // carry their quantization and (qgZ) the two all-to-all groups; each part cuts the bytes between
-// nodes, all three at least 3x on a GPT-2 shape; what cannot work is refused.
+// nodes, all three at least 3x on a GPT-2 shape; qgZ alone goes inside the node first where the
+// plan knows the nodes; what cannot work is refused.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -88,8 +89,8 @@ TEST_CASE("hpZ: a unit's later gathers stay in its node, from the secondary", "[
   const std::string all = plan::FormatPlanSummary(
       plan::SummarizePlan(testing::MustPlan(g, 4, ZeroPP(2, true, true)), "job.yaml"));
   CHECK(all.find("qwZ int8 parameter gathers") != std::string::npos);
-  CHECK(all.find("qgZ int4 gradient all-to-alls, one fp32 scale per 256 values, inside the hpz "
-                 "groups, then across") != std::string::npos);
+  CHECK(all.find("qgZ int4 gradient all-to-alls, one fp32 scale per 256 values, inside runs of 2 "
+                 "dp ranks (a node's), then across them") != std::string::npos);
   CHECK(table.find("hpZ secondary partition") != std::string::npos);
   CHECK(table.find("collective staging (peak)") != std::string::npos);
   const proto::Plan plain = testing::MustPlan(g, 4, ZeroPP(1, false, false));
@@ -128,6 +129,54 @@ TEST_CASE("qwZ and qgZ: quantized gathers, and reductions by two all-to-alls", "
   const proto::Plan flat = testing::MustPlan(g, 4, ZeroPP(1, false, true));
   for (const Ins& ins : flat.ranks(0).instructions())
     if (ins.kind() == Ins::REDUCE_SCATTER) CHECK(ins.collective().hierarchy_size() == 1);
+}
+
+// The REDUCE_SCATTER's stages of rank `rank`, each as its group's ranks.
+std::vector<std::vector<int>> QgzStages(const proto::Plan& plan, int rank) {
+  for (const Ins& ins : plan.ranks(rank).instructions()) {
+    if (ins.kind() != Ins::REDUCE_SCATTER) continue;
+    std::vector<std::vector<int>> stages;
+    for (const std::string& name : ins.collective().hierarchy()) {
+      const proto::ProcessGroup* g = Group(plan, name);
+      stages.push_back(g ? std::vector<int>(g->ranks().begin(), g->ranks().end())
+                         : std::vector<int>{});
+    }
+    return stages;
+  }
+  return {};
+}
+
+TEST_CASE("qgZ alone: inside the node first where the plan knows the nodes", "[plan]") {
+  const Graph g = testing::SizedGraph("gpt2", 4, 256, 8192, 256);
+  plan::PlanConfig c = ZeroPP(1, false, true);
+  c.node_slots = 2;  // 2 nodes x 2 ranks, as ds-launch plans them from the hostfile
+  const proto::Plan plan = testing::MustPlan(g, 4, c);
+  CHECK(plan.settings().qgz_local_size() == 2);
+  CHECK(QgzStages(plan, 3) == std::vector<std::vector<int>>{{2, 3}, {1, 3}});
+  // Across nodes each rank sends only the parts of its own place's rank on the other node, so
+  // fewer bytes cross than in the one all-to-all over dp the plan makes without the nodes.
+  const proto::Plan flat = testing::MustPlan(g, 4, ZeroPP(1, false, true));
+  CHECK(flat.settings().qgz_local_size() == 1);
+  CHECK(QgzStages(flat, 3) == std::vector<std::vector<int>>{{0, 1, 2, 3}});
+  INFO("between nodes " << BetweenNodes(flat) << " -> " << BetweenNodes(plan) << " bytes");
+  CHECK(BetweenNodes(plan) < BetweenNodes(flat));
+  CHECK(plan::FormatPlanSummary(plan::SummarizePlan(plan, "job.yaml"))
+            .find("inside runs of 2 dp ranks (a node's), then across them") != std::string::npos);
+  // One node, or nodes of one tp group each (tensor 2 on nodes of 2): nothing to split.
+  c.node_slots = 4;
+  CHECK(QgzStages(testing::MustPlan(g, 4, c), 0).size() == 1);
+  c.node_slots = 2;
+  c.tensor = 2;
+  auto topo = plan::TopologyFor(8, c);
+  REQUIRE(topo.ok());
+  auto tp_plan = MakePlan(g, *topo, c);
+  REQUIRE(tp_plan.ok());
+  CHECK(QgzStages(*tp_plan, 0).size() == 1);
+  // Tensor 2 on nodes of 4 (8 ranks): tp rank 0's dp ranks 0, 2 | 4, 6 by node.
+  c.node_slots = 4;
+  tp_plan = MakePlan(g, *topo, c);
+  REQUIRE(tp_plan.ok());
+  CHECK(QgzStages(*tp_plan, 6) == std::vector<std::vector<int>>{{4, 6}, {2, 6}});
 }
 
 TEST_CASE("ZeRO++: each part cuts the bytes between nodes, all three at least 3x", "[plan]") {

@@ -33,6 +33,19 @@ Status ApplyAutoLayout(const std::string& job_path, int world, config::JobConfig
   return OkStatus();
 }
 
+Status ApplyNodeSlots(const std::string& job_path, int world, config::JobConfig* config) {
+  const char* v = std::getenv("DS_NODE_SLOTS");
+  if (!v || !*v) return OkStatus();
+  char* end = nullptr;
+  const long slots = std::strtol(v, &end, 10);
+  if (*end != '\0' || slots < 1 || world % slots != 0)
+    return InvalidArgumentError(job_path + ": DS_NODE_SLOTS \"" + v +
+                                "\" (from ds-launch) is not a node's ranks of a world of " +
+                                std::to_string(world));
+  config->parallel.node_slots = static_cast<int>(slots);
+  return OkStatus();
+}
+
 std::string LayoutReport(const std::map<std::string, double>& per_step, double step_ms,
                          const std::map<std::string, double>& predicted) {
   std::string out = "parallel: auto: measured against predicted, ms per step\n";

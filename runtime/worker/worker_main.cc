@@ -270,6 +270,7 @@ StatusOr<config::JobConfig> LoadRankConfig(const Flags& f, const RankEnv& env) {
   if (config.parallel.auto_layout && (f.tp > 0 || f.pp > 0))
     return InvalidArgumentError(f.config + ": --tp / --pp contradict parallel: auto");
   DS_RETURN_IF_ERROR(ApplyAutoLayout(f.config, env.world_size, &config));
+  DS_RETURN_IF_ERROR(ApplyNodeSlots(f.config, env.world_size, &config));
   if (!f.csv.empty()) config.monitor.csv = f.csv;
   if (f.eval && config.checkpoint.load.empty()) config.checkpoint.load = "latest";
   if (f.eval && config.train_iters <= 0) config.train_iters = 1;

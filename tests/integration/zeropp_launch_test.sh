@@ -4,9 +4,10 @@
 # so backward gathers them again:
 #  - hpZ alone is exact: 30 steps on plain ZeRO-3's losses bit for bit, the ranks in their
 #    nodes' hpz groups; so is hpZ over a whole dp group (2 ranks, the group the world itself);
-#  - qwZ alone and qgZ alone stay within 2% of plain ZeRO-3 at every one of 30 steps, and all
-#    three beside tensor parallelism 2 (the tp groups inside the nodes, dp across) within 2% of
-#    plain ZeRO-3 with the same tp;
+#  - qwZ alone and qgZ alone (inside each node first: ds-launch passes the nodes' ranks) stay
+#    within 2% of plain ZeRO-3 at every one of 30 steps, and all three beside tensor
+#    parallelism 2 (the tp groups inside the nodes, dp across) within 2% of plain ZeRO-3 with
+#    the same tp;
 #  - with all three, 15 steps, a checkpoint and 15 more equal 30 straight bit for bit;
 #  - the default example (configs/examples/addition.yaml: 1500 steps, batch 128) with all three
 #    follows plain ZeRO-3's curve: every 50-step mean within 2% on the plateau (steps 1-400) and
@@ -96,6 +97,13 @@ if grep -q "world/hpz.0'" "$T/hpz30.out" && grep -q "world/hpz.1'" "$T/hpz30.out
   pass "hpZ: the ranks joined their nodes' hpz groups"
 else
   fail "no hpz group in the log"
+fi
+# qgZ alone: ds-launch passes the nodes' ranks (DS_NODE_SLOTS), so its first all-to-all stays
+# inside each node and the second crosses between them, as DeepSpeed's hierarchical one does.
+if grep -q "world/hpz.1'" "$T/qg30.out" && grep -q "world/hpz_across.1'" "$T/qg30.out"; then
+  pass "qgZ alone: inside each node first, then across (the node and across groups joined)"
+else
+  fail "qgZ alone made no node-local stage"
 fi
 for name in qw30 qg30 tp_zeropp30; do
   ref=plain30; [[ $name == tp_* ]] && ref=tp_plain30

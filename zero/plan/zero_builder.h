@@ -45,5 +45,9 @@ Status BuildZeroPlan(const plan::ModelFacts& facts, const plan::PlanConfig& conf
 // quantized (bits 0 without them).
 proto::Quantization WeightQuantization(const plan::PlanConfig& config);
 proto::Quantization GradientQuantization(const plan::PlanConfig& config);
+// The dp ranks of qgZ's first all-to-all and of hpZ's groups (the grid's `hpz` groups): hpZ's
+// partition size; else, with qgZ and every node holding node_slots ranks, the dp ranks one node
+// holds (node_slots / tp) where that splits the dp group; else 1 (qgZ's one all-to-all over dp).
+int QgzLocalSize(const plan::PlanConfig& config, int dp);
 
 }  // namespace ds::zero

@@ -1,5 +1,6 @@
 // ZeRO++'s parts of the stage-3 plan (Note [ZeRO++] in zero/README.md): which settings it can
 // carry out, hpZ's secondary partition, and the bytes a quantized gather packs.
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -68,7 +69,8 @@ void QuantizeGradients(const Context& ctx, proto::Instruction* ins) {
     return;
   *ins->mutable_quantize() = GradientQuantization(ctx.config);
   proto::Collective* c = ins->mutable_collective();
-  if (ctx.config.hpz_partition_size > 1 && ctx.config.hpz_partition_size < ctx.dp) {
+  const int local = QgzLocalSize(ctx.config, ctx.dp);
+  if (local > 1 && local < ctx.dp) {
     c->add_hierarchy(kHpzGroup);
     c->add_hierarchy(kHpzAcrossGroup);
   } else {
@@ -107,6 +109,14 @@ proto::Quantization WeightQuantization(const plan::PlanConfig& config) {
   q.set_bits(config.quantized_weight_bits);
   q.set_block(internal::kWeightQuantBlock);
   return q;
+}
+
+int QgzLocalSize(const plan::PlanConfig& config, int dp) {
+  if (config.hpz_partition_size > 1) return config.hpz_partition_size;
+  const int tp = std::max(1, config.tensor), slots = config.node_slots;
+  if (config.quantized_gradient_bits == 0 || slots <= 0 || slots % tp != 0) return 1;
+  const int node_dp = slots / tp;  // ranks fill a node tp group by tp group, dp fastest after
+  return node_dp > 1 && node_dp < dp && dp % node_dp == 0 ? node_dp : 1;
 }
 
 proto::Quantization GradientQuantization(const plan::PlanConfig& config) {
