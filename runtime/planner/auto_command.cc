@@ -100,7 +100,7 @@ std::string LayoutSpec(const Layout& l) {
          " gas=" + std::to_string(l.gas) + " recompute=" + RecomputeModeName(l.recompute) +
          " ulysses=" + std::to_string(l.sp) + " expert=" + std::to_string(l.ep) +
          " schedule=" + plan::PipeScheduleName(l.schedule) +
-         " virtual=" + std::to_string(l.virtual_stages);
+         " virtual=" + std::to_string(l.virtual_stages) + " hpz=" + std::to_string(l.hpz);
 }
 
 Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
@@ -138,12 +138,14 @@ Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
       job->parallel.expert = static_cast<int>(n);
     } else if (key == "virtual") {
       job->pipeline.virtual_stages = static_cast<int>(n);
+    } else if (key == "hpz") {  // 1: the job's own
+      if (n > 1) job->zero.hpz_partition_size = static_cast<int>(n);
     } else {
       return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": unknown \"" + key + "\"");
     }
     ++seen;
   }
-  if (seen != 10) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the ten parts");
+  if (seen != 11) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the eleven parts");
   job->parallel.auto_layout = false;
   return OkStatus();
 }

@@ -45,7 +45,7 @@ StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoReques
 
 // What ds-launch hands every worker (DS_LAYOUT) and what it applies:
 // "tensor=2 pipeline=1 stage=1 micro=2 gas=2 recompute=none ulysses=1 expert=1 schedule=1f1b
-// virtual=1".
+// virtual=1 hpz=1" (hpz 1: the job's own zero_hpz_partition_size).
 std::string LayoutSpec(const Layout& layout);
 // InvalidArgument naming the part it cannot read; the job's parallel.auto_layout is cleared.
 Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job);

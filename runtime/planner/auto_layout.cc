@@ -76,6 +76,7 @@ std::string Layout::Name() const {
   if (ep > 1) name += " ep " + std::to_string(ep);
   if (pp > 1) name += std::string(" schedule ") + plan::PipeScheduleName(schedule);
   if (virtual_stages > 1) name += " x" + std::to_string(virtual_stages);
+  if (hpz > 1) name += " hpz " + std::to_string(hpz);
   return name;
 }
 
@@ -91,6 +92,7 @@ plan::PlanConfig Layout::Apply(const plan::PlanConfig& base) const {
   c.expert = ep;
   c.pipe_schedule = schedule;
   c.virtual_stages = virtual_stages;
+  if (hpz > 1) c.hpz_partition_size = hpz;
   return c;
 }
 
@@ -175,6 +177,16 @@ Status TryLayout(const Graph& graph, const plan::PlanConfig& base, const AutoOpt
   return OkStatus();
 }
 
+// hpZ over one node's dp ranks for a ZeRO-3 layout: where every node holds as many ranks, a node
+// holds node_slots / tp consecutive dp ranks; worth a layout when that splits dp into groups of
+// two or more (and the job sets no hpZ of its own). 1 otherwise.
+int NodeHpz(const plan::PlanConfig& base, const AutoOptions& o, const Layout& l) {
+  const int slots = plan::UniformNodeSlots(o.node_slots);
+  if (base.hpz_partition_size > 1 || slots <= 0 || slots % l.tp != 0) return 1;
+  const int node_dp = slots / l.tp;
+  return node_dp > 1 && node_dp < l.dp && l.dp % node_dp == 0 ? node_dp : 1;
+}
+
 }  // namespace
 
 StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& base,
@@ -197,6 +209,8 @@ StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& b
         Layout l = shape;
         l.micro = micro, l.gas = gas, l.stage = stage;
         DS_RETURN_IF_ERROR(TryLayout(graph, base, o, node_of, l, &r));
+        l.hpz = stage == 3 ? NodeHpz(base, o, l) : 1;
+        if (l.hpz > 1) DS_RETURN_IF_ERROR(TryLayout(graph, base, o, node_of, l, &r));
       }
     }
   }
@@ -291,6 +305,7 @@ std::string AutoResultJson(const AutoResult& r, int top) {
     o.Set("expert", Json::Int(l.ep));
     o.Set("schedule", Json::String(plan::PipeScheduleName(l.schedule)));
     o.Set("virtual_stages", Json::Int(l.virtual_stages));
+    o.Set("hpz_partition_size", Json::Int(l.hpz));
     o.Set("predicted_step_ms", Json::Double(l.prediction.step_ms));
     o.Set("predicted_compute_ms", Json::Double(l.prediction.compute_ms));
     o.Set("predicted_exposed_comm_ms", Json::Double(l.prediction.exposed_comm_ms));

@@ -3,9 +3,11 @@
 // step time (step_sim.h). The grid: tensor x pipeline x data sizes of the world (tensor groups
 // inside a node, as ds-launch places them; at most one pipeline stage per block), ZeRO
 // stages 0-3, every micro-batch and accumulation count that makes train_batch_size, and
-// activation recompute. Pruned, not enumerated blindly: recompute is tried only for a layout
-// that does not fit without it (it only adds compute), and a layout the planner refuses is
-// dropped with its reason. Expert and Ulysses parallelism keep the job's own sizes.
+// activation recompute, and for ZeRO-3 across nodes of as many ranks each ZeRO++'s hpZ over a
+// node's dp ranks (exact: the same numbers, backward's gathers inside the node; qwZ and qgZ
+// change the numbers, so they stay as the job gives them). Pruned, not enumerated blindly:
+// recompute is tried only for a layout that does not fit without it (it only adds compute), and
+// a layout the planner refuses is dropped with its reason.
 //
 //   DS_ASSIGN_OR_RETURN(AutoResult r, SearchLayouts(graph, config, {slots, memory, rates}));
 //   r.layouts[0] is the fastest that fits.
@@ -43,12 +45,14 @@ struct Layout {
   int ep = 1;  // expert-parallel size (divides dp; MoE models only)
   plan::PipeScheduleKind schedule = plan::PipeScheduleKind::k1F1B;  // pp > 1
   int virtual_stages = 1;                                           // interleaved's
+  int hpz = 1;               // ZeRO++'s hpZ partition size (stage 3; 1: none, or the job's own)
   int64_t peak_bytes = 0;    // the largest rank's planned peak
   int64_t budget_bytes = 0;  // what that rank's node gives it
   StepPrediction prediction;
   double tokens_per_s = 0;
   // "tp 2 pp 1 dp 2 zero 1 micro 4 x gas 2 recompute none", then "ulysses N" and "ep N" where
-  // above 1 and, with a pipeline, "schedule zb-h1" (interleaved: "schedule interleaved x2").
+  // above 1, with a pipeline "schedule zb-h1" (interleaved: "schedule interleaved x2"), and
+  // "hpz N" where the search set hpZ.
   std::string Name() const;
   // The job's config with this layout applied.
   plan::PlanConfig Apply(const plan::PlanConfig& base) const;

@@ -144,7 +144,47 @@ TEST_CASE("SearchLayouts: schedules, Ulysses and experts are searched where they
   CHECK(job.parallel.ulysses == 2);
   CHECK(job.pipeline.schedule == "interleaved");
   CHECK(job.pipeline.virtual_stages == 2);
+  CHECK(job.zero.hpz_partition_size == 1);
+  l.hpz = 2;
+  REQUIRE(ApplyLayoutSpec(LayoutSpec(l), &job).ok());
+  CHECK(job.zero.hpz_partition_size == 2);
   CHECK_FALSE(ApplyLayoutSpec("tensor=1 pipeline=1", &job).ok());
+}
+
+// ZeRO-3 across nodes of 2 ranks: each layout is also tried with hpZ over the node's dp ranks,
+// which keeps backward's gathers inside the node; over a slow link between nodes it is the
+// faster, and it is never tried where a node holds one dp rank or the job gives its own hpZ.
+TEST_CASE("SearchLayouts: ZeRO-3 also with hpZ over each node's dp ranks", "[planner][auto]") {
+  const Graph g = testing::SizedGraph("gpt2", 2, 64, 256, 64);
+  plan::PlanConfig base = Config();
+  base.max_reuse_distance = 0;             // backward gathers again, and no parameter stays whole,
+  base.param_persistence_threshold = 100;  // as at a model's real size
+  auto r = SearchLayouts(g, base, Options(0.05));
+  REQUIRE(r.ok());
+  int pairs = 0;
+  for (const Layout& h : r->layouts) {
+    if (h.hpz == 1) continue;
+    CHECK(h.stage == 3);
+    CHECK(h.hpz == 2 / h.tp);
+    CHECK(h.Name().find(" hpz ") != std::string::npos);
+    for (const Layout& p : r->layouts)
+      if (p.hpz == 1 && p.stage == 3 && p.tp == h.tp && p.pp == h.pp && p.micro == h.micro &&
+          p.recompute == h.recompute && p.schedule == h.schedule && p.sp == h.sp) {
+        INFO(h.Name() << ": " << h.prediction.step_ms << " ms, without hpZ " << p.prediction.step_ms
+                      << "; between nodes " << h.prediction.inter_bytes << " against "
+                      << p.prediction.inter_bytes << " bytes");
+        CHECK(h.prediction.inter_bytes < p.prediction.inter_bytes);
+        CHECK(h.prediction.step_ms < p.prediction.step_ms);
+        ++pairs;
+      }
+  }
+  CHECK(pairs > 0);
+  AutoOptions single = Options(0.05);
+  single.node_slots = {1, 1, 1, 1};
+  base.hpz_partition_size = 1;
+  auto one_each = SearchLayouts(g, base, single);
+  REQUIRE(one_each.ok());
+  for (const Layout& l : one_each->layouts) CHECK(l.hpz == 1);
 }
 
 TEST_CASE(
