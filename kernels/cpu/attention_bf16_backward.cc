@@ -8,7 +8,6 @@
 //     dO^T P from Q and dO packed transposed per block, into [B, Hkv, D, T] sums, added back
 //     transposed through 16-row tiles.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/act_io.h"

@@ -45,16 +45,13 @@ TEST_CASE("link classes: a pipeline's activations between nodes all cross", "[pl
   plan::PlanConfig c = testing::BaseConfig(0);
   c.pipeline = 2;
   c.gradient_accumulation_steps = 4;
-  auto topo = plan::TopologyFor(2, c);
-  REQUIRE(topo.ok());
-  auto plan = MakePlan(g, *topo, c);
-  REQUIRE(plan.ok());
-  const proto::PlanSummary s = Split(*plan, {0, 1});
+  const proto::Plan plan = testing::MustPlan(g, 2, c);
+  const proto::PlanSummary s = Split(plan, {0, 1});
   for (const proto::RankSummary& r : s.ranks()) {
     CHECK(r.inter_node_sent_bytes() > 0);
     CHECK(r.intra_node_sent_bytes() == 0);
   }
-  const proto::PlanSummary one = Split(*plan, {0, 0});
+  const proto::PlanSummary one = Split(plan, {0, 0});
   for (const proto::RankSummary& r : one.ranks()) CHECK(r.inter_node_sent_bytes() == 0);
 }
 

@@ -46,8 +46,12 @@ inline plan::PlanConfig BaseConfig(int stage, DType dtype = DType::kBF16) {
   return c;
 }
 
+// The plan of `world` ranks under the config's own tensor, pipeline, expert and Ulysses sizes.
 inline proto::Plan MustPlan(const Graph& graph, int world, const plan::PlanConfig& config) {
-  auto plan = MakePlan(graph, plan::Topology{world, world}, config);
+  auto topo = plan::TopologyFor(world, config);
+  INFO((topo.ok() ? "" : topo.status().ToString()));
+  REQUIRE(topo.ok());
+  auto plan = MakePlan(graph, *topo, config);
   INFO((plan.ok() ? "" : plan.status().ToString()));
   REQUIRE(plan.ok());
   return std::move(plan).value();

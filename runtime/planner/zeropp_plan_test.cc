@@ -167,16 +167,10 @@ TEST_CASE("qgZ alone: inside the node first where the plan knows the nodes", "[p
   CHECK(QgzStages(testing::MustPlan(g, 4, c), 0).size() == 1);
   c.node_slots = 2;
   c.tensor = 2;
-  auto topo = plan::TopologyFor(8, c);
-  REQUIRE(topo.ok());
-  auto tp_plan = MakePlan(g, *topo, c);
-  REQUIRE(tp_plan.ok());
-  CHECK(QgzStages(*tp_plan, 0).size() == 1);
+  CHECK(QgzStages(testing::MustPlan(g, 8, c), 0).size() == 1);
   // Tensor 2 on nodes of 4 (8 ranks): tp rank 0's dp ranks 0, 2 | 4, 6 by node.
   c.node_slots = 4;
-  tp_plan = MakePlan(g, *topo, c);
-  REQUIRE(tp_plan.ok());
-  CHECK(QgzStages(*tp_plan, 6) == std::vector<std::vector<int>>{{4, 6}, {2, 6}});
+  CHECK(QgzStages(testing::MustPlan(g, 8, c), 6) == std::vector<std::vector<int>>{{4, 6}, {2, 6}});
 }
 
 TEST_CASE("ZeRO++: each part cuts the bytes between nodes, all three at least 3x", "[plan]") {
@@ -200,27 +194,23 @@ TEST_CASE("ZeRO++ with tensor parallelism: the groups are each tp rank's dp rank
   const Graph g = testing::PresetGraph("gpt2-tiny");
   plan::PlanConfig c = ZeroPP(2, true, true);
   c.tensor = 2;
-  auto topo = plan::TopologyFor(8, c);
-  REQUIRE(topo.ok());
-  auto plan = MakePlan(g, *topo, c);
-  INFO((plan.ok() ? "" : plan.status().ToString()));
-  REQUIRE(plan.ok());
+  const proto::Plan plan = testing::MustPlan(g, 8, c);
   // Ranks: tp fastest, so tp rank 0's dp ranks are 0, 2, 4, 6; hpz groups of two consecutive
   // dp ranks: {0, 2} and {4, 6} (on nodes of 4 slots: inside a node), across: {0, 4}, {2, 6}.
-  for (const Ins& ins : plan->ranks(2).instructions()) {
+  for (const Ins& ins : plan.ranks(2).instructions()) {
     if (ins.kind() == Ins::GATHER_SECONDARY) {
-      const proto::ProcessGroup* grp = Group(*plan, ins.collective().group());
+      const proto::ProcessGroup* grp = Group(plan, ins.collective().group());
       REQUIRE(grp);
       CHECK(std::vector<int>(grp->ranks().begin(), grp->ranks().end()) == std::vector<int>{0, 2});
     }
     if (ins.kind() == Ins::REDUCE_SCATTER && ins.collective().hierarchy_size() == 2) {
-      const proto::ProcessGroup* across = Group(*plan, ins.collective().hierarchy(1));
+      const proto::ProcessGroup* across = Group(plan, ins.collective().hierarchy(1));
       REQUIRE(across);
       CHECK(std::vector<int>(across->ranks().begin(), across->ranks().end()) ==
             std::vector<int>{2, 6});
     }
   }
-  CHECK(testing::Count(plan->ranks(2), Ins::GATHER_SECONDARY) > 0);
+  CHECK(testing::Count(plan.ranks(2), Ins::GATHER_SECONDARY) > 0);
 }
 
 // A host whose products run at 200 GFLOP/s, its nodes linked at `inter_gbps` GB/s.
