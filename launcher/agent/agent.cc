@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/agent/agent_probes.h"
 #include "launcher/agent/stack_dump.h"
 #include "launcher/agent/worker_env.h"
 #include "launcher/coordinator/coordinator_client.h"
@@ -58,6 +59,7 @@ class Agent {
   // advertises none). Without them the agent keeps no copies and says why.
   void StartCopyStore();
   JoinRequest MakeJoinRequest(int round) const;
+  void ProbeLinks();  // agent_probes.h
   Status StartWorkers(const JoinResult& join);
   // Heartbeats and watches the round until it ends: an exit code for the agent, or -1 when
   // the coordinator restarts the job (*next_round is then the round to join).
@@ -253,6 +255,26 @@ void Agent::StartCopyStore() {
   copy_server_ = std::move(server).value();
 }
 
+// Failures are the launcher's to report (it stops the job, and our Join then ends).
+void Agent::ProbeLinks() {
+  AgentProbes p;
+  p.node_name = opt_.node_name;
+  p.token = opt_.token;
+  if (!copy_server_) {
+    p.store_error = UnavailableError("this node's store server did not start (see its log)");
+  } else {
+    StatusOr<std::string> host = opt_.advertise_addr.empty()
+                                     ? LocalAddressToward(opt_.coordinator)
+                                     : StatusOr<std::string>(opt_.advertise_addr);
+    if (host.ok())
+      p.store = *host + ":" + std::to_string(copy_server_->port());
+    else
+      p.store_error = host.status();
+  }
+  if (Status s = RunAgentProbes(client_.get(), p); !s.ok())
+    DS_LOG_ERROR("agent", "{}", s.ToString());
+}
+
 JoinRequest Agent::MakeJoinRequest(int round) const {
   JoinRequest req{opt_.node_name, opt_.advertise_addr, opt_.slots, round, getpid()};
   req.state_store_port = copy_server_ ? copy_server_->port() : 0;
@@ -279,6 +301,7 @@ int Agent::Run() {
     }).detach();  // blocked in read(); ends with the process
   }
   StartCopyStore();
+  if (opt_.probe_links) ProbeLinks();
   int next_round = 0;
   while (true) {
     auto join = client_->Join(MakeJoinRequest(next_round), milliseconds(3600 * 1000));

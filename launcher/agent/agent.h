@@ -30,6 +30,8 @@ struct AgentOptions {
   // certificate and key this agent and its workers present, and the name the coordinator's
   // certificate is checked against ("" = the host of `coordinator`).
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // Before the first Join: the launch's link probes (agent_probes.h), for parallel: auto.
+  bool probe_links = false;
   // No successful heartbeat for this long = the coordinator is gone: stop and exit.
   std::chrono::milliseconds coordinator_timeout{6000};
 };

@@ -33,6 +33,9 @@ void AddAgentFlags(CLI::App& app, ds::launcher::AgentOptions* o, AgentFlags* f) 
   app.add_option("--node_name", o->node_name, "this node's name in the hostfile");
   app.add_option("--advertise_addr", o->advertise_addr, "address other nodes reach this one at");
   app.add_option("--slots", o->slots, "local ranks to run");
+  app.add_flag("--probe_links", o->probe_links,
+               "before joining, measure the links to this node's and the next node's store "
+               "(ds-launch asks for it for parallel: auto)");
   app.add_option("--devices", o->devices, "GPU of each local rank, e.g. 1,3 (default: 0, 1, ...)")
       ->delimiter(',');
   app.add_option("--token_file", f->token_file, "file holding the job token");

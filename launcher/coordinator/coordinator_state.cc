@@ -73,6 +73,7 @@ CoordinatorState::CoordinatorState(CoordinatorConfig config, const Clock* clock)
       logs_(config_.log_capacity_lines) {
   rendezvous_.Open(1, started_at_);
   kv_.SetRound(1);
+  job_pending_ = config_.job_pending;
 }
 
 CoordinatorState::~CoordinatorState() = default;
@@ -95,6 +96,11 @@ StatusOr<JoinResult> CoordinatorState::Join(const JoinRequest& request, const Wa
   SteadyTime now = clock_->Now();
   EvaluateLocked(now);  // a window may have passed since the last Tick
   DS_RETURN_IF_ERROR(EndedErrorLocked());
+  while (job_pending_) {  // the launcher is still measuring the links (SetJob)
+    DS_RETURN_IF_ERROR(EndedErrorLocked());
+    DS_RETURN_IF_ERROR(WaitSliceLocked(lock, round_cv_, wait, SteadyTime::max())
+                           .WithPrefix("waiting for the launcher to choose the layout"));
+  }
   if (request.round == 0 && WaitsForAdmissionLocked(index)) {  // coordinator_state_rounds.cc
     DS_RETURN_IF_ERROR(AwaitAdmissionLocked(lock, index, wait));
     now = clock_->Now();

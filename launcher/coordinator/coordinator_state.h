@@ -60,6 +60,9 @@ struct CoordinatorConfig {
   std::chrono::milliseconds stack_wait{20000};     // a hang report waits this long for stacks
   std::chrono::milliseconds success_wait{300000};  // first node done -> all must be done
   JobSpec job;                                     // handed to every agent in JoinResult
+  // The job (job, hang.streams) comes later, through SetJob; until then Joins wait (`parallel:
+  // auto` measures the links between the agents first, link_probes.h in launcher/launch).
+  bool job_pending = false;
   size_t log_capacity_lines = 100000;
   size_t kv_max_bytes = 64 << 20;
 };
@@ -116,6 +119,9 @@ class CoordinatorState {
   StatusOr<int64_t> KvAdd(int round, const std::string& key, int64_t delta);
 
   // ---- the job ----
+  // The job of a state made with job_pending, and the hang watch's stream per rank: the Joins
+  // waiting for it go on. FailedPrecondition when it was not pending or the job is over.
+  Status SetJob(JobSpec job, std::vector<int> hang_streams);
   // Ends the job as STOPPED (agents get SHUTDOWN). No-op once the job is over.
   Status Stop(const std::string& reason);
   // The current status; `version` (optional) receives the change counter it reflects.
@@ -195,8 +201,9 @@ class CoordinatorState {
   StatusOr<int> KvRoundLocked(int round) const;
   void ChangedLocked();
 
-  // Fixed at construction.
-  const CoordinatorConfig config_;
+  // Fixed at construction but for job and hang.streams, which SetJob sets once (under mu_)
+  // before any round closes.
+  CoordinatorConfig config_;
   const Clock* const clock_;
   const SteadyTime started_at_;
 
@@ -207,6 +214,7 @@ class CoordinatorState {
   std::condition_variable log_cv_;     // new log lines
   // Guarded by mu_.
   JobPhase phase_ = JobPhase::kPending;
+  bool job_pending_ = false;  // config_.job not given yet (SetJob)
   Rendezvous rendezvous_;
   std::vector<NodeRecord> nodes_;  // hostfile order
   int last_world_ = 0;  // the last closed round's world (in-memory copies: memory_copies.h)

@@ -20,6 +20,21 @@
 
 namespace ds::launcher {
 
+Status CoordinatorState::SetJob(JobSpec job, std::vector<int> hang_streams) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DS_RETURN_IF_ERROR(EndedErrorLocked());
+  if (!job_pending_) return FailedPreconditionError("SetJob: the job was given already");
+  job.heartbeat_interval_ms = static_cast<int>(config_.heartbeat_interval.count());
+  config_.job = std::move(job);
+  config_.hang.streams = std::move(hang_streams);
+  job_pending_ = false;
+  DS_LOG_INFO("coord", "the job is set: {} argument(s), {} environment variable(s)",
+              config_.job.worker_argv.size(), config_.job.env.size());
+  ChangedLocked();
+  round_cv_.notify_all();
+  return OkStatus();
+}
+
 void CoordinatorState::OpenNextRoundLocked() {
   std::vector<int> alive;  // the running round's members that are not lost: awaited in the next
   for (const RoundMember& m : rendezvous_.members())

@@ -454,6 +454,47 @@ TEST_CASE("CoordinatorState: Stop ends the job and releases waiters", "[coordina
   CHECK(state->Stop("again").ok());
 }
 
+TEST_CASE("CoordinatorState: with job_pending Joins wait for SetJob; the KV store works before",
+          "[coordinator]") {
+  FakeClock clock;
+  CoordinatorConfig config = Config({{"a", 1}, {"b", 1}});
+  config.job.worker_argv.clear();
+  config.job_pending = true;
+  auto state = MakeState(config, &clock);
+  auto a = AsyncJoin(state.get(), "a");
+  auto b = AsyncJoin(state.get(), "b");
+  REQUIRE(state->KvSet(0, "links/at/a", "10.0.0.1:7000").ok());  // agents probe before
+  CHECK(a.wait_for(milliseconds(300)) == std::future_status::timeout);
+  CHECK(state->Snapshot().phase == JobPhase::kPending);
+  JobSpec job;
+  job.job_id = "test-job";
+  job.worker_argv = {"/bin/true", "--layout"};
+  job.env["DS_LAYOUT"] = "tensor=1";
+  REQUIRE(state->SetJob(job, {0, 0}).ok());
+  StatusOr<JoinResult> ra = a.get(), rb = b.get();
+  REQUIRE(ra.ok());
+  REQUIRE(rb.ok());
+  CHECK(ra->job.worker_argv == job.worker_argv);
+  CHECK(rb->job.env.at("DS_LAYOUT") == "tensor=1");
+  CHECK(ra->job.heartbeat_interval_ms == 1000);
+  CHECK(state->SetJob(job, {}).code() == StatusCode::kFailedPrecondition);  // once
+}
+
+TEST_CASE("CoordinatorState: a job stopped while pending releases the waiting Joins",
+          "[coordinator]") {
+  FakeClock clock;
+  CoordinatorConfig config = Config({{"a", 1}});
+  config.job_pending = true;
+  auto state = MakeState(config, &clock);
+  auto a = AsyncJoin(state.get(), "a");
+  CHECK(a.wait_for(milliseconds(100)) == std::future_status::timeout);
+  REQUIRE(state->Stop("link probes: node b did not answer").ok());
+  StatusOr<JoinResult> r = a.get();
+  CHECK(r.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(r.status().message().find("link probes: node b did not answer") != std::string::npos);
+  CHECK(state->SetJob(JobSpec{}, {}).code() == StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("CoordinatorState: KV store set/get/wait/add and timeouts", "[coordinator][kv]") {
   FakeClock clock;
   auto state = MakeState(Config({{"a", 1}}), &clock);

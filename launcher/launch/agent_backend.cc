@@ -75,6 +75,7 @@ std::vector<std::string> AgentBackend::AgentArgv(const NodeSpec& node, bool slur
     argv.insert(argv.end(), {"--devices", list});
   }
   if (!opt_.tls_bundle.empty()) argv.push_back("--tls_stdin");
+  if (opt_.probe_links) argv.push_back("--probe_links");
   if (!opt_.tls_server_name.empty())
     argv.insert(argv.end(), {"--tls_server_name", opt_.tls_server_name});
   return argv;

@@ -27,6 +27,7 @@ struct AgentBackendOptions {
   std::string tls_bundle;            // mutual TLS: EncodeTlsBundle's, written after the token
   std::string tls_server_name;       // passed to the agents ("" = the coordinator's host)
   int heartbeat_timeout_ms = 10000;  // agents stop when the coordinator is silent this long
+  bool probe_links = false;          // agents measure the links first (link_probes.h)
 };
 
 class AgentBackend {

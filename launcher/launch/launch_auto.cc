@@ -49,10 +49,12 @@ NodeMachines MachinesOf(const std::vector<std::pair<std::string, int>>& nodes) {
   return out;
 }
 
-Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& worker,
-                         const std::string& job_path, bool flags_size, bool elastic,
-                         config::JobConfig* config, std::map<std::string, std::string>* env) {
-  if (!config->parallel.auto_layout) return OkStatus();
+StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(const std::vector<NodeSpec>& nodes,
+                                                                const std::string& worker,
+                                                                const std::string& job_path,
+                                                                bool flags_size, bool elastic,
+                                                                const config::JobConfig& config) {
+  if (!config.parallel.auto_layout) return std::optional<planner::AutoRequest>();
   if (flags_size)
     return InvalidArgumentError(job_path +
                                 ": parallel: auto picks the tensor and pipeline sizes; "
@@ -69,21 +71,29 @@ Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& 
   q.node_slots = m.slots;
   q.host_of_node = m.machine;
   const int slots = *std::max_element(q.node_slots.begin(), q.node_slots.end());
-  q.threads = planner::AutoThreads(config->device.threads, slots);
+  q.threads = planner::AutoThreads(config.device.threads, slots);
   q.rates = planner::HostRatesPath(q.threads);
   struct stat st;
   if (stat(q.rates.c_str(), &st) != 0) DS_RETURN_IF_ERROR(Calibrate(worker, q.threads, q.rates));
+  return std::optional<planner::AutoRequest>(q);
+}
+
+Status ApplyAutoLayout(const planner::AutoRequest& q, config::JobConfig* config,
+                       std::map<std::string, std::string>* env) {
   DS_ASSIGN_OR_RETURN(planner::AutoChoice c, planner::ChooseLayout(*config, q));
   const std::string spec = planner::LayoutSpec(c.layout);
   DS_RETURN_IF_ERROR(planner::ApplyLayoutSpec(spec, config));
+  const auto before = env->find("DS_LAYOUT");
+  if (before != env->end() && before->second != spec)
+    std::fprintf(stderr, "ds-launch: parallel: auto: the measured links change the layout\n");
   (*env)["DS_LAYOUT"] = spec;
   (*env)["DS_LAYOUT_PREDICTION"] = planner::PredictionSpec(c.layout.prediction);
   std::fprintf(stderr,
                "ds-launch: parallel: auto: %s, predicted %.1f ms a step (%.0f tokens/s; %zu "
-               "layouts fit of %d planned in %.2f s; rates %s)\n",
+               "layouts fit of %d planned in %.2f s; rates %s%s)\n",
                c.layout.Name().c_str(), c.layout.prediction.step_ms, c.layout.tokens_per_s,
                c.result.layouts.size(), c.result.planned, c.result.search_ms / 1e3,
-               c.rates_path.c_str());
+               c.rates_path.c_str(), q.inter_link || q.intra_link ? ", links as measured" : "");
   if (c.result.layouts.size() >= 2)
     std::fprintf(stderr, "ds-launch: parallel: auto: %s\n",
                  planner::ExplainLead(c.result.layouts[0], c.result.layouts[1]).c_str());

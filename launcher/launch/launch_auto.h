@@ -1,11 +1,13 @@
 // `parallel: auto` at launch: before the plans are made, the planner's cost model ranks every
 // layout of the job over the chosen nodes (runtime/planner/auto_layout.h) with this host's rates,
-// measuring them first when none are cached (ds-worker calibrate); the fastest that fits is
+// measuring them first when none are cached (ds-worker calibrate), and across nodes with the
+// links measured through the agents (link_probes.h); the fastest that fits is
 // applied to the job and handed to every worker (DS_LAYOUT), with its predicted time per
 // instruction kind (DS_LAYOUT_PREDICTION) that rank 0 sets its first steps beside.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "launcher/launch/launch_inputs.h"
 #include "runtime/base/status.h"
 #include "runtime/config/job_config.h"
+#include "runtime/planner/auto_command.h"
 
 namespace ds::launcher {
 
@@ -23,11 +26,18 @@ struct NodeMachines {
 };
 NodeMachines MachinesOf(const std::vector<std::pair<std::string, int>>& nodes);
 
-// Does nothing unless the job says parallel: auto. Else applies the chosen layout to `config`
-// and fills `env` with DS_LAYOUT and DS_LAYOUT_PREDICTION. InvalidArgument for --tp / --pp or
-// --nnodes beside parallel: auto; the planner's errors when nothing fits.
-Status ResolveAutoLayout(const std::vector<NodeSpec>& nodes, const std::string& worker,
-                         const std::string& job_path, bool flags_size, bool elastic,
-                         config::JobConfig* config, std::map<std::string, std::string>* env);
+// Step 1 of parallel: auto: the request for the job on `nodes`, with this host's rate table
+// (measured first when none is cached: ds-worker calibrate); nullopt unless the job says
+// parallel: auto. InvalidArgument for --tp / --pp or --nnodes beside it.
+StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(
+    const std::vector<NodeSpec>& nodes, const std::string& worker, const std::string& job_path,
+    bool flags_size, bool elastic, const config::JobConfig& config);
+
+// Step 2: the fastest layout under `q` (with the links measured at launch where it carries them)
+// applied to `config`, and DS_LAYOUT and DS_LAYOUT_PREDICTION in `env`; said on stderr, with
+// why it leads the next. Run again after the links are measured, it says whether they changed
+// the choice. The planner's errors when nothing fits.
+Status ApplyAutoLayout(const planner::AutoRequest& q, config::JobConfig* config,
+                       std::map<std::string, std::string>* env);
 
 }  // namespace ds::launcher

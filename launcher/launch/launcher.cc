@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -19,10 +20,12 @@
 #include "launcher/hostfile.h"
 #include "launcher/launch/agent_backend.h"
 #include "launcher/launch/deepspeed_habits.h"
+#include "launcher/launch/job_console.h"
 #include "launcher/launch/job_dir.h"
 #include "launcher/launch/job_plans.h"
 #include "launcher/launch/launch_auto.h"
 #include "launcher/launch/launch_inputs.h"
+#include "launcher/launch/link_probes.h"
 #include "launcher/process/supervisor.h"
 #include "launcher/resource_filter.h"
 #include "launcher/tls_bundle.h"
@@ -45,88 +48,6 @@ void OnSignal(int sig) { g_signal.store(sig); }
 
 milliseconds Ms(double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000)); }
 
-// Prints forwarded output as "[rank N] line" and a progress line from the job status.
-class Console {
- public:
-  explicit Console(CoordinatorState* state) : state_(state), tty_(isatty(STDOUT_FILENO)) {}
-  void Pump(milliseconds wait) {
-    LogChunk chunk = state_->ReadLogs(cursor_, 2000, wait);
-    cursor_ = chunk.next_cursor;
-    for (const LogRecord& r : chunk.records) {
-      // Workers draw their own progress line with '\r'; keep the last part.
-      std::string text = r.line.text;
-      size_t cr = text.rfind('\r');
-      if (cr != std::string::npos) text = text.substr(cr + 1);
-      size_t esc = text.find("\033[K");
-      if (esc != std::string::npos) text.erase(esc, 3);
-      ClearLine();
-      std::printf("[rank %d] %s\n", r.line.rank, text.c_str());
-    }
-    if (tty_) Progress();
-    std::fflush(stdout);
-  }
-  void ClearLine() {
-    if (progress_shown_) std::printf("\r\033[K");
-    progress_shown_ = false;
-  }
-
- private:
-  void Progress() {
-    JobStatus s = state_->Snapshot();
-    if (s.ranks.empty() || s.phase != JobPhase::kRunning) return;
-    int64_t step = INT64_MAX, total = 0;
-    double loss = 0, tps = 0;
-    for (const RankStatus& r : s.ranks) {
-      step = std::min(step, r.step);
-      total = std::max(total, r.total_steps);
-      loss += r.loss / s.ranks.size();
-      tps += r.tokens_per_s;
-    }
-    if (total <= 0) return;
-    auto now = std::chrono::steady_clock::now();
-    if (s.round != eta_round_ || step < eta_step_) {  // a new round restarts the estimate
-      eta_round_ = s.round;
-      eta_step_ = step;
-      eta_start_ = now;
-    }
-    std::string eta = "?";
-    double elapsed = std::chrono::duration<double>(now - eta_start_).count();
-    if (step > eta_step_ && elapsed > 0) {
-      long left = std::lround((total - step) * elapsed / (step - eta_step_));
-      eta = left >= 60 ? std::to_string(left / 60) + "m" + std::to_string(left % 60) + "s"
-                       : std::to_string(left) + "s";
-    }
-    std::printf(
-        "\r\033[Kjob %s | round %d | step %lld/%lld | loss %.4f | %.0f tok/s | %zu ranks | ETA %s",
-        s.job_id.c_str(), s.round, static_cast<long long>(step), static_cast<long long>(total),
-        loss, tps, s.ranks.size(), eta.c_str());
-    progress_shown_ = true;
-  }
-  CoordinatorState* state_;
-  bool tty_;
-  bool progress_shown_ = false;
-  uint64_t cursor_ = 0;
-  int eta_round_ = -1;
-  int64_t eta_step_ = 0;
-  std::chrono::steady_clock::time_point eta_start_;
-};
-
-void PrintFailure(const JobOutcome& out) {
-  std::fprintf(stderr, "ds-launch: job %s: %s\n", JobPhaseName(out.phase), out.message.c_str());
-  if (!out.first_failure) return;
-  const Failure& f = *out.first_failure;
-  if (f.rank >= 0)
-    std::fprintf(stderr, "ds-launch: first failure: rank %d on %s: %s\n", f.rank, f.host.c_str(),
-                 f.cause.c_str());
-  else
-    std::fprintf(stderr, "ds-launch: first failure: node %s: %s\n", f.host.c_str(),
-                 f.cause.c_str());
-  if (!f.last_lines.empty()) {
-    std::fprintf(stderr, "ds-launch: last lines of rank %d:\n", f.rank);
-    for (const std::string& l : f.last_lines) std::fprintf(stderr, "    %s\n", l.c_str());
-  }
-}
-
 // Prints a bad input as ds-launch does and returns its exit code, 2.
 int FailInput(const Status& s) {
   std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
@@ -148,6 +69,9 @@ struct LaunchInputs {
   std::map<int, std::string> hashes;  // world -> plan hash
   // The workers' layout settings: parallel: auto's DS_LAYOUT (launch_auto.h), DS_NODE_SLOTS.
   std::map<std::string, std::string> layout_env;
+  std::optional<planner::AutoRequest> auto_request;  // parallel: auto
+  config::JobConfig auto_base;  // the job before parallel: auto chose (SettleLayout chooses again)
+  bool probe_links = false;     // parallel: auto across nodes: the links measured first
 };
 
 // The coordinator's bind address: --coordinator, else every interface inside a slurm
@@ -190,8 +114,15 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   }
   DS_ASSIGN_OR_RETURN(in->worker, FindBinary(o.worker, "ds-worker", "runtime/worker/ds-worker"));
   DS_ASSIGN_OR_RETURN(in->agent, FindBinary(o.agent, "ds-agent", "launcher/agent/ds-agent"));
-  DS_RETURN_IF_ERROR(ResolveAutoLayout(in->nodes, in->worker, o.config, o.tp > 0 || o.pp > 0,
-                                       in->range.max_nodes > 0, &in->config, &in->layout_env));
+  DS_ASSIGN_OR_RETURN(in->auto_request,
+                      PrepareAutoLayout(in->nodes, in->worker, o.config, o.tp > 0 || o.pp > 0,
+                                        in->range.max_nodes > 0, in->config));
+  // Across nodes the layout is chosen again once the agents measured the links (RunJob); this
+  // first choice, on the host's table, has every refusal said before anything starts.
+  in->probe_links = in->auto_request && in->nodes.size() > 1;
+  in->auto_base = in->config;
+  if (in->auto_request)
+    DS_RETURN_IF_ERROR(ApplyAutoLayout(*in->auto_request, &in->config, &in->layout_env));
   std::vector<int> slots;  // every node as many ranks: the plans keep qgZ's first stage inside one
   for (const NodeSpec& n : in->nodes) slots.push_back(n.slots);
   in->config.parallel.node_slots = plan::UniformNodeSlots(slots);
@@ -268,6 +199,7 @@ CoordinatorOptions CoordinatorOptionsFor(const LaunchInputs& in, const std::stri
   for (const proto::RankPlan& rank : in.plan.ranks())  // a pipeline rank's stage: its stream
     co.config.hang.streams.push_back(rank.stage());
   co.config.success_wait = milliseconds(60000);
+  co.config.job_pending = in.probe_links;  // SettleLayout gives it
   co.config.job.job_id = dir.job_id;
   co.config.job.worker_argv = {in.worker, "--config", Absolute(o.config)};
   for (const auto& [flag, v] : {std::pair{"--tp", o.tp}, std::pair{"--pp", o.pp}})
@@ -316,6 +248,7 @@ AgentBackendOptions AgentOptionsFor(const LaunchInputs& in, const std::string& t
   bo.tls_bundle = in.tls.bundle;
   bo.tls_server_name = o.tls_server_name;
   bo.heartbeat_timeout_ms = static_cast<int>(std::max(6.0, 2 * o.node_timeout_s) * 1000);
+  bo.probe_links = in.probe_links;
   return bo;
 }
 
@@ -350,9 +283,39 @@ int ReportOutcome(const StatusOr<JobOutcome>& outcome, const JobDir& dir, bool i
   return outcome->phase == JobPhase::kStopped || interrupted ? 3 : 1;
 }
 
+void PrintJobLine(const LaunchInputs& in, const JobDir& dir, const std::string& dial) {
+  std::printf(
+      "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
+      "launcher %s\n",
+      dir.job_id.c_str(), in.nodes.size(), in.world, in.config.zero.stage,
+      plan::HashHex(in.plan.hash()).c_str(), dial.c_str(), in.o.backend.c_str());
+  std::fflush(stdout);
+}
+
+// parallel: auto across nodes, once the agents are up: the links measured through them, the
+// layout chosen again with those rates, its plans, and the job handed to the coordinator (whose
+// Joins waited for it).
+Status SettleLayout(LaunchInputs* in, const std::string& token, const JobDir& dir,
+                    const std::string& dial, CoordinatorState* state) {
+  DS_ASSIGN_OR_RETURN(MeasuredLinks m,
+                      MeasureLinks(state, in->nodes, Ms(std::max(30.0, in->o.rdzv_timeout_s))));
+  std::fputs(FormatMeasuredLinks(m).c_str(), stderr);
+  in->auto_request->intra_link = m.intra_rate;
+  in->auto_request->inter_link = m.inter_rate;
+  config::JobConfig job = in->auto_base;
+  DS_RETURN_IF_ERROR(ApplyAutoLayout(*in->auto_request, &job, &in->layout_env));
+  job.parallel.node_slots = in->config.parallel.node_slots;
+  in->config = std::move(job);
+  DS_RETURN_IF_ERROR(MakeJobPlan(in));
+  const CoordinatorOptions co = CoordinatorOptionsFor(*in, token, dir);
+  DS_RETURN_IF_ERROR(state->SetJob(co.config.job, co.config.hang.streams));
+  PrintJobLine(*in, dir, dial);
+  return OkStatus();
+}
+
 // Steps 2 to 4 of RunLaunch: the coordinator, one agent per node, then follows the job to its
 // end; returns the exit code.
-int RunJob(const LaunchInputs& in, const std::string& token, const JobDir& dir) {
+int RunJob(LaunchInputs& in, const std::string& token, const JobDir& dir) {
   // 2. The coordinator, in this process.
   const CoordinatorOptions co = CoordinatorOptionsFor(in, token, dir);
   for (const std::string& f : in.ds_env.files)
@@ -362,12 +325,7 @@ int RunJob(const LaunchInputs& in, const std::string& token, const JobDir& dir) 
   CoordinatorServer& srv = **server;
   const std::string dial = DialAddress(srv.address());
   if (Status s = WriteCoordinatorAddress(dir, dial); !s.ok()) return FailInput(s);
-  std::printf(
-      "ds-launch: job %s: %zu node(s), %d rank(s), ZeRO stage %d, plan %s, coordinator %s, "
-      "launcher %s\n",
-      dir.job_id.c_str(), in.nodes.size(), in.world, in.config.zero.stage,
-      plan::HashHex(in.plan.hash()).c_str(), dial.c_str(), in.o.backend.c_str());
-  std::fflush(stdout);
+  if (!in.probe_links) PrintJobLine(in, dir, dial);
   InstallSignalHandlers();
 
   // 3. One agent per node.
@@ -375,6 +333,11 @@ int RunJob(const LaunchInputs& in, const std::string& token, const JobDir& dir) 
   if (Status s = agents.Start(in.nodes); !s.ok()) {
     std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
     srv.state().Stop("agents could not be started: " + s.message()).IgnoreError();
+  } else if (in.probe_links) {
+    if (Status s = SettleLayout(&in, token, dir, dial, &srv.state()); !s.ok()) {
+      std::fprintf(stderr, "ds-launch: %s\n", s.ToString().c_str());
+      srv.state().Stop(s.message()).IgnoreError();
+    }
   }
 
   // 4. Follow the job.

@@ -16,6 +16,7 @@
 
 #include "launcher/state_store/copy_dir.h"
 #include "launcher/state_store/copy_wire.h"
+#include "launcher/state_store/link_probe.h"
 #include "runtime/base/crc32c.h"
 #include "runtime/base/status_macros.h"
 
@@ -212,6 +213,27 @@ StatusOr<std::string> CopyClient::Get(int rank, int64_t step, std::chrono::milli
         fmt::format("copy server {}: GET rank {} step {}", address_, rank, step));
   }
   return bytes;
+}
+
+StatusOr<LinkSample> CopyClient::Probe(const ProbeBudget& budget,
+                                       std::chrono::milliseconds timeout) {
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  auto probe = [&]() -> StatusOr<LinkSample> {
+    DS_ASSIGN_OR_RETURN(const int fd, Connect(address_, deadline));
+    FdCloser closer(fd);
+    Conn io(fd, deadline);
+    Request req;
+    req.op = copy_wire::kOpProbe;
+    const std::string head = copy_wire::EncodeRequest(req, token_);
+    DS_RETURN_IF_ERROR(io.Send(head.data(), head.size()));
+    Status remote;
+    DS_RETURN_IF_ERROR(io.ReadReply(&remote));
+    DS_RETURN_IF_ERROR(remote);
+    return copy_wire::RunProbe(io, budget);
+  };
+  StatusOr<LinkSample> s = probe();
+  if (!s.ok()) return s.status().WithPrefix(fmt::format("copy server {}: PROBE", address_));
+  return s;
 }
 
 }  // namespace ds::launcher

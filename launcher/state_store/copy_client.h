@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "launcher/state_store/link_probe.h"
 #include "runtime/base/status.h"
 
 namespace ds::launcher {
@@ -30,6 +31,8 @@ class CopyClient {
   // rank/step's copy from the server, checked against its CRC (DataLoss otherwise). NotFound
   // naming rank, step and the address when absent.
   StatusOr<std::string> Get(int rank, int64_t step, std::chrono::milliseconds timeout);
+  // How fast this node reaches the server: ping latency and a sink's bandwidth (link_probe.h).
+  StatusOr<LinkSample> Probe(const ProbeBudget& budget, std::chrono::milliseconds timeout);
 
  private:
   const std::string address_;

@@ -20,6 +20,7 @@
 
 #include "launcher/state_store/copy_dir.h"
 #include "launcher/state_store/copy_wire.h"
+#include "launcher/state_store/link_probe.h"
 #include "runtime/base/crc32c.h"
 #include "runtime/base/logging.h"
 #include "runtime/base/status_macros.h"
@@ -312,6 +313,11 @@ void CopyServer::Serve(Connection* conn) {
     bool replied = false;
     if (!TokenEquals(token, token_)) {
       status = UnauthenticatedError("wrong job token");
+    } else if (req.op == copy_wire::kOpProbe) {
+      const std::string ok = copy_wire::EncodeReply(OkStatus());
+      status = io.Send(ok.data(), ok.size());
+      if (status.ok()) status = copy_wire::ServeProbe(io);
+      replied = true;
     } else if (req.op != copy_wire::kOpPut && req.op != copy_wire::kOpGet) {
       status = InvalidArgumentError(fmt::format("unknown op {}", req.op));
     } else if (req.rank < 0 || req.step < 0) {

@@ -4,7 +4,8 @@
 // gave, and committed (CommitPart, keep 3: written over the oldest's pages, OpenPartReusing, with
 // 2 complete ones left meanwhile). GET: a copy file is sent with sendfile(2), with the
 // CRC of its trailer (the client checks the bytes). Nothing is buffered in memory beyond 4 MiB
-// per connection; the bytes are copied once into the page cache of the tmpfs.
+// per connection; the bytes are copied once into the page cache of the tmpfs. PROBE: a link
+// probe (link_probe.h), which `parallel: auto` runs between the agents at launch.
 //
 // Every request carries the job token (compared in constant time); a wrong one is refused
 // (UNAUTHENTICATED) and logged. One thread accepts; each connection is served on its own
@@ -12,7 +13,7 @@
 // every read and write.
 //
 // Wire format (all integers little-endian):
-//   request   magic "DSCOPY01" (8 bytes), op u32 (1 PUT, 2 GET), rank i32, step i64,
+//   request   magic "DSCOPY01" (8 bytes), op u32 (1 PUT, 2 GET, 3 PROBE), rank i32, step i64,
 //             bytes i64 (PUT only, else 0), crc32c u32 (PUT only, of the bytes),
 //             token length u32 (at most 4096), the token; for PUT then `bytes` bytes (at most
 //             64 GiB, kMaxCopyBytes), after which the sender shuts down its side for writing.

@@ -296,6 +296,33 @@ TEST_CASE_METHOD(ServerFixture, "CopyClient: Get of a copy not held is NOT_FOUND
   REQUIRE(message.find(address) != std::string::npos);
 }
 
+TEST_CASE_METHOD(ServerFixture, "CopyClient: Probe measures the link, stores nothing",
+                 "[launcher][state_store]") {
+  CopyClient client(address, kToken);
+  ProbeBudget budget;
+  budget.bulk_time = std::chrono::milliseconds(100);
+  budget.max_bytes = int64_t{64} << 20;
+  StatusOr<LinkSample> s = client.Probe(budget, seconds(30));
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  INFO(DescribeLinkSample(*s));
+  // Loopback: a round trip well under a second, at least 1 MiB sunk at a positive rate, the
+  // rate being what the timed bytes say.
+  REQUIRE(s->latency_us > 0);
+  REQUIRE(s->latency_us < 1e6);
+  REQUIRE(s->bytes >= (int64_t{1} << 20));
+  REQUIRE(s->bytes <= budget.max_bytes);
+  REQUIRE(s->gbps == Approx(s->bytes / s->seconds / 1e9));
+  REQUIRE(Files(sdir).empty());
+  REQUIRE(server_dir->Held().empty());
+  // The server is still there for the next request.
+  REQUIRE(client.Probe(budget, seconds(30)).ok());
+  CopyClient intruder(address, "wrong-token");
+  StatusOr<LinkSample> refused = intruder.Probe(budget, seconds(10));
+  REQUIRE(refused.status().code() == StatusCode::kUnauthenticated);
+  REQUIRE(refused.status().message().find("PROBE") != std::string::npos);
+}
+
 TEST_CASE_METHOD(ServerFixture, "CopyServer: a wrong token is UNAUTHENTICATED, nothing stored",
                  "[launcher][state_store]") {
   CopyClient intruder(address, "wrong-token");

@@ -94,6 +94,7 @@ bool PeerSpoke(int fd) {
 const char* OpName(uint32_t op) {
   if (op == kOpPut) return "PUT";
   if (op == kOpGet) return "GET";
+  if (op == kOpProbe) return "PROBE";
   return "unknown op";
 }
 

@@ -16,6 +16,7 @@ namespace ds::launcher::copy_wire {
 inline constexpr char kMagic[8] = {'D', 'S', 'C', 'O', 'P', 'Y', '0', '1'};
 inline constexpr uint32_t kOpPut = 1;
 inline constexpr uint32_t kOpGet = 2;
+inline constexpr uint32_t kOpProbe = 3;  // link_probe.h
 // magic 8, op 4, rank 4, step 8, bytes 8, crc32c 4, token length 4.
 inline constexpr size_t kRequestHeaderBytes = 40;
 inline constexpr uint32_t kMaxTokenBytes = 4096;

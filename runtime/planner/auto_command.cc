@@ -61,6 +61,9 @@ StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoReques
         std::to_string(threads) + " thread(s) per rank: run `ds-worker calibrate --threads " +
         std::to_string(threads) + "` (a few seconds)");
   c.rates_note = rates->cpu + ", " + std::to_string(threads) + " thread(s) per rank";
+  if (q.intra_link) rates->intra = Slower(rates->intra, *q.intra_link);
+  if (q.inter_link) rates->inter = Slower(rates->inter, *q.inter_link);
+  if (q.intra_link || q.inter_link) c.rates_note += "; links as measured at launch";
   AutoOptions o;
   o.node_slots = q.node_slots;
   o.host_of_node = q.host_of_node;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct AutoRequest {
   int threads = 0;                // per rank; 0: device.threads, else cores / slots on a node
   std::string rates;              // the rate table; empty: HostRatesPath(threads)
   double host_memory_gib = 0;     // per machine; 0: this machine's
+  // The links measured at launch (ds-launch's link probes): each class's rate is the slower of
+  // the table's and the measured one (Slower).
+  std::optional<LinkRate> intra_link, inter_link;
   bool json = false;
   int top = 10;
 };

@@ -140,4 +140,11 @@ std::string HostRatesPath(int threads) {
   return RuntimeHome() + "/host-rates-" + std::to_string(threads) + "t.json";
 }
 
+LinkRate Slower(const LinkRate& a, const LinkRate& b) {
+  LinkRate r;
+  r.latency_us = std::max(a.latency_us, b.latency_us);
+  r.gbps = std::min(a.gbps, b.gbps);
+  return r;
+}
+
 }  // namespace ds::planner

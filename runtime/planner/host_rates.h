@@ -30,6 +30,11 @@ struct LinkRate {
   double Seconds(double bytes) const { return latency_us * 1e-6 + bytes / (gbps * 1e9); }
 };
 
+// The slower of two rates for one link class: the larger latency, the smaller bandwidth (a
+// collective is no faster than the library on this host, the table's rate, nor than the wire
+// measured at launch).
+LinkRate Slower(const LinkRate& a, const LinkRate& b);
+
 struct HostRates {
   std::string host;  // where it was measured
   std::string cpu;   // the CPU model and the ISA the kernels used
