@@ -94,6 +94,7 @@ Status ApplyAutoLayout(const planner::AutoRequest& q, config::JobConfig* config,
                c.layout.Name().c_str(), c.layout.prediction.step_ms, c.layout.tokens_per_s,
                c.result.layouts.size(), c.result.planned, c.result.search_ms / 1e3,
                c.rates_path.c_str(), q.inter_link || q.intra_link ? ", links as measured" : "");
+  std::fprintf(stderr, "ds-launch: parallel: auto: rates: %s\n", c.rates_note.c_str());
   if (c.result.layouts.size() >= 2)
     std::fprintf(stderr, "ds-launch: parallel: auto: %s\n",
                  planner::ExplainLead(c.result.layouts[0], c.result.layouts[1]).c_str());

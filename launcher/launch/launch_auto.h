@@ -29,9 +29,11 @@ NodeMachines MachinesOf(const std::vector<std::pair<std::string, int>>& nodes);
 // Step 1 of parallel: auto: the request for the job on `nodes`, with this host's rate table
 // (measured first when none is cached: ds-worker calibrate); nullopt unless the job says
 // parallel: auto. InvalidArgument for --tp / --pp or --nnodes beside it.
-StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(
-    const std::vector<NodeSpec>& nodes, const std::string& worker, const std::string& job_path,
-    bool flags_size, bool elastic, const config::JobConfig& config);
+StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(const std::vector<NodeSpec>& nodes,
+                                                                const std::string& worker,
+                                                                const std::string& job_path,
+                                                                bool flags_size, bool elastic,
+                                                                const config::JobConfig& config);
 
 // Step 2: the fastest layout under `q` (with the links measured at launch where it carries them)
 // applied to `config`, and DS_LAYOUT and DS_LAYOUT_PREDICTION in `env`; said on stderr, with

@@ -191,6 +191,10 @@ int Launch(int argc, char** argv) {
   app.add_option("--max_restarts", o.max_restarts,
                  "restart rounds after a failure (resume from checkpoint)");
   app.add_option("--rdzv_timeout", o.rdzv_timeout_s, "seconds for all nodes to join");
+  app.add_option("--host_memory", o.host_memory_gib,
+                 "parallel: auto: GiB of memory per node the layouts must fit (default: this "
+                 "machine's)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--heartbeat", o.heartbeat_s, "agent heartbeat interval, seconds");
   app.add_option("--node_timeout", o.node_timeout_s,
                  "no heartbeat for this long = node lost, seconds");

@@ -119,6 +119,7 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
                                         in->range.max_nodes > 0, in->config));
   // Across nodes the layout is chosen again once the agents measured the links (RunJob); this
   // first choice, on the host's table, has every refusal said before anything starts.
+  if (in->auto_request) in->auto_request->host_memory_gib = o.host_memory_gib;
   in->probe_links = in->auto_request && in->nodes.size() > 1;
   in->auto_base = in->config;
   if (in->auto_request)

@@ -39,6 +39,8 @@ struct LaunchOptions {
   // others, down to MIN nodes, under --max_restarts); "" = every node given.
   std::string nnodes;
   double rdzv_last_call_s = 5;  // elastic rounds: wait this long for more nodes once MIN joined
+  // parallel: auto: the memory of each node the layouts must fit, GiB (0: this machine's).
+  double host_memory_gib = 0;
 };
 
 // Returns the process exit code: 0 success, 1 job failed, 2 bad input, 3 stopped.

@@ -117,8 +117,7 @@ std::string FormatMeasuredLinks(const MeasuredLinks& m) {
   if (!m.inter.empty()) {
     LinkSample inter{m.inter_rate.latency_us, m.inter_rate.gbps, 0, 0};
     out += "; between nodes (the slowest link";
-    if (m.ranks_per_link > 1)
-      out += fmt::format(", shared by a node's {} ranks", m.ranks_per_link);
+    if (m.ranks_per_link > 1) out += fmt::format(", shared by a node's {} ranks", m.ranks_per_link);
     out += "): " + DescribeLinkSample(inter);
   }
   return out + "\n";

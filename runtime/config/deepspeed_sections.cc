@@ -57,13 +57,17 @@ void ParseOffload(MapReader& zero, const char* key, bool optimizer, OffloadConfi
       o->device = OffloadDevice::kCpu;
     } else if (d == "nvme") {
       o->device = OffloadDevice::kNvme;
+    } else if (d == "auto") {
+      o->device = OffloadDevice::kAuto;
     } else {
-      r.Fail("device", "must be none, cpu or nvme, got \"" + device + "\"");
+      r.Fail("device", "must be none, cpu, nvme or auto, got \"" + device + "\"");
     }
   }
   r.Get("nvme_path", &o->nvme_path);
   r.Require(o->device != OffloadDevice::kNvme || !o->nvme_path.empty(), "device",
             "nvme needs nvme_path");
+  r.Require(o->device != OffloadDevice::kAuto || !o->nvme_path.empty(), "device",
+            "auto (parallel: auto chooses none or nvme) needs nvme_path");
   r.Get("buffer_count", &o->buffer_count);
   r.Require(o->buffer_count >= 1, "buffer_count", "must be >= 1");
   if (r.Get("pin_memory", &o->pin_memory) && o->pin_memory)
@@ -385,13 +389,14 @@ void ParseZero(MapReader& root, ZeroConfig* z) {
   ParseOffload(r, "offload_param", /*optimizer=*/false, &z->offload_param);
   ParseLegacyOffload(r, z);
   const OffloadConfig& oo = z->offload_optimizer;
-  if (oo.device != OffloadDevice::kNone) {
+  if (oo.device != OffloadDevice::kNone && oo.device != OffloadDevice::kAuto) {
     // NVMe optimizer offload works at stages 1-3 here (DeepSpeed: stage 3 only).
     r.Require(z->stage >= 1, "offload_optimizer", "optimizer offload needs stage 1, 2 or 3");
     r.Require(oo.ratio == 1.0 || z->stage == 3, "offload_optimizer",
               "a partial offload ratio needs stage 3");
   }
-  if (z->offload_param.device != OffloadDevice::kNone && z->stage != 3) {
+  if (z->offload_param.device != OffloadDevice::kNone &&
+      z->offload_param.device != OffloadDevice::kAuto && z->stage != 3) {
     // DeepSpeed ignores it below stage 3; so do we, but say so.
     r.Warn("\"" + r.KeyPath("offload_param") + "\" has no effect below stage 3; ignored");
   }

@@ -178,8 +178,18 @@ void CrossCheck(MapReader& r, JobConfig* c) {
         c->recompute.mode +
         ": it moves the block inputs full "
         "recompute keeps");
-  const bool swaps = c->zero.offload_optimizer.device == OffloadDevice::kNvme ||
-                     (c->zero.stage == 3 && c->zero.offload_param.device == OffloadDevice::kNvme);
+  const OffloadDevice oo = c->zero.offload_optimizer.device, op = c->zero.offload_param.device;
+  for (const auto& [key, d] : {std::pair{"offload_optimizer", oo}, std::pair{"offload_param", op}})
+    if (d == OffloadDevice::kAuto && !c->parallel.auto_layout)
+      r.Fail("zero_optimization", std::string("zero_optimization.") + key +
+                                      ".device auto is parallel: auto's to choose (none or nvme); "
+                                      "without parallel: auto say which");
+  if (op == OffloadDevice::kAuto && oo != OffloadDevice::kAuto)
+    r.Fail("zero_optimization",
+           "zero_optimization.offload_param.device auto needs offload_optimizer.device auto too "
+           "(the parameters swap with the optimizer states)");
+  const bool swaps = oo == OffloadDevice::kNvme || oo == OffloadDevice::kAuto ||
+                     (c->zero.stage == 3 && op == OffloadDevice::kNvme);
   if (c->aio.present && !swaps)
     r.Warn(
         "\"aio\" configures the NVMe swapper's I/O engine, and this job swaps nothing to NVMe "

@@ -77,7 +77,8 @@ struct Bf16Config {
   bool enabled = false;
 };
 
-enum class OffloadDevice { kNone, kCpu, kNvme };
+// kAuto: parallel: auto chooses none or nvme for each layout (the nvme_path given).
+enum class OffloadDevice { kNone, kCpu, kNvme, kAuto };
 
 // offload_param and offload_optimizer (deepspeed.md 2.6); each block reads only its own keys.
 struct OffloadConfig {

@@ -105,6 +105,17 @@ TEST_CASE("Config errors: out-of-range values", "[config]") {
                  "needs stage 1, 2 or 3"));
   CHECK(Contains(ErrorOf("zero_optimization: {stage: 0, offload_optimizer: {device: cpu}}"),
                  "needs stage 1, 2 or 3"));
+  // device auto: parallel: auto's choice between none and nvme, on the nvme_path given.
+  CHECK(Contains(ErrorOf("zero_optimization: {offload_optimizer: {device: auto}}"),
+                 "auto (parallel: auto chooses none or nvme) needs nvme_path"));
+  CHECK(Contains(ErrorOf("zero_optimization: {offload_optimizer: {device: auto, nvme_path: /n}}"),
+                 "zero_optimization.offload_optimizer.device auto is parallel: auto's to choose"));
+  CHECK(Contains(ErrorOf("parallel: auto\ntrain_batch_size: 8\nzero_optimization: "
+                         "{offload_param: {device: auto, nvme_path: /n}}"),
+                 "offload_param.device auto needs offload_optimizer.device auto too"));
+  CHECK(ErrorOf("parallel: auto\ntrain_batch_size: 8\nzero_optimization: {offload_optimizer: "
+                "{device: auto, nvme_path: /n}, offload_param: {device: auto, nvme_path: /n}}") ==
+        "");
   CHECK(Contains(ErrorOf("scheduler: {type: WarmupLR, params: {warmup_type: cubic}}"),
                  "key \"scheduler.params.warmup_type\""));
   CHECK(Contains(ErrorOf("communication_data_type: int8"), "communication_data_type"));

@@ -13,6 +13,7 @@
 #include "runtime/planner/auto_layout.h"
 #include "runtime/planner/fit_advice.h"
 #include "runtime/planner/host_rates.h"
+#include "zero/aio/io_rates.h"
 
 namespace ds::planner {
 
@@ -38,6 +39,33 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
   }
   if (out.empty()) return InvalidArgumentError(what + " is empty");
   return out;
+}
+
+// A job that offloads to NVMe (device nvme, or auto: the search's choice) has its swaps timed at
+// the I/O engine's rates on its nvme_path, measured here (a 256 MiB file written and read, about
+// a second) unless the request carries them.
+Status MeasureNvme(const config::JobConfig& job, const AutoRequest& q, AutoOptions* o,
+                   AutoChoice* c) {
+  using config::OffloadDevice;
+  const config::OffloadConfig &oo = job.zero.offload_optimizer, &op = job.zero.offload_param;
+  if (oo.device == OffloadDevice::kAuto) o->offload_max = op.device == OffloadDevice::kAuto ? 2 : 1;
+  if (oo.device != OffloadDevice::kAuto && oo.device != OffloadDevice::kNvme) return OkStatus();
+  zero::IoRates io{q.nvme_read_gbps, q.nvme_write_gbps};
+  if (io.read_gbps <= 0 || io.write_gbps <= 0) {
+    zero::IoOptions aio;
+    aio.block_size = job.aio.block_size;
+    aio.queue_depth = job.aio.queue_depth;
+    aio.intra_op_parallelism = job.aio.intra_op_parallelism;
+    aio.single_submit = job.aio.single_submit;
+    aio.overlap_events = job.aio.overlap_events;
+    DS_ASSIGN_OR_RETURN(io, zero::MeasureIoRates(oo.nvme_path, int64_t{256} << 20, aio));
+  }
+  o->rates.nvme_read_gbps = io.read_gbps;
+  o->rates.nvme_write_gbps = io.write_gbps;
+  char rates[64];
+  std::snprintf(rates, sizeof rates, ": read %.2f, write %.2f GB/s", io.read_gbps, io.write_gbps);
+  c->rates_note += "; NVMe at " + oo.nvme_path + rates;
+  return OkStatus();
 }
 
 StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoRequest& q) {
@@ -75,6 +103,7 @@ StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoReques
   o.gas = job.gradient_accumulation_steps;
   o.recompute_given = job.recompute.given;
   o.schedule_given = job.pipeline.schedule != "1f1b";
+  DS_RETURN_IF_ERROR(MeasureNvme(job, q, &o, &c));
   DS_ASSIGN_OR_RETURN(c.result, SearchLayouts(graph, config, o));
   if (c.result.layouts.empty()) {
     const AutoResult& r = c.result;
@@ -103,7 +132,8 @@ std::string LayoutSpec(const Layout& l) {
          " gas=" + std::to_string(l.gas) + " recompute=" + RecomputeModeName(l.recompute) +
          " ulysses=" + std::to_string(l.sp) + " expert=" + std::to_string(l.ep) +
          " schedule=" + plan::PipeScheduleName(l.schedule) +
-         " virtual=" + std::to_string(l.virtual_stages) + " hpz=" + std::to_string(l.hpz);
+         " virtual=" + std::to_string(l.virtual_stages) + " hpz=" + std::to_string(l.hpz) +
+         " offload=" + std::to_string(l.offload);
 }
 
 Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
@@ -143,12 +173,19 @@ Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job) {
       job->pipeline.virtual_stages = static_cast<int>(n);
     } else if (key == "hpz") {  // 1: the job's own
       if (n > 1) job->zero.hpz_partition_size = static_cast<int>(n);
+    } else if (key == "offload") {  // device auto becomes none or nvme; a given device stays
+      for (auto [block, at] :
+           {std::pair{&job->zero.offload_optimizer, 1}, std::pair{&job->zero.offload_param, 2}})
+        if (block->device == config::OffloadDevice::kAuto)
+          block->device = n >= at ? config::OffloadDevice::kNvme : config::OffloadDevice::kNone;
+      if (n >= 1)  // as Layout::Apply
+        job->zero.sub_group_size = std::min(job->zero.sub_group_size, kAutoSubGroupSize);
     } else {
       return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": unknown \"" + key + "\"");
     }
     ++seen;
   }
-  if (seen != 11) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the eleven parts");
+  if (seen != 12) return InvalidArgumentError("DS_LAYOUT \"" + spec + "\": needs the twelve parts");
   job->parallel.auto_layout = false;
   return OkStatus();
 }

@@ -26,6 +26,8 @@ struct AutoRequest {
   // The links measured at launch (ds-launch's link probes): each class's rate is the slower of
   // the table's and the measured one (Slower).
   std::optional<LinkRate> intra_link, inter_link;
+  // The I/O rates of the job's nvme_path, GB/s (0: measured when the job offloads to NVMe).
+  double nvme_read_gbps = 0, nvme_write_gbps = 0;
   bool json = false;
   int top = 10;
 };

@@ -77,6 +77,7 @@ std::string Layout::Name() const {
   if (pp > 1) name += std::string(" schedule ") + plan::PipeScheduleName(schedule);
   if (virtual_stages > 1) name += " x" + std::to_string(virtual_stages);
   if (hpz > 1) name += " hpz " + std::to_string(hpz);
+  if (offload > 0) name += offload > 1 ? " offload nvme+params" : " offload nvme";
   return name;
 }
 
@@ -93,6 +94,11 @@ plan::PlanConfig Layout::Apply(const plan::PlanConfig& base) const {
   c.pipe_schedule = schedule;
   c.virtual_stages = virtual_stages;
   if (hpz > 1) c.hpz_partition_size = hpz;
+  if (offload >= 1) {
+    c.optimizer_nvme = true;
+    c.sub_group_size = std::min(c.sub_group_size, kAutoSubGroupSize);
+  }
+  if (offload >= 2) c.param_nvme = true;
   return c;
 }
 
@@ -148,31 +154,38 @@ std::vector<Layout> Shapes(const Graph& graph, const plan::PlanConfig& base, con
   return shapes;
 }
 
-// Plans `l` with recompute none, else full where it does not fit without it; counts it in r.
+// Plans `l` with recompute none, else full where it does not fit without it, first with the
+// states in memory, then (offload_max) swapped to NVMe; counts it in r. An offload level is
+// tried only while the levels below it needed recompute to fit or did not fit at all.
 Status TryLayout(const Graph& graph, const plan::PlanConfig& base, const AutoOptions& o,
                  const std::vector<int>& node_of, Layout l, AutoResult* r) {
   const std::vector<RecomputeMode> modes =
       o.recompute_given ? std::vector<RecomputeMode>{base.recompute}
                         : std::vector<RecomputeMode>{RecomputeMode::kNone, RecomputeMode::kFull};
-  for (RecomputeMode rc : modes) {
-    l.recompute = rc;
-    std::string why;
-    ++r->planned;
-    DS_ASSIGN_OR_RETURN(bool made, Evaluate(graph, base, o, node_of, &l, &why));
-    if (!made) {
-      ++r->refused;
-      if (r->refusals.size() < 5) r->refusals.push_back(why);
-      return OkStatus();  // recompute does not make a refused layout possible
+  const int top = l.stage == 0 ? 0 : std::min(o.offload_max, l.stage == 3 ? 2 : 1);
+  for (int offload = 0; offload <= top; ++offload) {
+    l.offload = offload;
+    for (RecomputeMode rc : modes) {
+      l.recompute = rc;
+      std::string why;
+      ++r->planned;
+      DS_ASSIGN_OR_RETURN(bool made, Evaluate(graph, base, o, node_of, &l, &why));
+      if (!made) {
+        ++r->refused;
+        if (r->refusals.size() < 5) r->refusals.push_back(why);
+        break;  // recompute does not make a refused layout possible
+      }
+      if (l.peak_bytes <= l.budget_bytes) {
+        r->layouts.push_back(l);
+        if (rc == modes.front()) return OkStatus();  // more would only add work
+        break;
+      }
+      ++r->too_big;
+      const bool closer = r->closest.budget_bytes == 0 ||
+                          double(l.peak_bytes) / l.budget_bytes <
+                              double(r->closest.peak_bytes) / r->closest.budget_bytes;
+      if (closer) r->closest = l;
     }
-    if (l.peak_bytes <= l.budget_bytes) {
-      r->layouts.push_back(l);
-      return OkStatus();  // it fits without recompute: recompute would only add compute
-    }
-    ++r->too_big;
-    const bool closer =
-        r->closest.budget_bytes == 0 || double(l.peak_bytes) / l.budget_bytes <
-                                            double(r->closest.peak_bytes) / r->closest.budget_bytes;
-    if (closer) r->closest = l;
   }
   return OkStatus();
 }
@@ -214,17 +227,21 @@ StatusOr<AutoResult> SearchLayouts(const Graph& graph, const plan::PlanConfig& b
       }
     }
   }
-  // Fastest first; within 0.1% of each other (one bucket of the best's time) the one needing
-  // less memory first, since the model cannot tell them apart.
-  double best = 0;
-  for (const Layout& l : r.layouts)
-    best = best > 0 ? std::min(best, l.prediction.step_ms) : l.prediction.step_ms;
-  auto bucket = [&](const Layout& l) {
-    return static_cast<int64_t>(std::floor(l.prediction.step_ms / (best * 1e-3)));
+  // Fastest first; within 0.1% of the fastest of a run of them, the one needing less memory
+  // first, since the model cannot tell them apart.
+  auto by_time = [](const Layout& a, const Layout& b) {
+    return a.prediction.step_ms < b.prediction.step_ms;
   };
-  std::stable_sort(r.layouts.begin(), r.layouts.end(), [&](const Layout& a, const Layout& b) {
-    return std::make_pair(bucket(a), a.peak_bytes) < std::make_pair(bucket(b), b.peak_bytes);
-  });
+  std::stable_sort(r.layouts.begin(), r.layouts.end(), by_time);
+  for (size_t g = 0; g < r.layouts.size();) {
+    size_t e = g + 1;
+    while (e < r.layouts.size() &&
+           r.layouts[e].prediction.step_ms <= r.layouts[g].prediction.step_ms * 1.001)
+      ++e;
+    std::stable_sort(r.layouts.begin() + g, r.layouts.begin() + e,
+                     [](const Layout& a, const Layout& b) { return a.peak_bytes < b.peak_bytes; });
+    g = e;
+  }
   r.search_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -252,7 +269,9 @@ std::string ExplainLead(const Layout& best, const Layout& next) {
                   "why %s leads %s: the same predicted time (%.1f ms, within 0.1%%), and %s: "
                   "%.1f MiB per rank against %.1f",
                   best.Name().c_str(), next.Name().c_str(), a.step_ms,
-                  best.peak_bytes < next.peak_bytes ? "it needs less memory" : "the same memory",
+                  best.peak_bytes < next.peak_bytes    ? "it needs less memory"
+                  : best.peak_bytes == next.peak_bytes ? "the same memory"
+                                                       : "it needs more memory",
                   best.peak_bytes / 1048576.0, next.peak_bytes / 1048576.0);
     return s;
   }
@@ -306,6 +325,9 @@ std::string AutoResultJson(const AutoResult& r, int top) {
     o.Set("schedule", Json::String(plan::PipeScheduleName(l.schedule)));
     o.Set("virtual_stages", Json::Int(l.virtual_stages));
     o.Set("hpz_partition_size", Json::Int(l.hpz));
+    o.Set("offload", Json::String(l.offload == 0   ? "none"
+                                  : l.offload == 1 ? "nvme"
+                                                   : "nvme+params"));
     o.Set("predicted_step_ms", Json::Double(l.prediction.step_ms));
     o.Set("predicted_compute_ms", Json::Double(l.prediction.compute_ms));
     o.Set("predicted_exposed_comm_ms", Json::Double(l.prediction.exposed_comm_ms));

@@ -3,10 +3,12 @@
 // step time (step_sim.h). The grid: tensor x pipeline x data sizes of the world (tensor groups
 // inside a node, as ds-launch places them; at most one pipeline stage per block), ZeRO
 // stages 0-3, every micro-batch and accumulation count that makes train_batch_size, and
-// activation recompute, and for ZeRO-3 across nodes of as many ranks each ZeRO++'s hpZ over a
-// node's dp ranks (exact: the same numbers, backward's gathers inside the node; qwZ and qgZ
+// activation recompute, with offload_optimizer device auto the optimizer states (and at stage 3
+// the parameters) swapped to NVMe, and for ZeRO-3 across nodes of as many ranks each ZeRO++'s hpZ
+// over a node's dp ranks (exact: the same numbers, backward's gathers inside the node; qwZ and qgZ
 // change the numbers, so they stay as the job gives them). Pruned, not enumerated blindly:
-// recompute is tried only for a layout that does not fit without it (it only adds compute), and
+// recompute and offload are tried only for a layout that does not fit without them (they only
+// add work; each offload level with the least recompute that fits), and
 // a layout the planner refuses is dropped with its reason.
 //
 //   DS_ASSIGN_OR_RETURN(AutoResult r, SearchLayouts(graph, config, {slots, memory, rates}));
@@ -25,6 +27,11 @@
 
 namespace ds::planner {
 
+// The optimizer's sub-group (elements) of a layout the search offloads, where the job's is
+// larger: DeepSpeed's default (1e9) makes one sub-group of a whole shard, whose swap buffers
+// (buffer_count of them) would hold more than the states they swap.
+inline constexpr int64_t kAutoSubGroupSize = int64_t{1} << 20;
+
 struct AutoOptions {
   std::vector<int> node_slots;       // ranks per node, in hostfile order
   std::vector<int> host_of_node;     // the machine each node is (empty: each its own)
@@ -35,6 +42,10 @@ struct AutoOptions {
                                  // layout does not fit without it)
   bool schedule_given = false;   // keep the job's pipeline schedule (else 1f1b, zb-h1 and
                                  // interleaved with 2 virtual stages are searched)
+  // offload_optimizer (and offload_param) device auto: a layout that does not fit may swap its
+  // optimizer states (1), and at stage 3 its parameters too (2), to the job's nvme_path, at the
+  // I/O rates measured there (HostRates::nvme_*). 0: the job's own offload only.
+  int offload_max = 0;
 };
 
 struct Layout {
@@ -46,13 +57,14 @@ struct Layout {
   plan::PipeScheduleKind schedule = plan::PipeScheduleKind::k1F1B;  // pp > 1
   int virtual_stages = 1;                                           // interleaved's
   int hpz = 1;               // ZeRO++'s hpZ partition size (stage 3; 1: none, or the job's own)
+  int offload = 0;           // to NVMe: 1 the optimizer states, 2 and the parameters (stage 3)
   int64_t peak_bytes = 0;    // the largest rank's planned peak
   int64_t budget_bytes = 0;  // what that rank's node gives it
   StepPrediction prediction;
   double tokens_per_s = 0;
   // "tp 2 pp 1 dp 2 zero 1 micro 4 x gas 2 recompute none", then "ulysses N" and "ep N" where
   // above 1, with a pipeline "schedule zb-h1" (interleaved: "schedule interleaved x2"), and
-  // "hpz N" where the search set hpZ.
+  // "hpz N" where the search set hpZ, "offload nvme" (optimizer) or "offload nvme+params".
   std::string Name() const;
   // The job's config with this layout applied.
   plan::PlanConfig Apply(const plan::PlanConfig& base) const;

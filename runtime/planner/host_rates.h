@@ -43,8 +43,11 @@ struct HostRates {
   std::vector<GemmSample> gemm_f32, gemm_bf16;
   double stream_gbps = 10;     // elementwise kernels: bytes read + written per second (GB/s)
   double optimizer_gbps = 10;  // the optimizer step: bytes of states read + written per second
-  LinkRate intra;              // ranks of one node
-  LinkRate inter;              // ranks of different nodes
+  // The swaps' I/O engine on the job's nvme_path (zero/aio/io_rates.h), GB/s; measured for a job
+  // that offloads (ChooseLayout), not cached with the host's table.
+  double nvme_read_gbps = 1, nvme_write_gbps = 1;
+  LinkRate intra;  // ranks of one node
+  LinkRate inter;  // ranks of different nodes
 
   // GFLOP/s of an m x n x k product in `dtype` (kBF16, or fp32 for anything else), from the
   // nearest samples in log space (inverse-distance weighted over the closest four).

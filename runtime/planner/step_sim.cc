@@ -72,6 +72,24 @@ double ComputeSeconds(const proto::Plan& plan, const Ins& in, const ChunkCosts& 
   }
 }
 
+// Seconds of a swap on the rank's NVMe: a sub-group's state arrays (its SWAP_OUT also the 16-bit
+// parameters where they are swapped), or a parameter SWAP_IN's units' chunks, at the rates
+// measured on the job's nvme_path.
+double SwapSeconds(const proto::Plan& plan, const Ins& in, const HostRates& r) {
+  const proto::SwapPlan& sw = plan.swap();
+  const int64_t p16 = ProtoDTypeSize(plan.settings().model_dtype());
+  int64_t bytes = 0;
+  if (in.swap().sub_group() >= 0 && in.swap().sub_group() < sw.sub_groups_size()) {
+    const proto::SubGroup& g = sw.sub_groups(in.swap().sub_group());
+    bytes = g.stride() * sw.states() * 4;
+    if (in.kind() == Ins::SWAP_OUT && sw.params()) bytes += g.count() * p16;
+  } else {
+    for (int u : in.units()) bytes += plan.partition().units(u).chunk() * p16;
+  }
+  const double gbps = in.kind() == Ins::SWAP_IN ? r.nvme_read_gbps : r.nvme_write_gbps;
+  return bytes / (std::max(gbps, 1e-3) * 1e9);
+}
+
 std::vector<int> Members(const proto::Plan& plan, const Ins& in, int rank) {
   if (in.kind() == Ins::SEND) return {rank, in.collective().peer()};
   if (in.kind() == Ins::RECV) return {in.collective().peer(), rank};
@@ -92,6 +110,7 @@ struct Entry {
 struct RankState {
   int pc = 0;
   double compute = 0, comm_free = 0;
+  double io_free = 0;              // the swaps' queue (one I/O engine per rank)
   std::map<int, double> done;      // async instruction index -> completion
   std::deque<std::string> fifo;    // issued, unresolved collectives in issue order
   std::set<int> issued;            // instruction indices issued
@@ -252,6 +271,15 @@ bool Simulation::Step(int r) {
     t = std::max(t, it->second);
   }
   st.compute = t;
+  if (in.kind() == Ins::SWAP_IN || in.kind() == Ins::SWAP_OUT) {  // queued on the I/O engine
+    const double sec = SwapSeconds(plan_, in, rates_);
+    st.io_free = std::max(st.compute, st.io_free) + sec;
+    st.done[st.pc] = st.io_free;
+    if (!in.async()) st.compute = st.io_free;
+    st.kind_s[Ins::Kind_Name(in.kind())] += sec;
+    ++st.pc;
+    return true;
+  }
   if (!IsComm(in.kind())) {
     const double sec = ComputeSeconds(plan_, in, costs_[r], rates_) * slowdown_[r];
     st.compute += sec;
@@ -306,7 +334,7 @@ std::vector<double> Slowdowns(const std::vector<RankState>* last, const std::vec
     double fraction = 1;
     if (last) {
       const RankState& st = (*last)[r];
-      const double end = std::max(st.compute, st.comm_free);
+      const double end = std::max({st.compute, st.comm_free, st.io_free});
       fraction = end > 0 ? std::min(1.0, st.busy / end) : 1;
     }
     busy[host_of[r]] += fraction;
@@ -324,7 +352,7 @@ StepPrediction Summarize(const std::vector<RankState>& ranks) {
   double worst = -1;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankState& st = ranks[r];
-    const double end = std::max(st.compute, st.comm_free);
+    const double end = std::max({st.compute, st.comm_free, st.io_free});
     p.intra_bytes = std::max(p.intra_bytes, st.intra);
     p.inter_bytes = std::max(p.inter_bytes, st.inter);
     if (end <= worst) continue;
@@ -364,10 +392,17 @@ StatusOr<StepPrediction> PredictStep(const proto::Plan& plan, const Graph& whole
   }
   std::vector<double> slowdown =
       Slowdowns(nullptr, std::vector<double>(world, 1), host_of_rank, rates);
+  // A machine's ranks swap at once (the same plan): each has its share of the device's rate.
+  std::map<int, int> on_host;
+  int share = 1;
+  for (int r = 0; r < world; ++r) share = std::max(share, ++on_host[host_of_rank[r]]);
+  HostRates io = rates;
+  io.nvme_read_gbps /= share;
+  io.nvme_write_gbps /= share;
   std::vector<RankState> last;
   for (int round = 0; round < 4; ++round) {
     if (round > 0) slowdown = Slowdowns(&last, slowdown, host_of_rank, rates);
-    Simulation sim(plan, node_of_rank, rates, costs, slowdown);
+    Simulation sim(plan, node_of_rank, io, costs, slowdown);
     DS_RETURN_IF_ERROR(sim.Run());
     last = sim.ranks();
   }

@@ -23,25 +23,10 @@
 #include "runtime/config/job_config.h"
 #include "zero/aio/aligned_buffer.h"
 #include "zero/aio/io_engine.h"
+#include "zero/aio/io_rates.h"
 
 namespace ds::zero {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Result {
-  double gbps = 0;                 // median over loops
-  double task_s = 0;               // median
-  double e2e_s = 0;                // median
-  std::vector<int64_t> latencies;  // every piece of every loop, ns
-};
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 double Percentile(std::vector<int64_t>& v, double q) {
   if (v.empty()) return 0;
@@ -49,52 +34,7 @@ double Percentile(std::vector<int64_t>& v, double q) {
   return static_cast<double>(v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]);
 }
 
-StatusOr<Result> RunDirection(const IoOptions& o, const std::string& path, AlignedBuffer& buf,
-                              int64_t size, bool write, int loops) {
-  StatusOr<std::unique_ptr<IoEngine>> e = IoEngine::Create(o);
-  if (!e.ok()) return e.status();
-  // Writes go over blocks laid out once, as a swap file's after its first step (and as fio
-  // lays out its file before the job).
-  StatusOr<IoFile> f = IoFile::Open(path, write ? IoFile::kReadWrite : IoFile::kRead);
-  const bool created = !f.ok() && write;  // its first pass lays the blocks out, untimed
-  if (created) f = IoFile::Open(path, IoFile::kCreate);
-  if (!f.ok()) return f.status();
-  if (write) {
-    Status s = f->Preallocate(size);
-    if (!s.ok()) return s;
-  }
-  Result r;
-  std::vector<double> gbps, task, e2e;
-  for (int i = created ? -1 : 0; i < loops; ++i) {
-    const Clock::time_point t0 = Clock::now();
-    StatusOr<IoTicket> t =
-        write ? (*e)->Write(*f, 0, buf.data(), size) : (*e)->Read(*f, 0, buf.data(), size);
-    if (!t.ok()) return t.status();
-    Status s = (*e)->Wait(*t);
-    if (!s.ok()) return s;
-    const Clock::time_point t1 = Clock::now();
-    if (write) {
-      s = f->Sync();
-      if (!s.ok()) return s;
-    }
-    const double end_to_end = Seconds(Clock::now() - t0);
-    if (i < 0) {
-      (*e)->TakeLatencies();
-      continue;
-    }
-    task.push_back(Seconds(t1 - t0));
-    e2e.push_back(end_to_end);
-    gbps.push_back(static_cast<double>(size) / end_to_end / 1e9);
-    std::vector<int64_t> lat = (*e)->TakeLatencies();
-    r.latencies.insert(r.latencies.end(), lat.begin(), lat.end());
-  }
-  r.gbps = Median(gbps);
-  r.task_s = Median(task);
-  r.e2e_s = Median(e2e);
-  return r;
-}
-
-void Print(const char* dir, Result& r, bool direct) {
+void Print(const char* dir, IoResult& r, bool direct) {
   std::printf(
       "%-5s %7.3f GB/s (%6.3f GiB/s)  latency ms p50 %.2f p90 %.2f p99 %.2f  task %.3f s"
       "  e2e %.3f s%s\n",
@@ -126,8 +66,8 @@ int Sweep(const std::string& path, AlignedBuffer& buf, int64_t size, int loops) 
       for (bool single : {false, true})
         for (int par : {1, 2, 4}) {
           IoOptions o{block, qd, par, single, true, true};
-          auto w = RunDirection(o, path, buf, size, true, loops);
-          auto r = RunDirection(o, path, buf, size, false, loops);
+          auto w = MeasureIoDirection(o, path, buf, size, true, loops);
+          auto r = MeasureIoDirection(o, path, buf, size, false, loops);
           if (!w.ok() || !r.ok()) {
             std::fprintf(stderr, "ds-io-bench: %s\n",
                          (w.ok() ? r.status() : w.status()).ToString().c_str());
@@ -174,11 +114,11 @@ int Bench(const IoOptions& o, const std::string& dir, int64_t size, int loops, b
     for (bool write : {true, false}) {
       if (!only.empty() && only != (write ? "write" : "read")) continue;
       if (!write && only == "read") {  // a file to read
-        auto w = RunDirection(o, path, *buf, size, true, 1);
+        auto w = MeasureIoDirection(o, path, *buf, size, true, 1);
         if (!w.ok())
           return std::fprintf(stderr, "ds-io-bench: %s\n", w.status().ToString().c_str()), 1;
       }
-      auto r = RunDirection(o, path, *buf, size, write, loops);
+      auto r = MeasureIoDirection(o, path, *buf, size, write, loops);
       if (!r.ok()) {
         std::fprintf(stderr, "ds-io-bench: %s\n", r.status().ToString().c_str());
         rc = 1;
