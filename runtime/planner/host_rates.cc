@@ -100,6 +100,8 @@ Json HostRatesToJson(const HostRates& r) {
   o.Set("cores", Json::Int(r.cores));
   o.Set("stream_gbps", Json::Double(r.stream_gbps));
   o.Set("optimizer_gbps", Json::Double(r.optimizer_gbps));
+  o.Set("quantize_gvps", Json::Double(r.quantize_gvps));
+  o.Set("dequantize_gvps", Json::Double(r.dequantize_gvps));
   o.Set("intra", Link(r.intra));
   o.Set("inter", Link(r.inter));
   o.Set("gemm_f32", Samples(r.gemm_f32));
@@ -119,6 +121,9 @@ StatusOr<HostRates> HostRatesFromJson(const Json& j, const std::string& source) 
   r.cores = static_cast<int>(cores);
   DS_RETURN_IF_ERROR(Positive(j, "stream_gbps", source, &r.stream_gbps));
   DS_RETURN_IF_ERROR(Positive(j, "optimizer_gbps", source, &r.optimizer_gbps));
+  for (auto [key, at] : {std::pair{"quantize_gvps", &r.quantize_gvps},
+                         std::pair{"dequantize_gvps", &r.dequantize_gvps}})
+    if (j.Find(key)) DS_RETURN_IF_ERROR(Positive(j, key, source, at));  // older tables lack it
   DS_ASSIGN_OR_RETURN(r.intra, ReadLink(j, "intra", source));
   DS_ASSIGN_OR_RETURN(r.inter, ReadLink(j, "inter", source));
   DS_ASSIGN_OR_RETURN(r.gemm_f32, ReadSamples(j, "gemm_f32", source));

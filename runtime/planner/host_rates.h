@@ -43,6 +43,9 @@ struct HostRates {
   std::vector<GemmSample> gemm_f32, gemm_bf16;
   double stream_gbps = 10;     // elementwise kernels: bytes read + written per second (GB/s)
   double optimizer_gbps = 10;  // the optimizer step: bytes of states read + written per second
+  // ZeRO++'s block quantization (runtime/core/quantize.h), billions of fp32 values a second into
+  // int8 and back; tables measured before it have 1.
+  double quantize_gvps = 1, dequantize_gvps = 1;
   // The swaps' I/O engine on the job's nvme_path (zero/aio/io_rates.h), GB/s; measured for a job
   // that offloads (ChooseLayout), not cached with the host's table.
   double nvme_read_gbps = 1, nvme_write_gbps = 1;

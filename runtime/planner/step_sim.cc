@@ -11,6 +11,7 @@
 #include "runtime/plan/zeropp_summary.h"
 #include "runtime/planner/node_costs.h"
 #include "runtime/planner/rank_cut.h"
+#include "runtime/planner/transfer_costs.h"
 
 namespace ds::planner {
 namespace {
@@ -70,24 +71,6 @@ double ComputeSeconds(const proto::Plan& plan, const Ins& in, const ChunkCosts& 
     default:
       return 0;
   }
-}
-
-// Seconds of a swap on the rank's NVMe: a sub-group's state arrays (its SWAP_OUT also the 16-bit
-// parameters where they are swapped), or a parameter SWAP_IN's units' chunks, at the rates
-// measured on the job's nvme_path.
-double SwapSeconds(const proto::Plan& plan, const Ins& in, const HostRates& r) {
-  const proto::SwapPlan& sw = plan.swap();
-  const int64_t p16 = ProtoDTypeSize(plan.settings().model_dtype());
-  int64_t bytes = 0;
-  if (in.swap().sub_group() >= 0 && in.swap().sub_group() < sw.sub_groups_size()) {
-    const proto::SubGroup& g = sw.sub_groups(in.swap().sub_group());
-    bytes = g.stride() * sw.states() * 4;
-    if (in.kind() == Ins::SWAP_OUT && sw.params()) bytes += g.count() * p16;
-  } else {
-    for (int u : in.units()) bytes += plan.partition().units(u).chunk() * p16;
-  }
-  const double gbps = in.kind() == Ins::SWAP_IN ? r.nvme_read_gbps : r.nvme_write_gbps;
-  return bytes / (std::max(gbps, 1e-3) * 1e9);
 }
 
 std::vector<int> Members(const proto::Plan& plan, const Ins& in, int rank) {
@@ -172,7 +155,8 @@ double Simulation::StagedSeconds(int r, const Ins& in) {
 double Simulation::CommSeconds(int r, const Ins& in, const std::vector<int>& members) {
   const int p = static_cast<int>(members.size());
   if (p <= 1 || in.kind() == Ins::RECV) return 0;
-  if (in.collective().hierarchy_size() > 0) return StagedSeconds(r, in);
+  const double quantization = QuantizationSeconds(plan_, in, rates_);
+  if (in.collective().hierarchy_size() > 0) return quantization + StagedSeconds(r, in);
   bool across = false;
   for (int m : members) across = across || node_of_[m] != node_of_[members[0]];
   const LinkRate& link = across ? rates_.inter : rates_.intra;
@@ -183,7 +167,7 @@ double Simulation::CommSeconds(int r, const Ins& in, const std::vector<int>& mem
     steps = 1;
   else if (in.collective().rank_counts_size() > 0 || in.kind() == Ins::ACT_ALL_TO_ALL)
     steps = p - 1;
-  return steps * link.latency_us * 1e-6 + sent / (link.gbps * 1e9);
+  return quantization + steps * link.latency_us * 1e-6 + sent / (link.gbps * 1e9);
 }
 
 void Simulation::Issue(int r, const Ins& in) {

@@ -13,6 +13,7 @@
 #include "runtime/planner/plan_test_util.h"
 #include "runtime/planner/rates_test_util.h"
 #include "runtime/planner/step_sim.h"
+#include "runtime/planner/transfer_costs.h"
 
 namespace ds::planner {
 namespace {
@@ -234,6 +235,39 @@ TEST_CASE("ZeRO++ in the cost model: the slow link decides, qgZ's stages by clas
   const StepPrediction hpz = predict(ZeroPP(2, false, false), 0.125);
   CHECK(qg.intra_bytes > hpz.intra_bytes);
   CHECK(qg.inter_bytes < hpz.inter_bytes);
+  // The quantization's own time (transfer_costs.h) rides on the quantized collectives: at a slow
+  // kernel it slows ZeRO++'s step and leaves plain ZeRO-3's alone.
+  auto at = [&](const plan::PlanConfig& c, double gvps) {
+    HostRates r = Rates(0.125);
+    r.quantize_gvps = r.dequantize_gvps = gvps;
+    const proto::Plan p = testing::MustPlan(g, 4, c);
+    auto s = PredictStep(p, g, c, node, host, r);
+    REQUIRE(s.ok());
+    return s->step_ms;
+  };
+  CHECK(at(all, 0.01) > at(all, 100) * 1.5);
+  CHECK(at(plain, 0.01) == at(plain, 100));
+  const proto::Plan quantized = testing::MustPlan(g, 4, all);
+  HostRates unit = Rates(0.125);
+  unit.quantize_gvps = unit.dequantize_gvps = 1;
+  int gathers = 0, reductions = 0;
+  for (const proto::Instruction& in : quantized.ranks(0).instructions()) {
+    const double q = QuantizationSeconds(quantized, in, unit);
+    if (in.quantize().bits() == 0) {
+      CHECK(q == 0);
+    } else if (in.kind() == proto::Instruction::GATHER_PARAMS) {
+      int64_t own = 0;  // the rank's part quantized, the whole (every member's part) back
+      for (int u : in.units()) own += quantized.partition().units(u).chunk();
+      const double members = plan::CollectiveMembers(quantized, in).size();
+      CHECK(q == Approx(own * 1e-9 * (1 + members)));
+      ++gathers;
+    } else if (in.kind() == proto::Instruction::REDUCE_SCATTER) {
+      CHECK(q > 0);
+      ++reductions;
+    }
+  }
+  CHECK(gathers > 0);
+  CHECK(reductions > 0);
 }
 
 TEST_CASE("ZeRO++: settings that cannot work are refused", "[plan]") {

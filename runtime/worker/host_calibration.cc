@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gloo/rendezvous/hash_store.h>
@@ -22,6 +23,7 @@
 #include "runtime/core/cpu_adam.h"
 #include "runtime/core/cpu_isa.h"
 #include "runtime/core/dtype.h"
+#include "runtime/core/quantize.h"
 
 namespace ds::worker {
 namespace {
@@ -109,6 +111,27 @@ double OptimizerGbps() {
   return best;
 }
 
+// ZeRO++'s block quantization as the collectives run it (one thread, int8 blocks of 2048):
+// billions of fp32 values a second quantized, and dequantized.
+std::pair<double, double> QuantizeGvps() {
+  const int64_t n = 16 << 20;
+  const QuantSpec spec{8, 2048};
+  std::vector<float> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
+  std::vector<int8_t> q(QuantizedValueBytes(n, spec));
+  std::vector<float> scales(QuantBlocks(n, spec));
+  double quantize = 0, dequantize = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    Quantize(x.data(), n, spec, q.data(), scales.data());
+    quantize = std::max(quantize, n / Since(t0) / 1e9);
+    t0 = Clock::now();
+    Dequantize(q.data(), scales.data(), n, spec, y.data());
+    dequantize = std::max(dequantize, n / Since(t0) / 1e9);
+  }
+  return {quantize, dequantize};
+}
+
 // Seconds per all-reduce of `count` floats between two ranks (threads) over loopback TCP.
 StatusOr<std::pair<double, double>> AllReduceSeconds(int64_t small, int64_t big) {
   gloo::rendezvous::HashStore store;
@@ -163,9 +186,11 @@ StatusOr<planner::HostRates> CalibrateHost(
   progress("matrix products, bf16: " + std::to_string(r.gemm_bf16.size()) + " shapes");
   r.stream_gbps = StreamGbps();
   r.optimizer_gbps = OptimizerGbps();
+  std::tie(r.quantize_gvps, r.dequantize_gvps) = QuantizeGvps();
   char line[160];
-  std::snprintf(line, sizeof line, "stream %.1f GB/s, optimizer %.1f GB/s", r.stream_gbps,
-                r.optimizer_gbps);
+  std::snprintf(line, sizeof line,
+                "stream %.1f GB/s, optimizer %.1f GB/s, quantize %.2f / dequantize %.2f G values/s",
+                r.stream_gbps, r.optimizer_gbps, r.quantize_gvps, r.dequantize_gvps);
   progress(line);
   const int64_t small = 1, big = 8 << 20;  // 4 bytes, 32 MiB
   DS_ASSIGN_OR_RETURN(auto t, AllReduceSeconds(small, big));
