@@ -8,6 +8,7 @@
 # layout's predicted and measured step, the error, and per world: the chosen layout against the
 # fastest measured, the top five predictions' errors, the search time. CSV rows to OUT.
 #   tools/bench/auto_layout.sh                 # WORLDS="2 4" STEPS=6
+#   ONLY=ulysses WORLDS=4 tools/bench/auto_layout.sh   # the layouts whose names match ONLY
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-6}; WORLDS=${WORLDS:-2 4}; PRECISION=${PRECISION:-fp32}; SLOTS=${SLOTS:-1}
@@ -54,6 +55,7 @@ for l in json.load(open(sys.argv[1]))["layouts"]:
           l["name"].replace(" ", "_"))
 PY
   while read -r tp pp zero micro gas rc sp schedule v predicted name; do
+    [[ -n ${ONLY:-} && ! ${name//_/ } =~ $ONLY ]] && continue  # ONLY: a regex of layout names
     job "$W/job.yaml" "{tensor: $tp, pipeline: $pp, ulysses: $sp}" "$zero" "$micro" "$gas" "$rc" \
       "{schedule: $schedule, virtual_stages: $v}"
     rm -f "$W/ds.csv"
