@@ -22,7 +22,7 @@ struct AgentProbes {
   std::string store;  // host:port of this node's store server as other nodes reach it; "" = none
   std::string token;
   std::chrono::milliseconds timeout{120000};  // each wait for the launcher or the other agents
-  Status store_error;  // why there is no store (when `store` is empty)
+  Status store_error;                         // why there is no store (when `store` is empty)
 };
 
 Status RunAgentProbes(CoordinatorClient* client, const AgentProbes& p);

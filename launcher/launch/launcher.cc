@@ -120,6 +120,11 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   // Across nodes the layout is chosen again once the agents measured the links (RunJob); this
   // first choice, on the host's table, has every refusal said before anything starts.
   if (in->auto_request) in->auto_request->host_memory_gib = o.host_memory_gib;
+  if (!in->auto_request && o.host_memory_gib > 0)
+    std::fprintf(stderr,
+                 "ds-launch: --host_memory shapes parallel: auto's choice only; %s gives its "
+                 "layout, so it changes nothing here\n",
+                 o.config.c_str());
   in->probe_links = in->auto_request && in->nodes.size() > 1;
   in->auto_base = in->config;
   if (in->auto_request)
@@ -299,7 +304,8 @@ void PrintJobLine(const LaunchInputs& in, const JobDir& dir, const std::string& 
 Status SettleLayout(LaunchInputs* in, const std::string& token, const JobDir& dir,
                     const std::string& dial, CoordinatorState* state) {
   DS_ASSIGN_OR_RETURN(MeasuredLinks m,
-                      MeasureLinks(state, in->nodes, Ms(std::max(30.0, in->o.rdzv_timeout_s))));
+                      MeasureLinks(state, in->nodes, Ms(std::max(30.0, in->o.rdzv_timeout_s)),
+                                   [] { return g_signal.load() != 0; }));
   std::fputs(FormatMeasuredLinks(m).c_str(), stderr);
   in->auto_request->intra_link = m.intra_rate;
   in->auto_request->inter_link = m.inter_rate;

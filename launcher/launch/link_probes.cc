@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "runtime/base/status_macros.h"
 
@@ -15,24 +16,31 @@ double Median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-WaitOptions Until(std::chrono::milliseconds timeout) {
-  WaitOptions w;
-  w.deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(5);
-  return w;
-}
+// A wait's bounds: the protocol's timeout (and a little more in real time), or the caller's
+// cancellation.
+struct Bounds {
+  std::chrono::milliseconds timeout;
+  std::function<bool()> cancelled;
+  WaitOptions Wait() const {
+    WaitOptions w;
+    w.deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(5);
+    w.cancelled = cancelled;
+    return w;
+  }
+};
 
 // The value at each key (all set: waited for), decoded; errors name the node.
 template <typename T, typename Decode>
 StatusOr<std::vector<T>> ReadAll(CoordinatorState* state, const std::vector<NodeSpec>& nodes,
                                  std::string (*key)(const std::string&), Decode decode,
-                                 std::chrono::milliseconds timeout) {
+                                 const Bounds& b) {
   std::vector<std::string> keys;
   for (const NodeSpec& n : nodes) keys.push_back(key(n.name));
-  DS_RETURN_IF_ERROR(state->KvWait(0, keys, timeout, Until(timeout)));
+  DS_RETURN_IF_ERROR(state->KvWait(0, keys, b.timeout, b.Wait()));
   std::vector<T> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     DS_ASSIGN_OR_RETURN(const std::string v,
-                        state->KvGet(0, keys[i], std::chrono::milliseconds(0), Until(timeout)));
+                        state->KvGet(0, keys[i], std::chrono::milliseconds(0), b.Wait()));
     StatusOr<T> d = decode(v);
     if (!d.ok()) return d.status().WithPrefix("node " + nodes[i].name);
     out.push_back(*std::move(d));
@@ -66,24 +74,25 @@ planner::LinkRate SlowestRate(const std::vector<LinkSample>& s) {
 }  // namespace
 
 StatusOr<MeasuredLinks> MeasureLinks(CoordinatorState* state, const std::vector<NodeSpec>& nodes,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout,
+                                     std::function<bool()> cancelled) {
+  const Bounds b{timeout, std::move(cancelled)};
   MeasuredLinks m;
   auto probe = [&]() -> Status {
-    DS_ASSIGN_OR_RETURN(
-        std::vector<std::string> stores,
-        ReadAll<std::string>(state, nodes, link_keys::At, DecodeLinkValue, timeout));
+    DS_ASSIGN_OR_RETURN(std::vector<std::string> stores,
+                        ReadAll<std::string>(state, nodes, link_keys::At, DecodeLinkValue, b));
     std::vector<std::pair<std::string, std::string>> ring;
     for (size_t i = 0; i < nodes.size(); ++i) {
       ring.push_back({nodes[i].name, stores[i]});
       m.nodes.push_back(nodes[i].name);
     }
     DS_RETURN_IF_ERROR(state->KvSet(0, link_keys::kRing, EncodeRing(ring)));
-    DS_ASSIGN_OR_RETURN(
-        m.intra, ReadAll<LinkSample>(state, nodes, link_keys::Intra, DecodeLinkSample, timeout));
+    DS_ASSIGN_OR_RETURN(m.intra,
+                        ReadAll<LinkSample>(state, nodes, link_keys::Intra, DecodeLinkSample, b));
     m.intra_rate = MedianRate(m.intra);
     if (nodes.size() < 2) return OkStatus();
-    DS_ASSIGN_OR_RETURN(
-        m.inter, ReadAll<LinkSample>(state, nodes, link_keys::Inter, DecodeLinkSample, timeout));
+    DS_ASSIGN_OR_RETURN(m.inter,
+                        ReadAll<LinkSample>(state, nodes, link_keys::Inter, DecodeLinkSample, b));
     m.inter_rate = SlowestRate(m.inter);
     // The ranks of a node send across at once (every data-parallel ring, every pipeline
     // boundary of the planner's layouts): each has its share of the node's link.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,12 @@ struct MeasuredLinks {
   int ranks_per_link = 1;                // by this many ranks of a node (the most slots)
 };
 
-// Waits (each wait up to `timeout`) for every node's agent to say where it answers probes, hands
-// them the ring, then waits for their samples. Errors name the node and its agent's reason, or
-// the keys still missing at the timeout.
+// Waits (each wait up to `timeout`, and until `cancelled` says so: a signal to ds-launch) for
+// every node's agent to say where it answers probes, hands them the ring, then waits for their
+// samples. Errors name the node and its agent's reason, or the keys still missing at the timeout.
 StatusOr<MeasuredLinks> MeasureLinks(CoordinatorState* state, const std::vector<NodeSpec>& nodes,
-                                     std::chrono::milliseconds timeout);
+                                     std::chrono::milliseconds timeout,
+                                     std::function<bool()> cancelled = nullptr);
 
 // The table ds-launch prints: each node's two samples, then the rates the cost model takes.
 std::string FormatMeasuredLinks(const MeasuredLinks& m);

@@ -88,6 +88,11 @@ TEST_CASE("MeasureLinks: an agent's error names its node; a silent one times out
   StatusOr<MeasuredLinks> m = MeasureLinks(state.get(), nodes, std::chrono::milliseconds(300));
   REQUIRE(m.status().code() == StatusCode::kDeadlineExceeded);
   CHECK(m.status().message().find("links/at/b") != std::string::npos);
+  // A signal to ds-launch ends the wait at once, long before the timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  m = MeasureLinks(state.get(), nodes, seconds(60), [] { return true; });
+  CHECK(m.status().code() == StatusCode::kCancelled);
+  CHECK(std::chrono::steady_clock::now() - t0 < seconds(5));
 }
 
 TEST_CASE("link_probe: samples and rings round-trip; malformed values are refused",
