@@ -173,7 +173,7 @@ Status TryLayout(const Graph& graph, const plan::PlanConfig& base, const AutoOpt
       if (!made) {
         ++r->refused;
         if (r->refusals.size() < 5) r->refusals.push_back(why);
-        break;  // recompute does not make a refused layout possible
+        return OkStatus();  // neither recompute nor more offload makes it possible
       }
       if (l.peak_bytes <= l.budget_bytes) {
         r->layouts.push_back(l);
