@@ -140,7 +140,7 @@ StatusOr<JoinResult> CoordinatorState::Join(const JoinRequest& request, const Wa
 }
 
 void CoordinatorState::EvaluateLocked(SteadyTime now) {
-  if (IsTerminal(phase_)) return;
+  if (IsTerminal(phase_) || job_pending_) return;  // SetJob opens the window anew
   if (phase_ == JobPhase::kRestarting) CheckAwaitedLocked(now);
   if (rendezvous_.Evaluate(now)) {
     if (rendezvous_.closed()) {

@@ -28,6 +28,7 @@ Status CoordinatorState::SetJob(JobSpec job, std::vector<int> hang_streams) {
   config_.job = std::move(job);
   config_.hang.streams = std::move(hang_streams);
   job_pending_ = false;
+  rendezvous_.Open(1, clock_->Now());  // nobody joined yet: the join window starts now
   DS_LOG_INFO("coord", "the job is set: {} argument(s), {} environment variable(s)",
               config_.job.worker_argv.size(), config_.job.env.size());
   ChangedLocked();

@@ -465,6 +465,8 @@ TEST_CASE("CoordinatorState: with job_pending Joins wait for SetJob; the KV stor
   auto b = AsyncJoin(state.get(), "b");
   REQUIRE(state->KvSet(0, "links/at/a", "10.0.0.1:7000").ok());  // agents probe before
   CHECK(a.wait_for(milliseconds(300)) == std::future_status::timeout);
+  clock.Advance(seconds(30));  // longer than the join window: it opens when the job is set
+  state->Tick();
   CHECK(state->Snapshot().phase == JobPhase::kPending);
   JobSpec job;
   job.job_id = "test-job";
