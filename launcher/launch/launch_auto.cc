@@ -78,9 +78,12 @@ StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(const std::vecto
   return std::optional<planner::AutoRequest>(q);
 }
 
-Status ApplyAutoLayout(const planner::AutoRequest& q, config::JobConfig* config,
+Status ApplyAutoLayout(planner::AutoRequest* request, config::JobConfig* config,
                        std::map<std::string, std::string>* env) {
+  const planner::AutoRequest& q = *request;
   DS_ASSIGN_OR_RETURN(planner::AutoChoice c, planner::ChooseLayout(*config, q));
+  request->nvme_read_gbps = c.nvme_read_gbps;  // the choice again (SettleLayout) reuses them
+  request->nvme_write_gbps = c.nvme_write_gbps;
   const std::string spec = planner::LayoutSpec(c.layout);
   DS_RETURN_IF_ERROR(planner::ApplyLayoutSpec(spec, config));
   const auto before = env->find("DS_LAYOUT");

@@ -35,11 +35,12 @@ StatusOr<std::optional<planner::AutoRequest>> PrepareAutoLayout(const std::vecto
                                                                 bool flags_size, bool elastic,
                                                                 const config::JobConfig& config);
 
-// Step 2: the fastest layout under `q` (with the links measured at launch where it carries them)
-// applied to `config`, and DS_LAYOUT and DS_LAYOUT_PREDICTION in `env`; said on stderr, with
-// why it leads the next. Run again after the links are measured, it says whether they changed
-// the choice. The planner's errors when nothing fits.
-Status ApplyAutoLayout(const planner::AutoRequest& q, config::JobConfig* config,
+// Step 2: the fastest layout under `request` (with the links measured at launch where it
+// carries them) applied to `config`, and DS_LAYOUT and DS_LAYOUT_PREDICTION in `env`; said on
+// stderr, with why it leads the next. Run again after the links are measured, it says whether
+// they changed the choice. The planner's errors when nothing fits. The NVMe rates it measured go
+// back into `request`, so choosing again does not measure them twice.
+Status ApplyAutoLayout(planner::AutoRequest* request, config::JobConfig* config,
                        std::map<std::string, std::string>* env);
 
 }  // namespace ds::launcher

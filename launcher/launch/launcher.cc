@@ -128,7 +128,7 @@ Status ResolveInputs(const LaunchOptions& given, LaunchInputs* in) {
   in->probe_links = in->auto_request && in->nodes.size() > 1;
   in->auto_base = in->config;
   if (in->auto_request)
-    DS_RETURN_IF_ERROR(ApplyAutoLayout(*in->auto_request, &in->config, &in->layout_env));
+    DS_RETURN_IF_ERROR(ApplyAutoLayout(&*in->auto_request, &in->config, &in->layout_env));
   std::vector<int> slots;  // every node as many ranks: the plans keep qgZ's first stage inside one
   for (const NodeSpec& n : in->nodes) slots.push_back(n.slots);
   in->config.parallel.node_slots = plan::UniformNodeSlots(slots);
@@ -310,7 +310,7 @@ Status SettleLayout(LaunchInputs* in, const std::string& token, const JobDir& di
   in->auto_request->intra_link = m.intra_rate;
   in->auto_request->inter_link = m.inter_rate;
   config::JobConfig job = in->auto_base;
-  DS_RETURN_IF_ERROR(ApplyAutoLayout(*in->auto_request, &job, &in->layout_env));
+  DS_RETURN_IF_ERROR(ApplyAutoLayout(&*in->auto_request, &job, &in->layout_env));
   job.parallel.node_slots = in->config.parallel.node_slots;
   in->config = std::move(job);
   DS_RETURN_IF_ERROR(MakeJobPlan(in));

@@ -60,8 +60,8 @@ Status MeasureNvme(const config::JobConfig& job, const AutoRequest& q, AutoOptio
     aio.overlap_events = job.aio.overlap_events;
     DS_ASSIGN_OR_RETURN(io, zero::MeasureIoRates(oo.nvme_path, int64_t{256} << 20, aio));
   }
-  o->rates.nvme_read_gbps = io.read_gbps;
-  o->rates.nvme_write_gbps = io.write_gbps;
+  o->rates.nvme_read_gbps = c->nvme_read_gbps = io.read_gbps;
+  o->rates.nvme_write_gbps = c->nvme_write_gbps = io.write_gbps;
   char rates[64];
   std::snprintf(rates, sizeof rates, ": read %.2f, write %.2f GB/s", io.read_gbps, io.write_gbps);
   c->rates_note += "; NVMe at " + oo.nvme_path + rates;

@@ -46,6 +46,9 @@ struct AutoChoice {
   AutoResult result;
   std::string rates_path;
   std::string rates_note;  // the CPU and threads the rates were measured with
+  // The NVMe rates the swaps were timed at (0: the job swaps nothing): what a later choice for
+  // the same job passes back (AutoRequest::nvme_*) instead of measuring again.
+  double nvme_read_gbps = 0, nvme_write_gbps = 0;
 };
 StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoRequest& where);
 
