@@ -34,8 +34,7 @@ void ReportLayout(const Trainer& trainer, const StepMetrics& m, int64_t first_st
 
 }  // namespace
 
-Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
-                 std::vector<std::pair<double, double>>* pipe_ms) {
+Status TrainLoop(Trainer* trainer, const LoopHooks& hooks, RunRecord* run) {
   const config::JobConfig& c = trainer->config();
   MetricsCsv csv;
   const bool moe = trainer->graph().config.count("num_experts") > 0;
@@ -47,7 +46,12 @@ Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
   if (trainer->step() > 0) progress.Note("resumed from step " + std::to_string(trainer->step()));
   while (trainer->step() < trainer->total_steps()) {
     DS_ASSIGN_OR_RETURN(StepMetrics m, hooks.step());
-    if (m.compute_ms > 0) pipe_ms->push_back({m.compute_ms, m.step_ms});
+    if (m.compute_ms > 0) run->pipe_ms.push_back({m.compute_ms, m.step_ms});
+    if (trainer->step() == first_step + 1 && trainer->step() < trainer->total_steps()) {
+      run->warm_ops = trainer->executor().profile();
+      run->warm_instructions = trainer->InstructionProfile();
+      run->warm_step = trainer->step();
+    }
     progress.Report(m);
     if (hooks.after_step) hooks.after_step(m);
     double val = std::numeric_limits<double>::quiet_NaN();
@@ -99,17 +103,31 @@ void PrintPipelineIdle(const std::vector<std::pair<double, double>>& pipe_ms) {
       compute / n, step / n, pipe_ms.size(), idle[idle.size() / 2]);
 }
 
-void PrintRunSummary(Trainer* trainer, int rank) {
+void PrintRunSummary(Trainer* trainer, int rank, const RunRecord& run) {
+  const std::string steps = run.warm_step < 0 ? std::string("")
+                                              : " (steps " + std::to_string(run.warm_step + 1) +
+                                                    "-" + std::to_string(trainer->step()) + ")";
   if (!trainer->executor().profile().empty()) {
-    std::printf("%-20s %8s %12s %12s\n", "op", "calls", "forward ms", "backward ms");
-    for (const auto& [op, p] : trainer->executor().profile())
+    std::printf("%-20s %8s %12s %12s%s\n", "op", "calls", "forward ms", "backward ms",
+                steps.c_str());
+    for (auto [op, p] : trainer->executor().profile()) {
+      auto w = run.warm_ops.find(op);
+      if (w != run.warm_ops.end()) {
+        p.calls -= w->second.calls;
+        p.forward_ms -= w->second.forward_ms;
+        p.backward_ms -= w->second.backward_ms;
+      }
       std::printf("%-20s %8lld %12.1f %12.1f\n", op.c_str(), static_cast<long long>(p.calls),
                   p.forward_ms, p.backward_ms);
+    }
   }
   if (!trainer->InstructionProfile().empty()) {
-    std::printf("%-36s %12s\n", "step plan instruction", "ms");
-    for (const auto& [kind, ms] : trainer->InstructionProfile())
+    std::printf("%-36s %12s%s\n", "step plan instruction", "ms", steps.c_str());
+    for (auto [kind, ms] : trainer->InstructionProfile()) {
+      auto w = run.warm_instructions.find(kind);
+      if (w != run.warm_instructions.end()) ms -= w->second;
       std::printf("%-36s %12.1f\n", kind.c_str(), ms);
+    }
   }
   std::printf("done: %lld steps, peak RSS %.1f MiB\n", static_cast<long long>(trainer->step()),
               PeakRssBytes() / double(1 << 20));

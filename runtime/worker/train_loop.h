@@ -3,11 +3,14 @@
 // the rank does between steps (plan_beacon.h); and the run's closing lines.
 //
 //   LoopHooks hooks{[&] { return trainer->TrainStep(); }, [&](const StepMetrics& m) { ... }};
-//   DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &pipe_ms));
-//   PrintRunSummary(trainer, rank);
+//   RunRecord run;
+//   DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &run));
+//   PrintRunSummary(trainer, rank, run);
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,16 +29,26 @@ struct LoopHooks {
   MemoryCopier* copier = nullptr;
 };
 
-// A pipeline's (compute, step) ms of each step go into pipe_ms.
-Status TrainLoop(Trainer* trainer, const LoopHooks& hooks,
-                 std::vector<std::pair<double, double>>* pipe_ms);
+// What the loop keeps for the run's closing lines.
+struct RunRecord {
+  std::vector<std::pair<double, double>> pipe_ms;  // a pipeline's (compute, step) ms per step
+  // The op and instruction profiles (DS_PROFILE_OPS) as they stood after the loop's first step,
+  // which touches every buffer for the first time (page faults inflate its forward ops and the
+  // optimizer's first pass); PrintRunSummary prints what the later steps added.
+  std::map<std::string, exec::NodeProfile> warm_ops;
+  std::map<std::string, double> warm_instructions;
+  int64_t warm_step = -1;  // the step they were taken after; -1: none (a run of one step)
+};
+
+Status TrainLoop(Trainer* trainer, const LoopHooks& hooks, RunRecord* run);
 
 // A pipeline's compute against its step time and the idle fraction, past the first two steps
 // (they fault their memory in).
 void PrintPipelineIdle(const std::vector<std::pair<double, double>>& pipe_ms);
 
-// The run's closing lines: the op and instruction profiles (when on), the steps and peak RSS,
-// and with DS_MEMORY_PROFILE the model states' memory.
-void PrintRunSummary(Trainer* trainer, int rank);
+// The run's closing lines: the op and instruction profiles (when on; the steps after the first
+// where the run had more than one), the steps and peak RSS, and with DS_MEMORY_PROFILE the model
+// states' memory.
+void PrintRunSummary(Trainer* trainer, int rank, const RunRecord& run);
 
 }  // namespace ds::worker

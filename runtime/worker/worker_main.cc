@@ -325,7 +325,7 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
     return OkStatus();
   }
   if (f.eval) return EvaluateOnly(trainer, f, config);
-  std::vector<std::pair<double, double>> pipe_ms;  // pipeline: (compute, step) per step
+  RunRecord run;
   DS_RETURN_IF_ERROR(ArmTestHang(env, &trainer->beacon()));
   std::unique_ptr<launcher::ProgressReporter> reporter = MakeReporter(env, &trainer->beacon());
   const bool on_device = c.device.type == config::DeviceType::kCuda;
@@ -333,7 +333,7 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
   LoopHooks hooks{[&] { return Step(trainer, on_device); },
                   [&](const StepMetrics& m) { Report(reporter.get(), m, trainer->total_steps()); },
                   copier.get()};
-  DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &pipe_ms));
+  DS_RETURN_IF_ERROR(TrainLoop(trainer, hooks, &run));
   if (copier) {
     copier->Drain();
     std::printf("%s\n", copier->Summary().c_str());
@@ -342,8 +342,8 @@ Status RunTrainer(Trainer* trainer, const Flags& f, const RankEnv& env,
     DS_RETURN_IF_ERROR(trainer->ExportAdapter(c.model.lora.save_adapter));
   if (trainer->comms_logger() && env.rank == 0 && !trainer->comms_logger()->empty())
     std::printf("comms_logger (rank 0):\n%s", trainer->comms_logger()->Summary().c_str());
-  PrintPipelineIdle(pipe_ms);
-  PrintRunSummary(trainer, env.rank);
+  PrintPipelineIdle(run.pipe_ms);
+  PrintRunSummary(trainer, env.rank, run);
   return OkStatus();
 }
 
