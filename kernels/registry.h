@@ -45,6 +45,12 @@ struct Kernel {
   // rounded once. The executor stores a gradient in bf16 only where it is written whole once.
   uint32_t bf16_grad_outputs = 0;
   uint32_t bf16_grad_inputs = 0;
+  // Of the parameter inputs a host executor binds as stored bf16 (bf16_inputs under bf16
+  // products, bf16_reads), those (bit k) whose gradient the backward adds into a bf16 grad_in[k]
+  // itself: each call's fp32 contribution added to the widened value and rounded once, the bits
+  // an fp32 scratch added in with AddF32IntoBf16 gives. The executor then binds the stored bf16
+  // gradient there: no scratch, no zeroing, no pass over it after (linear's dW, embedding's).
+  uint32_t bf16_param_grads = 0;
   // The backward honours OpArgs::fresh_grads (writes a fresh gradient whole, ignored rows and
   // all), so the executor need not zero those buffers first.
   bool overwrites_fresh_grads = false;

@@ -199,15 +199,21 @@ TEST_CASE("bf16 activations: elementwise ops and norms as their fp32 forms, roun
   Check(rms);
 }
 
-// V 1024 takes the 16-lane path where the CPU has AVX-512 (rows read and written in registers),
-// V 1000 the chunked one; the targets sit at either end of a 16-value group and in its middle.
+// Where the CPU has AVX-512, bf16 rows are read and written 16 values at a time in registers,
+// and the last V % 16 of each chunk of 256 as the fp32 loop takes them (8 lanes, then one by
+// one): V 1024 has no such tail, 1000 one of 8, 1003 one of 11 with a target in it, 37 a row
+// shorter than a chunk, 7 no whole group of 16. The targets sit at either end of a 16-value
+// group and in its middle.
 TEST_CASE("bf16 activations: cross_entropy on bf16 logits", "[kernels][bf16]") {
   std::mt19937 rng(9);
-  for (int64_t v : {1000, 1024}) {
+  for (int64_t v : {1000, 1024, 1003, 37, 7}) {
     INFO("V " << v);
     Case c{"cross_entropy", Attrs()};
     c.inputs.push_back(RandomTensor({2, 3, v}, rng, -6.f, 6.f));
-    c.inputs.push_back(IntTensor({2, 3}, {4, -100, 999, 0, 517, 15}));
+    if (v > 1000)
+      c.inputs.push_back(IntTensor({2, 3}, {4, -100, 1001, 0, 517, 15}));
+    else
+      c.inputs.push_back(IntTensor({2, 3}, {4, -100, static_cast<int32_t>(v - 1), 0, 5, 1}));
     c.bf16_in = c.bf16_grad_in = 1u;
     Check(c);
   }

@@ -156,6 +156,14 @@ float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
   float sum = 0.f;
 #if defined(__AVX2__) && defined(__FMA__)
   if (CpuHasAvx512()) i = ExpShiftSum16(x, y, n, shift, &sum);
+#endif
+  ExpShiftSumRest(x, y, i, n, shift, &sum);
+  return sum;
+}
+
+void ExpShiftSumRest(const float* x, float* y, int64_t i, int64_t n, float shift, float* total) {
+  float sum = *total;
+#if defined(__AVX2__) && defined(__FMA__)
   const __m256 vs = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
@@ -181,7 +189,7 @@ float ExpShiftSum(const float* x, float* y, int64_t n, float shift) {
     sum += y[i];
   }
 #endif
-  return sum;
+  *total = sum;
 }
 
 float MaxArray(const float* x, int64_t n) {

@@ -121,6 +121,10 @@ void ExpArray(const float* x, float* y, int64_t n);
 // y[i] = exp(x[i] - shift) for n elements (x == y allowed); returns the sum of the y[i]
 // (fp32, lane-wise partial sums). The softmax inner loop.
 float ExpShiftSum(const float* x, float* y, int64_t n, float shift);
+// ExpShiftSum past its 16-lane loop: x[i, n) (i counts the elements that loop took: a multiple
+// of 16, or 0 without AVX-512) added into *sum in ExpShiftSum's order. For loops that ran the
+// 16-lane part on other storage (bf16 rows) and want ExpShiftSum's bits for the rest.
+void ExpShiftSumRest(const float* x, float* y, int64_t i, int64_t n, float shift, float* sum);
 
 // max over x[0, n) (n >= 1).
 float MaxArray(const float* x, int64_t n);

@@ -41,10 +41,10 @@ float LogSumExp(const float* x, int64_t v) {
   return m + static_cast<float>(std::log(total));
 }
 
-// Whether the 16-lane bf16 row loops below run: bf16 logits, V a multiple of 16, AVX-512.
+// Whether the 16-lane bf16 row loops below run: bf16 logits, AVX-512.
 bool Bf16Rows(const Tensor& t) {
 #if defined(__AVX2__) && defined(__FMA__)
-  return IsBf16(t) && t.dim(-1) % 16 == 0 && CpuHasAvx512();
+  return IsBf16(t) && CpuHasAvx512();
 #else
   return false;
 #endif
@@ -56,32 +56,64 @@ bool Bf16Rows(const Tensor& t) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// LogSumExp of a bf16 row of v values (v a multiple of 16): the max, then the sum of exp(x - max)
-// in lane-wise fp32 partial sums, folded into double as ExpShiftSum's callers do per chunk.
+// The last n < 16 values of a bf16 row, widened into 16 lanes (zeros after them).
+__attribute__((target("avx512f"))) __m512 LoadTail(const uint16_t* x, int64_t n) {
+  alignas(64) uint16_t tmp[16] = {};
+  std::copy(x, x + n, tmp);
+  return bf16_simd::Load16(tmp);
+}
+
+// LogSumExp of a bf16 row of v values: the max, then per chunk of kChunk the sum of exp(x - max)
+// in lane-wise fp32 partial sums and the chunk's last v % 16 values as ExpShiftSum takes them,
+// folded into double: the bits of LogSumExp over the widened row.
 __attribute__((target("avx512f,fma"))) float LogSumExpBf16(const uint16_t* x, int64_t v) {
-  __m512 mx = bf16_simd::Load16(x);
-  for (int64_t j = 16; j < v; j += 16) mx = _mm512_max_ps(mx, bf16_simd::Load16(x + j));
-  const float m = _mm512_reduce_max_ps(mx);
+  const int64_t full = v / 16 * 16;
+  float m = Bf16ToFloat(x[0]);
+  if (full) {
+    __m512 mx = bf16_simd::Load16(x);
+    for (int64_t j = 16; j < full; j += 16) mx = _mm512_max_ps(mx, bf16_simd::Load16(x + j));
+    m = _mm512_reduce_max_ps(mx);
+  }
+  for (int64_t j = full; j < v; ++j) m = std::max(m, Bf16ToFloat(x[j]));
   const __m512 vm = _mm512_set1_ps(m);
   double total = 0.0;
   for (int64_t c = 0; c < v; c += kChunk) {
+    const int64_t end = std::min(v, c + kChunk), whole = c + (end - c) / 16 * 16;
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = c; j < std::min(v, c + kChunk); j += 16)
+    for (int64_t j = c; j < whole; j += 16)
       acc = _mm512_add_ps(acc, exp_simd::Exp16(_mm512_sub_ps(bf16_simd::Load16(x + j), vm)));
-    total += _mm512_reduce_add_ps(acc);
+    float sum = 0.f;
+    sum += _mm512_reduce_add_ps(acc);
+    if (whole < end) {
+      alignas(64) float tail[16], z[16];
+      _mm512_store_ps(tail, LoadTail(x + whole, end - whole));
+      ExpShiftSumRest(tail, z, 0, end - whole, m, &sum);
+    }
+    total += sum;
   }
   return m + static_cast<float>(std::log(total));
+}
+
+// scale (exp(x - lse) - onehot(target)) for the 16 values from column j.
+__attribute__((target("avx512f,fma"))) __m512 Grad16(__m512 x, int64_t j, __m512 lse, __m512 scale,
+                                                     int64_t target) {
+  __m512 g = _mm512_mul_ps(scale, exp_simd::Exp16(_mm512_sub_ps(x, lse)));
+  if (target >= j && target < j + 16)
+    g = _mm512_mask_sub_ps(g, static_cast<__mmask16>(1u << (target - j)), g, scale);
+  return g;
 }
 
 // A fresh bf16 gradient row: dx = scale (exp(x - lse) - onehot(target)), each value rounded once.
 __attribute__((target("avx512f,fma"))) void GradRowBf16(const uint16_t* x, int64_t v, float lse,
                                                         float scale, int64_t target, uint16_t* dx) {
   const __m512 vl = _mm512_set1_ps(lse), vs = _mm512_set1_ps(scale);
-  for (int64_t j = 0; j < v; j += 16) {
-    __m512 g = _mm512_mul_ps(vs, exp_simd::Exp16(_mm512_sub_ps(bf16_simd::Load16(x + j), vl)));
-    if (target >= j && target < j + 16)
-      g = _mm512_mask_sub_ps(g, static_cast<__mmask16>(1u << (target - j)), g, vs);
-    bf16_simd::Store16(g, dx + j);
+  const int64_t full = v / 16 * 16;
+  for (int64_t j = 0; j < full; j += 16)
+    bf16_simd::Store16(Grad16(bf16_simd::Load16(x + j), j, vl, vs, target), dx + j);
+  if (full < v) {
+    alignas(64) uint16_t tmp[16];
+    bf16_simd::Store16(Grad16(LoadTail(x + full, v - full), full, vl, vs, target), tmp);
+    std::copy(tmp, tmp + (v - full), dx + full);
   }
 }
 #pragma GCC diagnostic pop

@@ -3,12 +3,16 @@
 // channels, not the tokens, so repeated ids never race and the sum order is fixed.
 // Backward reads ids only. Vocab-parallel (attrs vocab_start, vocab_size): the weight holds rows
 // [vocab_start, vocab_start + V) of vocab_size; other ids give zero rows and no gradient.
-// A bf16 weight (a bf16 model's table, read as stored) is widened row by row as gathered.
+// A bf16 weight (a bf16 model's table, read as stored) is widened row by row as gathered, and
+// its gradient (bf16_param_grads) gets each touched row's sum, taken in fp32 in position order,
+// added once: the bits of an fp32 scatter-add added in after, without a pass over the table.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/registry.h"
+#include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
 namespace {
@@ -50,8 +54,43 @@ Status Forward(const OpArgs& args) {
   return OkStatus();
 }
 
+// Rows of a bf16 gradient: the tokens grouped by id (positions ascending within a group), one
+// group per task, so no two threads touch a row.
+void BackwardBf16(const int32_t* ids, int64_t n, int64_t rows, int64_t start, int64_t c,
+                  const float* dout, uint16_t* dw) {
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] - start >= 0 && ids[i] - start < rows) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+  std::vector<int64_t> groups;  // where each id's run starts in `order`, and the end
+  for (size_t k = 0; k < order.size(); ++k)
+    if (k == 0 || ids[order[k]] != ids[order[k - 1]]) groups.push_back(static_cast<int64_t>(k));
+  groups.push_back(static_cast<int64_t>(order.size()));
+  const int64_t tasks = static_cast<int64_t>(groups.size()) - 1;
+  ParallelFor(tasks, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
+              [&](int64_t begin, int64_t end) {
+                std::vector<float> sum(static_cast<size_t>(c));
+                for (int64_t g = begin; g < end; ++g) {
+                  std::fill(sum.begin(), sum.end(), 0.0f);
+                  for (int64_t k = groups[g]; k < groups[g + 1]; ++k) {
+                    const float* src = dout + order[k] * c;
+                    for (int64_t j = 0; j < c; ++j) sum[j] += src[j];
+                  }
+                  AddF32IntoBf16(sum.data(), dw + (ids[order[groups[g]]] - start) * c, c);
+                }
+              });
+}
+
 Status Backward(const OpArgs& args) {
   if (!args.grad_in[1].defined()) return OkStatus();
+  if (args.grad_in[1].dtype() == DType::kBF16) {
+    BackwardBf16(args.in[0].i32(), args.in[0].numel(), args.in[1].dim(0), Start(args),
+                 args.in[1].dim(1), args.grad_out[0].f32(),
+                 static_cast<uint16_t*>(args.grad_in[1].data()));
+    return OkStatus();
+  }
   const int32_t* ids = args.in[0].i32();
   const int64_t n = args.in[0].numel();
   const int64_t c = args.in[1].dim(1);
@@ -76,7 +115,8 @@ Status Backward(const OpArgs& args) {
 
 Kernel MakeKernel() {
   Kernel k{Forward, Backward};
-  k.bf16_reads = 1u << 1;  // the table
+  k.bf16_reads = 1u << 1;        // the table
+  k.bf16_param_grads = 1u << 1;  // and its gradient
   return k;
 }
 

@@ -1,7 +1,9 @@
 // Kernel::overwrites_fresh_grads and Kernel::bf16_inputs: a kernel told that its gradients are
 // fresh (OpArgs::fresh_grads) writes them whole, so buffers full of NaN give what zeroed buffers
 // accumulate; without the bits it adds into them. linear reads a bf16 weight as stored with the
-// products its widened fp32 copy gives, and embedding (Kernel::bf16_reads) gathers its rows.
+// products its widened fp32 copy gives, and embedding (Kernel::bf16_reads) gathers its rows; both
+// add into a bf16 gradient where it is stored (Kernel::bf16_param_grads) what the fp32 gradient
+// added in with AddF32IntoBf16 gives.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -188,6 +190,77 @@ TEST_CASE("embedding gathers a bf16 table as stored, as its widened copy", "[ker
   CHECK(SameBits(y[0].view(), y[1].view()));
   CHECK(SameBits(dw[0].view(), dw[1].view()));
   CHECK(y[1].view().f32()[24 + 5] == w32.view().f32()[49 * 24 + 5]);  // token 1 is id 49
+}
+
+// The fp32 gradient of one backward (from zero) added into `start` with AddF32IntoBf16, and the
+// bf16 gradient the kernel adds into a copy of `start` itself.
+struct BothGrads {
+  std::vector<uint16_t> via_fp32, direct;
+};
+
+BothGrads ParamGradBothWays(const std::string& op, const Attrs& attrs, std::vector<OwnedTensor> in,
+                            const OwnedTensor& dy, int k, const std::vector<uint16_t>& start) {
+  BothGrads r{start, start};
+  for (bool direct : {false, true}) {
+    OpHarness h(op, attrs);
+    h.matmul = DType::kBF16;
+    for (const OwnedTensor& t : in) h.inputs.push_back(testing::CopyOf(t.view()));
+    REQUIRE(h.Forward().ok());
+    const Shape& shape = in[k].view().shape();
+    OwnedTensor g32 = Filled(shape, 0.f);
+    Tensor g16(direct ? r.direct.data() : nullptr, shape, DType::kBF16);
+    std::vector<Tensor> grads(in.size());
+    grads[k] = direct ? g16 : g32.view();
+    REQUIRE(h.Backward({dy.view()}, grads).ok());
+    if (!direct)
+      AddF32IntoBf16(g32.view().f32(), r.via_fp32.data(), static_cast<int64_t>(start.size()));
+  }
+  return r;
+}
+
+std::vector<uint16_t> RandomBf16(int64_t n, std::mt19937& rng) {
+  OwnedTensor f = RandomTensor({n}, rng);
+  std::vector<uint16_t> b(static_cast<size_t>(n));
+  ConvertF32ToBf16(f.view().f32(), b.data(), n);
+  return b;
+}
+
+TEST_CASE("linear and embedding add into a bf16 parameter gradient as stored", "[kernels][bf16]") {
+  const Kernel* linear = FindKernel("linear", Device::kCpu, DType::kF32);
+  const Kernel* embedding = FindKernel("embedding", Device::kCpu, DType::kF32);
+  REQUIRE((linear && embedding));
+  CHECK(linear->bf16_param_grads == (1u << 1));  // dW, not the bias's
+  CHECK(embedding->bf16_param_grads == (1u << 1));
+  std::mt19937 rng(8);
+  {
+    std::vector<OwnedTensor> in;
+    in.push_back(RandomTensor({24, 40}, rng));
+    in.push_back(RandomTensor({48, 40}, rng));
+    const OwnedTensor dy = RandomTensor({24, 48}, rng);
+    const BothGrads g =
+        ParamGradBothWays("linear", Attrs(), std::move(in), dy, 1, RandomBf16(48 * 40, rng));
+    int64_t exact = 0, far = 0;
+    for (size_t i = 0; i < g.direct.size(); ++i) {
+      exact += g.direct[i] == g.via_fp32[i];
+      far += std::abs(int(g.direct[i]) - int(g.via_fp32[i])) > 1;  // more than one bf16 step
+    }
+    CHECK(far == 0);  // oneDNN's bf16-output primitive may sum in another order
+    CHECK(exact >= static_cast<int64_t>(g.direct.size()) * 95 / 100);
+  }
+  // Repeated ids, ids outside a vocab-parallel slice [10, 60): bit for bit, untouched rows kept.
+  Attrs slice;
+  slice.SetInt("vocab_start", 10);
+  slice.SetInt("vocab_size", 100);
+  for (const Attrs& attrs : {Attrs(), slice}) {
+    std::vector<OwnedTensor> in;
+    in.push_back(IntTensor({2, 4}, {12, 49, 7, 12, 40, 12, 3, 49}));
+    in.push_back(RandomTensor({50, 24}, rng));
+    const OwnedTensor dy = RandomTensor({2, 4, 24}, rng);
+    const std::vector<uint16_t> start = RandomBf16(50 * 24, rng);
+    const BothGrads g = ParamGradBothWays("embedding", attrs, std::move(in), dy, 1, start);
+    CHECK(g.direct == g.via_fp32);
+    CHECK(g.direct[20 * 24 + 3] == start[20 * 24 + 3]);  // row 20 is no token's
+  }
 }
 
 }  // namespace

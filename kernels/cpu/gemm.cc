@@ -293,6 +293,21 @@ void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint1
   for (int64_t i = 0; i < s.m; ++i) ConvertF32ToBf16(wide.data() + i * s.ldc, c + i * s.ldc, s.n);
 }
 
+void GemmBf16Add(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                 Bf16Gemm mode) {
+  if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
+    auto prim = Find({s, Bits(1.f), Bits(1.f), true, false, true});
+    if (!prim.ok()) Abort(prim.status());
+    Run(**prim, a, b, c, nullptr);
+    return;
+  }
+  thread_local std::vector<float> wide;  // the fp32 product, added row by row
+  wide.resize(static_cast<size_t>(s.m * s.ldc));
+  GemmBf16(s, 1.f, a, b, 0.f, wide.data(), mode);
+  if (s.ldc == s.n) return AddF32IntoBf16(wide.data(), c, s.m * s.n);
+  for (int64_t i = 0; i < s.m; ++i) AddF32IntoBf16(wide.data() + i * s.ldc, c + i * s.ldc, s.n);
+}
+
 Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias,
                    bool bf16_out) {
   if (bf16 ? !(s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) : !ToOneDnn(s)) return OkStatus();

@@ -79,8 +79,17 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
 void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
                  Bf16Gemm mode, const float* bias = nullptr);
 
+// C = C + op(A) op(B) with A, B and C in bf16: the fp32 product added to the widened C and
+// rounded once, which is what an fp32 product followed by AddF32IntoBf16 gives (a bf16 model's
+// weight gradient accumulated where it is stored, Kernel::bf16_param_grads). oneDNN adds C in
+// its epilogue (a sum post-op on a bf16 destination); kWiden (or no bf16 matmul) adds an fp32
+// product.
+void GemmBf16Add(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                 Bf16Gemm mode);
+
 // Makes the oneDNN primitive of this call now (no-op under OpenBLAS or for shapes that do not
-// go to oneDNN). An error names the shape. bf16_out: GemmBf16Out's (alpha 1, beta 0).
+// go to oneDNN). An error names the shape. bf16_out: GemmBf16Out's (alpha 1, beta 0) or, with
+// beta 1, GemmBf16Add's.
 Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias = false,
                    bool bf16_out = false);
 // Primitives made so far: what a test reads before and after a step to see that none was made

@@ -204,6 +204,44 @@ TEST_CASE("GemmBf16Out: the fp32 product rounded once to bf16", "[kernels][gemm]
     }
 }
 
+// A bf16 model's weight gradient accumulated where it is stored: C's widened value plus the fp32
+// product, rounded once (what AddF32IntoBf16 of the fp32 product gives), padding untouched.
+TEST_CASE("GemmBf16Add: the fp32 product added into bf16 C, rounded once", "[kernels][gemm]") {
+  uint32_t seed = 1900;
+  for (Bf16Gemm mode : {Bf16Gemm::kNative, Bf16Gemm::kWiden})
+    for (const Case& t : Cases()) {
+      if (t.alpha != 1.f || t.beta != 0.f) continue;
+      const Operands o = Make(t, seed += 3, true);
+      std::vector<uint16_t> a16(o.a.size()), b16(o.b.size()), c16(o.c0.size(), 0x7fc0);
+      ConvertF32ToBf16(o.a.data(), a16.data(), static_cast<int64_t>(o.a.size()));
+      ConvertF32ToBf16(o.b.data(), b16.data(), static_cast<int64_t>(o.b.size()));
+      const std::vector<float> c0 = Random(t.s.m * t.s.ldc, seed + 11);
+      for (int64_t i = 0; i < t.s.m; ++i)
+        ConvertF32ToBf16(c0.data() + i * t.s.ldc, c16.data() + i * t.s.ldc, t.s.n);
+      std::vector<uint16_t> want16 = c16;
+      std::vector<float> wide(o.c0.size());
+      GemmBf16(t.s, 1.f, a16.data(), b16.data(), 0.f, wide.data(), mode);
+      for (int64_t i = 0; i < t.s.m; ++i)
+        AddF32IntoBf16(wide.data() + i * t.s.ldc, want16.data() + i * t.s.ldc, t.s.n);
+      GemmBf16Add(t.s, a16.data(), b16.data(), c16.data(), mode);
+      int64_t exact = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < t.s.m; ++i)
+        for (int64_t j = 0; j < t.s.n; ++j) {
+          const uint16_t got = c16[i * t.s.ldc + j], want = want16[i * t.s.ldc + j];
+          exact += got == want;
+          const double w = Bf16ToFloat(want);
+          worst = std::max(worst, std::fabs(Bf16ToFloat(got) - w) / (std::fabs(w) + 1e-3));
+        }
+      INFO("mode " << (mode == Bf16Gemm::kNative ? "native" : "widen") << " ta=" << t.s.trans_a
+                   << " tb=" << t.s.trans_b << " m " << t.s.m << " n " << t.s.n);
+      CHECK(worst <= 1.0 / 128);  // within one bf16 step
+      CHECK(exact >= t.s.m * t.s.n * 95 / 100);
+      if (mode == Bf16Gemm::kWiden) CHECK(exact == t.s.m * t.s.n);  // the same fp32 product
+      if (t.s.ldc > t.s.n) CHECK(c16[t.s.n] == 0x7fc0);             // the padding
+    }
+}
+
 // auto: a plain B of 768 columns or more goes to OpenBLAS (no oneDNN primitive), a transposed
 // one, or a narrower one, to oneDNN; the same product under onednn makes a primitive.
 TEST_CASE("Gemm auto: the shapes oneDNN is slow on go to OpenBLAS", "[kernels][gemm]") {

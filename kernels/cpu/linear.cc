@@ -9,7 +9,9 @@
 // does; a bf16 model's W comes as stored (bf16_inputs), an fp32 W (LoRA's frozen base) is
 // rounded. In a bf16 host step x and y may be bf16 activations (bf16_act_inputs / outputs): x is
 // multiplied as stored, y written in bf16 by the product itself (GemmBf16Out), rounded once;
-// so are dy and a fresh dx (bf16_grad_outputs / bf16_grad_inputs).
+// so are dy and a fresh dx (bf16_grad_outputs / bf16_grad_inputs). A bf16 model's dW is added
+// into its bf16 gradient by the product itself (GemmBf16Add, bf16_param_grads), rounded once
+// per call as an fp32 scratch added in after would be.
 // Backward reads x and W.
 #include <algorithm>
 #include <vector>
@@ -116,9 +118,12 @@ Status Bf16Backward(const OpArgs& args, const Dims& d) {
     GemmBf16(InputGradShape(d), 1.f, dy, Bf16Operand(args.in[1], d.out * d.in, 1),
              GradBeta(args, 0), dx.f32(), Bf16Gemm::kNative);
   }
-  if (args.grad_in[1].defined())
-    GemmBf16(WeightGradShape(d), 1.f, dy, Bf16Operand(args.in[0], d.n * d.in, 2), GradBeta(args, 1),
-             args.grad_in[1].f32(), Bf16Gemm::kNative);
+  const Tensor& dw = args.grad_in[1];
+  const uint16_t* x = dw.defined() ? Bf16Operand(args.in[0], d.n * d.in, 2) : nullptr;
+  if (dw.defined() && IsBf16(dw))
+    GemmBf16Add(WeightGradShape(d), dy, x, static_cast<uint16_t*>(dw.data()), Bf16Gemm::kNative);
+  else if (dw.defined())
+    GemmBf16(WeightGradShape(d), 1.f, dy, x, GradBeta(args, 1), dw.f32(), Bf16Gemm::kNative);
   return OkStatus();
 }
 
@@ -128,6 +133,8 @@ Status Backward(const OpArgs& args) {
   if (args.matmul == DType::kBF16) {
     DS_RETURN_IF_ERROR(Bf16Backward(args, d));
   } else {
+    if (args.grad_in[1].defined() && IsBf16(args.grad_in[1]))
+      return InvalidArgumentError("linear: a bf16 weight gradient needs OpArgs::matmul bf16");
     if (args.grad_in[0].defined())
       Gemm(InputGradShape(d), 1.f, dy, args.in[1].f32(), GradBeta(args, 0), args.grad_in[0].f32());
     if (args.grad_in[1].defined())
@@ -148,18 +155,22 @@ Status Prepare(const OpArgs& args) {
   if (!args.grad_in.empty() && args.grad_in[0].defined())
     DS_RETURN_IF_ERROR(PrepareGemm(InputGradShape(d), 1.f, GradBeta(args, 0), bf16, false,
                                    bf16 && IsBf16(args.grad_in[0])));
-  if (args.grad_in.size() > 1 && args.grad_in[1].defined())
-    DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, GradBeta(args, 1), bf16));
+  if (args.grad_in.size() > 1 && args.grad_in[1].defined()) {
+    const bool add_bf16 = bf16 && IsBf16(args.grad_in[1]);  // GemmBf16Add: beta 1, bf16 out
+    DS_RETURN_IF_ERROR(PrepareGemm(WeightGradShape(d), 1.f, add_bf16 ? 1.f : GradBeta(args, 1),
+                                   bf16, false, add_bf16));
+  }
   return OkStatus();
 }
 
 Kernel MakeKernel() {
   Kernel k{Forward, Backward, Prepare};
-  k.bf16_inputs = 1u << 1;   // the weight
-  k.bf16_act_inputs = 1u;    // x
-  k.bf16_act_outputs = 1u;   // y
-  k.bf16_grad_outputs = 1u;  // dy
-  k.bf16_grad_inputs = 1u;   // dx
+  k.bf16_inputs = 1u << 1;       // the weight
+  k.bf16_act_inputs = 1u;        // x
+  k.bf16_act_outputs = 1u;       // y
+  k.bf16_grad_outputs = 1u;      // dy
+  k.bf16_grad_inputs = 1u;       // dx
+  k.bf16_param_grads = 1u << 1;  // dW
   k.overwrites_fresh_grads = true;
   return k;
 }

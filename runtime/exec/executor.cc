@@ -71,6 +71,7 @@ void Executor::WidenParams(const NodeExec& n) const {
 void Executor::NarrowGrads(const NodeExec& n) const {
   const bool bf16 = params_->model_dtype() == DType::kBF16;
   for (const NodeExec::ParamUse& u : n.params) {
+    if (!u.grad_scratch.defined()) continue;  // the kernel added into the gradient itself
     uint16_t* g = static_cast<uint16_t*>(params_->GradView(*u.slot).data());
     if (bf16)
       AddF32IntoBf16(u.grad_scratch.f32(), g, u.slot->numel);
@@ -207,7 +208,7 @@ Status Executor::BackwardNodes(float loss_grad, uint64_t seed, int node_begin, i
       WidenParams(ne);
       if (weights)
         for (const NodeExec::ParamUse& u : ne.params)
-          if (!u.fresh) u.grad_scratch.Zero();
+          if (!u.fresh && u.grad_scratch.defined()) u.grad_scratch.Zero();
     }
     ne.args.seed = Mix(seed, ne.node->seed_id >= 0 ? ne.node->seed_id : i);
     Status s =

@@ -192,6 +192,8 @@ Status Executor::BindNodeArgs(const std::vector<std::vector<Tensor>>& saved_view
                                gsc ? Tensor(gsc + used, slot->shape, DType::kF32) : Tensor()};
         used += AlignUp(slot->numel * 4);
         if (as_bf16) use.scratch = Tensor();
+        // The kernel adds into the stored bf16 gradient itself (Kernel::bf16_param_grads).
+        if (as_bf16 && (ne.kernel->bf16_param_grads >> k & 1u)) use.grad_scratch = Tensor();
         a.in.push_back(as_bf16 ? params_->ModelView(*slot) : use.scratch);
         ne.params.push_back(use);
       } else {
@@ -286,7 +288,8 @@ void Executor::BindGradArgs() {
                                          : device_grads_ + slot->offset * DTypeSize(m);
           a.grad_in.push_back(Tensor(grad, slot->shape, m));
         } else if (params_->mixed()) {
-          a.grad_in.push_back(ne.params[p++].grad_scratch);
+          const NodeExec::ParamUse& u = ne.params[p++];
+          a.grad_in.push_back(u.grad_scratch.defined() ? u.grad_scratch : params_->GradView(*slot));
         } else {
           a.grad_in.push_back(params_->GradView(*slot));
         }

@@ -20,7 +20,8 @@ struct Executor::NodeExec {
   std::vector<Tensor> zero_before_backward;  // activation grads whose live range starts here
   // Mixed precision: (param slot, fp32 scratch view, fp32 grad scratch view). The scratch view
   // is undefined where the kernel reads the 16-bit parameter itself (Kernel::bf16_inputs,
-  // Kernel::bf16_reads).
+  // Kernel::bf16_reads), the grad scratch where it adds into the stored bf16 gradient itself
+  // (Kernel::bf16_param_grads).
   struct ParamUse {
     const zero::ParamSlot* slot;
     Tensor scratch;
