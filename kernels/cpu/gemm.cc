@@ -167,6 +167,55 @@ void Abort(const Status& s) {
   std::abort();  // a shape oneDNN refused after PrepareGemm accepted its kind: a bug
 }
 
+// oneDNN 2.6 on avx512_core_bf16 (AVX512_BF16 without AMX) has two bf16 matmul kernels: brgemm,
+// which it takes where the operands are dense, and gemm:jit, which it takes where one is a
+// strided view. Over GPT-2 124M's bf16 step (DNNL_VERBOSE's times, 2 threads, one Zen 4 VM),
+// gemm:jit ran the logits' weight gradient (op(A) = dy^T, 50257 rows) in 194 ms against 237 and
+// its input gradient (a reduction over 50257) in 188 against 198; the blocks' weight gradients
+// 0-5% faster; the other input gradients no faster or slower, and brgemm kept every forward
+// product. So weight gradients run as two halves of C's rows, and input gradients with A and B
+// plain and a reduction 8x longer than C is wide as two halves of its columns, each half a
+// strided view: a rule on the shape and the ISA, never a timing, so every run sums alike. On
+// AMX brgemm's tiles are far ahead: no split there.
+struct Part {
+  Key key;
+  int64_t a = 0, b = 0, c = 0, bias = 0;  // the half's offsets, in elements
+};
+
+std::vector<Part> PartsOf(const Key& key) {
+  const GemmShape& s = key.s;
+  static const bool jit_faster = OneDnnIsa() == "avx512_core_bf16";
+  const bool rows = s.trans_a && s.m >= 64;
+  const bool cols = !s.trans_a && !s.trans_b && s.n >= 64 && s.k >= 8 * s.n;
+  if (!key.bf16 || !jit_faster || !(rows || cols)) return {Part{key}};
+  const int64_t whole = rows ? s.m : s.n, half = std::min(whole - 16, (whole / 2 + 15) / 16 * 16);
+  Part first{key}, second{key};
+  if (rows) {
+    first.key.s.m = half;
+    second.key.s.m = s.m - half;
+    second.a = half;  // A is stored [k, m]: column `half` of every row
+    second.c = half * s.ldc;
+  } else {
+    first.key.s.n = half;
+    second.key.s.n = s.n - half;
+    second.b = half;
+    second.c = half;
+    second.bias = half;
+  }
+  return {first, second};
+}
+
+// A bf16 product (inputs bf16, C fp32 or bf16 as the key says) in its parts.
+void RunBf16(const Key& key, const uint16_t* a, const uint16_t* b, void* c, const float* bias) {
+  const size_t c_size = key.bf16_out ? 2 : 4;
+  for (const Part& part : PartsOf(key)) {
+    auto prim = Find(part.key);
+    if (!prim.ok()) Abort(prim.status());
+    Run(**prim, a + part.a, b + part.b, static_cast<char*>(c) + part.c * c_size,
+        bias ? bias + part.bias : nullptr);
+  }
+}
+
 // c[i, j] += bias[j] over m rows (the OpenBLAS path's bias, after its product).
 void AddBiasRows(const float* bias, int64_t m, int64_t n, int64_t ldc, float* c) {
   ParallelFor(m, kElementwiseGrain / std::max<int64_t>(n, 1) + 1, [&](int64_t begin, int64_t end) {
@@ -266,9 +315,7 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
               float* c, Bf16Gemm mode, const float* bias) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
     const bool epilogue = bias && alpha == 1.f;
-    auto prim = Find({s, Bits(alpha), Bits(beta), true, epilogue});
-    if (!prim.ok()) Abort(prim.status());
-    Run(**prim, a, b, c, epilogue ? bias : nullptr);
+    RunBf16({s, Bits(alpha), Bits(beta), true, epilogue}, a, b, c, epilogue ? bias : nullptr);
     if (bias && !epilogue) AddBiasRows(bias, s.m, s.n, s.ldc, c);
     return;
   }
@@ -281,9 +328,7 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
 void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
                  Bf16Gemm mode, const float* bias) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
-    auto prim = Find({s, Bits(1.f), Bits(0.f), true, bias != nullptr, true});
-    if (!prim.ok()) Abort(prim.status());
-    Run(**prim, a, b, c, bias);
+    RunBf16({s, Bits(1.f), Bits(0.f), true, bias != nullptr, true}, a, b, c, bias);
     return;
   }
   thread_local std::vector<float> wide;  // the fp32 product, rounded row by row
@@ -296,9 +341,7 @@ void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint1
 void GemmBf16Add(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
                  Bf16Gemm mode) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
-    auto prim = Find({s, Bits(1.f), Bits(1.f), true, false, true});
-    if (!prim.ok()) Abort(prim.status());
-    Run(**prim, a, b, c, nullptr);
+    RunBf16({s, Bits(1.f), Bits(1.f), true, false, true}, a, b, c, nullptr);
     return;
   }
   thread_local std::vector<float> wide;  // the fp32 product, added row by row
@@ -311,8 +354,9 @@ void GemmBf16Add(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint1
 Status PrepareGemm(const GemmShape& s, float alpha, float beta, bool bf16, bool bias,
                    bool bf16_out) {
   if (bf16 ? !(s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) : !ToOneDnn(s)) return OkStatus();
-  return Find({s, Bits(alpha), Bits(beta), bf16, bias && (alpha == 1.f || bf16_out), bf16_out})
-      .status();
+  const Key key{s, Bits(alpha), Bits(beta), bf16, bias && (alpha == 1.f || bf16_out), bf16_out};
+  for (const Part& part : PartsOf(key)) DS_RETURN_IF_ERROR(Find(part.key).status());
+  return OkStatus();
 }
 
 int64_t GemmPrimitivesMade() { return g_made.load(); }
