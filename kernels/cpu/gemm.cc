@@ -140,11 +140,26 @@ StatusOr<std::shared_ptr<const Prim>> Find(const Key& key) {
   return prim;
 }
 
+// Whether oneDNN's gemm:jit kernels take this product with A and B plain, as two halves of C's
+// columns (PartsOf below), on avx512_core_bf16: bf16 ones with a long reduction, and the fp32
+// ones kAuto would send to OpenBLAS (768+ columns), which gemm:jit ran at 218-225 GFLOP/s on
+// GPT-2 124M's input gradients against OpenBLAS's 189-201 and brgemm's 174-216 (caches
+// evicted, 2 threads).
+bool JitIsa() {
+  static const bool jit = OneDnnIsa() == "avx512_core_bf16";
+  return jit;
+}
+bool SplitsPlainB(const GemmShape& s, bool bf16) {
+  if (!JitIsa() || s.trans_a || s.trans_b) return false;
+  return bf16 ? s.n >= 64 && s.k >= 8 * s.n : s.n >= kAutoPlainBColumns;
+}
+
 // Shapes oneDNN takes: GEMV-like products stay on the few-rows / sgemv path.
 bool ToOneDnn(const GemmShape& s) {
   const GemmLibrary lib = CurrentGemmLibrary();
   if (lib == GemmLibrary::kOpenBlas || !(s.m > 1 && s.n > 1 && s.k > 0)) return false;
-  return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns;
+  return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns ||
+         SplitsPlainB(s, false);
 }
 
 void Run(const Prim& p, const void* a, const void* b, void* c, const float* bias) {
@@ -184,10 +199,9 @@ struct Part {
 
 std::vector<Part> PartsOf(const Key& key) {
   const GemmShape& s = key.s;
-  static const bool jit_faster = OneDnnIsa() == "avx512_core_bf16";
-  const bool rows = s.trans_a && s.m >= 64;
-  const bool cols = !s.trans_a && !s.trans_b && s.n >= 64 && s.k >= 8 * s.n;
-  if (!key.bf16 || !jit_faster || !(rows || cols)) return {Part{key}};
+  const bool rows = key.bf16 && JitIsa() && s.trans_a && s.m >= 64;
+  const bool cols = SplitsPlainB(s, key.bf16);
+  if (!(rows || cols)) return {Part{key}};
   const int64_t whole = rows ? s.m : s.n, half = std::min(whole - 16, (whole / 2 + 15) / 16 * 16);
   Part first{key}, second{key};
   if (rows) {
@@ -205,13 +219,14 @@ std::vector<Part> PartsOf(const Key& key) {
   return {first, second};
 }
 
-// A bf16 product (inputs bf16, C fp32 or bf16 as the key says) in its parts.
-void RunBf16(const Key& key, const uint16_t* a, const uint16_t* b, void* c, const float* bias) {
-  const size_t c_size = key.bf16_out ? 2 : 4;
+// A product (inputs fp32 or bf16, C fp32 or bf16 as the key says) in its parts.
+void RunParts(const Key& key, const void* a, const void* b, void* c, const float* bias) {
+  const size_t in = key.bf16 ? 2 : 4, out = key.bf16_out ? 2 : 4;
   for (const Part& part : PartsOf(key)) {
     auto prim = Find(part.key);
     if (!prim.ok()) Abort(prim.status());
-    Run(**prim, a + part.a, b + part.b, static_cast<char*>(c) + part.c * c_size,
+    Run(**prim, static_cast<const char*>(a) + part.a * in,
+        static_cast<const char*>(b) + part.b * in, static_cast<char*>(c) + part.c * out,
         bias ? bias + part.bias : nullptr);
   }
 }
@@ -305,9 +320,7 @@ void Gemm(const GemmShape& s, float alpha, const float* a, const float* b, float
     return;
   }
   const bool epilogue = bias && alpha == 1.f;  // oneDNN's output scale would scale the bias too
-  auto prim = Find({s, Bits(alpha), Bits(beta), false, epilogue});
-  if (!prim.ok()) Abort(prim.status());
-  Run(**prim, a, b, c, epilogue ? bias : nullptr);
+  RunParts({s, Bits(alpha), Bits(beta), false, epilogue}, a, b, c, epilogue ? bias : nullptr);
   if (bias && !epilogue) AddBiasRows(bias, s.m, s.n, s.ldc, c);
 }
 
@@ -315,7 +328,7 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
               float* c, Bf16Gemm mode, const float* bias) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
     const bool epilogue = bias && alpha == 1.f;
-    RunBf16({s, Bits(alpha), Bits(beta), true, epilogue}, a, b, c, epilogue ? bias : nullptr);
+    RunParts({s, Bits(alpha), Bits(beta), true, epilogue}, a, b, c, epilogue ? bias : nullptr);
     if (bias && !epilogue) AddBiasRows(bias, s.m, s.n, s.ldc, c);
     return;
   }
@@ -328,7 +341,7 @@ void GemmBf16(const GemmShape& s, float alpha, const uint16_t* a, const uint16_t
 void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
                  Bf16Gemm mode, const float* bias) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
-    RunBf16({s, Bits(1.f), Bits(0.f), true, bias != nullptr, true}, a, b, c, bias);
+    RunParts({s, Bits(1.f), Bits(0.f), true, bias != nullptr, true}, a, b, c, bias);
     return;
   }
   thread_local std::vector<float> wide;  // the fp32 product, rounded row by row
@@ -341,7 +354,7 @@ void GemmBf16Out(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint1
 void GemmBf16Add(const GemmShape& s, const uint16_t* a, const uint16_t* b, uint16_t* c,
                  Bf16Gemm mode) {
   if (mode == Bf16Gemm::kNative && s.m > 1 && s.n > 1 && OneDnnSupportsBf16()) {
-    RunBf16({s, Bits(1.f), Bits(1.f), true, false, true}, a, b, c, nullptr);
+    RunParts({s, Bits(1.f), Bits(1.f), true, false, true}, a, b, c, nullptr);
     return;
   }
   thread_local std::vector<float> wide;  // the fp32 product, added row by row

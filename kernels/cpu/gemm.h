@@ -33,8 +33,10 @@ namespace ds::kernels::cpu {
 // kAuto (the default): oneDNN, except fp32 products whose B is not transposed and has 768
 // columns or more, which go to OpenBLAS: oneDNN 2.6 repacks such a B on every call and ran them
 // at 0.57-0.83x OpenBLAS's rate on two CPUs (avx512_core_vnni, avx512_core_amx: GPT-2's
-// mlp.proj and logits gradients), while it wins most other shapes. A rule on the shape, never a
-// timing, so every run of a job sums in the same order.
+// mlp.proj and logits gradients), while it wins most other shapes. On avx512_core_bf16 (AVX512_BF16
+// without AMX) those go to oneDNN's gemm:jit kernels instead, as two strided halves (gemm.cc's
+// PartsOf: faster than both there). A rule on the shape and ISA, never a timing, so every run
+// of a job sums in the same order.
 enum class GemmLibrary { kOneDnn, kOpenBlas, kAuto };
 
 // How bf16 products run: kNative through oneDNN's bf16 kernels (emulated by oneDNN on
