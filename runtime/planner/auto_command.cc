@@ -41,6 +41,27 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
   return out;
 }
 
+StatusOr<LinkRate> ParseLinkRate(const std::string& text, const std::string& what) {
+  LinkRate r;
+  const size_t at = text.find('@');
+  try {
+    size_t used = 0;
+    const std::string gbps = text.substr(0, at);
+    r.gbps = std::stod(gbps, &used);
+    if (used != gbps.size() || !(r.gbps > 0)) throw std::invalid_argument(gbps);
+    if (at != std::string::npos) {
+      const std::string us = text.substr(at + 1);
+      r.latency_us = std::stod(us, &used);
+      if (used != us.size() || !(r.latency_us >= 0)) throw std::invalid_argument(us);
+    }
+  } catch (const std::exception&) {
+    return InvalidArgumentError(what + " \"" + text +
+                                "\": not a rate like 12.5 (GB/s a rank sends at) or 12.5@20 "
+                                "(and its latency in microseconds)");
+  }
+  return r;
+}
+
 // A job that offloads to NVMe (device nvme, or auto: the search's choice) has its swaps timed at
 // the I/O engine's rates on its nvme_path, measured here (a 256 MiB file written and read, about
 // a second) unless the request carries them.
@@ -68,6 +89,25 @@ Status MeasureNvme(const config::JobConfig& job, const AutoRequest& q, AutoOptio
   return OkStatus();
 }
 
+// Where the links' rates come from: measured at launch or given (and what they are), or the
+// table's loopback rate for both classes, which a job across nodes should know.
+std::string LinkNote(const AutoRequest& q) {
+  auto link = [](const char* what, const LinkRate& r) {
+    char text[96];
+    std::snprintf(text, sizeof text, ", %s %.4g GB/s, %.3g us", what, r.gbps, r.latency_us);
+    return std::string(text);
+  };
+  if (q.intra_link || q.inter_link) {
+    std::string note = "; links " + q.link_source;
+    if (q.intra_link) note += link("inside a node", *q.intra_link);
+    if (q.inter_link) note += link("between nodes", *q.inter_link);
+    return note;
+  }
+  if (q.node_slots.size() < 2) return "";
+  return "; both link classes at this host's loopback rate (a launch measures the job's links; "
+         "--inter-link GBPS[@US] gives them)";
+}
+
 StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoRequest& q) {
   DS_ASSIGN_OR_RETURN(plan::PlanConfig config, plan::PlanConfigFromJob(job));
   DS_ASSIGN_OR_RETURN(Graph graph, plan::LoadModelGraph(job));
@@ -91,7 +131,7 @@ StatusOr<AutoChoice> ChooseLayout(const config::JobConfig& job, const AutoReques
   c.rates_note = rates->cpu + ", " + std::to_string(threads) + " thread(s) per rank";
   if (q.intra_link) rates->intra = Slower(rates->intra, *q.intra_link);
   if (q.inter_link) rates->inter = Slower(rates->inter, *q.inter_link);
-  if (q.intra_link || q.inter_link) c.rates_note += "; links as measured at launch";
+  c.rates_note += LinkNote(q);
   AutoOptions o;
   o.node_slots = q.node_slots;
   o.host_of_node = q.host_of_node;

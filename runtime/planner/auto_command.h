@@ -23,9 +23,12 @@ struct AutoRequest {
   int threads = 0;                // per rank; 0: device.threads, else cores / slots on a node
   std::string rates;              // the rate table; empty: HostRatesPath(threads)
   double host_memory_gib = 0;     // per machine; 0: this machine's
-  // The links measured at launch (ds-launch's link probes): each class's rate is the slower of
-  // the table's and the measured one (Slower).
+  // The links measured at launch (ds-launch's link probes) or given (`plan --auto
+  // --inter-link`): each class's rate is the slower of the table's and this one (Slower).
+  // link_source says which ("measured at launch", "given"); without either the table's own
+  // (two ranks of this host over loopback) prices both classes, and the output says so.
   std::optional<LinkRate> intra_link, inter_link;
+  std::string link_source = "measured at launch";
   // The I/O rates of the job's nvme_path, GB/s (0: measured when the job offloads to NVMe).
   double nvme_read_gbps = 0, nvme_write_gbps = 0;
   bool json = false;
@@ -63,6 +66,10 @@ Status ApplyLayoutSpec(const std::string& spec, config::JobConfig* job);
 // "step=909.9 FORWARD=300.1 BACKWARD=..." (ms, the slowest rank's), and back.
 std::string PredictionSpec(const StepPrediction& p);
 std::map<std::string, double> ParsePredictionSpec(const std::string& spec);
+
+// "12.5" (GB/s a rank sends at) or "12.5@20" (and 20 us of latency; 50 us when not given) ->
+// LinkRate; InvalidArgument naming `what` otherwise.
+StatusOr<LinkRate> ParseLinkRate(const std::string& text, const std::string& what);
 
 // "2,2" -> {2, 2}; InvalidArgument naming `what` for anything but positive integers.
 StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::string& what);

@@ -354,5 +354,44 @@ TEST_CASE("RunAutoPlan: bad input is one error naming it", "[planner][auto]") {
   CHECK(list.status().message() == "--node-slots \"2,x\": not a list of counts like 2,2");
 }
 
+// `plan --auto` without agents: the table's loopback rate prices both link classes, and the
+// note says so; a given link between nodes (--inter-link) is priced, and a slow one moves the
+// choice to a layout that sends less across.
+TEST_CASE("ChooseLayout: a given link between nodes is priced; without one the note says so",
+          "[planner][auto]") {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string job_path = dir + "/links.yaml", rates_path = dir + "/links-rates.json";
+  std::ofstream(job_path) << "train_batch_size: 8\n"
+                             "model: {family: gpt2, n_layer: 4, n_embd: 128, n_head: 4, "
+                             "vocab_size: 256, max_seq_len: 64}\n"
+                             "data: {train: none.tok, seq_len: 64}\n";
+  std::ofstream(rates_path) << HostRatesToJson(Rates(20)).Dump();
+  auto job = config::LoadJobConfig(job_path);
+  REQUIRE(job.ok());
+  AutoRequest q;
+  q.job = job_path;
+  q.rates = rates_path;
+  q.node_slots = {2, 2};
+  auto table = ChooseLayout(*job, q);
+  REQUIRE(table.ok());
+  CHECK(table->rates_note.find("both link classes at this host's loopback rate") !=
+        std::string::npos);
+  q.inter_link = LinkRate{30, 0.001};  // 1 MB/s between the nodes
+  q.link_source = "as given";
+  auto slow = ChooseLayout(*job, q);
+  REQUIRE(slow.ok());
+  CHECK(slow->rates_note.find("links as given") != std::string::npos);
+  CHECK(slow->layout.prediction.step_ms > table->layout.prediction.step_ms);
+  CHECK(slow->layout.prediction.inter_bytes < table->layout.prediction.inter_bytes);
+  auto parsed = ParseLinkRate("12.5@20", "--inter-link");
+  REQUIRE(parsed.ok());
+  CHECK(parsed->gbps == 12.5);
+  CHECK(parsed->latency_us == 20);
+  auto bad = ParseLinkRate("fast", "--inter-link");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("--inter-link \"fast\": not a rate like 12.5") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace ds::planner

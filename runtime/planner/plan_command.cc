@@ -35,6 +35,7 @@ struct Flags {
   std::string node_slots;      // "2,2": ranks per node (ds-launch: from --hostfile)
   std::string host_of_node;    // "0,0": the machine of each node
   std::string rates;
+  std::string intra_link, inter_link;  // --auto: "GBPS[@US]"
   int threads = 0;
   int top = 10;
 };
@@ -53,6 +54,13 @@ StatusOr<std::string> RunAuto(const Flags& f) {
       return InvalidArgumentError("--host-of-node names " + std::to_string(q.host_of_node.size()) +
                                   " nodes, --node-slots " + std::to_string(q.node_slots.size()));
   }
+  if (!f.intra_link.empty()) {
+    DS_ASSIGN_OR_RETURN(q.intra_link, ParseLinkRate(f.intra_link, "--intra-link"));
+  }
+  if (!f.inter_link.empty()) {
+    DS_ASSIGN_OR_RETURN(q.inter_link, ParseLinkRate(f.inter_link, "--inter-link"));
+  }
+  q.link_source = "as given";
   q.threads = f.threads;
   q.rates = f.rates;
   q.host_memory_gib = f.host_memory_gib;
@@ -157,6 +165,12 @@ int RunPlanCommand(int argc, char** argv, std::ostream& out, std::ostream& err) 
   app.add_option("--host-of-node", f.host_of_node,
                  "--auto: the machine of each node, e.g. 0,0 for two nodes on one machine");
   app.add_option("--rates", f.rates, "--auto: the host's rate table (ds-worker calibrate)");
+  app.add_option("--intra-link", f.intra_link,
+                 "--auto: GB/s (and @latency us) between a node's ranks, where slower than the "
+                 "table's");
+  app.add_option("--inter-link", f.inter_link,
+                 "--auto: GB/s (and @latency us) a rank sends to another node at (the table "
+                 "knows only this host's loopback)");
   app.add_option("--threads", f.threads, "--auto: compute threads per rank")
       ->check(CLI::PositiveNumber);
   app.add_option("--top", f.top, "--auto: rows to print")->check(CLI::PositiveNumber);

@@ -11,11 +11,16 @@ std::string ApplyCpuGemm(const config::JobConfig& job) {
   GemmLibrary library = GemmLibrary::kAuto;
   kernels::cpu::ParseGemmLibrary(job.device.cpu_gemm, &library);  // the reader checked the name
   kernels::cpu::SetGemmLibrary(library);
-  std::string line = library == GemmLibrary::kOneDnn     ? "oneDNN"
-                     : library == GemmLibrary::kOpenBlas ? "OpenBLAS"
-                                                         : "oneDNN, OpenBLAS for fp32 products "
-                                                           "with a plain B of 768+ columns (auto)";
-  line += " (oneDNN ISA " + kernels::cpu::OneDnnIsa() + ")";
+  // gemm.h's kAuto: on avx512_core_bf16 oneDNN's gemm:jit takes what OpenBLAS takes elsewhere.
+  const std::string isa = kernels::cpu::OneDnnIsa();
+  std::string line =
+      library == GemmLibrary::kOneDnn     ? "oneDNN"
+      : library == GemmLibrary::kOpenBlas ? "OpenBLAS"
+      : isa == "avx512_core_bf16"
+          ? "oneDNN, its gemm:jit in two halves for fp32 products with a plain B of "
+            "768+ columns (auto)"
+          : "oneDNN, OpenBLAS for fp32 products with a plain B of 768+ columns (auto)";
+  line += " (oneDNN ISA " + isa + ")";
   if (CpuIsaCapped())
     line += std::string("; DS_CPU_ISA caps the host's kernels at ") + CpuIsaName(HostCpuIsa()) +
             " (the CPU has " + CpuIsaName(DetectedCpuIsa()) + ")";
