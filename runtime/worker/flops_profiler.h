@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/base/status.h"
@@ -48,6 +49,11 @@ std::string FlopsProfileReport(const FlopsProfileInput& in);
 // profiler turns wall_clock_breakdown on, as in DeepSpeed). peak_flops 0: unknown.
 StatusOr<StepMetrics> ProfiledStep(Trainer* trainer, double peak_flops,
                                    const std::string& peak_source, std::FILE* out);
+
+// The peak MFU is quoted against on the CPU: the best of three 1024^3 GEMMs on the kernels'
+// OpenMP threads, after one to warm up; bf16 inputs with fp32 accumulation where the step
+// multiplies so. Returns FLOP/s and what was measured ("measured: bf16 GEMM 1024^3 ...").
+std::pair<double, std::string> MeasureCpuGemmPeak(bool bf16);
 
 // DeepSpeed's number_to_string: `x` scaled to T/G/M/K/''/m/u with 2 decimals (":g") and the
 // unit appended ("336.23 M", "76.67 ms", "81.9 TFLOPS"); params say B for G.

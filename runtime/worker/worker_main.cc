@@ -212,31 +212,6 @@ StatusOr<std::unique_ptr<DataParallelGroup>> JoinDataParallelGroup(
   return g;
 }
 
-// The flops profiler's peak for MFU on the CPU: the best of three 1024^3 GEMMs on the OpenMP
-// pool the kernels use (what this machine's cores sustain), after one to warm up; bf16 inputs
-// with fp32 accumulation where the step multiplies so (a bf16 run against the fp32 rate read
-// 162% on a CPU with AVX512_BF16).
-std::pair<double, std::string> MeasureGemmPeak(bool bf16) {
-  constexpr int64_t n = 1024;
-  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
-  std::vector<uint16_t> a16(n * n, FloatToBf16(1.0f)), b16(n * n, FloatToBf16(0.5f));
-  const kernels::cpu::GemmShape s{false, false, n, n, n, n, n, n};
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (bf16)
-      kernels::cpu::GemmBf16(s, 1.f, a16.data(), b16.data(), 0.f, c.data(),
-                             kernels::cpu::Bf16Gemm::kNative);
-    else
-      kernels::cpu::ParallelSgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                                  c.data(), n);
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0 && t > 0) best = std::max(best, 2.0 * n * n * n / t);
-  }
-  return {best, std::string("measured: ") + (bf16 ? "bf16" : "fp32") +
-                    " GEMM 1024^3 on this rank's threads"};
-}
-
 // One training step; the flops profiler's step (rank 0) with every node timed and its report.
 StatusOr<StepMetrics> Step(Trainer* trainer, bool on_device) {
   const config::FlopsProfilerConfig& fp = trainer->config().monitor.flops_profiler;
@@ -244,7 +219,7 @@ StatusOr<StepMetrics> Step(Trainer* trainer, bool on_device) {
   const bool bf16 =
       CpuMatmulDtype(trainer->config()) == DType::kBF16 && kernels::cpu::HasNativeBf16Gemm();
   const auto [peak, source] =
-      on_device ? std::pair<double, std::string>{0, ""} : MeasureGemmPeak(bf16);
+      on_device ? std::pair<double, std::string>{0, ""} : MeasureCpuGemmPeak(bf16);
   return ProfiledStep(trainer, peak, source, stdout);
 }
 
