@@ -150,10 +150,8 @@ std::string HumanNumber(double x, const std::string& unit, bool params) {
   return Fmt("%g", v) + " " + prefix + unit;
 }
 
-// The best of three 1024^3 GEMMs on the OpenMP
-// pool the kernels use (what this machine's cores sustain), after one to warm up; bf16 inputs
-// with fp32 accumulation where the step multiplies so (a bf16 run against the fp32 rate read
-// 162% on a CPU with AVX512_BF16).
+// gemm.h's products as the kernels run them (a bf16 run against the fp32 rate read 162% on a
+// CPU with AVX512_BF16).
 std::pair<double, std::string> MeasureCpuGemmPeak(bool bf16) {
   constexpr int64_t n = 1024;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
