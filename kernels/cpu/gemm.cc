@@ -140,17 +140,19 @@ StatusOr<std::shared_ptr<const Prim>> Find(const Key& key) {
   return prim;
 }
 
-// Whether oneDNN's gemm:jit kernels take this product with A and B plain, as two halves of C's
-// columns (PartsOf below), on avx512_core_bf16: bf16 ones with a long reduction, and the fp32
-// ones kAuto would send to OpenBLAS (768+ columns), which gemm:jit ran at 218-225 GFLOP/s on
-// GPT-2 124M's input gradients against OpenBLAS's 189-201 and brgemm's 174-216 (caches
-// evicted, 2 threads).
+// Whether oneDNN's gemm:jit kernels take this product as two halves of C's columns (PartsOf
+// below), on avx512_core_bf16: in bf16, input gradients (A and B plain) with a reduction 8x
+// longer than C is wide and forward products (x W^T) 3072 or more wide; in fp32, the products
+// with a plain B kAuto would send to OpenBLAS (768+ columns), which gemm:jit ran at 218-225
+// GFLOP/s on GPT-2 124M's input gradients against OpenBLAS's 189-201 and brgemm's 174-216
+// (caches evicted, 2 threads).
 bool JitIsa() {
   static const bool jit = OneDnnIsa() == "avx512_core_bf16";
   return jit;
 }
-bool SplitsPlainB(const GemmShape& s, bool bf16) {
-  if (!JitIsa() || s.trans_a || s.trans_b) return false;
+bool SplitsColumns(const GemmShape& s, bool bf16) {
+  if (!JitIsa() || s.trans_a) return false;
+  if (s.trans_b) return bf16 && s.n >= 3072;
   return bf16 ? s.n >= 64 && s.k >= 8 * s.n : s.n >= kAutoPlainBColumns;
 }
 
@@ -159,7 +161,7 @@ bool ToOneDnn(const GemmShape& s) {
   const GemmLibrary lib = CurrentGemmLibrary();
   if (lib == GemmLibrary::kOpenBlas || !(s.m > 1 && s.n > 1 && s.k > 0)) return false;
   return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns ||
-         SplitsPlainB(s, false);
+         SplitsColumns(s, false);
 }
 
 void Run(const Prim& p, const void* a, const void* b, void* c, const float* bias) {
@@ -185,13 +187,13 @@ void Abort(const Status& s) {
 // oneDNN 2.6 on avx512_core_bf16 (AVX512_BF16 without AMX) has two bf16 matmul kernels: brgemm,
 // which it takes where the operands are dense, and gemm:jit, which it takes where one is a
 // strided view. Over GPT-2 124M's bf16 step (DNNL_VERBOSE's times, 2 threads, one Zen 4 VM),
-// gemm:jit ran the logits' weight gradient (op(A) = dy^T, 50257 rows) in 194 ms against 237 and
-// its input gradient (a reduction over 50257) in 188 against 198; the blocks' weight gradients
-// 0-5% faster; the other input gradients no faster or slower, and brgemm kept every forward
-// product. So weight gradients run as two halves of C's rows, and input gradients with A and B
-// plain and a reduction 8x longer than C is wide as two halves of its columns, each half a
-// strided view: a rule on the shape and the ISA, never a timing, so every run sums alike. On
-// AMX brgemm's tiles are far ahead: no split there.
+// gemm:jit ran the logits' weight gradient (op(A) = dy^T, 50257 rows) in 194 ms against 237,
+// its input gradient (a reduction over 50257) in 188 against 198, its forward product in 195
+// against 204 and mlp.fc's in 136 against 150; the blocks' weight gradients 0-5% faster, the
+// other input gradients and the narrower forward products no faster or slower. So weight
+// gradients run as two halves of C's rows and the products SplitsColumns names as two halves
+// of its columns, each half a strided view: a rule on the shape and the ISA, never a timing, so
+// every run sums alike. On AMX brgemm's tiles are far ahead: no split there.
 struct Part {
   Key key;
   int64_t a = 0, b = 0, c = 0, bias = 0;  // the half's offsets, in elements
@@ -200,7 +202,7 @@ struct Part {
 std::vector<Part> PartsOf(const Key& key) {
   const GemmShape& s = key.s;
   const bool rows = key.bf16 && JitIsa() && s.trans_a && s.m >= 64;
-  const bool cols = SplitsPlainB(s, key.bf16);
+  const bool cols = SplitsColumns(s, key.bf16);
   if (!(rows || cols)) return {Part{key}};
   const int64_t whole = rows ? s.m : s.n, half = std::min(whole - 16, (whole / 2 + 15) / 16 * 16);
   Part first{key}, second{key};
@@ -212,7 +214,7 @@ std::vector<Part> PartsOf(const Key& key) {
   } else {
     first.key.s.n = half;
     second.key.s.n = s.n - half;
-    second.b = half;
+    second.b = s.trans_b ? half * s.ldb : half;
     second.c = half;
     second.bias = half;
   }

@@ -70,10 +70,12 @@ std::vector<Case> Cases() {
     }
   out.push_back({{false, false, 1, 40, 33, 33, 40, 40}, 1.f, 1.f});  // one row: the sgemv path
   // Where oneDNN runs bf16 on avx512_core_bf16, products it takes in two halves: a transposed A
-  // (rows 0-79 and 80-149) and a long reduction with A and B plain (columns 0-47 and 48-69).
+  // (rows 0-79 and 80-149), a long reduction with A and B plain (columns 0-47 and 48-69) and a
+  // wide x W^T (columns 0-1551 and 1552-3099).
   for (float beta : {0.f, 1.f}) {
     out.push_back({{true, false, 150, 29, 71, 153, 32, 32}, 1.f, beta});
     out.push_back({{false, false, 37, 70, 600, 603, 73, 73}, 1.f, beta});
+    out.push_back({{false, true, 9, 3100, 40, 43, 43, 3103}, 1.f, beta});
   }
   return out;
 }
