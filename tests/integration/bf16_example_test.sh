@@ -13,7 +13,13 @@
 # bf16 runs of this example differ there by up to 28% at one step), so the test prints the
 # largest per-step difference over the whole run and holds the spans where the curve is a
 # curve, not a race. A per-step bound also fails inside the first 300 steps: single steps of
-# the bf16 run sit up to 3.9% off fp32's while their 20-step means agree within 0.7%.
+# the bf16 run sit up to 3.9% off fp32's while their 20-step means agree within 0.7%. A loss
+# spike on the plateau is a race too: both runs take one (one run: bf16 at steps 287-297, fp32
+# at 331-335, each to about 2.1 against 1.60), at a step that moves with rounding. So the
+# first-300 check skips the 20-step windows holding a spike step of either run (past the
+# warm-up's 100 steps, a loss above 1.05x that run's median over steps 101-300) and says how many
+# it skipped; at most 60 of the 281 may go, and each run must be back on the fp32 curve for its
+# last 300 steps (below).
 set -uo pipefail
 
 R=${TEST_SRCDIR:-.}/ds_runtime
@@ -79,7 +85,12 @@ for name in ("bf16", "bf16_avx2"):
         print(f"FAIL: {name}: {len(c)} steps, fp32 {len(f32)}"); bad += 1; continue
     rel = [abs(a - b) / abs(b) for a, b in zip(c, f32)]
     mean20 = lambda x, i: sum(x[i:i + 20]) / 20
-    early = max(abs(mean20(c, i) - mean20(f32, i)) / mean20(f32, i) for i in range(0, 281))
+    spike = lambda x: {i for i in range(100, 300) if x[i] > 1.05 * sorted(x[100:300])[100]}
+    spikes = spike(c) | spike(f32)
+    windows = [i for i in range(0, 281) if not spikes & set(range(i, i + 20))]
+    early = max(abs(mean20(c, i) - mean20(f32, i)) / mean20(f32, i) for i in windows)
+    print(f"  {name}: spike steps in the first 300: {name} {sorted(j + 1 for j in spike(c))}, "
+          f"fp32 {sorted(j + 1 for j in spike(f32))}; {281 - len(windows)} of 281 windows skipped")
     tail = abs(sum(c[-300:]) - sum(f32[-300:])) / abs(sum(f32[-300:]))
     val, em = evals(name)
     vrel = abs(val - f32_val) / f32_val
@@ -88,6 +99,7 @@ for name in ("bf16", "bf16_avx2"):
           f"validation {val} vs {f32_val} ({vrel:.2e}); exact match {em:.2f}% vs {f32_em:.2f}%; "
           f"largest per-step rel {rel[worst]:.3f} at step {worst + 1}")
     for ok, what in ((early <= 2e-2, "first 300 steps (20-step means) within 2e-2"),
+                     (len(windows) >= 221, "at most 60 windows skipped for spikes"),
                      (tail <= 2e-2, "last 300 steps' mean within 2e-2"),
                      (vrel <= 2e-2, "validation loss within 2e-2"),
                      (abs(em - f32_em) <= 1.0, "exact match within one point"),
