@@ -58,27 +58,28 @@ Status Forward(const OpArgs& args) {
 // group per task, so no two threads touch a row.
 void BackwardBf16(const int32_t* ids, int64_t n, int64_t rows, int64_t start, int64_t c,
                   const float* dout, uint16_t* dw) {
-  std::vector<int64_t> order;
-  order.reserve(static_cast<size_t>(n));
+  thread_local std::vector<int64_t> order, groups;  // reused: no allocation per step
+  order.clear();
+  groups.clear();
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] - start >= 0 && ids[i] - start < rows) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
-  std::vector<int64_t> groups;  // where each id's run starts in `order`, and the end
+  // groups: where each id's run starts in `order`, and the end
   for (size_t k = 0; k < order.size(); ++k)
     if (k == 0 || ids[order[k]] != ids[order[k - 1]]) groups.push_back(static_cast<int64_t>(k));
   groups.push_back(static_cast<int64_t>(order.size()));
   const int64_t tasks = static_cast<int64_t>(groups.size()) - 1;
   ParallelFor(tasks, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
               [&](int64_t begin, int64_t end) {
-                std::vector<float> sum(static_cast<size_t>(c));
+                float* sum = ThreadScratch(0, static_cast<size_t>(c));
                 for (int64_t g = begin; g < end; ++g) {
-                  std::fill(sum.begin(), sum.end(), 0.0f);
+                  std::fill(sum, sum + c, 0.0f);
                   for (int64_t k = groups[g]; k < groups[g + 1]; ++k) {
                     const float* src = dout + order[k] * c;
                     for (int64_t j = 0; j < c; ++j) sum[j] += src[j];
                   }
-                  AddF32IntoBf16(sum.data(), dw + (ids[order[groups[g]]] - start) * c, c);
+                  AddF32IntoBf16(sum, dw + (ids[order[groups[g]]] - start) * c, c);
                 }
               });
 }

@@ -199,13 +199,25 @@ struct Part {
   int64_t a = 0, b = 0, c = 0, bias = 0;  // the half's offsets, in elements
 };
 
-std::vector<Part> PartsOf(const Key& key) {
+struct Parts {
+  Part part[2];
+  int n = 1;
+  const Part* begin() const { return part; }
+  const Part* end() const { return part + n; }
+};
+
+Parts PartsOf(const Key& key) {
   const GemmShape& s = key.s;
   const bool rows = key.bf16 && JitIsa() && s.trans_a && s.m >= 64;
   const bool cols = SplitsColumns(s, key.bf16);
-  if (!(rows || cols)) return {Part{key}};
+  Parts out;
+  out.part[0].key = key;
+  if (!(rows || cols)) return out;
   const int64_t whole = rows ? s.m : s.n, half = std::min(whole - 16, (whole / 2 + 15) / 16 * 16);
-  Part first{key}, second{key};
+  Part& first = out.part[0];
+  Part& second = out.part[1];
+  second.key = key;
+  out.n = 2;
   if (rows) {
     first.key.s.m = half;
     second.key.s.m = s.m - half;
@@ -218,7 +230,7 @@ std::vector<Part> PartsOf(const Key& key) {
     second.c = half;
     second.bias = half;
   }
-  return {first, second};
+  return out;
 }
 
 // A product (inputs fp32 or bf16, C fp32 or bf16 as the key says) in its parts.
