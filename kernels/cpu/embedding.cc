@@ -58,7 +58,11 @@ Status Forward(const OpArgs& args) {
 // group per task, so no two threads touch a row.
 void BackwardBf16(const int32_t* ids, int64_t n, int64_t rows, int64_t start, int64_t c,
                   const float* dout, uint16_t* dw) {
-  thread_local std::vector<int64_t> order, groups;  // reused: no allocation per step
+  // Reused from call to call (no allocation per step); named through references, since the
+  // worker threads below would see their own (empty) thread_local copies.
+  thread_local std::vector<int64_t> order_buffer, group_buffer;
+  std::vector<int64_t>& order = order_buffer;
+  std::vector<int64_t>& groups = group_buffer;
   order.clear();
   groups.clear();
   for (int64_t i = 0; i < n; ++i)

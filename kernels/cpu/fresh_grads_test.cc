@@ -261,6 +261,16 @@ TEST_CASE("linear and embedding add into a bf16 parameter gradient as stored", "
     CHECK(g.direct == g.via_fp32);
     CHECK(g.direct[20 * 24 + 3] == start[20 * 24 + 3]);  // row 20 is no token's
   }
+  // Enough ids for the rows to go to several threads (ParallelFor's grain).
+  std::vector<int32_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 1000);
+  std::vector<OwnedTensor> in;
+  in.push_back(IntTensor({4, 1024}, ids));
+  in.push_back(RandomTensor({1000, 256}, rng));
+  const OwnedTensor dy = RandomTensor({4, 1024, 256}, rng);
+  const BothGrads g =
+      ParamGradBothWays("embedding", Attrs(), std::move(in), dy, 1, RandomBf16(1000 * 256, rng));
+  CHECK(g.direct == g.via_fp32);
 }
 
 }  // namespace
