@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/act_io.h"
 #include "kernels/cpu/attention_bf16_blocks.h"
+#include "kernels/cpu/attention_fused_bf16.h"
 #include "kernels/cpu/batched_gemm.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/gemm.h"
@@ -31,12 +32,16 @@ struct Blocking {
   bool causal;
 };
 
-std::atomic<int> g_keys{-1};  // a Bf16AttentionKeys forced by SetBf16AttentionKeys, or -1
+std::atomic<int> g_path{-1};  // a Bf16AttentionPath forced by SetBf16AttentionPath, or -1
+
+bool Amx() {
+  static const bool amx = OneDnnIsa().find("amx") != std::string::npos;
+  return amx;
+}
 
 Blocking BlockingHere() {
-  static const bool amx = OneDnnIsa().find("amx") != std::string::npos;
-  const int forced = g_keys.load();
-  const bool whole = forced < 0 ? amx : forced == static_cast<int>(Bf16AttentionKeys::kWhole);
+  const int forced = g_path.load();
+  const bool whole = forced < 0 ? Amx() : forced == static_cast<int>(Bf16AttentionPath::kWhole);
   return whole ? Blocking{128, false} : Blocking{64, true};
 }
 
@@ -205,10 +210,20 @@ int64_t QueryBlock(const Dims& z, const Block& k) { return z.b * z.h * k.i0 * z.
 
 }  // namespace attention_bf16
 
-void SetBf16AttentionKeys(Bf16AttentionKeys keys) { g_keys.store(static_cast<int>(keys)); }
+void SetBf16AttentionPath(Bf16AttentionPath path) { g_path.store(static_cast<int>(path)); }
+
+Bf16AttentionPath Bf16AttentionPathFor(const Bf16AttentionShape& s) {
+  const int forced = g_path.load();
+  if (forced == static_cast<int>(Bf16AttentionPath::kWhole) || (forced < 0 && Amx()))
+    return Bf16AttentionPath::kWhole;
+  if (forced == static_cast<int>(Bf16AttentionPath::kCausal) || !FusedBf16AttentionFits(s))
+    return Bf16AttentionPath::kCausal;
+  return Bf16AttentionPath::kFused;
+}
 
 Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward) {
   using namespace attention_bf16;  // NOLINT: the path's own internals
+  if (Bf16AttentionPathFor(s) == Bf16AttentionPath::kFused) return OkStatus();  // nothing to make
   const Dims z = DimsOf(s);
   for (int64_t qb = 0; qb < Blocks(z); ++qb) {
     const Block k = BlockOf(z, qb);
@@ -227,6 +242,8 @@ Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward) {
 void Bf16AttentionForward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
                           float* lse) {
   using namespace attention_bf16;  // NOLINT: the path's own internals
+  if (Bf16AttentionPathFor(s) == Bf16AttentionPath::kFused)
+    return FusedBf16AttentionForward(s, qkv, out, lse);
   const Dims z = DimsOf(s);
   const Packed pk = Pack(z, qkv, nullptr);
   const int64_t cap = z.b * z.h * z.block * z.t;

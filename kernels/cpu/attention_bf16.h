@@ -1,7 +1,9 @@
 // attention's bf16 path (kernels/cpu/attention.cc takes it in a bf16 step where oneDNN multiplies
 // bf16 natively, for plain causal attention): the per-head products in bf16 with fp32
-// accumulation, batched over every head of a query block in one oneDNN matmul each, and the
-// softmax in fp32, as PyTorch's bf16 attention computes them (P rounded to bf16 before P V).
+// accumulation and the softmax in fp32, as PyTorch's bf16 attention computes them (P rounded to
+// bf16 before P V). On AVX512_BF16 without AMX the fused path (attention_fused_bf16.h) runs them
+// head by head in registers; elsewhere (below) they are batched over every head of a query block
+// in one oneDNN matmul each.
 // Inputs and outputs are the fp32 kernel's: qkv [B, T, (H + 2 Hkv) D], out [B, T, H D] (either
 // may be a bf16 activation), the log-sum-exp [B, H, T]; the gradients are added into dqkv.
 //
@@ -32,11 +34,19 @@ struct Bf16AttentionShape {
   float scale = 1.f;
 };
 
-// How a query block meets the keys: kCausal only those it sees (every CPU but AMX), kWhole all of
-// them (AMX). Chosen from oneDNN's instruction set; tests force each (process-wide; set it before
-// any attention runs, as the primitives are made per blocking).
-enum class Bf16AttentionKeys { kCausal, kWhole };
-void SetBf16AttentionKeys(Bf16AttentionKeys keys);
+// How the path runs:
+//   kFused (AVX512_BF16 without AMX, heads 16-256 wide in 16s): each thread takes whole heads and
+//     runs their products in registers (attention_fused_bf16.h), no oneDNN call;
+//   kCausal: oneDNN products batched over heads, a query block against the keys it sees (where
+//     the fused path does not fit);
+//   kWhole (AMX): the same against all keys (oneDNN's AMX kernels take a B operand only whole).
+// Chosen from the CPU and oneDNN's instruction set; tests force each (process-wide; set it before
+// any attention runs, as the primitives are made per blocking). A forced kFused where it does not
+// fit runs kCausal.
+enum class Bf16AttentionPath { kFused, kCausal, kWhole };
+void SetBf16AttentionPath(Bf16AttentionPath path);
+// The path a shape takes here.
+Bf16AttentionPath Bf16AttentionPathFor(const Bf16AttentionShape& s);
 
 // The oneDNN primitives of every block's products, made at plan time (OpDef prepare).
 Status PrepareBf16Attention(const Bf16AttentionShape& s, bool backward);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/act_io.h"
 #include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/attention_bf16_blocks.h"
+#include "kernels/cpu/attention_fused_bf16.h"
 #include "kernels/cpu/batched_gemm.h"
 #include "kernels/cpu/cpu_util.h"
 #include "runtime/core/dtype.h"
@@ -226,6 +227,8 @@ Status PrepareKvGradProducts(const Dims& z, const Block& k, float scale) {
 void Bf16AttentionBackward(const Bf16AttentionShape& s, const Tensor& qkv, const Tensor& out,
                            const float* dout, const float* lse, float* dqkv) {
   using namespace attention_bf16;  // NOLINT: the path's own internals
+  if (Bf16AttentionPathFor(s) == Bf16AttentionPath::kFused)
+    return FusedBf16AttentionBackward(s, qkv, out, dout, lse, dqkv);
   const Dims z = DimsOf(s);
   const Packed pk = Pack(z, qkv, dout);
   const int64_t sums = z.b * z.hkv * z.d * z.t;

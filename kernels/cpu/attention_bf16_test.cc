@@ -2,9 +2,9 @@
 // scores accumulate in fp32 from bf16 values, so the log-sum-exp agrees to fp32 rounding; the
 // output and the gradients carry P (and dO) rounded to bf16: within 5e-3 of the largest value
 // (2.2e-3 measured on an AMX CPU; a dV scaled by 1.01 fails it).
-// Both blockings (causal blocks of 64 against the keys they see, AMX's blocks of 128 against all
-// keys); sequences that are not a multiple of either block (two and three blocks), grouped-query
-// heads, batches of 2.
+// Every path (the fused one's 32-row blocks in registers, causal blocks of 64 against the keys
+// they see, AMX's blocks of 128 against all keys); sequences that are not a multiple of any block
+// (one to five blocks, odd lengths), grouped-query heads, heads 16 to 128 wide, batches of 1-3.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/op_test_util.h"
 #include "kernels/registry.h"
+#include "runtime/core/cpu_isa.h"
 #include "runtime/core/dtype.h"
 
 namespace ds::kernels::cpu {
@@ -65,12 +66,21 @@ TEST_CASE("attention's bf16 path follows the fp32 kernel within bf16 rounding",
   struct Shape {
     int64_t b, t, h, hkv, d;
   };
-  const Bf16AttentionKeys keys = GENERATE(Bf16AttentionKeys::kCausal, Bf16AttentionKeys::kWhole);
-  SetBf16AttentionKeys(keys);
-  for (const Shape& s :
-       {Shape{2, 100, 4, 4, 32}, Shape{1, 130, 4, 2, 64}, Shape{2, 64, 2, 1, 16}}) {
-    INFO((keys == Bf16AttentionKeys::kCausal ? "causal" : "whole keys")
-         << " B " << s.b << " T " << s.t << " H " << s.h << " Hkv " << s.hkv << " D " << s.d);
+  const Bf16AttentionPath path =
+      GENERATE(Bf16AttentionPath::kFused, Bf16AttentionPath::kCausal, Bf16AttentionPath::kWhole);
+  SetBf16AttentionPath(path);
+  const char* names[] = {"fused", "causal", "whole keys"};
+  for (const Shape& s : {Shape{2, 100, 4, 4, 32}, Shape{1, 130, 4, 2, 64}, Shape{2, 64, 2, 1, 16},
+                         Shape{1, 47, 2, 2, 128}, Shape{3, 33, 3, 1, 48}}) {
+    const Bf16AttentionShape shape{s.b, s.t, s.h, s.hkv, s.d, 1.f};
+    const Bf16AttentionPath taken = Bf16AttentionPathFor(shape);
+    INFO(names[static_cast<int>(path)] << " (taken: " << names[static_cast<int>(taken)] << ") B "
+                                       << s.b << " T " << s.t << " H " << s.h << " Hkv " << s.hkv
+                                       << " D " << s.d);
+    // Forced fused runs fused where the CPU has AVX512_BF16 (the heads here are all 16s).
+    if (path == Bf16AttentionPath::kFused && HostCpuIsa() >= CpuIsa::kAvx512Bf16)
+      CHECK(taken == Bf16AttentionPath::kFused);
+    if (path != Bf16AttentionPath::kFused) CHECK(taken == path);
     std::mt19937 rng(static_cast<uint32_t>(s.t));
     OwnedTensor qkv = RandomTensor({s.b, s.t, (s.h + 2 * s.hkv) * s.d}, rng, -2.f, 2.f);
     OwnedTensor dout = RandomTensor({s.b, s.t, s.h * s.d}, rng);
@@ -80,9 +90,12 @@ TEST_CASE("attention's bf16 path follows the fp32 kernel within bf16 rounding",
     const int64_t made = BatchedGemmPrimitivesMade();
     const Run wide = Attention(DType::kF32, qkv, dout, s.h, s.hkv);
     const Run low = Attention(DType::kBF16, qkv, dout, s.h, s.hkv);
-    // The bf16 path ran (made its primitives; a sequence of one 64-row block is the same product
-    // under both blockings, made already).
-    if (keys == Bf16AttentionKeys::kCausal || s.t > 64) CHECK(BatchedGemmPrimitivesMade() > made);
+    // The batched paths ran (made their primitives; a sequence of one 64-row block is the same
+    // product under both blockings, made already); the fused one made none.
+    if (taken == Bf16AttentionPath::kFused)
+      CHECK(BatchedGemmPrimitivesMade() == made);
+    else if (taken == Bf16AttentionPath::kCausal || s.t > 64)
+      CHECK(BatchedGemmPrimitivesMade() > made);
     CHECK(RelMax(low.lse, wide.lse) < 1e-5);
     CHECK(RelMax(low.out, wide.out) < 5e-3);
     CHECK(RelMax(low.dqkv, wide.dqkv) < 5e-3);

@@ -7,8 +7,8 @@
 // --matmul bf16 runs the products as bf16 mixed precision does (OpArgs::matmul: bf16 inputs,
 // fp32 accumulation; attention through attention_bf16.h where the CPU multiplies bf16).
 //
-// Shapes: B=4, C=256, H=4 (D=64), T in {256, 1024}; linear is the qkv projection
-// (C -> 3C) and the MLP up-projection (C -> 4C) over B*T rows.
+// Shapes: B=4, D=64: C=256 H=4 at T 256 and 1024 (L4 C256), C=768 H=12 at T 256 (GPT-2 124M);
+// linear is the qkv projection (C -> 3C) and the MLP up-projection (C -> 4C) over B*T rows.
 #include <cblas.h>
 #include <omp.h>
 
@@ -101,6 +101,9 @@ class Runner {
   OpArgs args_;
 };
 
+// (C, H, T): L4 C256's at two lengths, and GPT-2 124M's.
+constexpr struct { int64_t c, h, t; } kShapes[] = {{256, 4, 256}, {256, 4, 1024}, {768, 12, 256}};
+
 int Main(int argc, char** argv) {
   int iters = 10;
   DType matmul = DType::kF32;
@@ -121,12 +124,12 @@ int Main(int argc, char** argv) {
               coretype ? coretype : "unset");
   std::printf("products: %s\n", matmul == DType::kBF16 ? "bf16 (fp32 accumulation)" : "fp32");
   std::printf("%-36s %-9s %9s %9s %9s\n", "case", "pass", "median ms", "best ms", "GFLOP/s");
-  const int64_t b = 4, c = 256, h = 4;
-  Attrs heads;
-  heads.SetInt("n_head", h);
-  heads.SetInt("n_kv_head", h);
-  for (int64_t t : {256, 1024}) {
-    const std::string shape = "B=4 T=" + std::to_string(t) + " C=256";
+  const int64_t b = 4;
+  for (const auto& [c, h, t] : kShapes) {
+    Attrs heads;
+    heads.SetInt("n_head", h);
+    heads.SetInt("n_kv_head", h);
+    const std::string shape = "B=4 T=" + std::to_string(t) + " C=" + std::to_string(c);
     const std::vector<std::pair<std::string, Bench>> cases = {
         {"linear C->3C " + shape,
          {"linear",
@@ -136,7 +139,8 @@ int Main(int argc, char** argv) {
          {"linear",
           {},
           {{{b, t, c}, DType::kF32}, {{4 * c, c}, DType::kF32}, {{4 * c}, DType::kF32}}}},
-        {"attention H=4 D=64 " + shape, {"attention", heads, {{{b, t, 3 * c}, DType::kF32}}}},
+        {"attention H=" + std::to_string(h) + " D=64 " + shape,
+         {"attention", heads, {{{b, t, 3 * c}, DType::kF32}}}},
     };
     for (const auto& [name, bench] : cases) {
       Runner runner(bench, matmul);
