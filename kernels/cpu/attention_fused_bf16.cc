@@ -4,8 +4,8 @@
 // block of 32 query rows, against the keys that block sees (a multiple of 16):
 //   forward:  S = scale Q K^T (fp32), P = softmax(S) rounded to bf16, O = P V, lse;
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
-//             dQ = scale dS K (added into dqkv), dK += scale dS^T Q, dV += P^T dO (fp32 sums
-//             over the blocks, added into dqkv once per head).
+//             dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO, each added into dqkv by the
+//             product itself (a thread owns its heads' columns).
 // The numbers are the batched path's (attention_bf16.cc): bf16 products with fp32 accumulation,
 // the softmax in fp32 through ExpShiftSum, P normalized before it is rounded. What changes is
 // the cost: the batched path packs every head for oneDNN, writes each block's products to
@@ -121,29 +121,26 @@ void ForwardHead(const Geo& z, const Tensor& qkv, const Tensor& out, int64_t b, 
   }
 }
 
-// What backward keeps per kv head (K, V packed; dK, dV sums) and per query head.
+// What backward keeps per kv head (K, V packed) and per query head.
 struct BackwardBuffers {
   uint32_t *kt, *kv, *vt;        // K^T and V^T as B of S and dP; K as B of dQ
-  float *dk, *dv;                // [tp, d] sums
   uint16_t *qbuf, *dout;         // bf16 rows [T, d]: Q from an fp32 qkv (K and V before), dO
   Plain q;                       // the query head's rows
   uint32_t *qv, *doutv;          // as B of dK and dV
   float* dot;                    // rowsum(dO O) [T]
-  float *s, *dp, *dq;            // a block's S -> P, dP -> dS [kRows, tp]; dQ [kRows, d]
+  float *s, *dp;                 // a block's S -> P, dP -> dS [kRows, tp]
   uint16_t* ds;                  // dS plain bf16 [kRows, tp]
   uint32_t *ds_pairs, *p_pairs;  // dS, P by row pairs [kRows / 2, tp]
 };
 
 BackwardBuffers BackwardScratch(const Geo& z) {
   const int64_t per = z.tp * z.d;
-  Carve c(Scratch(3 * per / 2 + 2 * per + per + per + z.t + 3 * kRows * z.tp + kRows * z.d +
-                  kRows * z.tp / 2 + kRows * z.tp + 512));
+  Carve c(
+      Scratch(5 * per / 2 + per + z.t + 2 * kRows * z.tp + kRows * z.tp / 2 + kRows * z.tp + 512));
   BackwardBuffers w;
   w.kt = c.Words(per / 2);
   w.kv = c.Words(per / 2);
   w.vt = c.Words(per / 2);
-  w.dk = c.Floats(per);
-  w.dv = c.Floats(per);
   w.qbuf = c.Halves(per);
   w.dout = c.Halves(per);
   w.qv = c.Words(per / 2);
@@ -151,7 +148,6 @@ BackwardBuffers BackwardScratch(const Geo& z) {
   w.dot = c.Floats(z.t);
   w.s = c.Floats(kRows * z.tp);
   w.dp = c.Floats(kRows * z.tp);
-  w.dq = c.Floats(kRows * z.d);
   w.ds = c.Halves(kRows * z.tp);
   w.ds_pairs = c.Words(kRows / 2 * z.tp);
   w.p_pairs = c.Words(kRows / 2 * z.tp);
@@ -174,10 +170,13 @@ void SoftmaxGradRows(const BackwardBuffers& w, int64_t i0, int64_t m, int64_t nk
 
 // rowsum(dO O) over query head h's columns, for each of the T rows of batch b.
 void RowDots(const Geo& z, const Tensor& out, const float* dout, int64_t b, int64_t h, float* dot) {
-  float wide[256];  // d <= 256 (FusedBf16AttentionFits)
   for (int64_t t = 0; t < z.t; ++t) {
     const int64_t at = (b * z.t + t) * z.out_ld + h * z.d;
-    const float* o = ActRead(out, at, z.d, wide);
+    if (IsBf16(out)) {
+      dot[t] = fused_rows::DotBf16(Bf16Data(out) + at, dout + at, z.d);
+      continue;
+    }
+    const float* o = out.f32() + at;
     float acc = 0.f;
 #pragma omp simd reduction(+ : acc)
     for (int64_t e = 0; e < z.d; ++e) acc += o[e] * dout[at + e];
@@ -185,24 +184,23 @@ void RowDots(const Geo& z, const Tensor& out, const float* dout, int64_t b, int6
   }
 }
 
-// One query block of query head h against its kv head's packed K, V: dQ added into dqkv, the
-// block's parts of dK and dV added into the sums.
+// One query block of query head h against its kv head's packed K, V: its dQ and its parts of dK
+// and dV added into dqkv.
 void BackwardBlock(const Geo& z, const BackwardBuffers& w, const float* lse, int64_t b, int64_t h,
                    int64_t i0, float* dqkv) {
   const int64_t m = std::min(kRows, z.t - i0), nk = KeysOf(i0, m), pairs = (m + 1) / 2;
   Bf16PairGemm(m, nk, z.d / 2, Rows(w.q.p, w.q.ld, i0), w.kt, z.tp, w.s, nk, z.scale, false);
   Bf16PairGemm(m, nk, z.d / 2, Rows(w.dout, z.d, i0), w.vt, z.tp, w.dp, nk, 1.f, false);
   SoftmaxGradRows(w, i0, m, nk, lse);
-  Bf16PairGemm(m, z.d, nk / 2, Rows(w.ds, nk, 0), w.kv, z.d, w.dq, z.d, z.scale, false);
-  for (int64_t r = 0; r < m; ++r) {
-    float* to = dqkv + (b * z.t + i0 + r) * z.row + h * z.d;
-    const float* from = w.dq + r * z.d;
-#pragma omp simd
-    for (int64_t e = 0; e < z.d; ++e) to[e] += from[e];
-  }
-  const int64_t q0 = i0 / 2 * z.d;  // i0 even: the block's first row pair
-  Bf16PairGemm(nk, z.d, pairs, {w.ds_pairs, 1, nk}, w.qv + q0, z.d, w.dk, z.d, z.scale, true);
-  Bf16PairGemm(nk, z.d, pairs, {w.p_pairs, 1, nk}, w.doutv + q0, z.d, w.dv, z.d, 1.f, true);
+  // dQ, dK, dV added into dqkv where they belong: this thread owns the kv head's columns and its
+  // query heads' (dK and dV rows past T are 0: keys past T are masked, so they are left out).
+  float* dq = dqkv + (b * z.t + i0) * z.row + h * z.d;
+  Bf16PairGemm(m, z.d, nk / 2, Rows(w.ds, nk, 0), w.kv, z.d, dq, z.row, z.scale, true);
+  const int64_t q0 = i0 / 2 * z.d, keys = std::min(nk, z.t);  // i0 even: the first row pair
+  float* dk = dqkv + b * z.t * z.row + (z.h + h / z.g) * z.d;
+  float* dv = dk + z.hkv * z.d;
+  Bf16PairGemm(keys, z.d, pairs, {w.ds_pairs, 1, nk}, w.qv + q0, z.d, dk, z.row, z.scale, true);
+  Bf16PairGemm(keys, z.d, pairs, {w.p_pairs, 1, nk}, w.doutv + q0, z.d, dv, z.row, 1.f, true);
 }
 
 void BackwardKvHead(const Geo& z, const Tensor& qkv, const Tensor& out, const float* dout,
@@ -213,7 +211,6 @@ void BackwardKvHead(const Geo& z, const Tensor& qkv, const Tensor& out, const fl
   PackRowPairs(k.p, k.ld, z.t, z.d, z.tp, w.kv);
   const Plain v = HeadRows(z, qkv, z.row, b, (z.h + z.hkv + kvh) * z.d, w.qbuf);
   PackPairColumns(v.p, v.ld, z.t, z.d, z.tp, w.vt);
-  std::fill(w.dk, w.dk + 2 * z.tp * z.d, 0.f);  // dk and dv are adjacent
   const Tensor dout_t(const_cast<float*>(dout), {z.b * z.t * z.out_ld}, DType::kF32);
   for (int64_t h = kvh * z.g; h < (kvh + 1) * z.g; ++h) {
     w.q = HeadRows(z, qkv, z.row, b, h * z.d, w.qbuf);
@@ -223,18 +220,6 @@ void BackwardKvHead(const Geo& z, const Tensor& qkv, const Tensor& out, const fl
     RowDots(z, out, dout, b, h, w.dot);
     const float* head_lse = lse + (b * z.h + h) * z.t;
     for (int64_t i0 = 0; i0 < z.t; i0 += kRows) BackwardBlock(z, w, head_lse, b, h, i0, dqkv);
-  }
-  for (int64_t t = 0; t < z.t; ++t) {
-    float* to = dqkv + (b * z.t + t) * z.row;
-    const float* dk = w.dk + t * z.d;
-    const float* dv = w.dv + t * z.d;
-    float* tk = to + (z.h + kvh) * z.d;
-    float* tv = to + (z.h + z.hkv + kvh) * z.d;
-#pragma omp simd
-    for (int64_t e = 0; e < z.d; ++e) {
-      tk[e] += dk[e];
-      tv[e] += dv[e];
-    }
   }
 }
 

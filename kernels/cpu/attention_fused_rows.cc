@@ -93,6 +93,13 @@ __attribute__((target("avx512f"))) void RoundRow(const float* x, int64_t n, uint
   for (int64_t j = 0; j < n; j += 16) Store16(bf16_simd::Round16(_mm512_loadu_ps(x + j)), out + j);
 }
 
+__attribute__((target("avx512f,fma"))) float DotBf16(const uint16_t* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16)
+    acc = _mm512_fmadd_ps(bf16_simd::Load16(a + j), _mm512_loadu_ps(b + j), acc);
+  return _mm512_reduce_add_ps(acc);
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace ds::kernels::cpu::fused_rows
