@@ -8,12 +8,15 @@
 #
 #   tools/bench/train_vs_pytorch.sh                      # L=4 C=256 H=4 V=8192 T=256 B=4
 #   tools/bench/train_vs_pytorch.sh --shape gpt2-small   # L=12 C=768 H=12 V=50257 T=256 B=4
-#   STEPS=12 THREADS=2 tools/bench/train_vs_pytorch.sh
+#   STEPS=12 THREADS=2 ROUNDS=2 tools/bench/train_vs_pytorch.sh
 #
 # PyTorch runs with glibc's default allocator, with glibc told to keep freed memory
 # (MALLOC_MMAP_THRESHOLD_/TRIM_THRESHOLD_/TOP_PAD_), and with jemalloc and tcmalloc where
 # installed; the fastest is the reference. Both sides run the same OPENBLAS_CORETYPE
-# (printed). Times are medians after the warm-up steps. The model FLOP utilization is reported
+# (printed). Times are medians after the warm-up steps, each configuration's best of ROUNDS
+# rounds (default 2) that run every configuration in turn, so a machine whose speed drifts during
+# the run (a shared VM's does, by 10-15% within an hour) moves both sides alike; every round's
+# figure is printed beside the best. The model FLOP utilization is reported
 # against the 2048^3 GEMM rate of each side (gemm_bench's oneDNN and torch.mm), measured in the
 # same run.
 set -euo pipefail
@@ -45,6 +48,7 @@ if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
   echo "== OPENBLAS_CORETYPE was unset; using ${OPENBLAS_CORETYPE:-OpenBLAS detection} for both sides"
 fi
 THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-2}
 WARMUP=2
 PEER_PY=${XDG_CACHE_HOME:-$HOME/.cache}/ds-runtime/peer-venv/bin/python
 PY=${PYTHON:-$([[ -x $PEER_PY ]] && echo "$PEER_PY" || echo /usr/bin/python3)}
@@ -85,11 +89,6 @@ ms = sorted(float(r["step_ms"]) for r in rows[int(sys.argv[2]):])
 print(f"{ms[len(ms)//2]:.1f} {int(rows[-1]['peak_rss_bytes'])/2**20:.1f}")
 PYEOF
 }
-echo "== ds-runtime, fp32"
-read -r ds_ms ds_rss < <(ds_run "$WORK/ds.csv")
-echo "== ds-runtime, bf16"
-read -r ds_bf16_ms ds_bf16_rss < <(ds_run "$WORK/ds_bf16.csv" "bf16: {enabled: true}")
-ds_losses=$("$PY" -c "import csv; print(','.join(r['loss'] for r in csv.DictReader(open('$WORK/ds.csv'))))")
 
 run_torch() {  # run_torch [--bf16] [--compile]
   "$PY" tools/bench/pytorch_gpt2.py --weights "$WORK/init.safetensors" --data "$WORK/tokens.bin" \
@@ -107,15 +106,30 @@ try_torch() {  # try_torch NAME FLAGS ENV...: FLAGS ("" or "--bf16 --compile" ..
   PT_NAMES+=("$name"); PT_LINES+=("$line")
 }
 KEEP=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824)
-try_torch "eager fp32, glibc malloc (default)" ""
-try_torch "eager fp32, glibc keeping freed memory" "" "${KEEP[@]}"
-for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
-  [[ -e $lib ]] && try_torch "eager fp32, LD_PRELOAD=$(basename "$lib")" "" LD_PRELOAD="$lib"
+# ROUNDS rounds, each running our two precisions and PyTorch's contenders one after the other,
+# so a machine that speeds up or slows down during the run moves both sides alike; each
+# configuration's figure is its best round (the eager fp32 allocator variants, never the best,
+# run in the first round only).
+declare -a DS_FP32 DS_BF16
+for round in $(seq "$ROUNDS"); do
+  echo "== round $round of $ROUNDS"
+  echo "== ds-runtime, fp32"
+  DS_FP32+=("$(ds_run "$WORK/ds$round.csv")")
+  echo "== ds-runtime, bf16"
+  DS_BF16+=("$(ds_run "$WORK/ds_bf16_$round.csv" "bf16: {enabled: true}")")
+  if [[ $round == 1 ]]; then
+    try_torch "eager fp32, glibc malloc (default)" ""
+    try_torch "eager fp32, glibc keeping freed memory" "" "${KEEP[@]}"
+    for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
+      [[ -e $lib ]] && try_torch "eager fp32, LD_PRELOAD=$(basename "$lib")" "" LD_PRELOAD="$lib"
+    done
+  fi
+  # The other modes with glibc keeping freed memory.
+  try_torch "eager bf16 autocast" "--bf16" "${KEEP[@]}"
+  try_torch "torch.compile fp32" "--compile" "${KEEP[@]}"
+  try_torch "torch.compile bf16 autocast" "--bf16 --compile" "${KEEP[@]}"
 done
-# The other modes with glibc keeping freed memory.
-try_torch "eager bf16 autocast" "--bf16" "${KEEP[@]}"
-try_torch "torch.compile fp32" "--compile" "${KEEP[@]}"
-try_torch "torch.compile bf16 autocast" "--bf16 --compile" "${KEEP[@]}"
+ds_losses=$("$PY" -c "import csv; print(','.join(r['loss'] for r in csv.DictReader(open('$WORK/ds1.csv'))))")
 # The GEMM peaks both sides quote (2048^3, same threads), for the model FLOP utilization.
 bazel build -c opt --jobs=2 //kernels/cpu:gemm_bench >/dev/null 2>&1
 read -r peak_ours_fp32 peak_ours_bf16 < <(bazel-bin/kernels/cpu/gemm_bench --threads "$THREADS" \
@@ -136,30 +150,41 @@ PYEOF
 runs_file=$WORK/runs.txt
 : > "$runs_file"
 for i in "${!PT_NAMES[@]}"; do printf '%s\t%s\n' "${PT_NAMES[$i]}" "${PT_LINES[$i]}" >> "$runs_file"; done
+ds_file=$WORK/ds_runs.txt
+: > "$ds_file"
+for r in "${DS_FP32[@]}"; do printf 'fp32\t%s\n' "$r" >> "$ds_file"; done
+for r in "${DS_BF16[@]}"; do printf 'bf16\t%s\n' "$r" >> "$ds_file"; done
 
-"$PY" - "$ds_ms" "$ds_rss" "$ds_bf16_ms" "$ds_bf16_rss" "$ds_losses" "$runs_file" \
+"$PY" - "$ds_file" "$ds_losses" "$runs_file" \
   "$L $C $V $T $B" "$peak_ours_fp32 $peak_ours_bf16 $peak_torch_fp32 $peak_torch_bf16" <<'PYEOF'
 import sys
-ds_ms, ds_rss, bf_ms, bf_rss = map(float, sys.argv[1:5])
-L, C, V, T, B = map(int, sys.argv[7].split())
-peaks = dict(zip(("ours fp32", "ours bf16", "torch fp32", "torch bf16"), map(float, sys.argv[8].split())))
-ds_losses = [float(x) for x in sys.argv[5].split(",")]
+L, C, V, T, B = map(int, sys.argv[4].split())
+peaks = dict(zip(("ours fp32", "ours bf16", "torch fp32", "torch bf16"), map(float, sys.argv[5].split())))
+ds_losses = [float(x) for x in sys.argv[2].split(",")]
 def parse(line):
     kv = dict(p.split("=", 1) for p in line.split()[1:])
     return float(kv["ms_per_step"]), float(kv["peak_rss_mib"]), [float(x) for x in kv["losses"].split(",")]
-runs = {}
-for row in open(sys.argv[6]):
+ours = {}  # precision -> [(ms, rss)] by round
+for row in open(sys.argv[1]):
+    label, fig = row.rstrip("\n").split("\t", 1)
+    ours.setdefault(label, []).append(tuple(map(float, fig.split())))
+rounds = {}  # PyTorch configuration -> [(ms, rss, losses)] by round
+for row in open(sys.argv[3]):
     name, line = row.rstrip("\n").split("\t", 1)
     if line.startswith("pytorch:"):
-        runs[name] = parse(line)
+        rounds.setdefault(name, []).append(parse(line))
     else:
         print(f"pytorch {name}: did not run ({line[:80]})")
+runs = {name: min(r, key=lambda x: x[0]) for name, r in rounds.items()}  # each one's best round
+(ds_ms, ds_rss), (bf_ms, bf_rss) = (min(ours[k]) for k in ("fp32", "bf16"))
+def each(ms):
+    return " ".join(f"{m:.1f}" for m in ms) if len(ms) > 1 else ""
 print()
-print(f"{'':48s} {'ms/step':>10s} {'peak RSS MiB':>14s}")
-print(f"{'ds-runtime fp32':48s} {ds_ms:10.1f} {ds_rss:14.1f}")
-print(f"{'ds-runtime bf16':48s} {bf_ms:10.1f} {bf_rss:14.1f}")
+print(f"{'':48s} {'ms/step':>10s} {'peak RSS MiB':>14s}   {'each round (ms/step)'}")
+print(f"{'ds-runtime fp32':48s} {ds_ms:10.1f} {ds_rss:14.1f}   {each([x[0] for x in ours['fp32']])}")
+print(f"{'ds-runtime bf16':48s} {bf_ms:10.1f} {bf_rss:14.1f}   {each([x[0] for x in ours['bf16']])}")
 for name, (ms, rss, _) in runs.items():
-    print(f"{'pytorch ' + name:48s} {ms:10.1f} {rss:14.1f}")
+    print(f"{'pytorch ' + name:48s} {ms:10.1f} {rss:14.1f}   {each([x[0] for x in rounds[name]])}")
 for label, ours, rss in (("fp32", ds_ms, ds_rss), ("bf16", bf_ms, bf_rss)):
     mine = {k: v for k, v in runs.items() if label in k}
     if not mine:
