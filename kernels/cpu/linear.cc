@@ -91,8 +91,8 @@ constexpr int64_t kBiasCols = 256;
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The sums of a bf16 dy's 256-column slice from c0 in 16 registers, rows in order (each column's
 // sum in the same order as the loop below, so the same bits).
-__attribute__((target("avx512f"))) void BiasSumsBf16x256(const uint16_t* dy, int64_t n,
-                                                         int64_t out, int64_t c0, float* acc) {
+__attribute__((target("avx512f"))) void BiasSumsBf16x256(const uint16_t* dy, int64_t n, int64_t out,
+                                                         int64_t c0, float* acc) {
   __m512 s[16];
   for (int v = 0; v < 16; ++v) s[v] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; ++i) {
