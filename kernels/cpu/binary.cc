@@ -52,22 +52,22 @@ Status Forward(const OpArgs& args) {
 }
 
 // d += g, or d = g where the gradient is fresh (OpArgs::fresh_grads); dy and a fresh d may be
-// bf16.
+// bf16. One pass over dy writes both gradients, a chunk at a time.
 template <class Op>
 Status Backward(const OpArgs& args) {
   const Tensor& dyt = args.grad_out[0];
-  for (int k = 0; k < 2; ++k) {
-    const Tensor& dt = args.grad_in[k];
-    if (!dt.defined()) continue;
-    const bool fresh = args.fresh_grads >> k & 1u;
-    DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, k, "binary op"));
-    const Tensor& other = args.in[1 - k];
-    ParallelFor(dyt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      float ob[kChunk], dyb[kChunk], db[kChunk];
-      for (int64_t c = begin; c < end; c += kChunk) {
-        const int64_t m = std::min(kChunk, end - c);
-        const float* o = Op::kReadsOther ? ActRead(other, c, m, ob) : nullptr;
-        const float* dy = ActRead(dyt, c, m, dyb);
+  for (int k = 0; k < 2; ++k)
+    if (args.grad_in[k].defined()) DS_RETURN_IF_ERROR(CheckBf16GradFresh(args, k, "binary op"));
+  ParallelFor(dyt.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    float ob[kChunk], dyb[kChunk], db[kChunk];
+    for (int64_t c = begin; c < end; c += kChunk) {
+      const int64_t m = std::min(kChunk, end - c);
+      const float* dy = ActRead(dyt, c, m, dyb);
+      for (int k = 0; k < 2; ++k) {
+        const Tensor& dt = args.grad_in[k];
+        if (!dt.defined()) continue;
+        const bool fresh = args.fresh_grads >> k & 1u;
+        const float* o = Op::kReadsOther ? ActRead(args.in[1 - k], c, m, ob) : nullptr;
         float* d = ActOut(dt, c, db);
         for (int64_t i = 0; i < m; ++i) {
           const float g = Op::Grad(dy[i], Op::kReadsOther ? o[i] : 0.f);
@@ -75,8 +75,8 @@ Status Backward(const OpArgs& args) {
         }
         ActStore(dt, c, m, d);
       }
-    });
-  }
+    }
+  });
   return OkStatus();
 }
 
