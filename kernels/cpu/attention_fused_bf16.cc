@@ -6,11 +6,12 @@
 //   backward: S again, P = exp(S - lse), dP = dO V^T, dS = P (dP - rowsum(dO O)),
 //             dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO, each added into dqkv by the
 //             product itself (a thread owns its heads' columns).
-// The numbers are the batched path's (attention_bf16.cc): bf16 products with fp32 accumulation,
-// the softmax in fp32 through ExpShiftSum, P normalized before it is rounded. What changes is
-// the cost: the batched path packs every head for oneDNN, writes each block's products to
-// memory and runs 7 primitives a block; here nothing leaves L2 but the inputs and outputs.
-// Backward parallelizes over kv heads (a group's query heads add into one dK, dV).
+// The arithmetic is the batched path's (attention_bf16.cc): bf16 products with fp32
+// accumulation, the softmax in fp32 (exp_simd's exponential; sums in 16 lanes here), P
+// normalized before it is rounded. What changes is the cost: the batched path packs every head for
+// oneDNN, writes each block's products to memory and runs 7 primitives a block; here nothing leaves
+// L2 but the inputs and outputs. Backward parallelizes over kv heads (a group's query heads add
+// into one dK, dV).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
