@@ -71,8 +71,7 @@ struct Plain {
 Plain HeadRows(const Geo& z, const Tensor& src, int64_t ld, int64_t b, int64_t col, uint16_t* buf) {
   const int64_t at = b * z.t * ld + col;
   if (IsBf16(src)) return {Bf16Data(src) + at, ld};
-  for (int64_t t = 0; t < z.t; ++t)
-    fused_rows::RoundRow(src.f32() + at + t * ld, z.d, buf + t * z.d);
+  for (int64_t t = 0; t < z.t; ++t) RoundToBf16Run(src.f32() + at + t * ld, buf + t * z.d, z.d);
   return {buf, z.d};
 }
 
@@ -115,7 +114,7 @@ void ForwardHead(const Geo& z, const Tensor& qkv, const Tensor& out, int64_t b, 
     for (int64_t r = 0; r < m; ++r) {
       const int64_t at = (b * z.t + i0 + r) * z.out_ld + h * z.d;
       if (IsBf16(out))
-        fused_rows::RoundRow(o + r * z.d, z.d, static_cast<uint16_t*>(out.data()) + at);
+        RoundToBf16Run(o + r * z.d, static_cast<uint16_t*>(out.data()) + at, z.d);
       else
         std::copy_n(o + r * z.d, z.d, out.f32() + at);
     }

@@ -89,10 +89,6 @@ __attribute__((target("avx512f,fma"))) void SoftmaxGradRowPair(const GradRow& r0
   }
 }
 
-__attribute__((target("avx512f"))) void RoundRow(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t j = 0; j < n; j += 16) Store16(bf16_simd::Round16(_mm512_loadu_ps(x + j)), out + j);
-}
-
 __attribute__((target("avx512f,fma"))) float DotBf16(const uint16_t* a, const float* b, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16)

@@ -27,9 +27,6 @@ struct GradRow {
 void SoftmaxGradRowPair(const GradRow& r0, const GradRow* r1, int64_t nk, uint32_t* p_pairs,
                         uint32_t* ds_pairs);
 
-// out[0, n) = round(x[0, n)) to bf16, n % 16 == 0.
-void RoundRow(const float* x, int64_t n, uint16_t* out);
-
 // sum_j a[j] b[j] over n % 16 == 0 values, a in bf16.
 float DotBf16(const uint16_t* a, const float* b, int64_t n);
 
