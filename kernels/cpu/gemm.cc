@@ -156,21 +156,12 @@ bool SplitsColumns(const GemmShape& s, bool bf16) {
   return bf16 ? s.n >= 64 && s.k >= 8 * s.n : s.n >= kAutoPlainBColumns;
 }
 
-// Whether oneDNN runs below AVX-512 (avx2, avx2_vnni, avx), where kAuto sends every plain-B
-// product to OpenBLAS: on a 2-core AVX2-only AMD EPYC, OpenBLAS's Haswell kernels ran L4 C256's
-// weight and input gradients of 256 columns at 1.1-2.2x oneDNN's avx2 rate (the logits' weight
-// gradient 103.6 against 46.9 GFLOP/s, caches evicted), and whole L4 C256 steps 20% faster.
-bool BelowAvx512() {
-  static const bool below = OneDnnIsa().rfind("avx512", 0) != 0;
-  return below;
-}
-
 // Shapes oneDNN takes: GEMV-like products stay on the few-rows / sgemv path.
 bool ToOneDnn(const GemmShape& s) {
   const GemmLibrary lib = CurrentGemmLibrary();
   if (lib == GemmLibrary::kOpenBlas || !(s.m > 1 && s.n > 1 && s.k > 0)) return false;
-  if (lib == GemmLibrary::kOneDnn || s.trans_b) return true;
-  return (s.n < kAutoPlainBColumns && !BelowAvx512()) || SplitsColumns(s, false);
+  return lib == GemmLibrary::kOneDnn || s.trans_b || s.n < kAutoPlainBColumns ||
+         SplitsColumns(s, false);
 }
 
 void Run(const Prim& p, const void* a, const void* b, void* c, const float* bias) {

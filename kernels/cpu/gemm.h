@@ -35,10 +35,8 @@ namespace ds::kernels::cpu {
 // at 0.57-0.83x OpenBLAS's rate on two CPUs (avx512_core_vnni, avx512_core_amx: GPT-2's
 // mlp.proj and logits gradients), while it wins most other shapes. On avx512_core_bf16 (AVX512_BF16
 // without AMX) those go to oneDNN's gemm:jit kernels instead, as two strided halves (gemm.cc's
-// PartsOf: faster than both there). Below AVX-512 (oneDNN at avx2) every product with a plain B
-// goes to OpenBLAS: there its Haswell kernels beat oneDNN's avx2 ones on the narrow gradients
-// too (gemm.cc's BelowAvx512). A rule on the shape and ISA, never a timing, so every run of a
-// job sums in the same order.
+// PartsOf: faster than both there). A rule on the shape and ISA, never a timing, so every run
+// of a job sums in the same order.
 enum class GemmLibrary { kOneDnn, kOpenBlas, kAuto };
 
 // How bf16 products run: kNative through oneDNN's bf16 kernels (emulated by oneDNN on
