@@ -195,8 +195,9 @@ TEST_CASE("ds-plan: says whether the job fits the host memory and what offload w
   REQUIRE(big.code == 0);
   CHECK_THAT(big.out, Catch::Contains("fit: the planned peak of"));
   CHECK_THAT(big.out, Catch::Contains("64.00 GiB of host memory per rank"));
-  // 0.15 GiB per rank: the states (about 85 MB) and activations (about 100 MB) of one rank do
-  // not fit; the master and Adam moments on NVMe make room.
+  // 0.15 GiB per rank: the states (about 85 MB) and bf16 activations (about 57 MB: the job pins
+  // device.cpu_bf16_matmul, so on every host) of one rank do not fit; the master and Adam
+  // moments on NVMe make room.
   Result small = Run({kJob, "--world", "1", "--host-memory", "0.3", "--ranks-per-node", "2"});
   REQUIRE(small.code == 0);
   CHECK_THAT(small.out, Catch::Contains("does not fit: the planned peak of"));
