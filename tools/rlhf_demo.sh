@@ -3,7 +3,8 @@
 # made into a preference task (configs/examples/chat_addition/):
 #   data    40000 problems "12+34=": chosen the right sum reversed ("640$"), rejected a wrong one
 #           (off by 1, 2, 10 or up to 30), split 20/40/40% over the steps (data_split 2,4,4)
-#   step 1  SFT stopped early, so the model answers only partly right
+#   step 1  SFT stopped early, so the model answers only partly right (once 70% of 64 held-out
+#           SFT rows come out exactly right)
 #   step 2  a reward model on (right, wrong) pairs, from the SFT weights
 #   step 3  PPO from the SFT model against that reward model
 # Prints each step's figures (held-out exact match, pairwise accuracy, reward and KL per

@@ -89,13 +89,21 @@ void ReadPpo(Block& root, const std::string& dir, ChatPpo* p, std::string* error
   b.Finish();
 }
 
+// `stop_key`: the step's early-stop key (null: it has none).
 void ReadStep(Block& root, const char* name, const std::string& dir, ChatStep* s,
-              std::string* error) {
+              const char* stop_key, std::string* error) {
   Block b(root.Child(name), std::string(name) + ".", error);
   b.Get("job", &s->job);
   s->job = Resolve(dir, s->job);
   b.Get("steps", &s->steps);
   b.Require(s->steps >= 0, "steps", "must be >= 0");
+  if (stop_key) {
+    b.Get(stop_key, &s->stop_at);
+    b.Get("eval_interval", &s->eval_interval);
+    b.Require(s->stop_at >= 0 && s->stop_at <= 1, stop_key,
+              "must be a share in [0, 1] (0: no early stop)");
+    b.Require(s->eval_interval >= 1, "eval_interval", "must be >= 1");
+  }
   b.Finish();
 }
 
@@ -130,8 +138,8 @@ StatusOr<ChatConfig> LoadChatConfig(const std::string& path) {
   r.Get("stop", &c.stop);
   r.Get("output", &c.output);
   c.output = Resolve(dir, c.output);
-  ReadStep(r, "sft", dir, &c.sft, &error);
-  ReadStep(r, "reward", dir, &c.reward, &error);
+  ReadStep(r, "sft", dir, &c.sft, "stop_at_exact_match", &error);
+  ReadStep(r, "reward", dir, &c.reward, "stop_at_pairwise_accuracy", &error);
   ReadPpo(r, dir, &c.ppo, &error);
   r.Finish();
   if (!error.empty()) return InvalidArgumentError(path + ": " + error);

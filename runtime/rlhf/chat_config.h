@@ -10,8 +10,12 @@
 //   stop: "$"                      # text whose tokens end a generated answer
 //   output: runs/chat              # sft.safetensors, reward.safetensors, actor.safetensors,
 //                                  # ppo.csv
-//   sft: {job: sft.yaml, steps: 300}
-//   reward: {job: reward.yaml, steps: 300}
+//   sft: {job: sft.yaml, steps: 300,    # steps at most;
+//         stop_at_exact_match: 0.7,   # stop once greedy exact match on 64 of step 1's rows
+//         eval_interval: 10}          #   (held out from its training) reaches this share
+//                                     #   (0: never), checked every eval_interval steps
+//   reward: {job: reward.yaml, steps: 300,  # likewise: pairwise accuracy on 256 of step 2's
+//            stop_at_pairwise_accuracy: 0.99, eval_interval: 500}  # training pairs
 //   ppo: {actor: actor.yaml, critic: critic.yaml, iterations: 60, kl_ctl: 0.1,
 //         clip_reward_value: 5, cliprange: 0.2, cliprange_value: 0.2, gamma: 1.0, lam: 0.95,
 //         generation_batches: 1, ppo_epochs: 1, enable_ema: false, temperature: 1.0,
@@ -35,7 +39,13 @@ namespace ds::rlhf {
 struct ChatStep {
   std::string job;  // a job file (resolved)
   int64_t steps = 0;
+  // Stop once the step's measure on rows held out from its training (kStopCheckRows[step])
+  // reaches this share, checked every eval_interval steps; 0: run all `steps`. sft: greedy
+  // exact match (stop_at_exact_match); reward: pairwise accuracy (stop_at_pairwise_accuracy).
+  double stop_at = 0;
+  int64_t eval_interval = 10;
 };
+inline constexpr int64_t kSftCheckRows = 64, kRewardCheckPairs = 256;
 
 struct ChatPpo {
   std::string actor, critic;  // job files (resolved)

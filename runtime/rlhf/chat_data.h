@@ -49,5 +49,8 @@ Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Commun
 
 // The model's exact match on step 3's held-out prompts, answered greedily (chat_ppo.cc).
 StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model);
+// The model's greedy exact match on `rows`' prompts (whole batches of 16; the rest unused).
+StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model,
+                            const std::vector<PreferenceExample>& rows);
 
 }  // namespace ds::rlhf

@@ -30,6 +30,22 @@ struct Prompts {
   std::vector<std::vector<int32_t>> train, eval, eval_chosen;
 };
 
+StatusOr<std::vector<int32_t>> EncodePrompt(const ChatData& d, const PreferenceExample& e) {
+  DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, d.encoding.encode(e.prompt));
+  if (p.empty() || static_cast<int64_t>(p.size()) > d.config.prompt_len)
+    return InvalidArgumentError(d.config.source + ": prompt \"" + e.prompt + "\" has " +
+                                std::to_string(p.size()) + " tokens; prompt_len is " +
+                                std::to_string(d.config.prompt_len));
+  return p;
+}
+
+// The chosen answer's tokens, the end tokens after them: what a greedy answer must equal.
+StatusOr<std::vector<int32_t>> EncodeChosen(const ChatData& d, const PreferenceExample& e) {
+  DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, d.encoding.encode(e.chosen));
+  a.insert(a.end(), d.encoding.end.begin(), d.encoding.end.end());
+  return a;
+}
+
 // Step 3's prompts (1 to prompt_len tokens, left-padded in the rollouts), the last eval_prompts
 // (whole batches of 16) held out with their chosen answers.
 StatusOr<Prompts> PpoPrompts(const ChatData& d) {
@@ -37,17 +53,12 @@ StatusOr<Prompts> PpoPrompts(const ChatData& d) {
   const std::vector<PreferenceExample> part = d.Part(2);
   const int64_t held = d.config.ppo.eval_prompts / 16 * 16;
   for (size_t i = 0; i < part.size(); ++i) {
-    DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, d.encoding.encode(part[i].prompt));
-    if (p.empty() || static_cast<int64_t>(p.size()) > d.config.prompt_len)
-      return InvalidArgumentError(d.config.source + ": prompt \"" + part[i].prompt + "\" has " +
-                                  std::to_string(p.size()) + " tokens; prompt_len is " +
-                                  std::to_string(d.config.prompt_len));
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, EncodePrompt(d, part[i]));
     if (static_cast<int64_t>(i) < static_cast<int64_t>(part.size()) - held) {
       out.train.push_back(std::move(p));
       continue;
     }
-    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, d.encoding.encode(part[i].chosen));
-    a.insert(a.end(), d.encoding.end.begin(), d.encoding.end.end());
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, part[i]));
     out.eval.push_back(std::move(p));
     out.eval_chosen.push_back(std::move(a));
   }
@@ -178,6 +189,20 @@ StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
   DS_ASSIGN_OR_RETURN(AnswerEval e,
                       EvaluateAnswers(model, nullptr, prompts.eval, prompts.eval_chosen, d.stop,
                                       d.config.answer_len, d.encoding.pad));
+  return e.exact;
+}
+
+StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model,
+                            const std::vector<PreferenceExample>& rows) {
+  Prompts p;
+  for (const PreferenceExample& e : rows) {
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> q, EncodePrompt(d, e));
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, e));
+    p.eval.push_back(std::move(q));
+    p.eval_chosen.push_back(std::move(a));
+  }
+  DS_ASSIGN_OR_RETURN(AnswerEval e, EvaluateAnswers(model, nullptr, p.eval, p.eval_chosen, d.stop,
+                                                    d.config.answer_len, d.encoding.pad));
   return e.exact;
 }
 

@@ -36,7 +36,7 @@ for pattern in "sft: 600 examples" "sft: held-out exact match [0-9.]*%" \
 done
 # The figures this configuration reaches here (40 steps, 5 iterations: pairwise accuracy 23.21%
 # -> 51.79%, KL at most 0.12, mean reward -0.40 -> -0.30), with room for other CPUs' rounding.
-figures=$(chat_figures "$W/log" "$W/out/ppo.csv" 45 0.5) && pass "figures: $figures" ||
+figures=$(chat_figures "$W/log" "$W/out/ppo.csv" 45 0.5 2>&1) && pass "figures: $figures" ||
   fail "figures: $figures"
 # Step 3 alone, from the files steps 1 and 2 wrote.
 rm "$W/out/actor.safetensors"
@@ -93,6 +93,10 @@ refused "a misspelt PPO key" "ppo.kl_ctrl is not a ds-chat setting" 's/iteration
 refused "a bad data_split" 'data_split "2,4": needs three weights' 's/"2,4,4"/"2,4"/'
 refused "no datasets" "data.files must name at least one" 's/files: \[pairs.jsonl\]/files: []/'
 refused "a missing job file" 'job file ".*nope.yaml" cannot be read' 's/critic: critic.yaml/critic: nope.yaml/'
+refused "an early stop above 1" "sft.stop_at_exact_match must be a share in \[0, 1\]" \
+  's/sft: {job: sft.yaml, steps: 40}/sft: {job: sft.yaml, steps: 40, stop_at_exact_match: 70}/'
+refused "an early stop on the reward model" "reward.stop_at_exact_match is not a ds-chat setting" \
+  's/reward: {job: reward.yaml, steps: 40}/reward: {job: reward.yaml, steps: 40, stop_at_exact_match: 0.5}/'
 refused "a missing ptx file" 'ppo.unsupervised_dataset ".*nope.txt" cannot be read' \
   's/iterations: 5, /iterations: 5, unsupervised_dataset: nope.txt, /'
 out=$("$CHAT" --config "$W/chat.yaml" --step rl 2>&1); rc=$?

@@ -26,6 +26,9 @@ chat_pairs "$W/pairs.jsonl" 4
 chat_jobs "$W" 8 3 "checkpoint: {dir: $W/unused}"
 chat_config "$W/chat.yaml" 200 4 32
 sed -i 's/iterations: 4, /iterations: 4, enable_ema: true, /' "$W/chat.yaml"
+# SFT's early-stop check on both ranks every 50 steps (rank 0's figure broadcast; this model
+# stays far below 90%, so it runs all 200 steps).
+sed -i 's/^sft: {job: sft.yaml, steps: 200}/sft: {job: sft.yaml, steps: 200, stop_at_exact_match: 0.9, eval_interval: 50}/' "$W/chat.yaml"
 echo "hybrid_engine: {enabled: true, max_out_tokens: 10, inference_tp_size: 2, tp_gather_partition_size: 1}" \
   >> "$W/actor.yaml"
 { cat "$W/actor.yaml"; echo "rlhf: {chat: $W/chat.yaml}"; } > "$W/job.yaml"
@@ -39,7 +42,12 @@ for f in sft.safetensors reward.safetensors actor.safetensors ppo.csv eval_answe
 done
 grep -q "ppo: held-out exact match [0-9.]*% -> [0-9.]*% (32 prompts)" "$W/out.log" &&
   pass "rank 0 reports step 3's figures" || fail "no step 3 figures"
-figures=$(chat_figures "$W/out.log" "$W/out/ppo.csv" 40 0.5) && pass "figures: $figures" ||
+# The floors are the machinery's, not a trained model's: 200 SFT steps leave this model at 0-3%
+# exact match; its 4th PPO iteration's KL was 0.22 to 0.54 over data seeds 1, 2, 3 and 5 on one
+# CPU (it grows fast from so untrained an actor), and whether the greedy answers' mean reward
+# rises in 4 iterations went either way (1.20 -> 1.08 once), so PPO's outcome is not held to a
+# bar here (chat_cli_test and chat_demo_test do).
+figures=$(chat_figures "$W/out.log" "$W/out/ppo.csv" 40 1.0 - 2>&1) && pass "figures: $figures" ||
   fail "figures: $figures"
 [[ $(grep -c "== ds-chat step ppo" "$W/out.log") == 1 ]] && pass "one rank reports" ||
   fail "step lines: $(grep -c '== ds-chat step ppo' "$W/out.log")"

@@ -53,15 +53,18 @@ YAML
 
 # chat_figures LOG CSV REWARD_FLOOR KL_CEILING [GAIN]: the figures a ds-chat run reported, parsed
 # as numbers and held to what its configuration reaches: the reward model's held-out pairwise
-# accuracy rises in training and ends at least REWARD_FLOOR (%), every PPO iteration's per-token
-# KL to the reference (ppo.csv) stays below KL_CEILING, the reward model's mean score of the
+# accuracy rises in training and ends at least REWARD_FLOOR (%), the first PPO iteration's
+# per-token KL to the reference (ppo.csv) is 0 (its rollouts come before any update: the actor is
+# the reference) and every iteration's stays below KL_CEILING, the reward model's mean score of the
 # greedy answers rises over step 3, and (given GAIN) PPO lifts held-out exact match by at least
-# GAIN points over SFT's. Prints the figures; exit 1 naming the first one that misses.
+# GAIN points over SFT's; GAIN "-": neither of the last two (a few iterations from an untrained
+# model, where they are a race). Prints the figures; exit 1 naming the first one that misses.
 chat_figures() {
   python3 - "$@" <<'PYEOF'
 import csv, re, sys
 log, table, floor, ceiling = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-gain = float(sys.argv[5]) if len(sys.argv) > 5 else None
+outcome = len(sys.argv) <= 5 or sys.argv[5] != "-"  # hold PPO's outcome to a bar
+gain = float(sys.argv[5]) if len(sys.argv) > 5 and outcome else None
 text = open(log, errors="replace").read()
 def find(pattern, what):
     m = re.search(pattern, text)
@@ -78,8 +81,9 @@ print(f"SFT exact match {sft}%; pairwise accuracy {rm0}% -> {rm1}%; PPO exact ma
 checks = [(0 <= sft <= 100 and em0 == sft, "PPO's starting exact match is not SFT's"),
           (rm1 > rm0, "the reward model's accuracy did not rise"),
           (rm1 >= floor, f"pairwise accuracy {rm1}% is below {floor}%"),
+          (abs(kl[0]) < 1e-4, f"the first iteration's KL {kl[0]} is not 0 (actor = reference)"),
           (max(kl) < ceiling, f"KL {max(kl)} is not below {ceiling}"),
-          (r1 > r0, "the greedy answers' mean reward did not rise"),
+          (r1 > r0 or not outcome, "the greedy answers' mean reward did not rise"),
           (gain is None or em1 >= em0 + gain, f"PPO's exact match {em1}% is not {gain} points over SFT's {em0}%")]
 for ok, why in checks:
     if not ok:
