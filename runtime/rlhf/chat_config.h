@@ -39,9 +39,10 @@ namespace ds::rlhf {
 struct ChatStep {
   std::string job;  // a job file (resolved)
   int64_t steps = 0;
-  // Stop once the step's measure on rows held out from its training (kStopCheckRows[step])
-  // reaches this share, checked every eval_interval steps; 0: run all `steps`. sft: greedy
-  // exact match (stop_at_exact_match); reward: pairwise accuracy (stop_at_pairwise_accuracy).
+  // Stop once the step's measure on rows held out from its training reaches this share,
+  // checked every eval_interval steps; 0: run all `steps`. sft: greedy exact match on
+  // kSftCheckRows rows (stop_at_exact_match); reward: pairwise accuracy on kRewardCheckPairs
+  // pairs (stop_at_pairwise_accuracy).
   double stop_at = 0;
   int64_t eval_interval = 10;
 };
