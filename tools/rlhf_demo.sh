@@ -5,7 +5,8 @@
 #           (off by 1, 2, 10 or up to 30), split 20/40/40% over the steps (data_split 2,4,4)
 #   step 1  SFT stopped early, so the model answers only partly right (once 70% of 64 held-out
 #           SFT rows come out exactly right)
-#   step 2  a reward model on (right, wrong) pairs, from the SFT weights
+#   step 2  a reward model on (right, wrong) pairs, from the SFT weights, until 98% of 256
+#           held-out pairs rank right
 #   step 3  PPO from the SFT model against that reward model
 # Prints each step's figures (held-out exact match, pairwise accuracy, reward and KL per
 # iteration, the PPO time split and generation tokens/s) and plots the reward curve:
