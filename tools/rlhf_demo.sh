@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# DeepSpeed-Chat's three steps on this machine's CPU in about four to five minutes, on 2-digit addition
-# made into a preference task (configs/examples/chat_addition/):
+# DeepSpeed-Chat's three steps on this machine's CPU in about four to five minutes, on 2-digit
+# addition made into a preference task (configs/examples/chat_addition/):
 #   data    40000 problems "12+34=": chosen the right sum reversed ("640$"), rejected a wrong one
 #           (off by 1, 2, 10 or up to 30), split 20/40/40% over the steps (data_split 2,4,4)
 #   step 1  SFT stopped early, so the model answers only partly right (once 70% of 64 held-out
