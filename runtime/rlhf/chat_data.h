@@ -47,10 +47,16 @@ StatusOr<std::unique_ptr<worker::Trainer>> ChatModel(
 // Writes `t`'s weights to `path` (rank 0; every rank joins, and waits for the file).
 Status ExportModel(worker::Trainer& t, const std::string& path, parallel::Communicator* comm);
 
-// The model's exact match on step 3's held-out prompts, answered greedily (chat_ppo.cc).
+// Rows' prompts and the answers a greedy model must give them (chosen, then the end tokens),
+// encoded; InvalidArgument naming the prompt that is empty or longer than prompt_len.
+struct Answers {
+  std::vector<std::vector<int32_t>> prompts, chosen;
+};
+StatusOr<Answers> EncodeAnswers(const ChatData& d, const std::vector<PreferenceExample>& rows);
+
+// The model's greedy exact match on `a` (whole batches of 16; the rest unused) (chat_ppo.cc).
+StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model, const Answers& a);
+// ExactMatch on step 3's held-out prompts (the last ppo.eval_prompts of its part).
 StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model);
-// The model's greedy exact match on `rows`' prompts (whole batches of 16; the rest unused).
-StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model,
-                            const std::vector<PreferenceExample>& rows);
 
 }  // namespace ds::rlhf

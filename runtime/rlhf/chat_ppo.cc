@@ -1,4 +1,5 @@
 // ds-chat's step 3 (chat_steps.h: RunPpo).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -27,7 +28,8 @@ std::string Ids(const std::vector<int32_t>& ids) {
 }
 
 struct Prompts {
-  std::vector<std::vector<int32_t>> train, eval, eval_chosen;
+  std::vector<std::vector<int32_t>> train;
+  Answers eval;  // the held-out prompts
 };
 
 StatusOr<std::vector<int32_t>> EncodePrompt(const ChatData& d, const PreferenceExample& e) {
@@ -59,8 +61,8 @@ StatusOr<Prompts> PpoPrompts(const ChatData& d) {
       continue;
     }
     DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, part[i]));
-    out.eval.push_back(std::move(p));
-    out.eval_chosen.push_back(std::move(a));
+    out.eval.prompts.push_back(std::move(p));
+    out.eval.chosen.push_back(std::move(a));
   }
   return out;
 }
@@ -183,27 +185,28 @@ void Report(const ChatConfig& c, const PpoStepMetrics& r, int64_t it, int64_t fi
 
 }  // namespace
 
-// The SFT model's exact match on step 3's held-out prompts (chat_steps.cc's RunSft reports it).
-StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
-  DS_ASSIGN_OR_RETURN(Prompts prompts, PpoPrompts(d));
-  DS_ASSIGN_OR_RETURN(AnswerEval e,
-                      EvaluateAnswers(model, nullptr, prompts.eval, prompts.eval_chosen, d.stop,
-                                      d.config.answer_len, d.encoding.pad));
+StatusOr<Answers> EncodeAnswers(const ChatData& d, const std::vector<PreferenceExample>& rows) {
+  Answers out;
+  for (const PreferenceExample& e : rows) {
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, EncodePrompt(d, e));
+    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, e));
+    out.prompts.push_back(std::move(p));
+    out.chosen.push_back(std::move(a));
+  }
+  return out;
+}
+
+StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model, const Answers& a) {
+  DS_ASSIGN_OR_RETURN(AnswerEval e, EvaluateAnswers(model, nullptr, a.prompts, a.chosen, d.stop,
+                                                    d.config.answer_len, d.encoding.pad));
   return e.exact;
 }
 
-StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model,
-                            const std::vector<PreferenceExample>& rows) {
-  Prompts p;
-  for (const PreferenceExample& e : rows) {
-    DS_ASSIGN_OR_RETURN(std::vector<int32_t> q, EncodePrompt(d, e));
-    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, e));
-    p.eval.push_back(std::move(q));
-    p.eval_chosen.push_back(std::move(a));
-  }
-  DS_ASSIGN_OR_RETURN(AnswerEval e, EvaluateAnswers(model, nullptr, p.eval, p.eval_chosen, d.stop,
-                                                    d.config.answer_len, d.encoding.pad));
-  return e.exact;
+StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
+  const std::vector<PreferenceExample> part = d.Part(2);
+  const size_t held = std::min<size_t>(part.size(), d.config.ppo.eval_prompts / 16 * 16);
+  DS_ASSIGN_OR_RETURN(Answers a, EncodeAnswers(d, {part.end() - held, part.end()}));
+  return ExactMatch(d, model, a);
 }
 
 Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& log) {
@@ -218,7 +221,7 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   DS_ASSIGN_OR_RETURN(const int64_t first, Resume(c, m, *ppo));
   const bool talk = !comm || comm->rank() == 0;
   auto eval = [&]() {
-    return EvaluateAnswers(*m.actor, m.rm.get(), prompts.eval, prompts.eval_chosen, d.stop,
+    return EvaluateAnswers(*m.actor, m.rm.get(), prompts.eval.prompts, prompts.eval.chosen, d.stop,
                            c.answer_len, d.encoding.pad);
   };
   DS_ASSIGN_OR_RETURN(AnswerEval before, eval());
@@ -261,8 +264,8 @@ Status RunPpo(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   if (talk) {  // the greedy answers after step 3, ds-generate's JSONL fields
     std::ofstream out(c.output + "/eval_answers.jsonl");
     for (size_t i = 0; i < after.answers.size(); ++i)
-      out << "{\"prompt_ids\": " << Ids(prompts.eval[i]) << ", \"ids\": " << Ids(after.answers[i])
-          << "}\n";
+      out << "{\"prompt_ids\": " << Ids(prompts.eval.prompts[i])
+          << ", \"ids\": " << Ids(after.answers[i]) << "}\n";
   }
   if (c.ppo.enable_ema)
     DS_RETURN_IF_ERROR(WriteEma(*ppo, c.output + "/actor_ema.safetensors", comm));

@@ -113,10 +113,11 @@ Status RunSft(const ChatConfig& c, parallel::Communicator* comm, std::ostream& l
   if (Rank(comm) == 0)
     log << "sft: " << rows.size() << " examples (step 1's part"
         << (check.empty() ? "" : "; " + std::to_string(check.size()) + " more held out") << ")\n";
+  DS_ASSIGN_OR_RETURN(Answers answers, EncodeAnswers(d, check));
   DS_ASSIGN_OR_RETURN(auto t, ChatModel(c.sft.job, "lm", d.seq(), comm));
   StopCheck stop = EarlyStop(
       c.sft, "sft: exact match on the held-out step-1 rows",
-      [&d, &t, &check]() { return ExactMatch(d, *t, check); }, comm, log);
+      [&d, &t, &answers]() { return ExactMatch(d, *t, answers); }, comm, log);
   DS_RETURN_IF_ERROR(TrainRows(*t, std::move(rows), 1, c.sft.steps, c, comm, "sft", log, stop));
   DS_ASSIGN_OR_RETURN(double exact, HeldOutExactMatch(d, *t));
   if (Rank(comm) == 0) log << "sft: held-out exact match " << Percent(exact) << "\n";
