@@ -7,7 +7,7 @@
 #      runtime/cuda device and allocator, blas, attention, nccl, the CUDA backend plugin and
 #      the tiny GPT trained on the GPU against the CPU curve (the last ones need Bazel)
 #   4. the README's example on the GPU at ZeRO 0-3 and offload_optimizer against the CPU's
-#      bf16 curve, then its 1500 steps and held-out exact match (tools/gpu_check/example.sh);
+#      bf16 curve, then its 3000 steps and held-out exact match (tools/gpu_check/example.sh);
 #      benchmarks (tools/gpu_check/bench.sh): bf16 GEMM 8192^3 and 4096^3 through cuBLASLt
 #      beside cublasGemmEx, AdamW over 124M params (GB/s vs copy and PEAK_HBM_GBPS), flash
 #      attention fwd+bwd at T 1024/4096, D 64/128 beside PyTorch's SDPA, and ds-worker

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-rules-java
-  g++ python3 python3-numpy
+  g++ python3 python3-numpy python3-yaml
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev catch2 nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libdnnl-dev libgloo-dev liburing-dev libaio-dev zlib1g-dev libicu-dev libsentencepiece-dev

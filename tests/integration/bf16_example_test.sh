@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The default example (configs/examples/addition.yaml: a 3-layer GPT learning 3-digit addition,
-# 1500 steps) in bf16 against fp32, as tools/run-example.sh runs it: once with every kernel the
+# 3000 steps) in bf16 against fp32, as tools/run-example.sh runs it: once with every kernel the
 # CPU has (bf16 products in bf16 where it has AVX512_BF16 or AMX), once forced onto the fallback
 # of a CPU without AVX-512 (DS_CPU_ISA=avx2: oneDNN held to AVX2, bf16 products as fp32 products
 # of the widened values, the 8-lane loops). Each bf16 run:

@@ -27,8 +27,8 @@ cols() { cut -d, -f1,2,3,4,8,9,11 "$1"; }
 # The addition example, 300 steps, a checkpoint every 100.
 bin/ds-data addition --digits 3 --train_examples 50000 --val_examples 2000 --seed 1 \
   --output_dir "$W/data" > /dev/null
-sed -e "s|runs/addition|$W|g" -e 's/train_iters: 1500/train_iters: 300/' \
-  -e 's/save_interval: 500/save_interval: 100/' -e 's/keep_last: 2/keep_last: 5/' \
+sed -e "s|runs/addition|$W|g" -e 's/train_iters: 3000/train_iters: 300/' \
+  -e 's/save_interval: 1000/save_interval: 100/' -e 's/keep_last: 2/keep_last: 5/' \
   configs/examples/addition.yaml > "$W/addition.yaml"
 bin/ds-worker --config "$W/addition.yaml" > "$W/addition.log" 2>&1
 cols "$W/metrics.csv" > "$OUT/addition.csv"

@@ -6,7 +6,7 @@
 #      for B 16 x T 1024 tokens: the forward of qkv, proj, fc, fc_proj and the LM head;
 #   2. ds-worker on the gpt-check GPT-2 job with the flops profiler at step 3 (every node
 #      timed and synchronized: forward latency and achieved FLOP/s per node);
-#   3. the example (configs/examples/addition.yaml) for 1500 steps on the GPU at seeds 1-5,
+#   3. the example (configs/examples/addition.yaml) for 3000 steps on the GPU at seeds 1-5,
 #      each with its held-out exact match;
 #   4. (only when named) linear_gpu_test, then the GPT-2 job's tokens/s (steps 3-6) beside
 #      PyTorch eager at the same micro-batch: the check after a change to the linear.
@@ -67,7 +67,7 @@ if [[ $SECTIONS == *" linear "* ]]; then
 fi
 [[ $SECTIONS == *" example "* ]] || exit 0
 
-echo "== 3. the example for 1500 steps on the GPU, seeds 1-5"
+echo "== 3. the example for 3000 steps on the GPU, seeds 1-5"
 "$B/ds-data" addition --digits 3 --train_examples 50000 --val_examples 2000 --seed 1 \
   --output_dir "$WORK/data" >/dev/null 2>&1
 for seed in 1 2 3 4 5; do
