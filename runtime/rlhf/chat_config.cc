@@ -83,6 +83,7 @@ void ReadPpo(Block& root, const std::string& dir, ChatPpo* p, std::string* error
   b.Get("unsup_coef", &p->unsup_coef);
   b.Require(p->unsup_coef > 0, "unsup_coef", "must be > 0");
   b.Require(p->save_interval >= 0, "save_interval", "must be >= 0");
+  b.Require(p->eval_prompts >= 0, "eval_prompts", "must be >= 0");
   b.Require(p->generation_batches >= 1 && p->ppo_epochs >= 1, "ppo_epochs",
             "and generation_batches must be >= 1");
   b.Require(p->temperature > 0, "temperature", "must be > 0");

@@ -48,22 +48,23 @@ StatusOr<std::vector<int32_t>> EncodeChosen(const ChatData& d, const PreferenceE
   return a;
 }
 
-// Step 3's prompts (1 to prompt_len tokens, left-padded in the rollouts), the last eval_prompts
-// (whole batches of 16) held out with their chosen answers.
+// Where step 3's part splits: rows before it train, the last eval_prompts (whole batches of 16)
+// are held out with their chosen answers.
+size_t HeldOutStart(const ChatData& d, size_t rows) {
+  const size_t held = static_cast<size_t>(d.config.ppo.eval_prompts / 16 * 16);
+  return rows - std::min(rows, held);
+}
+
+// Step 3's prompts (1 to prompt_len tokens, left-padded in the rollouts) and its held-out ones.
 StatusOr<Prompts> PpoPrompts(const ChatData& d) {
   Prompts out;
   const std::vector<PreferenceExample> part = d.Part(2);
-  const int64_t held = d.config.ppo.eval_prompts / 16 * 16;
-  for (size_t i = 0; i < part.size(); ++i) {
+  const size_t start = HeldOutStart(d, part.size());
+  for (size_t i = 0; i < start; ++i) {
     DS_ASSIGN_OR_RETURN(std::vector<int32_t> p, EncodePrompt(d, part[i]));
-    if (static_cast<int64_t>(i) < static_cast<int64_t>(part.size()) - held) {
-      out.train.push_back(std::move(p));
-      continue;
-    }
-    DS_ASSIGN_OR_RETURN(std::vector<int32_t> a, EncodeChosen(d, part[i]));
-    out.eval.prompts.push_back(std::move(p));
-    out.eval.chosen.push_back(std::move(a));
+    out.train.push_back(std::move(p));
   }
+  DS_ASSIGN_OR_RETURN(out.eval, EncodeAnswers(d, {part.begin() + start, part.end()}));
   return out;
 }
 
@@ -204,8 +205,8 @@ StatusOr<double> ExactMatch(const ChatData& d, worker::Trainer& model, const Ans
 
 StatusOr<double> HeldOutExactMatch(const ChatData& d, worker::Trainer& model) {
   const std::vector<PreferenceExample> part = d.Part(2);
-  const size_t held = std::min<size_t>(part.size(), d.config.ppo.eval_prompts / 16 * 16);
-  DS_ASSIGN_OR_RETURN(Answers a, EncodeAnswers(d, {part.end() - held, part.end()}));
+  DS_ASSIGN_OR_RETURN(Answers a,
+                      EncodeAnswers(d, {part.begin() + HeldOutStart(d, part.size()), part.end()}));
   return ExactMatch(d, model, a);
 }
 

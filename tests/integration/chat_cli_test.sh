@@ -97,6 +97,8 @@ refused "an early stop above 1" "sft.stop_at_exact_match must be a share in \[0,
   's/sft: {job: sft.yaml, steps: 40}/sft: {job: sft.yaml, steps: 40, stop_at_exact_match: 70}/'
 refused "an early stop on the reward model" "reward.stop_at_exact_match is not a ds-chat setting" \
   's/reward: {job: reward.yaml, steps: 40}/reward: {job: reward.yaml, steps: 40, stop_at_exact_match: 0.5}/'
+refused "a negative eval_prompts" "ppo.eval_prompts must be >= 0" \
+  's/eval_prompts: [0-9]*/eval_prompts: -16/'
 refused "a missing ptx file" 'ppo.unsupervised_dataset ".*nope.txt" cannot be read' \
   's/iterations: 5, /iterations: 5, unsupervised_dataset: nope.txt, /'
 out=$("$CHAT" --config "$W/chat.yaml" --step rl 2>&1); rc=$?
